@@ -1,0 +1,152 @@
+//! Strong types for addresses, so that a physical address is never used where a virtual one is
+//! meant (the commonest bug in page-table code) and page alignment is checked in one place.
+
+use core::fmt;
+
+/// log2 of the translation granule. The tables and the planner take the granule from here; 16 KiB
+/// and 64 KiB granules are a later goal (DESIGN.md §4).
+pub const PAGE_SHIFT: u32 = 12;
+/// Size of a translation granule (a "page") in bytes.
+pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
+/// Size of a level-2 block (2 MiB with the 4 KiB granule).
+pub const BLOCK_2M: u64 = 1 << 21;
+/// Size of a level-1 block (1 GiB with the 4 KiB granule).
+pub const BLOCK_1G: u64 = 1 << 30;
+/// Number of virtual-address bits translated by one TTBR (48: 4 levels of 9 bits + 12).
+pub const VA_BITS: u32 = 48;
+/// Number of physical-address bits a descriptor can hold without FEAT_LPA/LPA2.
+pub const PA_BITS: u32 = 48;
+
+macro_rules! address_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        #[repr(transparent)]
+        pub struct $name(pub u64);
+
+        impl $name {
+            /// The raw value.
+            #[inline]
+            pub const fn as_u64(self) -> u64 {
+                self.0
+            }
+            /// Whether the address is a multiple of `align` (a power of two).
+            #[inline]
+            pub const fn is_aligned(self, align: u64) -> bool {
+                self.0 & (align - 1) == 0
+            }
+            /// Whether the address is page-aligned.
+            #[inline]
+            pub const fn is_page_aligned(self) -> bool {
+                self.is_aligned(PAGE_SIZE)
+            }
+            /// Rounds down to a multiple of `align` (a power of two).
+            #[inline]
+            pub const fn align_down(self, align: u64) -> Self {
+                Self(self.0 & !(align - 1))
+            }
+            /// Rounds up to a multiple of `align` (a power of two); `None` on overflow.
+            #[inline]
+            pub const fn checked_align_up(self, align: u64) -> Option<Self> {
+                match self.0.checked_add(align - 1) {
+                    Some(v) => Some(Self(v & !(align - 1))),
+                    None => None,
+                }
+            }
+            /// `self + bytes`, or `None` on overflow.
+            #[inline]
+            pub const fn checked_add(self, bytes: u64) -> Option<Self> {
+                match self.0.checked_add(bytes) {
+                    Some(v) => Some(Self(v)),
+                    None => None,
+                }
+            }
+            /// `self + bytes`, wrapping (for address arithmetic known not to overflow).
+            #[inline]
+            pub const fn wrapping_add(self, bytes: u64) -> Self {
+                Self(self.0.wrapping_add(bytes))
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!(stringify!($name), "({:#x})"), self.0)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:#x}", self.0)
+            }
+        }
+    };
+}
+
+address_type!(
+    /// A physical (output) address.
+    PhysAddr
+);
+address_type!(
+    /// A virtual (input) address, as the CPU issues it: for TTBR1 the top 16 bits are all ones.
+    VirtAddr
+);
+
+impl VirtAddr {
+    /// Whether a 48-bit translation regime can translate the address: bits `[63:48]` all zero
+    /// (TTBR0, the lower 256 TiB) or all one (TTBR1, the upper 256 TiB). Unlike x86, bit 47 need
+    /// not match them.
+    #[inline]
+    pub const fn is_canonical(self) -> bool {
+        let top = self.0 >> VA_BITS;
+        top == 0 || top == (u64::MAX >> VA_BITS)
+    }
+
+    /// Whether the address belongs to the upper range (TTBR1, the kernel's half).
+    #[inline]
+    pub const fn is_upper(self) -> bool {
+        self.0 >> 63 == 1
+    }
+
+    /// Index into the table at `level` (0..=3) for this address.
+    #[inline]
+    pub const fn table_index(self, level: u32) -> usize {
+        ((self.0 >> (PAGE_SHIFT + 9 * (3 - level))) & 0x1ff) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_and_upper() {
+        assert!(VirtAddr(0).is_canonical());
+        assert!(VirtAddr(0x0000_7fff_ffff_f000).is_canonical());
+        assert!(VirtAddr(0x0000_8000_0000_0000).is_canonical()); // TTBR0, bit 47 set
+        assert!(!VirtAddr(0x0001_0000_0000_0000).is_canonical());
+        assert!(VirtAddr(0xffff_8000_0000_0000).is_canonical());
+        assert!(!VirtAddr(0xfffe_ffff_ffff_f000).is_canonical());
+        assert!(VirtAddr(0xffff_0000_0000_0000).is_upper());
+        assert!(!VirtAddr(0x0000_7fff_ffff_f000).is_upper());
+    }
+
+    #[test]
+    fn indices() {
+        let va = VirtAddr((1 << 39) * 3 + (1 << 30) * 5 + (1 << 21) * 7 + (1 << 12) * 11);
+        assert_eq!(va.table_index(0), 3);
+        assert_eq!(va.table_index(1), 5);
+        assert_eq!(va.table_index(2), 7);
+        assert_eq!(va.table_index(3), 11);
+        assert_eq!(VirtAddr(u64::MAX).table_index(0), 511);
+    }
+
+    #[test]
+    fn alignment() {
+        assert!(PhysAddr(0x20_0000).is_aligned(BLOCK_2M));
+        assert!(!PhysAddr(0x20_1000).is_aligned(BLOCK_2M));
+        assert_eq!(PhysAddr(0x20_1fff).align_down(PAGE_SIZE), PhysAddr(0x20_1000));
+        assert_eq!(PhysAddr(0x20_1001).checked_align_up(PAGE_SIZE), Some(PhysAddr(0x20_2000)));
+        assert_eq!(PhysAddr(u64::MAX).checked_align_up(PAGE_SIZE), None);
+        assert_eq!(VirtAddr(u64::MAX).checked_add(1), None);
+    }
+}

@@ -1,0 +1,621 @@
+//! Stage-1 translation-table descriptors (VMSAv8-64, 4 KiB granule, 48-bit addresses).
+//!
+//! Why it is built this way: a descriptor is a plain `u64` newtype, and the attributes of a leaf
+//! are a second newtype holding only the attribute bits. Everything here is `const` and free of
+//! traits objects, statics and formatting, because the same code runs in early boot with the MMU
+//! off, at a physical address different from the link address. The constructors encode the
+//! kernel's security rules once (kernel mappings are never executable at EL0, user mappings never
+//! at EL1, the Access flag is always set, normal memory is Inner Shareable), so that the page-table
+//! engine and its callers cannot forget them.
+//!
+//! Bit positions follow the Arm ARM (D8.3, "Translation table descriptor formats"):
+//!
+//! | Bits      | Leaf (block/page)                      | Table                              |
+//! |-----------|----------------------------------------|------------------------------------|
+//! | `[1:0]`   | `0b01` block (L1, L2), `0b11` page (L3) | `0b11` (L0 to L2)                 |
+//! | `[4:2]`   | AttrIndx (MAIR index)                  | ignored                            |
+//! | 5         | NS (kept 0)                            | ignored                            |
+//! | `[7:6]`   | `AP[2:1]`                              | ignored                            |
+//! | `[9:8]`   | SH                                     | ignored                            |
+//! | 10        | AF                                     | ignored                            |
+//! | 11        | nG                                     | ignored                            |
+//! | `[47:12]` | output address                         | next-level table address           |
+//! | 51        | DBM (kept 0)                           | ignored                            |
+//! | 52        | Contiguous                             | ignored                            |
+//! | 53        | PXN                                    | ignored                            |
+//! | 54        | UXN                                    | ignored                            |
+//! | `[63:59]` | ignored                                | APTable, XNTable, NSTable (kept 0) |
+
+use crate::addr::PhysAddr;
+
+/// The value to program into `MAIR_EL1`. Attribute index `i` (bits `[8i+7:8i]`) is the encoding
+/// of [`MemoryType`] with discriminant `i`:
+///
+/// | Index | Type                  | Encoding |
+/// |-------|-----------------------|----------|
+/// | 0     | Normal, Write-Back RW-allocate, inner and outer | `0xff` |
+/// | 1     | Normal, Non-cacheable | `0x44`   |
+/// | 2     | Device-nGnRE          | `0x04`   |
+/// | 3     | Device-nGnRnE         | `0x00`   |
+pub const MAIR_EL1_VALUE: u64 = 0xff | (0x44 << 8) | (0x04 << 16);
+
+/// Bits `[47:12]`: the output address of a page or block, or the address of the next-level table.
+pub const OUTPUT_ADDRESS_MASK: u64 = 0x0000_ffff_ffff_f000;
+
+const VALID: u64 = 1 << 0;
+const TYPE_TABLE_OR_PAGE: u64 = 1 << 1;
+const ATTR_INDEX_SHIFT: u32 = 2;
+const ATTR_INDEX_MASK: u64 = 0b111 << ATTR_INDEX_SHIFT;
+const NS: u64 = 1 << 5;
+const AP_SHIFT: u32 = 6;
+const AP_MASK: u64 = 0b11 << AP_SHIFT;
+const SH_SHIFT: u32 = 8;
+const SH_MASK: u64 = 0b11 << SH_SHIFT;
+const SH_OUTER: u64 = 0b10 << SH_SHIFT;
+const SH_INNER: u64 = 0b11 << SH_SHIFT;
+const AF: u64 = 1 << 10;
+const NG: u64 = 1 << 11;
+const DBM: u64 = 1 << 51;
+const CONTIGUOUS: u64 = 1 << 52;
+const PXN: u64 = 1 << 53;
+const UXN: u64 = 1 << 54;
+
+/// The bits [`Attributes`] may hold. The contiguous hint is not among them: the page-table
+/// engine decides it, because it depends on the neighbouring entries.
+const ATTRIBUTE_MASK: u64 = ATTR_INDEX_MASK | NS | AP_MASK | SH_MASK | AF | NG | DBM | PXN | UXN;
+
+/// Attribute bits a live valid leaf may change without break-before-make (Arm ARM D8.16.1): the
+/// access permissions and the execute-never bits. Anything else (memory type, shareability, nG,
+/// output address, block size, contiguous hint) needs break-before-make.
+pub const BBM_FREE_MASK: u64 = AP_MASK | PXN | UXN;
+
+/// The number of entries of a contiguous run (4 KiB granule, levels 2 and 3).
+pub const CONTIGUOUS_ENTRIES: usize = 16;
+
+/// Memory type of a mapping, i.e. its `AttrIndx` into [`MAIR_EL1_VALUE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum MemoryType {
+    /// Normal memory, Write-Back cacheable (index 0). RAM.
+    NormalWriteBack = 0,
+    /// Normal memory, Non-cacheable (index 1). Frame buffers, DMA buffers on non-coherent buses.
+    NormalNonCacheable = 1,
+    /// Device-nGnRE (index 2). Ordinary MMIO.
+    DeviceNGnRE = 2,
+    /// Device-nGnRnE (index 3). MMIO that needs non-posted writes.
+    DeviceNGnRnE = 3,
+}
+
+impl MemoryType {
+    /// The memory type with MAIR index `index`, or `None` if the index is not one of ours.
+    pub const fn from_index(index: u64) -> Option<Self> {
+        match index {
+            0 => Some(Self::NormalWriteBack),
+            1 => Some(Self::NormalNonCacheable),
+            2 => Some(Self::DeviceNGnRE),
+            3 => Some(Self::DeviceNGnRnE),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a Device memory type.
+    pub const fn is_device(self) -> bool {
+        matches!(self, Self::DeviceNGnRE | Self::DeviceNGnRnE)
+    }
+}
+
+/// Data access permission, the `AP[2:1]` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// EL1 read/write, no EL0 access (`AP = 0b00`).
+    KernelRw,
+    /// EL1 and EL0 read/write (`AP = 0b01`).
+    UserRw,
+    /// EL1 read-only, no EL0 access (`AP = 0b10`).
+    KernelRo,
+    /// EL1 and EL0 read-only (`AP = 0b11`).
+    UserRo,
+}
+
+impl Access {
+    const fn bits(self) -> u64 {
+        (match self {
+            Self::KernelRw => 0b00,
+            Self::UserRw => 0b01,
+            Self::KernelRo => 0b10,
+            Self::UserRo => 0b11,
+        }) << AP_SHIFT
+    }
+
+    const fn from_bits(bits: u64) -> Self {
+        match (bits & AP_MASK) >> AP_SHIFT {
+            0b00 => Self::KernelRw,
+            0b01 => Self::UserRw,
+            0b10 => Self::KernelRo,
+            _ => Self::UserRo,
+        }
+    }
+
+    /// Whether EL0 may access the data.
+    pub const fn el0_accessible(self) -> bool {
+        matches!(self, Self::UserRw | Self::UserRo)
+    }
+
+    /// Whether the data is writable (at every level that can access it).
+    pub const fn writable(self) -> bool {
+        matches!(self, Self::KernelRw | Self::UserRw)
+    }
+}
+
+/// What a user (EL0) mapping allows. User mappings are never executable at EL1 (PXN) and are
+/// always non-global (nG: tagged with the address space's ASID).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UserAccess {
+    /// Read only.
+    ReadOnly,
+    /// Read and write.
+    ReadWrite,
+    /// Read and execute.
+    ReadExecute,
+    /// Read, write and execute. The descriptor can express it; the address-space policy (W^X)
+    /// is what forbids it.
+    ReadWriteExecute,
+}
+
+/// Read/write/execute rights at one exception level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Rwx {
+    /// Loads are permitted.
+    pub read: bool,
+    /// Stores are permitted.
+    pub write: bool,
+    /// Instruction fetches are permitted.
+    pub execute: bool,
+}
+
+/// The effective permissions of a leaf at EL1 and EL0, as the architecture derives them from
+/// `AP`, `PXN` and `UXN` (with `SCTLR_EL1.WXN = 0` and ignoring PAN, which only affects EL1
+/// data accesses to EL0-accessible pages).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Permissions {
+    /// What EL1 (the kernel) may do.
+    pub el1: Rwx,
+    /// What EL0 (user space) may do.
+    pub el0: Rwx,
+}
+
+/// The attributes of a leaf (block or page) descriptor: memory type, access permission,
+/// execute-never bits, global/non-global, shareability and the Access flag.
+///
+/// Build them with the named constructors ([`kernel_text`](Self::kernel_text),
+/// [`kernel_rodata`](Self::kernel_rodata), [`kernel_data`](Self::kernel_data),
+/// [`device`](Self::device), [`user`](Self::user)) and adjust with the `with_*` methods.
+/// The contiguous hint is not an attribute: the page-table engine sets it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Attributes(u64);
+
+impl core::fmt::Debug for Attributes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Attributes")
+            .field("memory", &self.memory_type())
+            .field("access", &self.access())
+            .field("pxn", &self.pxn())
+            .field("uxn", &self.uxn())
+            .field("global", &self.is_global())
+            .finish()
+    }
+}
+
+impl Attributes {
+    /// Attributes for `memory` with data access `access`, never executable (PXN and UXN set),
+    /// global, the Access flag set, and the shareability that fits the memory type: Inner
+    /// Shareable for normal memory, Outer Shareable for device memory (the architecture treats
+    /// Device and Normal Non-cacheable memory as Outer Shareable whatever SH says, so SH is only
+    /// documentation there).
+    pub const fn new(memory: MemoryType, access: Access) -> Self {
+        let sh = if memory.is_device() { SH_OUTER } else { SH_INNER };
+        Self(((memory as u64) << ATTR_INDEX_SHIFT) | access.bits() | sh | AF | PXN | UXN)
+    }
+
+    /// Kernel code: normal write-back memory, EL1 read-only and executable, UXN, global.
+    pub const fn kernel_text() -> Self {
+        Self::new(MemoryType::NormalWriteBack, Access::KernelRo).with_el1_execute(true)
+    }
+
+    /// Kernel read-only data: EL1 read-only, never executable, global.
+    pub const fn kernel_rodata() -> Self {
+        Self::new(MemoryType::NormalWriteBack, Access::KernelRo)
+    }
+
+    /// Kernel data (also the linear map of RAM, stacks): EL1 read/write, never executable,
+    /// global.
+    pub const fn kernel_data() -> Self {
+        Self::new(MemoryType::NormalWriteBack, Access::KernelRw)
+    }
+
+    /// Device MMIO: Device-nGnRE, EL1 read/write, never executable (which also stops speculative
+    /// instruction fetches from device memory), global.
+    pub const fn device() -> Self {
+        Self::new(MemoryType::DeviceNGnRE, Access::KernelRw)
+    }
+
+    /// Strongly ordered device MMIO: Device-nGnRnE, otherwise as [`device`](Self::device).
+    pub const fn device_ngnrne() -> Self {
+        Self::new(MemoryType::DeviceNGnRnE, Access::KernelRw)
+    }
+
+    /// User memory: normal write-back, EL0-accessible as `access` says, always PXN (never
+    /// executable at EL1), non-global.
+    pub const fn user(access: UserAccess) -> Self {
+        let (ap, exec) = match access {
+            UserAccess::ReadOnly => (Access::UserRo, false),
+            UserAccess::ReadWrite => (Access::UserRw, false),
+            UserAccess::ReadExecute => (Access::UserRo, true),
+            UserAccess::ReadWriteExecute => (Access::UserRw, true),
+        };
+        Self::new(MemoryType::NormalWriteBack, ap).with_el0_execute(exec).with_global(false)
+    }
+
+    /// The attribute bits, as they appear in a leaf descriptor (the contiguous hint excluded).
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// Attributes from the bits of a leaf descriptor; the address, type and contiguous bits and
+    /// any bit this type does not model are dropped.
+    pub const fn from_descriptor_bits(bits: u64) -> Self {
+        Self(bits & ATTRIBUTE_MASK)
+    }
+
+    /// The memory type. An `AttrIndx` outside 0..=3 (never produced by this crate) reads as
+    /// Device-nGnRnE, the most conservative type.
+    pub const fn memory_type(self) -> MemoryType {
+        match MemoryType::from_index((self.0 & ATTR_INDEX_MASK) >> ATTR_INDEX_SHIFT) {
+            Some(m) => m,
+            None => MemoryType::DeviceNGnRnE,
+        }
+    }
+
+    /// The data access permission (`AP[2:1]`).
+    pub const fn access(self) -> Access {
+        Access::from_bits(self.0)
+    }
+
+    /// Whether PXN (privileged execute-never) is set.
+    pub const fn pxn(self) -> bool {
+        self.0 & PXN != 0
+    }
+
+    /// Whether UXN (unprivileged execute-never) is set.
+    pub const fn uxn(self) -> bool {
+        self.0 & UXN != 0
+    }
+
+    /// Whether the mapping is global (nG clear): its TLB entries match every ASID.
+    pub const fn is_global(self) -> bool {
+        self.0 & NG == 0
+    }
+
+    /// Whether the Access flag is set (always, for attributes built by this crate).
+    pub const fn accessed(self) -> bool {
+        self.0 & AF != 0
+    }
+
+    /// The same attributes with another memory type (and the shareability that goes with it).
+    pub const fn with_memory_type(self, memory: MemoryType) -> Self {
+        let sh = if memory.is_device() { SH_OUTER } else { SH_INNER };
+        Self((self.0 & !(ATTR_INDEX_MASK | SH_MASK)) | ((memory as u64) << ATTR_INDEX_SHIFT) | sh)
+    }
+
+    /// The same attributes with another data access permission.
+    pub const fn with_access(self, access: Access) -> Self {
+        Self((self.0 & !AP_MASK) | access.bits())
+    }
+
+    /// The same attributes, executable at EL1 or not (clears or sets PXN).
+    pub const fn with_el1_execute(self, execute: bool) -> Self {
+        if execute { Self(self.0 & !PXN) } else { Self(self.0 | PXN) }
+    }
+
+    /// The same attributes, executable at EL0 or not (clears or sets UXN).
+    pub const fn with_el0_execute(self, execute: bool) -> Self {
+        if execute { Self(self.0 & !UXN) } else { Self(self.0 | UXN) }
+    }
+
+    /// The same attributes, global or not (clears or sets nG).
+    pub const fn with_global(self, global: bool) -> Self {
+        if global { Self(self.0 & !NG) } else { Self(self.0 | NG) }
+    }
+
+    /// `self` with the permission bits (AP, PXN, UXN) of `other`: what `mprotect` does.
+    pub const fn with_permissions_of(self, other: Self) -> Self {
+        Self((self.0 & !BBM_FREE_MASK) | (other.0 & BBM_FREE_MASK))
+    }
+
+    /// Whether a live valid leaf with attributes `self` may be rewritten in place with `new`
+    /// (same output address and size) without break-before-make: only AP, PXN and UXN differ.
+    pub const fn may_change_in_place_to(self, new: Self) -> bool {
+        (self.0 ^ new.0) & !BBM_FREE_MASK == 0
+    }
+
+    /// The effective permissions at EL1 and EL0. A page writable at EL0 is never executable at
+    /// EL1, whatever PXN says (Arm ARM D8.4.1.2).
+    pub const fn permissions(self) -> Permissions {
+        let access = self.access();
+        let el0_write = matches!(access, Access::UserRw);
+        Permissions {
+            el1: Rwx { read: true, write: access.writable(), execute: !self.pxn() && !el0_write },
+            el0: Rwx { read: access.el0_accessible(), write: el0_write, execute: !self.uxn() },
+        }
+    }
+}
+
+/// What a descriptor is, which depends on the level of the table holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DescriptorKind {
+    /// Bit 0 clear: translation faults.
+    Invalid,
+    /// A pointer to a next-level table (levels 0 to 2, bits `[1:0] = 0b11`).
+    Table,
+    /// A block mapping (levels 1 and 2, bits `[1:0] = 0b01`).
+    Block,
+    /// A page mapping (level 3, bits `[1:0] = 0b11`).
+    Page,
+    /// An encoding that is reserved at this level (a block at level 0 or 3): faults, and is
+    /// never written by this crate.
+    Reserved,
+}
+
+/// A stage-1 translation-table descriptor.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(transparent)]
+pub struct Descriptor(u64);
+
+impl core::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Descriptor({:#018x})", self.0)
+    }
+}
+
+impl Descriptor {
+    /// The invalid descriptor (all zeros).
+    pub const INVALID: Self = Self(0);
+
+    /// A descriptor from its raw bits.
+    pub const fn from_bits(bits: u64) -> Self {
+        Self(bits)
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// A table descriptor pointing at the next-level table at `table` (4 KiB aligned; lower bits
+    /// are dropped). The hierarchical attributes (APTable, XNTable) are left clear.
+    pub const fn table(table: PhysAddr) -> Self {
+        Self((table.0 & OUTPUT_ADDRESS_MASK) | TYPE_TABLE_OR_PAGE | VALID)
+    }
+
+    /// A leaf at `level`: a block at levels 1 and 2, a page at level 3, mapping `pa` (aligned to
+    /// the leaf size; lower bits are dropped) with `attrs`, and the contiguous hint if
+    /// `contiguous`.
+    ///
+    /// # Panics
+    ///
+    /// In debug builds, if `level` is not 1, 2 or 3 (there are no level-0 blocks with the
+    /// 4 KiB granule and 48-bit output addresses).
+    pub const fn leaf(level: u32, pa: PhysAddr, attrs: Attributes, contiguous: bool) -> Self {
+        debug_assert!(level >= 1 && level <= 3);
+        let ty = if level == 3 { TYPE_TABLE_OR_PAGE | VALID } else { VALID };
+        let mask = OUTPUT_ADDRESS_MASK & !(level_size(level) - 1);
+        let cont = if contiguous { CONTIGUOUS } else { 0 };
+        Self((pa.0 & mask) | attrs.0 | cont | ty)
+    }
+
+    /// Whether bit 0 (valid) is set.
+    pub const fn is_valid(self) -> bool {
+        self.0 & VALID != 0
+    }
+
+    /// The kind of descriptor this is in a table at `level` (0..=3).
+    pub const fn kind(self, level: u32) -> DescriptorKind {
+        if !self.is_valid() {
+            DescriptorKind::Invalid
+        } else if self.0 & TYPE_TABLE_OR_PAGE != 0 {
+            if level == 3 { DescriptorKind::Page } else { DescriptorKind::Table }
+        } else if level == 1 || level == 2 {
+            DescriptorKind::Block
+        } else {
+            DescriptorKind::Reserved
+        }
+    }
+
+    /// Whether this is a valid leaf (block or page) at `level`.
+    pub const fn is_leaf(self, level: u32) -> bool {
+        matches!(self.kind(level), DescriptorKind::Block | DescriptorKind::Page)
+    }
+
+    /// Whether this is a table descriptor at `level`.
+    pub const fn is_table(self, level: u32) -> bool {
+        matches!(self.kind(level), DescriptorKind::Table)
+    }
+
+    /// The output address (bits `[47:12]`): the mapped address of a leaf, or the next-level
+    /// table of a table descriptor.
+    pub const fn output_address(self) -> PhysAddr {
+        PhysAddr(self.0 & OUTPUT_ADDRESS_MASK)
+    }
+
+    /// The leaf attributes (meaningless for a table or invalid descriptor).
+    pub const fn attributes(self) -> Attributes {
+        Attributes::from_descriptor_bits(self.0)
+    }
+
+    /// Whether the contiguous hint (bit 52) is set.
+    pub const fn is_contiguous(self) -> bool {
+        self.0 & CONTIGUOUS != 0
+    }
+
+    /// The same descriptor with the contiguous hint set or cleared.
+    pub const fn with_contiguous(self, contiguous: bool) -> Self {
+        if contiguous { Self(self.0 | CONTIGUOUS) } else { Self(self.0 & !CONTIGUOUS) }
+    }
+
+    /// The same leaf with other attributes (output address, type and contiguous hint kept).
+    pub const fn with_attributes(self, attrs: Attributes) -> Self {
+        Self((self.0 & !ATTRIBUTE_MASK) | attrs.0)
+    }
+}
+
+/// The span of one entry of a table at `level` (0..=3): 512 GiB, 1 GiB, 2 MiB, 4 KiB.
+pub const fn level_size(level: u32) -> u64 {
+    1 << (crate::addr::PAGE_SHIFT + 9 * (3 - level))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mair_value() {
+        assert_eq!(MAIR_EL1_VALUE, 0x0000_0000_0004_44ff);
+        for (i, m) in [
+            MemoryType::NormalWriteBack,
+            MemoryType::NormalNonCacheable,
+            MemoryType::DeviceNGnRE,
+            MemoryType::DeviceNGnRnE,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert_eq!(m as usize, i);
+            assert_eq!(MemoryType::from_index(i as u64), Some(m));
+            let byte = (MAIR_EL1_VALUE >> (8 * i)) & 0xff;
+            assert_eq!(byte, [0xff, 0x44, 0x04, 0x00][i]);
+        }
+        assert_eq!(MemoryType::from_index(4), None);
+    }
+
+    #[test]
+    fn kernel_text_bits() {
+        let a = Attributes::kernel_text();
+        // AttrIndx 0, AP = 0b10 (EL1 RO), SH = 0b11, AF, global, PXN clear, UXN set.
+        assert_eq!(a.bits(), (0b10 << 6) | (0b11 << 8) | (1 << 10) | (1 << 54));
+        assert_eq!(
+            a.permissions(),
+            Permissions { el1: Rwx { read: true, write: false, execute: true }, el0: Rwx::default() }
+        );
+    }
+
+    #[test]
+    fn kernel_rodata_data_device_bits() {
+        let ro = Attributes::kernel_rodata();
+        assert_eq!(ro.bits(), (0b10 << 6) | (0b11 << 8) | (1 << 10) | (1 << 53) | (1 << 54));
+        let rw = Attributes::kernel_data();
+        assert_eq!(rw.bits(), (0b11 << 8) | (1 << 10) | (1 << 53) | (1 << 54));
+        assert_eq!(rw.permissions().el1, Rwx { read: true, write: true, execute: false });
+        let dev = Attributes::device();
+        assert_eq!(dev.bits(), (2 << 2) | (0b10 << 8) | (1 << 10) | (1 << 53) | (1 << 54));
+        assert_eq!(dev.memory_type(), MemoryType::DeviceNGnRE);
+        assert_eq!(Attributes::device_ngnrne().memory_type(), MemoryType::DeviceNGnRnE);
+        for a in [ro, rw, dev, Attributes::kernel_text(), Attributes::device_ngnrne()] {
+            assert!(a.uxn(), "kernel mappings are always UXN");
+            assert!(a.is_global());
+            assert!(a.accessed());
+            assert!(!a.access().el0_accessible());
+        }
+    }
+
+    #[test]
+    fn user_bits() {
+        for (ua, w, x) in [
+            (UserAccess::ReadOnly, false, false),
+            (UserAccess::ReadWrite, true, false),
+            (UserAccess::ReadExecute, false, true),
+            (UserAccess::ReadWriteExecute, true, true),
+        ] {
+            let a = Attributes::user(ua);
+            assert!(a.pxn(), "user mappings are always PXN");
+            assert!(!a.is_global(), "user mappings are non-global");
+            assert!(a.accessed());
+            assert_eq!(a.bits() & (1 << 11), 1 << 11);
+            let p = a.permissions();
+            assert_eq!(p.el0, Rwx { read: true, write: w, execute: x });
+            assert!(!p.el1.execute);
+            assert_eq!(p.el1.write, w);
+        }
+        // AP = 0b01 for RW, 0b11 for RO.
+        assert_eq!(Attributes::user(UserAccess::ReadWrite).bits() & (0b11 << 6), 0b01 << 6);
+        assert_eq!(Attributes::user(UserAccess::ReadOnly).bits() & (0b11 << 6), 0b11 << 6);
+    }
+
+    #[test]
+    fn el0_writable_is_never_el1_executable() {
+        let a = Attributes::new(MemoryType::NormalWriteBack, Access::UserRw).with_el1_execute(true);
+        assert!(!a.pxn());
+        assert!(!a.permissions().el1.execute);
+    }
+
+    #[test]
+    fn descriptor_classification() {
+        let pa = PhysAddr(0x1234_5000);
+        let t = Descriptor::table(pa);
+        assert_eq!(t.bits(), 0x1234_5003);
+        for level in 0..3 {
+            assert_eq!(t.kind(level), DescriptorKind::Table);
+        }
+        assert_eq!(t.kind(3), DescriptorKind::Page);
+        assert_eq!(t.output_address(), pa);
+
+        let attrs = Attributes::kernel_data();
+        let page = Descriptor::leaf(3, pa, attrs, false);
+        assert_eq!(page.kind(3), DescriptorKind::Page);
+        assert_eq!(page.bits() & 0b11, 0b11);
+        assert_eq!(page.attributes(), attrs);
+        assert_eq!(page.output_address(), pa);
+
+        let blk = Descriptor::leaf(2, PhysAddr(0x4020_0000), attrs, true);
+        assert_eq!(blk.bits() & 0b11, 0b01);
+        assert_eq!(blk.kind(2), DescriptorKind::Block);
+        assert_eq!(blk.kind(1), DescriptorKind::Block);
+        assert_eq!(blk.kind(0), DescriptorKind::Reserved);
+        assert_eq!(blk.kind(3), DescriptorKind::Reserved);
+        assert!(blk.is_contiguous());
+        assert_eq!(blk.bits() & (1 << 52), 1 << 52);
+        assert!(!blk.with_contiguous(false).is_contiguous());
+        assert_eq!(blk.attributes(), attrs, "the contiguous hint is not an attribute");
+        assert_eq!(blk.output_address(), PhysAddr(0x4020_0000));
+
+        assert_eq!(Descriptor::INVALID.kind(0), DescriptorKind::Invalid);
+        assert_eq!(Descriptor::from_bits(0b10).kind(3), DescriptorKind::Invalid);
+        assert_eq!(Descriptor::from_bits(u64::MAX).output_address(), PhysAddr(OUTPUT_ADDRESS_MASK));
+    }
+
+    #[test]
+    fn in_place_changes() {
+        let rw = Attributes::kernel_data();
+        assert!(rw.may_change_in_place_to(Attributes::kernel_rodata()));
+        assert!(rw.may_change_in_place_to(Attributes::kernel_text()));
+        assert!(!rw.may_change_in_place_to(Attributes::device()));
+        assert!(!rw.may_change_in_place_to(rw.with_global(false)));
+        let u = Attributes::user(UserAccess::ReadWrite);
+        assert!(u.may_change_in_place_to(Attributes::user(UserAccess::ReadExecute)));
+        let dev = Attributes::device().with_permissions_of(Attributes::kernel_rodata());
+        assert_eq!(dev.memory_type(), MemoryType::DeviceNGnRE);
+        assert_eq!(dev.access(), Access::KernelRo);
+        assert_eq!(
+            rw.with_memory_type(MemoryType::DeviceNGnRE),
+            Attributes::device(),
+            "shareability follows the memory type"
+        );
+    }
+
+    #[test]
+    fn level_sizes() {
+        assert_eq!(level_size(0), 1 << 39);
+        assert_eq!(level_size(1), 1 << 30);
+        assert_eq!(level_size(2), 1 << 21);
+        assert_eq!(level_size(3), 1 << 12);
+    }
+}

@@ -1,0 +1,27 @@
+//! Memory management for an arm64 (AArch64, VMSAv8-64) kernel, written so that every piece of
+//! logic can be tested on the build host.
+//!
+//! The crate knows nothing of the kernel that uses it. Everything that touches the machine goes
+//! through two small seams:
+//! - [`paging::Translation`]: where page-table frames come from and how the code reaches them
+//!   (the kernel: a frame allocator and the linear map; the host tests: an emulated physical
+//!   memory);
+//! - the TLB issuer's hardware trait in [`tlb`]: the only place a `TLBI` or a barrier is executed.
+//!
+//! Module map:
+//! - [`addr`]: strong types for physical and virtual addresses and page counts;
+//! - [`descriptor`]: stage-1 descriptors (table, block, page) and their attributes;
+//! - [`paging`]: 4-level, 4 KiB-granule translation tables: map, unmap, protect, query;
+//! - [`phys`]: sets of physical ranges (usable RAM = memory minus reservations);
+//! - [`tlb`]: the TLB-invalidation planner (a pure function) and its issuer.
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod addr;
+pub mod descriptor;
+pub mod paging;
+pub mod phys;
+pub mod tlb;

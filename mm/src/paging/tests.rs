@@ -1,0 +1,1031 @@
+//! Host tests of the table engine, over an emulated physical memory that catches leaks, double
+//! frees and accesses to frames that are not allocated.
+
+use core::ptr::NonNull;
+use std::boxed::Box;
+use std::collections::BTreeMap;
+use std::vec;
+use std::vec::Vec;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::addr::{BLOCK_1G, BLOCK_2M};
+use crate::descriptor::{MemoryType, UserAccess};
+
+const KIB64: u64 = 64 * 1024;
+
+/// Emulated physical memory: frames at fake physical addresses, a poison pattern in every newly
+/// allocated frame, and an optional failure after a number of allocations.
+struct EmuMem {
+    frames: Vec<NonNull<[u64; ENTRIES_PER_TABLE]>>,
+    allocated: Vec<bool>,
+    free: Vec<usize>,
+    base: u64,
+    /// Successful allocations still allowed; `None` = unlimited.
+    fail_after: Option<usize>,
+    allocations: usize,
+    deallocations: usize,
+}
+
+impl EmuMem {
+    fn new() -> Self {
+        Self::with_base(0x8_0000_0000)
+    }
+
+    fn with_base(base: u64) -> Self {
+        Self {
+            frames: Vec::new(),
+            allocated: Vec::new(),
+            free: Vec::new(),
+            base,
+            fail_after: None,
+            allocations: 0,
+            deallocations: 0,
+        }
+    }
+
+    fn live_frames(&self) -> usize {
+        self.allocated.iter().filter(|&&a| a).count()
+    }
+
+    fn index(&self, pa: PhysAddr) -> usize {
+        assert!(pa.is_page_aligned(), "misaligned table address {pa:?}");
+        let i = ((pa.0 - self.base) / PAGE_SIZE) as usize;
+        assert!(i < self.frames.len() && self.allocated[i], "access to a frame not allocated: {pa:?}");
+        i
+    }
+}
+
+impl Drop for EmuMem {
+    fn drop(&mut self) {
+        for f in self.frames.drain(..) {
+            // SAFETY: every pointer came from `Box::into_raw` and is dropped once.
+            drop(unsafe { Box::from_raw(f.as_ptr()) });
+        }
+    }
+}
+
+// SAFETY: frames are distinct heap allocations of 4096 bytes, 8-byte aligned, live until the
+// EmuMem is dropped; `table_ptr` refuses frames that are not allocated.
+unsafe impl Translation for EmuMem {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        if let Some(n) = self.fail_after.as_mut() {
+            if *n == 0 {
+                return None;
+            }
+            *n -= 1;
+        }
+        self.allocations += 1;
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.frames.push(NonNull::new(Box::into_raw(Box::new([0u64; ENTRIES_PER_TABLE]))).unwrap());
+                self.allocated.push(false);
+                self.frames.len() - 1
+            }
+        };
+        self.allocated[i] = true;
+        // Poison: every word a valid descriptor, so a missing zeroing shows.
+        // SAFETY: the frame is allocated and no reference to it exists.
+        unsafe { self.frames[i].as_ptr().write([u64::MAX; ENTRIES_PER_TABLE]) };
+        Some(PhysAddr(self.base + i as u64 * PAGE_SIZE))
+    }
+
+    fn deallocate_table(&mut self, pa: PhysAddr) {
+        let i = self.index(pa); // panics on a double free
+        self.allocated[i] = false;
+        self.free.push(i);
+        self.deallocations += 1;
+    }
+
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
+        self.frames[self.index(pa)]
+    }
+}
+
+type Pt = PageTable<EmuMem>;
+
+fn new_pt(range: VaRange) -> Pt {
+    PageTable::new(EmuMem::new(), range).unwrap()
+}
+
+fn leaves(pt: &Pt) -> Vec<Leaf> {
+    let mut v = Vec::new();
+    pt.walk_all(|l| v.push(*l));
+    v
+}
+
+/// Structural invariants: no empty table below the root, contiguous runs complete and uniform,
+/// every reachable table allocated, and the count of reachable tables equal to the counters.
+fn check_invariants(pt: &Pt) -> usize {
+    fn visit(pt: &Pt, table: PhysAddr, level: u32, tables: &mut usize) {
+        *tables += 1;
+        let mut valid = 0;
+        for i in 0..ENTRIES_PER_TABLE {
+            let d = pt.read(table, i);
+            match d.kind(level) {
+                DescriptorKind::Table => {
+                    valid += 1;
+                    visit(pt, d.output_address(), level + 1, tables);
+                }
+                DescriptorKind::Block | DescriptorKind::Page => {
+                    valid += 1;
+                    assert!(d.output_address().is_aligned(level_size(level)));
+                    if d.is_contiguous() {
+                        assert!(level >= 2, "contiguous hint at level {level}");
+                        let first = i & !15;
+                        assert!(pt.read(table, first).is_contiguous(), "incomplete contiguous run");
+                    }
+                    if d.is_contiguous() && i % 16 == 0 {
+                        let first = i;
+                        let d0 = pt.read(table, first);
+                        let run = level_size(level) * 16;
+                        assert!(d0.output_address().is_aligned(run), "contiguous run PA misaligned");
+                        for j in first..first + 16 {
+                            let dj = pt.read(table, j);
+                            assert!(dj.is_leaf(level) && dj.is_contiguous(), "incomplete contiguous run");
+                            assert_eq!(dj.attributes(), d0.attributes(), "non-uniform contiguous run");
+                            assert_eq!(
+                                dj.output_address().0,
+                                d0.output_address().0 + (j - first) as u64 * level_size(level)
+                            );
+                        }
+                    }
+                }
+                DescriptorKind::Invalid => {}
+                DescriptorKind::Reserved => panic!("reserved descriptor written"),
+            }
+        }
+        if level > 0 {
+            assert!(valid > 0, "empty table left in the tree at level {level}");
+        }
+    }
+    let mut tables = 0;
+    visit(pt, pt.root_pa(), 0, &mut tables);
+    assert_eq!(tables as u64, pt.stats().tables_in_use());
+    tables
+}
+
+fn va(x: u64) -> VirtAddr {
+    VirtAddr(x)
+}
+
+fn pa(x: u64) -> PhysAddr {
+    PhysAddr(x)
+}
+
+fn release(pt: &mut Pt, record: PendingFlush) {
+    record.release(pt.translation_mut());
+}
+
+// ---- block selection --------------------------------------------------------------------------
+
+#[test]
+fn new_table_is_empty_and_zeroed() {
+    let pt = new_pt(VaRange::Lower);
+    assert_eq!(pt.translation().live_frames(), 1);
+    assert!(leaves(&pt).is_empty());
+    assert_eq!(check_invariants(&pt), 1);
+    let mut mem = EmuMem::new();
+    mem.fail_after = Some(0);
+    assert_eq!(PageTable::new(mem, VaRange::Lower).unwrap_err(), MapError::OutOfMemory);
+}
+
+#[test]
+fn two_mib_blocks() {
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(0x4020_0000), pa(0x8020_0000), 4 << 20, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 2);
+    for (i, leaf) in l.iter().enumerate() {
+        assert_eq!(leaf.level, 2);
+        assert_eq!(leaf.size, BLOCK_2M);
+        assert_eq!(leaf.va, va(0x4020_0000 + i as u64 * BLOCK_2M));
+        assert_eq!(leaf.pa, pa(0x8020_0000 + i as u64 * BLOCK_2M));
+        assert!(!leaf.contiguous);
+    }
+    // Root, level 1, level 2.
+    assert_eq!(check_invariants(&pt), 3);
+    assert_eq!(pt.translate(va(0x4030_1234 & !0xfff)), Some(pa(0x8030_1000)));
+}
+
+#[test]
+fn one_gib_block() {
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(BLOCK_1G), pa(2 * BLOCK_1G), BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 1);
+    assert_eq!((l[0].level, l[0].size, l[0].pa), (1, BLOCK_1G, pa(2 * BLOCK_1G)));
+    assert_eq!(check_invariants(&pt), 2);
+
+    // With NO_1G_BLOCKS: 512 2 MiB blocks, contiguous in runs of 16.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(BLOCK_1G), pa(2 * BLOCK_1G), BLOCK_1G, Attributes::kernel_data(), Constraints::NO_1G_BLOCKS)
+        .unwrap();
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 512);
+    assert!(l.iter().all(|l| l.level == 2 && l.contiguous));
+    // Contiguous at level 2 forbidden too.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(
+        va(BLOCK_1G),
+        pa(2 * BLOCK_1G),
+        BLOCK_1G,
+        Attributes::kernel_data(),
+        Constraints::NO_1G_BLOCKS | Constraints::NO_CONTIGUOUS,
+    )
+    .unwrap();
+    assert!(leaves(&pt).iter().all(|l| l.level == 2 && !l.contiguous));
+}
+
+#[test]
+fn misaligned_pa_forces_pages() {
+    let mut pt = new_pt(VaRange::Lower);
+    // VA 2 MiB aligned, PA only 4 KiB aligned.
+    pt.map(va(0x4000_0000), pa(0x8000_1000), 4 << 20, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 1024);
+    assert!(l.iter().all(|l| l.level == 3 && !l.contiguous), "PA not 64 KiB aligned: no runs");
+    check_invariants(&pt);
+    // NO_BLOCKS forces pages even when aligned; runs still allowed.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(0x4000_0000), pa(0x8000_0000), 4 << 20, Attributes::kernel_data(), Constraints::NO_BLOCKS)
+        .unwrap();
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 1024);
+    assert!(l.iter().all(|l| l.level == 3 && l.contiguous));
+}
+
+#[test]
+fn mixed_pages_and_blocks() {
+    let mut pt = new_pt(VaRange::Lower);
+    let start = 0x4020_0000 - 3 * PAGE_SIZE;
+    let size = 3 * PAGE_SIZE + 2 * BLOCK_2M + 5 * PAGE_SIZE;
+    pt.map(va(start), pa(start + 0x1000_0000), size, Attributes::kernel_rodata(), Constraints::NONE).unwrap();
+    let l = leaves(&pt);
+    let levels: Vec<u32> = l.iter().map(|l| l.level).collect();
+    assert_eq!(levels, [3, 3, 3, 2, 2, 3, 3, 3, 3, 3]);
+    let mut expect = start;
+    for leaf in &l {
+        assert_eq!(leaf.va.0, expect);
+        assert_eq!(leaf.pa.0, expect + 0x1000_0000);
+        expect += leaf.size;
+    }
+    assert_eq!(expect, start + size);
+    check_invariants(&pt);
+}
+
+// ---- contiguous hint ----------------------------------------------------------------------------
+
+#[test]
+fn contiguous_exactly_on_aligned_uniform_runs() {
+    let mut pt = new_pt(VaRange::Lower);
+    // [64K - 8K, 64K + 128K + 12K): one partial run before, two full runs, one partial after.
+    let start = KIB64 - 2 * PAGE_SIZE;
+    let size = 2 * PAGE_SIZE + 2 * KIB64 + 3 * PAGE_SIZE;
+    pt.map(va(start), pa(0x9000_0000 + start), size, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    for leaf in leaves(&pt) {
+        let inside = leaf.va.0 >= KIB64 && leaf.va.0 < 3 * KIB64;
+        assert_eq!(leaf.contiguous, inside, "{leaf:?}");
+    }
+    check_invariants(&pt);
+
+    // The same VA with a PA offset by 4 KiB: no run qualifies.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(start), pa(0x9000_1000 + start), size, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    assert!(leaves(&pt).iter().all(|l| !l.contiguous));
+
+    // NO_CONTIGUOUS.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(start), pa(0x9000_0000 + start), size, Attributes::kernel_data(), Constraints::NO_CONTIGUOUS)
+        .unwrap();
+    assert!(leaves(&pt).iter().all(|l| !l.contiguous));
+
+    // Two calls that together cover a run: neither sets the hint (not wholly inside one call).
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(KIB64), pa(KIB64), KIB64 / 2, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.map(
+        va(KIB64 + KIB64 / 2),
+        pa(KIB64 + KIB64 / 2),
+        KIB64 / 2,
+        Attributes::kernel_data(),
+        Constraints::NONE,
+    )
+    .unwrap();
+    assert!(leaves(&pt).iter().all(|l| !l.contiguous));
+}
+
+#[test]
+fn contiguous_level2_run() {
+    let mut pt = new_pt(VaRange::Lower);
+    let run = 16 * BLOCK_2M;
+    pt.map(va(run), pa(4 * run), run + BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 17);
+    assert!(l[..16].iter().all(|l| l.level == 2 && l.contiguous));
+    assert!(!l[16].contiguous);
+    check_invariants(&pt);
+}
+
+#[test]
+fn partial_unmap_of_contiguous_run() {
+    // Not live: the rest of the run loses its hint.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(KIB64), pa(KIB64), KIB64, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    assert!(leaves(&pt).iter().all(|l| l.contiguous));
+    let rec = pt.unmap(va(KIB64 + PAGE_SIZE), PAGE_SIZE).unwrap();
+    assert_eq!(rec.range(), Some(FlushRange { start: va(KIB64 + PAGE_SIZE), size: PAGE_SIZE }));
+    release(&mut pt, rec);
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 15);
+    assert!(l.iter().all(|l| !l.contiguous));
+    check_invariants(&pt);
+
+    // Live: refused, nothing changed. Whole-run unmap is fine.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(KIB64), pa(KIB64), KIB64, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.set_live(true);
+    let before = leaves(&pt);
+    assert_eq!(
+        pt.unmap(va(KIB64 + PAGE_SIZE), PAGE_SIZE).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(KIB64 + PAGE_SIZE))
+    );
+    assert_eq!(
+        pt.protect(va(KIB64), PAGE_SIZE, Attributes::kernel_rodata()).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(KIB64))
+    );
+    assert_eq!(leaves(&pt), before);
+    // Permission change of the whole run in place keeps the hint.
+    let rec = pt.protect(va(KIB64), KIB64, Attributes::kernel_rodata()).unwrap();
+    assert_eq!(rec.leaves_changed(), 16);
+    assert!(rec.leaf_only());
+    release(&mut pt, rec);
+    assert!(leaves(&pt).iter().all(|l| l.contiguous && l.attrs == Attributes::kernel_rodata()));
+    let rec = pt.unmap(va(KIB64), KIB64).unwrap();
+    assert!(rec.tables_removed());
+    release(&mut pt, rec);
+    assert!(leaves(&pt).is_empty());
+    assert_eq!(check_invariants(&pt), 1);
+    assert_eq!(pt.translation().live_frames(), 1);
+}
+
+// ---- errors -------------------------------------------------------------------------------------
+
+#[test]
+fn range_errors() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::kernel_data();
+    let c = Constraints::NONE;
+    assert_eq!(pt.map(va(0x1000), pa(0), 0, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(0x1001), pa(0), 0x1000, a, c), Err(MapError::Misaligned));
+    assert_eq!(pt.map(va(0x1000), pa(0x10), 0x1000, a, c), Err(MapError::Misaligned));
+    assert_eq!(pt.map(va(0x1000), pa(0), 0x1001, a, c), Err(MapError::Misaligned));
+    // Upper-half address in a lower table, and bit 48 set.
+    assert_eq!(pt.map(va(0xffff_0000_0000_0000), pa(0), 0x1000, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(1 << 48), pa(0), 0x1000, a, c), Err(MapError::InvalidRange));
+    // Past the end of the lower half, and u64 overflow.
+    assert_eq!(pt.map(va((1 << 48) - 0x1000), pa(0), 0x2000, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(0x1000), pa(0), !0xfff, a, c), Err(MapError::InvalidRange));
+    // PA beyond 48 bits.
+    assert_eq!(pt.map(va(0x1000), pa((1 << 48) - 0x1000), 0x2000, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.unmap(va(0x1000), 0).unwrap_err(), MapError::InvalidRange);
+    assert_eq!(pt.protect(va(0x800), 0x1000, a).unwrap_err(), MapError::Misaligned);
+    assert_eq!(pt.walk(va(1 << 48), 0x1000, |_| ()), Err(MapError::InvalidRange));
+    // The last page of the lower half is fine.
+    pt.map(va((1 << 48) - 0x1000), pa(0), 0x1000, a, c).unwrap();
+    assert_eq!(pt.translate(va((1 << 48) - 0x1000)), Some(pa(0)));
+    assert_eq!(pt.stats().tables_allocated, 4);
+}
+
+#[test]
+fn already_mapped_changes_nothing() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::kernel_data();
+    pt.map(va(0x20_0000), pa(0x20_0000), BLOCK_2M, a, Constraints::NONE).unwrap();
+    pt.map(va(0x50_0000), pa(0x50_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    let before = leaves(&pt);
+    let frames = pt.translation().live_frames();
+    // Overlaps the page at the end, after needing new tables at the beginning (another 1 GiB).
+    assert_eq!(
+        pt.map(va(0), pa(0), 0x50_1000, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(0x20_0000)))
+    );
+    assert_eq!(
+        pt.map(va(0x40_0000), pa(0), 0x20_0000, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(0x50_0000)))
+    );
+    assert_eq!(
+        pt.map(va(0x21_0000), pa(0), 0x1000, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(0x21_0000)))
+    );
+    assert_eq!(leaves(&pt), before);
+    assert_eq!(pt.translation().live_frames(), frames);
+    check_invariants(&pt);
+}
+
+// ---- unmap, split, records ------------------------------------------------------------------------
+
+#[test]
+fn unmap_detaches_empty_tables_into_the_record() {
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(0x4000_0000), pa(0x1000), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    assert_eq!(check_invariants(&pt), 4);
+    let rec = pt.unmap(va(0x4000_0000), PAGE_SIZE).unwrap();
+    assert_eq!(rec.range(), Some(FlushRange { start: va(0x4000_0000), size: PAGE_SIZE }));
+    assert!(rec.tables_removed());
+    assert_eq!(rec.detached_tables(), 3);
+    assert_eq!((rec.min_leaf_size(), rec.max_leaf_size()), (PAGE_SIZE, PAGE_SIZE));
+    assert!(rec.has_global() && !rec.has_non_global() && !rec.has_executable());
+    // The frames are still allocated until release.
+    assert_eq!(pt.translation().live_frames(), 4);
+    assert_eq!(check_invariants(&pt), 1);
+    release(&mut pt, rec);
+    assert_eq!(pt.translation().live_frames(), 1);
+    assert_eq!(pt.translation().deallocations, 3);
+
+    // Unmapping a hole changes nothing and needs no flush.
+    let rec = pt.unmap(va(0), 1 << 40).unwrap();
+    assert!(!rec.needs_flush());
+    assert_eq!(rec.range(), None);
+    release(&mut pt, rec);
+}
+
+#[test]
+fn unmap_splits_blocks() {
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(BLOCK_1G), pa(BLOCK_1G), BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    // One page in the middle of the 1 GiB block: L1 block -> L2 table -> L3 table.
+    let hole = BLOCK_1G + 5 * BLOCK_2M + 7 * PAGE_SIZE;
+    let rec = pt.unmap(va(hole), PAGE_SIZE).unwrap();
+    assert_eq!(rec.range(), Some(FlushRange { start: va(hole), size: PAGE_SIZE }));
+    assert!(rec.leaf_only(), "splitting replaces a leaf; no table entry was removed");
+    release(&mut pt, rec);
+    assert_eq!(check_invariants(&pt), 4);
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 511 + 511);
+    assert_eq!(pt.translate(va(hole)), None);
+    for probe in [BLOCK_1G, hole - PAGE_SIZE, hole + PAGE_SIZE, 2 * BLOCK_1G - PAGE_SIZE] {
+        assert_eq!(pt.translate(va(probe)), Some(pa(probe)));
+    }
+    assert_eq!(pt.query(va(BLOCK_1G)).unwrap().level, 2);
+    assert_eq!(pt.query(va(hole + PAGE_SIZE)).unwrap().level, 3);
+
+    // Live tables refuse to split.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(BLOCK_1G), pa(BLOCK_1G), BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.set_live(true);
+    assert_eq!(pt.unmap(va(hole), PAGE_SIZE).unwrap_err(), MapError::BreakBeforeMakeRequired(va(hole)));
+    // The whole block is fine; the 1 GiB leaf is reported, and the L1 table is detached.
+    let rec = pt.unmap(va(BLOCK_1G), BLOCK_1G).unwrap();
+    assert_eq!((rec.min_leaf_size(), rec.max_leaf_size(), rec.leaves_changed()), (BLOCK_1G, BLOCK_1G, 1));
+    assert_eq!(rec.detached_tables(), 1);
+    release(&mut pt, rec);
+    assert_eq!(pt.translation().live_frames(), 1);
+}
+
+#[test]
+fn record_merging() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::user(UserAccess::ReadExecute);
+    pt.map(va(0x10_0000), pa(0x10_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.map(va(0x40_0000), pa(0x40_0000), BLOCK_2M, a, Constraints::NONE).unwrap();
+    let mut r1 = pt.unmap(va(0x10_0000), PAGE_SIZE).unwrap();
+    let r2 = pt.unmap(va(0x40_0000), BLOCK_2M).unwrap();
+    assert_eq!(r1.detached_tables(), 1);
+    assert_eq!(r2.detached_tables(), 2, "the level-2 and level-1 tables");
+    r1.absorb(r2, pt.translation());
+    assert_eq!(r1.detached_tables(), 3);
+    assert_eq!(r1.range(), Some(FlushRange { start: va(0x10_0000), size: 0x50_0000 }));
+    assert_eq!((r1.min_leaf_size(), r1.max_leaf_size()), (PAGE_SIZE, BLOCK_2M));
+    assert!(r1.has_non_global() && !r1.has_global() && r1.has_executable());
+    release(&mut pt, r1);
+    assert_eq!(pt.translation().live_frames(), 1);
+}
+
+#[test]
+fn frame_at_physical_zero_is_linked_correctly() {
+    let mut pt = PageTable::new(EmuMem::with_base(0), VaRange::Lower).unwrap();
+    // The root is at PA 0; put more tables in the tree, detach them, release.
+    for i in 0..4u64 {
+        pt.map(va(i * BLOCK_1G), pa(0), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    }
+    let rec = pt.unmap(va(0), 4 * BLOCK_1G).unwrap();
+    assert_eq!(rec.detached_tables(), 1 + 4 * 2);
+    let (mut mem, rec2) = pt.destroy();
+    let mut rec = rec;
+    rec.absorb(rec2, &mem);
+    assert_eq!(rec.detached_tables(), 10);
+    rec.release(&mut mem);
+    assert_eq!(mem.live_frames(), 0);
+}
+
+// ---- protect ------------------------------------------------------------------------------------
+
+#[test]
+fn protect_in_place_and_bbm() {
+    let mut pt = new_pt(VaRange::Lower);
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    pt.map(va(0x1000_0000), pa(0x2000_0000), 8 * PAGE_SIZE, rw, Constraints::NONE).unwrap();
+    pt.set_live(true);
+    let rx = Attributes::user(UserAccess::ReadExecute);
+    let rec = pt.protect_with(va(0x1000_2000), 2 * PAGE_SIZE, |a| a.with_permissions_of(rx)).unwrap();
+    assert_eq!(rec.range(), Some(FlushRange { start: va(0x1000_2000), size: 2 * PAGE_SIZE }));
+    assert!(rec.leaf_only() && rec.has_executable() && rec.has_non_global());
+    release(&mut pt, rec);
+    assert_eq!(pt.query(va(0x1000_2000)).unwrap().attrs, rx);
+    assert_eq!(pt.query(va(0x1000_4000)).unwrap().attrs, rw);
+    // Protecting to the same attributes changes nothing.
+    let rec = pt.protect(va(0x1000_0000), 2 * PAGE_SIZE, rw).unwrap();
+    assert!(!rec.needs_flush());
+    release(&mut pt, rec);
+    // Memory type change on a live table: refused, nothing changed.
+    let before = leaves(&pt);
+    let dev = rw.with_memory_type(MemoryType::NormalNonCacheable);
+    assert_eq!(
+        pt.protect(va(0x1000_0000), PAGE_SIZE, dev).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(0x1000_0000))
+    );
+    assert_eq!(
+        pt.protect(va(0x1000_0000), PAGE_SIZE, rw.with_global(true)).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(0x1000_0000))
+    );
+    assert_eq!(leaves(&pt), before);
+    // Not live: allowed in place.
+    pt.set_live(false);
+    let rec = pt.protect(va(0x1000_0000), PAGE_SIZE, dev).unwrap();
+    release(&mut pt, rec);
+    assert_eq!(pt.query(va(0x1000_0000)).unwrap().attrs.memory_type(), MemoryType::NormalNonCacheable);
+}
+
+#[test]
+fn protect_splits_blocks_when_not_live() {
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(0x20_0000), pa(0x20_0000), BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.set_live(true);
+    assert_eq!(
+        pt.protect(va(0x20_0000), PAGE_SIZE, Attributes::kernel_rodata()).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(0x20_0000))
+    );
+    // No change needed for the part: no split either, even live.
+    let rec = pt.protect(va(0x20_0000), PAGE_SIZE, Attributes::kernel_data()).unwrap();
+    assert!(!rec.needs_flush());
+    release(&mut pt, rec);
+    pt.set_live(false);
+    let rec = pt.protect(va(0x20_0000), PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+    release(&mut pt, rec);
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 512);
+    assert_eq!(l[0].attrs, Attributes::kernel_rodata());
+    assert!(l[1..].iter().all(|l| l.attrs == Attributes::kernel_data() && l.level == 3));
+    check_invariants(&pt);
+}
+
+// ---- rollback on allocation failure -------------------------------------------------------------
+
+/// Runs `op` with an allocator that fails after k allocations, for every k until it succeeds,
+/// and checks that every failure left the table and the allocator exactly as before.
+fn for_every_failure_point(
+    setup: impl Fn() -> Pt,
+    op: impl Fn(&mut Pt) -> Result<Option<PendingFlush>, MapError>,
+) {
+    for k in 0.. {
+        let mut pt = setup();
+        let before = leaves(&pt);
+        let frames = pt.translation().live_frames();
+        let stats = pt.stats().tables_in_use();
+        pt.translation_mut().fail_after = Some(k);
+        match op(&mut pt) {
+            Err(e) => {
+                assert_eq!(e, MapError::OutOfMemory, "k = {k}");
+                assert_eq!(leaves(&pt), before, "k = {k}: table changed");
+                assert_eq!(pt.translation().live_frames(), frames, "k = {k}: frame leaked");
+                assert_eq!(pt.stats().tables_in_use(), stats);
+                check_invariants(&pt);
+            }
+            Ok(rec) => {
+                assert!(k > 0, "the operation needs allocations for this test to mean anything");
+                if let Some(rec) = rec {
+                    release(&mut pt, rec);
+                }
+                check_invariants(&pt);
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn map_rolls_back_at_every_failure_point() {
+    let setup = || {
+        let mut pt = new_pt(VaRange::Lower);
+        pt.map(va(BLOCK_1G + 100 * BLOCK_2M), pa(0), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE)
+            .unwrap();
+        pt
+    };
+    // Spans two 512 GiB regions, several 1 GiB and 2 MiB regions, with pages at both ends.
+    let start = (1u64 << 39) - BLOCK_1G - BLOCK_2M - 3 * PAGE_SIZE;
+    let size = 2 * BLOCK_1G + 2 * BLOCK_2M + 6 * PAGE_SIZE;
+    for_every_failure_point(setup, |pt| {
+        pt.map(va(start), pa(start), size, Attributes::kernel_data(), Constraints::NONE).map(|_| None)
+    });
+    // And into the existing tables, 4 KiB pages only.
+    for_every_failure_point(setup, |pt| {
+        pt.map(va(BLOCK_1G), pa(0), 4 * BLOCK_2M, Attributes::kernel_data(), Constraints::NO_BLOCKS)
+            .map(|_| None)
+    });
+}
+
+#[test]
+fn split_rolls_back_at_every_failure_point() {
+    let setup = || {
+        let mut pt = new_pt(VaRange::Upper);
+        let base = 0xffff_0000_0000_0000 + 4 * BLOCK_1G;
+        pt.map(va(base), pa(0), 2 * BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
+        pt
+    };
+    // Cuts both 1 GiB blocks inside 2 MiB blocks: four splits.
+    let start = 0xffff_0000_0000_0000 + 5 * BLOCK_1G - BLOCK_2M - PAGE_SIZE;
+    for_every_failure_point(setup, |pt| pt.unmap(va(start), 2 * BLOCK_2M + 2 * PAGE_SIZE).map(Some));
+    for_every_failure_point(setup, |pt| {
+        pt.protect(va(start), 2 * BLOCK_2M + 2 * PAGE_SIZE, Attributes::kernel_rodata()).map(Some)
+    });
+}
+
+// ---- upper range and the kernel's boot use ---------------------------------------------------------
+
+#[test]
+fn upper_range() {
+    let mut pt = new_pt(VaRange::Upper);
+    let a = Attributes::kernel_data();
+    assert_eq!(pt.map(va(0x4000_0000), pa(0), 0x1000, a, Constraints::NONE), Err(MapError::InvalidRange));
+    assert_eq!(
+        pt.map(va(0xfffe_ffff_ffff_f000), pa(0), 0x1000, a, Constraints::NONE),
+        Err(MapError::InvalidRange)
+    );
+    // The very top page of the address space.
+    pt.map(va(0xffff_ffff_ffff_f000), pa(0x5000), 0x1000, a, Constraints::NONE).unwrap();
+    let leaf = pt.query(va(0xffff_ffff_ffff_f000)).unwrap();
+    assert_eq!((leaf.va, leaf.pa, leaf.level), (va(0xffff_ffff_ffff_f000), pa(0x5000), 3));
+    // Bottom of the upper half, with a 1 GiB block.
+    pt.map(va(0xffff_0000_0000_0000), pa(0), BLOCK_1G, a, Constraints::NONE).unwrap();
+    assert_eq!(pt.query(va(0xffff_0000_0000_0000)).unwrap().level, 1);
+    assert_eq!(pt.translate(va(0xffff_0000_1234_5000)), Some(pa(0x1234_5000)));
+    assert_eq!(pt.query(va(0x1234_5000)), None);
+    let l = leaves(&pt);
+    assert_eq!(l.len(), 2);
+    assert_eq!(l[0].va, va(0xffff_0000_0000_0000));
+    let rec = pt.unmap(va(0xffff_ffff_ffff_f000), 0x1000).unwrap();
+    let r = rec.range().unwrap();
+    assert_eq!((r.start, r.size, r.end()), (va(0xffff_ffff_ffff_f000), 0x1000, None));
+    assert_eq!(r.end_or_zero(), va(0));
+    release(&mut pt, rec);
+    let (mut mem, rec) = pt.destroy();
+    assert_eq!(rec.detached_tables(), 2);
+    rec.release(&mut mem);
+    assert_eq!(mem.live_frames(), 0);
+}
+
+/// A bump allocator over a fixed arena, reached through "PA + offset", as the kernel does in early
+/// boot (there the arena is a static and the offset is zero with the MMU off).
+struct BumpArena {
+    arena: Box<[[u64; ENTRIES_PER_TABLE]]>,
+    pa_base: u64,
+    next: usize,
+}
+
+// SAFETY: frames are distinct, 4096-byte elements of one boxed slice owned by the arena; the
+// pointer is derived from the slice's base and in bounds for every PA handed out.
+unsafe impl Translation for BumpArena {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        if self.next == self.arena.len() {
+            return None;
+        }
+        self.next += 1;
+        Some(PhysAddr(self.pa_base + (self.next as u64 - 1) * PAGE_SIZE))
+    }
+
+    fn deallocate_table(&mut self, _pa: PhysAddr) {}
+
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
+        let i = ((pa.0 - self.pa_base) / PAGE_SIZE) as usize;
+        assert!(i < self.next);
+        let base = NonNull::new(self.arena.as_ptr().cast_mut()).unwrap();
+        // SAFETY: `i` is in bounds of the arena.
+        unsafe { base.add(i) }
+    }
+}
+
+#[test]
+fn kernel_boot_layout() {
+    const KIMAGE: u64 = 0xffff_8000_0000_0000;
+    const LINEAR: u64 = 0xffff_0000_0000_0000;
+    let load = 0x4020_0000; // Where the loader put the image (2 MiB aligned).
+    let arena = BumpArena { arena: vec![[0u64; 512]; 16].into_boxed_slice(), pa_base: 0x4100_0000, next: 0 };
+    let mut pt = PageTable::new(arena, VaRange::Upper).unwrap();
+    let pages = Constraints::NO_BLOCKS | Constraints::NO_CONTIGUOUS;
+    let text = (0x2_3000, Attributes::kernel_text());
+    let rodata = (0x1_1000, Attributes::kernel_rodata());
+    let data = (0x4_0000, Attributes::kernel_data());
+    let mut off = 0;
+    for (size, attrs) in [text, rodata, data] {
+        pt.map(va(KIMAGE + off), pa(load + off), size, attrs, pages).unwrap();
+        off += size;
+    }
+    // Linear map of 1 GiB + 6 MiB of RAM at 0x4000_0000: one 1 GiB block and three 2 MiB blocks.
+    pt.map(
+        va(LINEAR + 0x4000_0000),
+        pa(0x4000_0000),
+        BLOCK_1G + 3 * BLOCK_2M,
+        Attributes::kernel_data(),
+        Constraints::NONE,
+    )
+    .unwrap();
+    // A UART.
+    pt.map(va(0xffff_ffff_f000_0000), pa(0x0900_0000), PAGE_SIZE, Attributes::device(), Constraints::NONE)
+        .unwrap();
+    let used = pt.translation().next;
+    pt.set_live(true);
+    // A guarded stack in the live table: 4 pages with unmapped guard pages on both sides.
+    let stack = 0xffff_8000_1000_0000u64;
+    pt.map(
+        va(stack + PAGE_SIZE),
+        pa(0x4800_0000),
+        4 * PAGE_SIZE,
+        Attributes::kernel_data(),
+        Constraints::NONE,
+    )
+    .unwrap();
+    assert_eq!(pt.query(va(stack)), None);
+    assert_eq!(pt.query(va(stack + 5 * PAGE_SIZE)), None);
+
+    let t = pt.query(va(KIMAGE)).unwrap();
+    assert_eq!((t.pa, t.level), (pa(load), 3));
+    assert!(t.attrs.permissions().el1.execute && !t.attrs.permissions().el1.write && t.attrs.uxn());
+    let r = pt.query(va(KIMAGE + 0x2_3000)).unwrap();
+    assert_eq!(r.attrs, Attributes::kernel_rodata());
+    let d = pt.query(va(KIMAGE + 0x3_4000)).unwrap();
+    assert_eq!(d.attrs, Attributes::kernel_data());
+    assert_eq!(d.pa, pa(load + 0x3_4000));
+    let mut exec_pages = 0;
+    pt.walk_all(|l| {
+        assert!(l.attrs.uxn(), "every kernel mapping is UXN");
+        assert!(l.attrs.is_global());
+        if !l.attrs.pxn() {
+            exec_pages += 1;
+            assert!(l.va.0 >= KIMAGE && l.va.0 < KIMAGE + 0x2_3000, "only text is executable");
+        }
+    });
+    assert_eq!(exec_pages, 0x23);
+    let lin = pt.query(va(LINEAR + 0x4000_0000)).unwrap();
+    assert_eq!(lin.level, 1);
+    assert_eq!(pt.query(va(LINEAR + 0x8000_0000)).unwrap().level, 2);
+    assert_eq!(pt.translate(va(0xffff_ffff_f000_0000)), Some(pa(0x0900_0000)));
+    // root + (image: L1, L2, L3) + (linear: L1 shared? no, other L0 slot: L1, L2) + (UART: L1, L2, L3)
+    assert_eq!(used, 1 + 3 + 2 + 3);
+    assert_eq!(pt.translation().next, used + 1, "the stack needed one new L3 table");
+}
+
+// ---- property test against a reference model ------------------------------------------------------
+
+const WINDOW_BASE: u64 = 0x4000_0000 - 4 * BLOCK_2M; // straddles a 1 GiB boundary
+const WINDOW_PAGES: u64 = 4096; // 16 MiB
+
+fn attr_choice(i: u8) -> Attributes {
+    match i % 6 {
+        0 => Attributes::kernel_data(),
+        1 => Attributes::kernel_rodata(),
+        2 => Attributes::kernel_text(),
+        3 => Attributes::user(UserAccess::ReadWrite),
+        4 => Attributes::user(UserAccess::ReadExecute),
+        _ => Attributes::device(),
+    }
+}
+
+fn constraint_choice(i: u8) -> Constraints {
+    match i % 4 {
+        0 | 1 => Constraints::NONE,
+        2 => Constraints::NO_BLOCKS,
+        _ => Constraints::NO_CONTIGUOUS,
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Map { page: u64, pages: u64, pa_page: u64, attrs: u8, constraints: u8 },
+    Unmap { page: u64, pages: u64 },
+    Protect { page: u64, pages: u64, attrs: u8 },
+    SetLive(bool),
+}
+
+/// A page range in the window, aligned to 1, 16 or 512 pages to give blocks and runs a chance.
+fn page_range() -> impl Strategy<Value = (u64, u64, u64)> {
+    (prop_oneof![Just(1u64), Just(16), Just(512)], 0..WINDOW_PAGES, 1..=700u64).prop_map(
+        |(align, page, n)| {
+            let page = page / align * align;
+            let n = n.div_ceil(align) * align;
+            (page, n.min(WINDOW_PAGES - page), align)
+        },
+    )
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (page_range(), 0..8192u64, any::<u8>(), any::<u8>()).prop_map(|((page, pages, align), pa, attrs, constraints)| Op::Map {
+            page,
+            pages,
+            pa_page: pa / align * align,
+            attrs,
+            constraints,
+        }),
+        2 => page_range().prop_map(|(page, pages, _)| Op::Unmap { page, pages }),
+        2 => (page_range(), any::<u8>()).prop_map(|((page, pages, _), attrs)| Op::Protect { page, pages, attrs }),
+        1 => any::<bool>().prop_map(Op::SetLive),
+    ]
+}
+
+type Model = BTreeMap<u64, (u64, Attributes)>;
+
+/// Checks that the table maps exactly what the model says, page by page, walking both in
+/// address order.
+fn assert_table_matches(pt: &Pt, model: &Model, step: usize) {
+    let mut expected = model.iter();
+    pt.walk_all(|l| {
+        for i in 0..l.size / PAGE_SIZE {
+            let got = (l.va.0 + i * PAGE_SIZE, l.pa.0 + i * PAGE_SIZE, l.attrs);
+            let want = expected.next().map(|(&v, &(p, a))| (v, p, a));
+            assert_eq!(Some(got), want, "step {step}: the table differs from the model");
+        }
+    });
+    assert_eq!(expected.next(), None, "step {step}: the model maps more than the table");
+}
+
+fn check_record(rec: &PendingFlush, before: &Model, after: &Model, lo: u64, hi: u64) {
+    let changed: Vec<u64> =
+        (lo..hi).step_by(PAGE_SIZE as usize).filter(|v| before.get(v) != after.get(v)).collect();
+    match rec.range() {
+        None => assert!(changed.is_empty()),
+        Some(r) => {
+            assert!(r.start.0 >= lo && r.start.0 + r.size <= hi, "record range outside the operation");
+            for v in &changed {
+                assert!(r.contains(va(*v)), "changed page {v:#x} outside the record range");
+            }
+            assert!(!changed.is_empty(), "a record range although nothing changed");
+        }
+    }
+    assert_eq!(rec.detached_tables() > 0, rec.tables_removed());
+}
+
+fn run_model(ops: &[Op], fail_at: &[Option<usize>]) {
+    let mut pt = new_pt(VaRange::Lower);
+    let mut model = Model::new();
+    for (step, op) in ops.iter().enumerate() {
+        let before = model.clone();
+        let frames_before = pt.translation().live_frames();
+        pt.translation_mut().fail_after = fail_at.get(step).copied().flatten();
+        let live = pt.is_live();
+        // The record of a successful unmap or protect, with the operation's range.
+        let mut record = None;
+        match *op {
+            Op::SetLive(l) => pt.set_live(l),
+            Op::Map { page, pages, pa_page, attrs, constraints } => {
+                let (v, p, size) =
+                    (WINDOW_BASE + page * PAGE_SIZE, 0x1_0000_0000 + pa_page * PAGE_SIZE, pages * PAGE_SIZE);
+                let a = attr_choice(attrs);
+                let overlap = model.range(v..v + size).next().map(|(&k, _)| k);
+                match pt.map(va(v), pa(p), size, a, constraint_choice(constraints)) {
+                    Ok(()) => {
+                        assert_eq!(overlap, None);
+                        for i in 0..pages {
+                            model.insert(v + i * PAGE_SIZE, (p + i * PAGE_SIZE, a));
+                        }
+                    }
+                    Err(MapError::AlreadyMapped(at)) => {
+                        assert_eq!(overlap, Some(at.0), "the first mapped page is reported");
+                    }
+                    Err(MapError::OutOfMemory) => assert!(pt.translation().fail_after.is_some()),
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+            Op::Unmap { page, pages } => {
+                let (v, size) = (WINDOW_BASE + page * PAGE_SIZE, pages * PAGE_SIZE);
+                match pt.unmap(va(v), size) {
+                    Ok(rec) => {
+                        let keys: Vec<u64> = model.range(v..v + size).map(|(&k, _)| k).collect();
+                        for k in keys {
+                            model.remove(&k);
+                        }
+                        record = Some((rec, v, v + size));
+                    }
+                    Err(MapError::BreakBeforeMakeRequired(_)) => assert!(live),
+                    Err(MapError::OutOfMemory) => {
+                        assert!(pt.translation().fail_after.is_some() && !live)
+                    }
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+            Op::Protect { page, pages, attrs } => {
+                let (v, size) = (WINDOW_BASE + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let new = attr_choice(attrs);
+                // Live: permission changes only (mprotect); otherwise anything.
+                let f = |a: Attributes| {
+                    if live { a.with_permissions_of(new) } else { new }
+                };
+                match pt.protect_with(va(v), size, f) {
+                    Ok(rec) => {
+                        for (_, entry) in model.range_mut(v..v + size) {
+                            entry.1 = f(entry.1);
+                        }
+                        assert!(rec.leaf_only(), "protect never removes a table");
+                        record = Some((rec, v, v + size));
+                    }
+                    Err(MapError::BreakBeforeMakeRequired(_)) => assert!(live),
+                    Err(MapError::OutOfMemory) => {
+                        assert!(pt.translation().fail_after.is_some() && !live)
+                    }
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+        }
+        pt.translation_mut().fail_after = None;
+        assert_table_matches(&pt, &model, step);
+        if let Some((rec, lo, hi)) = record {
+            check_record(&rec, &before, &model, lo, hi);
+            release(&mut pt, rec);
+        } else {
+            // Refused, or a map: no frame was freed, and a refused operation kept none.
+            assert!(pt.translation().live_frames() >= frames_before);
+            if model == before {
+                assert_eq!(pt.translation().live_frames(), frames_before, "step {step}: frame kept");
+            }
+        }
+        let tables = check_invariants(&pt);
+        assert_eq!(pt.translation().live_frames(), tables, "step {step}: frames leaked");
+    }
+    let (mut mem, rec) = pt.destroy();
+    rec.release(&mut mem);
+    assert_eq!(mem.live_frames(), 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_operations_match_the_model(
+        ops in proptest::collection::vec(op_strategy(), 1..40),
+        fail_at in proptest::collection::vec(prop_oneof![6 => Just(None), 1 => (0..4usize).prop_map(Some)], 40),
+    ) {
+        run_model(&ops, &fail_at);
+    }
+}
+
+#[test]
+fn model_smoke() {
+    run_model(
+        &[
+            Op::Map { page: 0, pages: 4096, pa_page: 0, attrs: 0, constraints: 0 },
+            Op::Protect { page: 100, pages: 1, attrs: 1 },
+            Op::Unmap { page: 1030, pages: 20 },
+            Op::SetLive(true),
+            Op::Protect { page: 512, pages: 512, attrs: 1 },
+            Op::Unmap { page: 2048, pages: 512 },
+            Op::Map { page: 2048, pages: 512, pa_page: 7, attrs: 3, constraints: 0 },
+        ],
+        &[],
+    );
+}
+
+/// Rough host timing (run with `cargo test -p mm --release -- --ignored --nocapture bench`):
+/// 2^20 pages mapped one call per page, then unmapped one call per page, in heap-held tables.
+#[test]
+#[ignore]
+fn bench_map_unmap_pages() {
+    let n = 1u64 << 20;
+    let base = 0x4000_0000;
+    let mut pt = new_pt(VaRange::Lower);
+    let t0 = std::time::Instant::now();
+    for i in 0..n {
+        let v = base + i * PAGE_SIZE;
+        pt.map(va(v), pa(v), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    }
+    let t1 = std::time::Instant::now();
+    for i in 0..n {
+        let rec = pt.unmap(va(base + i * PAGE_SIZE), PAGE_SIZE).unwrap();
+        release(&mut pt, rec);
+    }
+    let t2 = std::time::Instant::now();
+    pt.map(va(base), pa(base), n * PAGE_SIZE, Attributes::kernel_data(), Constraints::NO_BLOCKS).unwrap();
+    let t3 = std::time::Instant::now();
+    let rec = pt.unmap(va(base), n * PAGE_SIZE).unwrap();
+    release(&mut pt, rec);
+    let t4 = std::time::Instant::now();
+    let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
+    std::println!(
+        "per page: map {:.1} ns, unmap {:.1} ns; one call: map {:.1} ns, unmap {:.1} ns; tables {}",
+        per(t1 - t0),
+        per(t2 - t1),
+        per(t3 - t2),
+        per(t4 - t3),
+        pt.stats().tables_allocated
+    );
+}

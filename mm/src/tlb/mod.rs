@@ -1,0 +1,241 @@
+//! TLB invalidation for the EL1&0 stage-1 regime: a pure **planner** that turns "these
+//! translations changed" into a short list of `TLBI` instructions, and a small **issuer** that
+//! executes such a list with the right barriers (DESIGN.md §5).
+//!
+//! # Layout
+//! - [`op`]: the instructions as data ([`TlbiOp`], [`TlbInstr`]);
+//! - [`operand`]: building and decoding the 64-bit `Xt` operands, field by field;
+//! - [`plan`](mod@plan): the planner, [`plan()`] → [`TlbPlan`] (no allocation);
+//! - [`issue`](mod@issue): [`TlbHardware`] (the only machine-touching seam), [`issue()`], [`TlbIssuer`],
+//!   errata detection ([`repeat_tlbi_needed`]) and, on aarch64, the real `issue::Aarch64Tlb`;
+//! - [`stats`]: counters of issued instructions ([`TlbStats`]);
+//! - [`model`]: a decoder that applies an instruction to a model TLB following the Arm rules, used
+//!   by the tests here and by the page-table tests;
+//! - [`compare`]: instruction counts of other designs (Linux, one-per-leaf), for benchmarks.
+//!
+//! # The planner
+//! A request ([`TlbRequest`]) names a virtual range `[start, end)`, the stride at which entries
+//! changed (4 KiB pages, or 2 MiB / 1 GiB blocks when only blocks changed), the scope
+//! ([`Scope::Asid`] for a user address space, [`Scope::Global`] for kernel/global entries) and
+//! whether only leaf entries changed. The range is widened to whole strides first. With the CPU's
+//! capabilities ([`TlbCaps`]) the planner picks one of four shapes:
+//!
+//! - **nothing** for an empty range;
+//! - **range ops** (FEAT_TLBIRANGE, `ID_AA64ISAR0_EL1.TLB == 2` on every CPU): one range op covers
+//!   `(NUM+1) * 2^(5*SCALE+1)` pages, always an even number. The planner walks SCALE from 3 down
+//!   to 0 and at each scale emits one op for `rem >> (5*SCALE+1)` units, then one single-page op if
+//!   one page is left (odd count). After scale `s+1` the remainder is below `2^(5(s+1)+1)` pages,
+//!   so at scale `s` at most 31 units remain and NUM fits its 5 bits; the plan therefore has at
+//!   most one op per scale plus one single-page op: **at most 5 instructions**. The tests check,
+//!   with an independent dynamic program over all legal op sizes, that this is also the minimum
+//!   number of instructions that covers the range exactly;
+//! - **one op per stride step** without FEAT_TLBIRANGE, up to 511 steps (as Linux's
+//!   `MAX_DVM_OPS - 1`: a bound against DVM storms and soft lock-ups on big machines);
+//! - **one whole flush** above the bounds: `ASIDE1IS` for an ASID, `VMALLE1IS` for global
+//!   entries. `ASIDE1IS` never removes global entries (Arm ARM C5.5), so it is never used for
+//!   [`Scope::Global`].
+//!
+//! # The range bound: 2^20 − 1 pages (4 GiB − 4 KiB)
+//! Linux allows range plans up to `MAX_TLBI_RANGE_PAGES` = 2^21 pages (8 GiB). We stop one power
+//! of two earlier, so that no single range op reaches 4 GiB (at most NUM = 14 at SCALE 3):
+//! QEMU 7.2 computes the length of a range op as `(num + 1) << (exponent + page_shift)` in a
+//! 32-bit `unsigned`, so an op of 4 GiB or more wraps to a tiny or zero length and invalidates
+//! nothing (measured: probe T17/T19/T21 in `shared/reference/tlbi.md` §3.3). Our QEMU test matrix
+//! would then see stale entries that real hardware would not have. Past 4 GiB a whole-ASID flush
+//! is cheap anyway: the range is then a large part of any address space we run.
+//!
+//! # Operands
+//! Every field is masked before it is shifted into place, so no value spills into a neighbour:
+//! a TTBR1 (kernel, `0xffff_…`) address shifted right by 12 still has its sign bits set, and
+//! unmasked they would land in the TTL field of a non-range op (which makes hardware skip the
+//! invalidation, as seen on the FVP by littlekernel) or in TTL/NUM/SCALE/TG of a range op. TTL
+//! hints are never set (0 = "any level" is always legal).
+//!
+//! # Issuing
+//! `DSB ISHST` (the table writes are visible to all walkers) → the TLBIs → `DSB ISH` (they are
+//! complete everywhere) → `ISB` when kernel or executable mappings changed. Local plans use the
+//! non-shareable forms and `DSB NSHST` / `DSB NSH`. CPUs with an erratum that needs every TLBI
+//! repeated get `TLBI; DSB ISH; TLBI` for each instruction, as Linux's
+//! `ARM64_WORKAROUND_REPEAT_TLBI`.
+
+// Mutation hooks. In test builds `mutant!(original, Name => mutated, …)` evaluates `mutated`
+// while the named mutation is active on the current thread (see `mutation.rs`), so the tests can
+// plant the bugs that Linux and the FreeBSD review found and show that the checks catch them. In
+// every other build it is exactly `original`: the mutated expressions are never compiled.
+#[cfg(test)]
+macro_rules! mutant {
+    ($original:expr $(, $name:ident => $mutated:expr)+ $(,)?) => {
+        $(
+            if $crate::tlb::mutation::active($crate::tlb::mutation::Mutation::$name) {
+                $mutated
+            } else
+        )+ {
+            $original
+        }
+    };
+}
+#[cfg(not(test))]
+macro_rules! mutant {
+    ($original:expr $(, $name:ident => $mutated:expr)+ $(,)?) => {
+        $original
+    };
+}
+
+pub mod compare;
+pub mod issue;
+pub mod model;
+pub mod op;
+pub mod operand;
+pub mod plan;
+pub mod stats;
+
+#[cfg(test)]
+mod mutation;
+#[cfg(test)]
+mod tests;
+
+pub use issue::{Errata, TlbHardware, TlbIssuer, issue, repeat_tlbi_needed};
+pub use op::{OpKind, TlbInstr, TlbiOp};
+pub use plan::{PlanIter, PlanShape, TlbPlan, plan};
+pub use stats::TlbStats;
+
+use crate::addr::{BLOCK_1G, BLOCK_2M, PAGE_SHIFT, PAGE_SIZE, VirtAddr};
+
+/// Largest page count planned with range ops: 2^20 − 1 pages (4 GiB − 4 KiB). From 2^20 pages
+/// the plan is one whole flush. See the module documentation for why it is not Linux's 2^21.
+pub const RANGE_BOUND_PAGES: u64 = (1 << 20) - 1;
+
+/// Number of stride steps from which a plan without range ops becomes one whole flush (Linux's
+/// `MAX_DVM_OPS` = `PTRS_PER_PTE`): at most 511 single ops are issued.
+pub const MAX_DVM_OPS: u64 = 512;
+
+/// Most instructions in a plan that is not a per-step loop: one range op per SCALE (4) plus one
+/// single-page op.
+pub const MAX_RANGE_PLAN_OPS: usize = 5;
+
+/// Which TLB entries a request concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Non-global entries of one user address space (TTBR0), tagged with this ASID. With 8-bit
+    /// ASIDs the upper 8 bits must be zero.
+    Asid(u16),
+    /// Global entries (the kernel's TTBR1 half, nG = 0), whatever ASID is current. Planned with
+    /// the all-ASID forms (`VAAE1IS`, `RVAAE1IS`, …) and `VMALLE1IS`.
+    Global,
+}
+
+/// The step at which entries changed: the planner issues at most one non-range op per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stride {
+    /// 4 KiB pages (or a mix of pages and blocks).
+    Page,
+    /// Only 2 MiB level-2 blocks changed.
+    Block2M,
+    /// Only 1 GiB level-1 blocks changed.
+    Block1G,
+}
+
+impl Stride {
+    /// Size of one step in bytes.
+    #[inline]
+    pub const fn bytes(self) -> u64 {
+        match self {
+            Stride::Page => PAGE_SIZE,
+            Stride::Block2M => BLOCK_2M,
+            Stride::Block1G => BLOCK_1G,
+        }
+    }
+
+    /// Size of one step in pages.
+    #[inline]
+    pub const fn pages(self) -> u64 {
+        self.bytes() >> PAGE_SHIFT
+    }
+}
+
+/// What the CPUs of the system can do, and how far an invalidation must reach.
+///
+/// Decided once at boot from the sanitised (minimum over all CPUs) ID registers; see
+/// [`TlbCaps::combine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TlbCaps {
+    /// FEAT_TLBIRANGE on every CPU: range ops (`RVAE1IS`, …) may be planned.
+    pub range: bool,
+    /// `true`: inner-shareable (broadcast) forms, for address spaces that may be cached on other
+    /// CPUs. `false`: local forms (`VAE1`, `ASIDE1`, …) for an address space that has only ever
+    /// run on the current CPU.
+    pub broadcast: bool,
+    /// CPU errata that the issuer works around.
+    pub errata: Errata,
+}
+
+impl TlbCaps {
+    /// Broadcast forms, no range ops, no errata: valid on every ARMv8.0 CPU.
+    pub const BASELINE: Self = Self { range: false, broadcast: true, errata: Errata::NONE };
+
+    /// Decodes the capabilities of one CPU: FEAT_TLBIRANGE from `ID_AA64ISAR0_EL1.TLB` (bits
+    /// `[59:56]`; 0 = none, 1 = outer-shareable ops only, 2 = outer-shareable and range ops) and the
+    /// repeated-TLBI errata from `MIDR_EL1`. Broadcast forms are selected.
+    pub const fn from_id_registers(id_aa64isar0: u64, midr: u64) -> Self {
+        let tlb = (id_aa64isar0 >> 56) & 0xf;
+        Self { range: tlb >= 2, broadcast: true, errata: Errata::from_midr(midr) }
+    }
+
+    /// The capabilities of a system made of CPUs `self` and `other`: range ops only if both have
+    /// them, every workaround that either needs, broadcast if either asks for it.
+    pub const fn combine(self, other: Self) -> Self {
+        Self {
+            range: self.range && other.range,
+            broadcast: self.broadcast || other.broadcast,
+            errata: Errata { repeat_tlbi: self.errata.repeat_tlbi || other.errata.repeat_tlbi },
+        }
+    }
+
+    /// The same capabilities with local (non-shareable) forms: for an address space that has
+    /// only ever run on the current CPU.
+    pub const fn local(self) -> Self {
+        Self { broadcast: false, ..self }
+    }
+
+    /// The same capabilities with broadcast (inner-shareable) forms.
+    pub const fn broadcast(self) -> Self {
+        Self { broadcast: true, ..self }
+    }
+}
+
+/// A request to invalidate the translations of `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TlbRequest {
+    /// First byte of the range (rounded down to the stride).
+    pub start: VirtAddr,
+    /// One past the last byte (rounded up to the stride). `end == start` is an empty range;
+    /// `end == VirtAddr(0)` with a non-zero `start` means "up to the top of the address space"
+    /// (2^64). A range whose end is below its start is a caller bug: debug builds panic, release
+    /// builds plan a whole flush.
+    pub end: VirtAddr,
+    /// Step at which entries changed.
+    pub stride: Stride,
+    /// ASID or global entries.
+    pub scope: Scope,
+    /// `true` when only leaf entries changed (no table entry was removed or changed), so the
+    /// last-level forms (`VALE1IS`, `RVALE1IS`, `VAALE1IS`, `RVAALE1IS`) suffice; `false` also
+    /// drops cached table (walk-cache) entries.
+    pub leaf_only: bool,
+}
+
+impl TlbRequest {
+    /// A page-stride, non-leaf-only request: the safe default.
+    pub const fn new(start: VirtAddr, end: VirtAddr, scope: Scope) -> Self {
+        Self { start, end, stride: Stride::Page, scope, leaf_only: false }
+    }
+
+    /// The same request with another stride.
+    pub const fn with_stride(self, stride: Stride) -> Self {
+        Self { stride, ..self }
+    }
+
+    /// The same request with `leaf_only` set as given.
+    pub const fn with_leaf_only(self, leaf_only: bool) -> Self {
+        Self { leaf_only, ..self }
+    }
+}

@@ -1,0 +1,92 @@
+//! Test-only mutation switch: the planted bugs that the `mutant!` hooks in the planner, the
+//! operand builders and the issuer can turn on, one at a time, on the current thread.
+
+use std::cell::Cell;
+
+/// A planted bug. Each is a mistake that Linux, FreeBSD's review or `tlbi.md` §8 names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mutation {
+    /// NUM = units instead of units − 1 (covers one unit too many).
+    NumOffByOne,
+    /// SCALE walked upwards from 0 (the original 2020 order) without the odd-page-first rule.
+    ScaleAscending,
+    /// SCALE starts at 2: big ranges overflow NUM.
+    ScaleStartsAt2,
+    /// The single page left by an odd count is not invalidated.
+    OddPageDropped,
+    /// Range bound `>` off by one: 2^20 pages (one 4 GiB op) still planned as ranges.
+    RangeBoundOffByOne,
+    /// Linux's bound, 2^21 pages: ops of 4 GiB and 8 GiB, which QEMU 7.2 ignores.
+    LinuxRangeBound,
+    /// Linux before e3ba51ab24fd: NUM from `(pages >> shift) & 0x1f`, bound 2^21; exactly
+    /// 2^21 pages give NUM = −1 at every scale.
+    LinuxNumMask,
+    /// Without range ops, 512 single ops before falling back.
+    DvmLimitOffByOne,
+    /// `ASIDE1IS` for global entries (it keeps them).
+    AsideForGlobal,
+    /// Last-level forms even when table entries changed.
+    LeafFormsAlways,
+    /// Range operands issued with the non-range instruction (the dropped `r` prefix).
+    RangeOpWithoutRPrefix,
+    /// The VA of a non-range operand not masked to 44 bits: TTBR1 sign bits land in TTL.
+    TtlSignExtension,
+    /// BaseADDR not masked to 37 bits: TTBR1 sign bits land in TTL/NUM/SCALE/TG/ASID.
+    RangeBaseUnmasked,
+    /// TG = 0 (reserved: the op does nothing).
+    TgZero,
+    /// BaseADDR computed with `>> 14` instead of `>> 12`.
+    BaseShift14,
+    /// ASID left out of the operands.
+    AsidOmitted,
+    /// The final `DSB ISH` is missing.
+    MissingFinalDsb,
+    /// The repeated-TLBI erratum is ignored.
+    IgnoreRepeatErratum,
+}
+
+impl Mutation {
+    /// Every mutation.
+    pub(crate) const ALL: [Mutation; 18] = [
+        Mutation::NumOffByOne,
+        Mutation::ScaleAscending,
+        Mutation::ScaleStartsAt2,
+        Mutation::OddPageDropped,
+        Mutation::RangeBoundOffByOne,
+        Mutation::LinuxRangeBound,
+        Mutation::LinuxNumMask,
+        Mutation::DvmLimitOffByOne,
+        Mutation::AsideForGlobal,
+        Mutation::LeafFormsAlways,
+        Mutation::RangeOpWithoutRPrefix,
+        Mutation::TtlSignExtension,
+        Mutation::RangeBaseUnmasked,
+        Mutation::TgZero,
+        Mutation::BaseShift14,
+        Mutation::AsidOmitted,
+        Mutation::MissingFinalDsb,
+        Mutation::IgnoreRepeatErratum,
+    ];
+}
+
+std::thread_local! {
+    static ACTIVE: Cell<Option<Mutation>> = const { Cell::new(None) };
+}
+
+/// Whether `m` is active on this thread.
+pub(crate) fn active(m: Mutation) -> bool {
+    ACTIVE.with(|a| a.get() == Some(m))
+}
+
+/// Runs `f` with `m` active on this thread.
+pub(crate) fn with<R>(m: Mutation, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ACTIVE.with(|a| a.set(None));
+        }
+    }
+    ACTIVE.with(|a| a.set(Some(m)));
+    let _reset = Reset;
+    f()
+}

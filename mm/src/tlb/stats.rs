@@ -1,0 +1,107 @@
+//! Counters of issued TLB maintenance, kept by the issuer. A plain struct of `u64`s: the kernel
+//! wraps it (per CPU, or behind its own lock) and reports it; the benchmarks compare it against
+//! the minimum.
+
+use super::op::{OpKind, TlbiOp};
+
+/// Counts of issued instructions by kind and shareability. Errata repeats are counted apart, in
+/// [`TlbStats::repeated`], not in the per-kind counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TlbStats {
+    /// Range ops (`RVAE1IS`, …), broadcast.
+    pub range_broadcast: u64,
+    /// Range ops, local.
+    pub range_local: u64,
+    /// Single-VA ops (`VAE1IS`, …), broadcast.
+    pub page_broadcast: u64,
+    /// Single-VA ops, local.
+    pub page_local: u64,
+    /// Whole-ASID flushes (`ASIDE1IS`), broadcast.
+    pub asid_broadcast: u64,
+    /// Whole-ASID flushes (`ASIDE1`), local.
+    pub asid_local: u64,
+    /// Whole-TLB flushes (`VMALLE1IS`), broadcast.
+    pub all_broadcast: u64,
+    /// Whole-TLB flushes (`VMALLE1`), local.
+    pub all_local: u64,
+    /// Extra TLBIs issued for an erratum that needs each one repeated.
+    pub repeated: u64,
+    /// `DSB` instructions issued.
+    pub dsb: u64,
+    /// `ISB` instructions issued.
+    pub isb: u64,
+    /// Non-empty plans issued.
+    pub plans: u64,
+}
+
+impl TlbStats {
+    /// All counters zero.
+    pub const ZERO: Self = Self {
+        range_broadcast: 0,
+        range_local: 0,
+        page_broadcast: 0,
+        page_local: 0,
+        asid_broadcast: 0,
+        asid_local: 0,
+        all_broadcast: 0,
+        all_local: 0,
+        repeated: 0,
+        dsb: 0,
+        isb: 0,
+        plans: 0,
+    };
+
+    /// Counts one planned instruction (not an errata repeat).
+    pub fn record(&mut self, op: TlbiOp) {
+        let b = op.is_broadcast();
+        let counter = match (op.kind(), b) {
+            (OpKind::Range, true) => &mut self.range_broadcast,
+            (OpKind::Range, false) => &mut self.range_local,
+            (OpKind::Page, true) => &mut self.page_broadcast,
+            (OpKind::Page, false) => &mut self.page_local,
+            (OpKind::Asid, true) => &mut self.asid_broadcast,
+            (OpKind::Asid, false) => &mut self.asid_local,
+            (OpKind::All, true) => &mut self.all_broadcast,
+            (OpKind::All, false) => &mut self.all_local,
+        };
+        *counter += 1;
+    }
+
+    /// Adds every counter of `other` to `self`.
+    pub fn add(&mut self, other: &Self) {
+        self.range_broadcast += other.range_broadcast;
+        self.range_local += other.range_local;
+        self.page_broadcast += other.page_broadcast;
+        self.page_local += other.page_local;
+        self.asid_broadcast += other.asid_broadcast;
+        self.asid_local += other.asid_local;
+        self.all_broadcast += other.all_broadcast;
+        self.all_local += other.all_local;
+        self.repeated += other.repeated;
+        self.dsb += other.dsb;
+        self.isb += other.isb;
+        self.plans += other.plans;
+    }
+
+    /// Planned TLBI instructions issued, all kinds (errata repeats excluded).
+    pub const fn planned_tlbis(&self) -> u64 {
+        self.range_broadcast
+            + self.range_local
+            + self.page_broadcast
+            + self.page_local
+            + self.asid_broadcast
+            + self.asid_local
+            + self.all_broadcast
+            + self.all_local
+    }
+
+    /// Every TLBI executed, errata repeats included.
+    pub const fn total_tlbis(&self) -> u64 {
+        self.planned_tlbis() + self.repeated
+    }
+
+    /// Whole flushes (ASID or whole TLB), the plans that fell back.
+    pub const fn full_flushes(&self) -> u64 {
+        self.asid_broadcast + self.asid_local + self.all_broadcast + self.all_local
+    }
+}
