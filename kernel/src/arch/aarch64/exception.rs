@@ -1,0 +1,359 @@
+//! Exceptions: the 16-entry vector table, the saved register frame, and the decoded report.
+//!
+//! Stacks: the kernel runs on SP_EL0 (EL1t) and every exception is taken on SP_EL1, a separate
+//! exception stack. A kernel stack overflow into its guard page therefore faults onto a good
+//! stack and is reported, instead of faulting again on every push (the reason Linux checks for
+//! overflow in its vector entry; this kernel gets it from the architecture). An exception taken
+//! while already on the exception stack uses the "current EL with SPx" entries.
+//!
+//! Policy: an exception the kernel did not ask for ends the run with a report (exception class by
+//! name, ISS details for aborts, FAR, ELR with its symbol, the register file) and a failing exit.
+//! Exceptions it asked for are *fixups*: [`probe_read`] and [`probe_write`] touch an address that
+//! may fault and return the fault instead (the mechanism user-pointer access will use).
+use core::arch::global_asm;
+use core::fmt;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use crate::console::print_fatal;
+
+/// Bytes of the saved frame (16-aligned).
+const FRAME_SIZE: usize = 304;
+
+/// Registers saved on exception entry, in the order the vector code stores them.
+#[repr(C)]
+#[derive(Debug)]
+pub struct TrapFrame {
+    /// x0..x30.
+    pub x: [u64; 31],
+    /// SP_EL0 when the exception was taken (the kernel's own stack, or user SP).
+    pub sp_el0: u64,
+    /// SP_EL1 before the frame was pushed.
+    pub sp_el1: u64,
+    /// ELR_EL1: where the exception was taken (and where `eret` returns).
+    pub elr: u64,
+    /// SPSR_EL1.
+    pub spsr: u64,
+    /// ESR_EL1.
+    pub esr: u64,
+    /// FAR_EL1.
+    pub far: u64,
+    _pad: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
+
+global_asm!(
+    r#"
+    .macro VENTRY kind
+    .balign 0x80
+    sub     sp, sp, #{frame}
+    stp     x0, x1, [sp, #0]
+    mov     x0, #\kind
+    b       exception_common
+    .endm
+
+    .section .text, "ax"
+    .balign 0x800
+    .global exception_vectors
+exception_vectors:
+    VENTRY 0    // current EL, SP_EL0: synchronous
+    VENTRY 1    //   IRQ
+    VENTRY 2    //   FIQ
+    VENTRY 3    //   SError
+    VENTRY 4    // current EL, SP_ELx: synchronous
+    VENTRY 5
+    VENTRY 6
+    VENTRY 7
+    VENTRY 8    // lower EL, AArch64: synchronous
+    VENTRY 9
+    VENTRY 10
+    VENTRY 11
+    VENTRY 12   // lower EL, AArch32
+    VENTRY 13
+    VENTRY 14
+    VENTRY 15
+
+exception_common:
+    stp     x2, x3, [sp, #16]
+    stp     x4, x5, [sp, #32]
+    stp     x6, x7, [sp, #48]
+    stp     x8, x9, [sp, #64]
+    stp     x10, x11, [sp, #80]
+    stp     x12, x13, [sp, #96]
+    stp     x14, x15, [sp, #112]
+    stp     x16, x17, [sp, #128]
+    stp     x18, x19, [sp, #144]
+    stp     x20, x21, [sp, #160]
+    stp     x22, x23, [sp, #176]
+    stp     x24, x25, [sp, #192]
+    stp     x26, x27, [sp, #208]
+    stp     x28, x29, [sp, #224]
+    mrs     x2, sp_el0
+    stp     x30, x2, [sp, #240]
+    add     x3, sp, #{frame}
+    mrs     x4, elr_el1
+    stp     x3, x4, [sp, #256]
+    mrs     x5, spsr_el1
+    mrs     x6, esr_el1
+    stp     x5, x6, [sp, #272]
+    mrs     x7, far_el1
+    str     x7, [sp, #288]
+    mov     x1, x0
+    mov     x0, sp
+    bl      handle_exception
+    ldp     x4, x5, [sp, #264]       // ELR, SPSR (a fixup may have changed ELR)
+    msr     elr_el1, x4
+    msr     spsr_el1, x5
+    ldr     x2, [sp, #248]
+    msr     sp_el0, x2
+    ldp     x0, x1, [sp, #0]
+    ldp     x2, x3, [sp, #16]
+    ldp     x4, x5, [sp, #32]
+    ldp     x6, x7, [sp, #48]
+    ldp     x8, x9, [sp, #64]
+    ldp     x10, x11, [sp, #80]
+    ldp     x12, x13, [sp, #96]
+    ldp     x14, x15, [sp, #112]
+    ldp     x16, x17, [sp, #128]
+    ldp     x18, x19, [sp, #144]
+    ldp     x20, x21, [sp, #160]
+    ldp     x22, x23, [sp, #176]
+    ldp     x24, x25, [sp, #192]
+    ldp     x26, x27, [sp, #208]
+    ldp     x28, x29, [sp, #224]
+    ldr     x30, [sp, #240]
+    add     sp, sp, #{frame}
+    eret
+
+    // Probes: one load or store that may fault. On a fault the handler sets x1 = ESR and
+    // resumes at the matching `_done` label; otherwise x1 = 0.
+    .global probe_read_u64
+probe_read_u64:
+    mov     x1, xzr
+probe_read_insn:
+    ldr     x0, [x0]
+probe_read_done:
+    ret
+
+    .global probe_write_u64
+probe_write_u64:
+    mov     x2, x1
+    mov     x1, xzr
+probe_write_insn:
+    str     x2, [x0]
+probe_write_done:
+    mov     x0, x1
+    ret
+"#,
+    frame = const FRAME_SIZE,
+);
+
+#[cfg_attr(
+    not(feature = "test-image"),
+    allow(dead_code, reason = "used by the test image now, by user-pointer access later")
+)]
+unsafe extern "C" {
+    fn probe_read_u64(addr: u64) -> ProbeResult;
+    fn probe_write_u64(addr: u64, value: u64) -> u64;
+    static probe_read_insn: u8;
+    static probe_read_done: u8;
+    static probe_write_insn: u8;
+    static probe_write_done: u8;
+}
+
+#[repr(C)]
+#[cfg_attr(
+    not(feature = "test-image"),
+    allow(dead_code, reason = "used by the test image now, by user-pointer access later")
+)]
+struct ProbeResult {
+    value: u64,
+    esr: u64,
+}
+
+/// Reads the u64 at `addr`, returning the ESR of the fault if the access faults.
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "used by the test image now, by user-pointer access later")
+)]
+pub fn probe_read(addr: u64) -> Result<u64, u64> {
+    // SAFETY: the probe performs a single aligned load through the MMU; a fault is caught by the
+    // handler's fixup and turned into Err. Reading device memory could have side effects, so
+    // callers probe only normal memory or unmapped addresses.
+    let result = unsafe { probe_read_u64(addr) };
+    if result.esr == 0 { Ok(result.value) } else { Err(result.esr) }
+}
+
+/// Writes `value` to `addr`, returning the ESR of the fault if the access faults.
+///
+/// # Safety
+/// If the write succeeds it changes memory: `addr` must be memory the caller may write.
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "used by the test image now, by user-pointer access later")
+)]
+pub unsafe fn probe_write(addr: u64, value: u64) -> Result<(), u64> {
+    // SAFETY: forwarded; a fault is turned into Err by the fixup.
+    let esr = unsafe { probe_write_u64(addr, value) };
+    if esr == 0 { Ok(()) } else { Err(esr) }
+}
+
+/// Set by the exit path just before it tries semihosting: if the semihosting call traps (QEMU
+/// without `-semihosting`, or a real board), the handler powers off through PSCI instead.
+pub static SEMIHOSTING_ATTEMPT: AtomicBool = AtomicBool::new(false);
+
+#[unsafe(no_mangle)]
+extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64) {
+    let ec = (frame.esr >> 26) & 0x3f;
+    if kind == 0 || kind == 4 {
+        // Fixups for the probes: data aborts at the probe instructions.
+        if ec == 0x25 {
+            let fixup = if frame.elr == (&raw const probe_read_insn) as u64 {
+                Some((&raw const probe_read_done) as u64)
+            } else if frame.elr == (&raw const probe_write_insn) as u64 {
+                Some((&raw const probe_write_done) as u64)
+            } else {
+                None
+            };
+            if let Some(resume) = fixup {
+                frame.x[1] = frame.esr | (1 << 63); // never 0, even for an ESR of 0
+                frame.elr = resume;
+                return;
+            }
+        }
+        if ec == 0 && SEMIHOSTING_ATTEMPT.load(Ordering::Relaxed) {
+            crate::exit::semihosting_unavailable();
+        }
+    }
+    print_fatal(format_args!("\n*** unexpected exception: {}\n", Report { frame, kind }));
+    // Every exception reaching here ends the run: the kernel has no interrupts yet, and exceptions
+    // from EL0 get their handler with user space.
+    crate::exit::fail_after_report();
+}
+
+struct Report<'a> {
+    frame: &'a TrapFrame,
+    kind: u64,
+}
+
+const KINDS: [&str; 4] = ["synchronous", "IRQ", "FIQ", "SError"];
+const SOURCES: [&str; 4] = [
+    "from EL1 on SP_EL0 (kernel)",
+    "from EL1 on SP_EL1 (exception stack)",
+    "from EL0 (AArch64)",
+    "from EL0 (AArch32)",
+];
+
+/// Name of an exception class (ESR_EL1.EC), Arm ARM D19.2.
+pub fn exception_class_name(ec: u64) -> &'static str {
+    match ec {
+        0x00 => "Unknown reason (undefined instruction)",
+        0x01 => "Trapped WFI/WFE",
+        0x07 => "Access to SIMD/FP trapped",
+        0x0e => "Illegal execution state",
+        0x15 => "SVC from AArch64",
+        0x16 => "HVC from AArch64",
+        0x17 => "SMC from AArch64",
+        0x18 => "Trapped MSR/MRS/system instruction",
+        0x19 => "Access to SVE trapped",
+        0x1c => "Pointer authentication failure",
+        0x20 => "Instruction Abort from a lower EL",
+        0x21 => "Instruction Abort from the same EL",
+        0x22 => "PC alignment fault",
+        0x24 => "Data Abort from a lower EL",
+        0x25 => "Data Abort from the same EL",
+        0x26 => "SP alignment fault",
+        0x2c => "Trapped floating-point exception",
+        0x2f => "SError",
+        0x30 | 0x31 => "Breakpoint",
+        0x32 | 0x33 => "Software step",
+        0x34 | 0x35 => "Watchpoint",
+        0x3c => "BRK instruction",
+        _ => "reserved or unhandled class",
+    }
+}
+
+/// Meaning of a data or instruction fault status code (DFSC/IFSC).
+pub fn fault_status_name(fsc: u64) -> &'static str {
+    match fsc {
+        0x00..=0x03 => "address size fault",
+        0x04..=0x07 => "translation fault",
+        0x09..=0x0b => "access flag fault",
+        0x0d..=0x0f => "permission fault",
+        0x10 => "synchronous external abort",
+        0x11 => "synchronous tag check fault",
+        0x14..=0x17 => "synchronous external abort on a table walk",
+        0x21 => "alignment fault",
+        0x30 => "TLB conflict abort",
+        _ => "other fault",
+    }
+}
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fr = self.frame;
+        let ec = (fr.esr >> 26) & 0x3f;
+        let iss = fr.esr & 0x1ff_ffff;
+        writeln!(f, "{} {}", KINDS[(self.kind & 3) as usize], SOURCES[(self.kind >> 2) as usize & 3])?;
+        writeln!(
+            f,
+            "  ESR_EL1 {:#018x}: EC {:#04x} {}, IL {}, ISS {:#x}",
+            fr.esr,
+            ec,
+            exception_class_name(ec),
+            (fr.esr >> 25) & 1,
+            iss
+        )?;
+        if matches!(ec, 0x20 | 0x21 | 0x24 | 0x25) {
+            let fsc = iss & 0x3f;
+            let level = fsc & 3;
+            write!(f, "  {} (FSC {:#04x}", fault_status_name(fsc), fsc)?;
+            if matches!(fsc, 0x04..=0x0f) {
+                write!(f, ", level {level}")?;
+            }
+            write!(f, ")")?;
+            if ec >= 0x24 {
+                write!(f, ", {}", if iss & (1 << 6) != 0 { "write" } else { "read" })?;
+                if iss & (1 << 8) != 0 {
+                    write!(f, ", cache maintenance")?;
+                }
+            } else {
+                write!(f, ", instruction fetch")?;
+            }
+            if iss & (1 << 7) != 0 {
+                write!(f, ", on a stage-1 table walk")?;
+            }
+            if iss & (1 << 10) != 0 {
+                write!(f, ", FAR not valid")?;
+            }
+            writeln!(f)?;
+        }
+        // FAR is meaningful for aborts, alignment faults and watchpoints only.
+        if matches!(ec, 0x20 | 0x21 | 0x22 | 0x24 | 0x25 | 0x34 | 0x35) {
+            write!(f, "  FAR_EL1 {:#018x}", fr.far)?;
+            if let Some(what) = crate::memory::layout::describe_address(fr.far) {
+                write!(f, " ({what})")?;
+            }
+            writeln!(f)?;
+        }
+        write!(f, "  ELR_EL1 {:#018x}", fr.elr)?;
+        if let Some((name, offset)) = crate::symbols::lookup(fr.elr) {
+            write!(f, " <{name}+{offset:#x}>")?;
+        }
+        writeln!(f)?;
+        writeln!(f, "  SPSR_EL1 {:#018x}  SP_EL0 {:#018x}  SP_EL1 {:#018x}", fr.spsr, fr.sp_el0, fr.sp_el1)?;
+        for row in 0..8 {
+            for col in 0..4 {
+                let i = row * 4 + col;
+                if i < 31 {
+                    write!(f, "  x{i:<2} {:#018x}", fr.x[i])?;
+                }
+            }
+            writeln!(f)?;
+        }
+        if let Some((name, offset)) = crate::symbols::lookup(fr.x[30]) {
+            writeln!(f, "  LR <{name}+{offset:#x}>")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,194 @@
+//! The arm64 Linux Image header and the entry code, up to the jump into the upper half.
+//!
+//! Everything here runs at the physical address the loader chose, so it uses only PC-relative
+//! addressing (`adr`, `adrp`) until the MMU is on; the one absolute address (`high_entry`) is
+//! loaded from a literal and used only after the MMU maps the link address.
+//!
+//! Register use across the entry code: x19 = x0 from the loader (device tree), x20 = load
+//! address, x21 = entry EL, x22 = CNTVCT at entry. They are passed to `kernel_main`.
+
+use core::arch::global_asm;
+
+use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON, TCR_EL1_BASE};
+
+/// Image flags: bit 0 = 0 (little-endian), bits 1-2 = 1 (4 KiB pages), bit 3 = 1 (the Image may be
+/// placed anywhere in physical memory, on a 2 MiB boundary).
+pub const IMAGE_FLAGS: u64 = (1 << 1) | (1 << 3);
+
+/// HCR_EL2 for an EL1 kernel: RW (EL1 is AArch64), APK and API (no traps of pointer-auth keys and
+/// instructions to EL2, which this kernel never handles).
+const HCR_EL2_VALUE: u64 = (1 << 31) | (1 << 41) | (1 << 40);
+
+/// SPSR for the drop from EL2: EL1h, D, A, I and F masked.
+const SPSR_EL1H_MASKED: u64 = 0x3c5;
+
+global_asm!(
+    r#"
+    .section .head.text, "ax"
+    .global _start
+_start:
+    b       primary_entry           // code0: branch to the entry code
+    .long   0                       // code1
+    .quad   0                       // text_offset
+    .quad   __image_size            // image_size: up to __image_end, bss and stacks included
+    .quad   {flags}                 // flags
+    .quad   0                       // res2
+    .quad   0                       // res3
+    .quad   0                       // res4
+    .ascii  "ARM\x64"               // magic
+    .long   0                       // res5 (no PE/COFF header)
+
+    .section .text.boot, "ax"
+    .global primary_entry
+primary_entry:
+    // U-Boot enters with SError unmasked: mask everything before anything can go wrong.
+    msr     daifset, #0xf
+    mrs     x22, cntvct_el0
+    mov     x19, x0
+    adr     x20, _start
+    mrs     x21, CurrentEL
+    ubfx    x21, x21, #2, #2
+    cmp     x21, #2
+    b.eq    el2_setup
+    cmp     x21, #1
+    b.eq    el1_entry
+    b       boot_park                // EL3 (or anything else): unsupported, see docs/boot.md
+
+el2_setup:
+    // Configure EL2 just enough for an EL1 kernel, then drop to EL1.
+    ldr     x0, ={hcr}
+    msr     hcr_el2, x0
+    mrs     x0, cnthctl_el2          // EL1 may use the physical counter and timer
+    orr     x0, x0, #3
+    msr     cnthctl_el2, x0
+    msr     cntvoff_el2, xzr         // virtual counter == physical counter
+    mrs     x0, midr_el1             // EL1 reads MIDR/MPIDR through these
+    msr     vpidr_el2, x0
+    mrs     x0, mpidr_el1
+    msr     vmpidr_el2, x0
+    mov     x0, #0x33ff              // CPTR_EL2: no traps of FP/SIMD
+    msr     cptr_el2, x0
+    msr     hstr_el2, xzr
+    msr     vttbr_el2, xzr
+    mrs     x0, id_aa64pfr0_el1      // GICv3 system registers: let EL1 use them
+    ubfx    x0, x0, #24, #4
+    cbz     x0, 1f
+    mrs     x0, icc_sre_el2
+    orr     x0, x0, #0x1             // SRE
+    orr     x0, x0, #0x8             // Enable (lower ELs may use ICC_SRE_EL1)
+    msr     icc_sre_el2, x0
+    isb
+1:  ldr     x0, ={sctlr_off}
+    msr     sctlr_el1, x0
+    mov     x0, #{spsr}
+    msr     spsr_el2, x0
+    adr     x0, el1_entry
+    msr     elr_el2, x0
+    eret
+
+el1_entry:
+    mov     x0, #(3 << 20)           // CPACR_EL1.FPEN: Rust code may use FP/SIMD registers
+    msr     cpacr_el1, x0
+    ldr     x0, ={sctlr_off}         // a known SCTLR_EL1: MMU and caches off
+    msr     sctlr_el1, x0
+    isb
+
+    // Zero .bss and the stacks.
+    adrp    x0, __bss_start
+    add     x0, x0, :lo12:__bss_start
+    adrp    x1, __bss_end
+    add     x1, x1, :lo12:__bss_end
+2:  cmp     x0, x1
+    b.hs    3f
+    stp     xzr, xzr, [x0], #16
+    b       2b
+3:
+    // A stack at its physical address for early_map (which is PC-relative Rust code).
+    adrp    x0, __boot_stack_top
+    add     x0, x0, :lo12:__boot_stack_top
+    mov     sp, x0
+    mov     x0, x20
+    mov     x1, x19
+    bl      early_map                // returns x0 = TTBR0 (identity), x1 = TTBR1 (kernel)
+    cbz     x0, boot_park            // early_map refused (it said why on the fallback UART)
+    mov     x23, x0
+    mov     x24, x1
+
+    // The tables and .bss were written with the data cache off: drop any stale lines the loader
+    // may have left for those addresses, so the cached view after the MMU is on is memory's.
+    mrs     x3, ctr_el0
+    ubfx    x3, x3, #16, #4
+    mov     x4, #4
+    lsl     x4, x4, x3               // smallest D-cache line in bytes
+    sub     x5, x4, #1
+    adrp    x6, __bss_start
+    add     x6, x6, :lo12:__bss_start
+    bic     x6, x6, x5
+    adrp    x7, __bss_end
+    add     x7, x7, :lo12:__bss_end
+4:  dc      ivac, x6
+    add     x6, x6, x4
+    cmp     x6, x7
+    b.lo    4b
+    dsb     sy
+
+    // MAIR, TCR (IPS from PARange capped at 48 bits, 16-bit ASIDs where implemented), TTBRs.
+    ldr     x0, ={mair}
+    msr     mair_el1, x0
+    ldr     x0, ={tcr}
+    mrs     x1, id_aa64mmfr0_el1
+    and     x2, x1, #0xf
+    cmp     x2, #5
+    mov     x3, #5
+    csel    x2, x2, x3, ls
+    bfi     x0, x2, #32, #3
+    ubfx    x2, x1, #4, #4
+    cmp     x2, #2
+    b.ne    5f
+    orr     x0, x0, #(1 << 36)
+5:  msr     tcr_el1, x0
+    msr     ttbr0_el1, x23
+    msr     ttbr1_el1, x24
+    isb
+    tlbi    vmalle1
+    dsb     nsh
+    isb
+    ldr     x0, ={sctlr_on}
+    msr     sctlr_el1, x0
+    isb
+    ldr     x8, =high_entry
+    br      x8
+
+boot_park:
+    wfe
+    b       boot_park
+
+    .section .text, "ax"
+high_entry:
+    // Now at the link address. SP_EL1 is the exception stack; the kernel itself runs on SP_EL0
+    // (EL1t), so a kernel stack overflow into its guard page is taken on a good stack.
+    ldr     x0, =__exception_stack_top
+    mov     sp, x0
+    ldr     x0, =exception_vectors
+    msr     vbar_el1, x0
+    isb
+    ldr     x0, =__boot_stack_top
+    msr     sp_el0, x0
+    msr     spsel, #0
+    mov     x29, xzr
+    mov     x30, xzr
+    mov     x0, x19
+    mov     x1, x20
+    mov     x2, x21
+    mov     x3, x22
+    bl      kernel_main
+    b       boot_park
+"#,
+    flags = const IMAGE_FLAGS,
+    hcr = const HCR_EL2_VALUE,
+    spsr = const SPSR_EL1H_MASKED,
+    sctlr_off = const SCTLR_EL1_MMU_OFF,
+    sctlr_on = const SCTLR_EL1_MMU_ON,
+    mair = const MAIR_EL1_VALUE,
+    tcr = const TCR_EL1_BASE,
+);

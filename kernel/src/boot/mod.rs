@@ -1,0 +1,25 @@
+//! Boot: from the loader's jump to `kernel_main`.
+//!
+//! The loader (QEMU `-kernel`, U-Boot `booti`, the Raspberry Pi firmware, m1n1) enters the Image
+//! at its first byte with the MMU off, x0 = physical address of the device tree, at EL2 or EL1,
+//! from any 2 MiB-aligned physical address. [`head`] holds the header and the position-independent
+//! entry code; [`early_map`] builds the first page tables (without locks: exclusives are
+//! unreliable with the MMU off) so the entry code can turn the MMU on and jump to the link
+//! address in the upper half. From there on, `memory::kernel_map` rebuilds the tables through the
+//! mm crate and the early ones are dropped.
+
+pub mod early_map;
+pub mod head;
+
+/// What the entry code learned before Rust ran, passed to `kernel_main`.
+#[derive(Clone, Copy, Debug)]
+pub struct BootInfo {
+    /// x0 as the loader gave it: the device tree's physical address, if the loader is honest.
+    pub fdt_pa: u64,
+    /// Physical address the Image was loaded at (its first byte).
+    pub load_pa: u64,
+    /// Exception level the loader entered the kernel at (1 or 2).
+    pub entry_el: u64,
+    /// CNTVCT_EL0 at the first instruction, for the boot-time figure.
+    pub entry_counter: u64,
+}

@@ -1,0 +1,224 @@
+//! The machine, as the device tree describes it.
+//!
+//! Parsing is the `fdt` crate's; this module decides what the kernel needs and checks it, so that
+//! a device tree that lacks something gets a message naming what is missing. Helpers of `fdt`
+//! that panic on a missing node (`memory()`, `chosen()`, `root()`) are not used; nodes are looked
+//! up and checked here instead. A structurally corrupt blob can still trip an assertion inside
+//! `fdt`; the panic handler then names the boot phase ("reading the device tree"), so even that
+//! ends with a clear message and a failing exit.
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use fdt::Fdt;
+use fdt::node::FdtNode;
+use mm::phys::RegionSet;
+
+use crate::arch::psci::Conduit;
+
+/// FDT header magic (big-endian 0xd00dfeed).
+pub const FDT_MAGIC: u32 = 0xd00d_feed;
+/// Largest device tree the boot protocol allows (booting.rst: at most 2 MiB).
+pub const FDT_MAX_SIZE: usize = 2 << 20;
+
+/// Why x0 is not a usable device tree.
+#[derive(Debug)]
+pub enum FdtProblem {
+    /// x0 was zero, misaligned or beyond 48 bits, so it was not even mapped.
+    NotMapped,
+    /// The first word is not the FDT magic.
+    BadMagic(u32),
+    /// `totalsize` is out of bounds.
+    BadSize(u32),
+    /// The `fdt` crate refused the header.
+    Rejected(fdt::FdtError),
+}
+
+/// A reserved physical range and why it is reserved.
+#[derive(Clone, Debug)]
+pub struct Reserved {
+    /// Start.
+    pub start: u64,
+    /// End (exclusive).
+    pub end: u64,
+    /// Where the reservation comes from.
+    pub what: String,
+    /// `no-map`: not even the linear map may cover it (firmware-owned memory whose speculative
+    /// access can fault).
+    pub no_map: bool,
+}
+
+/// The console the device tree names.
+#[derive(Clone, Debug)]
+pub struct ConsoleNode {
+    /// Node path as written in `stdout-path` (options stripped).
+    pub path: String,
+    /// First `compatible` string.
+    pub compatible: String,
+    /// Physical address of its registers.
+    pub pa: u64,
+}
+
+/// What the kernel needs from the device tree.
+pub struct Machine {
+    /// The parsed tree.
+    pub fdt: Fdt<'static>,
+    /// `/model`, or "(no model)".
+    pub model: String,
+    /// RAM, from every node with `device_type = "memory"`.
+    pub memory: RegionSet<64>,
+    /// `/memreserve/` entries and `/reserved-memory` children with a `reg`.
+    pub reserved: Vec<Reserved>,
+    /// The console, or why there is none usable.
+    pub console: Result<ConsoleNode, String>,
+    /// PSCI conduit, if there is a `/psci` node with a known `method`.
+    pub psci: Option<Conduit>,
+    /// Interrupt controller: compatible and register base, if found (used from the SMP issue on).
+    pub interrupt_controller: Option<(String, u64)>,
+    /// `/chosen/bootargs`.
+    pub bootargs: String,
+    /// Number of `cpu` nodes under `/cpus`.
+    pub cpus: usize,
+}
+
+impl core::fmt::Display for FdtProblem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NotMapped => write!(f, "it is zero, not 8-byte aligned, or beyond 48 bits"),
+            Self::BadMagic(magic) => {
+                write!(f, "its first word is {magic:#010x}, not the FDT magic {FDT_MAGIC:#010x}")
+            }
+            Self::BadSize(size) => write!(
+                f,
+                "its totalsize {size} is below 40 bytes or above the 2 MiB the boot protocol allows"
+            ),
+            Self::Rejected(e) => write!(f, "the fdt crate rejects its header: {e:?}"),
+        }
+    }
+}
+
+/// Checks the blob at `va` (mapped, at least `window` bytes readable) and parses it.
+///
+/// # Errors
+/// An [`FdtProblem`] saying what is wrong with it.
+///
+/// # Safety
+/// `[va, va + window)` is mapped readable for the kernel's life and not written by anyone.
+pub unsafe fn open(va: u64, window: usize) -> Result<Fdt<'static>, FdtProblem> {
+    // SAFETY: the caller guarantees the window is mapped; the header is 8-byte aligned (x0 was).
+    let magic = u32::from_be(unsafe { (va as *const u32).read_volatile() });
+    if magic != FDT_MAGIC {
+        return Err(FdtProblem::BadMagic(magic));
+    }
+    // SAFETY: as above; totalsize is the second header word.
+    let size = u32::from_be(unsafe { ((va + 4) as *const u32).read_volatile() });
+    if (size as usize) < 40 || size as usize > FDT_MAX_SIZE || size as usize > window {
+        return Err(FdtProblem::BadSize(size));
+    }
+    // SAFETY: `size` bytes from `va` lie inside the mapped, immutable window.
+    let bytes = unsafe { core::slice::from_raw_parts(va as *const u8, size as usize) };
+    Fdt::new(bytes).map_err(FdtProblem::Rejected)
+}
+
+fn reg_first(node: FdtNode<'_, '_>) -> Option<(u64, u64)> {
+    let region = node.reg()?.next()?;
+    Some((region.starting_address as u64, region.size.unwrap_or(0) as u64))
+}
+
+fn str_prop<'a>(node: FdtNode<'_, 'a>, name: &str) -> Option<&'a str> {
+    let value = node.property(name)?.value;
+    let value = value.strip_suffix(&[0]).unwrap_or(value);
+    core::str::from_utf8(value).ok()
+}
+
+/// Resolves `/chosen/stdout-path` to a node: strips `:options`, resolves an alias.
+fn console(fdt: &Fdt<'static>) -> Result<ConsoleNode, String> {
+    let chosen = fdt.find_node("/chosen").ok_or_else(|| String::from("no /chosen node"))?;
+    let path = str_prop(chosen, "stdout-path")
+        .or_else(|| str_prop(chosen, "linux,stdout-path"))
+        .ok_or_else(|| String::from("/chosen has no stdout-path"))?;
+    let path = path.split(':').next().unwrap_or(path);
+    let node = if path.starts_with('/') {
+        fdt.find_node(path)
+    } else {
+        fdt.find_node("/aliases")
+            .and_then(|aliases| str_prop(aliases, path))
+            .and_then(|full| fdt.find_node(full))
+    }
+    .ok_or_else(|| alloc::format!("stdout-path {path:?} names no node"))?;
+    let compatible = node
+        .compatible()
+        .map(|c| String::from(c.first()))
+        .ok_or_else(|| alloc::format!("console node {path:?} has no compatible"))?;
+    let (pa, _) = reg_first(node).ok_or_else(|| alloc::format!("console node {path:?} has no reg"))?;
+    Ok(ConsoleNode { path: String::from(path), compatible, pa })
+}
+
+impl Machine {
+    /// Reads what the kernel needs from a parsed device tree.
+    pub fn from_fdt(fdt: Fdt<'static>) -> Self {
+        let mut memory = RegionSet::new();
+        let mut reserved = Vec::new();
+        let mut interrupt_controller = None;
+        // One walk over every node: the fdt crate's lookups each walk the tree from the root.
+        for node in fdt.all_nodes() {
+            if str_prop(node, "device_type") == Some("memory") {
+                for r in node.reg().into_iter().flatten() {
+                    let start = r.starting_address as u64;
+                    let _ = memory.add(start, start.saturating_add(r.size.unwrap_or(0) as u64));
+                }
+            } else if interrupt_controller.is_none()
+                && node.property("interrupt-controller").is_some()
+                && let Some(compatible) = node.compatible().map(|c| c.first())
+                && (compatible.contains("gic") || compatible.contains("bcm2836-l1-intc"))
+            {
+                let pa = reg_first(node).map_or(0, |(pa, _)| pa);
+                interrupt_controller = Some((String::from(compatible), pa));
+            }
+        }
+        for r in fdt.memory_reservations() {
+            let start = r.address() as u64;
+            let what = String::from("/memreserve/");
+            reserved.push(Reserved { start, end: start + r.size() as u64, what, no_map: false });
+        }
+        if let Some(node) = fdt.find_node("/reserved-memory") {
+            for child in node.children() {
+                for r in child.reg().into_iter().flatten() {
+                    let start = r.starting_address as u64;
+                    let mut what = String::from("/reserved-memory/");
+                    let _ = what.write_str(child.name);
+                    let no_map = child.property("no-map").is_some();
+                    let end = start + r.size.unwrap_or(0) as u64;
+                    reserved.push(Reserved { start, end, what, no_map });
+                }
+            }
+        }
+        let psci = fdt.find_node("/psci").and_then(|n| match str_prop(n, "method") {
+            Some("hvc") => Some(Conduit::Hvc),
+            Some("smc") => Some(Conduit::Smc),
+            _ => None,
+        });
+        let model = fdt.find_node("/").and_then(|n| str_prop(n, "model")).unwrap_or("(no model)");
+        let bootargs = fdt.find_node("/chosen").and_then(|n| str_prop(n, "bootargs")).unwrap_or("");
+        let cpus = fdt
+            .find_node("/cpus")
+            .map_or(0, |n| n.children().filter(|c| str_prop(*c, "device_type") == Some("cpu")).count());
+        let console = console(&fdt);
+        Self {
+            model: String::from(model),
+            bootargs: String::from(bootargs),
+            memory,
+            reserved,
+            console,
+            psci,
+            interrupt_controller,
+            cpus,
+            fdt,
+        }
+    }
+
+    /// Whether `/chosen/bootargs` holds `word` as a whole word (e.g. `selftest=fault`).
+    pub fn has_bootarg(&self, word: &str) -> bool {
+        self.bootargs.split_ascii_whitespace().any(|w| w == word)
+    }
+}

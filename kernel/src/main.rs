@@ -1,0 +1,264 @@
+//! A bare-metal arm64 kernel whose memory management is meant to be studied.
+//!
+//! Module map (generic code above `arch` and `board`):
+//! - [`boot`]: the Image header, the entry code and the early page tables;
+//! - [`arch`]: AArch64 specifics (exceptions, MMU switch, PSCI, timer, CPU features);
+//! - [`board`]: the few facts the device tree cannot give (the fallback console);
+//! - [`devicetree`]: what the machine is, from the device tree;
+//! - [`drivers`]: device drivers (the PL011 console);
+//! - [`memory`]: layout, frames, heap and the kernel's own tables (through the `mm` crate);
+//! - [`console`], [`exit`], [`symbols`]: printing, ending a run, symbolising addresses;
+//! - `ktest` and `tests` (test image only): the in-kernel test framework and the tests of the test image.
+#![no_std]
+#![no_main]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+extern crate alloc;
+
+mod arch;
+mod board;
+mod boot;
+mod console;
+mod devicetree;
+mod drivers;
+mod exit;
+#[cfg(feature = "test-image")]
+mod ktest;
+mod memory;
+mod report;
+mod selftest;
+mod symbols;
+#[cfg(feature = "test-image")]
+mod tests;
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use alloc::vec::Vec;
+use mm::addr::{PAGE_SIZE, PhysAddr};
+use mm::phys::RegionSet;
+
+use crate::boot::BootInfo;
+use crate::boot::early_map::{EARLY_UART_VADDR, FDT_WINDOW_SIZE, FDT_WINDOW_VADDR};
+use crate::console::ConsoleKind;
+use crate::devicetree::Machine;
+use crate::memory::{frames, heap, kernel_map, layout};
+
+/// Usable RAM below which the kernel refuses to run (the heap, tables and tests need room).
+const MIN_USABLE_MEMORY: u64 = 8 << 20;
+
+/// What the kernel is doing, for the panic message ("while reading the device tree").
+static PHASE: AtomicPtr<&'static str> = AtomicPtr::new(core::ptr::null_mut());
+
+fn set_phase(phase: &'static &'static str) {
+    PHASE.store(phase as *const _ as *mut _, Ordering::Relaxed);
+}
+
+/// Everything the rest of the kernel learned at boot, for tests and the report.
+pub struct Booted {
+    /// From the entry code.
+    pub boot: BootInfo,
+    /// From the device tree.
+    pub machine: Machine,
+    /// RAM given to the frame allocator.
+    pub usable: RegionSet<64>,
+    /// Boot CPU features.
+    pub cpu: arch::cpu::CpuFeatures,
+    /// Whether PAN was turned on.
+    pub pan_enabled: bool,
+    /// Table pages the final map took from the static arena.
+    pub arena_pages: usize,
+    /// Counter values at the end of each boot phase, for the report's timeline.
+    pub timeline: [(&'static str, u64); 4],
+}
+
+static BOOTED: spin::Once<Booted> = spin::Once::new();
+
+/// What boot learned; available once the boot report has been printed.
+pub fn booted() -> &'static Booted {
+    BOOTED.get().expect("booted() before the end of boot")
+}
+
+/// Prints a fatal boot problem and ends the run with a failing status.
+fn boot_failure(args: core::fmt::Arguments<'_>) -> ! {
+    console::print_fatal(format_args!("kernel: cannot boot: {args}\n"));
+    exit::fail_after_report()
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counter: u64) -> ! {
+    let boot = BootInfo { fdt_pa, load_pa, entry_el, entry_counter };
+    let t_main = arch::time::counter();
+    // The vectors are installed: let SErrors be reported from here on.
+    // SAFETY: unmasks SError only; the vector table (installed by the entry code) reports it.
+    unsafe { core::arch::asm!("msr daifclr, #4", options(nomem, nostack)) };
+    heap::init_bootstrap();
+    if let Some(pa) = board::FALLBACK_UART_PA {
+        // SAFETY: the early map shows the fallback UART's 2 MiB block at EARLY_UART_VADDR as
+        // device memory, for as long as the early map is live (the console moves before it goes).
+        unsafe { console::use_pl011(EARLY_UART_VADDR + (pa & 0x1f_ffff), ConsoleKind::Fallback) };
+    }
+    if !layout::check_link_address() {
+        boot_failure(format_args!(
+            "linked at {:#x}, expected the Image at {:#x}",
+            layout::image().start,
+            boot::early_map::KIMAGE_VADDR
+        ));
+    }
+
+    set_phase(&"validating x0 as a device tree");
+    let mapped = fdt_pa != 0 && fdt_pa.is_multiple_of(8) && fdt_pa < (1 << 48);
+    let offset = fdt_pa & 0x1f_ffff;
+    let fdt = if mapped {
+        // SAFETY: the early map shows FDT_WINDOW_SIZE bytes from the 2 MiB block holding x0,
+        // read-only, at FDT_WINDOW_VADDR; nothing writes there.
+        unsafe { devicetree::open(FDT_WINDOW_VADDR + offset, (FDT_WINDOW_SIZE - offset) as usize) }
+    } else {
+        Err(devicetree::FdtProblem::NotMapped)
+    };
+    let fdt = match fdt {
+        Ok(fdt) => fdt,
+        Err(problem) => boot_failure(format_args!(
+            "x0 = {fdt_pa:#x} is not a flattened device tree: {problem}{}. The arm64 boot protocol \
+             passes the device tree's physical address in x0",
+            atag_hint(&problem)
+        )),
+    };
+    set_phase(&"reading the device tree");
+    let machine = Machine::from_fdt(fdt);
+    if let Some(conduit) = machine.psci {
+        arch::psci::set_conduit(conduit);
+    }
+    if machine.memory.total() == 0 {
+        boot_failure(format_args!(
+            "the device tree describes no memory (no node with device_type = \"memory\")"
+        ));
+    }
+    let image_size = layout::image().end.next_multiple_of(PAGE_SIZE) - layout::image().start;
+    if !machine.memory.contains(load_pa) || !machine.memory.contains(load_pa + image_size - 1) {
+        boot_failure(format_args!(
+            "the Image at [{load_pa:#x}, {:#x}) is not inside the memory the device tree describes",
+            load_pa + image_size
+        ));
+    }
+    let console = match &machine.console {
+        Ok(c) if c.compatible == "arm,pl011" || c.compatible == "arm,primecell" => c.clone(),
+        Ok(c) => boot_failure(format_args!(
+            "the console {} ({}) has no driver in this kernel",
+            c.path, c.compatible
+        )),
+        Err(why) => boot_failure(format_args!("no usable console in the device tree: {why}")),
+    };
+    let fdt_size = machine.fdt.total_size() as u64;
+    let mut usable = machine.memory.clone();
+    let mut no_map = Vec::new();
+    let _ = usable.remove(load_pa, load_pa + image_size);
+    let _ = usable.remove(fdt_pa, fdt_pa + fdt_size);
+    for r in &machine.reserved {
+        let _ = usable.remove(r.start, r.end);
+        if r.no_map {
+            no_map.push((r.start, r.end));
+        }
+    }
+    usable.align_inward(PAGE_SIZE);
+    if usable.total() < MIN_USABLE_MEMORY {
+        boot_failure(format_args!(
+            "memory too small: {} KiB usable after the Image, the device tree and \
+            reservations; the kernel needs at least {} KiB",
+            usable.total() / 1024,
+            MIN_USABLE_MEMORY / 1024
+        ));
+    }
+
+    let t_fdt = arch::time::counter();
+    set_phase(&"building the kernel map");
+    let inputs = kernel_map::MapInputs {
+        load_pa,
+        memory: &machine.memory,
+        no_map: &no_map,
+        fdt: (fdt_pa, fdt_size),
+        console_pa: Some(console.pa),
+    };
+    let mapped = match kernel_map::build_and_switch(&inputs) {
+        Ok(m) => m,
+        Err(e) => boot_failure(format_args!("building the kernel map failed: {e:?}")),
+    };
+    if let Some(va) = mapped.console_va {
+        // SAFETY: the final map shows the console's register page as device memory at `va`,
+        // permanently.
+        unsafe { console::use_pl011(va, ConsoleKind::Pl011 { pa: console.pa }) };
+    }
+
+    let t_map = arch::time::counter();
+    set_phase(&"setting up frames and heap");
+    for &(start, end) in usable.ranges() {
+        frames::add_range(PhysAddr(start), PhysAddr(end));
+    }
+    kernel_map::frames_ready();
+    let heap_bytes = (usable.total() / 16).clamp(1 << 20, 64 << 20).next_power_of_two() / 2;
+    if let Some(pa) = frames::alloc((heap_bytes / PAGE_SIZE) as usize) {
+        // SAFETY: the frames were just taken from the allocator, so nothing else uses them, and
+        // the linear map shows them read-write.
+        unsafe { heap::add_main_region(layout::phys_to_linear(pa.0) as usize, heap_bytes as usize) };
+    }
+
+    let t_frames = arch::time::counter();
+    let cpu = arch::cpu::CpuFeatures::read();
+    let pan_enabled = arch::cpu::enable_pan(&cpu);
+    set_phase(&"running");
+    let booted = BOOTED.call_once(|| Booted {
+        boot,
+        machine,
+        usable,
+        cpu,
+        pan_enabled,
+        arena_pages: mapped.arena_pages,
+        timeline: [
+            ("kernel_main", t_main),
+            ("device tree", t_fdt),
+            ("kernel map", t_map),
+            ("frames+heap", t_frames),
+        ],
+    });
+    report::print(booted);
+
+    selftest::run_requested(booted);
+    #[cfg(feature = "test-image")]
+    {
+        let filter = booted.machine.bootargs.split_ascii_whitespace().find_map(|w| w.strip_prefix("test="));
+        ktest::run_all(filter)
+    }
+    #[cfg(not(feature = "test-image"))]
+    {
+        kprintln!("kernel: nothing more to run (user space arrives with the user-space issue); exiting 0");
+        exit::exit(0)
+    }
+}
+
+/// ATAG lists (what a 32-bit-style loader passes, e.g. QEMU raspi3b without -dtb) start with a
+/// header of size 5 or 2 words and the tag ATAG_CORE (0x54410001).
+fn atag_hint(problem: &devicetree::FdtProblem) -> &'static str {
+    match problem {
+        devicetree::FdtProblem::BadMagic(m) if u32::from_be(*m) == 5 || u32::from_be(*m) == 2 => {
+            " (it looks like an ATAG list: the loader booted the kernel the 32-bit way)"
+        }
+        _ => "",
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    let phase = PHASE.load(Ordering::Relaxed);
+    // SAFETY: PHASE only ever holds null or a pointer to a `&'static str` static.
+    let phase = if phase.is_null() { "starting" } else { unsafe { *phase } };
+    console::print_fatal(format_args!("\nkernel panic while {phase}: {info}\n"));
+    #[cfg(feature = "test-image")]
+    if let Some(test) = ktest::CURRENT.try_lock().and_then(|t| *t) {
+        use core::sync::atomic::Ordering::Relaxed;
+        console::print_fatal(format_args!(
+            "test {test} ... FAILED: panicked\n{} passed, {} failed\n",
+            ktest::PASSED.load(Relaxed),
+            ktest::FAILED.load(Relaxed) + 1
+        ));
+    }
+    exit::fail_after_report()
+}

@@ -1,0 +1,49 @@
+//! The physical frame allocator: `buddy_system_allocator` over every usable RAM range, in 4 KiB
+//! frames, reached through the linear map.
+//!
+//! Frames are handed out as strong [`PhysAddr`]s; zeroing is the caller's choice (page tables are
+//! zeroed by the mm crate; the heap does not need it).
+use buddy_system_allocator::FrameAllocator;
+use mm::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
+use spin::Mutex;
+
+struct Frames {
+    buddy: FrameAllocator<40>,
+    total: usize,
+    allocated: usize,
+}
+
+static FRAMES: Mutex<Frames> = Mutex::new(Frames { buddy: FrameAllocator::new(), total: 0, allocated: 0 });
+
+/// Gives the page-aligned range `[start, end)` to the allocator.
+pub fn add_range(start: PhysAddr, end: PhysAddr) {
+    debug_assert!(start.is_page_aligned() && end.is_page_aligned());
+    if end <= start {
+        return;
+    }
+    let mut frames = FRAMES.lock();
+    frames.buddy.add_frame((start.0 >> PAGE_SHIFT) as usize, (end.0 >> PAGE_SHIFT) as usize);
+    frames.total += ((end.0 - start.0) / PAGE_SIZE) as usize;
+}
+
+/// Allocates `count` physically contiguous frames (the buddy rounds up to a power of two
+/// internally; `free` must be given the same count).
+pub fn alloc(count: usize) -> Option<PhysAddr> {
+    let mut frames = FRAMES.lock();
+    let first = frames.buddy.alloc(count)?;
+    frames.allocated += count;
+    Some(PhysAddr((first as u64) << PAGE_SHIFT))
+}
+
+/// Returns frames allocated by [`alloc()`] with the same `count`.
+pub fn free(pa: PhysAddr, count: usize) {
+    let mut frames = FRAMES.lock();
+    frames.buddy.dealloc((pa.0 >> PAGE_SHIFT) as usize, count);
+    frames.allocated -= count;
+}
+
+/// (allocated, total) frames.
+pub fn usage() -> (usize, usize) {
+    let frames = FRAMES.lock();
+    (frames.allocated, frames.total)
+}

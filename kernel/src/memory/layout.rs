@@ -1,0 +1,113 @@
+//! The kernel's virtual address layout (TTBR1, 48-bit, top 16 bits set).
+//!
+//! ```text
+//! 0xffff_0000_0000_0000  linear map: physical address P at LINEAR_BASE + P (RAM only, RW, never
+//!                        executable; the Image's own frames are left out, so its text has no
+//!                        writable alias)
+//! 0xffff_8000_0000_0000  the Image at its link address (text RX, rodata R, data/bss RW), with
+//!                        unmapped guard pages below the boot and exception stacks
+//!   + 512 MiB            the device tree, read-only (the same address the early map used)
+//! 0xffff_c000_0000_0000  device MMIO, allocated upwards page by page
+//! ```
+use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
+
+/// Base of the linear map of physical memory.
+pub const LINEAR_BASE: u64 = 0xffff_0000_0000_0000;
+/// Base of the device MMIO window.
+pub const DEVICE_BASE: u64 = 0xffff_c000_0000_0000;
+
+unsafe extern "C" {
+    static __image_start: u8;
+    static __text_end: u8;
+    static __rodata_start: u8;
+    static __rodata_end: u8;
+    static __data_start: u8;
+    static __image_end: u8;
+    static __boot_stack_guard: u8;
+    static __boot_stack_bottom: u8;
+    static __boot_stack_top: u8;
+    static __exception_stack_guard: u8;
+    static __exception_stack_bottom: u8;
+}
+
+/// The Image's sections, as link addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageLayout {
+    /// First byte (the header).
+    pub start: u64,
+    /// End of text (page-aligned).
+    pub text_end: u64,
+    /// Start of rodata.
+    pub rodata_start: u64,
+    /// End of rodata (page-aligned).
+    pub rodata_end: u64,
+    /// Start of data.
+    pub data_start: u64,
+    /// Guard page below the boot stack.
+    pub boot_stack_guard: u64,
+    /// Lowest byte of the boot stack.
+    pub boot_stack_bottom: u64,
+    /// Top of the boot stack.
+    #[cfg_attr(not(feature = "test-image"), expect(dead_code, reason = "read by the test image"))]
+    pub boot_stack_top: u64,
+    /// Guard page below the exception stack.
+    pub exception_stack_guard: u64,
+    /// Lowest byte of the exception stack.
+    pub exception_stack_bottom: u64,
+    /// End of the Image in memory (bss and stacks included).
+    pub end: u64,
+}
+
+/// The Image's layout from the linker's symbols.
+pub fn image() -> ImageLayout {
+    ImageLayout {
+        start: (&raw const __image_start) as u64,
+        text_end: (&raw const __text_end) as u64,
+        rodata_start: (&raw const __rodata_start) as u64,
+        rodata_end: (&raw const __rodata_end) as u64,
+        data_start: (&raw const __data_start) as u64,
+        boot_stack_guard: (&raw const __boot_stack_guard) as u64,
+        boot_stack_bottom: (&raw const __boot_stack_bottom) as u64,
+        boot_stack_top: (&raw const __boot_stack_top) as u64,
+        exception_stack_guard: (&raw const __exception_stack_guard) as u64,
+        exception_stack_bottom: (&raw const __exception_stack_bottom) as u64,
+        end: (&raw const __image_end) as u64,
+    }
+}
+
+/// Whether the Image really runs at the link address this code assumes.
+pub fn check_link_address() -> bool {
+    image().start == KIMAGE_VADDR
+}
+
+/// Virtual address of physical `pa` in the linear map.
+pub const fn phys_to_linear(pa: u64) -> u64 {
+    LINEAR_BASE + pa
+}
+
+/// Names the region a kernel address falls in, for fault reports.
+pub fn describe_address(va: u64) -> Option<&'static str> {
+    let img = image();
+    let page = 4096;
+    Some(if (img.boot_stack_guard..img.boot_stack_guard + page).contains(&va) {
+        "guard page below the boot stack: kernel stack overflow"
+    } else if (img.exception_stack_guard..img.exception_stack_guard + page).contains(&va) {
+        "guard page below the exception stack: exception stack overflow"
+    } else if (img.start..img.text_end).contains(&va) {
+        "kernel text"
+    } else if (img.rodata_start..img.rodata_end).contains(&va) {
+        "kernel rodata"
+    } else if (img.data_start..img.end).contains(&va) {
+        "kernel data/bss"
+    } else if (FDT_WINDOW_VADDR..FDT_WINDOW_VADDR + FDT_WINDOW_SIZE).contains(&va) {
+        "device-tree window"
+    } else if (LINEAR_BASE..KIMAGE_VADDR).contains(&va) {
+        "linear map"
+    } else if va >= DEVICE_BASE {
+        "device window"
+    } else if va < (1 << 48) {
+        "user address (TTBR0)"
+    } else {
+        return None;
+    })
+}

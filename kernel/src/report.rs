@@ -1,0 +1,88 @@
+//! The boot report: what the kernel found, printed once at start (and parsed by scripts/test,
+//! which checks the entry EL and the memory of every QEMU configuration).
+use crate::Booted;
+use crate::console::{self, ConsoleKind};
+use crate::memory::{frames, heap};
+use crate::{kprint, kprintln};
+
+/// Prints the boot report.
+pub fn print(b: &Booted) {
+    let m = &b.machine;
+    let cpu = &b.cpu;
+    kprintln!("kernel {} ({}) booting", env!("CARGO_PKG_VERSION"), env!("KERNEL_GIT_DESCRIBE"));
+    kprintln!(
+        "  entered at EL{}, Image loaded at {:#x}, linked at {:#x}",
+        b.boot.entry_el,
+        b.boot.load_pa,
+        crate::boot::early_map::KIMAGE_VADDR
+    );
+    kprintln!("  device tree at {:#x} ({} bytes), model \"{}\"", b.boot.fdt_pa, m.fdt.total_size(), m.model);
+    for &(start, end) in m.memory.ranges() {
+        kprintln!("  memory: [{:#x}, {:#x}) {} MiB", start, end, (end - start) >> 20);
+    }
+    kprintln!("  memory total: {} MiB", m.memory.total() >> 20);
+    for r in &m.reserved {
+        kprintln!(
+            "  reserved: [{:#x}, {:#x}) {}{}",
+            r.start,
+            r.end,
+            r.what,
+            if r.no_map { " (no-map)" } else { "" }
+        );
+    }
+    let (used_frames, total_frames) = frames::usage();
+    kprintln!(
+        "  usable: {} KiB in {} ranges; frames: {} of {} in use; kernel tables from the boot arena: {} pages",
+        b.usable.total() >> 10,
+        b.usable.ranges().len(),
+        used_frames,
+        total_frames,
+        b.arena_pages
+    );
+    let (heap_used, heap_total) = heap::usage();
+    kprintln!("  heap: {} KiB of {} KiB in use", heap_used >> 10, heap_total >> 10);
+    match (console::kind(), &m.console) {
+        (ConsoleKind::Pl011 { pa }, Ok(c)) => kprintln!("  console: PL011 at {:#x} ({})", pa, c.path),
+        (kind, _) => kprintln!("  console: {:?}", kind),
+    }
+    match (crate::arch::psci::conduit(), crate::arch::psci::version()) {
+        (Some(conduit), Some((major, minor))) => {
+            kprintln!("  psci: {:?}, version {}.{}", conduit, major, minor)
+        }
+        (Some(conduit), None) => kprintln!("  psci: {:?}, no answer", conduit),
+        (None, _) => kprintln!("  psci: none in the device tree"),
+    }
+    match &m.interrupt_controller {
+        Some((compatible, pa)) => kprintln!("  interrupt controller: {} at {:#x}", compatible, pa),
+        None => kprintln!("  interrupt controller: none found"),
+    }
+    kprintln!(
+        "  cpu: {} (MIDR {:#010x}, MPIDR {:#x}); {} CPUs in the device tree",
+        cpu.core_name(),
+        cpu.midr,
+        cpu.mpidr,
+        m.cpus
+    );
+    kprintln!(
+        "  mm features: FEAT_TLBIRANGE {}, ASID {} bits, PAN {} ({}), TTL {}, LPA2 {}, PA {} bits",
+        if cpu.has_range_tlbi() { "yes" } else { "no" },
+        cpu.asid_bits,
+        cpu.pan,
+        if b.pan_enabled { "enabled" } else { "absent" },
+        if cpu.ttl { "yes" } else { "no" },
+        if cpu.gran4 == crate::arch::cpu::Granule::Yes52 { "yes" } else { "no" },
+        cpu.pa_bits
+    );
+    kprintln!("  granules: 4K {}, 16K {}, 64K {}", cpu.gran4, cpu.gran16, cpu.gran64);
+    if !m.bootargs.is_empty() {
+        kprintln!("  bootargs: {}", m.bootargs);
+    }
+    let freq = crate::arch::time::frequency();
+    let us = crate::arch::time::ticks_to_us(crate::arch::time::counter().wrapping_sub(b.boot.entry_counter));
+    kprint!("  boot timeline (us from entry):");
+    for (phase, at) in b.timeline {
+        kprint!(" {} {}", phase, crate::arch::time::ticks_to_us(at.wrapping_sub(b.boot.entry_counter)));
+    }
+    kprintln!();
+    kprintln!("  counter: {} Hz; time from entry to this report: {} us", freq, us);
+}

@@ -1,0 +1,111 @@
+//! Boot: where and how the kernel runs once `kernel_main` has been reached.
+use aarch64_cpu::registers::{CurrentEL, Readable, SCTLR_EL1, TCR_EL1, VBAR_EL1};
+
+use crate::arch::exception::probe_read;
+use crate::boot::early_map::KIMAGE_VADDR;
+use crate::boot::head::IMAGE_FLAGS;
+use crate::memory::layout;
+use crate::{booted, ensure, ensure_eq, kernel_test};
+
+kernel_test!(
+    fn runs_at_el1() {
+        ensure_eq!(CurrentEL.read(CurrentEL::EL), 1);
+        let entry = booted().boot.entry_el;
+        ensure!(entry == 1 || entry == 2, "entered at EL{entry}");
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn runs_at_the_link_address_in_the_upper_half() {
+        let pc: u64;
+        // SAFETY: reads the program counter into a register.
+        unsafe { core::arch::asm!("adr {}, .", out(reg) pc) };
+        ensure!(pc >= KIMAGE_VADDR && pc < layout::image().text_end, "pc {pc:#x}");
+        ensure_eq!(layout::image().start, KIMAGE_VADDR);
+        ensure!(booted().boot.load_pa.is_multiple_of(2 << 20), "load address {:#x}", booted().boot.load_pa);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn mmu_and_caches_are_on_and_ttbr0_is_off() {
+        ensure!(SCTLR_EL1.is_set(SCTLR_EL1::M), "MMU off");
+        ensure!(SCTLR_EL1.is_set(SCTLR_EL1::C) && SCTLR_EL1.is_set(SCTLR_EL1::I), "caches off");
+        ensure!(TCR_EL1.is_set(TCR_EL1::EPD0), "TTBR0 walks still enabled");
+        ensure!(crate::arch::mmu::translate(0x1000, false).is_err(), "a low address translates");
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn vector_table_is_installed_and_aligned() {
+        unsafe extern "C" {
+            static exception_vectors: u8;
+        }
+        let vbar = VBAR_EL1.get();
+        ensure_eq!(vbar, (&raw const exception_vectors) as u64);
+        ensure_eq!(vbar % 2048, 0);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn a_fault_is_caught_and_decoded_by_the_probe() {
+        let esr = match probe_read(0xffff_7000_dead_0000) {
+            Ok(v) => return Err(alloc::format!("unmapped read returned {v:#x}")),
+            Err(esr) => esr,
+        };
+        ensure_eq!((esr >> 26) & 0x3f, 0x25); // data abort, same EL
+        let fsc = esr & 0x3f;
+        ensure!((0x04..=0x07).contains(&fsc), "not a translation fault: FSC {fsc:#x}");
+        // SAFETY: the Image's first word (its header) is mapped readable.
+        let first = unsafe { (KIMAGE_VADDR as *const u64).read_volatile() };
+        ensure_eq!(probe_read(KIMAGE_VADDR).ok(), Some(first));
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn the_loaded_image_header_is_the_arm64_one() {
+        let base = layout::image().start as *const u64;
+        // SAFETY: the header is the first 64 bytes of text, mapped readable.
+        let word = |i: usize| unsafe { base.add(i).read_volatile() };
+        ensure_eq!(word(1), 0); // text_offset
+        ensure_eq!(word(2), layout::image().end - layout::image().start); // image_size
+        ensure_eq!(word(3), IMAGE_FLAGS);
+        ensure_eq!(word(7) & 0xffff_ffff, 0x644d_5241); // "ARM\x64"
+        ensure_eq!(word(0) as u32 >> 26, 0b000101); // code0 is a B instruction
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn device_tree_gave_memory_console_and_psci() {
+        let m = &booted().machine;
+        ensure!(m.memory.total() > 0);
+        ensure!(m.console.is_ok(), "{:?}", m.console.as_ref().err());
+        ensure!(m.psci.is_some(), "no PSCI conduit");
+        ensure!(m.cpus >= 1);
+        ensure!(m.fdt.find_node("/chosen").is_some(), "the device tree is unreadable after the switch");
+        ensure!(crate::arch::time::frequency() > 0, "CNTFRQ_EL0 is 0");
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn symbols_name_kernel_functions() {
+        let addr = kernel_main_address();
+        let (name, offset) = crate::symbols::lookup(addr).ok_or("no symbol for kernel_main")?;
+        ensure_eq!(name, "kernel_main");
+        ensure_eq!(offset, 0);
+        Ok(())
+    }
+);
+
+fn kernel_main_address() -> u64 {
+    unsafe extern "C" {
+        fn kernel_main();
+    }
+    kernel_main as *const () as u64
+}

@@ -1,0 +1,3 @@
+//! The test image's in-kernel tests (built with the `test-image` feature).
+mod boot;
+mod memory;
