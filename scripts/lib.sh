@@ -1,0 +1,83 @@
+# Shared by scripts/run, scripts/test and scripts/bench. Source it; do not run it.
+#
+# Everything a fresh Debian 12 machine lacks is installed here, and said out loud:
+# - the Rust toolchain pinned by rust-toolchain.toml, its aarch64-unknown-none target and
+#   llvm-tools (rustup installs them on first use of the pinned channel);
+# - QEMU (qemu-system-arm, Debian's package) when running as root; otherwise a clear message.
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+IMAGES="$ROOT/target/images"
+TARGET=aarch64-unknown-none
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "error: $*"; exit 2; }
+
+ensure_rust() {
+    command -v rustup >/dev/null || die "rustup not found: install it from https://rustup.rs (the pinned toolchain and target are then fetched automatically)"
+    cd "$ROOT"
+    local channel
+    channel="$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)"
+    if ! rustup run "$channel" rustc --version >/dev/null 2>&1; then
+        say "setup: installing Rust $channel (pinned in rust-toolchain.toml)"
+        rustup toolchain install "$channel" --profile minimal >&2
+    fi
+    if ! rustup target list --toolchain "$channel" --installed | grep -qx "$TARGET"; then
+        say "setup: adding the Rust target $TARGET"
+        rustup target add --toolchain "$channel" "$TARGET" >&2
+    fi
+    local comp
+    for comp in rustfmt clippy llvm-tools; do
+        if ! rustup component list --toolchain "$channel" --installed | grep -q "^$comp"; then
+            say "setup: adding the Rust component $comp"
+            rustup component add --toolchain "$channel" "$comp" >&2
+        fi
+    done
+    SYSROOT="$(rustup run "$channel" rustc --print sysroot)"
+    OBJCOPY="$(find "$SYSROOT/lib/rustlib" -name llvm-objcopy -type f | head -n1)"
+    [ -x "$OBJCOPY" ] || die "llvm-objcopy not found in $SYSROOT (rustup component add llvm-tools)"
+}
+
+apt_install() {
+    # apt_install PACKAGE...: installs Debian packages, refreshing the package lists only if needed.
+    if [ "$(id -u)" != 0 ]; then
+        die "missing $*: run 'sudo apt-get install -y $*' (or run this script as root and it will)"
+    fi
+    say "setup: installing $* from Debian's packages"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/tmp/apt-install.log 2>&1; then
+        say "setup: apt-get install failed; refreshing the package lists and trying again"
+        apt-get update -q >/tmp/apt-update.log 2>&1 || true
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/tmp/apt-install.log 2>&1 \
+            || { tail -n 20 /tmp/apt-install.log >&2; die "could not install $*"; }
+    fi
+}
+
+ensure_qemu() {
+    command -v qemu-system-aarch64 >/dev/null || apt_install qemu-system-arm
+}
+
+# build_images: the kernel (run image) and the test image, as ELF with symbols and raw Image.
+#   target/images/kernel.elf, Image          the kernel scripts/run boots
+#   target/images/kernel-test.elf, Image-test the test image scripts/test boots
+build_images() {
+    cd "$ROOT"
+    mkdir -p "$IMAGES"
+    local out="$ROOT/target/$TARGET/release/kernel"
+    say "build: kernel"
+    cargo build -q --release -p kernel --target "$TARGET"
+    finish_image "$out" "$IMAGES/kernel.elf" "$IMAGES/Image"
+    say "build: test image"
+    cargo build -q --release -p kernel --target "$TARGET" --features test-image
+    finish_image "$out" "$IMAGES/kernel-test.elf" "$IMAGES/Image-test"
+    say "build: userland"
+    cargo build -q --release -p userland --target "$TARGET"
+    cp "$ROOT/target/$TARGET/release/userland" "$IMAGES/userland.elf"
+}
+
+# finish_image BUILT ELF IMAGE: copy, embed the symbol table, make the raw Image.
+finish_image() {
+    cp "$1" "$2"
+    cargo run -q -p image-check --bin kimage -- symbols "$2" >&2
+    "$OBJCOPY" -O binary "$2" "$3"
+}
