@@ -13,7 +13,8 @@
 //! - [`descriptor`]: stage-1 descriptors (table, block, page) and their attributes;
 //! - [`paging`]: 4-level, 4 KiB-granule translation tables: map, unmap, protect, query;
 //! - [`phys`]: sets of physical ranges (usable RAM = memory minus reservations);
-//! - [`tlb`]: the TLB-invalidation planner (a pure function) and its issuer.
+//! - [`tlb`]: the TLB-invalidation planner (a pure function) and its issuer;
+//! - [`vm`]: user address spaces: areas, gaps, the code window and near placement.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
@@ -25,3 +26,4 @@ pub mod descriptor;
 pub mod paging;
 pub mod phys;
 pub mod tlb;
+pub mod vm;

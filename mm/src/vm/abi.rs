@@ -1,0 +1,94 @@
+//! The user-visible ABI of this kernel's two placement extensions, shared by the kernel (which
+//! implements them) and `userland/` (which uses them). Everything else is the Linux arm64 ABI.
+//!
+//! Design rules:
+//! - a program that does not use the extensions sees plain Linux behaviour;
+//! - a program that does use them still runs on Linux: the `mmap` flag is one Linux ignores for
+//!   private mappings (Linux validates unknown flags only under `MAP_SHARED_VALIDATE`), and the
+//!   extra system calls have numbers Linux answers with `-ENOSYS`, which is how a program tells
+//!   which kernel it runs on and falls back (for near placement: probing with
+//!   `MAP_FIXED_NOREPLACE`, as Node.js does).
+
+/// `mmap` flag: this mapping is meant for code (a JIT's staging area, like macOS' `MAP_JIT`), so it
+/// is placed in the code window even while it is not executable. Bit 25: free in Linux's flag space
+/// (below the `MAP_HUGE_*` size field at bits 26..31 and above `MAP_FIXED_NOREPLACE`).
+pub const MAP_CODE: u64 = 0x0200_0000;
+
+/// System call: map `len` bytes of anonymous private memory as close as possible to `target`, wholly
+/// within `radius` bytes of it, in one gap search (no probing).
+///
+/// `x0 = target, x1 = len, x2 = radius, x3 = prot, x4 = flags` (`MAP_PRIVATE | MAP_ANONYMOUS`,
+/// optionally [`MAP_CODE`]). The result `[addr, addr + len)` satisfies
+/// `target - radius <= addr` and `addr + len <= target + radius`, and minimises the distance from
+/// `target` to the farthest byte of the mapping, `max(|addr - target|, |addr + len - target|)`
+/// (what a branch from `target` must reach). Ties go to the candidate above the target.
+/// Returns the address; `-ENOMEM` when no such free range exists; `-EINVAL` for bad arguments
+/// (zero or overflowing `len`, `target` not page-aligned, unknown `prot` bits, other flags). It
+/// never replaces a mapping. For executable or [`MAP_CODE`] mappings the search is limited to the
+/// code window. Linux answers `-ENOSYS`.
+pub const SYS_MMAP_NEAR: u64 = 1000;
+
+/// System call: the code window. `x0 = op`, `x1 = arg`, `x2 = pointer to a [`CodeWindowInfo`]`
+/// (for [`WINDOW_GET`]; ignored otherwise). Returns 0 or a negative errno. Linux answers `-ENOSYS`.
+pub const SYS_CODE_WINDOW: u64 = 1001;
+
+/// System call: this kernel's memory-management counters, `x0 = pointer to a [`MmStats`]`,
+/// `x1 = its size in bytes` (the kernel writes at most that many). Linux answers `-ENOSYS`.
+pub const SYS_MM_STATS: u64 = 1002;
+
+/// [`SYS_CODE_WINDOW`] op: fill the [`CodeWindowInfo`] at `x2`.
+pub const WINDOW_GET: u64 = 0;
+/// [`SYS_CODE_WINDOW`] op: set the window size to `arg` bytes (a power of two from 2 MiB to
+/// 4 GiB). Allowed only while the window holds no mapping; `-EBUSY` otherwise, `-EINVAL` for a bad
+/// size, `-ENOMEM` if no aligned gap of that size exists.
+pub const WINDOW_SET_SIZE: u64 = 1;
+/// [`SYS_CODE_WINDOW`] op: strict mode on (`arg = 1`) or off (`arg = 0`). In strict mode a code
+/// mapping that does not fit in the window fails with `-ENOMEM` instead of being placed outside.
+pub const WINDOW_SET_STRICT: u64 = 2;
+/// [`SYS_CODE_WINDOW`] op: W^X opt-out for this process (`arg = 1` allows mappings that are
+/// writable and executable at once; the default `arg = 0` refuses them with `-EACCES`).
+pub const WINDOW_ALLOW_WX: u64 = 3;
+
+/// What [`WINDOW_GET`] reports.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CodeWindowInfo {
+    /// First byte of the window (aligned to `size`).
+    pub base: u64,
+    /// Size in bytes (a power of two).
+    pub size: u64,
+    /// Bytes of the window currently mapped.
+    pub used: u64,
+    /// Code mappings placed outside the window because it was full (default mode).
+    pub placed_outside: u64,
+    /// 1 in strict mode.
+    pub strict: u64,
+}
+
+/// What [`SYS_MM_STATS`] reports (cumulative since boot, for the whole machine).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmStats {
+    /// Range TLBIs issued (broadcast).
+    pub tlbi_range_broadcast: u64,
+    /// Single-page TLBIs issued (broadcast).
+    pub tlbi_page_broadcast: u64,
+    /// Whole-ASID TLBIs issued (broadcast).
+    pub tlbi_asid_broadcast: u64,
+    /// Whole-TLB TLBIs issued (broadcast).
+    pub tlbi_all_broadcast: u64,
+    /// Range TLBIs issued (local).
+    pub tlbi_range_local: u64,
+    /// Single-page TLBIs issued (local).
+    pub tlbi_page_local: u64,
+    /// Whole-ASID TLBIs issued (local).
+    pub tlbi_asid_local: u64,
+    /// Whole-TLB TLBIs issued (local).
+    pub tlbi_all_local: u64,
+    /// 2 MiB promotions.
+    pub promotions: u64,
+    /// Block demotions.
+    pub demotions: u64,
+    /// Page faults resolved by demand paging.
+    pub page_faults: u64,
+}
