@@ -203,6 +203,7 @@ extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counte
 
     let t_frames = arch::time::counter();
     let cpu = arch::cpu::CpuFeatures::read();
+    memory::tlb::init();
     let pan_enabled = arch::cpu::enable_pan(&cpu);
     set_phase(&"running");
     let booted = BOOTED.call_once(|| Booted {

@@ -94,6 +94,12 @@ unsafe impl Translation for KernelTranslation {
         // SAFETY: never null: both windows are in the upper half.
         unsafe { NonNull::new_unchecked(va as *mut [u64; 512]) }
     }
+
+    fn publish_barrier(&self) {
+        // The MMU is on whenever this runs: the new table's zeroes must reach the walker before
+        // the descriptor that points to it.
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+    }
 }
 
 /// The live kernel table.
@@ -209,5 +215,31 @@ pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
 pub fn frames_ready() {
     if let Some(pt) = KERNEL_TABLE.lock().as_mut() {
         pt.translation_mut().frames_ready = true;
+    }
+}
+
+/// Table pages from the frame allocator, reached through the linear map: the translation for
+/// every table built after boot (user address spaces, test tables).
+#[cfg_attr(not(feature = "test-image"), allow(dead_code, reason = "user address spaces will use it"))]
+pub struct FrameTranslation;
+
+// SAFETY: frames come from the frame allocator (4 KiB-aligned RAM below 2^48, each handed out
+// once until freed) and are reached through the linear map, which covers all usable RAM.
+unsafe impl Translation for FrameTranslation {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        frames::alloc(1)
+    }
+
+    fn deallocate_table(&mut self, pa: PhysAddr) {
+        frames::free(pa, 1);
+    }
+
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; 512]> {
+        // SAFETY: the linear map is in the upper half, never null.
+        unsafe { NonNull::new_unchecked(layout::phys_to_linear(pa.0) as *mut [u64; 512]) }
+    }
+
+    fn publish_barrier(&self) {
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
     }
 }

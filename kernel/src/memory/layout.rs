@@ -8,6 +8,7 @@
 //!                        unmapped guard pages below the boot and exception stacks
 //!   + 512 MiB            the device tree, read-only (the same address the early map used)
 //! 0xffff_c000_0000_0000  device MMIO, allocated upwards page by page
+//! 0xffff_e000_0000_0000  scratch window for the test image's TLB tests
 //! ```
 use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
 
@@ -15,6 +16,9 @@ use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
 pub const LINEAR_BASE: u64 = 0xffff_0000_0000_0000;
 /// Base of the device MMIO window.
 pub const DEVICE_BASE: u64 = 0xffff_c000_0000_0000;
+/// A window the test image maps and remaps freely (TLB stale-read tests).
+#[cfg_attr(not(feature = "test-image"), allow(dead_code, reason = "only the test image maps it"))]
+pub const TEST_WINDOW: u64 = 0xffff_e000_0000_0000;
 
 unsafe extern "C" {
     static __image_start: u8;

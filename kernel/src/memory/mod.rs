@@ -13,3 +13,4 @@ pub mod frames;
 pub mod heap;
 pub mod kernel_map;
 pub mod layout;
+pub mod tlb;

@@ -1,3 +1,4 @@
 //! The test image's in-kernel tests (built with the `test-image` feature).
 mod boot;
 mod memory;
+mod tlb;
