@@ -19,4 +19,17 @@ fn main() {
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=KERNEL_GIT_DESCRIBE={describe}");
     println!("cargo:rerun-if-changed=../.git/HEAD");
+
+    // The built-in user program: scripts/lib.sh builds userland first and names its ELF here.
+    println!("cargo::rustc-check-cfg=cfg(has_userland)");
+    println!("cargo:rerun-if-env-changed=USERLAND_ELF");
+    if let Ok(path) = std::env::var("USERLAND_ELF") {
+        if std::path::Path::new(&path).is_file() {
+            println!("cargo:rerun-if-changed={path}");
+            println!("cargo:rustc-env=USERLAND_ELF={path}");
+            println!("cargo:rustc-cfg=has_userland");
+        } else {
+            println!("cargo:warning=USERLAND_ELF={path} is not a file; no built-in user program");
+        }
+    }
 }

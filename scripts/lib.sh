@@ -64,15 +64,17 @@ build_images() {
     cd "$ROOT"
     mkdir -p "$IMAGES"
     local out="$ROOT/target/$TARGET/release/kernel"
+    say "build: userland"
+    cargo build -q --release -p userland --target "$TARGET"
+    cp "$ROOT/target/$TARGET/release/userland" "$IMAGES/userland.elf"
+    # The kernel embeds the user program as its built-in demo (kernel/build.rs).
+    export USERLAND_ELF="$IMAGES/userland.elf"
     say "build: kernel"
     cargo build -q --release -p kernel --target "$TARGET"
     finish_image "$out" "$IMAGES/kernel.elf" "$IMAGES/Image"
     say "build: test image"
     cargo build -q --release -p kernel --target "$TARGET" --features test-image
     finish_image "$out" "$IMAGES/kernel-test.elf" "$IMAGES/Image-test"
-    say "build: userland"
-    cargo build -q --release -p userland --target "$TARGET"
-    cp "$ROOT/target/$TARGET/release/userland" "$IMAGES/userland.elf"
 }
 
 # finish_image BUILT ELF IMAGE: copy, embed the symbol table, make the raw Image.

@@ -79,6 +79,8 @@ pub struct Machine {
     pub bootargs: String,
     /// Number of `cpu` nodes under `/cpus`.
     pub cpus: usize,
+    /// The initrd (`/chosen` `linux,initrd-start` and `linux,initrd-end`), physical.
+    pub initrd: Option<(u64, u64)>,
 }
 
 impl core::fmt::Display for FdtProblem {
@@ -204,6 +206,18 @@ impl Machine {
             .find_node("/cpus")
             .map_or(0, |n| n.children().filter(|c| str_prop(*c, "device_type") == Some("cpu")).count());
         let console = console(&fdt);
+        let initrd = fdt.find_node("/chosen").and_then(|chosen| {
+            let cell = |name: &str| {
+                let v = chosen.property(name)?.value;
+                match v.len() {
+                    4 => Some(u64::from(u32::from_be_bytes(v.try_into().ok()?))),
+                    8 => Some(u64::from_be_bytes(v.try_into().ok()?)),
+                    _ => None,
+                }
+            };
+            let (start, end) = (cell("linux,initrd-start")?, cell("linux,initrd-end")?);
+            (start < end).then_some((start, end))
+        });
         Self {
             model: String::from(model),
             bootargs: String::from(bootargs),
@@ -213,6 +227,7 @@ impl Machine {
             psci,
             interrupt_controller,
             cpus,
+            initrd,
             fdt,
         }
     }

@@ -49,14 +49,19 @@ macro_rules! ensure {
     ($cond:expr) => { $crate::ensure!($cond, "{}", stringify!($cond)) };
 }
 
-/// Fails the test unless the two values are equal, showing both.
+/// Fails the test unless the two values are equal, showing both (and a context message).
 #[macro_export]
 macro_rules! ensure_eq {
-    ($left:expr, $right:expr $(,)?) => {{
+    ($left:expr, $right:expr $(,)?) => {
+        $crate::ensure_eq!($left, $right, "")
+    };
+    ($left:expr, $right:expr, $what:expr $(,)?) => {{
         let (l, r) = (&$left, &$right);
         if l != r {
             return Err(alloc::format!(
-                "{} == {} failed: {:?} != {:?} ({}:{})",
+                "{}{}{} == {} failed: {:?} != {:?} ({}:{})",
+                $what,
+                if $what.is_empty() { "" } else { ": " },
                 stringify!($left),
                 stringify!($right),
                 l,

@@ -25,6 +25,8 @@ mod exit;
 #[cfg(feature = "test-image")]
 mod ktest;
 mod memory;
+mod process;
+mod random;
 mod report;
 mod selftest;
 mod symbols;
@@ -153,6 +155,9 @@ extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counte
     let mut no_map = Vec::new();
     let _ = usable.remove(load_pa, load_pa + image_size);
     let _ = usable.remove(fdt_pa, fdt_pa + fdt_size);
+    if let Some((start, end)) = machine.initrd {
+        let _ = usable.remove(start, end);
+    }
     for r in &machine.reserved {
         let _ = usable.remove(r.start, r.end);
         if r.no_map {
@@ -205,6 +210,7 @@ extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counte
     let cpu = arch::cpu::CpuFeatures::read();
     memory::tlb::init();
     let pan_enabled = arch::cpu::enable_pan(&cpu);
+    process::init_el0_controls();
     set_phase(&"running");
     let booted = BOOTED.call_once(|| Booted {
         boot,
@@ -230,8 +236,58 @@ extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counte
     }
     #[cfg(not(feature = "test-image"))]
     {
-        kprintln!("kernel: nothing more to run (user space arrives with the user-space issue); exiting 0");
-        exit::exit(0)
+        let status = run_init(booted);
+        exit::exit(status as u32)
+    }
+}
+
+/// The built-in user program (userland/, embedded by kernel/build.rs when scripts/lib.sh names it).
+#[repr(C, align(4096))]
+struct Aligned<T: ?Sized>(T);
+#[cfg(has_userland)]
+static BUILTIN_PROGRAM: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("USERLAND_ELF")));
+#[cfg(not(has_userland))]
+static BUILTIN_PROGRAM: &Aligned<[u8]> = &Aligned([]);
+
+/// The program to run first: the initrd when the device tree names one, else the built-in demo.
+/// Its arguments are the words of the command line after `--` (as Linux passes them to init).
+fn initial_program(booted: &Booted) -> (&'static [u8], &'static str) {
+    match booted.machine.initrd {
+        Some((start, end)) => {
+            // SAFETY: the initrd lies in RAM that the linear map covers (it was left out of the
+            // frame allocator), and nothing writes it.
+            let bytes = unsafe {
+                core::slice::from_raw_parts(
+                    layout::phys_to_linear(start) as *const u8,
+                    (end - start) as usize,
+                )
+            };
+            (bytes, "initrd")
+        }
+        None => (&BUILTIN_PROGRAM.0, "userland"),
+    }
+}
+
+#[cfg_attr(feature = "test-image", allow(dead_code, reason = "the test image runs programs from its tests"))]
+fn run_init(booted: &Booted) -> u64 {
+    let (bytes, name) = initial_program(booted);
+    if bytes.is_empty() {
+        kprintln!("kernel: no initrd and no built-in program (build through scripts/ to embed userland)");
+        return 0;
+    }
+    let mut argv = alloc::vec![name];
+    let args = booted.machine.bootargs.split_once("--").map_or("", |(_, rest)| rest);
+    argv.extend(args.split_ascii_whitespace());
+    kprintln!("kernel: running {} ({} bytes) as pid 1: {:?}", name, bytes.len(), argv);
+    match process::run(bytes, &argv) {
+        Ok(status) => {
+            kprintln!("kernel: {} exited with status {}", name, status);
+            status
+        }
+        Err(why) => {
+            kprintln!("kernel: cannot run {}: {}", name, why);
+            exit::FAILURE as u64
+        }
     }
 }
 

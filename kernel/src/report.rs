@@ -30,6 +30,9 @@ pub fn print(b: &Booted) {
             if r.no_map { " (no-map)" } else { "" }
         );
     }
+    if let Some((start, end)) = m.initrd {
+        kprintln!("  initrd: [{:#x}, {:#x}) {} bytes", start, end, end - start);
+    }
     let (used_frames, total_frames) = frames::usage();
     kprintln!(
         "  usable: {} KiB in {} ranges; frames: {} of {} in use; kernel tables from the boot arena: {} pages",

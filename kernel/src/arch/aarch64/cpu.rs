@@ -151,3 +151,38 @@ pub fn enable_pan(features: &CpuFeatures) -> bool {
     unsafe { core::arch::asm!(".inst 0xd500419f", options(nomem, nostack)) };
     true
 }
+
+/// The `AT_HWCAP` bits (Linux `arch/arm64/include/uapi/asm/hwcap.h`) for what this CPU has and
+/// EL0 may use: FP, ASIMD, and the ISAR0 crypto/atomics/CRC extensions.
+pub fn hwcaps() -> u64 {
+    use aarch64_cpu::registers::ID_AA64PFR0_EL1;
+    let pfr0 = ID_AA64PFR0_EL1.get();
+    let isar0 = ID_AA64ISAR0_EL1.get();
+    let field = |reg: u64, shift: u32| (reg >> shift) & 0xf;
+    let mut caps = 0;
+    if field(pfr0, 16) != 0xf {
+        caps |= 1 << 0; // HWCAP_FP
+    }
+    if field(pfr0, 20) != 0xf {
+        caps |= 1 << 1; // HWCAP_ASIMD
+    }
+    if field(isar0, 4) >= 1 {
+        caps |= 1 << 3; // HWCAP_AES
+    }
+    if field(isar0, 4) >= 2 {
+        caps |= 1 << 4; // HWCAP_PMULL
+    }
+    if field(isar0, 8) >= 1 {
+        caps |= 1 << 5; // HWCAP_SHA1
+    }
+    if field(isar0, 12) >= 1 {
+        caps |= 1 << 6; // HWCAP_SHA2
+    }
+    if field(isar0, 16) >= 1 {
+        caps |= 1 << 7; // HWCAP_CRC32
+    }
+    if field(isar0, 20) >= 2 {
+        caps |= 1 << 8; // HWCAP_ATOMICS
+    }
+    caps
+}

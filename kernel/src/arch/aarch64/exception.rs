@@ -221,13 +221,23 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64) {
                 return;
             }
         }
+        // A user copy that faulted: the copy returns what it did not copy (EFAULT).
+        if ec == 0x25
+            && let Some(resume) = crate::arch::aarch64::user::user_copy_fixup(frame.elr)
+        {
+            frame.elr = resume;
+            return;
+        }
         if ec == 0 && SEMIHOSTING_ATTEMPT.load(Ordering::Relaxed) {
             crate::exit::semihosting_unavailable();
         }
     }
+    if kind >= 8 {
+        crate::process::handle_user_exception(frame, kind);
+        return;
+    }
     print_fatal(format_args!("\n*** unexpected exception: {}\n", Report { frame, kind }));
-    // Every exception reaching here ends the run: the kernel has no interrupts yet, and exceptions
-    // from EL0 get their handler with user space.
+    // Every kernel exception reaching here ends the run: the kernel has no interrupts yet.
     crate::exit::fail_after_report();
 }
 

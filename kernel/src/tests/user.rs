@@ -1,0 +1,195 @@
+//! User space: programs run at EL0 through the real path (ELF loader, `eret`, system calls, the
+//! fault handler, teardown). The programs are tiny ELF files assembled here from instruction
+//! words, so each test says exactly what the program does.
+use alloc::vec::Vec;
+
+use crate::memory::frames;
+use crate::process::{self, STATUS_ILL, STATUS_SEGV, STATUS_TRAP};
+use crate::{ensure, ensure_eq, kernel_test};
+
+/// Where the tiny programs are linked.
+const BASE: u64 = 0x40_0000;
+const HEADERS: u64 = 64 + 56;
+
+/// A static ELF with one R+X segment holding `code` (entry at its first word).
+fn tiny_elf(code: &[u32]) -> Vec<u8> {
+    let size = HEADERS + 4 * code.len() as u64;
+    let mut f = Vec::new();
+    f.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    f.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    f.extend_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&(BASE + HEADERS).to_le_bytes()); // e_entry
+    f.extend_from_slice(&64u64.to_le_bytes()); // e_phoff
+    f.extend_from_slice(&0u64.to_le_bytes()); // e_shoff
+    f.extend_from_slice(&0u32.to_le_bytes());
+    for v in [64u16, 56, 1, 64, 0, 0] {
+        f.extend_from_slice(&v.to_le_bytes()); // ehsize, phentsize, phnum, shentsize, shnum, shstrndx
+    }
+    f.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    f.extend_from_slice(&5u32.to_le_bytes()); // PF_R | PF_X
+    for v in [0, BASE, BASE, size, size, 0x1000] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    for w in code {
+        f.extend_from_slice(&w.to_le_bytes());
+    }
+    f
+}
+
+/// `movz/movk` sequence loading `value` into `xN`.
+fn mov(rd: u32, value: u64) -> [u32; 4] {
+    let part = |i: u32| ((value >> (16 * i)) & 0xffff) as u32;
+    [
+        0xd280_0000 | (part(0) << 5) | rd,
+        0xf2a0_0000 | (part(1) << 5) | rd,
+        0xf2c0_0000 | (part(2) << 5) | rd,
+        0xf2e0_0000 | (part(3) << 5) | rd,
+    ]
+}
+
+const SVC: u32 = 0xd400_0001;
+const EXIT_GROUP: u64 = 94;
+
+/// A program that makes one system call with `args` and exits with its result (low 8 bits).
+fn syscall_then_exit(nr: u64, args: &[u64]) -> Vec<u8> {
+    let mut code = Vec::new();
+    for (i, &a) in args.iter().enumerate() {
+        code.extend(mov(i as u32, a));
+    }
+    code.extend(mov(8, nr));
+    code.push(SVC);
+    code.extend(mov(8, EXIT_GROUP));
+    code.push(SVC);
+    tiny_elf(&code)
+}
+
+/// Runs `elf` and returns its exit status, checking that no frame leaked.
+fn run(elf: &[u8]) -> Result<u64, alloc::string::String> {
+    let before = frames::usage().0;
+    let status = process::run(elf, &["test"])?;
+    ensure_eq!(frames::usage().0, before);
+    Ok(status)
+}
+
+fn errno_status(errno: i64) -> u64 {
+    (-errno) as u64 & 0xff
+}
+
+kernel_test!(
+    fn a_program_exits_with_its_status() {
+        let mut code = Vec::from(mov(0, 42));
+        code.extend(mov(8, EXIT_GROUP));
+        code.push(SVC);
+        ensure_eq!(run(&tiny_elf(&code))?, 42);
+        Ok(())
+    }
+);
+
+fn exit_with(status: u64) -> Vec<u8> {
+    let mut code = Vec::from(mov(0, status));
+    code.extend(mov(8, EXIT_GROUP));
+    code.push(SVC);
+    tiny_elf(&code)
+}
+
+kernel_test!(
+    fn a_null_dereference_ends_the_program_with_139_and_the_kernel_goes_on() {
+        let mut code = Vec::from(mov(0, 0));
+        code.push(0xf940_0001); // ldr x1, [x0]
+        ensure_eq!(run(&tiny_elf(&code))?, STATUS_SEGV);
+        ensure_eq!(run(&exit_with(7))?, 7);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn writing_to_its_own_text_is_a_fault() {
+        let mut code = Vec::from(mov(0, BASE + HEADERS));
+        code.push(0xf900_0001); // str x1, [x0]
+        ensure_eq!(run(&tiny_elf(&code))?, STATUS_SEGV);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn reading_kernel_memory_from_el0_is_a_fault() {
+        let mut code = Vec::from(mov(0, crate::boot::early_map::KIMAGE_VADDR));
+        code.push(0xf940_0001); // ldr x1, [x0]
+        ensure_eq!(run(&tiny_elf(&code))?, STATUS_SEGV);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn undefined_instruction_and_breakpoint_end_the_program() {
+        ensure_eq!(run(&tiny_elf(&[0x0000_0000]))?, STATUS_ILL); // udf #0
+        ensure_eq!(run(&tiny_elf(&[0xd420_0000]))?, STATUS_TRAP); // brk #0
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn bad_pointers_give_efault_never_a_kernel_fault() {
+        use crate::process::syscall::errno::EFAULT;
+        let kernel = crate::boot::early_map::KIMAGE_VADDR;
+        ensure_eq!(
+            run(&syscall_then_exit(64, &[1, kernel, 8]))?,
+            errno_status(EFAULT),
+            "write from kernel memory"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(64, &[1, 0x1000, 8]))?,
+            errno_status(EFAULT),
+            "write from unmapped"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(64, &[1, u64::MAX - 3, 8]))?,
+            errno_status(EFAULT),
+            "wrapping range"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(113, &[1, kernel]))?,
+            errno_status(EFAULT),
+            "clock_gettime to kernel"
+        );
+        ensure_eq!(run(&syscall_then_exit(113, &[1, BASE]))?, errno_status(EFAULT), "clock_gettime to text");
+        ensure_eq!(run(&syscall_then_exit(160, &[0]))?, errno_status(EFAULT), "uname to NULL");
+        ensure_eq!(
+            run(&syscall_then_exit(278, &[kernel, 16, 0]))?,
+            errno_status(EFAULT),
+            "getrandom to kernel"
+        );
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn errors_are_the_ones_linux_gives() {
+        use crate::process::syscall::errno::{EBADF, EINVAL, ENOSYS};
+        ensure_eq!(run(&syscall_then_exit(999, &[]))?, errno_status(ENOSYS), "unknown number");
+        ensure_eq!(run(&syscall_then_exit(64, &[5, BASE, 1]))?, errno_status(EBADF), "write to fd 5");
+        ensure_eq!(run(&syscall_then_exit(113, &[99, BASE]))?, errno_status(EINVAL), "unknown clock");
+        ensure_eq!(run(&syscall_then_exit(278, &[BASE, 0, 8]))?, errno_status(EINVAL), "getrandom flags");
+        ensure_eq!(run(&syscall_then_exit(64, &[1, BASE, 0]))?, 0, "write of zero bytes");
+        ensure_eq!(run(&syscall_then_exit(64, &[1, BASE, 4]))?, 4, "write of four bytes from text");
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn bad_executables_are_refused_with_a_reason() {
+        let good = exit_with(0);
+        ensure!(process::run(&good[..20], &["x"]).is_err(), "a truncated ELF ran");
+        let mut wrong_machine = good.clone();
+        wrong_machine[18] = 62; // EM_X86_64
+        let why = process::run(&wrong_machine, &["x"]).err().unwrap_or_default();
+        ensure!(why.contains("AArch64"), "{why}");
+        let mut wx = good.clone();
+        wx[64 + 4] = 7; // PF_R | PF_W | PF_X
+        let why = process::run(&wx, &["x"]).err().unwrap_or_default();
+        ensure!(why.contains("W^X"), "{why}");
+        ensure!(process::run(b"not an elf at all", &["x"]).is_err());
+        Ok(())
+    }
+);
