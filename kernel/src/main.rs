@@ -29,6 +29,7 @@ mod process;
 mod random;
 mod report;
 mod selftest;
+mod smp;
 mod symbols;
 #[cfg(feature = "test-image")]
 mod tests;
@@ -87,8 +88,14 @@ fn boot_failure(args: core::fmt::Arguments<'_>) -> ! {
 }
 
 #[unsafe(no_mangle)]
-extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counter: u64) -> ! {
-    let boot = BootInfo { fdt_pa, load_pa, entry_el, entry_counter };
+extern "C" fn kernel_main(
+    fdt_pa: u64,
+    load_pa: u64,
+    entry_el: u64,
+    entry_counter: u64,
+    early_ttbr0: u64,
+) -> ! {
+    let boot = BootInfo { fdt_pa, load_pa, entry_el, entry_counter, early_ttbr0 };
     let t_main = arch::time::counter();
     // The vectors are installed: let SErrors be reported from here on.
     // SAFETY: unmasks SError only; the vector table (installed by the entry code) reports it.
@@ -227,6 +234,21 @@ extern "C" fn kernel_main(fdt_pa: u64, load_pa: u64, entry_el: u64, entry_counte
         ],
     });
     report::print(booted);
+    for (node, outcome) in smp::start_secondaries(&booted.machine.fdt, load_pa, early_ttbr0) {
+        match outcome {
+            smp::BringUp::Online(us) => {
+                kprintln!("  cpu MPIDR {:#x} ({}): up in {} us", node.mpidr, node.enable_method, us)
+            }
+            smp::BringUp::Failed(why) => {
+                kprintln!("  cpu MPIDR {:#x} ({}): NOT up: {}", node.mpidr, node.enable_method, why)
+            }
+        }
+    }
+    kprintln!(
+        "  cpus online: {} of {} in the device tree",
+        smp::ONLINE.load(Ordering::Acquire),
+        booted.machine.cpus
+    );
 
     selftest::run_requested(booted);
     #[cfg(feature = "test-image")]

@@ -4,6 +4,8 @@
 //! addressing (`adr`, `adrp`) until the MMU is on; the one absolute address (`high_entry`) is
 //! loaded from a literal and used only after the MMU maps the link address.
 //!
+//! Secondary CPUs enter at `secondary_entry` (started by `smp`), which shares the EL2 set-up.
+//!
 //! Register use across the entry code: x19 = x0 from the loader (device tree), x20 = load
 //! address, x21 = entry EL, x22 = CNTVCT at entry. They are passed to `kernel_main`.
 
@@ -39,23 +41,10 @@ _start:
     .long   0                       // res5 (no PE/COFF header)
 
     .section .text.boot, "ax"
-    .global primary_entry
-primary_entry:
-    // U-Boot enters with SError unmasked: mask everything before anything can go wrong.
-    msr     daifset, #0xf
-    mrs     x22, cntvct_el0
-    mov     x19, x0
-    adr     x20, _start
-    mrs     x21, CurrentEL
-    ubfx    x21, x21, #2, #2
-    cmp     x21, #2
-    b.eq    el2_setup
-    cmp     x21, #1
-    b.eq    el1_entry
-    b       boot_park                // EL3 (or anything else): unsupported, see docs/boot.md
-
-el2_setup:
-    // Configure EL2 just enough for an EL1 kernel, then drop to EL1.
+    // Configure EL2 just enough for an EL1 kernel, then drop to EL1 at \target. Used by the
+    // boot CPU and by every secondary CPU (all CPUs enter at the same EL, booting.rst). It uses
+    // the numeric label 1: internally, so callers branch around it with named labels.
+    .macro DROP_TO_EL1 target
     ldr     x0, ={hcr}
     msr     hcr_el2, x0
     mrs     x0, cnthctl_el2          // EL1 may use the physical counter and timer
@@ -82,9 +71,28 @@ el2_setup:
     msr     sctlr_el1, x0
     mov     x0, #{spsr}
     msr     spsr_el2, x0
-    adr     x0, el1_entry
+    adr     x0, \target
     msr     elr_el2, x0
     eret
+    .endm
+
+    .global primary_entry
+primary_entry:
+    // U-Boot enters with SError unmasked: mask everything before anything can go wrong.
+    msr     daifset, #0xf
+    mrs     x22, cntvct_el0
+    mov     x19, x0
+    adr     x20, _start
+    mrs     x21, CurrentEL
+    ubfx    x21, x21, #2, #2
+    cmp     x21, #2
+    b.eq    el2_setup
+    cmp     x21, #1
+    b.eq    el1_entry
+    b       boot_park                // EL3 (or anything else): unsupported, see docs/boot.md
+
+el2_setup:
+    DROP_TO_EL1 el1_entry
 
 el1_entry:
     mov     x0, #(3 << 20)           // CPACR_EL1.FPEN: Rust code may use FP/SIMD registers
@@ -181,8 +189,74 @@ high_entry:
     mov     x1, x20
     mov     x2, x21
     mov     x3, x22
+    mov     x4, x23                  // the early identity map, which secondary CPUs need
     bl      kernel_main
     b       boot_park
+
+    .section .text.boot, "ax"
+    .global secondary_entry
+secondary_entry:
+    msr     daifset, #0xf
+    mrs     x21, CurrentEL
+    ubfx    x21, x21, #2, #2
+    cmp     x21, #2
+    b.ne    secondary_not_el2
+    DROP_TO_EL1 secondary_el1
+secondary_not_el2:
+    cmp     x21, #1
+    b.ne    secondary_park
+secondary_el1:
+    mov     x0, #(3 << 20)           // FP/SIMD at EL1
+    msr     cpacr_el1, x0
+    isb
+    // Find this CPU's slot by MPIDR (PC-relative: we run at the physical address).
+    mrs     x1, mpidr_el1
+    ldr     x2, ={affinity}
+    and     x1, x1, x2
+    adrp    x2, SECONDARY_BOOT
+    add     x2, x2, :lo12:SECONDARY_BOOT
+    mov     x3, #{max_cpus}
+2:  ldr     x4, [x2]
+    cmp     x4, x1
+    b.eq    3f
+    add     x2, x2, #{slot_size}
+    subs    x3, x3, #1
+    b.ne    2b
+    b       secondary_park
+3:  ldp     x4, x5, [x2, #8]         // mair, tcr
+    msr     mair_el1, x4
+    msr     tcr_el1, x5
+    ldp     x4, x5, [x2, #24]        // ttbr0, ttbr1
+    msr     ttbr0_el1, x4
+    msr     ttbr1_el1, x5
+    ldr     x6, [x2, #40]            // sctlr
+    ldp     x19, x20, [x2, #48]      // exception stack top, kernel stack top
+    ldr     x21, [x2, #64]           // cpu index
+    isb
+    tlbi    vmalle1
+    dsb     nsh
+    isb
+    msr     sctlr_el1, x6
+    isb
+    ldr     x8, =secondary_high
+    br      x8
+secondary_park:
+    wfe
+    b       secondary_park
+
+    .section .text, "ax"
+secondary_high:
+    mov     sp, x19
+    ldr     x0, =exception_vectors
+    msr     vbar_el1, x0
+    isb
+    msr     sp_el0, x20
+    msr     spsel, #0
+    mov     x29, xzr
+    mov     x30, xzr
+    mov     x0, x21
+    bl      secondary_main
+    b       secondary_park
 "#,
     flags = const IMAGE_FLAGS,
     hcr = const HCR_EL2_VALUE,
@@ -191,4 +265,7 @@ high_entry:
     sctlr_on = const SCTLR_EL1_MMU_ON,
     mair = const MAIR_EL1_VALUE,
     tcr = const TCR_EL1_BASE,
+    affinity = const crate::smp::MPIDR_AFFINITY,
+    max_cpus = const crate::smp::MAX_CPUS,
+    slot_size = const crate::smp::SLOT_SIZE,
 );

@@ -22,4 +22,6 @@ pub struct BootInfo {
     pub entry_el: u64,
     /// CNTVCT_EL0 at the first instruction, for the boot-time figure.
     pub entry_counter: u64,
+    /// TTBR0 of the early identity map, kept for secondary CPUs to turn their MMU on with.
+    pub early_ttbr0: u64,
 }

@@ -243,3 +243,56 @@ unsafe impl Translation for FrameTranslation {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
     }
 }
+
+/// The stacks of one secondary CPU, mapped with guard pages below each.
+pub struct CpuStacks {
+    /// Initial SP_EL0 (the CPU's kernel stack).
+    pub kernel_stack_top: u64,
+    /// Initial SP_EL1 (its exception stack).
+    pub exception_stack_top: u64,
+}
+
+/// Maps CPU `cpu`'s kernel and exception stacks in its slot of the stack area:
+/// `[guard][kernel stack][guard][exception stack]`, the guards left unmapped.
+///
+/// # Errors
+/// The mm error if frames or table pages run out (nothing stays mapped or allocated then).
+pub fn map_cpu_stacks(cpu: usize) -> Result<CpuStacks, MapError> {
+    use crate::smp::{EXCEPTION_STACK, KERNEL_STACK, STACK_SLOT};
+    let slot = layout::STACK_AREA + cpu as u64 * STACK_SLOT;
+    let kernel = slot + PAGE_SIZE;
+    let exception = kernel + KERNEL_STACK + PAGE_SIZE;
+    let mut mapped: alloc::vec::Vec<(u64, PhysAddr, u64)> = alloc::vec::Vec::new();
+    let mut table = KERNEL_TABLE.lock();
+    let pt = table.as_mut().ok_or(MapError::InvalidRange)?;
+    let mut result = Ok(());
+    for (va, size) in [(kernel, KERNEL_STACK), (exception, EXCEPTION_STACK)] {
+        let pages = (size / PAGE_SIZE) as usize;
+        let Some(pa) = frames::alloc(pages) else {
+            result = Err(MapError::OutOfMemory);
+            break;
+        };
+        if let Err(e) = pt.map(VirtAddr(va), pa, size, Attributes::kernel_data(), Constraints::NONE) {
+            frames::free(pa, pages);
+            result = Err(e);
+            break;
+        }
+        mapped.push((va, pa, size));
+    }
+    if let Err(e) = result {
+        for (va, pa, size) in mapped {
+            if let Ok(record) = pt.unmap(VirtAddr(va), size) {
+                record.release(pt.translation_mut());
+            }
+            frames::free(pa, (size / PAGE_SIZE) as usize);
+        }
+        return Err(e);
+    }
+    // Invalid to valid: no TLBI; make the entries visible to other CPUs' walkers.
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    Ok(CpuStacks {
+        kernel_stack_top: kernel + KERNEL_STACK,
+        exception_stack_top: exception + EXCEPTION_STACK,
+    })
+}

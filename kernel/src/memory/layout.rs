@@ -8,6 +8,7 @@
 //!                        unmapped guard pages below the boot and exception stacks
 //!   + 512 MiB            the device tree, read-only (the same address the early map used)
 //! 0xffff_c000_0000_0000  device MMIO, allocated upwards page by page
+//! 0xffff_d000_0000_0000  secondary CPUs' stacks: [guard][kernel stack][guard][exception stack]
 //! 0xffff_e000_0000_0000  scratch window for the test image's TLB tests
 //! ```
 use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
@@ -16,6 +17,8 @@ use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
 pub const LINEAR_BASE: u64 = 0xffff_0000_0000_0000;
 /// Base of the device MMIO window.
 pub const DEVICE_BASE: u64 = 0xffff_c000_0000_0000;
+/// Per-CPU stacks of the secondary CPUs: one `smp::STACK_SLOT` per CPU, guard pages unmapped.
+pub const STACK_AREA: u64 = 0xffff_d000_0000_0000;
 /// A window the test image maps and remaps freely (TLB stale-read tests).
 #[cfg_attr(not(feature = "test-image"), allow(dead_code, reason = "only the test image maps it"))]
 pub const TEST_WINDOW: u64 = 0xffff_e000_0000_0000;
@@ -107,6 +110,16 @@ pub fn describe_address(va: u64) -> Option<&'static str> {
         "device-tree window"
     } else if (LINEAR_BASE..KIMAGE_VADDR).contains(&va) {
         "linear map"
+    } else if (STACK_AREA..STACK_AREA + crate::smp::MAX_CPUS as u64 * crate::smp::STACK_SLOT).contains(&va) {
+        let offset = (va - STACK_AREA) % crate::smp::STACK_SLOT;
+        let exception_guard = page + crate::smp::KERNEL_STACK;
+        if offset < page {
+            "guard page below a CPU's kernel stack: kernel stack overflow"
+        } else if (exception_guard..exception_guard + page).contains(&offset) {
+            "guard page below a CPU's exception stack: exception stack overflow"
+        } else {
+            "a CPU's stacks"
+        }
     } else if va >= DEVICE_BASE {
         "device window"
     } else if va < (1 << 48) {

@@ -10,24 +10,32 @@
 
 use mm::tlb::issue::{Aarch64Tlb, read_id_aa64isar0_el1, read_midr_el1};
 use mm::tlb::plan::full_flush;
-use mm::tlb::{Scope, TlbCaps, TlbIssuer, TlbPlan, TlbRequest, TlbStats, plan};
+use mm::tlb::{Scope, TlbCaps, TlbPlan, TlbRequest, TlbStats, plan};
 use spin::{Mutex, Once};
 
-static CAPS: Once<TlbCaps> = Once::new();
-static ISSUER: Mutex<Option<TlbIssuer<Aarch64Tlb>>> = Mutex::new(None);
+static CAPS: Once<Mutex<TlbCaps>> = Once::new();
+static STATS: Mutex<TlbStats> = Mutex::new(TlbStats::ZERO);
 
 /// Reads the capabilities from the ID registers. Called once, by the boot CPU.
 pub fn init() -> TlbCaps {
-    *CAPS.call_once(|| {
-        let caps = TlbCaps::from_id_registers(read_id_aa64isar0_el1(), read_midr_el1());
-        *ISSUER.lock() = Some(TlbIssuer::new(Aarch64Tlb, caps.errata));
-        caps
-    })
+    *CAPS
+        .call_once(|| Mutex::new(TlbCaps::from_id_registers(read_id_aa64isar0_el1(), read_midr_el1())))
+        .lock()
+}
+
+/// Folds the capabilities of the calling (secondary) CPU into the system's: range TLBI only if
+/// every CPU has it, each erratum workaround if any CPU needs it.
+pub fn add_cpu() {
+    let this = TlbCaps::from_id_registers(read_id_aa64isar0_el1(), read_midr_el1());
+    if let Some(caps) = CAPS.get() {
+        let mut caps = caps.lock();
+        *caps = caps.combine(this);
+    }
 }
 
 /// The capabilities read at boot (broadcast forms).
 pub fn caps() -> TlbCaps {
-    *CAPS.get().expect("tlb::init runs at boot")
+    *CAPS.get().expect("tlb::init runs at boot").lock()
 }
 
 /// Plans and issues the invalidation of `req`; `needs_isb` when kernel or executable mappings
@@ -46,12 +54,12 @@ pub fn flush_all(scope: Scope, caps: TlbCaps) -> TlbPlan {
 }
 
 fn issue(plan: &TlbPlan, needs_isb: bool) {
-    if let Some(issuer) = ISSUER.lock().as_mut() {
-        issuer.issue(plan, needs_isb);
-    }
+    let errata = caps().errata;
+    let issued = mm::tlb::issue(plan, &mut Aarch64Tlb, errata, needs_isb);
+    STATS.lock().add(&issued);
 }
 
 /// The counts of issued TLB maintenance since boot.
 pub fn stats() -> TlbStats {
-    ISSUER.lock().as_ref().map_or(TlbStats::ZERO, |i| *i.stats())
+    *STATS.lock()
 }

@@ -15,6 +15,7 @@ pub enum Conduit {
 
 const PSCI_VERSION: u32 = 0x8400_0000;
 const PSCI_SYSTEM_OFF: u32 = 0x8400_0008;
+const PSCI_CPU_ON_64: u32 = 0xc400_0003;
 
 static CONDUIT: AtomicU8 = AtomicU8::new(0);
 
@@ -59,4 +60,17 @@ pub fn version() -> Option<(u16, u16)> {
 /// Powers the machine off. Returns only if there is no PSCI or it refused.
 pub fn system_off() {
     let _ = call(PSCI_SYSTEM_OFF, 0, 0, 0);
+}
+
+/// Starts the CPU with affinity `mpidr` at physical address `entry` (MMU off, at the EL the
+/// kernel was entered at).
+///
+/// # Errors
+/// The PSCI error code (e.g. -4 ALREADY_ON, -2 INVALID_PARAMETERS), or -1 without PSCI.
+pub fn cpu_on(mpidr: u64, entry: u64) -> Result<(), i64> {
+    match call(PSCI_CPU_ON_64, mpidr, entry, 0) {
+        Some(0) => Ok(()),
+        Some(code) => Err(code as i64),
+        None => Err(-1),
+    }
 }

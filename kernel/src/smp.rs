@@ -1,0 +1,293 @@
+//! Secondary CPUs: found in the device tree, started through PSCI `CPU_ON` or a spin-table
+//! release, each given its own kernel and exception stacks (with guard pages), the vector table
+//! and the shared kernel tables.
+//!
+//! A secondary enters `secondary_entry` (kernel/src/boot/head.rs) at its physical address with the MMU off, at the same
+//! EL the boot CPU entered (booting.rst). It finds its slot in [`SECONDARY_BOOT`] by its MPIDR
+//! (the boot CPU wrote the slot and cleaned it to the point of coherency, since the secondary
+//! reads it with its caches off), drops to EL1 if needed, turns its MMU on with the early identity
+//! map in TTBR0 and the final kernel table in TTBR1, and jumps to `secondary_main` at the link
+//! address. CPU capabilities are sanitised as each CPU comes up: range TLBI and the errata
+//! decision are the intersection and union over all CPUs (`memory::tlb::add_cpu`).
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use fdt::Fdt;
+use mm::addr::PAGE_SIZE;
+
+use crate::arch::psci;
+use crate::kprintln;
+use crate::memory::{kernel_map, layout};
+
+/// Most CPUs this kernel drives.
+pub const MAX_CPUS: usize = 8;
+/// How long a CPU has to come up before it is reported missing.
+pub const BRING_UP_TIMEOUT_US: u64 = 500_000;
+/// MPIDR affinity bits (Aff3 and Aff2..Aff0).
+pub const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
+
+/// What a secondary CPU reads, with its MMU off, to start.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SecondaryBoot {
+    mpidr: u64,
+    mair: u64,
+    tcr: u64,
+    ttbr0: u64,
+    ttbr1: u64,
+    sctlr: u64,
+    exception_stack_top: u64,
+    kernel_stack_top: u64,
+    cpu: u64,
+    _pad: [u64; 7],
+}
+
+pub const SLOT_SIZE: usize = core::mem::size_of::<SecondaryBoot>();
+const _: () = assert!(SLOT_SIZE == 128);
+
+struct Slots(UnsafeCell<[SecondaryBoot; MAX_CPUS]>);
+// SAFETY: the boot CPU writes a slot before starting its CPU, which only reads it.
+unsafe impl Sync for Slots {}
+
+const EMPTY_SLOT: SecondaryBoot = SecondaryBoot {
+    mpidr: u64::MAX,
+    mair: 0,
+    tcr: 0,
+    ttbr0: 0,
+    ttbr1: 0,
+    sctlr: 0,
+    exception_stack_top: 0,
+    kernel_stack_top: 0,
+    cpu: 0,
+    _pad: [0; 7],
+};
+
+#[unsafe(no_mangle)]
+static SECONDARY_BOOT: Slots = Slots(UnsafeCell::new([EMPTY_SLOT; MAX_CPUS]));
+
+/// A CPU the device tree describes.
+#[derive(Clone, Debug)]
+pub struct CpuNode {
+    /// MPIDR affinity (the node's `reg`).
+    pub mpidr: u64,
+    /// `psci`, `spin-table` or what the node says.
+    pub enable_method: String,
+    /// `cpu-release-addr` for spin-table CPUs.
+    pub release_addr: Option<u64>,
+}
+
+/// The CPUs in `/cpus`.
+pub fn cpu_nodes(fdt: &Fdt<'_>) -> Vec<CpuNode> {
+    let Some(cpus) = fdt.find_node("/cpus") else { return Vec::new() };
+    let mut out = Vec::new();
+    for node in cpus.children() {
+        let device_type = node.property("device_type").and_then(|p| p.as_str());
+        if device_type != Some("cpu") {
+            continue;
+        }
+        let Some(mpidr) = node.property("reg").and_then(|p| match p.value.len() {
+            4 => Some(u64::from(u32::from_be_bytes(p.value.try_into().ok()?))),
+            8 => Some(u64::from_be_bytes(p.value.try_into().ok()?)),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let enable_method =
+            String::from(node.property("enable-method").and_then(|p| p.as_str()).unwrap_or("(none)"));
+        let release_addr = node.property("cpu-release-addr").and_then(|p| match p.value.len() {
+            8 => Some(u64::from_be_bytes(p.value.try_into().ok()?)),
+            4 => Some(u64::from(u32::from_be_bytes(p.value.try_into().ok()?))),
+            _ => None,
+        });
+        out.push(CpuNode { mpidr: mpidr & MPIDR_AFFINITY, enable_method, release_addr });
+    }
+    out
+}
+
+/// Per-CPU state reachable from any CPU.
+pub struct CpuInfo {
+    /// MPIDR affinity, or u64::MAX for an empty slot.
+    pub mpidr: AtomicU64,
+    /// Counter value when the CPU reported in (0: not yet).
+    pub online_at: AtomicU64,
+}
+
+/// Every CPU's state, indexed by CPU number (0 = the boot CPU).
+pub static CPUS: [CpuInfo; MAX_CPUS] =
+    [const { CpuInfo { mpidr: AtomicU64::new(u64::MAX), online_at: AtomicU64::new(0) } }; MAX_CPUS];
+/// Number of CPUs online.
+pub static ONLINE: AtomicUsize = AtomicUsize::new(1);
+
+/// This CPU's number (TPIDR_EL1 holds it).
+pub fn current_cpu() -> usize {
+    use aarch64_cpu::registers::{Readable, TPIDR_EL1};
+    TPIDR_EL1.get() as usize
+}
+
+/// Outcome of starting one CPU.
+#[derive(Debug)]
+pub enum BringUp {
+    /// It reported in after this many microseconds.
+    Online(u64),
+    /// It could not be started, or did not report in; the message names it.
+    Failed(String),
+}
+
+/// Starts every CPU of the device tree other than the boot CPU; returns what happened to each.
+pub fn start_secondaries(fdt: &Fdt<'_>, load_pa: u64, early_ttbr0: u64) -> Vec<(CpuNode, BringUp)> {
+    use aarch64_cpu::registers::{
+        MAIR_EL1, MPIDR_EL1, Readable, SCTLR_EL1, TCR_EL1, TPIDR_EL1, TTBR1_EL1, Writeable,
+    };
+    TPIDR_EL1.set(0);
+    let boot_mpidr = MPIDR_EL1.get() & MPIDR_AFFINITY;
+    CPUS[0].mpidr.store(boot_mpidr, Ordering::Relaxed);
+    CPUS[0].online_at.store(crate::arch::time::counter(), Ordering::Relaxed);
+    let entry_pa = (secondary_entry_address()).wrapping_sub(crate::boot::early_map::KIMAGE_VADDR) + load_pa;
+    let mut results = Vec::new();
+    let mut index = 1;
+    for node in cpu_nodes(fdt) {
+        if node.mpidr == boot_mpidr {
+            continue;
+        }
+        if index >= MAX_CPUS {
+            results.push((node, BringUp::Failed(format!("more than {MAX_CPUS} CPUs: not started"))));
+            continue;
+        }
+        let stacks = match kernel_map::map_cpu_stacks(index) {
+            Ok(s) => s,
+            Err(e) => {
+                results.push((node, BringUp::Failed(format!("no stacks: {e:?}"))));
+                continue;
+            }
+        };
+        let slot = SecondaryBoot {
+            mpidr: node.mpidr,
+            mair: MAIR_EL1.get(),
+            tcr: TCR_EL1.get() & !(1 << 7), // EPD0 clear: the identity map is needed to turn on
+            ttbr0: early_ttbr0,
+            ttbr1: TTBR1_EL1.get(),
+            sctlr: SCTLR_EL1.get(),
+            exception_stack_top: stacks.exception_stack_top,
+            kernel_stack_top: stacks.kernel_stack_top,
+            cpu: index as u64,
+            _pad: [0; 7],
+        };
+        // SAFETY: only the boot CPU writes slots, and CPU `index` is not started yet.
+        unsafe { (*SECONDARY_BOOT.0.get())[index] = slot };
+        clean_to_poc((SECONDARY_BOOT.0.get() as u64) + (index * SLOT_SIZE) as u64, SLOT_SIZE);
+        CPUS[index].mpidr.store(node.mpidr, Ordering::Relaxed);
+        let started = crate::arch::time::counter();
+        let launched = match node.enable_method.as_str() {
+            "psci" => match psci::cpu_on(node.mpidr, entry_pa) {
+                Ok(()) => Ok(()),
+                Err(code) => Err(format!("PSCI CPU_ON refused with {code}")),
+            },
+            "spin-table" => match node.release_addr {
+                Some(addr) => {
+                    release_spin_table(addr, entry_pa);
+                    Ok(())
+                }
+                None => Err(String::from("spin-table CPU without cpu-release-addr")),
+            },
+            other => Err(format!("unknown enable-method {other:?}")),
+        };
+        let outcome = match launched {
+            Err(why) => BringUp::Failed(why),
+            Ok(()) => {
+                let limit = BRING_UP_TIMEOUT_US * crate::arch::time::frequency() / 1_000_000;
+                loop {
+                    let at = CPUS[index].online_at.load(Ordering::Acquire);
+                    if at != 0 {
+                        break BringUp::Online(crate::arch::time::ticks_to_us(at.saturating_sub(started)));
+                    }
+                    if crate::arch::time::counter() - started > limit {
+                        break BringUp::Failed(format!(
+                            "did not report in within {} ms",
+                            BRING_UP_TIMEOUT_US / 1000
+                        ));
+                    }
+                    core::hint::spin_loop();
+                }
+            }
+        };
+        if matches!(outcome, BringUp::Online(_)) {
+            index += 1;
+        } else {
+            // The slot's stacks stay mapped (a CPU that comes up late must not run on freed
+            // memory); the next CPU gets the next slot.
+            CPUS[index].mpidr.store(u64::MAX, Ordering::Relaxed);
+            // SAFETY: as above; the entry code looks slots up by MPIDR, so an emptied slot is
+            // never matched again.
+            unsafe { (*SECONDARY_BOOT.0.get())[index].mpidr = u64::MAX };
+            clean_to_poc((SECONDARY_BOOT.0.get() as u64) + (index * SLOT_SIZE) as u64, SLOT_SIZE);
+            index += 1;
+        }
+        results.push((node, outcome));
+    }
+    results
+}
+
+fn secondary_entry_address() -> u64 {
+    unsafe extern "C" {
+        fn secondary_entry();
+    }
+    secondary_entry as *const () as u64
+}
+
+/// Cleans `[va, va + len)` to the point of coherency, for a reader whose caches are off.
+fn clean_to_poc(va: u64, len: usize) {
+    let mut a = va & !63;
+    while a < va + len as u64 {
+        // SAFETY: cleaning a mapped address to PoC does not change memory contents.
+        unsafe { core::arch::asm!("dc civac, {}", in(reg) a, options(nostack)) };
+        a += 64;
+    }
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Spin-table release (booting.rst): write the entry point to the CPU's release address, clean it
+/// to the point of coherency (the waiting CPU reads it with caches off), and `SEV`.
+fn release_spin_table(release_pa: u64, entry_pa: u64) {
+    let va = layout::phys_to_linear(release_pa);
+    // SAFETY: the release address is a reserved, 8-byte aligned word in RAM (the device tree's
+    // /memreserve/ covers it), reached through the linear map; only the waiting CPU reads it.
+    unsafe { (va as *mut u64).write_volatile(entry_pa) };
+    clean_to_poc(va, 8);
+    aarch64_cpu::asm::sev();
+}
+
+/// Rust entry of a secondary CPU, on its own kernel stack with the MMU on.
+#[unsafe(no_mangle)]
+extern "C" fn secondary_main(cpu: u64) -> ! {
+    use aarch64_cpu::registers::{TPIDR_EL1, Writeable};
+    TPIDR_EL1.set(cpu);
+    // SAFETY: unmask SError only; the vectors are installed.
+    unsafe { core::arch::asm!("msr daifclr, #4", options(nomem, nostack)) };
+    // The identity map was needed only to turn the MMU on; user address spaces own TTBR0.
+    {
+        use aarch64_cpu::registers::{ReadWriteable, TCR_EL1, TTBR0_EL1};
+        TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
+        TTBR0_EL1.set(0);
+        // SAFETY: drops this CPU's translations learned through the identity map.
+        unsafe { core::arch::asm!("isb", "tlbi vmalle1", "dsb nsh", "isb", options(nostack)) };
+    }
+    let features = crate::arch::cpu::CpuFeatures::read();
+    crate::memory::tlb::add_cpu();
+    crate::arch::cpu::enable_pan(&features);
+    crate::process::init_el0_controls();
+    kprintln!("cpu{}: online (MPIDR {:#x}, {})", cpu, features.mpidr, features.core_name());
+    CPUS[cpu as usize].online_at.store(crate::arch::time::counter(), Ordering::Release);
+    ONLINE.fetch_add(1, Ordering::AcqRel);
+    crate::exit::park()
+}
+
+/// Size of one CPU's slot in the stack area.
+pub const STACK_SLOT: u64 = 256 * 1024;
+/// Kernel stack size per CPU.
+pub const KERNEL_STACK: u64 = 64 * 1024;
+/// Exception stack size per CPU.
+pub const EXCEPTION_STACK: u64 = 32 * 1024;
+const _: () = assert!(PAGE_SIZE + KERNEL_STACK + PAGE_SIZE + EXCEPTION_STACK <= STACK_SLOT);
