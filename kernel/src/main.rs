@@ -22,6 +22,7 @@ mod console;
 mod devicetree;
 mod drivers;
 mod exit;
+mod irq;
 #[cfg(feature = "test-image")]
 mod ktest;
 mod memory;
@@ -234,6 +235,15 @@ extern "C" fn kernel_main(
         ],
     });
     report::print(booted);
+    match drivers::gic::init(&booted.machine.fdt).and_then(|_| irq::init_cpu()) {
+        Ok(()) => kprintln!(
+            "  interrupts: {}, timer INTID {} at {} Hz",
+            drivers::gic::current().map_or("?", |g| g.name()),
+            irq::TIMER_INTID,
+            irq::TICK_HZ
+        ),
+        Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
+    }
     for (node, outcome) in smp::start_secondaries(&booted.machine.fdt, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {

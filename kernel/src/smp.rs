@@ -278,10 +278,17 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
     crate::memory::tlb::add_cpu();
     crate::arch::cpu::enable_pan(&features);
     crate::process::init_el0_controls();
-    kprintln!("cpu{}: online (MPIDR {:#x}, {})", cpu, features.mpidr, features.core_name());
+    let irqs = crate::irq::init_cpu();
+    kprintln!(
+        "cpu{}: online (MPIDR {:#x}, {}){}",
+        cpu,
+        features.mpidr,
+        features.core_name(),
+        if irqs.is_ok() { "" } else { ", no interrupts" }
+    );
     CPUS[cpu as usize].online_at.store(crate::arch::time::counter(), Ordering::Release);
     ONLINE.fetch_add(1, Ordering::AcqRel);
-    crate::exit::park()
+    if irqs.is_ok() { crate::irq::idle() } else { crate::exit::park() }
 }
 
 /// Size of one CPU's slot in the stack area.

@@ -296,3 +296,23 @@ pub fn map_cpu_stacks(cpu: usize) -> Result<CpuStacks, MapError> {
         exception_stack_top: exception + EXCEPTION_STACK,
     })
 }
+
+/// Maps `size` bytes of device registers at `pa` into the device window (device nGnRE, never
+/// executable); returns the virtual address of `pa`.
+///
+/// # Errors
+/// The mm error if the mapping fails (out of table pages).
+pub fn map_device(pa: u64, size: u64) -> Result<u64, MapError> {
+    let page = pa & !(PAGE_SIZE - 1);
+    let len = (pa + size.max(1)).next_multiple_of(PAGE_SIZE) - page;
+    let mut table = KERNEL_TABLE.lock();
+    let pt = table.as_mut().ok_or(MapError::InvalidRange)?;
+    let mut next = NEXT_DEVICE_VA.lock();
+    pt.map(VirtAddr(*next), PhysAddr(page), len, Attributes::device(), Constraints::NONE)?;
+    // Invalid to valid needs no TLBI; the barriers make the entries visible before first use.
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    let va = *next + (pa - page);
+    *next += len;
+    Ok(va)
+}

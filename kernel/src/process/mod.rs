@@ -382,6 +382,9 @@ pub fn handle_user_exception(frame: &mut TrapFrame, kind: u64) {
 /// Handles one exception from the program; `Some(status)` ends it.
 fn user_exception(p: &mut Process, frame: &mut TrapFrame, kind: u64) -> Option<u64> {
     let ec = (frame.esr >> 26) & 0x3f;
+    if kind & 3 == 1 {
+        return None; // an IRQ taken from EL0, already handled: back to the program
+    }
     if kind & 3 != 0 {
         kprintln!(
             "\n*** pid {}: unexpected {} from EL0 at {:#x}; ending it",

@@ -232,6 +232,12 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64) {
             crate::exit::semihosting_unavailable();
         }
     }
+    if kind & 3 == 1 {
+        crate::irq::handle();
+        if kind < 8 {
+            return;
+        }
+    }
     if kind >= 8 {
         crate::process::handle_user_exception(frame, kind);
         return;

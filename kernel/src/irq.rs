@@ -1,0 +1,99 @@
+//! Interrupts: the GIC's acknowledge/dispatch/end loop, the per-CPU tick and inter-processor
+//! interrupts.
+//!
+//! The kernel itself runs with IRQs masked; they are taken only where the kernel waits (the idle
+//! loop, [`wait_with_interrupts`]) and, from the scheduler on, while user code runs. Handlers run
+//! on the CPU's exception stack and must not block.
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::drivers::gic;
+use crate::smp::{CPUS, MAX_CPUS, current_cpu};
+
+/// The EL1 virtual timer's private interrupt (PPI 11).
+pub const TIMER_INTID: u32 = 27;
+/// Tick rate of the per-CPU timer.
+pub const TICK_HZ: u64 = 100;
+/// SGI used to wake a CPU (work is waiting).
+pub const IPI_WAKE: u32 = 0;
+/// SGI used by tests and shootdown bookkeeping: the receiver counts it.
+pub const IPI_PING: u32 = 1;
+
+/// Ticks taken per CPU.
+pub static TICKS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Pings received per CPU.
+pub static PINGS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// GICv2 CPU-interface number per CPU.
+static GIC_TARGET: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+fn arm_timer() {
+    let interval = crate::arch::time::frequency() / TICK_HZ;
+    // SAFETY: programs this CPU's EL1 virtual timer (TVAL, then enable, unmasked).
+    unsafe {
+        core::arch::asm!("msr cntv_tval_el0, {}", "mov {t}, #1", "msr cntv_ctl_el0, {t}", "isb",
+            in(reg) interval, t = out(reg) _, options(nostack));
+    }
+}
+
+/// Sets up this CPU's interrupt delivery: GIC CPU interface, the timer PPI and the SGIs.
+///
+/// # Errors
+/// The GIC's complaint, if this CPU cannot take interrupts.
+pub fn init_cpu() -> Result<(), alloc::string::String> {
+    gic::init_cpu()?;
+    GIC_TARGET[current_cpu()].store(u64::from(gic::v2_interface_number()), Ordering::Relaxed);
+    gic::enable_private(IPI_WAKE);
+    gic::enable_private(IPI_PING);
+    gic::enable_private(TIMER_INTID);
+    arm_timer();
+    Ok(())
+}
+
+/// Called by the vectors for every IRQ.
+pub fn handle() {
+    loop {
+        let (intid, token) = gic::acknowledge();
+        if intid >= 1020 {
+            return; // spurious: nothing (more) pending
+        }
+        let cpu = current_cpu();
+        match intid {
+            TIMER_INTID => {
+                TICKS[cpu].fetch_add(1, Ordering::Relaxed);
+                arm_timer();
+            }
+            IPI_PING => {
+                PINGS[cpu].fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        gic::end_of_interrupt(token);
+    }
+}
+
+/// Sends `intid` (an SGI) to CPU `cpu`.
+pub fn send_ipi(cpu: usize, intid: u32) {
+    let mpidr = CPUS[cpu].mpidr.load(Ordering::Relaxed);
+    gic::send_sgi(intid, mpidr, GIC_TARGET[cpu].load(Ordering::Relaxed) as u8);
+}
+
+/// Waits with interrupts enabled until `done()` holds or `timeout_us` passes; returns `done()`.
+pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> bool {
+    let start = crate::arch::time::counter();
+    let limit = timeout_us * crate::arch::time::frequency() / 1_000_000;
+    while !done() {
+        if crate::arch::time::counter() - start > limit {
+            return done();
+        }
+        // SAFETY: unmask IRQs, wait for one (or the timer), mask again; the handler only counts.
+        unsafe { core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack)) };
+    }
+    true
+}
+
+/// The idle loop of a CPU with nothing to run: sleep until an interrupt, forever.
+pub fn idle() -> ! {
+    loop {
+        // SAFETY: as in `wait_with_interrupts`.
+        unsafe { core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack)) };
+    }
+}
