@@ -85,7 +85,10 @@ pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> 
             return done();
         }
         // SAFETY: unmask IRQs, wait for one (or the timer), mask again; the handler only counts.
-        unsafe { core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack)) };
+        // The handler is ordinary Rust: caller-saved registers (FP/SIMD included) may change.
+        unsafe {
+            core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack), clobber_abi("C"))
+        };
     }
     true
 }
@@ -94,6 +97,8 @@ pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> 
 pub fn idle() -> ! {
     loop {
         // SAFETY: as in `wait_with_interrupts`.
-        unsafe { core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack)) };
+        unsafe {
+            core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack), clobber_abi("C"))
+        };
     }
 }

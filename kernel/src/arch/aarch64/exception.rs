@@ -42,38 +42,35 @@ pub struct TrapFrame {
 
 const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
 
+/// Bytes of the FP/SIMD state saved below the frame on exceptions from EL0.
+pub const FP_STATE_SIZE: usize = 528;
+
+/// The FP/SIMD registers of a user program, saved on every exception from EL0 just below its
+/// [`TrapFrame`] (at `frame - FP_STATE_SIZE`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FpState {
+    /// q0..q31.
+    pub q: [u128; 32],
+    /// FPSR.
+    pub fpsr: u64,
+    /// FPCR.
+    pub fpcr: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<FpState>() == FP_STATE_SIZE);
+
 global_asm!(
     r#"
-    .macro VENTRY kind
+    .macro VENTRY kind, common
     .balign 0x80
     sub     sp, sp, #{frame}
     stp     x0, x1, [sp, #0]
     mov     x0, #\kind
-    b       exception_common
+    b       \common
     .endm
 
-    .section .text, "ax"
-    .balign 0x800
-    .global exception_vectors
-exception_vectors:
-    VENTRY 0    // current EL, SP_EL0: synchronous
-    VENTRY 1    //   IRQ
-    VENTRY 2    //   FIQ
-    VENTRY 3    //   SError
-    VENTRY 4    // current EL, SP_ELx: synchronous
-    VENTRY 5
-    VENTRY 6
-    VENTRY 7
-    VENTRY 8    // lower EL, AArch64: synchronous
-    VENTRY 9
-    VENTRY 10
-    VENTRY 11
-    VENTRY 12   // lower EL, AArch32
-    VENTRY 13
-    VENTRY 14
-    VENTRY 15
-
-exception_common:
+    .macro SAVE_GPRS
     stp     x2, x3, [sp, #16]
     stp     x4, x5, [sp, #32]
     stp     x6, x7, [sp, #48]
@@ -98,10 +95,10 @@ exception_common:
     stp     x5, x6, [sp, #272]
     mrs     x7, far_el1
     str     x7, [sp, #288]
-    mov     x1, x0
-    mov     x0, sp
-    bl      handle_exception
-    ldp     x4, x5, [sp, #264]       // ELR, SPSR (a fixup may have changed ELR)
+    .endm
+
+    .macro RESTORE_GPRS_AND_ERET
+    ldp     x4, x5, [sp, #264]       // ELR, SPSR (a handler may have changed them)
     msr     elr_el1, x4
     msr     spsr_el1, x5
     ldr     x2, [sp, #248]
@@ -124,6 +121,86 @@ exception_common:
     ldr     x30, [sp, #240]
     add     sp, sp, #{frame}
     eret
+    .endm
+
+    .section .text, "ax"
+    .balign 0x800
+    .global exception_vectors
+exception_vectors:
+    VENTRY 0, exception_common    // current EL, SP_EL0: synchronous
+    VENTRY 1, exception_common    //   IRQ
+    VENTRY 2, exception_common    //   FIQ
+    VENTRY 3, exception_common    //   SError
+    VENTRY 4, exception_common    // current EL, SP_ELx: synchronous
+    VENTRY 5, exception_common
+    VENTRY 6, exception_common
+    VENTRY 7, exception_common
+    VENTRY 8, exception_lower     // lower EL, AArch64: synchronous
+    VENTRY 9, exception_lower
+    VENTRY 10, exception_lower
+    VENTRY 11, exception_lower
+    VENTRY 12, exception_lower    // lower EL, AArch32
+    VENTRY 13, exception_lower
+    VENTRY 14, exception_lower
+    VENTRY 15, exception_lower
+
+exception_common:
+    SAVE_GPRS
+    mov     x1, x0
+    mov     x0, sp
+    bl      handle_exception
+    RESTORE_GPRS_AND_ERET
+
+    // From EL0 the FP/SIMD registers belong to the program and the kernel's Rust code may use
+    // them, so they are saved below the frame (an FpState) and restored before returning.
+exception_lower:
+    SAVE_GPRS
+    sub     sp, sp, #{fp}
+    stp     q0, q1, [sp, #0]
+    stp     q2, q3, [sp, #32]
+    stp     q4, q5, [sp, #64]
+    stp     q6, q7, [sp, #96]
+    stp     q8, q9, [sp, #128]
+    stp     q10, q11, [sp, #160]
+    stp     q12, q13, [sp, #192]
+    stp     q14, q15, [sp, #224]
+    stp     q16, q17, [sp, #256]
+    stp     q18, q19, [sp, #288]
+    stp     q20, q21, [sp, #320]
+    stp     q22, q23, [sp, #352]
+    stp     q24, q25, [sp, #384]
+    stp     q26, q27, [sp, #416]
+    stp     q28, q29, [sp, #448]
+    stp     q30, q31, [sp, #480]
+    mrs     x2, fpsr
+    mrs     x3, fpcr
+    add     x4, sp, #512
+    stp     x2, x3, [x4]
+    mov     x1, x0
+    add     x0, sp, #{fp}
+    bl      handle_exception
+    add     x4, sp, #512
+    ldp     x2, x3, [x4]
+    msr     fpsr, x2
+    msr     fpcr, x3
+    ldp     q0, q1, [sp, #0]
+    ldp     q2, q3, [sp, #32]
+    ldp     q4, q5, [sp, #64]
+    ldp     q6, q7, [sp, #96]
+    ldp     q8, q9, [sp, #128]
+    ldp     q10, q11, [sp, #160]
+    ldp     q12, q13, [sp, #192]
+    ldp     q14, q15, [sp, #224]
+    ldp     q16, q17, [sp, #256]
+    ldp     q18, q19, [sp, #288]
+    ldp     q20, q21, [sp, #320]
+    ldp     q22, q23, [sp, #352]
+    ldp     q24, q25, [sp, #384]
+    ldp     q26, q27, [sp, #416]
+    ldp     q28, q29, [sp, #448]
+    ldp     q30, q31, [sp, #480]
+    add     sp, sp, #{fp}
+    RESTORE_GPRS_AND_ERET
 
     // Probes: one load or store that may fault. On a fault the handler sets x1 = ESR and
     // resumes at the matching `_done` label; otherwise x1 = 0.
@@ -146,6 +223,7 @@ probe_write_done:
     ret
 "#,
     frame = const FRAME_SIZE,
+    fp = const FP_STATE_SIZE,
 );
 
 #[cfg_attr(

@@ -1,0 +1,257 @@
+//! The run-time the program needs without a libc: the `_start` stub, the initial stack (argc,
+//! argv, envp, auxv), a bump allocator over `mmap`, formatted output to fd 1, the generic timer
+//! and the panic handler.
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::arch::{asm, global_asm};
+use core::fmt::{self, Write};
+
+use crate::sys;
+
+// `_start` gets no arguments in registers: the kernel leaves SP pointing at argc, followed by
+// argv[], NULL, envp[], NULL and the auxiliary vector (Linux `create_elf_tables`). A Rust function
+// cannot see its caller's SP portably, so this stub passes it in x0, keeps SP 16-byte aligned
+// (Linux already guarantees it; this costs one instruction), clears the frame chain for
+// backtraces and calls `rust_start`, which never returns.
+global_asm!(
+    ".section .text._start, \"ax\"",
+    ".globl _start",
+    ".type _start, %function",
+    "_start:",
+    "    mov x0, sp",
+    "    and sp, x0, #~15",
+    "    mov x29, xzr",
+    "    mov x30, xzr",
+    "    bl {main}",
+    "    brk #0x1",
+    ".size _start, . - _start",
+    main = sym rust_start,
+);
+
+/// Auxiliary vector keys this program reads (all optional).
+const AT_NULL: u64 = 0;
+const AT_PAGESZ: u64 = 6;
+const AT_HWCAP: u64 = 16;
+const AT_RANDOM: u64 = 25;
+const AT_HWCAP2: u64 = 26;
+
+/// What the initial stack told us.
+pub struct Start {
+    pub argc: usize,
+    argv: *const *const u8,
+    /// `AT_PAGESZ`, 4096 if absent.
+    pub page_size: u64,
+    /// `AT_HWCAP`/`AT_HWCAP2` (0 if absent), reported only.
+    pub hwcap: u64,
+    pub hwcap2: u64,
+    /// 16 bytes from `AT_RANDOM`, if present.
+    pub at_random: Option<[u8; 16]>,
+    /// Number of auxv entries before `AT_NULL`.
+    pub auxv_entries: usize,
+}
+
+impl Start {
+    /// `argv[i]` as bytes (without the NUL).
+    pub fn arg(&self, i: usize) -> Option<&'static [u8]> {
+        if i >= self.argc {
+            return None;
+        }
+        // SAFETY: `argv` has `argc` valid entries (checked above), each a NUL-terminated string the
+        // kernel placed on the stack, which lives as long as the process.
+        unsafe {
+            let p = *self.argv.add(i);
+            if p.is_null() {
+                return None;
+            }
+            let mut n = 0;
+            while *p.add(n) != 0 {
+                n += 1;
+            }
+            Some(core::slice::from_raw_parts(p, n))
+        }
+    }
+}
+
+/// Parses the initial stack.
+///
+/// # Safety
+/// `sp` must be the stack pointer the kernel gave `_start`.
+unsafe fn parse_stack(sp: *const u64) -> Start {
+    // SAFETY: the caller guarantees the Linux initial stack layout at `sp`: argc, argv[argc],
+    // NULL, envp..., NULL, then (key, value) pairs ending with AT_NULL.
+    unsafe {
+        let argc = *sp as usize;
+        let argv = sp.add(1) as *const *const u8;
+        let mut p = sp.add(1 + argc + 1);
+        while *p != 0 {
+            p = p.add(1);
+        }
+        p = p.add(1);
+        let mut start =
+            Start { argc, argv, page_size: 4096, hwcap: 0, hwcap2: 0, at_random: None, auxv_entries: 0 };
+        // At most 64 entries, in case a young kernel forgets AT_NULL.
+        while *p != AT_NULL && start.auxv_entries < 64 {
+            let (key, val) = (*p, *p.add(1));
+            match key {
+                AT_PAGESZ if val.is_power_of_two() => start.page_size = val,
+                AT_HWCAP => start.hwcap = val,
+                AT_HWCAP2 => start.hwcap2 = val,
+                AT_RANDOM if val != 0 => start.at_random = Some(*(val as *const [u8; 16])),
+                _ => {}
+            }
+            start.auxv_entries += 1;
+            p = p.add(2);
+        }
+        start
+    }
+}
+
+/// Called by `_start` with the initial SP.
+///
+/// # Safety
+/// Only `_start` calls it, with the kernel-provided stack pointer.
+unsafe extern "C" fn rust_start(sp: *const u64) -> ! {
+    // SAFETY: `_start` passes the initial stack pointer.
+    let start = unsafe { parse_stack(sp) };
+    let code = crate::main(&start);
+    flush();
+    sys::exit(code)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+struct Out {
+    buf: [u8; 4096],
+    len: usize,
+}
+
+static mut OUT: Out = Out { buf: [0; 4096], len: 0 };
+
+impl Write for Out {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for &b in s.as_bytes() {
+            if self.len == self.buf.len() {
+                sys::write_all(1, &self.buf[..self.len]);
+                self.len = 0;
+            }
+            self.buf[self.len] = b;
+            self.len += 1;
+            if b == b'\n' {
+                sys::write_all(1, &self.buf[..self.len]);
+                self.len = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Formats to stdout, line-buffered (used by `say!`).
+pub fn print(args: fmt::Arguments<'_>) {
+    // SAFETY: single-threaded program; `print` is never re-entered (the panic handler writes
+    // directly with `write_all`), so this is the only live reference to `OUT`.
+    let out = unsafe { &mut *core::ptr::addr_of_mut!(OUT) };
+    let _ = out.write_fmt(args);
+}
+
+/// Writes out any partial line.
+pub fn flush() {
+    // SAFETY: as in `print`.
+    let out = unsafe { &mut *core::ptr::addr_of_mut!(OUT) };
+    sys::write_all(1, &out.buf[..out.len]);
+    out.len = 0;
+}
+
+/// `println!` for this program.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{ $crate::rt::print(format_args!($($arg)*)); $crate::rt::print(format_args!("\n")); }};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generic timer (CNTVCT_EL0/CNTFRQ_EL0 are readable at EL0 on Linux and on this kernel)
+
+/// The virtual counter, ordered after earlier instructions by an ISB.
+pub fn ticks() -> u64 {
+    let t: u64;
+    // SAFETY: reads a system register that EL0 may read (CNTKCTL_EL1.EL0VCTEN set by the kernel).
+    unsafe { asm!("isb", "mrs {t}, cntvct_el0", t = out(reg) t, options(nomem, nostack)) };
+    t
+}
+
+/// Counter frequency in Hz.
+pub fn freq() -> u64 {
+    let f: u64;
+    // SAFETY: CNTFRQ_EL0 is readable at EL0 whenever CNTVCT_EL0 is.
+    unsafe { asm!("mrs {f}, cntfrq_el0", f = out(reg) f, options(nomem, nostack)) };
+    f
+}
+
+/// Ticks to microseconds (as a fixed-point value with two decimals: 1234 = 12.34 µs).
+pub fn ticks_to_centi_us(t: u64) -> u64 {
+    let f = freq().max(1);
+    ((t as u128 * 100_000_000) / f as u128) as u64
+}
+
+/// Displays hundredths as `12.34`.
+pub struct Centi(pub u64);
+
+impl fmt::Display for Centi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:02}", self.0 / 100, self.0 % 100)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: a bump allocator over mmap (memory is returned only at exit)
+
+const ARENA: u64 = 4 << 20;
+
+struct Bump {
+    next: core::cell::Cell<u64>,
+    end: core::cell::Cell<u64>,
+}
+
+// SAFETY: the program is single-threaded, so the cells are never accessed concurrently.
+unsafe impl Sync for Bump {}
+
+// SAFETY: every block returned is freshly carved from a private anonymous mapping that nothing else
+// uses, aligned as asked and never handed out twice; `dealloc` does nothing.
+unsafe impl GlobalAlloc for Bump {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let align = layout.align() as u64;
+        let size = layout.size() as u64;
+        let mut at = (self.next.get() + align - 1) & !(align - 1);
+        if self.next.get() == 0 || at + size > self.end.get() {
+            let len = (size + align).max(ARENA).next_multiple_of(ARENA);
+            let Ok(base) = sys::mmap_anon(0, len, sys::PROT_READ | sys::PROT_WRITE, sys::MAP_NORESERVE)
+            else {
+                return core::ptr::null_mut();
+            };
+            self.end.set(base + len);
+            at = (base + align - 1) & !(align - 1);
+        }
+        self.next.set(at + size);
+        at as *mut u8
+    }
+
+    unsafe fn dealloc(&self, _ptr: *mut u8, _layout: Layout) {}
+}
+
+#[global_allocator]
+static HEAP: Bump = Bump { next: core::cell::Cell::new(0), end: core::cell::Cell::new(0) };
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    flush();
+    sys::write_all(2, b"userland: panic: ");
+    struct Err;
+    impl Write for Err {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            sys::write_all(2, s.as_bytes());
+            Ok(())
+        }
+    }
+    let _ = writeln!(Err, "{info}");
+    sys::exit(101)
+}
