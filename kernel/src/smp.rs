@@ -288,7 +288,12 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
     );
     CPUS[cpu as usize].online_at.store(crate::arch::time::counter(), Ordering::Release);
     ONLINE.fetch_add(1, Ordering::AcqRel);
-    if irqs.is_ok() { crate::irq::idle() } else { crate::exit::park() }
+    if irqs.is_err() {
+        crate::exit::park()
+    }
+    // Run user threads for as long as the machine is up.
+    crate::process::sched::run_cpu(None);
+    crate::exit::park()
 }
 
 /// Size of one CPU's slot in the stack area.

@@ -1,44 +1,46 @@
-//! User processes: load a static arm64 ELF, run it at EL0, serve its system calls and page
-//! faults, and tear it down without leaking a frame.
+//! User processes and their threads: load a static arm64 ELF, run its threads at EL0 on any CPU,
+//! serve their system calls and page faults, and tear the process down without leaking a frame.
 //!
-//! One process runs at a time, to completion (threads and preemption come with the SMP issue);
-//! several run one after another in one boot. The process's page table is live in TTBR0 with its
-//! own ASID while it runs; user memory is demand-paged (a frame is allocated and zeroed on the
-//! first touch) and freed on munmap, MADV_DONTNEED and exit, always after the TLB flush that
-//! covers it.
+//! A [`Process`] is the address space and what is shared by its threads: the page table (live in
+//! TTBR0 with the process's ASID on every CPU running one of its threads), the areas, the program
+//! break, and the set of CPUs whose TLBs may hold its translations. A [`Thread`] is a saved user
+//! context (registers, FP/SIMD state, TPIDR_EL0). The kernel has no per-thread kernel stack: a
+//! thread's system call or fault is handled to completion on the CPU's exception stack, and a
+//! thread that must wait (futex) or yield has its user context saved and the CPU returns to its
+//! scheduler loop (`sched`). User memory is demand-paged and freed on munmap, MADV_DONTNEED and
+//! exit, always after the TLB flush that covers it.
 pub mod elf;
+pub mod sched;
 pub mod stack;
 pub mod syscall;
 mod vmas;
 
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use aarch64_cpu::registers::{ReadWriteable, TCR_EL1, TTBR0_EL1, Writeable};
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::{Attributes, UserAccess};
 use mm::paging::{Constraints, PageTable, VaRange};
-use mm::tlb::{Scope, TlbRequest};
+use mm::tlb::{Scope, TlbCaps, TlbRequest};
 use spin::Mutex;
 
-use crate::arch::aarch64::exception::{TrapFrame, exception_class_name, fault_status_name};
-use crate::arch::aarch64::user::{self, KernelContext, PSTATE_EL0, UserRegs};
+use crate::arch::aarch64::exception::{FpState, TrapFrame, exception_class_name, fault_status_name};
+use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
 use crate::kprintln;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::layout::phys_to_linear;
 use crate::memory::{frames, tlb};
+use crate::smp::current_cpu;
+pub use sched::handle as handle_user_exception;
 pub use vmas::{Prot, Vma, VmaKind, Vmas};
 
 /// Top of the user stack (exclusive); the stack VMA ends here.
 pub const STACK_TOP: u64 = 0x0000_ffff_f000_0000;
 /// Size of the stack mapping (demand-paged: untouched pages cost nothing).
 pub const STACK_SIZE: u64 = 8 << 20;
-/// Unmapped gap kept below the stack (Linux `stack_guard_gap`, 256 pages).
-pub const STACK_GUARD_GAP: u64 = 256 * PAGE_SIZE;
-/// Lowest mappable address (Linux `mmap_min_addr`).
-pub const MMAP_MIN_ADDR: u64 = 0x1_0000;
 
 /// Exit status of a process killed by a fault (128 + SIGSEGV, as a shell reports it).
 pub const STATUS_SEGV: u64 = 139;
@@ -49,14 +51,10 @@ pub const STATUS_TRAP: u64 = 133;
 /// Exit status for an alignment fault (128 + SIGBUS).
 pub const STATUS_BUS: u64 = 135;
 
-/// A user process.
-pub struct Process {
-    /// Process id (1, 2, ... in the order programs run).
-    pub pid: u32,
-    /// Its page table (TTBR0), with non-global entries tagged by `asid`.
+/// The memory of a process: its page table and areas, behind the process's lock.
+pub struct Mm {
+    /// Its page table (TTBR0), with non-global entries tagged by the process's ASID.
     pub table: PageTable<FrameTranslation>,
-    /// Its ASID.
-    pub asid: u16,
     /// Its virtual memory areas.
     pub vmas: Vmas,
     /// Program break: (start, current).
@@ -65,22 +63,56 @@ pub struct Process {
     pub faults: u64,
 }
 
-static CURRENT: Mutex<Option<Process>> = Mutex::new(None);
+/// A user process: an address space shared by its threads.
+pub struct Process {
+    /// Process id.
+    pub pid: u32,
+    /// Its ASID.
+    pub asid: u16,
+    /// Physical address of its page table's root (for TTBR0).
+    pub root: u64,
+    /// Its memory (`None` once torn down).
+    pub mm: Mutex<Option<Mm>>,
+    /// CPUs whose TLBs may hold translations of this ASID (bit per CPU): set when a thread of the
+    /// process runs on a CPU, cleared only by a broadcast invalidation of the whole ASID.
+    pub cpus: AtomicU64,
+    /// Threads not yet exited.
+    pub threads: AtomicUsize,
+    /// `exit_group` (or a fatal fault) was called: every thread stops at its next kernel entry.
+    pub exiting: AtomicBool,
+    /// The exit status.
+    pub status: AtomicU64,
+    /// Torn down: every frame is back.
+    pub done: AtomicBool,
+    next_tid: AtomicU32,
+}
 
-struct KernelContextCell(UnsafeCell<KernelContext>);
-// SAFETY: one CPU runs user code at a time (the SMP issue makes this per CPU); the context is
-// written by `enter_user` and read by `leave_user` on that CPU only.
-unsafe impl Sync for KernelContextCell {}
-static KERNEL_CONTEXT: KernelContextCell = KernelContextCell(UnsafeCell::new(KernelContext::ZERO));
+/// A thread: a user context waiting to run, or running on one CPU.
+pub struct Thread {
+    /// Thread id (the first thread's is the pid).
+    pub tid: u32,
+    /// Its process.
+    pub process: Arc<Process>,
+    /// Registers.
+    pub regs: UserRegs,
+    /// FP/SIMD registers.
+    pub fp: FpState,
+    /// TPIDR_EL0 (the thread pointer).
+    pub tpidr: u64,
+    /// `set_tid_address` / `CLONE_CHILD_CLEARTID`: zeroed and futex-woken at exit.
+    pub clear_child_tid: u64,
+    /// CPUs the thread may run on (bit per CPU).
+    pub affinity: u64,
+}
 
-static NEXT_PID: Mutex<u32> = Mutex::new(1);
+static NEXT_PID: AtomicU32 = AtomicU32::new(1);
 static NEXT_ASID: Mutex<u16> = Mutex::new(1);
 
 /// Makes EL0 able to do what Linux lets it do: read the virtual counter (CNTKCTL_EL1.EL0VCTEN),
 /// clean and invalidate caches by VA and read CTR_EL0 (SCTLR_EL1.UCI, UCT; a JIT publishes its
-/// code this way), use DC ZVA (DZE), and WFI/WFE without trapping (nTWI, nTWE).
+/// code this way), use DC ZVA (DZE), and WFI/WFE without trapping (nTWI, nTWE). Per CPU.
 pub fn init_el0_controls() {
-    use aarch64_cpu::registers::{CNTKCTL_EL1, SCTLR_EL1};
+    use aarch64_cpu::registers::{CNTKCTL_EL1, ReadWriteable, SCTLR_EL1};
     CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
     SCTLR_EL1.modify(
         SCTLR_EL1::UCI::DontTrap
@@ -115,11 +147,28 @@ pub enum Access {
 }
 
 impl Process {
-    /// Allocates a zeroed frame for the page holding `addr` if a VMA allows `access` there.
+    /// TLB capabilities for a flush of this address space from the current CPU: the local forms
+    /// when only this CPU may hold its translations, the broadcast forms otherwise (DESIGN.md §5).
+    pub fn tlb_caps(&self) -> TlbCaps {
+        let here = 1u64 << current_cpu();
+        let caps = tlb::caps();
+        if self.cpus.load(Ordering::Acquire) & !here == 0 { caps.local() } else { caps }
+    }
+
+    /// Invalidates `[start, end)` of this address space (`leaf_only` when no table changed).
+    pub fn flush_range(&self, start: u64, end: u64, leaf_only: bool, exec: bool) {
+        let req =
+            TlbRequest::new(VirtAddr(start), VirtAddr(end), Scope::Asid(self.asid)).with_leaf_only(leaf_only);
+        tlb::flush(&req, self.tlb_caps(), exec);
+    }
+}
+
+impl Mm {
+    /// Allocates a zeroed frame for the page holding `addr` if an area allows `access` there.
     ///
     /// # Errors
-    /// A description of why the fault is not demand paging (no mapping, or the protection
-    /// forbids the access, or no memory).
+    /// Why the fault is not demand paging (no mapping, the protection forbids the access, the
+    /// page is present, or no memory).
     pub fn resolve_fault(&mut self, addr: u64, access: Access) -> Result<(), String> {
         let page = addr & !(PAGE_SIZE - 1);
         let vma = self.vmas.find(addr).ok_or_else(|| format!("no mapping at {addr:#x}"))?;
@@ -133,33 +182,30 @@ impl Process {
             return Err(format!("{access:?} access to [{:#x}, {:#x}) which is {prot}", vma.start, vma.end));
         }
         if self.table.query(VirtAddr(page)).is_some() {
-            return Err(format!(
-                "{access:?} fault on a present page of [{:#x}, {:#x}) ({prot})",
-                vma.start, vma.end
-            ));
+            // Another thread resolved it first: nothing to do, the access is retried.
+            return Ok(());
         }
         let attrs = user_attrs(prot).ok_or("PROT_NONE")?;
         let frame = frames::alloc(1).ok_or("out of memory")?;
         // SAFETY: a fresh frame, reached through the linear map.
         unsafe { core::ptr::write_bytes(phys_to_linear(frame.0) as *mut u8, 0, PAGE_SIZE as usize) };
+        if prot.exec {
+            // The I-cache must not hold stale lines for the frame's previous life.
+            crate::arch::aarch64::cache::sync_icache(phys_to_linear(frame.0), PAGE_SIZE as usize);
+        }
         if let Err(e) = self.table.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NO_CONTIGUOUS) {
             frames::free(frame, 1);
             return Err(format!("mapping the page failed: {e:?}"));
         }
-        // Invalid to valid: no TLBI; make the entry visible before the access is retried.
-        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-        if prot.exec {
-            // A page that becomes executable: the I-cache must not hold stale lines for it
-            // (a fresh zeroed frame may alias lines of its previous life).
-            crate::arch::aarch64::cache::sync_icache(phys_to_linear(frame.0), PAGE_SIZE as usize);
-        }
+        // Invalid to valid: no TLBI; make the entry visible to every walker before the retry.
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISH);
         self.faults += 1;
         Ok(())
     }
 
     /// Unmaps `[start, end)` from the page table, flushes the TLB once for the whole range, then
     /// frees the data frames and detached tables (never before the flush).
-    pub fn unmap_pages(&mut self, start: u64, end: u64) {
+    pub fn unmap_pages(&mut self, process: &Process, start: u64, end: u64) {
         if start >= end {
             return;
         }
@@ -167,9 +213,7 @@ impl Process {
         let _ = self.table.walk(VirtAddr(start), end - start, |leaf| data.push((leaf.pa, leaf.size)));
         let Ok(record) = self.table.unmap(VirtAddr(start), end - start) else { return };
         if record.needs_flush() {
-            let req = TlbRequest::new(VirtAddr(start), VirtAddr(end), Scope::Asid(self.asid))
-                .with_leaf_only(record.leaf_only());
-            tlb::flush(&req, tlb::caps(), false);
+            process.flush_range(start, end, record.leaf_only(), record.has_executable());
         }
         record.release(self.table.translation_mut());
         for (pa, size) in data {
@@ -178,50 +222,43 @@ impl Process {
     }
 
     /// Changes the protection of the mapped pages of `[start, end)` (one flush for the range).
-    pub fn protect_pages(&mut self, start: u64, end: u64, prot: Prot) {
+    /// PROT_NONE keeps the pages (a later mprotect must find their data) but makes them
+    /// inaccessible from EL0.
+    pub fn protect_pages(&mut self, process: &Process, start: u64, end: u64, prot: Prot) {
         if start >= end {
             return;
         }
-        match user_attrs(prot) {
-            // PROT_NONE: drop the pages' translations but keep the VMA (and the data: a later
-            // mprotect back must find it). Keeping frames mapped but inaccessible is simplest:
-            // map them EL1-only is not expressible per user, so unmapping would lose data.
-            // Instead the pages stay mapped read-only for EL1 and inaccessible for EL0.
-            None => {
-                let attrs = Attributes::kernel_rodata().with_global(false);
-                self.protect_leaves(start, end, attrs);
-            }
-            Some(attrs) => self.protect_leaves(start, end, attrs),
-        }
-    }
-
-    fn protect_leaves(&mut self, start: u64, end: u64, attrs: Attributes) {
+        let attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
         let Ok(record) =
             self.table.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs))
         else {
             return;
         };
         if record.needs_flush() {
-            let req = TlbRequest::new(VirtAddr(start), VirtAddr(end), Scope::Asid(self.asid))
-                .with_leaf_only(record.leaf_only());
-            tlb::flush(&req, tlb::caps(), record.has_executable());
+            process.flush_range(start, end, record.leaf_only(), record.has_executable() || prot.exec);
         }
         record.release(self.table.translation_mut());
     }
 }
 
-/// Loads `bytes` as a static arm64 executable and runs it with `argv` until it exits; returns
-/// its exit status.
+/// Loads `bytes` as a static arm64 executable, runs it with `argv` until every thread has exited
+/// (threads may run on every CPU), and returns its exit status.
 ///
 /// # Errors
-/// A sentence saying why the program could not be started (bad ELF, out of memory).
+/// Why the program could not be started (bad ELF, out of memory).
 pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
+    let process = spawn(bytes, argv)?;
+    sched::run_cpu(Some(&process));
+    Ok(process.status.load(Ordering::Acquire))
+}
+
+/// Loads `bytes` and queues its first thread; returns the process.
+///
+/// # Errors
+/// Why the program could not be started.
+pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     let exe = elf::parse(bytes)?;
-    let pid = {
-        let mut next = NEXT_PID.lock();
-        *next += 1;
-        *next - 1
-    };
+    let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     let asid = {
         let mut next = NEXT_ASID.lock();
         let asid = *next;
@@ -230,44 +267,50 @@ pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
     };
     let table =
         PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
-    let mut process = Process { pid, table, asid, vmas: Vmas::new(), brk: (0, 0), faults: 0 };
-    let loaded = load(&mut process, &exe, bytes, argv);
-    let regs = match loaded {
+    let mut mm = Mm { table, vmas: Vmas::new(), brk: (0, 0), faults: 0 };
+    let regs = match load(&mut mm, &exe, bytes, argv) {
         Ok(regs) => regs,
         Err(e) => {
-            teardown(process);
+            free_mm(mm, None);
             return Err(e);
         }
     };
-    *CURRENT.lock() = Some(process);
-    let status = {
-        let asid_root =
-            CURRENT.lock().as_ref().map_or(0, |p| p.table.root_pa().0 | (u64::from(p.asid) << 48));
-        TTBR0_EL1.set(asid_root);
-        TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        // SAFETY: TTBR0 holds the process's table; every exception from EL0 goes to
-        // `handle_user_exception`, which returns to the program or calls `exit_user` with
-        // KERNEL_CONTEXT.
-        unsafe { user::run_user(&regs, &mut *KERNEL_CONTEXT.0.get()) }
+    let root = mm.table.root_pa().0;
+    let process = Arc::new(Process {
+        pid,
+        asid,
+        root,
+        mm: Mutex::new(Some(mm)),
+        cpus: AtomicU64::new(0),
+        threads: AtomicUsize::new(1),
+        exiting: AtomicBool::new(false),
+        status: AtomicU64::new(0),
+        done: AtomicBool::new(false),
+        next_tid: AtomicU32::new(pid + 1),
+    });
+    let thread = Thread {
+        tid: pid,
+        process: process.clone(),
+        regs,
+        fp: FpState::ZERO,
+        tpidr: 0,
+        clear_child_tid: 0,
+        affinity: u64::MAX,
     };
-    TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
-    TTBR0_EL1.set(0);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    if let Some(process) = CURRENT.lock().take() {
-        teardown(process);
-    }
-    Ok(status)
+    sched::enqueue(alloc::boxed::Box::new(thread));
+    Ok(process)
 }
 
 /// Maps the segments, the stack and the initial stack contents; returns the entry registers.
-fn load(p: &mut Process, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Result<UserRegs, String> {
+fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Result<UserRegs, String> {
     let mut brk = 0;
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
         let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
         let prot = Prot { read: seg.prot.read, write: seg.prot.write, exec: seg.prot.exec };
-        p.vmas.insert(Vma { start, end, prot, kind: VmaKind::Image }).map_err(|e| format!("segment: {e}"))?;
+        mm.vmas
+            .insert(Vma { start, end, prot, kind: VmaKind::Image })
+            .map_err(|e| format!("segment: {e}"))?;
         let attrs = user_attrs(prot).ok_or("a PROT_NONE segment")?;
         let mut page = start;
         while page < end {
@@ -276,7 +319,6 @@ fn load(p: &mut Process, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> 
             // SAFETY: a fresh frame of PAGE_SIZE bytes through the linear map.
             let dst = unsafe { core::slice::from_raw_parts_mut(dst, PAGE_SIZE as usize) };
             dst.fill(0);
-            // File bytes that land in this page.
             let file_start = seg.vaddr.max(page);
             let file_end = (seg.vaddr + seg.filesz).min(page + PAGE_SIZE);
             if file_start < file_end {
@@ -287,7 +329,7 @@ fn load(p: &mut Process, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> 
             if prot.exec {
                 crate::arch::aarch64::cache::sync_icache(dst.as_ptr() as u64, PAGE_SIZE as usize);
             }
-            if let Err(e) = p.table.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
+            if let Err(e) = mm.table.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
                 frames::free(frame, 1);
                 return Err(format!("mapping the program failed: {e:?}"));
             }
@@ -295,9 +337,9 @@ fn load(p: &mut Process, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> 
         }
         brk = brk.max(end);
     }
-    p.brk = (brk, brk);
+    mm.brk = (brk, brk);
     let stack = Vma { start: STACK_TOP - STACK_SIZE, end: STACK_TOP, prot: Prot::RW, kind: VmaKind::Stack };
-    p.vmas.insert(stack).map_err(|e| format!("stack: {e}"))?;
+    mm.vmas.insert(stack).map_err(|e| format!("stack: {e}"))?;
 
     let mut random = [0u8; 16];
     crate::random::fill(&mut random);
@@ -319,16 +361,12 @@ fn load(p: &mut Process, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> 
         (stack::at::SECURE, 0),
     ];
     let (sp, image) = stack::build(STACK_TOP, argv, &["HOME=/", "TERM=dumb"], &auxv, random);
-    // Write the initial stack through the page table: fault the pages in, then copy.
     let mut page = sp & !(PAGE_SIZE - 1);
     while page < STACK_TOP {
-        p.resolve_fault(page, Access::Write)?;
+        mm.resolve_fault(page, Access::Write)?;
         page += PAGE_SIZE;
     }
-    for (i, chunk) in image.chunks(PAGE_SIZE as usize).enumerate() {
-        let va = sp + (i as u64) * PAGE_SIZE;
-        write_user_via_table(&p.table, va, chunk)?;
-    }
+    write_user_via_table(&mm.table, sp, &image)?;
     Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
 }
 
@@ -341,61 +379,79 @@ fn write_user_via_table(table: &PageTable<FrameTranslation>, va: u64, data: &[u8
         let pa = table.translate(VirtAddr(at)).ok_or_else(|| format!("{at:#x} not mapped"))?;
         let room = (PAGE_SIZE - (at & (PAGE_SIZE - 1))) as usize;
         let n = room.min(data.len() - done);
-        // SAFETY: `pa` is a frame owned by this process's table, reached through the linear map;
-        // `n` bytes stay inside its page.
-        unsafe {
-            core::ptr::copy_nonoverlapping(data[done..].as_ptr(), phys_to_linear(pa.0) as *mut u8, n);
-        }
+        // SAFETY: `pa` is a frame owned by this table, reached through the linear map; `n` bytes
+        // stay inside its page.
+        unsafe { core::ptr::copy_nonoverlapping(data[done..].as_ptr(), phys_to_linear(pa.0) as *mut u8, n) };
         done += n;
     }
     Ok(())
 }
 
-/// Frees everything the process owns: the TLB entries of its ASID first, then its frames.
-fn teardown(process: Process) {
+/// Frees everything an address space owns: the TLB entries of its ASID first (broadcast: any
+/// CPU may hold them), then its frames.
+fn free_mm(mm: Mm, asid: Option<u16>) {
     let mut data: Vec<(PhysAddr, u64)> = Vec::new();
-    process.table.walk_all(|leaf| data.push((leaf.pa, leaf.size)));
-    let (mut translation, record) = process.table.destroy();
-    tlb::flush_all(Scope::Asid(process.asid), tlb::caps());
+    mm.table.walk_all(|leaf| data.push((leaf.pa, leaf.size)));
+    let (mut translation, record) = mm.table.destroy();
+    if let Some(asid) = asid {
+        tlb::flush_all(Scope::Asid(asid), tlb::caps());
+    }
     record.release(&mut translation);
     for (pa, size) in data {
         frames::free(pa, (size / PAGE_SIZE) as usize);
     }
 }
 
-/// Entry from the exception vectors for every exception taken from EL0.
-pub fn handle_user_exception(frame: &mut TrapFrame, kind: u64) {
-    let exit = {
-        let mut current = CURRENT.lock();
-        match current.as_mut() {
-            Some(p) => user_exception(p, frame, kind),
-            None => Some(STATUS_SEGV),
+/// Called when a thread of `process` has exited; the last one tears the process down.
+pub fn thread_exited(process: &Arc<Process>) {
+    if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if let Some(mm) = process.mm.lock().take() {
+            free_mm(mm, Some(process.asid));
         }
-    };
-    if let Some(status) = exit {
-        // SAFETY: we are on the exception stack handling an exception from the program that
-        // `run` entered with KERNEL_CONTEXT; nothing on the exception stack is needed any more.
-        unsafe { user::exit_user(status, KERNEL_CONTEXT.0.get()) }
+        process.cpus.store(0, Ordering::Release);
+        process.done.store(true, Ordering::Release);
     }
 }
 
-/// Handles one exception from the program; `Some(status)` ends it.
-fn user_exception(p: &mut Process, frame: &mut TrapFrame, kind: u64) -> Option<u64> {
-    let ec = (frame.esr >> 26) & 0x3f;
+/// What the scheduler should do after an exception from a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Return to the thread.
+    Continue,
+    /// Put the thread back in the run queue and run another (preemption, sched_yield, migration).
+    Yield,
+    /// Block the thread on the futex word `uaddr` if it still holds `expected`.
+    FutexWait {
+        /// User address of the futex word.
+        uaddr: u64,
+        /// Value the caller saw.
+        expected: u32,
+    },
+    /// The thread exits.
+    ExitThread,
+}
+
+/// Handles one exception from a thread of `thread.process`.
+pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
+    let process = thread.process.clone();
+    if process.exiting.load(Ordering::Acquire) {
+        return Action::ExitThread;
+    }
     if kind & 3 == 1 {
-        return None; // an IRQ taken from EL0, already handled: back to the program
+        return if sched::should_preempt() { Action::Yield } else { Action::Continue };
     }
     if kind & 3 != 0 {
         kprintln!(
             "\n*** pid {}: unexpected {} from EL0 at {:#x}; ending it",
-            p.pid,
+            process.pid,
             ["", "IRQ", "FIQ", "SError"][(kind & 3) as usize],
             frame.elr
         );
-        return Some(STATUS_SEGV);
+        return kill(&process, STATUS_SEGV);
     }
+    let ec = (frame.esr >> 26) & 0x3f;
     match ec {
-        0x15 => syscall::dispatch(p, frame),
+        0x15 => syscall::dispatch(thread, frame),
         0x20 | 0x24 => {
             let iss = frame.esr & 0x1ff_ffff;
             let access = if ec == 0x20 {
@@ -406,31 +462,43 @@ fn user_exception(p: &mut Process, frame: &mut TrapFrame, kind: u64) -> Option<u
                 Access::Read
             };
             let fsc = iss & 0x3f;
-            let translation_fault = (0x04..=0x07).contains(&fsc);
-            let why = if translation_fault {
-                match p.resolve_fault(frame.far, access) {
-                    Ok(()) => return None,
+            let mut guard = process.mm.lock();
+            let Some(mm) = guard.as_mut() else { return Action::ExitThread };
+            let why = if (0x04..=0x07).contains(&fsc) {
+                match mm.resolve_fault(frame.far, access) {
+                    Ok(()) => return Action::Continue,
                     Err(why) => why,
                 }
             } else {
-                describe_mapping(p, frame.far)
+                String::from("the page's protection forbids it")
             };
-            report_user_fault(p, frame, access, fsc, &why);
-            Some(STATUS_SEGV)
+            report_user_fault(&process, mm, frame, access, fsc, &why);
+            drop(guard);
+            kill(&process, STATUS_SEGV)
         }
         _ => {
+            let status = status_for(ec);
             kprintln!(
                 "\n*** pid {}: {} (EC {:#04x}, ESR {:#x}) at pc {:#x}; ending it with status {}",
-                p.pid,
+                process.pid,
                 exception_class_name(ec),
                 ec,
                 frame.esr,
                 frame.elr,
-                status_for(ec)
+                status
             );
-            Some(status_for(ec))
+            kill(&process, status)
         }
     }
+}
+
+/// Ends the whole process with `status` (exit_group, or a fatal fault).
+pub fn kill(process: &Arc<Process>, status: u64) -> Action {
+    if !process.exiting.swap(true, Ordering::AcqRel) {
+        process.status.store(status, Ordering::Release);
+    }
+    sched::stop_process(process);
+    Action::ExitThread
 }
 
 fn status_for(ec: u64) -> u64 {
@@ -442,14 +510,11 @@ fn status_for(ec: u64) -> u64 {
     }
 }
 
-fn describe_mapping(p: &Process, addr: u64) -> String {
-    match p.vmas.find(addr) {
+fn report_user_fault(p: &Process, mm: &Mm, frame: &TrapFrame, access: Access, fsc: u64, why: &str) {
+    let mapping = match mm.vmas.find(frame.far) {
         Some(vma) => format!("mapping [{:#x}, {:#x}) is {}", vma.start, vma.end, vma.prot),
         None => String::from("no mapping there"),
-    }
-}
-
-fn report_user_fault(p: &Process, frame: &TrapFrame, access: Access, fsc: u64, why: &str) {
+    };
     kprintln!(
         "\n*** pid {}: segmentation fault: {:?} at {:#x} (pc {:#x}, sp {:#x})",
         p.pid,
@@ -458,13 +523,7 @@ fn report_user_fault(p: &Process, frame: &TrapFrame, access: Access, fsc: u64, w
         frame.elr,
         frame.sp_el0
     );
-    kprintln!(
-        "    {} (FSC {:#04x}); {}; {}",
-        fault_status_name(fsc),
-        fsc,
-        why,
-        describe_mapping(p, frame.far)
-    );
+    kprintln!("    {} (FSC {:#04x}); {}; {}", fault_status_name(fsc), fsc, why, mapping);
     kprintln!(
         "    x0 {:#x} x1 {:#x} x2 {:#x} x30 {:#x}; exit status {}",
         frame.x[0],

@@ -1,19 +1,28 @@
 //! System calls, with Linux arm64 numbers and negative-errno returns.
 //!
 //! Arguments arrive in x0..x5 and the number in x8; the result goes back in x0. Every user pointer
-//! goes through `copy_from_user`/`copy_to_user` (EFAULT, never a kernel fault), and no argument
-//! value can make the kernel panic: anything not understood is EINVAL or ENOSYS, as Linux answers.
-use crate::arch::aarch64::exception::TrapFrame;
-use crate::arch::aarch64::user::{copy_from_user, copy_to_user};
+//! goes through [`copy_in`]/[`copy_out`] (EFAULT, never a kernel fault; a page not yet touched is
+//! demand-paged first), and no argument value can make the kernel panic: anything not understood
+//! is EINVAL or ENOSYS, as Linux answers.
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::sync::atomic::Ordering;
 
-use super::Process;
+use super::{Access, Action, Process, Thread};
+use crate::arch::aarch64::exception::{FpState, TrapFrame};
+use crate::arch::aarch64::user::{Fault, copy_from_user, copy_to_user};
+use crate::smp::current_cpu;
 
 /// Linux errno values (`include/uapi/asm-generic/errno-base.h`, `errno.h`).
 pub mod errno {
     /// Operation not permitted.
     pub const EPERM: i64 = 1;
+    /// No such process.
+    pub const ESRCH: i64 = 3;
     /// Bad file descriptor.
     pub const EBADF: i64 = 9;
+    /// Try again.
+    pub const EAGAIN: i64 = 11;
     /// Out of memory.
     pub const ENOMEM: i64 = 12;
     /// Permission denied.
@@ -41,8 +50,16 @@ pub mod nr {
     pub const EXIT_GROUP: u64 = 94;
     /// set_tid_address(tidptr)
     pub const SET_TID_ADDRESS: u64 = 96;
+    /// futex(uaddr, op, val, timeout, uaddr2, val3)
+    pub const FUTEX: u64 = 98;
     /// clock_gettime(clockid, tp)
     pub const CLOCK_GETTIME: u64 = 113;
+    /// sched_setaffinity(pid, len, mask)
+    pub const SCHED_SETAFFINITY: u64 = 122;
+    /// sched_getaffinity(pid, len, mask)
+    pub const SCHED_GETAFFINITY: u64 = 123;
+    /// sched_yield()
+    pub const SCHED_YIELD: u64 = 124;
     /// uname(buf)
     pub const UNAME: u64 = 160;
     /// getpid()
@@ -53,6 +70,8 @@ pub mod nr {
     pub const BRK: u64 = 214;
     /// munmap(addr, len)
     pub const MUNMAP: u64 = 215;
+    /// clone(flags, stack, parent_tid, tls, child_tid)
+    pub const CLONE: u64 = 220;
     /// mmap(addr, len, prot, flags, fd, off)
     pub const MMAP: u64 = 222;
     /// mprotect(addr, len, prot)
@@ -63,23 +82,79 @@ pub mod nr {
     pub const GETRANDOM: u64 = 278;
 }
 
-/// Handles the system call in `frame`; `Some(status)` when the process exits.
-pub fn dispatch(p: &mut Process, frame: &mut TrapFrame) -> Option<u64> {
+/// Handles the system call in `frame` for `thread`; tells the scheduler what to do next.
+pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
+    let p = thread.process.clone();
     let result: i64 = match frame.x[8] {
-        nr::WRITE => write(a[0], a[1], a[2]),
-        nr::EXIT | nr::EXIT_GROUP => return Some(a[0] & 0xff),
-        nr::SET_TID_ADDRESS | nr::GETPID | nr::GETTID => i64::from(p.pid),
-        nr::CLOCK_GETTIME => clock_gettime(a[0], a[1]),
-        nr::UNAME => uname(a[0]),
-        nr::GETRANDOM => getrandom(a[0], a[1], a[2]),
+        nr::WRITE => write(&p, a[0], a[1], a[2]),
+        nr::EXIT => return exit_thread(thread, a[0]),
+        nr::EXIT_GROUP => return super::kill(&p, a[0] & 0xff),
+        nr::SET_TID_ADDRESS => {
+            thread.clear_child_tid = a[0];
+            i64::from(thread.tid)
+        }
+        nr::GETPID => i64::from(p.pid),
+        nr::GETTID => i64::from(thread.tid),
+        nr::CLOCK_GETTIME => clock_gettime(&p, a[0], a[1]),
+        nr::UNAME => uname(&p, a[0]),
+        nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
+        nr::SCHED_YIELD => {
+            frame.x[0] = 0;
+            return Action::Yield;
+        }
+        nr::SCHED_SETAFFINITY => return sched_setaffinity(thread, frame, a[0], a[1], a[2]),
+        nr::SCHED_GETAFFINITY => sched_getaffinity(thread, a[0], a[1], a[2]),
+        nr::CLONE => clone(thread, frame, a[0], a[1], a[2], a[3], a[4]),
+        nr::FUTEX => return futex(thread, frame, a[0], a[1], a[2], a[3]),
         _ => -ENOSYS,
     };
     frame.x[0] = result as u64;
-    None
+    Action::Continue
 }
 
-fn write(fd: u64, buf: u64, count: u64) -> i64 {
+/// Copies from user memory, demand-paging untouched pages first.
+///
+/// # Errors
+/// [`Fault`] if the memory is not readable by the program.
+pub fn copy_in(p: &Process, dst: &mut [u8], src: u64) -> Result<(), Fault> {
+    with_faults(p, Access::Read, || copy_from_user(dst, src))
+}
+
+/// Copies to user memory, demand-paging untouched pages first.
+///
+/// # Errors
+/// [`Fault`] if the memory is not writable by the program.
+pub fn copy_out(p: &Process, dst: u64, src: &[u8]) -> Result<(), Fault> {
+    with_faults(p, access_write(), || copy_to_user(dst, src))
+}
+
+const fn access_write() -> Access {
+    Access::Write
+}
+
+fn with_faults(
+    p: &Process,
+    access: Access,
+    mut copy: impl FnMut() -> Result<(), Fault>,
+) -> Result<(), Fault> {
+    let mut last = None;
+    loop {
+        match copy() {
+            Ok(()) => return Ok(()),
+            // The same address twice: demand paging did not help (protection, or not mapped).
+            Err(fault) if last == Some(fault.at) => return Err(fault),
+            Err(fault) => {
+                let mut guard = p.mm.lock();
+                let mm = guard.as_mut().ok_or(fault)?;
+                mm.resolve_fault(fault.at, access).map_err(|_| fault)?;
+                last = Some(fault.at);
+            }
+        }
+    }
+}
+
+fn write(p: &Process, fd: u64, buf: u64, count: u64) -> i64 {
     if fd != 1 && fd != 2 {
         return -EBADF;
     }
@@ -87,7 +162,7 @@ fn write(fd: u64, buf: u64, count: u64) -> i64 {
     let mut done = 0u64;
     while done < count {
         let n = (count - done).min(chunk.len() as u64) as usize;
-        if copy_from_user(&mut chunk[..n], buf.wrapping_add(done)).is_err() {
+        if copy_in(p, &mut chunk[..n], buf.wrapping_add(done)).is_err() {
             // Linux returns what was written before the fault, EFAULT if nothing was.
             return if done == 0 { -EFAULT } else { done as i64 };
         }
@@ -112,7 +187,7 @@ impl core::fmt::Display for Utf8Lossy<'_> {
     }
 }
 
-fn clock_gettime(clock: u64, tp: u64) -> i64 {
+fn clock_gettime(p: &Process, clock: u64, tp: u64) -> i64 {
     // REALTIME, MONOTONIC, MONOTONIC_RAW, REALTIME_COARSE, MONOTONIC_COARSE, BOOTTIME. There is no
     // wall clock yet: REALTIME counts from boot like MONOTONIC (documented in the README).
     if !matches!(clock, 0 | 1 | 4 | 5 | 6 | 7) {
@@ -125,10 +200,10 @@ fn clock_gettime(clock: u64, tp: u64) -> i64 {
     let mut out = [0u8; 16];
     out[..8].copy_from_slice(&secs.to_le_bytes());
     out[8..].copy_from_slice(&nanos.to_le_bytes());
-    if copy_to_user(tp, &out).is_err() { -EFAULT } else { 0 }
+    if copy_out(p, tp, &out).is_err() { -EFAULT } else { 0 }
 }
 
-fn uname(buf: u64) -> i64 {
+fn uname(p: &Process, buf: u64) -> i64 {
     // struct utsname: six fields of 65 bytes. sysname and release look like Linux because C
     // libraries parse them (glibc refuses to start on a "kernel too old"); version says what
     // this kernel is.
@@ -144,10 +219,10 @@ fn uname(buf: u64) -> i64 {
     for (i, field) in fields.iter().enumerate() {
         out[i * 65..i * 65 + field.len()].copy_from_slice(field.as_bytes());
     }
-    if copy_to_user(buf, &out).is_err() { -EFAULT } else { 0 }
+    if copy_out(p, buf, &out).is_err() { -EFAULT } else { 0 }
 }
 
-fn getrandom(buf: u64, len: u64, flags: u64) -> i64 {
+fn getrandom(p: &Process, buf: u64, len: u64, flags: u64) -> i64 {
     const GRND_NONBLOCK: u64 = 1;
     const GRND_RANDOM: u64 = 2;
     const GRND_INSECURE: u64 = 4;
@@ -162,10 +237,197 @@ fn getrandom(buf: u64, len: u64, flags: u64) -> i64 {
     while done < len {
         let n = (len - done).min(chunk.len() as u64) as usize;
         crate::random::fill(&mut chunk[..n]);
-        if copy_to_user(buf.wrapping_add(done), &chunk[..n]).is_err() {
+        if copy_out(p, buf.wrapping_add(done), &chunk[..n]).is_err() {
             return if done == 0 { -EFAULT } else { done as i64 };
         }
         done += n as u64;
     }
     done as i64
+}
+
+/// `exit`: this thread ends (its `clear_child_tid` word is zeroed and woken, as pthread_join
+/// expects); the process ends with it if it was the last.
+fn exit_thread(thread: &mut Thread, status: u64) -> Action {
+    let p = thread.process.clone();
+    p.status.store(status & 0xff, Ordering::Release);
+    if thread.clear_child_tid != 0 {
+        let _ = copy_out(&p, thread.clear_child_tid, &0u32.to_le_bytes());
+        super::sched::futex_wake(&p, thread.clear_child_tid, 1);
+    }
+    Action::ExitThread
+}
+
+/// Linux `clone` flags this kernel implements: a thread in the same address space.
+mod clone_flags {
+    pub const CLONE_VM: u64 = 0x100;
+    pub const CLONE_FS: u64 = 0x200;
+    pub const CLONE_FILES: u64 = 0x400;
+    pub const CLONE_SIGHAND: u64 = 0x800;
+    pub const CLONE_THREAD: u64 = 0x1_0000;
+    pub const CLONE_SYSVSEM: u64 = 0x4_0000;
+    pub const CLONE_SETTLS: u64 = 0x8_0000;
+    pub const CLONE_PARENT_SETTID: u64 = 0x10_0000;
+    pub const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
+    pub const CLONE_DETACHED: u64 = 0x40_0000;
+    pub const CLONE_CHILD_SETTID: u64 = 0x100_0000;
+}
+
+fn clone(
+    thread: &mut Thread,
+    frame: &mut TrapFrame,
+    flags: u64,
+    stack: u64,
+    ptid: u64,
+    tls: u64,
+    ctid: u64,
+) -> i64 {
+    use clone_flags::*;
+    let supported = CLONE_VM
+        | CLONE_FS
+        | CLONE_FILES
+        | CLONE_SIGHAND
+        | CLONE_THREAD
+        | CLONE_SYSVSEM
+        | CLONE_SETTLS
+        | CLONE_PARENT_SETTID
+        | CLONE_CHILD_CLEARTID
+        | CLONE_DETACHED
+        | CLONE_CHILD_SETTID;
+    if flags & (CLONE_VM | CLONE_THREAD | CLONE_SIGHAND) != (CLONE_VM | CLONE_THREAD | CLONE_SIGHAND) {
+        return -ENOSYS; // fork-like clones: processes are started by the kernel only
+    }
+    if flags & !(supported | 0xff) != 0 {
+        return -EINVAL;
+    }
+    let p = thread.process.clone();
+    if p.exiting.load(Ordering::Acquire) {
+        return -EAGAIN;
+    }
+    let tid = p.next_tid.fetch_add(1, Ordering::Relaxed);
+    if flags & CLONE_PARENT_SETTID != 0 && copy_out(&p, ptid, &tid.to_le_bytes()).is_err() {
+        return -EFAULT;
+    }
+    if flags & CLONE_CHILD_SETTID != 0 && copy_out(&p, ctid, &tid.to_le_bytes()).is_err() {
+        return -EFAULT;
+    }
+    let mut regs = thread.regs.clone();
+    regs.x = frame.x;
+    regs.x[0] = 0;
+    regs.sp = if stack != 0 { stack } else { frame.sp_el0 };
+    regs.pc = frame.elr;
+    regs.pstate = frame.spsr;
+    // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it.
+    let fp = unsafe { *FpState::below(frame) };
+    use aarch64_cpu::registers::{Readable, TPIDR_EL0};
+    let child = Thread {
+        tid,
+        process: p.clone(),
+        regs,
+        fp,
+        tpidr: if flags & CLONE_SETTLS != 0 { tls } else { TPIDR_EL0.get() },
+        clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
+        affinity: thread.affinity,
+    };
+    p.threads.fetch_add(1, Ordering::AcqRel);
+    super::sched::enqueue(Box::new(child));
+    i64::from(tid)
+}
+
+fn futex(thread: &mut Thread, frame: &mut TrapFrame, uaddr: u64, op: u64, val: u64, timeout: u64) -> Action {
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_WAKE: u64 = 1;
+    const FUTEX_PRIVATE_FLAG: u64 = 128;
+    const FUTEX_CLOCK_REALTIME: u64 = 256;
+    let p = thread.process.clone();
+    let cmd = op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+    let result = if uaddr % 4 != 0 {
+        -EINVAL
+    } else {
+        match cmd {
+            FUTEX_WAIT => {
+                let mut word = [0u8; 4];
+                if copy_in(&p, &mut word, uaddr).is_err() {
+                    -EFAULT
+                } else if u32::from_le_bytes(word) != val as u32 {
+                    -EAGAIN
+                } else {
+                    // Relative timeout (struct timespec), if any.
+                    let deadline = if timeout == 0 {
+                        0
+                    } else {
+                        let mut ts = [0u8; 16];
+                        if copy_in(&p, &mut ts, timeout).is_err() {
+                            frame.x[0] = (-EFAULT) as u64;
+                            return Action::Continue;
+                        }
+                        let secs = u64::from_le_bytes(ts[..8].try_into().unwrap_or_default());
+                        let nanos = u64::from_le_bytes(ts[8..].try_into().unwrap_or_default());
+                        if nanos >= 1_000_000_000 {
+                            frame.x[0] = (-EINVAL) as u64;
+                            return Action::Continue;
+                        }
+                        let freq = crate::arch::time::frequency();
+                        let ticks = secs.saturating_mul(freq).saturating_add(nanos * freq / 1_000_000_000);
+                        crate::arch::time::counter().saturating_add(ticks.max(1))
+                    };
+                    super::sched::PENDING_DEADLINE[current_cpu()].store(deadline, Ordering::Release);
+                    return Action::FutexWait { uaddr, expected: val as u32 };
+                }
+            }
+            FUTEX_WAKE => super::sched::futex_wake(&p, uaddr, val) as i64,
+            _ => -ENOSYS,
+        }
+    };
+    frame.x[0] = result as u64;
+    Action::Continue
+}
+
+fn online_mask() -> u64 {
+    let mut mask = 0;
+    for (i, cpu) in crate::smp::CPUS.iter().enumerate() {
+        if cpu.online_at.load(Ordering::Acquire) != 0 {
+            mask |= 1 << i;
+        }
+    }
+    mask
+}
+
+fn sched_setaffinity(thread: &mut Thread, frame: &mut TrapFrame, pid: u64, len: u64, mask: u64) -> Action {
+    let p: Arc<Process> = thread.process.clone();
+    let result = if pid != 0 && pid != u64::from(thread.tid) {
+        -ESRCH // only the calling thread, as far as this kernel goes
+    } else if len < 8 {
+        -EINVAL
+    } else {
+        let mut bytes = [0u8; 8];
+        if copy_in(&p, &mut bytes, mask).is_err() {
+            -EFAULT
+        } else {
+            let wanted = u64::from_le_bytes(bytes) & online_mask();
+            if wanted == 0 {
+                -EINVAL
+            } else {
+                thread.affinity = wanted;
+                frame.x[0] = 0;
+                // Off the CPUs it may use: move now.
+                if wanted & (1 << current_cpu()) == 0 {
+                    return Action::Yield;
+                }
+                0
+            }
+        }
+    };
+    frame.x[0] = result as u64;
+    Action::Continue
+}
+
+fn sched_getaffinity(thread: &Thread, pid: u64, len: u64, mask: u64) -> i64 {
+    if pid != 0 && pid != u64::from(thread.tid) {
+        return -ESRCH;
+    }
+    if len < 8 || len % 8 != 0 {
+        return -EINVAL;
+    }
+    let bytes = (thread.affinity & online_mask()).to_le_bytes();
+    if copy_out(&thread.process, mask, &bytes).is_err() { -EFAULT } else { 8 }
 }

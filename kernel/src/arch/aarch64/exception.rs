@@ -60,6 +60,21 @@ pub struct FpState {
 
 const _: () = assert!(core::mem::size_of::<FpState>() == FP_STATE_SIZE);
 
+impl FpState {
+    /// All registers zero, FPCR default (round to nearest, no traps).
+    pub const ZERO: Self = Self { q: [0; 32], fpsr: 0, fpcr: 0 };
+
+    /// The state saved just below `frame` by the EL0 exception entry.
+    ///
+    /// # Safety
+    /// `frame` is the frame the vectors built for an exception from EL0 (kinds 8..15).
+    pub unsafe fn below(frame: &mut TrapFrame) -> &mut FpState {
+        // SAFETY: `exception_lower` stores an FpState immediately below the TrapFrame, and both
+        // live on the exception stack for the duration of the handler.
+        unsafe { &mut *(frame as *mut TrapFrame).cast::<u8>().sub(FP_STATE_SIZE).cast::<FpState>() }
+    }
+}
+
 global_asm!(
     r#"
     .macro VENTRY kind, common

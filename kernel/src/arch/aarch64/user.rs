@@ -6,7 +6,7 @@
 //! exception from EL0 is taken on SP_EL1 (the exception stack) and handled there; the handler
 //! returns to the program with `eret`, or ends it with [`leave_user`], which discards the
 //! exception frames, restores the saved kernel context and makes `enter_user` return the exit
-//! status (a setjmp/longjmp pair). One program runs at a time until the SMP issue adds threads.
+//! status (a setjmp/longjmp pair). Each CPU has one such context: its scheduler loop (`sched`).
 //!
 //! **User memory.** With PAN on, an ordinary EL1 load from an EL0 page faults. User memory is
 //! reached only through [`copy_from_user`] and [`copy_to_user`], which use the unprivileged
@@ -16,18 +16,22 @@
 //! the user half before any access.
 use core::arch::global_asm;
 
+use super::exception::FpState;
+
 /// Callee-saved registers and SP of the kernel code that entered user space.
 #[repr(C)]
 #[derive(Default)]
 pub struct KernelContext {
     regs: [u64; 12], // x19..x30
     sp: u64,
-    _pad: u64,
+    /// SP_EL1 when the user code was entered: the top of this CPU's exception stack, where
+    /// `leave_user` puts it back (each CPU has its own).
+    exception_sp: u64,
 }
 
 impl KernelContext {
     /// An empty context (filled by `enter_user`).
-    pub const ZERO: Self = Self { regs: [0; 12], sp: 0, _pad: 0 };
+    pub const ZERO: Self = Self { regs: [0; 12], sp: 0, exception_sp: 0 };
 }
 
 /// A user program's registers as `enter_user` loads them.
@@ -44,14 +48,15 @@ pub struct UserRegs {
     pub pstate: u64,
 }
 
-/// SPSR for EL0t (AArch64) with D, A, I, F masked (no interrupt handling yet).
-pub const PSTATE_EL0: u64 = 0x3c0;
+/// SPSR for EL0t (AArch64) with interrupts enabled (the timer preempts user code).
+pub const PSTATE_EL0: u64 = 0;
 
 global_asm!(
     r#"
     .section .text, "ax"
     .global enter_user
-    // x0 = &UserRegs, x1 = &mut KernelContext. Returns (in x0) the status given to leave_user.
+    // x0 = &UserRegs, x1 = &mut KernelContext, x2 = &FpState. Returns (in x0) the code given to
+    // leave_user.
 enter_user:
     stp     x19, x20, [x1, #0]
     stp     x21, x22, [x1, #16]
@@ -62,6 +67,28 @@ enter_user:
     mov     x2, sp                   // SPSel = 0: the kernel stack
     str     x2, [x1, #96]
     msr     spsel, #1                // SP is the exception stack now; SP_EL0 may be written
+    mov     x3, sp
+    str     x3, [x1, #104]           // this CPU's exception stack top, for leave_user
+    ldp     q0, q1, [x2, #0]         // the program's FP/SIMD state
+    ldp     q2, q3, [x2, #32]
+    ldp     q4, q5, [x2, #64]
+    ldp     q6, q7, [x2, #96]
+    ldp     q8, q9, [x2, #128]
+    ldp     q10, q11, [x2, #160]
+    ldp     q12, q13, [x2, #192]
+    ldp     q14, q15, [x2, #224]
+    ldp     q16, q17, [x2, #256]
+    ldp     q18, q19, [x2, #288]
+    ldp     q20, q21, [x2, #320]
+    ldp     q22, q23, [x2, #352]
+    ldp     q24, q25, [x2, #384]
+    ldp     q26, q27, [x2, #416]
+    ldp     q28, q29, [x2, #448]
+    ldp     q30, q31, [x2, #480]
+    add     x2, x2, #512
+    ldp     x3, x4, [x2]
+    msr     fpsr, x3
+    msr     fpcr, x4
     ldr     x2, [x0, #248]           // user SP
     msr     sp_el0, x2
     ldr     x2, [x0, #256]           // PC
@@ -89,8 +116,8 @@ enter_user:
     .global leave_user
     // x0 = status, x1 = &KernelContext. Called on the exception stack; never returns to its caller.
 leave_user:
-    ldr     x2, =__exception_stack_top
-    mov     sp, x2                   // drop every exception frame
+    ldr     x2, [x1, #104]
+    mov     sp, x2                   // drop every exception frame: back to this CPU's stack top
     ldp     x19, x20, [x1, #0]
     ldp     x21, x22, [x1, #16]
     ldp     x23, x24, [x1, #32]
@@ -136,7 +163,7 @@ copy_to_user_done:
 );
 
 unsafe extern "C" {
-    fn enter_user(regs: *const UserRegs, ctx: *mut KernelContext) -> u64;
+    fn enter_user(regs: *const UserRegs, ctx: *mut KernelContext, fp: *const FpState) -> u64;
     fn leave_user(status: u64, ctx: *const KernelContext) -> !;
     fn copy_from_user_asm(dst: *mut u8, src: u64, len: usize) -> usize;
     fn copy_to_user_asm(dst: u64, src: *const u8, len: usize) -> usize;
@@ -165,9 +192,13 @@ pub fn user_copy_fixup(elr: u64) -> Option<u64> {
     }
 }
 
-/// User memory could not be read or written (the system call answers EFAULT).
+/// User memory could not be read or written at `at` (the system call answers EFAULT unless
+/// demand paging can make the page present, see `syscall::copy_in`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Fault;
+pub struct Fault {
+    /// The first address not copied.
+    pub at: u64,
+}
 
 /// Copies `dst.len()` bytes from user address `src`.
 ///
@@ -175,12 +206,12 @@ pub struct Fault;
 /// [`Fault`] if the range leaves the user half or touches memory the program may not read.
 pub fn copy_from_user(dst: &mut [u8], src: u64) -> Result<(), Fault> {
     if !user_range_ok(src, dst.len()) {
-        return Err(Fault);
+        return Err(Fault { at: src });
     }
     // SAFETY: `dst` is a valid kernel buffer; the source is read with EL0's permissions through
     // LDTRB, and a fault ends the copy through the exception fixup.
     let left = unsafe { copy_from_user_asm(dst.as_mut_ptr(), src, dst.len()) };
-    if left == 0 { Ok(()) } else { Err(Fault) }
+    if left == 0 { Ok(()) } else { Err(Fault { at: src + (dst.len() - left) as u64 }) }
 }
 
 /// Copies `src` to user address `dst`.
@@ -189,23 +220,24 @@ pub fn copy_from_user(dst: &mut [u8], src: u64) -> Result<(), Fault> {
 /// [`Fault`] if the range leaves the user half or touches memory the program may not write.
 pub fn copy_to_user(dst: u64, src: &[u8]) -> Result<(), Fault> {
     if !user_range_ok(dst, src.len()) {
-        return Err(Fault);
+        return Err(Fault { at: dst });
     }
     // SAFETY: `src` is a valid kernel buffer; the destination is written with EL0's permissions
     // through STTRB, and a fault ends the copy through the exception fixup.
     let left = unsafe { copy_to_user_asm(dst, src.as_ptr(), src.len()) };
-    if left == 0 { Ok(()) } else { Err(Fault) }
+    if left == 0 { Ok(()) } else { Err(Fault { at: dst + (src.len() - left) as u64 }) }
 }
 
-/// Runs user code from `regs` until it leaves with [`exit_user`]; returns the exit status.
+/// Runs user code from `regs` and `fp` until it leaves with [`exit_user`]; returns the code given
+/// there.
 ///
 /// # Safety
 /// TTBR0 holds the program's address space, and the exception handler routes every exception
 /// from EL0 to code that either returns to the program or calls [`exit_user`] with this `ctx`.
-pub unsafe fn run_user(regs: &UserRegs, ctx: &mut KernelContext) -> u64 {
+pub unsafe fn run_user(regs: &UserRegs, fp: &FpState, ctx: *mut KernelContext) -> u64 {
     // SAFETY: forwarded; `enter_user` saves the kernel context in `ctx` and `leave_user`
     // restores it, so control comes back here with the callee-saved registers intact.
-    unsafe { enter_user(regs, ctx) }
+    unsafe { enter_user(regs, ctx, fp) }
 }
 
 /// Ends the running program with `status`, resuming the kernel in [`run_user`].

@@ -1,0 +1,284 @@
+//! The scheduler: one run queue shared by every CPU, round-robin with a 10 ms tick, and futex
+//! wait queues.
+//!
+//! Each CPU runs [`run_cpu`]: take a runnable thread whose affinity allows this CPU, point TTBR0
+//! at its process (marking the CPU in the process's TLB set), and enter it. The thread runs until
+//! an exception from EL0 that the kernel cannot finish on the spot: preemption by the tick when
+//! others wait, `sched_yield`, a futex wait, a migration, or the thread's end. Its user context is
+//! then saved and the CPU comes back here (`enter_user`/`leave_user` are the setjmp/longjmp pair).
+//! While no thread runs on a CPU, TTBR0 walks are disabled there, so no speculative walk can
+//! reach a page table that is being torn down.
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
+use spin::Mutex;
+
+use super::{Action, Process, Thread};
+use crate::arch::aarch64::exception::{FpState, TrapFrame};
+use crate::arch::aarch64::user::{self, KernelContext};
+use crate::irq;
+use crate::smp::{MAX_CPUS, current_cpu};
+
+const CODE_YIELD: u64 = 1;
+const CODE_BLOCKED: u64 = 2;
+const CODE_EXIT: u64 = 3;
+
+/// Runnable threads, oldest first.
+static RUNQ: Mutex<VecDeque<Box<Thread>>> = Mutex::new(VecDeque::new());
+/// The thread each CPU is running.
+static CURRENT: [Mutex<Option<Box<Thread>>>; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
+/// CPUs waiting for work (bit per CPU).
+static IDLE: AtomicU64 = AtomicU64::new(0);
+
+/// A thread blocked in `FUTEX_WAIT`.
+struct Waiter {
+    uaddr: u64,
+    deadline: Option<u64>,
+    thread: Box<Thread>,
+}
+
+static FUTEX: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+
+struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
+// SAFETY: each CPU uses only its own context (index = its CPU number).
+unsafe impl Sync for Contexts {}
+static CONTEXTS: Contexts = Contexts([const { UnsafeCell::new(KernelContext::ZERO) }; MAX_CPUS]);
+
+/// Makes `thread` runnable and wakes an idle CPU.
+pub fn enqueue(thread: Box<Thread>) {
+    RUNQ.lock().push_back(thread);
+    wake_idle();
+}
+
+fn wake_idle() {
+    let idle = IDLE.load(Ordering::Acquire) & !(1 << current_cpu());
+    for cpu in 0..MAX_CPUS {
+        if idle & (1 << cpu) != 0 {
+            irq::send_ipi(cpu, irq::IPI_WAKE);
+        }
+    }
+}
+
+/// Whether a thread interrupted by a tick should give way (someone is waiting to run).
+pub fn should_preempt() -> bool {
+    !RUNQ.lock().is_empty()
+}
+
+fn pick(cpu: usize) -> Option<Box<Thread>> {
+    expire_futex_waits();
+    let mut q = RUNQ.lock();
+    let index = q.iter().position(|t| t.affinity & (1 << cpu) != 0)?;
+    q.remove(index)
+}
+
+/// Runs threads on this CPU until `until` is done (or forever for `None`).
+pub fn run_cpu(until: Option<&Arc<Process>>) {
+    let cpu = current_cpu();
+    loop {
+        if until.is_some_and(|p| p.done.load(Ordering::Acquire)) {
+            return;
+        }
+        let Some(thread) = pick(cpu) else {
+            idle_wait(cpu);
+            continue;
+        };
+        if thread.process.exiting.load(Ordering::Acquire) {
+            finish(thread);
+            continue;
+        }
+        let process = thread.process.clone();
+        process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
+        TTBR0_EL1.set(process.root | (u64::from(process.asid) << 48));
+        TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
+        TPIDR_EL0.set(thread.tpidr);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        let regs = thread.regs.clone();
+        let fp = thread.fp;
+        *CURRENT[cpu].lock() = Some(thread);
+        // SAFETY: TTBR0 holds the thread's address space; every exception from EL0 goes through
+        // `handle`, which returns to the thread or leaves through this CPU's context.
+        let code = unsafe { user::run_user(&regs, &fp, CONTEXTS.0[cpu].get()) };
+        TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        let thread = CURRENT[cpu].lock().take();
+        match (code, thread) {
+            (CODE_YIELD, Some(t)) => enqueue(t),
+            (CODE_EXIT, Some(t)) => finish(t),
+            _ => {} // blocked: the thread is in a futex queue
+        }
+    }
+}
+
+fn idle_wait(cpu: usize) {
+    if crate::drivers::gic::current().is_none() {
+        core::hint::spin_loop();
+        return;
+    }
+    IDLE.fetch_or(1 << cpu, Ordering::AcqRel);
+    if RUNQ.lock().is_empty() {
+        // SAFETY: unmask IRQs, wait for one (tick or wake IPI), mask again; the handler is
+        // ordinary Rust, so caller-saved registers are declared clobbered.
+        unsafe {
+            core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack), clobber_abi("C"))
+        };
+    }
+    IDLE.fetch_and(!(1 << cpu), Ordering::AcqRel);
+}
+
+fn finish(thread: Box<Thread>) {
+    let process = thread.process.clone();
+    drop(thread);
+    super::thread_exited(&process);
+}
+
+/// Entry from the vectors for every exception from EL0.
+pub fn handle(frame: &mut TrapFrame, kind: u64) {
+    let cpu = current_cpu();
+    let action = {
+        let mut current = CURRENT[cpu].lock();
+        match current.as_mut() {
+            Some(thread) => super::user_exception(thread, frame, kind),
+            None => Action::ExitThread,
+        }
+    };
+    match action {
+        Action::Continue => {}
+        Action::Yield => {
+            save_context(cpu, frame);
+            switch_out(cpu, CODE_YIELD)
+        }
+        Action::FutexWait { uaddr, expected } => {
+            let mut futex = FUTEX.lock();
+            let mut word = [0u8; 4];
+            // The word is re-read under the futex lock, so a waker that changed it and then called
+            // FUTEX_WAKE (which takes the same lock) cannot be missed.
+            match user::copy_from_user(&mut word, uaddr) {
+                Err(_) => frame.x[0] = (-super::syscall::errno::EFAULT) as u64,
+                Ok(()) if u32::from_le_bytes(word) != expected => frame.x[0] = (-EAGAIN) as u64,
+                Ok(()) => {
+                    frame.x[0] = 0;
+                    save_context(cpu, frame);
+                    let deadline = PENDING_DEADLINE[cpu].swap(0, Ordering::AcqRel);
+                    if let Some(thread) = CURRENT[cpu].lock().take() {
+                        futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
+                    }
+                    drop(futex);
+                    switch_out(cpu, CODE_BLOCKED)
+                }
+            }
+        }
+        Action::ExitThread => switch_out(cpu, CODE_EXIT),
+    }
+}
+
+const EAGAIN: i64 = 11;
+const ETIMEDOUT: i64 = 110;
+
+/// Deadline (counter value) of the futex wait this CPU's thread is entering, set by the system
+/// call just before it returns [`Action::FutexWait`].
+pub static PENDING_DEADLINE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+fn save_context(cpu: usize, frame: &mut TrapFrame) {
+    // SAFETY: `frame` was built by the EL0 exception entry, which saved the FP state below it.
+    let fp = unsafe { *FpState::below(frame) };
+    if let Some(thread) = CURRENT[cpu].lock().as_mut() {
+        thread.regs.x = frame.x;
+        thread.regs.sp = frame.sp_el0;
+        thread.regs.pc = frame.elr;
+        thread.regs.pstate = frame.spsr;
+        thread.fp = fp;
+        thread.tpidr = TPIDR_EL0.get();
+    }
+}
+
+fn switch_out(cpu: usize, code: u64) -> ! {
+    // SAFETY: we are on this CPU's exception stack, handling an exception from the thread that
+    // `run_cpu` entered with this CPU's context; nothing on the exception stack is needed again.
+    unsafe { user::exit_user(code, CONTEXTS.0[cpu].get()) }
+}
+
+/// Wakes up to `count` threads of `process` waiting on `uaddr`; returns how many.
+pub fn futex_wake(process: &Arc<Process>, uaddr: u64, count: u64) -> u64 {
+    let mut woken = Vec::new();
+    {
+        let mut futex = FUTEX.lock();
+        let mut i = 0;
+        while i < futex.len() && (woken.len() as u64) < count {
+            if futex[i].uaddr == uaddr && Arc::ptr_eq(&futex[i].thread.process, process) {
+                woken.push(futex.swap_remove(i).thread);
+            } else {
+                i += 1;
+            }
+        }
+    }
+    let n = woken.len() as u64;
+    for t in woken {
+        enqueue(t);
+    }
+    n
+}
+
+fn expire_futex_waits() {
+    let now = crate::arch::time::counter();
+    let mut expired = Vec::new();
+    {
+        let mut futex = FUTEX.lock();
+        let mut i = 0;
+        while i < futex.len() {
+            if futex[i].deadline.is_some_and(|d| d <= now) {
+                let mut w = futex.swap_remove(i);
+                w.thread.regs.x[0] = (-ETIMEDOUT) as u64;
+                expired.push(w.thread);
+            } else {
+                i += 1;
+            }
+        }
+    }
+    for t in expired {
+        enqueue(t);
+    }
+}
+
+/// Stops every thread of `process`: queued and waiting ones now, running ones at their next
+/// kernel entry (they are sent a wake IPI, whose interrupt from EL0 finds `exiting` set).
+pub fn stop_process(process: &Arc<Process>) {
+    let mut stopped = Vec::new();
+    {
+        let mut q = RUNQ.lock();
+        let mut i = 0;
+        while i < q.len() {
+            if Arc::ptr_eq(&q[i].process, process) {
+                if let Some(t) = q.remove(i) {
+                    stopped.push(t);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    {
+        let mut futex = FUTEX.lock();
+        let mut i = 0;
+        while i < futex.len() {
+            if Arc::ptr_eq(&futex[i].thread.process, process) {
+                stopped.push(futex.swap_remove(i).thread);
+            } else {
+                i += 1;
+            }
+        }
+    }
+    for t in stopped {
+        finish(t);
+    }
+    let me = current_cpu();
+    for cpu in 0..MAX_CPUS {
+        if cpu != me && process.cpus.load(Ordering::Acquire) & (1 << cpu) != 0 {
+            irq::send_ipi(cpu, irq::IPI_WAKE);
+        }
+    }
+}
