@@ -10,18 +10,22 @@
 //!
 //! Module map:
 //! - [`addr`]: strong types for physical and virtual addresses and page counts;
+//! - [`asid`]: ASID allocation with generation rollover, and where each address space may be cached;
 //! - [`descriptor`]: stage-1 descriptors (table, block, page) and their attributes;
 //! - [`paging`]: 4-level, 4 KiB-granule translation tables: map, unmap, protect, query;
 //! - [`phys`]: sets of physical ranges (usable RAM = memory minus reservations);
+//! - [`space`]: live address spaces: break-before-make, one gathered flush per call, superpages;
 //! - [`tlb`]: the TLB-invalidation planner (a pure function) and its issuer;
 //! - [`vm`]: user address spaces: areas, gaps, the code window and near placement.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
 pub mod addr;
+pub mod asid;
 pub mod descriptor;
 pub mod paging;
 pub mod phys;

@@ -1,3 +1,300 @@
 //! User address spaces: the map of virtual memory areas, its free gaps, and the placement policy
 //! (Linux semantics, the code window, near placement).
+//!
+//! Why it is split this way: the kernel owns the address space, so every placement question is
+//! answered here, as pure logic the host can test, and the kernel only applies the page-table
+//! effects each call returns (pages to unmap, protections to change, pages to drop).
+//! - [`tree`]: the allocator, an AVL tree of mappings augmented with the largest free gap of each
+//!   subtree, so lowest, highest, aligned and nearest fits are each one O(log n) search;
+//! - [`map`]: [`VmMap`], the Linux system-call semantics (`mmap`, `munmap`, `mprotect`,
+//!   `madvise`, `brk`) with Linux's errno values, W^X, the code window (DESIGN.md §6) and near
+//!   placement ([`abi::SYS_MMAP_NEAR`]);
+//! - [`bench`](mod@bench): a host micro-benchmark of near placement against a probing loop;
+//! - [`abi`]: the user-visible ABI of the two extensions.
 pub mod abi;
+pub mod bench;
+mod errno;
+pub mod map;
+pub mod tree;
+
+pub use errno::Errno;
+pub use map::{Layout, VmMap};
+
+/// Page size of user mappings (the 4 KiB granule).
+pub const PAGE: u64 = crate::addr::PAGE_SIZE;
+
+/// Linux `PROT_*` values.
+pub mod prot {
+    /// Pages may be read.
+    pub const PROT_READ: u64 = 0x1;
+    /// Pages may be written.
+    pub const PROT_WRITE: u64 = 0x2;
+    /// Pages may be executed.
+    pub const PROT_EXEC: u64 = 0x4;
+    /// Accepted and ignored, as Linux does (atomic operations on the pages).
+    pub const PROT_SEM: u64 = 0x8;
+    /// arm64: branch target identification for executable pages.
+    pub const PROT_BTI: u64 = 0x10;
+    /// arm64: memory tagging (not supported here: `EINVAL`, as Linux without MTE).
+    pub const PROT_MTE: u64 = 0x20;
+    /// `mprotect` only: extend the change down to the start of a grows-down mapping.
+    pub const PROT_GROWSDOWN: u64 = 0x0100_0000;
+    /// `mprotect` only: extend the change up to the end of a grows-up mapping.
+    pub const PROT_GROWSUP: u64 = 0x0200_0000;
+}
+
+/// Linux `MAP_*` values (arm64 uses the generic ones).
+pub mod flags {
+    /// Share changes.
+    pub const MAP_SHARED: u64 = 0x01;
+    /// Changes are private (copy on write).
+    pub const MAP_PRIVATE: u64 = 0x02;
+    /// `MAP_SHARED` that also validates the other flags.
+    pub const MAP_SHARED_VALIDATE: u64 = 0x03;
+    /// Mask of the mapping type.
+    pub const MAP_TYPE: u64 = 0x0f;
+    /// Place exactly at `addr`, replacing what is there.
+    pub const MAP_FIXED: u64 = 0x10;
+    /// Not backed by a file; zero-filled.
+    pub const MAP_ANONYMOUS: u64 = 0x20;
+    /// Stack-like segment (accepted; no automatic growth here).
+    pub const MAP_GROWSDOWN: u64 = 0x100;
+    /// Ignored.
+    pub const MAP_DENYWRITE: u64 = 0x800;
+    /// Ignored.
+    pub const MAP_EXECUTABLE: u64 = 0x1000;
+    /// Lock the pages (accepted; the kernel does not swap).
+    pub const MAP_LOCKED: u64 = 0x2000;
+    /// Do not reserve swap (accepted; no commit accounting here).
+    pub const MAP_NORESERVE: u64 = 0x4000;
+    /// Prefault the pages.
+    pub const MAP_POPULATE: u64 = 0x8000;
+    /// With `MAP_POPULATE`: do not block (ignored).
+    pub const MAP_NONBLOCK: u64 = 0x1_0000;
+    /// A thread stack (accepted).
+    pub const MAP_STACK: u64 = 0x2_0000;
+    /// Huge pages from hugetlbfs (no pool here: `ENOMEM`).
+    pub const MAP_HUGETLB: u64 = 0x4_0000;
+    /// DAX synchronous faults (file mappings only).
+    pub const MAP_SYNC: u64 = 0x8_0000;
+    /// Place exactly at `addr`, failing with `EEXIST` if anything is there.
+    pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+    /// This kernel's extension: meant for code (see [`super::abi::MAP_CODE`]).
+    pub const MAP_CODE: u64 = super::abi::MAP_CODE;
+}
+
+/// Linux `MADV_*` values.
+pub mod advice {
+    /// No special treatment.
+    pub const MADV_NORMAL: u64 = 0;
+    /// Expect random access.
+    pub const MADV_RANDOM: u64 = 1;
+    /// Expect sequential access.
+    pub const MADV_SEQUENTIAL: u64 = 2;
+    /// Will need these pages.
+    pub const MADV_WILLNEED: u64 = 3;
+    /// Drop the pages now; the next access reads zero.
+    pub const MADV_DONTNEED: u64 = 4;
+    /// The pages may be dropped lazily.
+    pub const MADV_FREE: u64 = 8;
+    /// Free a range of a shared file mapping (`EINVAL` on anonymous private memory).
+    pub const MADV_REMOVE: u64 = 9;
+    /// Do not inherit across fork.
+    pub const MADV_DONTFORK: u64 = 10;
+    /// Undo `MADV_DONTFORK`.
+    pub const MADV_DOFORK: u64 = 11;
+    /// KSM (not built here: `EINVAL`).
+    pub const MADV_MERGEABLE: u64 = 12;
+    /// KSM (not built here: `EINVAL`).
+    pub const MADV_UNMERGEABLE: u64 = 13;
+    /// Prefer huge pages.
+    pub const MADV_HUGEPAGE: u64 = 14;
+    /// Avoid huge pages.
+    pub const MADV_NOHUGEPAGE: u64 = 15;
+    /// Exclude from core dumps.
+    pub const MADV_DONTDUMP: u64 = 16;
+    /// Undo `MADV_DONTDUMP`.
+    pub const MADV_DODUMP: u64 = 17;
+    /// Zero in the child after fork.
+    pub const MADV_WIPEONFORK: u64 = 18;
+    /// Undo `MADV_WIPEONFORK`.
+    pub const MADV_KEEPONFORK: u64 = 19;
+    /// Deactivate the pages (a reclaim hint).
+    pub const MADV_COLD: u64 = 20;
+    /// Reclaim the pages (a hint; anonymous pages without swap stay).
+    pub const MADV_PAGEOUT: u64 = 21;
+    /// Prefault readable.
+    pub const MADV_POPULATE_READ: u64 = 22;
+    /// Prefault writable.
+    pub const MADV_POPULATE_WRITE: u64 = 23;
+    /// `MADV_DONTNEED` that also applies to locked pages.
+    pub const MADV_DONTNEED_LOCKED: u64 = 24;
+    /// Collapse into huge pages synchronously (needs THP: `EINVAL` here).
+    pub const MADV_COLLAPSE: u64 = 25;
+    /// Memory-failure injection (needs `CAP_SYS_ADMIN`: `EPERM`).
+    pub const MADV_HWPOISON: u64 = 100;
+    /// Memory-failure injection (needs `CAP_SYS_ADMIN`: `EPERM`).
+    pub const MADV_SOFT_OFFLINE: u64 = 101;
+}
+
+/// Access rights of a mapping (the `PROT_READ | PROT_WRITE | PROT_EXEC` bits, plus BTI).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Prot(u8);
+
+impl Prot {
+    /// No access (`PROT_NONE`).
+    pub const NONE: Prot = Prot(0);
+    /// Readable.
+    pub const READ: Prot = Prot(1);
+    /// Writable.
+    pub const WRITE: Prot = Prot(2);
+    /// Executable.
+    pub const EXEC: Prot = Prot(4);
+    /// arm64 BTI guarded (meaningful with `EXEC`).
+    pub const BTI: Prot = Prot(0x10);
+    /// Read and write.
+    pub const RW: Prot = Prot(3);
+    /// Read and execute.
+    pub const RX: Prot = Prot(5);
+
+    /// From the syscall's `prot` argument, keeping the bits this crate stores (R, W, X, BTI).
+    pub const fn from_bits_truncate(bits: u64) -> Prot {
+        Prot((bits & 0x17) as u8)
+    }
+    /// The `PROT_*` bits.
+    pub const fn bits(self) -> u64 {
+        self.0 as u64
+    }
+    /// Whether every right of `other` is present.
+    pub const fn contains(self, other: Prot) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// Readable.
+    pub const fn read(self) -> bool {
+        self.contains(Prot::READ)
+    }
+    /// Writable.
+    pub const fn write(self) -> bool {
+        self.contains(Prot::WRITE)
+    }
+    /// Executable.
+    pub const fn exec(self) -> bool {
+        self.contains(Prot::EXEC)
+    }
+    /// Union.
+    pub const fn union(self, other: Prot) -> Prot {
+        Prot(self.0 | other.0)
+    }
+}
+
+impl core::fmt::Debug for Prot {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let c = |b: bool, ch: char| if b { ch } else { '-' };
+        write!(f, "{}{}{}", c(self.read(), 'r'), c(self.write(), 'w'), c(self.exec(), 'x'))?;
+        if self.contains(Prot::BTI) { write!(f, "+bti") } else { Ok(()) }
+    }
+}
+
+/// What kind of mapping a VMA is; mappings merge only when these are equal.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct VmaFlags(u8);
+
+impl VmaFlags {
+    /// Shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`): the kernel must keep the frames
+    /// shared across fork.
+    pub const SHARED: VmaFlags = VmaFlags(1);
+    /// Created with [`abi::MAP_CODE`] (a JIT's code area, executable or not yet).
+    pub const CODE: VmaFlags = VmaFlags(2);
+    /// The `brk` heap.
+    pub const HEAP: VmaFlags = VmaFlags(4);
+    /// A stack (the kernel's initial stack, or `MAP_GROWSDOWN`/`MAP_STACK`).
+    pub const STACK: VmaFlags = VmaFlags(8);
+    /// A segment of the executable image, mapped by the kernel's loader.
+    pub const IMAGE: VmaFlags = VmaFlags(16);
+    /// Excluded from fork (`MADV_DONTFORK`).
+    pub const DONTFORK: VmaFlags = VmaFlags(32);
+    /// Zero in the child after fork (`MADV_WIPEONFORK`).
+    pub const WIPEONFORK: VmaFlags = VmaFlags(64);
+
+    /// No flag.
+    pub const fn empty() -> VmaFlags {
+        VmaFlags(0)
+    }
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: VmaFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// Union.
+    pub const fn union(self, other: VmaFlags) -> VmaFlags {
+        VmaFlags(self.0 | other.0)
+    }
+    /// `self` without `other`.
+    pub const fn difference(self, other: VmaFlags) -> VmaFlags {
+        VmaFlags(self.0 & !other.0)
+    }
+}
+
+impl core::fmt::Debug for VmaFlags {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let names = ["shared", "code", "heap", "stack", "image", "dontfork", "wipeonfork"];
+        let mut first = true;
+        write!(f, "[")?;
+        for (i, n) in names.iter().enumerate() {
+            if self.0 & (1 << i) != 0 {
+                write!(f, "{}{n}", if first { "" } else { "|" })?;
+                first = false;
+            }
+        }
+        write!(f, "]")
+    }
+}
+
+/// The access-pattern advice stored in a mapping (`MADV_NORMAL`, `MADV_RANDOM`,
+/// `MADV_SEQUENTIAL`), which the kernel may use for fault-around.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Advice {
+    /// Default read-ahead.
+    #[default]
+    Normal,
+    /// No read-ahead.
+    Random,
+    /// Aggressive read-ahead.
+    Sequential,
+}
+
+/// One virtual memory area: `[start, end)` with uniform attributes. Always anonymous memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Vma {
+    /// First byte (page-aligned).
+    pub start: u64,
+    /// One past the last byte (page-aligned, above `start`).
+    pub end: u64,
+    /// Access rights.
+    pub prot: Prot,
+    /// Kind.
+    pub flags: VmaFlags,
+    /// Access-pattern advice.
+    pub advice: Advice,
+}
+
+impl Vma {
+    /// Length in bytes.
+    pub const fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    /// Always false (a VMA is never empty); for clippy's `len_without_is_empty`.
+    pub const fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+    /// Whether `other` has the same attributes, so that two adjacent areas can be one.
+    pub fn same_attrs(&self, other: &Vma) -> bool {
+        self.prot == other.prot && self.flags == other.flags && self.advice == other.advice
+    }
+    /// This area clipped to `[start, end)` (which must overlap it).
+    pub fn clip(&self, start: u64, end: u64) -> Vma {
+        Vma { start: self.start.max(start), end: self.end.min(end), ..*self }
+    }
+}
+
+#[cfg(test)]
+mod tests;

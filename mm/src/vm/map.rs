@@ -1,0 +1,1047 @@
+//! [`VmMap`]: one process's user address space as Linux's memory system calls see it, plus this
+//! kernel's two extensions (the code window and near placement) and W^X.
+//!
+//! Why here and not in the kernel: every rule below is decided from the set of mappings alone, so
+//! the whole errno contract can be tested on the host against the man pages. Each call returns
+//! what the kernel must then do to the page tables (the pieces a `MAP_FIXED` replaced, the ranges
+//! whose protection changed, the pages `MADV_DONTNEED` drops), and the kernel applies it.
+//!
+//! Policy (DESIGN.md §6; the ABI is in [`super::abi`]):
+//! - Linux arm64 semantics: top-down placement below [`Layout::mmap_base`] (then bottom-up from a
+//!   quarter of the address space, as Linux falls back), hints honoured exactly when the range is
+//!   free, 2 MiB alignment for unhinted anonymous mappings whose length is a multiple of 2 MiB
+//!   (Linux 6.7+), nothing below [`Layout::mmap_min_addr`], Linux's errno values and their order.
+//! - W^X: a mapping that would be writable and executable at once is refused with `EACCES`
+//!   (mmap, mprotect, near placement) unless the process opted out ([`VmMap::set_allow_wx`]).
+//! - Code window: one range of `size` bytes aligned to `size`, placed to contain the program's own
+//!   executable segment when it fits, else in an aligned free gap found in one search (never by
+//!   reserving twice the size and trimming). It is address space only: not a mapping, holds no
+//!   memory, charged to nothing; it only steers placement. Mappings executable at creation or
+//!   flagged `MAP_CODE` go inside, lowest fit first; when it is full they go outside on a range
+//!   that crosses no 1 GiB line and `placed_outside` counts them (strict mode: `ENOMEM`). Other
+//!   mappings never land inside it unless asked with `MAP_FIXED*`.
+//! - `mprotect` adding `PROT_EXEC` to pages outside the window: **allowed and counted** in
+//!   `placed_outside` by default; **`EACCES`** in strict mode (nothing changed). Why: a program
+//!   that never heard of the window (a JIT doing the portable RW then RX dance) must see plain
+//!   Linux behaviour, so the default cannot refuse; moving the pages is impossible (the program
+//!   holds pointers into them). A program that turned strict mode on asked for "code only in the
+//!   window", so refusing is what it wants, and `EACCES` ("not allowed for this mapping", as
+//!   mprotect(2) uses it) cannot be confused with the `ENOMEM` of a hole. `MAP_FIXED` of an
+//!   executable or `MAP_CODE` mapping outside the window follows the same rule.
+//! - Near placement: [`VmMap::map_near`], exactly as [`super::abi::SYS_MMAP_NEAR`] says, in at most
+//!   two gap searches (one below the target, one above).
+//!
+//! Where this differs from Linux, on purpose:
+//! - unknown `prot` bits make `mmap` fail with `EINVAL` (Linux ignores them there; `mprotect`
+//!   refuses them in both);
+//! - a hint is honoured only where the mapping may go: a data hint overlapping the code window,
+//!   or a code hint outside it, is treated like an occupied hint (normal placement);
+//! - no stack guard gap (no mapping grows down here), no `RLIMIT_AS`/`RLIMIT_DATA` and no commit
+//!   accounting; `vm.max_map_count` is checked by `mmap` and near placement only. Were an
+//!   address-space limit added, the window would not count: it is not a mapping;
+//! - an empty heap whose start falls inside the code window is moved to the window's end when
+//!   the window is placed ([`VmMap::start_brk`]); Linux randomises the heap's start anyway;
+//! - [`abi::WINDOW_SET_SIZE`] is refused with `EBUSY` only if a mapping now inside the window
+//!   would be left outside the new one, so the program's own image (inside both) does not make
+//!   the window impossible to resize.
+
+use alloc::vec::Vec;
+
+use super::abi::{self, CodeWindowInfo};
+use super::advice::*;
+use super::flags::*;
+use super::prot::*;
+use super::tree::{Dir, GapQuery, VmaTree};
+use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags};
+
+/// 1 GiB: code placed outside the window never crosses a multiple of this.
+const GIB: u64 = crate::addr::BLOCK_1G;
+/// 2 MiB: anonymous mappings of a multiple of this are aligned to it (for block promotion).
+const BLOCK_2M: u64 = crate::addr::BLOCK_2M;
+/// Smallest code-window size.
+pub const WINDOW_MIN: u64 = 2 << 20;
+/// Largest code-window size.
+pub const WINDOW_MAX: u64 = 4 << 30;
+/// Default code-window size.
+pub const WINDOW_DEFAULT: u64 = 512 << 20;
+
+/// The fixed shape of a user address space, chosen by the kernel at `exec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Lowest mappable address (Linux's `vm.mmap_min_addr`; 65536 here).
+    pub mmap_min_addr: u64,
+    /// One past the highest user address (`TASK_SIZE`: 2^48 with 48-bit VAs).
+    pub task_size: u64,
+    /// Top-down placement starts below this (under the stack and its gap).
+    pub mmap_base: u64,
+    /// Where the `brk` heap starts (page-aligned, after the executable's bss).
+    pub start_brk: u64,
+    /// Most mappings a process may have (Linux's `vm.max_map_count`).
+    pub max_map_count: usize,
+}
+
+impl Layout {
+    /// Linux's arm64 shape for 48-bit VAs, without randomisation: `mmap_base` 128 MiB under the
+    /// top (Linux's minimum stack gap), the heap at `start_brk`.
+    pub const fn linux(start_brk: u64) -> Layout {
+        let task_size = 1 << crate::addr::VA_BITS;
+        Layout {
+            mmap_min_addr: 65536,
+            task_size,
+            mmap_base: task_size - (128 << 20),
+            start_brk,
+            max_map_count: 65530,
+        }
+    }
+
+    /// Linux's `TASK_UNMAPPED_BASE`: the bottom-up fallback search starts here.
+    const fn unmapped_base(&self) -> u64 {
+        (self.task_size / 4) & !(PAGE - 1)
+    }
+}
+
+/// What a successful `mmap` or near placement did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    /// The address to return to the program.
+    pub addr: u64,
+    /// Length mapped (the request rounded up to pages).
+    pub len: u64,
+    /// The new mapping's access rights.
+    pub prot: Prot,
+    /// Pieces of older mappings that `MAP_FIXED` replaced, in address order: the kernel unmaps
+    /// their pages (and frees their frames) before installing the new mapping.
+    pub replaced: Vec<Vma>,
+    /// `MAP_POPULATE` (or `MAP_LOCKED`) was given: the kernel may prefault the range.
+    pub populate: bool,
+    /// A code mapping placed outside the code window (it was full, or `MAP_FIXED` put it there).
+    pub outside_window: bool,
+}
+
+/// One protection change `mprotect` made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProtChange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Rights before.
+    pub old: Prot,
+    /// Rights after.
+    pub new: Prot,
+}
+
+/// What `mprotect` did. Like Linux, it changes the mapped prefix of the range and fails at the
+/// first hole: the kernel applies `changes`, then returns `error` if there is one, else 0.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Protected {
+    /// Ranges whose rights changed, in address order (ranges already at the new rights are left
+    /// out).
+    pub changes: Vec<ProtChange>,
+    /// `ENOMEM` when the range had a hole (after changing what precedes it).
+    pub error: Option<Errno>,
+}
+
+/// What the kernel must do with the pages of the ranges `madvise` accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MadviseAction {
+    /// Nothing beyond the bookkeeping already done here (hints and attribute changes).
+    None,
+    /// Drop the pages now; the next access reads zero (`MADV_DONTNEED`, `MADV_REMOVE`).
+    Discard,
+    /// The pages may be dropped lazily, until the next write (`MADV_FREE`); discarding them now is
+    /// correct too.
+    Free,
+    /// Read-ahead hint (`MADV_WILLNEED`): the kernel may prefault.
+    WillNeed,
+    /// Prefault now (`MADV_POPULATE_READ` / `MADV_POPULATE_WRITE`).
+    Populate {
+        /// Fault writable.
+        write: bool,
+    },
+}
+
+/// What `madvise` did. As in Linux the advice applies to every mapped part of the range; a hole
+/// makes the call return `ENOMEM` afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Madvised {
+    /// What to do with the pages of `ranges`.
+    pub action: MadviseAction,
+    /// The mapped parts the advice applied to, in address order.
+    pub ranges: Vec<(u64, u64)>,
+    /// The error to return after applying `action` (`ENOMEM` for a hole, `EINVAL`/`EFAULT` for a
+    /// mapping the advice cannot apply to, which stops the walk there).
+    pub error: Option<Errno>,
+}
+
+/// What `brk` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrkOutcome {
+    /// The value to return: the new break on success, the old one on failure (Linux never
+    /// returns an error from `brk`).
+    pub brk: u64,
+    /// A range newly mapped (anonymous RW) when the heap grew.
+    pub mapped: Option<(u64, u64)>,
+    /// Pieces unmapped when the heap shrank: the kernel unmaps their pages.
+    pub unmapped: Vec<Vma>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    base: Option<u64>,
+    size: u64,
+    used: u64,
+    placed_outside: u64,
+    strict: bool,
+    anchor: Option<(u64, u64)>,
+}
+
+/// One process's user address space (see the module documentation).
+pub struct VmMap {
+    tree: VmaTree,
+    layout: Layout,
+    window: Window,
+    allow_wx: bool,
+    brk: u64,
+    mapped: u64,
+}
+
+const fn page_up(x: u64) -> Option<u64> {
+    match x.checked_add(PAGE - 1) {
+        Some(v) => Some(v & !(PAGE - 1)),
+        None => None,
+    }
+}
+
+const fn page_down(x: u64) -> u64 {
+    x & !(PAGE - 1)
+}
+
+fn overlap_len(a: (u64, u64), b: (u64, u64)) -> u64 {
+    let s = a.0.max(b.0);
+    let e = a.1.min(b.1);
+    e.saturating_sub(s)
+}
+
+impl VmMap {
+    /// An empty address space (no mapping, code window not placed yet, default size 512 MiB).
+    pub fn new(layout: Layout) -> VmMap {
+        VmMap {
+            tree: VmaTree::new(),
+            layout,
+            window: Window {
+                base: None,
+                size: WINDOW_DEFAULT,
+                used: 0,
+                placed_outside: 0,
+                strict: false,
+                anchor: None,
+            },
+            allow_wx: false,
+            brk: layout.start_brk,
+            mapped: 0,
+        }
+    }
+
+    /// The layout this space was created with.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Number of mappings (VMAs, after merging).
+    pub fn map_count(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Total bytes mapped.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped
+    }
+
+    /// The mapping containing `addr` (for the page-fault handler).
+    pub fn find(&self, addr: u64) -> Option<&Vma> {
+        self.tree.find(addr)
+    }
+
+    /// Every mapping in address order.
+    pub fn iter(&self) -> impl Iterator<Item = &Vma> + '_ {
+        self.tree.iter()
+    }
+
+    /// The mappings overlapping `[start, end)`, clipped to it, in address order.
+    pub fn mappings_in(&self, start: u64, end: u64) -> Vec<Vma> {
+        self.tree.overlapping(start, end).iter().map(|v| v.clip(start, end)).collect()
+    }
+
+    /// The allocator underneath (read-only: for gap queries and benchmarks).
+    pub fn tree(&self) -> &VmaTree {
+        &self.tree
+    }
+
+    /// The current program break.
+    pub fn brk_value(&self) -> u64 {
+        self.brk
+    }
+
+    /// Where the heap starts: [`Layout::start_brk`], unless placing the code window moved it
+    /// (an empty heap whose start falls inside the window moves to the window's end, so code and
+    /// heap do not block each other).
+    pub fn start_brk(&self) -> u64 {
+        self.layout.start_brk
+    }
+
+    // ----- primitive mutations: the only places the tree changes, so the counters stay exact.
+
+    fn add(&mut self, v: Vma) {
+        self.mapped += v.len();
+        if let Some((b, e)) = self.window_range() {
+            self.window.used += overlap_len((v.start, v.end), (b, e));
+        }
+        self.tree.insert(v);
+    }
+
+    fn take(&mut self, start: u64) -> Vma {
+        let v = self.tree.remove(start).expect("take: no mapping starts there");
+        self.mapped -= v.len();
+        if let Some((b, e)) = self.window_range() {
+            self.window.used -= overlap_len((v.start, v.end), (b, e));
+        }
+        v
+    }
+
+    /// Inserts `v`, merged with a neighbour that touches it and has the same attributes.
+    fn add_merge(&mut self, mut v: Vma) {
+        if let Some(p) = self.tree.last_starting_before(v.start).copied()
+            && p.end == v.start
+            && p.same_attrs(&v)
+        {
+            self.take(p.start);
+            v.start = p.start;
+        }
+        if let Some(n) = self.tree.first_ending_after(v.end).copied()
+            && n.start == v.end
+            && n.same_attrs(&v)
+        {
+            self.take(n.start);
+            v.end = n.end;
+        }
+        self.add(v);
+    }
+
+    /// Removes `[s, e)` from the map; returns the removed pieces (clipped).
+    fn remove_range(&mut self, s: u64, e: u64) -> Vec<Vma> {
+        let mut out = Vec::new();
+        for v in self.tree.overlapping(s, e) {
+            self.take(v.start);
+            if v.start < s {
+                self.add(Vma { end: s, ..v });
+            }
+            if v.end > e {
+                self.add(Vma { start: e, ..v });
+            }
+            out.push(v.clip(s, e));
+        }
+        out
+    }
+
+    /// The mapped pieces of `[s, e)` (clipped), and whether there is a hole. With
+    /// `stop_at_hole`, only the contiguous mapped prefix starting at `s` is returned.
+    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> (Vec<Vma>, bool) {
+        let mut out = Vec::new();
+        let mut cursor = s;
+        let mut hole = false;
+        for v in self.tree.overlapping(s, e) {
+            if v.start > cursor {
+                hole = true;
+                if stop_at_hole {
+                    return (out, true);
+                }
+            }
+            out.push(v.clip(s, e));
+            cursor = v.end;
+        }
+        (out, hole || cursor < e)
+    }
+
+    /// Replaces each selected piece by `f(piece)`, splitting and re-merging around it.
+    fn rewrite(&mut self, pieces: &[Vma], mut f: impl FnMut(&Vma) -> Vma) {
+        let mut new = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            let whole = *self.tree.find(p.start).expect("rewrite: piece not mapped");
+            self.take(whole.start);
+            if whole.start < p.start {
+                self.add(Vma { end: p.start, ..whole });
+            }
+            if whole.end > p.end {
+                self.add(Vma { start: p.end, ..whole });
+            }
+            new.push(f(p));
+        }
+        for v in new {
+            self.add_merge(v);
+        }
+    }
+
+    // ----- the code window
+
+    fn window_range(&self) -> Option<(u64, u64)> {
+        self.window.base.map(|b| (b, b + self.window.size))
+    }
+
+    fn window_candidate(&self, size: u64) -> Option<u64> {
+        if let Some((s, e)) = self.window.anchor {
+            let base = s & !(size - 1);
+            if e <= base + size && base + size <= self.layout.task_size {
+                return Some(base);
+            }
+        }
+        let q = GapQuery {
+            align: size,
+            ..GapQuery::new(self.layout.mmap_min_addr, self.layout.mmap_base, size, Dir::Highest)
+        };
+        self.tree.find_gap(&q)
+    }
+
+    /// Moves the window to `size`/its candidate base. `EBUSY` if a mapping now inside the window
+    /// would end up outside it.
+    fn relocate_window(&mut self, size: u64) -> Result<(), Errno> {
+        let base = self.window_candidate(size).ok_or(Errno::ENOMEM)?;
+        let (nb, ne) = (base, base + size);
+        if let Some((ob, oe)) = self.window_range()
+            && self.tree.overlapping(ob, oe).iter().any(|v| v.start.max(ob) < nb || v.end.min(oe) > ne)
+        {
+            return Err(Errno::EBUSY);
+        }
+        self.window.base = Some(base);
+        self.window.size = size;
+        self.window.used =
+            self.tree.overlapping(nb, ne).iter().map(|v| overlap_len((v.start, v.end), (nb, ne))).sum();
+        // Keep the heap out of the window while it is empty: code placed lowest-first would
+        // otherwise land just above the bss and stop `brk` from growing.
+        let sb = self.layout.start_brk;
+        if self.brk == sb && nb <= sb && sb < ne && ne < self.layout.task_size {
+            self.layout.start_brk = ne;
+            self.brk = ne;
+        }
+        Ok(())
+    }
+
+    /// Places the window if it is not placed yet; its range, if it could be placed.
+    fn ensure_window(&mut self) -> Option<(u64, u64)> {
+        if self.window.base.is_none() {
+            let _ = self.relocate_window(self.window.size);
+        }
+        self.window_range()
+    }
+
+    /// Places the code window for a new program: around `exec` (the executable segment's
+    /// `[start, end)`) when it fits in one aligned window of the current size, otherwise in an
+    /// aligned free gap (top-down below `mmap_base`, one search). Call after the loader has
+    /// mapped the image. Without this call the window is placed on first use.
+    ///
+    /// # Errors
+    /// `ENOMEM` when the segment does not fit and no free aligned gap exists (code then goes
+    /// outside, counted); `EBUSY` if the window already holds mappings the new one would not.
+    pub fn init_code_window(&mut self, exec: Option<(u64, u64)>) -> Result<CodeWindowInfo, Errno> {
+        self.window.anchor = exec.filter(|(s, e)| s < e);
+        self.relocate_window(self.window.size)?;
+        Ok(self.code_window())
+    }
+
+    /// The window's counters ([`abi::WINDOW_GET`]). Base 0 while it is not placed.
+    pub fn code_window(&self) -> CodeWindowInfo {
+        CodeWindowInfo {
+            base: self.window.base.unwrap_or(0),
+            size: self.window.size,
+            used: self.window.used,
+            placed_outside: self.window.placed_outside,
+            strict: u64::from(self.window.strict),
+        }
+    }
+
+    /// The window's `[start, end)`, if placed.
+    pub fn code_window_range(&self) -> Option<(u64, u64)> {
+        self.window_range()
+    }
+
+    /// Sets the window size ([`abi::WINDOW_SET_SIZE`]). The window moves to the aligned block of
+    /// the new size around the program's executable segment if that fits, else to a free aligned
+    /// gap.
+    ///
+    /// # Errors
+    /// `EINVAL` unless `size` is a power of two in 2 MiB..=4 GiB; `EBUSY` if the window holds a
+    /// mapping the new window would not contain (the program's own segment, kept inside when it
+    /// fits, does not count); `ENOMEM` if no place exists.
+    pub fn set_window_size(&mut self, size: u64) -> Result<(), Errno> {
+        if !size.is_power_of_two() || !(WINDOW_MIN..=WINDOW_MAX).contains(&size) {
+            return Err(Errno::EINVAL);
+        }
+        if self.window.base.is_none() {
+            self.window.size = size;
+            return Ok(());
+        }
+        self.relocate_window(size)
+    }
+
+    /// Strict mode on or off ([`abi::WINDOW_SET_STRICT`]).
+    pub fn set_window_strict(&mut self, strict: bool) {
+        self.window.strict = strict;
+    }
+
+    /// The W^X opt-out ([`abi::WINDOW_ALLOW_WX`]).
+    pub fn set_allow_wx(&mut self, allow: bool) {
+        self.allow_wx = allow;
+    }
+
+    /// [`abi::SYS_CODE_WINDOW`] as one call: returns the info to copy out for
+    /// [`abi::WINDOW_GET`], `None` for the other ops (return 0).
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown op or an `arg` other than 0/1 for the switches; the errors of
+    /// [`VmMap::set_window_size`].
+    pub fn code_window_op(&mut self, op: u64, arg: u64) -> Result<Option<CodeWindowInfo>, Errno> {
+        let switch = |a: u64| match a {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(Errno::EINVAL),
+        };
+        match op {
+            abi::WINDOW_GET => Ok(Some(self.code_window())),
+            abi::WINDOW_SET_SIZE => self.set_window_size(arg).map(|()| None),
+            abi::WINDOW_SET_STRICT => switch(arg).map(|s| self.set_window_strict(s)).map(|()| None),
+            abi::WINDOW_ALLOW_WX => switch(arg).map(|s| self.set_allow_wx(s)).map(|()| None),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn inside_window(&self, s: u64, e: u64) -> bool {
+        self.window_range().is_some_and(|(b, we)| b <= s && e <= we)
+    }
+
+    // ----- placement
+
+    /// Where a non-code mapping of `len` bytes goes: the hint if free (and not in the window),
+    /// else top-down below `mmap_base`, else bottom-up above `TASK_UNMAPPED_BASE`, skipping the
+    /// window.
+    fn place_data(&self, hint: u64, len: u64) -> Option<u64> {
+        let l = &self.layout;
+        let w = self.window_range();
+        if hint != 0
+            && let Some(end) = page_up(hint).and_then(|h| h.checked_add(len))
+        {
+            let h = end - len;
+            let in_window = w.is_some_and(|(b, e)| h < e && b < end);
+            if end <= l.task_size && h >= l.mmap_min_addr && !in_window && self.tree.is_free(h, end) {
+                return Some(h);
+            }
+        }
+        let q = GapQuery { exclude: w, ..GapQuery::new(l.mmap_min_addr, l.mmap_base, len, Dir::Highest) };
+        // Linux (6.7 on, `thp_get_unmapped_area`): an anonymous mapping with no hint whose
+        // length is a multiple of 2 MiB is 2 MiB-aligned when possible, so it can be promoted to
+        // blocks.
+        let thp = (hint == 0 && len.is_multiple_of(BLOCK_2M))
+            .then(|| self.tree.find_gap(&GapQuery { align: BLOCK_2M, ..q }))
+            .flatten();
+        thp.or_else(|| self.tree.find_gap(&q)).or_else(|| {
+            let q =
+                GapQuery { exclude: w, ..GapQuery::new(l.unmapped_base(), l.task_size, len, Dir::Lowest) };
+            self.tree.find_gap(&q)
+        })
+    }
+
+    /// Where a code mapping goes: (address, outside the window).
+    fn place_code(&mut self, hint: u64, len: u64) -> Result<(u64, bool), Errno> {
+        let l = self.layout;
+        if let Some((b, e)) = self.ensure_window() {
+            if hint != 0
+                && let Some(h) = page_up(hint)
+                && let Some(end) = h.checked_add(len)
+                && h >= b.max(l.mmap_min_addr)
+                && end <= e
+                && self.tree.is_free(h, end)
+            {
+                return Ok((h, false));
+            }
+            let q = GapQuery::new(b.max(l.mmap_min_addr), e.min(l.task_size), len, Dir::Lowest);
+            if let Some(a) = self.tree.find_gap(&q) {
+                return Ok((a, false));
+            }
+        }
+        if self.window.strict {
+            return Err(Errno::ENOMEM);
+        }
+        let w = self.window_range();
+        let q = GapQuery {
+            exclude: w,
+            no_cross: Some(GIB),
+            ..GapQuery::new(l.mmap_min_addr, l.mmap_base, len, Dir::Highest)
+        };
+        let a = self.tree.find_gap(&q).or_else(|| {
+            let q = GapQuery { dir: Dir::Lowest, lo: l.unmapped_base(), hi: l.task_size, ..q };
+            self.tree.find_gap(&q)
+        });
+        a.map(|a| (a, true)).ok_or(Errno::ENOMEM)
+    }
+
+    // ----- system calls
+
+    /// `mmap(addr, len, prot, flags, fd, offset)` for anonymous memory, as Linux 6.x on arm64
+    /// answers it (see the module documentation for placement). The kernel unmaps
+    /// [`Mapped::replaced`] and records the new mapping; pages are faulted in on demand and read
+    /// zero.
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` offset not page-aligned; `EBADF` file mapping with `fd < 0`;
+    /// `ENOMEM` `MAP_HUGETLB` (no huge-page pool); `EINVAL` zero `len`; `EINVAL` unknown `prot`
+    /// bits (Linux ignores them; this kernel refuses them, and `PROT_MTE`); `ENODEV` a file
+    /// mapping (only anonymous memory is supported; the kernel answers `EBADF` first for an fd
+    /// that is not open); `ENOMEM` `len` overflowing when rounded up, or too many mappings;
+    /// `EOVERFLOW` offset plus length overflowing; `ENOMEM` `len` larger than the address space,
+    /// a fixed range past `TASK_SIZE`, or no free gap (or, strict mode, no room in the window for
+    /// code); `EINVAL` fixed address not page-aligned; `EPERM` fixed address below
+    /// `mmap_min_addr`; `EEXIST` `MAP_FIXED_NOREPLACE` over any mapped byte; `EINVAL` no or an
+    /// unknown mapping type (`MAP_SHARED_VALIDATE` included, as Linux for anonymous memory), or
+    /// `MAP_SHARED | MAP_GROWSDOWN`; `EACCES` writable and executable (W^X), or an executable/
+    /// `MAP_CODE` `MAP_FIXED` mapping outside the code window in strict mode.
+    pub fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        flags: u64,
+        fd: i32,
+        offset: u64,
+    ) -> Result<Mapped, Errno> {
+        if offset & (PAGE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let anon = flags & MAP_ANONYMOUS != 0;
+        if !anon && fd < 0 {
+            return Err(Errno::EBADF);
+        }
+        if anon && flags & MAP_HUGETLB != 0 {
+            return Err(Errno::ENOMEM);
+        }
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if !anon {
+            return Err(Errno::ENODEV);
+        }
+        let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
+        let hint = if fixed { addr } else { round_hint_to_min(addr, self.layout.mmap_min_addr) };
+        let len = page_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
+        if (offset / PAGE).checked_add(len / PAGE).is_none() {
+            return Err(Errno::EOVERFLOW);
+        }
+        if self.tree.len() > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let prot_v = Prot::from_bits_truncate(prot);
+        let code = prot_v.exec() || flags & MAP_CODE != 0;
+        // get_unmapped_area
+        let l = self.layout;
+        if len > l.task_size - l.mmap_min_addr {
+            return Err(Errno::ENOMEM);
+        }
+        let (at, outside) = if fixed {
+            if hint > l.task_size - len {
+                return Err(Errno::ENOMEM);
+            }
+            if hint & (PAGE - 1) != 0 {
+                return Err(Errno::EINVAL);
+            }
+            if hint < l.mmap_min_addr {
+                return Err(Errno::EPERM);
+            }
+            if code {
+                self.ensure_window();
+            }
+            (hint, code && !self.inside_window(hint, hint + len))
+        } else if code {
+            self.place_code(hint, len)?
+        } else {
+            (self.place_data(hint, len).ok_or(Errno::ENOMEM)?, false)
+        };
+        if flags & MAP_FIXED_NOREPLACE != 0 && !self.tree.is_free(at, at + len) {
+            return Err(Errno::EEXIST);
+        }
+        let mut vflags = VmaFlags::empty();
+        match flags & MAP_TYPE {
+            MAP_SHARED => {
+                if flags & MAP_GROWSDOWN != 0 {
+                    return Err(Errno::EINVAL);
+                }
+                vflags = vflags.union(VmaFlags::SHARED);
+            }
+            MAP_PRIVATE => {}
+            _ => return Err(Errno::EINVAL),
+        }
+        if prot_v.write() && prot_v.exec() && !self.allow_wx {
+            return Err(Errno::EACCES);
+        }
+        if fixed && outside && self.window.strict {
+            return Err(Errno::EACCES);
+        }
+        if flags & MAP_CODE != 0 {
+            vflags = vflags.union(VmaFlags::CODE);
+        }
+        if flags & (MAP_GROWSDOWN | MAP_STACK) != 0 {
+            vflags = vflags.union(VmaFlags::STACK);
+        }
+        let replaced = self.remove_range(at, at + len);
+        self.add_merge(Vma { start: at, end: at + len, prot: prot_v, flags: vflags, advice: Advice::Normal });
+        if outside {
+            self.window.placed_outside += 1;
+        }
+        Ok(Mapped {
+            addr: at,
+            len,
+            prot: prot_v,
+            replaced,
+            populate: flags & (MAP_POPULATE | MAP_LOCKED) != 0,
+            outside_window: outside,
+        })
+    }
+
+    /// Maps `[start, start + len)` for the kernel itself (the executable's segments, the initial
+    /// stack), replacing what is there, with no placement policy. W^X still applies.
+    ///
+    /// # Errors
+    /// `EINVAL` unaligned or empty; `ENOMEM` outside `[mmap_min_addr, TASK_SIZE)`; `EACCES`
+    /// writable and executable without the opt-out.
+    pub fn map_kernel(
+        &mut self,
+        start: u64,
+        len: u64,
+        prot: Prot,
+        flags: VmaFlags,
+    ) -> Result<Vec<Vma>, Errno> {
+        if start & (PAGE - 1) != 0 || len == 0 || len & (PAGE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = start.checked_add(len).ok_or(Errno::ENOMEM)?;
+        if start < self.layout.mmap_min_addr || end > self.layout.task_size {
+            return Err(Errno::ENOMEM);
+        }
+        if prot.write() && prot.exec() && !self.allow_wx {
+            return Err(Errno::EACCES);
+        }
+        let replaced = self.remove_range(start, end);
+        self.add_merge(Vma { start, end, prot, flags, advice: Advice::Normal });
+        Ok(replaced)
+    }
+
+    /// `munmap(addr, len)`: removes every mapped page of the range (holes are fine). Returns the
+    /// removed pieces, in address order, for the kernel to unmap.
+    ///
+    /// # Errors
+    /// `EINVAL` when `addr` is not page-aligned, `len` is zero, or the range leaves the address
+    /// space.
+    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<Vec<Vma>, Errno> {
+        let ts = self.layout.task_size;
+        if addr & (PAGE - 1) != 0 || addr > ts || len > ts - addr {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr + page_up(len).ok_or(Errno::EINVAL)?;
+        if end == addr {
+            return Err(Errno::EINVAL);
+        }
+        Ok(self.remove_range(addr, end))
+    }
+
+    /// `mprotect(addr, len, prot)`. Changes the mapped prefix of the range (Linux's behaviour)
+    /// and reports a hole as [`Protected::error`].
+    ///
+    /// # Errors
+    /// Before any change: `EINVAL` both `PROT_GROWSDOWN` and `PROT_GROWSUP`, unaligned `addr`, or
+    /// unknown `prot` bits; `ENOMEM` range overflowing or no mapping at `addr`; `EINVAL`
+    /// `PROT_GROWSDOWN`/`PROT_GROWSUP` (no mapping here grows); `EACCES` writable and executable
+    /// (W^X), or adding `PROT_EXEC` outside the code window in strict mode. `len == 0` succeeds
+    /// with no change.
+    pub fn mprotect(&mut self, addr: u64, len: u64, prot: u64) -> Result<Protected, Errno> {
+        let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
+        let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
+        if grows == PROT_GROWSDOWN | PROT_GROWSUP || addr & (PAGE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(Protected::default());
+        }
+        let end =
+            page_up(len).and_then(|l| addr.checked_add(l)).filter(|&e| e > addr).ok_or(Errno::ENOMEM)?;
+        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let new = Prot::from_bits_truncate(prot);
+        let first = self.tree.first_overlap(addr, end).copied().ok_or(Errno::ENOMEM)?;
+        if grows != 0 {
+            return Err(if grows == PROT_GROWSUP && first.start > addr {
+                Errno::ENOMEM
+            } else {
+                Errno::EINVAL
+            });
+        }
+        if first.start > addr {
+            return Err(Errno::ENOMEM);
+        }
+        if new.write() && new.exec() && !self.allow_wx {
+            return Err(Errno::EACCES);
+        }
+        let (pieces, hole) = self.select(addr, end, true);
+        let gains_x_outside =
+            new.exec() && pieces.iter().any(|p| !p.prot.exec() && !self.inside_window(p.start, p.end));
+        if gains_x_outside && self.window.strict {
+            return Err(Errno::EACCES);
+        }
+        let changes = pieces
+            .iter()
+            .filter(|p| p.prot != new)
+            .map(|p| ProtChange { start: p.start, end: p.end, old: p.prot, new })
+            .collect();
+        self.rewrite(&pieces, |p| Vma { prot: new, ..*p });
+        if gains_x_outside {
+            self.window.placed_outside += 1;
+        }
+        Ok(Protected { changes, error: hole.then_some(Errno::ENOMEM) })
+    }
+
+    /// `madvise(addr, len, advice)`.
+    ///
+    /// Accepted: `NORMAL`, `RANDOM`, `SEQUENTIAL` (stored in the mapping), `WILLNEED`,
+    /// `DONTNEED`, `DONTNEED_LOCKED`, `FREE` (private only), `REMOVE` (shared only), `DONTFORK`,
+    /// `DOFORK`, `WIPEONFORK` (private only), `KEEPONFORK`, `DONTDUMP`, `DODUMP`, `HUGEPAGE`,
+    /// `NOHUGEPAGE`, `COLLAPSE`, `COLD`, `PAGEOUT` (hints), `POPULATE_READ`/`POPULATE_WRITE`.
+    ///
+    /// # Errors
+    /// Before any change: `EINVAL` unknown advice (also `MERGEABLE`/`UNMERGEABLE`, as Linux
+    /// without KSM, and the guard-region advice of Linux 6.13), unaligned `addr`, or a range that
+    /// overflows; `EPERM` `HWPOISON`/`SOFT_OFFLINE` (need `CAP_SYS_ADMIN`). `len` rounding to 0
+    /// succeeds with no effect. After applying to what precedes: [`Madvised::error`] is `ENOMEM`
+    /// for a hole, `EINVAL` for `FREE`/`WIPEONFORK` on shared or `REMOVE` on private memory,
+    /// `EFAULT` for populating pages without the needed access.
+    pub fn madvise(&mut self, addr: u64, len: u64, advice: u64) -> Result<Madvised, Errno> {
+        let valid = matches!(advice, 0..=4 | 8..=25 | MADV_HWPOISON | MADV_SOFT_OFFLINE)
+            && !matches!(advice, MADV_MERGEABLE | MADV_UNMERGEABLE);
+        if !valid || addr & (PAGE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let plen = page_up(len).unwrap_or(0);
+        if len != 0 && plen == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let end = addr.checked_add(plen).ok_or(Errno::EINVAL)?;
+        let action = match advice {
+            MADV_DONTNEED | MADV_DONTNEED_LOCKED | MADV_REMOVE => MadviseAction::Discard,
+            MADV_FREE => MadviseAction::Free,
+            MADV_WILLNEED => MadviseAction::WillNeed,
+            MADV_POPULATE_READ => MadviseAction::Populate { write: false },
+            MADV_POPULATE_WRITE => MadviseAction::Populate { write: true },
+            _ => MadviseAction::None,
+        };
+        if end == addr {
+            return Ok(Madvised { action, ranges: Vec::new(), error: None });
+        }
+        if matches!(advice, MADV_HWPOISON | MADV_SOFT_OFFLINE) {
+            return Err(Errno::EPERM);
+        }
+        let (mut pieces, hole) = self.select(addr, end, false);
+        let mut error = hole.then_some(Errno::ENOMEM);
+        // Per-mapping refusals stop the walk at that mapping, as in Linux.
+        let refuse = |v: &Vma| -> Option<Errno> {
+            let shared = v.flags.contains(VmaFlags::SHARED);
+            match advice {
+                MADV_FREE | MADV_WIPEONFORK if shared => Some(Errno::EINVAL),
+                MADV_REMOVE if !shared => Some(Errno::EINVAL),
+                MADV_POPULATE_READ if !v.prot.read() => Some(Errno::EFAULT),
+                MADV_POPULATE_WRITE if !v.prot.write() => Some(Errno::EFAULT),
+                _ => None,
+            }
+        };
+        if let Some(i) = pieces.iter().position(|p| refuse(p).is_some()) {
+            error = refuse(&pieces[i]);
+            pieces.truncate(i);
+        }
+        let set = |v: &Vma| -> Vma {
+            let mut v = *v;
+            match advice {
+                MADV_NORMAL => v.advice = Advice::Normal,
+                MADV_RANDOM => v.advice = Advice::Random,
+                MADV_SEQUENTIAL => v.advice = Advice::Sequential,
+                MADV_DONTFORK => v.flags = v.flags.union(VmaFlags::DONTFORK),
+                MADV_DOFORK => v.flags = v.flags.difference(VmaFlags::DONTFORK),
+                MADV_WIPEONFORK => v.flags = v.flags.union(VmaFlags::WIPEONFORK),
+                MADV_KEEPONFORK => v.flags = v.flags.difference(VmaFlags::WIPEONFORK),
+                _ => {}
+            }
+            v
+        };
+        if pieces.iter().any(|p| set(p) != *p) {
+            self.rewrite(&pieces, set);
+        }
+        Ok(Madvised { action, ranges: pieces.iter().map(|p| (p.start, p.end)).collect(), error })
+    }
+
+    /// `brk(addr)`, as Linux: below the heap's start (e.g. `brk(0)`) returns the current break;
+    /// shrinking always succeeds; growing succeeds when `[old, new)` rounded to pages is free and
+    /// one page stays free before the next mapping; otherwise the old break is returned.
+    pub fn brk(&mut self, addr: u64) -> BrkOutcome {
+        let old = self.brk;
+        let fail = BrkOutcome { brk: old, mapped: None, unmapped: Vec::new() };
+        if addr < self.layout.start_brk {
+            return fail;
+        }
+        let (Some(newbrk), Some(oldbrk)) = (page_up(addr), page_up(old)) else { return fail };
+        if newbrk == oldbrk {
+            self.brk = addr;
+            return BrkOutcome { brk: addr, ..fail };
+        }
+        if addr <= old {
+            let unmapped = self.remove_range(newbrk, oldbrk);
+            self.brk = addr;
+            return BrkOutcome { brk: addr, mapped: None, unmapped };
+        }
+        if newbrk > self.layout.task_size {
+            return fail;
+        }
+        if let Some(next) = self.tree.first_ending_after(oldbrk)
+            && newbrk.saturating_add(PAGE) > next.start
+        {
+            return fail;
+        }
+        let heap =
+            Vma { start: oldbrk, end: newbrk, prot: Prot::RW, flags: VmaFlags::HEAP, advice: Advice::Normal };
+        self.add_merge(heap);
+        self.brk = addr;
+        BrkOutcome { brk: addr, mapped: Some((oldbrk, newbrk)), unmapped: Vec::new() }
+    }
+
+    // ----- near placement
+
+    /// The address [`VmMap::map_near`] would choose, without mapping anything: at most two gap
+    /// searches. `code` limits the search to the code window (placing it if needed is not done
+    /// here: without a window the answer is `ENOMEM`); otherwise the window is skipped.
+    ///
+    /// # Errors
+    /// `ENOMEM` when no free range lies wholly within `radius` of `target`.
+    pub fn find_near(&self, target: u64, len: u64, radius: u64, code: bool) -> Result<u64, Errno> {
+        let l = &self.layout;
+        let mut lo = target.saturating_sub(radius).max(l.mmap_min_addr);
+        let mut hi = page_down(target.saturating_add(radius).min(l.task_size));
+        lo = page_up(lo).ok_or(Errno::ENOMEM)?;
+        let mut exclude = self.window_range();
+        if code {
+            let (b, e) = self.window_range().ok_or(Errno::ENOMEM)?;
+            lo = lo.max(b);
+            hi = hi.min(e);
+            exclude = None;
+        }
+        if hi <= lo || hi - lo < len {
+            return Err(Errno::ENOMEM);
+        }
+        // d(a) = max(t - a, a + len - t) is V-shaped with its minimum at c = t - len/2: the best
+        // candidate is the highest fit below c or the lowest fit at or above it. `amin` is the
+        // first page-aligned address with 2a >= 2t - len.
+        let m = 2 * i128::from(target) - i128::from(len);
+        let half_up = if m <= 0 { 0 } else { ((m + 1) / 2) as u64 };
+        let amin = page_up(half_up).unwrap_or(!(PAGE - 1));
+        let base = GapQuery { exclude, ..GapQuery::new(lo, hi, len, Dir::Lowest) };
+        let above = self.tree.find_gap(&GapQuery { lo: lo.max(amin), ..base });
+        let below = amin.checked_sub(PAGE).and_then(|last| {
+            let top = hi.min(last.saturating_add(len));
+            self.tree.find_gap(&GapQuery { hi: top, dir: Dir::Highest, ..base })
+        });
+        let dist = |a: u64| -> u128 {
+            let (a, t, n) = (i128::from(a), i128::from(target), i128::from(len));
+            (t - a).max(a + n - t) as u128
+        };
+        match (below, above) {
+            (Some(b), Some(a)) => Ok(if dist(a) <= dist(b) { a } else { b }),
+            (Some(b), None) => Ok(b),
+            (None, Some(a)) => Ok(a),
+            (None, None) => Err(Errno::ENOMEM),
+        }
+    }
+
+    /// [`abi::SYS_MMAP_NEAR`]: maps `len` bytes of anonymous private memory wholly within
+    /// `radius` of `target`, minimising the distance from `target` to the mapping's farthest end
+    /// (ties: above). Executable or `MAP_CODE` requests search only the code window; others skip
+    /// it. Never replaces a mapping.
+    ///
+    /// # Errors
+    /// `EINVAL` zero or overflowing `len`, `target` not page-aligned, unknown `prot` bits, or
+    /// flags other than `MAP_PRIVATE | MAP_ANONYMOUS [| MAP_CODE]`; `EACCES` writable and
+    /// executable (W^X); `ENOMEM` no such free range (or too many mappings).
+    pub fn map_near(
+        &mut self,
+        target: u64,
+        len: u64,
+        radius: u64,
+        prot: u64,
+        flags: u64,
+    ) -> Result<Mapped, Errno> {
+        let len = page_up(len).filter(|&l| l != 0 && l <= self.layout.task_size).ok_or(Errno::EINVAL)?;
+        if target & (PAGE - 1) != 0 || prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI) != 0
+        {
+            return Err(Errno::EINVAL);
+        }
+        if flags & !MAP_CODE != MAP_PRIVATE | MAP_ANONYMOUS {
+            return Err(Errno::EINVAL);
+        }
+        let p = Prot::from_bits_truncate(prot);
+        if p.write() && p.exec() && !self.allow_wx {
+            return Err(Errno::EACCES);
+        }
+        if self.tree.len() > self.layout.max_map_count {
+            return Err(Errno::ENOMEM);
+        }
+        let code = p.exec() || flags & MAP_CODE != 0;
+        if code {
+            self.ensure_window();
+        }
+        let at = self.find_near(target, len, radius, code)?;
+        let vflags = if flags & MAP_CODE != 0 { VmaFlags::CODE } else { VmaFlags::empty() };
+        self.add_merge(Vma { start: at, end: at + len, prot: p, flags: vflags, advice: Advice::Normal });
+        Ok(Mapped { addr: at, len, prot: p, replaced: Vec::new(), populate: false, outside_window: false })
+    }
+
+    /// Checks every invariant (for tests; O(n)): the tree's own, no two touching mappings with
+    /// equal attributes left unmerged, the byte counters, the window's alignment, W^X.
+    pub fn check(&self) {
+        self.tree.check();
+        let mut prev: Option<Vma> = None;
+        let (mut mapped, mut used) = (0, 0);
+        for v in self.tree.iter() {
+            if let Some(p) = prev {
+                assert!(!(p.end == v.start && p.same_attrs(v)), "unmerged {p:?} {v:?}");
+            }
+            assert!(
+                v.start >= self.layout.mmap_min_addr && v.end <= self.layout.task_size,
+                "out of range {v:?}"
+            );
+            assert!(self.allow_wx || !(v.prot.write() && v.prot.exec()), "W+X {v:?}");
+            mapped += v.len();
+            if let Some(w) = self.window_range() {
+                used += overlap_len((v.start, v.end), w);
+            }
+            prev = Some(*v);
+        }
+        assert_eq!(mapped, self.mapped, "mapped bytes");
+        assert_eq!(used, self.window.used, "window used bytes");
+        if let Some((b, e)) = self.window_range() {
+            assert!(
+                self.window.size.is_power_of_two() && b % self.window.size == 0 && e <= self.layout.task_size
+            );
+        }
+    }
+}
+
+/// Linux's `round_hint_to_min`: the hint rounded down to a page; a non-zero hint below
+/// `mmap_min_addr` becomes `mmap_min_addr`.
+fn round_hint_to_min(hint: u64, min: u64) -> u64 {
+    let h = page_down(hint);
+    if h != 0 && h < min { page_up(min).unwrap_or(min) } else { h }
+}

@@ -1,0 +1,540 @@
+//! The address-space allocator: the set of mappings (VMAs) in an AVL tree augmented with the
+//! largest free gap of every subtree.
+//!
+//! Why augmented: every placement question the kernel asks (lowest fit, highest fit, an aligned
+//! fit, a fit that crosses no 1 GiB line, the fit nearest a target) is "the first free gap, in
+//! address order or in reverse, that can hold the request inside a domain". With each node storing
+//! the leftmost start, the rightmost end and the largest gap *between* the mappings of its subtree,
+//! a search skips every subtree whose largest gap is too small, so it visits O(log n) nodes: the
+//! idea of Linux's old `rb_subtree_gap` and of the maple tree's gap tracking. The gaps are kept
+//! subtree-local (between two mappings of the same subtree) rather than "gap before this node", so
+//! inserting or removing a mapping never has to fix its neighbour's value: rotations and the
+//! ordinary path update keep everything exact.
+//!
+//! Cost of a search: for page-aligned requests, a subtree that lies wholly inside the domain (and
+//! outside the excluded range) and whose largest gap is at least `len` is guaranteed to hold a fit,
+//! so only the O(log n) subtrees that straddle a domain edge are entered without success:
+//! O(log n). A stronger alignment or the no-crossing filter is checked exactly on each candidate
+//! gap; a gap that is large enough but fails that check costs one more step (Linux instead
+//! searches for `len + align - page`, which is O(log n) but may miss an exactly aligned fit).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::cmp::max;
+
+use super::{PAGE, Vma};
+
+type Link = Option<Box<Node>>;
+
+struct Node {
+    vma: Vma,
+    height: u8,
+    /// Start of the leftmost mapping of the subtree.
+    lo: u64,
+    /// End of the rightmost mapping of the subtree.
+    hi: u64,
+    /// Largest gap between two consecutive mappings of the subtree (0 for one mapping).
+    gap: u64,
+    left: Link,
+    right: Link,
+}
+
+fn height(l: &Link) -> u8 {
+    l.as_ref().map_or(0, |n| n.height)
+}
+
+impl Node {
+    fn new(vma: Vma) -> Box<Self> {
+        Box::new(Node { lo: vma.start, hi: vma.end, gap: 0, height: 1, vma, left: None, right: None })
+    }
+
+    fn update(&mut self) {
+        let (mut lo, mut hi, mut gap) = (self.vma.start, self.vma.end, 0);
+        if let Some(l) = &self.left {
+            lo = l.lo;
+            gap = max(l.gap, self.vma.start - l.hi);
+        }
+        if let Some(r) = &self.right {
+            hi = r.hi;
+            gap = max(gap, max(r.gap, r.lo - self.vma.end));
+        }
+        self.lo = lo;
+        self.hi = hi;
+        self.gap = gap;
+        self.height = 1 + max(height(&self.left), height(&self.right));
+    }
+
+    fn balance_factor(&self) -> i32 {
+        i32::from(height(&self.left)) - i32::from(height(&self.right))
+    }
+}
+
+fn rotate_right(mut n: Box<Node>) -> Box<Node> {
+    let Some(mut l) = n.left.take() else { return n };
+    n.left = l.right.take();
+    n.update();
+    l.right = Some(n);
+    l.update();
+    l
+}
+
+fn rotate_left(mut n: Box<Node>) -> Box<Node> {
+    let Some(mut r) = n.right.take() else { return n };
+    n.right = r.left.take();
+    n.update();
+    r.left = Some(n);
+    r.update();
+    r
+}
+
+fn rebalance(mut n: Box<Node>) -> Box<Node> {
+    n.update();
+    let bf = n.balance_factor();
+    if bf > 1 {
+        if n.left.as_ref().is_some_and(|l| l.balance_factor() < 0) {
+            n.left = n.left.take().map(rotate_left);
+        }
+        return rotate_right(n);
+    }
+    if bf < -1 {
+        if n.right.as_ref().is_some_and(|r| r.balance_factor() > 0) {
+            n.right = n.right.take().map(rotate_right);
+        }
+        return rotate_left(n);
+    }
+    n
+}
+
+fn insert(link: Link, vma: Vma) -> Box<Node> {
+    match link {
+        None => Node::new(vma),
+        Some(mut n) => {
+            if vma.start < n.vma.start {
+                n.left = Some(insert(n.left.take(), vma));
+            } else {
+                n.right = Some(insert(n.right.take(), vma));
+            }
+            rebalance(n)
+        }
+    }
+}
+
+/// Removes the leftmost node of a subtree; returns (rest, removed).
+fn take_min(mut n: Box<Node>) -> (Link, Box<Node>) {
+    match n.left.take() {
+        None => (n.right.take(), n),
+        Some(l) => {
+            let (rest, min) = take_min(l);
+            n.left = rest;
+            (Some(rebalance(n)), min)
+        }
+    }
+}
+
+fn remove(link: Link, start: u64, out: &mut Option<Vma>) -> Link {
+    let mut n = link?;
+    if start < n.vma.start {
+        n.left = remove(n.left.take(), start, out);
+    } else if start > n.vma.start {
+        n.right = remove(n.right.take(), start, out);
+    } else {
+        *out = Some(n.vma);
+        return match (n.left.take(), n.right.take()) {
+            (None, r) => r,
+            (l, None) => l,
+            (l, Some(r)) => {
+                let (rest, mut m) = take_min(r);
+                m.left = l;
+                m.right = rest;
+                Some(rebalance(m))
+            }
+        };
+    }
+    Some(rebalance(n))
+}
+
+/// Which end of the domain a gap search prefers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// The lowest fitting address (bottom-up).
+    Lowest,
+    /// The highest fitting address (top-down).
+    Highest,
+}
+
+/// One gap search: where, how big, and how the result must be aligned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GapQuery {
+    /// The result satisfies `lo <= addr`.
+    pub lo: u64,
+    /// The result satisfies `addr + len <= hi`.
+    pub hi: u64,
+    /// Length in bytes (a non-zero multiple of the page size).
+    pub len: u64,
+    /// Alignment of the result (a power of two, at least a page).
+    pub align: u64,
+    /// If set, the result must not cross a multiple of this power of two (`addr / b` equals
+    /// `(addr + len - 1) / b`). Ignored when `len` is larger than it.
+    pub no_cross: Option<u64>,
+    /// A range `[start, end)` the result must not overlap (the code window, for other mappings).
+    pub exclude: Option<(u64, u64)>,
+    /// Which end to prefer.
+    pub dir: Dir,
+}
+
+impl GapQuery {
+    /// A page-aligned query with no filter.
+    pub fn new(lo: u64, hi: u64, len: u64, dir: Dir) -> Self {
+        GapQuery { lo, hi, len, align: PAGE, no_cross: None, exclude: None, dir }
+    }
+
+    /// The best placement inside the free range `[g0, g1)`, or `None`.
+    fn place(&self, g0: u64, g1: u64) -> Option<u64> {
+        let g0 = max(g0, self.lo);
+        let g1 = g1.min(self.hi);
+        if g1 <= g0 || g1 - g0 < self.len {
+            return None;
+        }
+        match self.exclude {
+            Some((x0, x1)) if x0 < g1 && g0 < x1 => {
+                // Two pieces: [g0, x0) and [x1, g1); try them in the preferred order.
+                let below = (g0 < x0).then_some((g0, x0));
+                let above = (x1 < g1).then_some((x1, g1));
+                let (first, second) = match self.dir {
+                    Dir::Lowest => (below, above),
+                    Dir::Highest => (above, below),
+                };
+                first
+                    .and_then(|(a, b)| self.place_piece(a, b))
+                    .or_else(|| second.and_then(|(a, b)| self.place_piece(a, b)))
+            }
+            _ => self.place_piece(g0, g1),
+        }
+    }
+
+    fn place_piece(&self, g0: u64, g1: u64) -> Option<u64> {
+        if g1 < g0 || g1 - g0 < self.len {
+            return None;
+        }
+        let a = self.align;
+        let cross = self.no_cross.filter(|&b| self.len <= b);
+        match self.dir {
+            Dir::Lowest => {
+                let mut x = g0.checked_add(a - 1)? & !(a - 1);
+                if let Some(b) = cross
+                    && x / b != (x + self.len - 1) / b
+                {
+                    x = ((x + self.len - 1) & !(b - 1)).checked_add(a - 1)? & !(a - 1);
+                }
+                (x.checked_add(self.len)? <= g1).then_some(x)
+            }
+            Dir::Highest => {
+                let mut x = (g1 - self.len) & !(a - 1);
+                if let Some(b) = cross
+                    && x / b != (x + self.len - 1) / b
+                {
+                    let line = (x + self.len - 1) & !(b - 1);
+                    x = line.checked_sub(self.len)? & !(a - 1);
+                }
+                (x >= g0).then_some(x)
+            }
+        }
+    }
+
+    /// Whether the region `[r0, r1)` can be skipped without looking inside.
+    fn prune(&self, r0: u64, r1: u64) -> bool {
+        r1 <= self.lo || r0 >= self.hi || self.exclude.is_some_and(|(x0, x1)| x0 <= r0 && r1 <= x1)
+    }
+}
+
+fn search(link: &Link, r0: u64, r1: u64, q: &GapQuery) -> Option<u64> {
+    let Some(n) = link else { return q.place(r0, r1) };
+    if q.prune(r0, r1) {
+        return None;
+    }
+    let biggest = max(n.gap, max(n.lo - r0, r1 - n.hi));
+    if biggest < q.len {
+        return None;
+    }
+    match q.dir {
+        Dir::Lowest => search(&n.left, r0, n.vma.start, q).or_else(|| search(&n.right, n.vma.end, r1, q)),
+        Dir::Highest => search(&n.right, n.vma.end, r1, q).or_else(|| search(&n.left, r0, n.vma.start, q)),
+    }
+}
+
+/// The set of mappings: sorted by address, pairwise disjoint, with the free gaps between them
+/// indexed for O(log n) searches.
+///
+/// This level does no merging and no policy: [`super::VmMap`] does both. All addresses are
+/// page-aligned and every mapping is non-empty.
+#[derive(Default)]
+pub struct VmaTree {
+    root: Link,
+    count: usize,
+}
+
+impl VmaTree {
+    /// An empty tree.
+    pub const fn new() -> Self {
+        VmaTree { root: None, count: 0 }
+    }
+
+    /// Number of mappings.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there is no mapping.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Inserts a mapping. The caller guarantees it overlaps none (checked in debug builds).
+    pub fn insert(&mut self, vma: Vma) {
+        debug_assert!(vma.start < vma.end && vma.start.is_multiple_of(PAGE) && vma.end.is_multiple_of(PAGE));
+        debug_assert!(self.first_overlap(vma.start, vma.end).is_none(), "overlapping insert {vma:?}");
+        self.root = Some(insert(self.root.take(), vma));
+        self.count += 1;
+    }
+
+    /// Removes the mapping that starts at `start`, if any.
+    pub fn remove(&mut self, start: u64) -> Option<Vma> {
+        let mut out = None;
+        self.root = remove(self.root.take(), start, &mut out);
+        if out.is_some() {
+            self.count -= 1;
+        }
+        out
+    }
+
+    /// The mapping containing `addr`.
+    pub fn find(&self, addr: u64) -> Option<&Vma> {
+        let mut cur = &self.root;
+        while let Some(n) = cur {
+            if addr < n.vma.start {
+                cur = &n.left;
+            } else if addr >= n.vma.end {
+                cur = &n.right;
+            } else {
+                return Some(&n.vma);
+            }
+        }
+        None
+    }
+
+    /// The lowest mapping that ends above `addr` (the one containing it, or the next one).
+    pub fn first_ending_after(&self, addr: u64) -> Option<&Vma> {
+        let mut cur = &self.root;
+        let mut best = None;
+        while let Some(n) = cur {
+            if n.vma.end > addr {
+                best = Some(&n.vma);
+                cur = &n.left;
+            } else {
+                cur = &n.right;
+            }
+        }
+        best
+    }
+
+    /// The highest mapping that starts below `addr`.
+    pub fn last_starting_before(&self, addr: u64) -> Option<&Vma> {
+        let mut cur = &self.root;
+        let mut best = None;
+        while let Some(n) = cur {
+            if n.vma.start < addr {
+                best = Some(&n.vma);
+                cur = &n.right;
+            } else {
+                cur = &n.left;
+            }
+        }
+        best
+    }
+
+    /// The lowest mapping overlapping `[start, end)`.
+    pub fn first_overlap(&self, start: u64, end: u64) -> Option<&Vma> {
+        self.first_ending_after(start).filter(|v| v.start < end)
+    }
+
+    /// Whether `[start, end)` is wholly free.
+    pub fn is_free(&self, start: u64, end: u64) -> bool {
+        self.first_overlap(start, end).is_none()
+    }
+
+    /// The mappings overlapping `[start, end)`, in address order (O(log n + k)).
+    pub fn overlapping(&self, start: u64, end: u64) -> Vec<Vma> {
+        fn walk(l: &Link, s: u64, e: u64, out: &mut Vec<Vma>) {
+            let Some(n) = l else { return };
+            if n.hi <= s || n.lo >= e {
+                return;
+            }
+            walk(&n.left, s, e, out);
+            if n.vma.start < e && n.vma.end > s {
+                out.push(n.vma);
+            }
+            walk(&n.right, s, e, out);
+        }
+        let mut out = Vec::new();
+        walk(&self.root, start, end, &mut out);
+        out
+    }
+
+    /// Every mapping, in address order.
+    pub fn iter(&self) -> Iter<'_> {
+        let mut it = Iter { stack: Vec::new() };
+        it.push_left(&self.root);
+        it
+    }
+
+    /// The free placement `q` asks for, in one O(log n) walk (see the module comment).
+    pub fn find_gap(&self, q: &GapQuery) -> Option<u64> {
+        if q.len == 0 || q.hi <= q.lo || q.hi - q.lo < q.len {
+            return None;
+        }
+        search(&self.root, 0, u64::MAX, q)
+    }
+
+    /// Checks every invariant: order, disjointness, alignment, balance and the augmented values.
+    /// Panics with a description on the first violation.
+    pub fn check(&self) {
+        fn walk(l: &Link, prev_end: &mut Option<u64>, count: &mut usize) -> (u8, u64, u64, u64) {
+            let Some(n) = l else { return (0, 0, 0, 0) };
+            let (hl, lol, hil, gl) = walk(&n.left, prev_end, count);
+            let v = &n.vma;
+            assert!(v.start < v.end, "empty mapping {v:?}");
+            assert!(v.start % PAGE == 0 && v.end % PAGE == 0, "unaligned {v:?}");
+            if let Some(pe) = *prev_end {
+                assert!(pe <= v.start, "overlap or disorder at {v:?}");
+            }
+            *prev_end = Some(v.end);
+            *count += 1;
+            let (hr, lor, hir, gr) = walk(&n.right, prev_end, count);
+            let lo = if n.left.is_some() { lol } else { v.start };
+            let hi = if n.right.is_some() { hir } else { v.end };
+            let mut gap = 0;
+            if n.left.is_some() {
+                gap = max(gl, v.start - hil);
+            }
+            if n.right.is_some() {
+                gap = max(gap, max(gr, lor - v.end));
+            }
+            assert_eq!((n.lo, n.hi, n.gap), (lo, hi, gap), "augmented values at {v:?}");
+            assert!(hl.abs_diff(hr) <= 1, "unbalanced at {v:?}");
+            assert_eq!(n.height, 1 + max(hl, hr), "height at {v:?}");
+            (n.height, lo, hi, gap)
+        }
+        let mut count = 0;
+        walk(&self.root, &mut None, &mut count);
+        assert_eq!(count, self.count, "count");
+    }
+}
+
+/// In-order iterator over a [`VmaTree`].
+pub struct Iter<'a> {
+    stack: Vec<&'a Node>,
+}
+
+impl<'a> Iter<'a> {
+    fn push_left(&mut self, mut l: &'a Link) {
+        while let Some(n) = l {
+            self.stack.push(n);
+            l = &n.left;
+        }
+    }
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a Vma;
+    fn next(&mut self) -> Option<&'a Vma> {
+        let n = self.stack.pop()?;
+        self.push_left(&n.right);
+        Some(&n.vma)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::{Advice, Prot, VmaFlags};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn vma(s: u64, e: u64) -> Vma {
+        Vma {
+            start: s * PAGE,
+            end: e * PAGE,
+            prot: Prot::READ,
+            flags: VmaFlags::empty(),
+            advice: Advice::Normal,
+        }
+    }
+
+    /// Brute force over a sorted model: every page-aligned `x` in order, first that fits.
+    fn oracle(model: &BTreeMap<u64, u64>, q: &GapQuery) -> Option<u64> {
+        let free = |s: u64, e: u64| model.iter().all(|(&a, &b)| b <= s || a >= e);
+        let ok = |x: u64| {
+            x.is_multiple_of(q.align)
+                && x >= q.lo
+                && x + q.len <= q.hi
+                && q.no_cross.is_none_or(|b| q.len > b || x / b == (x + q.len - 1) / b)
+                && q.exclude.is_none_or(|(x0, x1)| x + q.len <= x0 || x >= x1)
+                && free(x, x + q.len)
+        };
+        let pages = (q.lo / PAGE)..=(q.hi / PAGE);
+        match q.dir {
+            Dir::Lowest => pages.map(|p| p * PAGE).find(|&x| ok(x)),
+            Dir::Highest => pages.rev().map(|p| p * PAGE).find(|&x| ok(x)),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn gap_search_matches_brute_force(
+            ops in proptest::collection::vec((0u64..200, 1u64..8, any::<bool>()), 1..60),
+            lo in 0u64..200, span in 1u64..220, len in 1u64..12,
+            align_log in 0u32..4, cross in proptest::option::of(2u32..5),
+            excl in proptest::option::of((0u64..200, 1u64..40)), highest in any::<bool>(),
+        ) {
+            let mut t = VmaTree::new();
+            let mut model = BTreeMap::new();
+            for (s, l, del) in ops {
+                if del {
+                    if let Some(v) = t.first_ending_after(s * PAGE).copied() {
+                        t.remove(v.start);
+                        model.remove(&v.start);
+                    }
+                } else if t.is_free(s * PAGE, (s + l) * PAGE) {
+                    t.insert(vma(s, s + l));
+                    model.insert(s * PAGE, (s + l) * PAGE);
+                }
+                t.check();
+            }
+            let listed: Vec<_> = t.iter().map(|v| (v.start, v.end)).collect();
+            let expected: Vec<_> = model.iter().map(|(&a, &b)| (a, b)).collect();
+            prop_assert_eq!(listed, expected);
+            let q = GapQuery {
+                lo: lo * PAGE, hi: (lo + span) * PAGE, len: len * PAGE, align: PAGE << align_log,
+                no_cross: cross.map(|c| PAGE << c),
+                exclude: excl.map(|(a, l)| (a * PAGE, (a + l) * PAGE)),
+                dir: if highest { Dir::Highest } else { Dir::Lowest },
+            };
+            prop_assert_eq!(t.find_gap(&q), oracle(&model, &q));
+        }
+    }
+
+    #[test]
+    fn edges_of_the_address_space_do_not_overflow() {
+        let mut t = VmaTree::new();
+        let top = !(PAGE - 1);
+        t.insert(Vma { start: top - 3 * PAGE, end: top - PAGE, ..vma(1, 2) });
+        t.check();
+        let q = GapQuery::new(top - 8 * PAGE, top, PAGE, Dir::Highest);
+        assert_eq!(t.find_gap(&q), Some(top - PAGE));
+        let q = GapQuery::new(0, 4 * PAGE, 4 * PAGE, Dir::Lowest);
+        assert_eq!(t.find_gap(&q), Some(0));
+        let q = GapQuery { align: 1 << 63, ..GapQuery::new(1, u64::MAX, PAGE, Dir::Lowest) };
+        assert_eq!(t.find_gap(&q), Some(1 << 63));
+    }
+}
