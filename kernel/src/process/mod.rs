@@ -13,7 +13,7 @@ pub mod elf;
 pub mod sched;
 pub mod stack;
 pub mod syscall;
-mod vmas;
+mod vm_syscalls;
 
 use alloc::format;
 use alloc::string::String;
@@ -23,8 +23,10 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::{Attributes, UserAccess};
+use mm::paging::PendingFlush;
 use mm::paging::{Constraints, PageTable, VaRange};
 use mm::tlb::{Scope, TlbCaps, TlbRequest};
+use mm::vm::{Layout, Prot, VmMap, VmaFlags};
 use spin::Mutex;
 
 use crate::arch::aarch64::exception::{FpState, TrapFrame, exception_class_name, fault_status_name};
@@ -35,10 +37,10 @@ use crate::memory::layout::phys_to_linear;
 use crate::memory::{frames, tlb};
 use crate::smp::current_cpu;
 pub use sched::handle as handle_user_exception;
-pub use vmas::{Prot, Vma, VmaKind, Vmas};
 
-/// Top of the user stack (exclusive); the stack VMA ends here.
-pub const STACK_TOP: u64 = 0x0000_ffff_f000_0000;
+/// Top of the user stack (exclusive); the stack area ends here, one page below the end of the
+/// 48-bit user range (Linux's mmap_base lies 128 MiB lower).
+pub const STACK_TOP: u64 = 0x0000_ffff_ffff_f000;
 /// Size of the stack mapping (demand-paged: untouched pages cost nothing).
 pub const STACK_SIZE: u64 = 8 << 20;
 
@@ -51,17 +53,19 @@ pub const STATUS_TRAP: u64 = 133;
 /// Exit status for an alignment fault (128 + SIGBUS).
 pub const STATUS_BUS: u64 = 135;
 
-/// The memory of a process: its page table and areas, behind the process's lock.
+/// The memory of a process: its page table and its map of areas (which decides every placement,
+/// `mm::vm`), behind the process's lock.
 pub struct Mm {
     /// Its page table (TTBR0), with non-global entries tagged by the process's ASID.
     pub table: PageTable<FrameTranslation>,
-    /// Its virtual memory areas.
-    pub vmas: Vmas,
-    /// Program break: (start, current).
-    pub brk: (u64, u64),
+    /// Its areas, gaps, program break and code window.
+    pub vm: VmMap,
     /// Page faults resolved by demand paging.
     pub faults: u64,
 }
+
+/// Page faults resolved by demand paging, all processes (for `SYS_MM_STATS`).
+pub static PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
 
 /// A user process: an address space shared by its threads.
 pub struct Process {
@@ -125,7 +129,7 @@ pub fn init_el0_controls() {
 }
 
 fn user_attrs(prot: Prot) -> Option<Attributes> {
-    let access = match (prot.read || prot.write || prot.exec, prot.write, prot.exec) {
+    let access = match (prot.read() || prot.write() || prot.exec(), prot.write(), prot.exec()) {
         (false, _, _) => return None,
         (_, true, true) => UserAccess::ReadWriteExecute,
         (_, true, false) => UserAccess::ReadWrite,
@@ -171,15 +175,15 @@ impl Mm {
     /// page is present, or no memory).
     pub fn resolve_fault(&mut self, addr: u64, access: Access) -> Result<(), String> {
         let page = addr & !(PAGE_SIZE - 1);
-        let vma = self.vmas.find(addr).ok_or_else(|| format!("no mapping at {addr:#x}"))?;
+        let vma = self.vm.find(addr).ok_or_else(|| format!("no mapping at {addr:#x}"))?;
         let prot = vma.prot;
         let allowed = match access {
-            Access::Read => prot.read || prot.write || prot.exec,
-            Access::Write => prot.write,
-            Access::Execute => prot.exec,
+            Access::Read => prot.read() || prot.write() || prot.exec(),
+            Access::Write => prot.write(),
+            Access::Execute => prot.exec(),
         };
         if !allowed {
-            return Err(format!("{access:?} access to [{:#x}, {:#x}) which is {prot}", vma.start, vma.end));
+            return Err(format!("{access:?} access to [{:#x}, {:#x}) which is {prot:?}", vma.start, vma.end));
         }
         if self.table.query(VirtAddr(page)).is_some() {
             // Another thread resolved it first: nothing to do, the access is retried.
@@ -189,7 +193,7 @@ impl Mm {
         let frame = frames::alloc(1).ok_or("out of memory")?;
         // SAFETY: a fresh frame, reached through the linear map.
         unsafe { core::ptr::write_bytes(phys_to_linear(frame.0) as *mut u8, 0, PAGE_SIZE as usize) };
-        if prot.exec {
+        if prot.exec() {
             // The I-cache must not hold stale lines for the frame's previous life.
             crate::arch::aarch64::cache::sync_icache(phys_to_linear(frame.0), PAGE_SIZE as usize);
         }
@@ -200,44 +204,72 @@ impl Mm {
         // Invalid to valid: no TLBI; make the entry visible to every walker before the retry.
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISH);
         self.faults += 1;
+        PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Unmaps `[start, end)` from the page table, flushes the TLB once for the whole range, then
-    /// frees the data frames and detached tables (never before the flush).
-    pub fn unmap_pages(&mut self, process: &Process, start: u64, end: u64) {
+    /// Clears the translations of `[start, end)` and hands back the record of what changed and
+    /// the data frames to free, without any TLB maintenance: the caller gathers several such
+    /// changes and ends with one flush ([`Mm::finish`]).
+    pub fn unmap_gathered(&mut self, start: u64, end: u64, gather: &mut Gather) {
         if start >= end {
             return;
         }
-        let mut data = Vec::new();
-        let _ = self.table.walk(VirtAddr(start), end - start, |leaf| data.push((leaf.pa, leaf.size)));
-        let Ok(record) = self.table.unmap(VirtAddr(start), end - start) else { return };
-        if record.needs_flush() {
-            process.flush_range(start, end, record.leaf_only(), record.has_executable());
-        }
-        record.release(self.table.translation_mut());
-        for (pa, size) in data {
-            frames::free(pa, (size / PAGE_SIZE) as usize);
+        let _ = self.table.walk(VirtAddr(start), end - start, |leaf| gather.data.push((leaf.pa, leaf.size)));
+        if let Ok(record) = self.table.unmap(VirtAddr(start), end - start) {
+            gather.absorb(record, &self.table);
         }
     }
 
-    /// Changes the protection of the mapped pages of `[start, end)` (one flush for the range).
-    /// PROT_NONE keeps the pages (a later mprotect must find their data) but makes them
-    /// inaccessible from EL0.
-    pub fn protect_pages(&mut self, process: &Process, start: u64, end: u64, prot: Prot) {
+    /// Changes the protection of the present pages of `[start, end)` in place (AP, PXN, UXN only,
+    /// which the architecture allows without break-before-make), gathering the flush. PROT_NONE
+    /// keeps the pages (a later mprotect must find their data) but makes them inaccessible from
+    /// EL0.
+    pub fn protect_gathered(&mut self, start: u64, end: u64, prot: Prot, gather: &mut Gather) {
         if start >= end {
             return;
         }
         let attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
-        let Ok(record) =
+        if let Ok(record) =
             self.table.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs))
-        else {
-            return;
-        };
-        if record.needs_flush() {
-            process.flush_range(start, end, record.leaf_only(), record.has_executable() || prot.exec);
+        {
+            gather.exec |= prot.exec();
+            gather.absorb(record, &self.table);
         }
-        record.release(self.table.translation_mut());
+    }
+
+    /// Ends an operation: one planned TLB flush covering everything `gather` collected, then (and
+    /// only then) the detached tables and data frames go back to the allocator.
+    pub fn finish(&mut self, process: &Process, gather: Gather) {
+        if let Some(record) = gather.record {
+            if record.needs_flush()
+                && let Some(range) = record.range()
+            {
+                let exec = gather.exec || record.has_executable();
+                process.flush_range(range.start.0, range.end_or_zero().0, record.leaf_only(), exec);
+            }
+            record.release(self.table.translation_mut());
+        }
+        for (pa, size) in gather.data {
+            frames::free(pa, (size / PAGE_SIZE) as usize);
+        }
+    }
+}
+
+/// What one operation changed, gathered so that it ends with one TLB flush.
+#[derive(Default)]
+pub struct Gather {
+    record: Option<PendingFlush>,
+    data: Vec<(PhysAddr, u64)>,
+    exec: bool,
+}
+
+impl Gather {
+    fn absorb(&mut self, record: PendingFlush, table: &PageTable<FrameTranslation>) {
+        match &mut self.record {
+            Some(all) => all.absorb(record, table.translation()),
+            None => self.record = Some(record),
+        }
     }
 }
 
@@ -267,7 +299,9 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     };
     let table =
         PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
-    let mut mm = Mm { table, vmas: Vmas::new(), brk: (0, 0), faults: 0 };
+    let brk_start =
+        exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
+    let mut mm = Mm { table, vm: VmMap::new(Layout::linux(brk_start)), faults: 0 };
     let regs = match load(&mut mm, &exe, bytes, argv) {
         Ok(regs) => regs,
         Err(e) => {
@@ -303,14 +337,18 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
 
 /// Maps the segments, the stack and the initial stack contents; returns the entry registers.
 fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Result<UserRegs, String> {
-    let mut brk = 0;
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
         let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
-        let prot = Prot { read: seg.prot.read, write: seg.prot.write, exec: seg.prot.exec };
-        mm.vmas
-            .insert(Vma { start, end, prot, kind: VmaKind::Image })
-            .map_err(|e| format!("segment: {e}"))?;
+        let mut prot = Prot::NONE;
+        for (on, bit) in
+            [(seg.prot.read, Prot::READ), (seg.prot.write, Prot::WRITE), (seg.prot.exec, Prot::EXEC)]
+        {
+            if on {
+                prot = prot.union(bit);
+            }
+        }
+        mm.vm.map_kernel(start, end - start, prot, VmaFlags::IMAGE).map_err(|e| format!("segment: {e:?}"))?;
         let attrs = user_attrs(prot).ok_or("a PROT_NONE segment")?;
         let mut page = start;
         while page < end {
@@ -326,7 +364,7 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
                 let len = (file_end - file_start) as usize;
                 dst[(file_start - page) as usize..][..len].copy_from_slice(&bytes[from..from + len]);
             }
-            if prot.exec {
+            if prot.exec() {
                 crate::arch::aarch64::cache::sync_icache(dst.as_ptr() as u64, PAGE_SIZE as usize);
             }
             if let Err(e) = mm.table.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
@@ -335,11 +373,12 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
             }
             page += PAGE_SIZE;
         }
-        brk = brk.max(end);
     }
-    mm.brk = (brk, brk);
-    let stack = Vma { start: STACK_TOP - STACK_SIZE, end: STACK_TOP, prot: Prot::RW, kind: VmaKind::Stack };
-    mm.vmas.insert(stack).map_err(|e| format!("stack: {e}"))?;
+    mm.vm
+        .map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK)
+        .map_err(|e| format!("stack: {e:?}"))?;
+    // The code window contains the program's own text where it fits (DESIGN.md §6).
+    mm.vm.init_code_window(exe.exec_range).map_err(|e| format!("code window: {e:?}"))?;
 
     let mut random = [0u8; 16];
     crate::random::fill(&mut random);
@@ -511,8 +550,8 @@ fn status_for(ec: u64) -> u64 {
 }
 
 fn report_user_fault(p: &Process, mm: &Mm, frame: &TrapFrame, access: Access, fsc: u64, why: &str) {
-    let mapping = match mm.vmas.find(frame.far) {
-        Some(vma) => format!("mapping [{:#x}, {:#x}) is {}", vma.start, vma.end, vma.prot),
+    let mapping = match mm.vm.find(frame.far) {
+        Some(vma) => format!("mapping [{:#x}, {:#x}) is {:?}", vma.start, vma.end, vma.prot),
         None => String::from("no mapping there"),
     };
     kprintln!(

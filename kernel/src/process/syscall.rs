@@ -5,8 +5,10 @@
 //! demand-paged first), and no argument value can make the kernel panic: anything not understood
 //! is EINVAL or ENOSYS, as Linux answers.
 use alloc::boxed::Box;
+
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
+use mm::vm::abi;
 
 use super::{Access, Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
@@ -107,6 +109,14 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::SCHED_GETAFFINITY => sched_getaffinity(thread, a[0], a[1], a[2]),
         nr::CLONE => clone(thread, frame, a[0], a[1], a[2], a[3], a[4]),
         nr::FUTEX => return futex(thread, frame, a[0], a[1], a[2], a[3]),
+        nr::MMAP => super::vm_syscalls::mmap(&p, a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::MUNMAP => super::vm_syscalls::munmap(&p, a[0], a[1]),
+        nr::MPROTECT => super::vm_syscalls::mprotect(&p, a[0], a[1], a[2]),
+        nr::MADVISE => super::vm_syscalls::madvise(&p, a[0], a[1], a[2]),
+        nr::BRK => super::vm_syscalls::brk(&p, a[0]),
+        abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(&p, a[0], a[1], a[2], a[3], a[4]),
+        abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(&p, a[0], a[1], a[2]),
+        abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(&p, a[0], a[1]),
         _ => -ENOSYS,
     };
     frame.x[0] = result as u64;
