@@ -217,6 +217,7 @@ extern "C" fn kernel_main(
     let t_frames = arch::time::counter();
     let cpu = arch::cpu::CpuFeatures::read();
     memory::tlb::init();
+    memory::asids::init();
     let pan_enabled = arch::cpu::enable_pan(&cpu);
     process::init_el0_controls();
     set_phase(&"running");

@@ -9,6 +9,7 @@
 //! 3. the frame allocator over all RAM minus the Image, the device tree and reserved ranges,
 //!    reachable through the linear map;
 //! 4. the main heap, carved from frames.
+pub mod asids;
 pub mod frames;
 pub mod heap;
 pub mod kernel_map;

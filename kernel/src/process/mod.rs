@@ -22,10 +22,11 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use mm::asid::AsidContext;
 use mm::descriptor::{Attributes, UserAccess};
 use mm::paging::PendingFlush;
 use mm::paging::{Constraints, PageTable, VaRange};
-use mm::tlb::{Scope, TlbCaps, TlbRequest};
+use mm::tlb::TlbRequest;
 use mm::vm::{Layout, Prot, VmMap, VmaFlags};
 use spin::Mutex;
 
@@ -34,7 +35,7 @@ use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
 use crate::kprintln;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::layout::phys_to_linear;
-use crate::memory::{frames, tlb};
+use crate::memory::{asids, frames, tlb};
 use crate::smp::current_cpu;
 pub use sched::handle as handle_user_exception;
 
@@ -71,14 +72,13 @@ pub static PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
 pub struct Process {
     /// Process id.
     pub pid: u32,
-    /// Its ASID.
-    pub asid: u16,
+    /// Its ASID and the CPUs that may cache it (`mm::asid`, through `memory::asids`).
+    pub asid: Mutex<AsidContext>,
     /// Physical address of its page table's root (for TTBR0).
     pub root: u64,
     /// Its memory (`None` once torn down).
     pub mm: Mutex<Option<Mm>>,
-    /// CPUs whose TLBs may hold translations of this ASID (bit per CPU): set when a thread of the
-    /// process runs on a CPU, cleared only by a broadcast invalidation of the whole ASID.
+    /// CPUs a thread of the process has run on (bit per CPU), to interrupt when it exits.
     pub cpus: AtomicU64,
     /// Threads not yet exited.
     pub threads: AtomicUsize,
@@ -110,7 +110,6 @@ pub struct Thread {
 }
 
 static NEXT_PID: AtomicU32 = AtomicU32::new(1);
-static NEXT_ASID: Mutex<u16> = Mutex::new(1);
 
 /// Makes EL0 able to do what Linux lets it do: read the virtual counter (CNTKCTL_EL1.EL0VCTEN),
 /// clean and invalidate caches by VA and read CTR_EL0 (SCTLR_EL1.UCI, UCT; a JIT publishes its
@@ -151,19 +150,13 @@ pub enum Access {
 }
 
 impl Process {
-    /// TLB capabilities for a flush of this address space from the current CPU: the local forms
-    /// when only this CPU may hold its translations, the broadcast forms otherwise (DESIGN.md §5).
-    pub fn tlb_caps(&self) -> TlbCaps {
-        let here = 1u64 << current_cpu();
-        let caps = tlb::caps();
-        if self.cpus.load(Ordering::Acquire) & !here == 0 { caps.local() } else { caps }
-    }
-
-    /// Invalidates `[start, end)` of this address space (`leaf_only` when no table changed).
+    /// Invalidates `[start, end)` of this address space (`leaf_only` when no table changed), with
+    /// the local forms when no other CPU may hold its translations, the broadcast forms otherwise
+    /// (DESIGN.md §5; the ASID allocator keeps the set of CPUs).
     pub fn flush_range(&self, start: u64, end: u64, leaf_only: bool, exec: bool) {
-        let req =
-            TlbRequest::new(VirtAddr(start), VirtAddr(end), Scope::Asid(self.asid)).with_leaf_only(leaf_only);
-        tlb::flush(&req, self.tlb_caps(), exec);
+        let (scope, caps) = asids::flush_target(&self.asid, current_cpu());
+        let req = TlbRequest::new(VirtAddr(start), VirtAddr(end), scope).with_leaf_only(leaf_only);
+        tlb::flush(&req, caps, exec);
     }
 }
 
@@ -291,12 +284,6 @@ pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
 pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     let exe = elf::parse(bytes)?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
-    let asid = {
-        let mut next = NEXT_ASID.lock();
-        let asid = *next;
-        *next = if *next == u16::MAX { 1 } else { *next + 1 };
-        asid
-    };
     let table =
         PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
     let brk_start =
@@ -312,7 +299,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     let root = mm.table.root_pa().0;
     let process = Arc::new(Process {
         pid,
-        asid,
+        asid: Mutex::new(AsidContext::new()),
         root,
         mm: Mutex::new(Some(mm)),
         cpus: AtomicU64::new(0),
@@ -428,12 +415,12 @@ fn write_user_via_table(table: &PageTable<FrameTranslation>, va: u64, data: &[u8
 
 /// Frees everything an address space owns: the TLB entries of its ASID first (broadcast: any
 /// CPU may hold them), then its frames.
-fn free_mm(mm: Mm, asid: Option<u16>) {
+fn free_mm(mm: Mm, asid: Option<&Mutex<AsidContext>>) {
     let mut data: Vec<(PhysAddr, u64)> = Vec::new();
     mm.table.walk_all(|leaf| data.push((leaf.pa, leaf.size)));
     let (mut translation, record) = mm.table.destroy();
     if let Some(asid) = asid {
-        tlb::flush_all(Scope::Asid(asid), tlb::caps());
+        asids::flush_everywhere(asid);
     }
     record.release(&mut translation);
     for (pa, size) in data {
@@ -445,7 +432,7 @@ fn free_mm(mm: Mm, asid: Option<u16>) {
 pub fn thread_exited(process: &Arc<Process>) {
     if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
         if let Some(mm) = process.mm.lock().take() {
-            free_mm(mm, Some(process.asid));
+            free_mm(mm, Some(&process.asid));
         }
         process.cpus.store(0, Ordering::Release);
         process.done.store(true, Ordering::Release);

@@ -93,7 +93,8 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         }
         let process = thread.process.clone();
         process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
-        TTBR0_EL1.set(process.root | (u64::from(process.asid) << 48));
+        let asid = crate::memory::asids::switch_to(&process.asid, cpu);
+        TTBR0_EL1.set(process.root | (u64::from(asid) << 48));
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         TPIDR_EL0.set(thread.tpidr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
