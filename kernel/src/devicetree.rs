@@ -51,11 +51,11 @@ pub struct Reserved {
 /// The console the device tree names.
 #[derive(Clone, Debug)]
 pub struct ConsoleNode {
-    /// Node path as written in `stdout-path` (options stripped).
+    /// Full node path (`stdout-path` with options stripped and an alias resolved).
     pub path: String,
     /// First `compatible` string.
     pub compatible: String,
-    /// Physical address of its registers.
+    /// CPU physical address of its registers (translated through the buses' `ranges`).
     pub pa: u64,
 }
 
@@ -133,27 +133,124 @@ fn str_prop<'a>(node: FdtNode<'_, 'a>, name: &str) -> Option<&'a str> {
     core::str::from_utf8(value).ok()
 }
 
-/// Resolves `/chosen/stdout-path` to a node: strips `:options`, resolves an alias.
+/// Reads `cells` big-endian 32-bit cells from `bytes` as one number (at most 2 cells).
+fn read_cells(bytes: &[u8], cells: usize) -> Option<u64> {
+    if cells > 2 || bytes.len() < cells * 4 {
+        return None;
+    }
+    Some(bytes[..cells * 4].chunks_exact(4).fold(0u64, |acc, c| {
+        (acc << 32) | u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+    }))
+}
+
+/// Translates `addr`, a `reg` address of the node at `path`, to a CPU physical address through
+/// the `ranges` of every ancestor bus (devicetree specification 2.3.8), innermost first.
+///
+/// The `fdt` crate reads `reg` with the parent's cell sizes but does not translate. An ancestor
+/// with an empty `ranges` maps 1:1; one without `ranges` (other than the root) means the address
+/// is not reachable from the CPU, which is an error naming the bus.
+///
+/// # Errors
+/// A message naming the bus that does not translate the address.
+pub fn translate(fdt: &Fdt<'_>, path: &str, addr: u64) -> Result<u64, String> {
+    // Ancestors from the root down: "/", "/soc", ... (the node itself excluded).
+    let mut ancestors: Vec<&str> = Vec::new();
+    for (i, c) in path.char_indices().skip(1) {
+        if c == '/' {
+            ancestors.push(&path[..i]);
+        }
+    }
+    let mut addr = addr;
+    // Innermost bus first: the node's parent translates into the grandparent's space, and so on.
+    for (depth, bus_path) in ancestors.iter().enumerate().rev() {
+        let bus = fdt.find_node(bus_path).ok_or_else(|| alloc::format!("no node {bus_path:?}"))?;
+        let parent_path = if depth == 0 { "/" } else { ancestors[depth - 1] };
+        let parent = fdt.find_node(parent_path).ok_or_else(|| alloc::format!("no node {parent_path:?}"))?;
+        let child_cells = bus.cell_sizes().address_cells;
+        let size_cells = bus.cell_sizes().size_cells;
+        let parent_cells = parent.cell_sizes().address_cells;
+        let Some(ranges) = bus.property("ranges") else {
+            return Err(alloc::format!("bus {bus_path:?} has no ranges: {addr:#x} is not a CPU address"));
+        };
+        if ranges.value.is_empty() {
+            continue; // identity
+        }
+        let entry = (child_cells + parent_cells + size_cells) * 4;
+        let found = ranges.value.chunks_exact(entry.max(4)).find_map(|e| {
+            let child = read_cells(e, child_cells)?;
+            let parent_addr = read_cells(&e[child_cells * 4..], parent_cells)?;
+            let size = read_cells(&e[(child_cells + parent_cells) * 4..], size_cells)?;
+            (addr >= child && addr - child < size).then(|| parent_addr + (addr - child))
+        });
+        addr = found.ok_or_else(|| alloc::format!("bus {bus_path:?}: no ranges entry covers {addr:#x}"))?;
+    }
+    Ok(addr)
+}
+
+/// The first node (depth first, in tree order) whose `compatible` list holds one of `compatible`,
+/// with its full path (the `fdt` crate's own search does not give paths, which [`translate`]
+/// needs).
+pub fn find_compatible_path<'b, 'a>(
+    fdt: &'b Fdt<'a>,
+    compatible: &[&str],
+) -> Option<(String, FdtNode<'b, 'a>)> {
+    fn walk<'b, 'a>(node: FdtNode<'b, 'a>, path: &mut String, want: &[&str]) -> Option<(String, FdtNode<'b, 'a>)> {
+        for child in node.children() {
+            let len = path.len();
+            if !path.ends_with('/') {
+                path.push('/');
+            }
+            path.push_str(child.name);
+            if child.compatible().is_some_and(|c| c.all().any(|s| want.contains(&s))) {
+                return Some((path.clone(), child));
+            }
+            if let Some(found) = walk(child, path, want) {
+                return Some(found);
+            }
+            path.truncate(len);
+        }
+        None
+    }
+    let root = fdt.find_node("/")?;
+    walk(root, &mut String::from("/"), compatible)
+}
+
+/// The first `reg` address of the node at `path`, translated to a CPU physical address, and the
+/// region's size.
+///
+/// # Errors
+/// A message naming what is missing or untranslatable.
+pub fn reg_translated(fdt: &Fdt<'_>, path: &str, node: FdtNode<'_, '_>, index: usize) -> Result<(u64, u64), String> {
+    let region = node
+        .reg()
+        .and_then(|mut r| r.nth(index))
+        .ok_or_else(|| alloc::format!("{path}: no reg entry {index}"))?;
+    let pa = translate(fdt, path, region.starting_address as u64)?;
+    Ok((pa, region.size.unwrap_or(0) as u64))
+}
+
+/// Resolves `/chosen/stdout-path` to a node: strips `:options`, resolves an alias, and
+/// translates its `reg` address through the buses above it.
 fn console(fdt: &Fdt<'static>) -> Result<ConsoleNode, String> {
     let chosen = fdt.find_node("/chosen").ok_or_else(|| String::from("no /chosen node"))?;
     let path = str_prop(chosen, "stdout-path")
         .or_else(|| str_prop(chosen, "linux,stdout-path"))
         .ok_or_else(|| String::from("/chosen has no stdout-path"))?;
     let path = path.split(':').next().unwrap_or(path);
-    let node = if path.starts_with('/') {
-        fdt.find_node(path)
+    let full = if path.starts_with('/') {
+        Some(path)
     } else {
-        fdt.find_node("/aliases")
-            .and_then(|aliases| str_prop(aliases, path))
-            .and_then(|full| fdt.find_node(full))
+        fdt.find_node("/aliases").and_then(|aliases| str_prop(aliases, path))
     }
-    .ok_or_else(|| alloc::format!("stdout-path {path:?} names no node"))?;
+    .ok_or_else(|| alloc::format!("stdout-path {path:?} is neither a path nor an alias"))?;
+    let node = fdt.find_node(full).ok_or_else(|| alloc::format!("stdout-path {path:?} names no node"))?;
     let compatible = node
         .compatible()
         .map(|c| String::from(c.first()))
-        .ok_or_else(|| alloc::format!("console node {path:?} has no compatible"))?;
-    let (pa, _) = reg_first(node).ok_or_else(|| alloc::format!("console node {path:?} has no reg"))?;
-    Ok(ConsoleNode { path: String::from(path), compatible, pa })
+        .ok_or_else(|| alloc::format!("console node {full:?} has no compatible"))?;
+    let (bus_addr, _) = reg_first(node).ok_or_else(|| alloc::format!("console node {full:?} has no reg"))?;
+    let pa = translate(fdt, full, bus_addr)?;
+    Ok(ConsoleNode { path: String::from(full), compatible, pa })
 }
 
 impl Machine {

@@ -76,12 +76,33 @@ fn pick(cpu: usize) -> Option<Box<Thread>> {
     q.remove(index)
 }
 
+/// Kernel work queued for one CPU (tests use it to run code on a chosen CPU).
+static KERNEL_WORK: [Mutex<Option<fn()>>; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
+
+/// Runs `work` on CPU `cpu` (in its scheduler loop, with interrupts masked) as soon as it is
+/// between threads or idle. Returns false if that CPU already has work queued.
+pub fn run_on(cpu: usize, work: fn()) -> bool {
+    let mut slot = KERNEL_WORK[cpu].lock();
+    if slot.is_some() {
+        return false;
+    }
+    *slot = Some(work);
+    drop(slot);
+    irq::send_ipi(cpu, irq::IPI_WAKE);
+    true
+}
+
 /// Runs threads on this CPU until `until` is done (or forever for `None`).
 pub fn run_cpu(until: Option<&Arc<Process>>) {
     let cpu = current_cpu();
     loop {
         if until.is_some_and(|p| p.done.load(Ordering::Acquire)) {
             return;
+        }
+        let work = KERNEL_WORK[cpu].lock().take();
+        if let Some(work) = work {
+            work();
+            continue;
         }
         let Some(thread) = pick(cpu) else {
             idle_wait(cpu);
@@ -121,7 +142,7 @@ fn idle_wait(cpu: usize) {
         return;
     }
     IDLE.fetch_or(1 << cpu, Ordering::AcqRel);
-    if RUNQ.lock().is_empty() {
+    if RUNQ.lock().is_empty() && KERNEL_WORK[cpu].lock().is_none() {
         // SAFETY: unmask IRQs, wait for one (tick or wake IPI), mask again; the handler is
         // ordinary Rust, so caller-saved registers are declared clobbered.
         unsafe {

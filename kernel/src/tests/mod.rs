@@ -2,6 +2,7 @@
 mod boot;
 mod irq;
 mod memory;
+mod shootdown;
 mod smp;
 mod tlb;
 mod user;

@@ -1,0 +1,136 @@
+//! TLB shootdown across CPUs: a translation cached by another CPU goes away with the broadcast
+//! (inner-shareable) forms and stays with the local ones.
+//!
+//! CPU 1 reads a kernel test-window address in a loop (so its TLB caches the translation); CPU 0
+//! points the address at another page without any TLBI: CPU 1 keeps reading the old page (QEMU
+//! keeps a per-CPU TLB, like hardware), which proves the stale entry exists. A *local* flush on
+//! CPU 0 must leave CPU 1 stale; after the *broadcast* flush completes (DSB ISH), CPU 1 must read
+//! the new page.
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use mm::descriptor::Attributes;
+use mm::paging::Constraints;
+use mm::tlb::{Scope, TlbRequest};
+
+use crate::memory::kernel_map::KERNEL_TABLE;
+use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
+use crate::memory::{frames, tlb};
+use crate::process::sched::run_on;
+use crate::smp::ONLINE;
+use crate::{ensure, kernel_test};
+
+/// A page of the test window the two CPUs share (away from the pages tests/tlb.rs uses).
+const VA: u64 = TEST_WINDOW + 0x20_0000;
+
+static SEEN: AtomicU64 = AtomicU64::new(0);
+static STOP: AtomicBool = AtomicBool::new(false);
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+fn reader() {
+    RUNNING.store(true, Ordering::Release);
+    while !STOP.load(Ordering::Acquire) {
+        // SAFETY: VA is mapped (to one frame or the other) for the whole time STOP is false.
+        let v = unsafe { (VA as *const u64).read_volatile() };
+        SEEN.store(v, Ordering::Release);
+    }
+    RUNNING.store(false, Ordering::Release);
+}
+
+fn map(pa: PhysAddr) -> Result<(), alloc::string::String> {
+    let mut table = KERNEL_TABLE.lock();
+    let pt = table.as_mut().ok_or("no kernel table")?;
+    pt.map(VirtAddr(VA), pa, PAGE_SIZE, Attributes::kernel_data(), Constraints::NO_CONTIGUOUS)
+        .map_err(|e| alloc::format!("{e:?}"))?;
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISH);
+    Ok(())
+}
+
+/// Clears the entry without any TLBI (the point of the test); the table stays (no detach).
+fn unmap_silently() -> Result<(), alloc::string::String> {
+    let mut table = KERNEL_TABLE.lock();
+    let pt = table.as_mut().ok_or("no kernel table")?;
+    let record = pt.unmap(VirtAddr(VA), PAGE_SIZE).map_err(|e| alloc::format!("{e:?}"))?;
+    record.release(pt.translation_mut());
+    Ok(())
+}
+
+fn wait_for(us: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let start = crate::arch::time::counter();
+    let limit = us * crate::arch::time::frequency() / 1_000_000;
+    while !cond() {
+        if crate::arch::time::counter() - start > limit {
+            return cond();
+        }
+        core::hint::spin_loop();
+    }
+    true
+}
+
+kernel_test!(
+    fn cross_cpu_stale_read_needs_the_broadcast_flush() {
+        if ONLINE.load(Ordering::Acquire) < 2 {
+            return Ok(()); // one CPU: nothing to shoot down (the -smp 4 runs cover it)
+        }
+        let a = frames::alloc(1).ok_or("no frame")?;
+        let b = frames::alloc(1).ok_or("no frame")?;
+        // SAFETY: fresh frames, reached through the linear map.
+        unsafe {
+            (phys_to_linear(a.0) as *mut u64).write_volatile(0xaaaa);
+            (phys_to_linear(b.0) as *mut u64).write_volatile(0xbbbb);
+        }
+        // A pin page keeps the level-3 table alive while VA is remapped.
+        let pin = frames::alloc(1).ok_or("no frame")?;
+        let result = (|| {
+            {
+                let mut table = KERNEL_TABLE.lock();
+                let pt = table.as_mut().ok_or("no kernel table")?;
+                pt.map(
+                    VirtAddr(VA + PAGE_SIZE),
+                    pin,
+                    PAGE_SIZE,
+                    Attributes::kernel_data(),
+                    Constraints::NONE,
+                )
+                .map_err(|e| alloc::format!("{e:?}"))?;
+            }
+            map(a)?;
+            SEEN.store(0, Ordering::Release);
+            STOP.store(false, Ordering::Release);
+            ensure!(run_on(1, reader), "cpu1 is busy");
+            ensure!(wait_for(200_000, || SEEN.load(Ordering::Acquire) == 0xaaaa), "cpu1 never read the page");
+            unmap_silently()?;
+            map(b)?;
+            let req = TlbRequest::new(VirtAddr(VA), VirtAddr(VA + PAGE_SIZE), Scope::Global);
+            // Our own TLB: local flush (CPU 0 must not read A itself below).
+            tlb::flush(&req, tlb::caps().local(), true);
+            ensure!(
+                !wait_for(5_000, || SEEN.load(Ordering::Acquire) == 0xbbbb),
+                "cpu1 saw the new page before any flush reached it: the test cannot tell"
+            );
+            ensure!(SEEN.load(Ordering::Acquire) == 0xaaaa, "cpu1 read {:#x}", SEEN.load(Ordering::Acquire));
+            tlb::flush(&req, tlb::caps(), true);
+            ensure!(
+                wait_for(100_000, || SEEN.load(Ordering::Acquire) == 0xbbbb),
+                "cpu1 still reads the old page after the broadcast flush"
+            );
+            Ok(())
+        })();
+        STOP.store(true, Ordering::Release);
+        wait_for(200_000, || !RUNNING.load(Ordering::Acquire));
+        let _ = unmap_silently();
+        {
+            let mut table = KERNEL_TABLE.lock();
+            if let Some(pt) = table.as_mut()
+                && let Ok(record) = pt.unmap(VirtAddr(VA + PAGE_SIZE), PAGE_SIZE)
+            {
+                record.release(pt.translation_mut());
+            }
+        }
+        tlb::flush_all(Scope::Global, tlb::caps());
+        for f in [a, b, pin] {
+            frames::free(f, 1);
+        }
+        result
+    }
+);
