@@ -29,5 +29,6 @@ pub mod asid;
 pub mod descriptor;
 pub mod paging;
 pub mod phys;
+pub mod space;
 pub mod tlb;
 pub mod vm;

@@ -202,6 +202,32 @@ impl PendingFlush {
         }
     }
 
+    /// Records that `count` consecutive leaves of `size` bytes from offset `off`, all with
+    /// attributes `old`, were removed (`new == None`) or given attributes `new`.
+    pub(crate) fn add_run(
+        &mut self,
+        off: u64,
+        count: u64,
+        size: u64,
+        old: Attributes,
+        new: Option<Attributes>,
+    ) {
+        if count == 0 {
+            return;
+        }
+        self.add_leaf(off, size, old, new);
+        if count > 1 {
+            self.add_leaf(off + (count - 1) * size, size, old, new);
+            self.leaves += count - 2;
+        }
+    }
+
+    /// Records that a table entry was removed or replaced without handing its frame to the
+    /// record (the staged operations free such frames themselves, after the flush).
+    pub(crate) fn note_table_removed(&mut self) {
+        self.tables_removed = true;
+    }
+
     /// Records that the table frame `pa` was detached from the tree.
     pub(crate) fn detach_table<T: Translation>(&mut self, pa: PhysAddr, translation: &T) {
         self.tables_removed = true;

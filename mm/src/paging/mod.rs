@@ -29,7 +29,10 @@
 //!   nothing. The caller then does break-before-make itself: `unmap` the affected range (valid →
 //!   invalid), flush the TLB with the returned record (`DSB ISHST; TLBI…; DSB ISH`), release the
 //!   record, and `map` the new translation. On a table that is not live, the same changes are made
-//!   in place.
+//!   in place. [`crate::space::AddressSpace`] is such a caller: it owns the TLB issuer and does
+//!   the whole sequence for unmap, protect, memory-type changes, remaps, block splits, contiguous
+//!   runs and superpage promotion, with the staged operations of `bbm.rs` (the new value kept in
+//!   the broken entry, so one call needs one flush and no heap).
 //!
 //! Memory ordering: every table write is one aligned `u64` volatile store, in the order the source
 //! says, and a new table is completely written (zeroed and filled) before the descriptor that
@@ -46,9 +49,12 @@ use core::ptr::NonNull;
 use crate::addr::{PAGE_SIZE, PhysAddr, VA_BITS, VirtAddr};
 use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
 
+mod bbm;
 mod flush;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use bbm::{BbmCounts, StagedOp};
 
 pub use flush::{FlushRange, FrameList, PendingFlush};
 
@@ -485,6 +491,18 @@ impl<T: Translation> PageTable<T> {
         }
     }
 
+    /// Checks the arguments of a `map` and returns the range as offsets from the range base.
+    fn check_map(&self, va: VirtAddr, pa: PhysAddr, size: u64) -> Result<(u64, u64), MapError> {
+        let range = self.check_range(va, size)?;
+        if !pa.is_page_aligned() {
+            return Err(MapError::Misaligned);
+        }
+        match pa.0.checked_add(size) {
+            Some(pa_end) if pa_end <= 1 << crate::addr::PA_BITS => Ok(range),
+            _ => Err(MapError::InvalidRange),
+        }
+    }
+
     // ---- frame reservation -------------------------------------------------------------------
 
     /// Allocates `count` frames into a reservation, or none at all.
@@ -549,14 +567,7 @@ impl<T: Translation> PageTable<T> {
         attrs: Attributes,
         constraints: Constraints,
     ) -> Result<(), MapError> {
-        let (start, end) = self.check_range(va, size)?;
-        if !pa.is_page_aligned() {
-            return Err(MapError::Misaligned);
-        }
-        match pa.0.checked_add(size) {
-            Some(pa_end) if pa_end <= 1 << crate::addr::PA_BITS => {}
-            _ => return Err(MapError::InvalidRange),
-        }
+        let (start, end) = self.check_map(va, pa, size)?;
         let args = MapArgs { start, end, pa: pa.0, attrs, constraints };
         let mut pool = FrameList::new();
         let needed =
