@@ -54,9 +54,3 @@ pub fn flush_everywhere(ctx: &Mutex<AsidContext>) {
         allocator.note_full_flush(&mut ctx);
     }
 }
-
-/// (ASID width, rollovers so far), for the report and tests.
-pub fn info() -> (u32, u64) {
-    let allocator = ALLOCATOR.lock();
-    allocator.as_ref().map_or((0, 0), |a| (a.asid_bits(), a.rollovers()))
-}

@@ -76,8 +76,11 @@ fn pick(cpu: usize) -> Option<Box<Thread>> {
     q.remove(index)
 }
 
+/// A function queued for one CPU's scheduler loop.
+type WorkSlot = Mutex<Option<fn()>>;
+
 /// Kernel work queued for one CPU (tests use it to run code on a chosen CPU).
-static KERNEL_WORK: [Mutex<Option<fn()>>; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
+static KERNEL_WORK: [WorkSlot; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
 
 /// Runs `work` on CPU `cpu` (in its scheduler loop, with interrupts masked) as soon as it is
 /// between threads or idle. Returns false if that CPU already has work queued.

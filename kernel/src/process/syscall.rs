@@ -17,8 +17,6 @@ use crate::smp::current_cpu;
 
 /// Linux errno values (`include/uapi/asm-generic/errno-base.h`, `errno.h`).
 pub mod errno {
-    /// Operation not permitted.
-    pub const EPERM: i64 = 1;
     /// No such process.
     pub const ESRCH: i64 = 3;
     /// Bad file descriptor.
@@ -27,14 +25,8 @@ pub mod errno {
     pub const EAGAIN: i64 = 11;
     /// Out of memory.
     pub const ENOMEM: i64 = 12;
-    /// Permission denied.
-    pub const EACCES: i64 = 13;
     /// Bad address.
     pub const EFAULT: i64 = 14;
-    /// Device or resource busy.
-    pub const EBUSY: i64 = 16;
-    /// File exists.
-    pub const EEXIST: i64 = 17;
     /// Invalid argument.
     pub const EINVAL: i64 = 22;
     /// Function not implemented.
