@@ -59,6 +59,11 @@ fn issue(plan: &TlbPlan, needs_isb: bool) {
     STATS.lock().add(&issued);
 }
 
+/// Adds maintenance issued elsewhere (an address space's own issuer) to the counters.
+pub fn account(issued: &TlbStats) {
+    STATS.lock().add(issued);
+}
+
 /// The counts of issued TLB maintenance since boot.
 pub fn stats() -> TlbStats {
     *STATS.lock()

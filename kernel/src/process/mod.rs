@@ -21,12 +21,13 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use mm::addr::{PAGE_SIZE, VirtAddr};
 use mm::asid::AsidContext;
 use mm::descriptor::{Attributes, UserAccess};
-use mm::paging::PendingFlush;
 use mm::paging::{Constraints, PageTable, VaRange};
-use mm::tlb::TlbRequest;
+use mm::space::{AddressSpace, Unmapped};
+use mm::tlb::TlbIssuer;
+use mm::tlb::issue::Aarch64Tlb;
 use mm::vm::{Layout, Prot, VmMap, VmaFlags};
 use spin::Mutex;
 
@@ -54,11 +55,12 @@ pub const STATUS_TRAP: u64 = 133;
 /// Exit status for an alignment fault (128 + SIGBUS).
 pub const STATUS_BUS: u64 = 135;
 
-/// The memory of a process: its page table and its map of areas (which decides every placement,
-/// `mm::vm`), behind the process's lock.
+/// The memory of a process: its live page table (`mm::space`, which does break-before-make and
+/// one planned flush per call) and its map of areas (which decides every placement, `mm::vm`),
+/// behind the process's lock.
 pub struct Mm {
     /// Its page table (TTBR0), with non-global entries tagged by the process's ASID.
-    pub table: PageTable<FrameTranslation>,
+    pub space: AddressSpace<FrameTranslation, Aarch64Tlb>,
     /// Its areas, gaps, program break and code window.
     pub vm: VmMap,
     /// Page faults resolved by demand paging.
@@ -150,13 +152,15 @@ pub enum Access {
 }
 
 impl Process {
-    /// Invalidates `[start, end)` of this address space (`leaf_only` when no table changed), with
-    /// the local forms when no other CPU may hold its translations, the broadcast forms otherwise
-    /// (DESIGN.md §5; the ASID allocator keeps the set of CPUs).
-    pub fn flush_range(&self, start: u64, end: u64, leaf_only: bool, exec: bool) {
+    /// Points `mm`'s flushes at this process's current ASID, with the local forms when no other
+    /// CPU may hold its translations and the broadcast forms otherwise (DESIGN.md §5; the ASID
+    /// allocator keeps the set of CPUs). Called before every operation on the page table.
+    fn aim_flushes(&self, mm: &mut Mm) {
         let (scope, caps) = asids::flush_target(&self.asid, current_cpu());
-        let req = TlbRequest::new(VirtAddr(start), VirtAddr(end), scope).with_leaf_only(leaf_only);
-        tlb::flush(&req, caps, exec);
+        if let mm::tlb::Scope::Asid(asid) = scope {
+            mm.space.set_asid(asid);
+        }
+        mm.space.set_caps(caps);
     }
 }
 
@@ -178,7 +182,7 @@ impl Mm {
         if !allowed {
             return Err(format!("{access:?} access to [{:#x}, {:#x}) which is {prot:?}", vma.start, vma.end));
         }
-        if self.table.query(VirtAddr(page)).is_some() {
+        if self.space.query(VirtAddr(page)).is_some() {
             // Another thread resolved it first: nothing to do, the access is retried.
             return Ok(());
         }
@@ -190,79 +194,49 @@ impl Mm {
             // The I-cache must not hold stale lines for the frame's previous life.
             crate::arch::aarch64::cache::sync_icache(phys_to_linear(frame.0), PAGE_SIZE as usize);
         }
-        if let Err(e) = self.table.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NO_CONTIGUOUS) {
+        // Invalid to valid: no TLBI; the address space publishes the entry with DSB ISHST (and
+        // folds or promotes when a run of pages becomes uniform and contiguous).
+        let before = *self.space.tlb_stats();
+        let mapped = self.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE);
+        self.account(before);
+        if let Err(e) = mapped {
             frames::free(frame, 1);
             return Err(format!("mapping the page failed: {e:?}"));
         }
-        // Invalid to valid: no TLBI; make the entry visible to every walker before the retry.
-        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISH);
         self.faults += 1;
         PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Clears the translations of `[start, end)` and hands back the record of what changed and
-    /// the data frames to free, without any TLB maintenance: the caller gathers several such
-    /// changes and ends with one flush ([`Mm::finish`]).
-    pub fn unmap_gathered(&mut self, start: u64, end: u64, gather: &mut Gather) {
-        if start >= end {
-            return;
-        }
-        let _ = self.table.walk(VirtAddr(start), end - start, |leaf| gather.data.push((leaf.pa, leaf.size)));
-        if let Ok(record) = self.table.unmap(VirtAddr(start), end - start) {
-            gather.absorb(record, &self.table);
-        }
+    /// Adds the TLB maintenance the address space issued since `before` to the kernel's counters.
+    fn account(&self, before: mm::tlb::TlbStats) {
+        tlb::account(&self.space.tlb_stats().since(&before));
     }
 
-    /// Changes the protection of the present pages of `[start, end)` in place (AP, PXN, UXN only,
-    /// which the architecture allows without break-before-make), gathering the flush. PROT_NONE
-    /// keeps the pages (a later mprotect must find their data) but makes them inaccessible from
-    /// EL0.
-    pub fn protect_gathered(&mut self, start: u64, end: u64, prot: Prot, gather: &mut Gather) {
+    /// Unmaps `[start, end)` (holes are fine) with one flush, then frees the data frames: they
+    /// are handed back only after the flush has completed.
+    pub fn unmap(&mut self, process: &Process, start: u64, end: u64) {
         if start >= end {
             return;
         }
+        process.aim_flushes(self);
+        let before = *self.space.tlb_stats();
+        let _ = self.space.unmap(VirtAddr(start), end - start, free_user_frames);
+        self.account(before);
+    }
+
+    /// Changes the protection of the present pages of `[start, end)` (AP, PXN, UXN in place, as
+    /// the architecture allows), one flush. PROT_NONE keeps the pages (a later mprotect must find
+    /// their data) but makes them inaccessible from EL0.
+    pub fn protect(&mut self, process: &Process, start: u64, end: u64, prot: Prot) {
+        if start >= end {
+            return;
+        }
+        process.aim_flushes(self);
         let attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
-        if let Ok(record) =
-            self.table.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs))
-        {
-            gather.exec |= prot.exec();
-            gather.absorb(record, &self.table);
-        }
-    }
-
-    /// Ends an operation: one planned TLB flush covering everything `gather` collected, then (and
-    /// only then) the detached tables and data frames go back to the allocator.
-    pub fn finish(&mut self, process: &Process, gather: Gather) {
-        if let Some(record) = gather.record {
-            if record.needs_flush()
-                && let Some(range) = record.range()
-            {
-                let exec = gather.exec || record.has_executable();
-                process.flush_range(range.start.0, range.end_or_zero().0, record.leaf_only(), exec);
-            }
-            record.release(self.table.translation_mut());
-        }
-        for (pa, size) in gather.data {
-            frames::free(pa, (size / PAGE_SIZE) as usize);
-        }
-    }
-}
-
-/// What one operation changed, gathered so that it ends with one TLB flush.
-#[derive(Default)]
-pub struct Gather {
-    record: Option<PendingFlush>,
-    data: Vec<(PhysAddr, u64)>,
-    exec: bool,
-}
-
-impl Gather {
-    fn absorb(&mut self, record: PendingFlush, table: &PageTable<FrameTranslation>) {
-        match &mut self.record {
-            Some(all) => all.absorb(record, table.translation()),
-            None => self.record = Some(record),
-        }
+        let before = *self.space.tlb_stats();
+        let _ = self.space.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs));
+        self.account(before);
     }
 }
 
@@ -286,9 +260,13 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     let table =
         PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
+    let caps = tlb::caps();
+    // The real ASID is assigned when a thread first runs (memory::asids); until then the table
+    // is reachable by no TTBR, so no flush it issues can matter.
+    let space = AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, caps.errata), 0, caps.local());
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
-    let mut mm = Mm { table, vm: VmMap::new(Layout::linux(brk_start)), faults: 0 };
+    let mut mm = Mm { space, vm: VmMap::new(Layout::linux(brk_start)), faults: 0 };
     let regs = match load(&mut mm, &exe, bytes, argv) {
         Ok(regs) => regs,
         Err(e) => {
@@ -296,7 +274,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
             return Err(e);
         }
     };
-    let root = mm.table.root_pa().0;
+    let root = mm.space.table().root_pa().0;
     let process = Arc::new(Process {
         pid,
         asid: Mutex::new(AsidContext::new()),
@@ -354,7 +332,7 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
             if prot.exec() {
                 crate::arch::aarch64::cache::sync_icache(dst.as_ptr() as u64, PAGE_SIZE as usize);
             }
-            if let Err(e) = mm.table.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
+            if let Err(e) = mm.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
                 frames::free(frame, 1);
                 return Err(format!("mapping the program failed: {e:?}"));
             }
@@ -392,13 +370,17 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
         mm.resolve_fault(page, Access::Write)?;
         page += PAGE_SIZE;
     }
-    write_user_via_table(&mm.table, sp, &image)?;
+    write_user_via_table(&mm.space, sp, &image)?;
     Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
 }
 
 /// Writes `data` at user address `va` by translating through `table` (the table need not be
 /// live), crossing page boundaries as needed.
-fn write_user_via_table(table: &PageTable<FrameTranslation>, va: u64, data: &[u8]) -> Result<(), String> {
+fn write_user_via_table(
+    table: &AddressSpace<FrameTranslation, Aarch64Tlb>,
+    va: u64,
+    data: &[u8],
+) -> Result<(), String> {
     let mut done = 0;
     while done < data.len() {
         let at = va + done as u64;
@@ -414,17 +396,26 @@ fn write_user_via_table(table: &PageTable<FrameTranslation>, va: u64, data: &[u8
 }
 
 /// Frees everything an address space owns: the TLB entries of its ASID first (broadcast: any
-/// CPU may hold them), then its frames.
+/// CPU may hold them), then its frames and tables. No TTBR points at it any more.
 fn free_mm(mm: Mm, asid: Option<&Mutex<AsidContext>>) {
-    let mut data: Vec<(PhysAddr, u64)> = Vec::new();
-    mm.table.walk_all(|leaf| data.push((leaf.pa, leaf.size)));
-    let (mut translation, record) = mm.table.destroy();
     if let Some(asid) = asid {
         asids::flush_everywhere(asid);
     }
-    record.release(&mut translation);
-    for (pa, size) in data {
-        frames::free(pa, (size / PAGE_SIZE) as usize);
+    let before = *mm.space.tlb_stats();
+    let mut data: Vec<Unmapped> = Vec::new();
+    let (_, issuer) = mm.space.destroy(|u| data.push(u));
+    tlb::account(&issuer.stats().since(&before));
+    for u in data {
+        free_user_frames(u);
+    }
+}
+
+/// Gives back the frames of an unmapped extent. User frames were allocated one page at a time
+/// (demand paging), and the buddy allocator must get each back as it was allocated: an extent
+/// merged by the address space (or a promoted block) is freed page by page.
+fn free_user_frames(u: Unmapped) {
+    for i in 0..u.size / PAGE_SIZE {
+        frames::free(mm::addr::PhysAddr(u.pa.0 + i * PAGE_SIZE), 1);
     }
 }
 

@@ -7,7 +7,7 @@ use mm::vm::map::MadviseAction;
 use mm::vm::{Errno, flags};
 
 use super::syscall::{copy_out, errno::*};
-use super::{Access, Gather, Mm, PAGE_FAULTS, Process};
+use super::{Access, Mm, PAGE_FAULTS, Process};
 
 fn errno(e: Errno) -> i64 {
     -i64::from(e.code())
@@ -45,11 +45,9 @@ pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, map_flags: u64, fd: u64
     with_mm(p, |mm| match mm.vm.mmap(addr, len, prot, map_flags, fd as i32, offset) {
         Err(e) => errno(e),
         Ok(mapped) => {
-            let mut gather = Gather::default();
-            for old in &mapped.replaced {
-                mm.unmap_gathered(old.start, old.end, &mut gather);
+            if let (Some(first), Some(last)) = (mapped.replaced.first(), mapped.replaced.last()) {
+                mm.unmap(p, first.start, last.end);
             }
-            mm.finish(p, gather);
             if mapped.populate {
                 populate(mm, mapped.addr, mapped.addr + mapped.len, mapped.prot.write());
             }
@@ -63,11 +61,10 @@ pub fn munmap(p: &Process, addr: u64, len: u64) -> i64 {
     with_mm(p, |mm| match mm.vm.munmap(addr, len) {
         Err(e) => errno(e),
         Ok(removed) => {
-            let mut gather = Gather::default();
-            for vma in &removed {
-                mm.unmap_gathered(vma.start, vma.end, &mut gather);
+            // One call over the whole span (holes cost nothing): one flush.
+            if let (Some(first), Some(last)) = (removed.first(), removed.last()) {
+                mm.unmap(p, first.start, last.end);
             }
-            mm.finish(p, gather);
             0
         }
     })
@@ -78,11 +75,18 @@ pub fn mprotect(p: &Process, addr: u64, len: u64, prot: u64) -> i64 {
     with_mm(p, |mm| match mm.vm.mprotect(addr, len, prot) {
         Err(e) => errno(e),
         Ok(protected) => {
-            let mut gather = Gather::default();
-            for change in &protected.changes {
-                mm.protect_gathered(change.start, change.end, change.new, &mut gather);
+            // Linux gives the whole range one protection: one call, one flush. (Should the
+            // changes ever differ, each gets its own call.)
+            let uniform =
+                protected.changes.windows(2).all(|w| w[0].new == w[1].new && w[0].end == w[1].start);
+            match (protected.changes.first(), protected.changes.last()) {
+                (Some(first), Some(last)) if uniform => mm.protect(p, first.start, last.end, first.new),
+                _ => {
+                    for change in &protected.changes {
+                        mm.protect(p, change.start, change.end, change.new);
+                    }
+                }
             }
-            mm.finish(p, gather);
             protected.error.map_or(0, errno)
         }
     })
@@ -96,11 +100,9 @@ pub fn madvise(p: &Process, addr: u64, len: u64, advice: u64) -> i64 {
         Ok(advised) => {
             match advised.action {
                 MadviseAction::Discard | MadviseAction::Free => {
-                    let mut gather = Gather::default();
-                    for &(start, end) in &advised.ranges {
-                        mm.unmap_gathered(start, end, &mut gather);
+                    if let (Some(first), Some(last)) = (advised.ranges.first(), advised.ranges.last()) {
+                        mm.unmap(p, first.0, last.1);
                     }
-                    mm.finish(p, gather);
                 }
                 MadviseAction::WillNeed => {
                     for &(start, end) in &advised.ranges {
@@ -123,11 +125,9 @@ pub fn madvise(p: &Process, addr: u64, len: u64, advice: u64) -> i64 {
 pub fn brk(p: &Process, addr: u64) -> i64 {
     with_mm(p, |mm| {
         let outcome = mm.vm.brk(addr);
-        let mut gather = Gather::default();
-        for vma in &outcome.unmapped {
-            mm.unmap_gathered(vma.start, vma.end, &mut gather);
+        if let (Some(first), Some(last)) = (outcome.unmapped.first(), outcome.unmapped.last()) {
+            mm.unmap(p, first.start, last.end);
         }
-        mm.finish(p, gather);
         outcome.brk as i64
     })
 }

@@ -193,3 +193,51 @@ kernel_test!(
         Ok(())
     }
 );
+
+kernel_test!(
+    fn munmap_gives_back_each_frame_once_and_only_user_frames() {
+        // mmap 16 pages, touch each (demand paging: consecutive frames the address space may
+        // report as one merged extent), munmap them, exit. Regression: merged extents were once
+        // freed as one buddy block, corrupting the allocator.
+        let mut code = Vec::new();
+        code.extend(mov(0, 0));
+        code.extend(mov(1, 16 * 4096));
+        code.extend(mov(2, 3)); // PROT_READ | PROT_WRITE
+        code.extend(mov(3, 0x22)); // MAP_PRIVATE | MAP_ANONYMOUS
+        code.extend(mov(4, u64::MAX)); // fd -1
+        code.extend(mov(5, 0));
+        code.extend(mov(8, 222)); // mmap
+        code.push(SVC);
+        code.push(0xaa00_03f3); // mov x19, x0
+        code.push(0xaa00_03f5); // mov x21, x0
+        code.push(0xd280_0214); // movz x20, #16
+        code.push(0xf900_0274); // loop: str x20, [x19]
+        code.push(0x9140_0673); // add x19, x19, #4096
+        code.push(0xf100_0694); // subs x20, x20, #1
+        code.push(0x54ff_ffa1); // b.ne loop
+        code.push(0xaa15_03e0); // mov x0, x21
+        code.extend(mov(1, 16 * 4096));
+        code.extend(mov(8, 215)); // munmap
+        code.push(SVC);
+        code.extend(mov(8, EXIT_GROUP));
+        code.push(SVC);
+        ensure_eq!(run(&tiny_elf(&code))?, 0);
+        let usable = &crate::booted().usable;
+        let mut taken = Vec::new();
+        for _ in 0..512 {
+            let pa = frames::alloc(1).ok_or("out of frames")?;
+            taken.push(pa);
+        }
+        let all_usable = taken.iter().all(|pa| usable.contains(pa.0));
+        let mut sorted: Vec<u64> = taken.iter().map(|p| p.0).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let distinct = sorted.len() == taken.len();
+        for pa in taken {
+            frames::free(pa, 1);
+        }
+        ensure!(all_usable, "the allocator handed out a frame outside usable RAM");
+        ensure!(distinct, "the allocator handed out a frame twice");
+        Ok(())
+    }
+);

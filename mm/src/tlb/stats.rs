@@ -83,6 +83,25 @@ impl TlbStats {
         self.plans += other.plans;
     }
 
+    /// The counts issued since `earlier` (a snapshot of the same counters): `self - earlier`,
+    /// field by field (saturating, so a reset in between gives zeros rather than wrapping).
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            range_broadcast: self.range_broadcast.saturating_sub(earlier.range_broadcast),
+            range_local: self.range_local.saturating_sub(earlier.range_local),
+            page_broadcast: self.page_broadcast.saturating_sub(earlier.page_broadcast),
+            page_local: self.page_local.saturating_sub(earlier.page_local),
+            asid_broadcast: self.asid_broadcast.saturating_sub(earlier.asid_broadcast),
+            asid_local: self.asid_local.saturating_sub(earlier.asid_local),
+            all_broadcast: self.all_broadcast.saturating_sub(earlier.all_broadcast),
+            all_local: self.all_local.saturating_sub(earlier.all_local),
+            repeated: self.repeated.saturating_sub(earlier.repeated),
+            dsb: self.dsb.saturating_sub(earlier.dsb),
+            isb: self.isb.saturating_sub(earlier.isb),
+            plans: self.plans.saturating_sub(earlier.plans),
+        }
+    }
+
     /// Planned TLBI instructions issued, all kinds (errata repeats excluded).
     pub const fn planned_tlbis(&self) -> u64 {
         self.range_broadcast
@@ -103,5 +122,29 @@ impl TlbStats {
     /// Whole flushes (ASID or whole TLB), the plans that fell back.
     pub const fn full_flushes(&self) -> u64 {
         self.asid_broadcast + self.asid_local + self.all_broadcast + self.all_local
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_is_the_field_by_field_difference() {
+        let mut a = TlbStats::ZERO;
+        a.range_broadcast = 5;
+        a.page_local = 7;
+        a.plans = 3;
+        let mut b = a;
+        b.range_broadcast = 9;
+        b.page_local = 8;
+        b.all_local = 1;
+        b.plans = 4;
+        let d = b.since(&a);
+        assert_eq!((d.range_broadcast, d.page_local, d.all_local, d.plans), (4, 1, 1, 1));
+        assert_eq!(a.since(&b).range_broadcast, 0);
+        let mut sum = a;
+        sum.add(&d);
+        assert_eq!(sum, b);
     }
 }
