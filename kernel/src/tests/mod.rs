@@ -2,6 +2,7 @@
 mod boot;
 mod irq;
 mod memory;
+mod promotion;
 mod shootdown;
 mod smp;
 mod tlb;

@@ -1,0 +1,74 @@
+//! Superpage promotion under QEMU: 512 pages of a live TTBR0 address space become one 2 MiB
+//! block with one TLBI (seed 001: 512 invalidations become 1), and every page still reads what it
+//! held.
+use aarch64_cpu::registers::{ReadWriteable, TCR_EL1, TTBR0_EL1, Writeable};
+use mm::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
+use mm::descriptor::Attributes;
+use mm::paging::{Constraints, PageTable, VaRange};
+use mm::space::{AddressSpace, Policy};
+use mm::tlb::TlbIssuer;
+use mm::tlb::issue::Aarch64Tlb;
+
+use crate::memory::kernel_map::FrameTranslation;
+use crate::memory::layout::phys_to_linear;
+use crate::memory::{frames, tlb};
+use crate::{ensure, ensure_eq, kernel_test};
+
+const ASID: u16 = 9;
+const VA: u64 = 0x0000_0080_0000_0000;
+
+fn read(va: u64) -> u64 {
+    // SAFETY: the test reads only the range it mapped (EL1-accessible normal memory).
+    unsafe { (va as *const u64).read_volatile() }
+}
+
+kernel_test!(
+    fn promoting_512_pages_to_a_2m_block_takes_one_tlbi_and_keeps_the_data() {
+        let frames_before = frames::usage().0;
+        let block = frames::alloc(512).ok_or("no 2 MiB of contiguous frames")?;
+        ensure!(block.is_aligned(BLOCK_2M), "the buddy allocator returned an unaligned block");
+        for i in 0..512u64 {
+            // SAFETY: the frames were just allocated; reached through the linear map.
+            unsafe { (phys_to_linear(block.0 + i * PAGE_SIZE) as *mut u64).write_volatile(0x5000 + i) };
+        }
+        let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| alloc::format!("{e:?}"))?;
+        let caps = tlb::caps();
+        let mut space = AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, caps.errata), ASID, caps);
+        space.set_policy(Policy { promote: false, fold: false, split_contiguous: false });
+        TTBR0_EL1.set(space.table().root_pa().0 | (u64::from(ASID) << 48));
+        TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        let result = (|| {
+            for i in 0..512u64 {
+                let (va, pa) = (VA + i * PAGE_SIZE, PhysAddr(block.0 + i * PAGE_SIZE));
+                space
+                    .map(VirtAddr(va), pa, PAGE_SIZE, Attributes::kernel_data(), Constraints::NO_CONTIGUOUS)
+                    .map_err(|e| alloc::format!("map: {e:?}"))?;
+            }
+            for i in 0..512u64 {
+                ensure_eq!(read(VA + i * PAGE_SIZE), 0x5000 + i, "before promotion");
+            }
+            ensure_eq!(space.query(VirtAddr(VA)).map(|l| l.level), Some(3));
+            let tlbis = space.tlb_stats().planned_tlbis();
+            let promoted = space.promote(VirtAddr(VA)).map_err(|e| alloc::format!("promote: {e:?}"))?;
+            ensure!(promoted, "promote declined a full, contiguous, uniform 2 MiB range");
+            ensure_eq!(space.tlb_stats().planned_tlbis() - tlbis, 1, "TLBI instructions for one promotion");
+            ensure_eq!(space.stats().promotions, 1);
+            ensure_eq!(space.query(VirtAddr(VA)).map(|l| (l.level, l.size)), Some((2, BLOCK_2M)));
+            for i in 0..512u64 {
+                ensure_eq!(read(VA + i * PAGE_SIZE), 0x5000 + i, "after promotion");
+            }
+            Ok(())
+        })();
+        TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
+        TTBR0_EL1.set(0);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        tlb::flush_all(mm::tlb::Scope::Asid(ASID), caps);
+        tlb::account(space.tlb_stats());
+        let (mut translation, _) = space.destroy(|_| {});
+        let _ = &mut translation;
+        frames::free(block, 512);
+        ensure_eq!(frames::usage().0, frames_before, "frames leaked");
+        result
+    }
+);
