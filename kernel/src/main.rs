@@ -16,6 +16,7 @@
 extern crate alloc;
 
 mod arch;
+mod bench;
 mod board;
 mod boot;
 mod console;
@@ -262,6 +263,10 @@ extern "C" fn kernel_main(
     );
 
     selftest::run_requested(booted);
+    if booted.machine.has_bootarg("bench") {
+        bench::run();
+        exit::exit(0)
+    }
     #[cfg(feature = "test-image")]
     {
         let filter = booted.machine.bootargs.split_ascii_whitespace().find_map(|w| w.strip_prefix("test="));

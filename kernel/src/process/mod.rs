@@ -13,6 +13,7 @@ pub mod elf;
 pub mod sched;
 pub mod stack;
 pub mod syscall;
+pub mod tiny_elf;
 mod vm_syscalls;
 
 use alloc::format;
