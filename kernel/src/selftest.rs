@@ -3,7 +3,8 @@
 //! - `selftest=fault`: a load from an unmapped kernel address (a data abort report);
 //! - `selftest=stack-overflow`: unbounded recursion into the boot stack's guard page;
 //! - `selftest=undefined`: an undefined instruction;
-//! - `selftest=panic`: a Rust panic.
+//! - `selftest=panic`: a Rust panic;
+//! - `selftest=report-only`: stop after the boot report with status 0 (scripts/bench times boots).
 use crate::Booted;
 
 /// Runs the self-test the command line asks for, if any (each one ends the run).
@@ -24,6 +25,9 @@ pub fn run_requested(booted: &Booted) {
         crate::kprintln!("selftest: executing an undefined instruction");
         // SAFETY: deliberately undefined; the exception handler ends the run.
         unsafe { core::arch::asm!("udf #0x5a") };
+    }
+    if machine.has_bootarg("selftest=report-only") {
+        crate::exit::exit(0);
     }
     if machine.has_bootarg("selftest=panic") {
         panic!("selftest: a deliberate panic");
