@@ -39,8 +39,9 @@ pub const SYS_MM_STATS: u64 = 1002;
 /// [`SYS_CODE_WINDOW`] op: fill the [`CodeWindowInfo`] at `x2`.
 pub const WINDOW_GET: u64 = 0;
 /// [`SYS_CODE_WINDOW`] op: set the window size to `arg` bytes (a power of two from 2 MiB to
-/// 4 GiB). Allowed only while the window holds no mapping; `-EBUSY` otherwise, `-EINVAL` for a bad
-/// size, `-ENOMEM` if no aligned gap of that size exists.
+/// 4 GiB). `-EBUSY` if a mapping in the current window would fall outside the new one (the
+/// program's own text usually sits in the window, so "only while empty" would never allow it),
+/// `-EINVAL` for a bad size, `-ENOMEM` if no aligned gap of that size exists.
 pub const WINDOW_SET_SIZE: u64 = 1;
 /// [`SYS_CODE_WINDOW`] op: strict mode on (`arg = 1`) or off (`arg = 0`). In strict mode a code
 /// mapping that does not fit in the window fails with `-ENOMEM` instead of being placed outside.
