@@ -186,3 +186,55 @@ kernel_test!(
         Ok(())
     }
 );
+
+kernel_test!(
+    fn memory_calls_give_the_errno_linux_gives() {
+        // From mmap(2), munmap(2), mprotect(2), madvise(2): each row is one program that makes
+        // the call and exits with its result. (The full table, 78 cases, runs on the host in
+        // mm::vm::tests::errno_table_from_the_man_pages; these check the kernel's wiring.)
+        const EPERM: i64 = 1;
+        const EBADF: i64 = 9;
+        const ENOMEM: i64 = 12;
+        const EACCES: i64 = 13;
+        const EEXIST: i64 = 17;
+        const EINVAL: i64 = 22;
+        const RW: u64 = 3;
+        const PRIVATE_ANON: u64 = 0x22;
+        const FIXED: u64 = 0x10;
+        const NOREPLACE: u64 = 0x10_0000;
+        let none = u64::MAX; // fd -1
+        let rows: [(&str, u64, [u64; 6], i64); 12] = [
+            ("mmap of length 0", 222, [0, 0, RW, PRIVATE_ANON, none, 0], EINVAL),
+            (
+                "MAP_FIXED at an unaligned address",
+                222,
+                [0x10_0001, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
+                EINVAL,
+            ),
+            ("MAP_FIXED below mmap_min_addr", 222, [0x1000, 4096, RW, PRIVATE_ANON | FIXED, none, 0], EPERM),
+            (
+                "MAP_FIXED_NOREPLACE over the program's text",
+                222,
+                [BASE, 4096, RW, PRIVATE_ANON | NOREPLACE, none, 0],
+                EEXIST,
+            ),
+            (
+                "MAP_FIXED past the 48-bit limit",
+                222,
+                [1 << 48, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
+                ENOMEM,
+            ),
+            ("writable and executable (W^X)", 222, [0, 4096, RW | 4, PRIVATE_ANON, none, 0], EACCES),
+            ("a file mapping with a descriptor that is not open", 222, [0, 4096, RW, 0x02, 3, 0], EBADF),
+            ("neither MAP_PRIVATE nor MAP_SHARED", 222, [0, 4096, RW, 0x20, none, 0], EINVAL),
+            ("munmap of an unaligned address", 215, [0x10_0001, 4096, 0, 0, 0, 0], EINVAL),
+            ("mprotect with unknown bits", 226, [BASE, 4096, 0x40, 0, 0, 0], EINVAL),
+            ("mprotect over a hole", 226, [0x7000_0000, 4096, 1, 0, 0, 0], ENOMEM),
+            ("madvise with unknown advice", 233, [BASE, 4096, 77, 0, 0, 0], EINVAL),
+        ];
+        for (what, nr, args, errno) in rows {
+            ensure_eq!(run(&syscall_then_exit(nr, &args))?, errno_status(errno), what);
+        }
+        Ok(())
+    }
+);
