@@ -238,3 +238,33 @@ kernel_test!(
         Ok(())
     }
 );
+
+kernel_test!(
+    fn every_system_call_number_with_garbage_arguments_leaves_the_kernel_standing() {
+        // nr = x28 counts down from 1010 to 1 (0 is not tried); exit and exit_group are skipped
+        // so the program runs to the end. Arguments: a kernel address, junk, and values just
+        // past what is valid. Every call must come back (with an errno), nothing may leak.
+        let mut body = alloc::vec![
+            0xf101_779f, // cmp x28, #93
+            0x5400_0380, // b.eq skip
+            0xf101_7b9f, // cmp x28, #94
+            0x5400_0340, // b.eq skip
+        ];
+        for (reg, value) in [
+            (0, 0xffff_8000_0000_0000),
+            (1, 0xdead_beef),
+            (2, 0x1000),
+            (3, 0xffff_ffff),
+            (4, 0x7fff_ffff_f000),
+            (5, 0),
+        ] {
+            body.extend(mov(reg, value));
+        }
+        body.push(0xaa1c_03e8); // mov x8, x28
+        body.push(SVC);
+        // skip:
+        let program = crate::process::tiny_elf::loop_program(&[], &body, 1010);
+        ensure_eq!(run(&program)?, 0);
+        Ok(())
+    }
+);
