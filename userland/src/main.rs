@@ -10,7 +10,13 @@
 //! failed, so the program is also a test. On Linux the extensions answer `-ENOSYS`: the program
 //! then reports placement instead of checking it, and probes instead of asking.
 //!
-//! Usage: `userland [all|code-region|near|bench] [--full]` (default `all`, quick scale).
+//! Threads (Linux semantics: clone, futex, affinity) are exercised by three more modes: `threads`
+//! (concurrent map/protect/unmap in one address space, and a cross-CPU shootdown check from user
+//! space), `tlbi-locality` (local TLBIs while the address space is on one CPU, broadcast once it
+//! has moved; this kernel only) and `shootdown` (a benchmark, quick inside `all`).
+//!
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown] [--full]
+//! [--threads=N]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
 #![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
@@ -24,7 +30,13 @@ mod jit;
 mod layout;
 mod near;
 mod rt;
+mod shootdown;
 mod sys;
+mod thread;
+mod threads;
+mod tlbi;
+
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use sys::Errno;
 
@@ -38,7 +50,15 @@ pub struct Ctx {
     pub seed: u64,
     /// True when the kernel implements the extensions (SYS_CODE_WINDOW answered).
     pub ext: bool,
+    /// `--threads=N`: the thread count of the `threads` mode.
+    pub threads: Option<u32>,
 }
+
+/// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
+pub static PAGE: AtomicU64 = AtomicU64::new(4096);
+
+const USAGE: &str =
+    "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown] [--full] [--threads=N]";
 
 /// Invariant bookkeeping for one mode.
 pub struct Checks {
@@ -105,14 +125,25 @@ fn seed(start: &rt::Start) -> (u64, &'static str) {
 fn main(start: &rt::Start) -> u64 {
     let mut mode: &[u8] = b"all";
     let mut full = false;
+    let mut threads = None;
     for i in 1..start.argc {
         match start.arg(i) {
             Some(b"--full") => full = true,
             Some(b"--quick") => full = false,
+            Some(a) if a.starts_with(b"--threads=") => {
+                match core::str::from_utf8(&a[10..]).ok().and_then(|n| n.parse::<u32>().ok()) {
+                    Some(n) if (2..=threads::MAX_THREADS as u32).contains(&n) => threads = Some(n),
+                    _ => {
+                        say!("{USAGE} (N from 2 to {})", threads::MAX_THREADS);
+                        return 2;
+                    }
+                }
+            }
             Some(m) => mode = m,
             None => {}
         }
     }
+    PAGE.store(start.page_size, Ordering::Relaxed);
     let t0 = rt::ticks();
     let ns0 = sys::monotonic_ns();
     let (seed, seed_src) = seed(start);
@@ -151,7 +182,7 @@ fn main(start: &rt::Start) -> u64 {
             "userland: kernel extensions absent (SYS_CODE_WINDOW: {e}): Linux semantics, placement reported not enforced"
         ),
     }
-    let ctx = Ctx { page: start.page_size, full, seed, ext };
+    let ctx = Ctx { page: start.page_size, full, seed, ext, threads };
 
     let mut failed: alloc::vec::Vec<&str> = alloc::vec::Vec::new();
     let mut ran = 0;
@@ -174,8 +205,27 @@ fn main(start: &rt::Start) -> u64 {
             failed.push("bench");
         }
     }
+    // Before anything creates a thread: the address space has been on one CPU only.
+    if all || mode == b"tlbi-locality" {
+        ran += 1;
+        if !tlbi::run(&ctx) {
+            failed.push("tlbi-locality");
+        }
+    }
+    if all || mode == b"threads" {
+        ran += 1;
+        if !threads::run(&ctx) {
+            failed.push("threads");
+        }
+    }
+    if all || mode == b"shootdown" {
+        ran += 1;
+        if !shootdown::run(&ctx, all && !full) {
+            failed.push("shootdown");
+        }
+    }
     if ran == 0 {
-        say!("usage: userland [all|code-region|near|bench] [--full]");
+        say!("{USAGE}");
         return 2;
     }
     if let Ok(s) = sys::mm_stats() {

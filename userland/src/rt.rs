@@ -1,10 +1,14 @@
 //! The run-time the program needs without a libc: the `_start` stub, the initial stack (argc,
-//! argv, envp, auxv), a bump allocator over `mmap`, formatted output to fd 1, the generic timer
-//! and the panic handler.
+//! argv, envp, auxv), a spin lock, a bump allocator over `mmap`, formatted output to fd 1, the
+//! generic timer and the panic handler. Everything here may be used from several threads
+//! (`crate::thread`): the allocator and the output buffer are behind [`SpinLock`]s.
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::arch::{asm, global_asm};
+use core::cell::UnsafeCell;
 use core::fmt::{self, Write};
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sys;
 
@@ -119,6 +123,81 @@ unsafe extern "C" fn rust_start(sp: *const u64) -> ! {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A spin lock (threads share the allocator and the output buffer)
+
+/// A test-and-test-and-set lock that yields the CPU while contended, so that a holder preempted
+/// on the same CPU gets to run and release it.
+pub struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands out at most one guard at a time, so `T` is only ever accessed by one
+// thread at a time; `T: Send` because it may be accessed from any thread.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    /// An unlocked lock holding `value`.
+    pub const fn new(value: T) -> Self {
+        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+    }
+
+    /// Takes the lock, spinning (then yielding) until it is free.
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        let mut spins = 0u32;
+        loop {
+            if let Some(guard) = self.try_lock() {
+                return guard;
+            }
+            while self.locked.load(Ordering::Relaxed) {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    sys::sched_yield();
+                } else {
+                    core::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// Takes the lock if it is free.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        if self.locked.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            Some(SpinGuard { lock: self })
+        } else {
+            None
+        }
+    }
+}
+
+/// Access to a [`SpinLock`]'s value; unlocks when dropped.
+pub struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard exists only while this thread holds the lock.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard exists only while this thread holds the lock, and `&mut self`
+        // makes this the only reference derived from it.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Output
 
 struct Out {
@@ -126,7 +205,7 @@ struct Out {
     len: usize,
 }
 
-static mut OUT: Out = Out { buf: [0; 4096], len: 0 };
+static OUT: SpinLock<Out> = SpinLock::new(Out { buf: [0; 4096], len: 0 });
 
 impl Write for Out {
     fn write_str(&mut self, s: &str) -> fmt::Result {
@@ -146,26 +225,28 @@ impl Write for Out {
     }
 }
 
-/// Formats to stdout, line-buffered (used by `say!`).
-pub fn print(args: fmt::Arguments<'_>) {
-    // SAFETY: single-threaded program; `print` is never re-entered (the panic handler writes
-    // directly with `write_all`), so this is the only live reference to `OUT`.
-    let out = unsafe { &mut *core::ptr::addr_of_mut!(OUT) };
+/// Formats `args` and a newline to stdout as one line (used by `say!`): lines from different
+/// threads do not interleave.
+pub fn print_line(args: fmt::Arguments<'_>) {
+    let mut out = OUT.lock();
     let _ = out.write_fmt(args);
+    let _ = out.write_str("\n");
 }
 
-/// Writes out any partial line.
+/// Writes out any partial line. Gives up rather than wait if another thread holds the buffer
+/// (it is called on the way out, possibly from the panic handler).
 pub fn flush() {
-    // SAFETY: as in `print`.
-    let out = unsafe { &mut *core::ptr::addr_of_mut!(OUT) };
-    sys::write_all(1, &out.buf[..out.len]);
-    out.len = 0;
+    if let Some(mut out) = OUT.try_lock() {
+        let len = out.len;
+        sys::write_all(1, &out.buf[..len]);
+        out.len = 0;
+    }
 }
 
 /// `println!` for this program.
 #[macro_export]
 macro_rules! say {
-    ($($arg:tt)*) => {{ $crate::rt::print(format_args!($($arg)*)); $crate::rt::print(format_args!("\n")); }};
+    ($($arg:tt)*) => {{ $crate::rt::print_line(format_args!($($arg)*)); }};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,30 +289,30 @@ impl fmt::Display for Centi {
 const ARENA: u64 = 4 << 20;
 
 struct Bump {
-    next: core::cell::Cell<u64>,
-    end: core::cell::Cell<u64>,
+    /// Next free byte and end of the current arena.
+    state: SpinLock<(u64, u64)>,
 }
 
-// SAFETY: the program is single-threaded, so the cells are never accessed concurrently.
-unsafe impl Sync for Bump {}
-
 // SAFETY: every block returned is freshly carved from a private anonymous mapping that nothing else
-// uses, aligned as asked and never handed out twice; `dealloc` does nothing.
+// uses, aligned as asked and never handed out twice (the cursor is behind a lock); `dealloc` does
+// nothing.
 unsafe impl GlobalAlloc for Bump {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let align = layout.align() as u64;
         let size = layout.size() as u64;
-        let mut at = (self.next.get() + align - 1) & !(align - 1);
-        if self.next.get() == 0 || at + size > self.end.get() {
+        let mut state = self.state.lock();
+        let (next, end) = *state;
+        let mut at = (next + align - 1) & !(align - 1);
+        if next == 0 || at + size > end {
             let len = (size + align).max(ARENA).next_multiple_of(ARENA);
             let Ok(base) = sys::mmap_anon(0, len, sys::PROT_READ | sys::PROT_WRITE, sys::MAP_NORESERVE)
             else {
                 return core::ptr::null_mut();
             };
-            self.end.set(base + len);
+            state.1 = base + len;
             at = (base + align - 1) & !(align - 1);
         }
-        self.next.set(at + size);
+        state.0 = at + size;
         at as *mut u8
     }
 
@@ -239,7 +320,7 @@ unsafe impl GlobalAlloc for Bump {
 }
 
 #[global_allocator]
-static HEAP: Bump = Bump { next: core::cell::Cell::new(0), end: core::cell::Cell::new(0) };
+static HEAP: Bump = Bump { state: SpinLock::new((0, 0)) };
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {

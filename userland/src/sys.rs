@@ -4,6 +4,7 @@
 //! Linux answers them with `-ENOSYS`.
 
 use core::arch::asm;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub use crate::abi::{
     CodeWindowInfo, MAP_CODE, MmStats, SYS_CODE_WINDOW, SYS_MM_STATS, SYS_MMAP_NEAR, WINDOW_GET,
@@ -12,9 +13,17 @@ pub use crate::abi::{
 /// Linux arm64 (asm-generic) system call numbers.
 pub mod nr {
     pub const WRITE: u64 = 64;
+    pub const EXIT: u64 = 93;
     pub const EXIT_GROUP: u64 = 94;
+    pub const FUTEX: u64 = 98;
     pub const CLOCK_GETTIME: u64 = 113;
+    pub const SCHED_SETAFFINITY: u64 = 122;
+    pub const SCHED_GETAFFINITY: u64 = 123;
+    pub const SCHED_YIELD: u64 = 124;
+    pub const GETCPU: u64 = 168;
+    pub const GETTID: u64 = 178;
     pub const MUNMAP: u64 = 215;
+    pub const CLONE: u64 = 220;
     pub const MMAP: u64 = 222;
     pub const MPROTECT: u64 = 226;
     pub const MADVISE: u64 = 233;
@@ -32,13 +41,19 @@ pub const MAP_NORESERVE: u64 = 0x4000;
 pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
 pub const MADV_DONTNEED: u64 = 4;
 pub const CLOCK_MONOTONIC: u64 = 1;
+pub const FUTEX_WAIT: u64 = 0;
+pub const FUTEX_WAKE: u64 = 1;
+pub const FUTEX_PRIVATE_FLAG: u64 = 128;
 
 pub const EPERM: i64 = 1;
+pub const EINTR: i64 = 4;
+pub const EAGAIN: i64 = 11;
 pub const ENOMEM: i64 = 12;
 pub const EACCES: i64 = 13;
 pub const EEXIST: i64 = 17;
 pub const EINVAL: i64 = 22;
 pub const ENOSYS: i64 = 38;
+pub const ETIMEDOUT: i64 = 110;
 
 /// A system call's error: the positive errno.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +64,10 @@ impl Errno {
     pub fn name(self) -> &'static str {
         match self.0 {
             EPERM => "EPERM",
+            3 => "ESRCH",
+            EINTR => "EINTR",
+            EAGAIN => "EAGAIN",
+            ETIMEDOUT => "ETIMEDOUT",
             ENOMEM => "ENOMEM",
             EACCES => "EACCES",
             EEXIST => "EEXIST",
@@ -67,18 +86,21 @@ impl core::fmt::Display for Errno {
     }
 }
 
-/// Counts every system call this program makes (single-threaded, so a plain static is enough).
-static mut SYSCALLS: u64 = 0;
+/// Counts every system call this program makes, from every thread.
+static SYSCALLS: AtomicU64 = AtomicU64::new(0);
 
-/// System calls made so far.
+/// System calls made so far (all threads).
 pub fn count() -> u64 {
-    // SAFETY: the program is single-threaded; nothing else accesses the counter concurrently.
-    unsafe { core::ptr::addr_of!(SYSCALLS).read() }
+    SYSCALLS.load(Ordering::Relaxed)
+}
+
+/// Counts `n` system calls made outside [`syscall6`] (in inline assembly).
+pub fn add_count(n: u64) {
+    SYSCALLS.fetch_add(n, Ordering::Relaxed);
 }
 
 fn bump_count() {
-    // SAFETY: as in `count`: single-threaded access only.
-    unsafe { core::ptr::addr_of_mut!(SYSCALLS).write(core::ptr::addr_of!(SYSCALLS).read() + 1) }
+    SYSCALLS.fetch_add(1, Ordering::Relaxed);
 }
 
 fn result(ret: i64) -> Result<u64, Errno> {
@@ -189,4 +211,82 @@ pub fn mm_stats() -> Result<MmStats, Errno> {
     // SAFETY: the kernel writes at most `size` bytes to `stats`; Linux answers ENOSYS.
     unsafe { syscall6(SYS_MM_STATS, [&mut stats as *mut _ as u64, size, 0, 0, 0, 0])? };
     Ok(stats)
+}
+
+/// `mmap(addr, len, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS)`: fresh zero pages at exactly
+/// `addr`, replacing whatever was mapped there.
+///
+/// # Safety
+/// Nothing may rely on the previous contents or mapping of `[addr, addr + len)`, and no other
+/// thread may have mapped anything there that it still uses.
+pub unsafe fn mmap_fixed(addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
+    // SAFETY: the caller guarantees that the range may be replaced.
+    unsafe { syscall6(nr::MMAP, [addr, len, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, u64::MAX, 0]) }
+}
+
+/// `futex(word, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, expected, timeout)`: sleeps while `*word ==
+/// expected`, at most `timeout_ns` (relative) when given. `Err(EAGAIN)` if the word differed,
+/// `Err(ETIMEDOUT)` on timeout; spurious wake-ups are possible (callers re-check the word).
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) -> Result<u64, Errno> {
+    futex_wait_op(word, expected, timeout_ns, FUTEX_WAIT | FUTEX_PRIVATE_FLAG)
+}
+
+/// [`futex_wait`] without `FUTEX_PRIVATE_FLAG`: for the `CLONE_CHILD_CLEARTID` word, which Linux
+/// wakes with a shared-futex `FUTEX_WAKE` at thread exit (a private wait has another key and would
+/// miss it; glibc's `pthread_join` waits shared for the same reason).
+pub fn futex_wait_shared(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) -> Result<u64, Errno> {
+    futex_wait_op(word, expected, timeout_ns, FUTEX_WAIT)
+}
+
+fn futex_wait_op(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, op: u64) -> Result<u64, Errno> {
+    let ts = timeout_ns.map(|ns| [ns / 1_000_000_000, ns % 1_000_000_000]);
+    let tsp = ts.as_ref().map_or(0, |t| t.as_ptr() as u64);
+    // SAFETY: the kernel reads the 32-bit word we borrow (atomically) and, if given, one
+    // `struct timespec` (two 64-bit fields) that lives until the call returns.
+    unsafe { syscall6(nr::FUTEX, [word.as_ptr() as u64, op, u64::from(expected), tsp, 0, 0]) }
+}
+
+/// `futex(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n)`: wakes up to `n` waiters; returns how many.
+pub fn futex_wake(word: &AtomicU32, n: u32) -> Result<u64, Errno> {
+    let op = FUTEX_WAKE | FUTEX_PRIVATE_FLAG;
+    // SAFETY: FUTEX_WAKE only uses the address as a key; it does not write memory.
+    unsafe { syscall6(nr::FUTEX, [word.as_ptr() as u64, op, u64::from(n), 0, 0, 0]) }
+}
+
+/// `sched_yield()`.
+pub fn sched_yield() {
+    // SAFETY: no arguments, no memory touched.
+    let _ = unsafe { syscall6(nr::SCHED_YIELD, [0; 6]) };
+}
+
+/// `gettid()`.
+pub fn gettid() -> u32 {
+    // SAFETY: no arguments, no memory touched.
+    unsafe { syscall6(nr::GETTID, [0; 6]) }.map_or(0, |t| t as u32)
+}
+
+/// `getcpu(&cpu, NULL, NULL)`: the CPU the calling thread runs on (informative; may be stale by
+/// the time it returns).
+pub fn getcpu() -> Result<u32, Errno> {
+    let mut cpu = 0u32;
+    // SAFETY: the kernel writes one `unsigned int` to `cpu`; the other pointers are NULL.
+    unsafe { syscall6(nr::GETCPU, [&mut cpu as *mut u32 as u64, 0, 0, 0, 0, 0])? };
+    Ok(cpu)
+}
+
+/// `sched_getaffinity(0, …)`: the calling thread's CPU mask (CPUs 0–63).
+pub fn sched_getaffinity() -> Result<u64, Errno> {
+    // 1024 CPUs' worth of mask: Linux refuses a buffer smaller than its CPU count.
+    let mut mask = [0u64; 16];
+    // SAFETY: the kernel writes at most `size_of_val(&mask)` bytes to `mask`.
+    unsafe { syscall6(nr::SCHED_GETAFFINITY, [0, 128, mask.as_mut_ptr() as u64, 0, 0, 0])? };
+    Ok(mask[0])
+}
+
+/// `sched_setaffinity(0, 8, &mask)`: the calling thread may run only on the CPUs in `mask`
+/// (it moves now if it runs elsewhere).
+pub fn sched_setaffinity(mask: u64) -> Result<(), Errno> {
+    // SAFETY: the kernel reads 8 bytes from `mask`.
+    unsafe { syscall6(nr::SCHED_SETAFFINITY, [0, 8, &mask as *const u64 as u64, 0, 0, 0])? };
+    Ok(())
 }

@@ -146,10 +146,20 @@ fn idle_wait(cpu: usize) {
     }
     IDLE.fetch_or(1 << cpu, Ordering::AcqRel);
     if RUNQ.lock().is_empty() && KERNEL_WORK[cpu].lock().is_none() {
-        // SAFETY: unmask IRQs, wait for one (tick or wake IPI), mask again; the handler is
-        // ordinary Rust, so caller-saved registers are declared clobbered.
+        // WFI with IRQs still masked: a wake IPI sent after the check above is pending and ends
+        // the WFI at once (WFI wakes on a pending interrupt whatever PSTATE.I says); only then
+        // are IRQs unmasked so the handler runs. Unmasking first would let the IPI be taken just
+        // before the WFI, which would then sleep until the next tick.
+        // SAFETY: the handler is ordinary Rust, so caller-saved registers are declared clobbered.
         unsafe {
-            core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack), clobber_abi("C"))
+            core::arch::asm!(
+                "wfi",
+                "msr daifclr, #2",
+                "isb",
+                "msr daifset, #2",
+                options(nostack),
+                clobber_abi("C")
+            )
         };
     }
     IDLE.fetch_and(!(1 << cpu), Ordering::AcqRel);

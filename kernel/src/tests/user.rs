@@ -268,3 +268,22 @@ kernel_test!(
         Ok(())
     }
 );
+
+kernel_test!(
+    fn fp_registers_survive_a_context_switch() {
+        // d8 = a pattern; sched_yield (the thread's context is saved and restored through the
+        // scheduler); exit(d8 != pattern). Regression: enter_user once loaded the FP/SIMD state
+        // from the wrong address, so every resumed thread got garbage q registers.
+        let mut code = Vec::from(mov(19, 0x1122_3344_5566_7788)); // x19 survives the call
+        code.push(0x9e67_0268); // fmov d8, x19
+        code.extend(mov(8, 124)); // sched_yield
+        code.push(SVC);
+        code.push(0x9e66_0101); // fmov x1, d8
+        code.push(0xeb01_027f); // cmp x19, x1
+        code.push(0x9a9f_07e0); // cset x0, ne
+        code.extend(mov(8, EXIT_GROUP));
+        code.push(SVC);
+        ensure_eq!(run(&tiny_elf(&code))?, 0, "d8 changed across sched_yield");
+        Ok(())
+    }
+);

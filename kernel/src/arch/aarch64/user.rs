@@ -64,8 +64,8 @@ enter_user:
     stp     x25, x26, [x1, #48]
     stp     x27, x28, [x1, #64]
     stp     x29, x30, [x1, #80]
-    mov     x2, sp                   // SPSel = 0: the kernel stack
-    str     x2, [x1, #96]
+    mov     x5, sp                   // SPSel = 0: the kernel stack (x2 holds &FpState: keep it)
+    str     x5, [x1, #96]
     msr     spsel, #1                // SP is the exception stack now; SP_EL0 may be written
     mov     x3, sp
     str     x3, [x1, #104]           // this CPU's exception stack top, for leave_user
