@@ -56,6 +56,8 @@ pub mod nr {
     pub const SCHED_YIELD: u64 = 124;
     /// uname(buf)
     pub const UNAME: u64 = 160;
+    /// getcpu(cpu, node, cache)
+    pub const GETCPU: u64 = 168;
     /// getpid()
     pub const GETPID: u64 = 172;
     /// gettid()
@@ -93,6 +95,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::CLOCK_GETTIME => clock_gettime(&p, a[0], a[1]),
         nr::UNAME => uname(&p, a[0]),
         nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
+        nr::GETCPU => getcpu(&p, a[0], a[1]),
         nr::SCHED_YIELD => {
             frame.x[0] = 0;
             return Action::Yield;
@@ -222,6 +225,17 @@ fn uname(p: &Process, buf: u64) -> i64 {
         out[i * 65..i * 65 + field.len()].copy_from_slice(field.as_bytes());
     }
     if copy_out(p, buf, &out).is_err() { -EFAULT } else { 0 }
+}
+
+fn getcpu(p: &Process, cpu: u64, node: u64) -> i64 {
+    let here = (current_cpu() as u32).to_le_bytes();
+    if cpu != 0 && copy_out(p, cpu, &here).is_err() {
+        return -EFAULT;
+    }
+    if node != 0 && copy_out(p, node, &0u32.to_le_bytes()).is_err() {
+        return -EFAULT;
+    }
+    0
 }
 
 fn getrandom(p: &Process, buf: u64, len: u64, flags: u64) -> i64 {
