@@ -2,7 +2,9 @@
 //!
 //! Before the device tree is read, the console is the board's fallback UART (if the build has one,
 //! see `board`), reached through the early map. Once the device tree names `/chosen/stdout-path`,
-//! the console moves to that UART, mapped in the final kernel map. Output is polled; a lock keeps
+//! the console moves to that UART, mapped in the final kernel map: a PL011 or a BCM2835 mini UART.
+//! A console the kernel has no driver for leaves the kernel silent but running (the boot report,
+//! kept in memory by no one, still records the choice in [`kind`]). Output is polled; a lock keeps
 //! lines whole. The fatal paths (panic, exception report) take the console even if its lock is
 //! held, because a report that deadlocks is worse than one that interleaves.
 
@@ -10,6 +12,7 @@ use core::fmt::{self, Write};
 
 use spin::Mutex;
 
+use crate::drivers::mini_uart::MiniUart;
 use crate::drivers::pl011::Pl011;
 
 /// What the console is, for the boot report.
@@ -17,17 +20,63 @@ use crate::drivers::pl011::Pl011;
 pub enum ConsoleKind {
     /// Nothing to write to: output is dropped.
     None,
-    /// The board's fallback PL011 through the early map.
+    /// The board's fallback UART through the early map.
     Fallback,
     /// The PL011 named by the device tree.
     Pl011 {
         /// Its physical address.
         pa: u64,
     },
+    /// The BCM2835 mini UART named by the device tree.
+    MiniUart {
+        /// Its physical address.
+        pa: u64,
+    },
+}
+
+/// Which driver a UART needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UartDriver {
+    /// Arm PrimeCell PL011.
+    Pl011,
+    /// BCM2835 auxiliary mini UART.
+    MiniUart,
+}
+
+impl UartDriver {
+    /// The driver for a device-tree `compatible` string, if this kernel has one.
+    pub fn for_compatible(compatible: &str) -> Option<Self> {
+        match compatible {
+            "arm,pl011" | "arm,primecell" => Some(Self::Pl011),
+            "brcm,bcm2835-aux-uart" => Some(Self::MiniUart),
+            _ => None,
+        }
+    }
+}
+
+enum Uart {
+    Pl011(Pl011),
+    MiniUart(MiniUart),
+}
+
+impl Uart {
+    fn put_byte(&self, byte: u8) {
+        match self {
+            Uart::Pl011(u) => u.put_byte(byte),
+            Uart::MiniUart(u) => u.put_byte(byte),
+        }
+    }
+
+    fn flush(&self) {
+        match self {
+            Uart::Pl011(u) => u.flush(),
+            Uart::MiniUart(u) => u.flush(),
+        }
+    }
 }
 
 struct Console {
-    uart: Option<Pl011>,
+    uart: Option<Uart>,
     kind: ConsoleKind,
 }
 
@@ -47,17 +96,46 @@ impl Write for Console {
     }
 }
 
-/// Switches the console to a PL011 at virtual address `va`.
+/// Switches the console to the UART at virtual address `va`, driven by `driver`.
+///
+/// The fallback UART is used as the loader left it (nothing is written until there is something
+/// to say): until the device tree confirms it, its address may not even be a UART on this board
+/// (see `board`).
 ///
 /// # Safety
-/// `va` must map a PL011 register block as device memory for the rest of the kernel's life.
-pub unsafe fn use_pl011(va: u64, kind: ConsoleKind) {
-    // SAFETY: forwarded from the caller.
-    let uart = unsafe { Pl011::new(va) };
-    uart.enable_transmit();
+/// `va` must map a register block of that kind of UART as device memory for the rest of the
+/// kernel's life (or until the console is switched again).
+pub unsafe fn use_uart(driver: UartDriver, va: u64, kind: ConsoleKind) {
+    let enable = kind != ConsoleKind::Fallback;
+    let uart = match driver {
+        UartDriver::Pl011 => {
+            // SAFETY: forwarded from the caller.
+            let u = unsafe { Pl011::new(va) };
+            if enable {
+                u.enable_transmit();
+            }
+            Uart::Pl011(u)
+        }
+        UartDriver::MiniUart => {
+            // SAFETY: forwarded from the caller.
+            let u = unsafe { MiniUart::new(va) };
+            if enable {
+                u.enable_transmit();
+            }
+            Uart::MiniUart(u)
+        }
+    };
     let mut console = CONSOLE.lock();
     console.uart = Some(uart);
     console.kind = kind;
+}
+
+/// Drops the console: output is discarded from here on (a console the kernel has no driver for,
+/// or a fallback UART that the device tree shows is not a UART on this board).
+pub fn silence() {
+    let mut console = CONSOLE.lock();
+    console.uart = None;
+    console.kind = ConsoleKind::None;
 }
 
 /// What the console currently is.

@@ -138,9 +138,11 @@ fn read_cells(bytes: &[u8], cells: usize) -> Option<u64> {
     if cells > 2 || bytes.len() < cells * 4 {
         return None;
     }
-    Some(bytes[..cells * 4].chunks_exact(4).fold(0u64, |acc, c| {
-        (acc << 32) | u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-    }))
+    Some(
+        bytes[..cells * 4]
+            .chunks_exact(4)
+            .fold(0u64, |acc, c| (acc << 32) | u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))),
+    )
 }
 
 /// Translates `addr`, a `reg` address of the node at `path`, to a CPU physical address through
@@ -194,7 +196,11 @@ pub fn find_compatible_path<'b, 'a>(
     fdt: &'b Fdt<'a>,
     compatible: &[&str],
 ) -> Option<(String, FdtNode<'b, 'a>)> {
-    fn walk<'b, 'a>(node: FdtNode<'b, 'a>, path: &mut String, want: &[&str]) -> Option<(String, FdtNode<'b, 'a>)> {
+    fn walk<'b, 'a>(
+        node: FdtNode<'b, 'a>,
+        path: &mut String,
+        want: &[&str],
+    ) -> Option<(String, FdtNode<'b, 'a>)> {
         for child in node.children() {
             let len = path.len();
             if !path.ends_with('/') {
@@ -220,7 +226,12 @@ pub fn find_compatible_path<'b, 'a>(
 ///
 /// # Errors
 /// A message naming what is missing or untranslatable.
-pub fn reg_translated(fdt: &Fdt<'_>, path: &str, node: FdtNode<'_, '_>, index: usize) -> Result<(u64, u64), String> {
+pub fn reg_translated(
+    fdt: &Fdt<'_>,
+    path: &str,
+    node: FdtNode<'_, '_>,
+    index: usize,
+) -> Result<(u64, u64), String> {
     let region = node
         .reg()
         .and_then(|mut r| r.nth(index))

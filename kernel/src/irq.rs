@@ -1,4 +1,5 @@
-//! Interrupts: the GIC's acknowledge/dispatch/end loop, the per-CPU tick and inter-processor
+//! Interrupts: the interrupt controller's acknowledge/dispatch/end loop (GIC or BCM2836, through
+//! `drivers::intc`), the per-CPU tick and inter-processor
 //! interrupts.
 //!
 //! The kernel itself runs with IRQs masked; they are taken only where the kernel waits (the idle
@@ -6,7 +7,7 @@
 //! on the CPU's exception stack and must not block.
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::drivers::gic;
+use crate::drivers::intc;
 use crate::smp::{CPUS, MAX_CPUS, current_cpu};
 
 /// The EL1 virtual timer's private interrupt (PPI 11).
@@ -39,11 +40,11 @@ fn arm_timer() {
 /// # Errors
 /// The GIC's complaint, if this CPU cannot take interrupts.
 pub fn init_cpu() -> Result<(), alloc::string::String> {
-    gic::init_cpu()?;
-    GIC_TARGET[current_cpu()].store(u64::from(gic::v2_interface_number()), Ordering::Relaxed);
-    gic::enable_private(IPI_WAKE);
-    gic::enable_private(IPI_PING);
-    gic::enable_private(TIMER_INTID);
+    intc::init_cpu()?;
+    GIC_TARGET[current_cpu()].store(u64::from(intc::v2_interface_number()), Ordering::Relaxed);
+    intc::enable_private(IPI_WAKE);
+    intc::enable_private(IPI_PING);
+    intc::enable_private(TIMER_INTID);
     arm_timer();
     Ok(())
 }
@@ -51,7 +52,7 @@ pub fn init_cpu() -> Result<(), alloc::string::String> {
 /// Called by the vectors for every IRQ.
 pub fn handle() {
     loop {
-        let (intid, token) = gic::acknowledge();
+        let (intid, token) = intc::acknowledge();
         if intid >= 1020 {
             return; // spurious: nothing (more) pending
         }
@@ -66,14 +67,14 @@ pub fn handle() {
             }
             _ => {}
         }
-        gic::end_of_interrupt(token);
+        intc::end_of_interrupt(token);
     }
 }
 
 /// Sends `intid` (an SGI) to CPU `cpu`.
 pub fn send_ipi(cpu: usize, intid: u32) {
     let mpidr = CPUS[cpu].mpidr.load(Ordering::Relaxed);
-    gic::send_sgi(intid, mpidr, GIC_TARGET[cpu].load(Ordering::Relaxed) as u8);
+    intc::send_ipi(intid, mpidr, GIC_TARGET[cpu].load(Ordering::Relaxed) as u8);
 }
 
 /// Waits with interrupts enabled until `done()` holds or `timeout_us` passes; returns `done()`.

@@ -5,7 +5,7 @@
 //! - [`arch`]: AArch64 specifics (exceptions, MMU switch, PSCI, timer, CPU features);
 //! - [`board`]: the few facts the device tree cannot give (the fallback console);
 //! - [`devicetree`]: what the machine is, from the device tree;
-//! - [`drivers`]: device drivers (the PL011 console);
+//! - [`drivers`]: device drivers (PL011 and mini UART consoles, GIC and BCM2836 interrupt controllers);
 //! - [`memory`]: layout, frames, heap and the kernel's own tables (through the `mm` crate);
 //! - [`console`], [`exit`], [`symbols`]: printing, ending a run, symbolising addresses;
 //! - `ktest` and `tests` (test image only): the in-kernel test framework and the tests of the test image.
@@ -103,10 +103,10 @@ extern "C" fn kernel_main(
     // SAFETY: unmasks SError only; the vector table (installed by the entry code) reports it.
     unsafe { core::arch::asm!("msr daifclr, #4", options(nomem, nostack)) };
     heap::init_bootstrap();
-    if let Some(pa) = board::FALLBACK_UART_PA {
+    if let Some((driver, pa)) = board::FALLBACK_UART {
         // SAFETY: the early map shows the fallback UART's 2 MiB block at EARLY_UART_VADDR as
         // device memory, for as long as the early map is live (the console moves before it goes).
-        unsafe { console::use_pl011(EARLY_UART_VADDR + (pa & 0x1f_ffff), ConsoleKind::Fallback) };
+        unsafe { console::use_uart(driver, EARLY_UART_VADDR + (pa & 0x1f_ffff), ConsoleKind::Fallback) };
     }
     if !layout::check_link_address() {
         boot_failure(format_args!(
@@ -136,6 +136,13 @@ extern "C" fn kernel_main(
     };
     set_phase(&"reading the device tree");
     let machine = Machine::from_fdt(fdt);
+    if let Some(pa) = board::FALLBACK_UART_PA
+        && machine.memory.contains(pa)
+    {
+        // This Image's fallback UART is RAM on this board (e.g. the QEMU virt build on a Pi): stop
+        // writing there. See kernel/src/board/.
+        console::silence();
+    }
     if let Some(conduit) = machine.psci {
         arch::psci::set_conduit(conduit);
     }
@@ -151,12 +158,18 @@ extern "C" fn kernel_main(
             load_pa + image_size
         ));
     }
+    // A console without a driver is not fatal: the kernel runs silently and the report (kept by
+    // `console::kind` and the device tree) names it. No stdout-path at all is bad input.
+    // Without a driver, the build's fallback UART (when this board has it: not RAM here) keeps the
+    // output; otherwise the kernel runs silently.
     let console = match &machine.console {
-        Ok(c) if c.compatible == "arm,pl011" || c.compatible == "arm,primecell" => c.clone(),
-        Ok(c) => boot_failure(format_args!(
-            "the console {} ({}) has no driver in this kernel",
-            c.path, c.compatible
-        )),
+        Ok(c) => match console::UartDriver::for_compatible(&c.compatible) {
+            Some(driver) => Some((driver, c.pa, false)),
+            None if console::kind() == ConsoleKind::Fallback => {
+                board::FALLBACK_UART.map(|(driver, pa)| (driver, pa, true))
+            }
+            None => None,
+        },
         Err(why) => boot_failure(format_args!("no usable console in the device tree: {why}")),
     };
     let fdt_size = machine.fdt.total_size() as u64;
@@ -190,16 +203,26 @@ extern "C" fn kernel_main(
         memory: &machine.memory,
         no_map: &no_map,
         fdt: (fdt_pa, fdt_size),
-        console_pa: Some(console.pa),
+        console_pa: console.map(|(_, pa, _)| pa),
     };
     let mapped = match kernel_map::build_and_switch(&inputs) {
         Ok(m) => m,
         Err(e) => boot_failure(format_args!("building the kernel map failed: {e:?}")),
     };
-    if let Some(va) = mapped.console_va {
-        // SAFETY: the final map shows the console's register page as device memory at `va`,
-        // permanently.
-        unsafe { console::use_pl011(va, ConsoleKind::Pl011 { pa: console.pa }) };
+    match (console, mapped.console_va) {
+        (Some((driver, pa, fallback)), Some(va)) => {
+            let kind = match driver {
+                _ if fallback => ConsoleKind::Fallback,
+                console::UartDriver::Pl011 => ConsoleKind::Pl011 { pa },
+                console::UartDriver::MiniUart => ConsoleKind::MiniUart { pa },
+            };
+            // SAFETY: the final map shows the console's register page as device memory at `va`,
+            // permanently, and `driver` matches the node's compatible.
+            unsafe { console::use_uart(driver, va, kind) };
+        }
+        // No driver for the device tree's console: silent from here on (the early map and its
+        // fallback UART are gone).
+        _ => console::silence(),
     }
 
     let t_map = arch::time::counter();
@@ -237,10 +260,10 @@ extern "C" fn kernel_main(
         ],
     });
     report::print(booted);
-    match drivers::gic::init(&booted.machine.fdt).and_then(|_| irq::init_cpu()) {
+    match drivers::intc::init(&booted.machine.fdt).and_then(|_| irq::init_cpu()) {
         Ok(()) => kprintln!(
             "  interrupts: {}, timer INTID {} at {} Hz",
-            drivers::gic::current().map_or("?", |g| g.name()),
+            drivers::intc::current().map_or("?", |g| g.name()),
             irq::TIMER_INTID,
             irq::TICK_HZ
         ),
@@ -334,7 +357,8 @@ fn run_init(booted: &Booted) -> u64 {
 fn atag_hint(problem: &devicetree::FdtProblem) -> &'static str {
     match problem {
         devicetree::FdtProblem::BadMagic(m) if u32::from_be(*m) == 5 || u32::from_be(*m) == 2 => {
-            " (it looks like an ATAG list: the loader booted the kernel the 32-bit way)"
+            " (it looks like an ATAG list: the loader booted the kernel the 32-bit way, as QEMU \
+             raspi3b does without -dtb; give the loader a device tree)"
         }
         _ => "",
     }

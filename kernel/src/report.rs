@@ -46,8 +46,19 @@ pub fn print(b: &Booted) {
     kprintln!("  heap: {} KiB of {} KiB in use", heap_used >> 10, heap_total >> 10);
     match (console::kind(), &m.console) {
         (ConsoleKind::Pl011 { pa }, Ok(c)) => kprintln!("  console: PL011 at {:#x} ({})", pa, c.path),
-        (kind, _) => kprintln!("  console: {:?}", kind),
+        (ConsoleKind::MiniUart { pa }, Ok(c)) => {
+            kprintln!("  console: BCM2835 mini UART at {:#x} ({})", pa, c.path)
+        }
+        (kind, Ok(c)) => kprintln!(
+            "  console: {} ({}) at {:#x} has no driver in this kernel; {}",
+            c.path,
+            c.compatible,
+            c.pa,
+            if kind == ConsoleKind::Fallback { "staying on the fallback UART" } else { "running silently" }
+        ),
+        (kind, Err(why)) => kprintln!("  console: {:?} ({})", kind, why),
     }
+    kprintln!("  board build: {} (fallback console)", crate::board::NAME);
     match (crate::arch::psci::conduit(), crate::arch::psci::version()) {
         (Some(conduit), Some((major, minor))) => {
             kprintln!("  psci: {:?}, version {}.{}", conduit, major, minor)

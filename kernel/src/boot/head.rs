@@ -24,6 +24,21 @@ const HCR_EL2_VALUE: u64 = (1 << 31) | (1 << 41) | (1 << 40);
 /// SPSR for the drop from EL2: EL1h, D, A, I and F masked.
 const SPSR_EL1H_MASKED: u64 = 0x3c5;
 
+/// SCR_EL3 for a kernel entered at EL3 (QEMU `raspi3b` through the generic loader; a board whose
+/// boot ROM starts the Image directly), the same set-up as the Raspberry Pi's armstub8:
+/// NS (bit 0: lower ELs are non-secure), RES1 (bits 4 and 5), SMD (bit 7: SMC undefined, there is
+/// no secure monitor), HCE (bit 8: HVC enabled), RW (bit 10: EL2 is AArch64). Everything else 0:
+/// no IRQ/FIQ/SError routing to EL3, no traps of the counter or of FP.
+const SCR_EL3_VALUE: u64 = (1 << 0) | (1 << 4) | (1 << 5) | (1 << 7) | (1 << 8) | (1 << 10);
+
+/// SCTLR_EL2 with the MMU and caches off: its RES1 bits only (Armv8.0: 4, 5, 11, 16, 18, 22, 23,
+/// 28, 29), little-endian.
+const SCTLR_EL2_MMU_OFF: u64 =
+    (1 << 4) | (1 << 5) | (1 << 11) | (1 << 16) | (1 << 18) | (1 << 22) | (1 << 23) | (1 << 28) | (1 << 29);
+
+/// SPSR for the drop from EL3: EL2h, D, A, I and F masked.
+const SPSR_EL2H_MASKED: u64 = 0x3c9;
+
 global_asm!(
     r#"
     .section .head.text, "ax"
@@ -76,6 +91,31 @@ _start:
     eret
     .endm
 
+    // Entered at EL3: set up the minimum a non-secure EL2 needs and drop to EL2h at \target,
+    // DAIF masked (documented in docs/boards.md). CPTR_EL3 = 0: no FP/SIMD traps. CNTFRQ_EL0 is
+    // left alone: only EL3 can write it, and it is the firmware's or the emulator's to know (QEMU
+    // sets it; a board's boot ROM that leaves it 0 gives a report without a time line).
+    // CNTVOFF_EL2 and the rest of EL2 are set by DROP_TO_EL1. GICv3: ICC_SRE_EL3 SRE|DFB|DIB|Enable
+    // so that EL2 and EL1 may use the system-register interface.
+    .macro DROP_TO_EL2 target
+    ldr     x0, ={scr_el3}
+    msr     scr_el3, x0
+    msr     cptr_el3, xzr
+    ldr     x0, ={sctlr_el2_off}
+    msr     sctlr_el2, x0
+    mrs     x0, id_aa64pfr0_el1
+    ubfx    x0, x0, #24, #4
+    cbz     x0, 1f
+    mov     x0, #0xf
+    msr     icc_sre_el3, x0
+    isb
+1:  mov     x0, #{spsr_el2}
+    msr     spsr_el3, x0
+    adr     x0, \target
+    msr     elr_el3, x0
+    eret
+    .endm
+
     .global primary_entry
 primary_entry:
     // U-Boot enters with SError unmasked: mask everything before anything can go wrong.
@@ -89,8 +129,11 @@ primary_entry:
     b.eq    el2_setup
     cmp     x21, #1
     b.eq    el1_entry
-    b       boot_park                // EL3 (or anything else): unsupported, see docs/boot.md
-
+    cmp     x21, #3
+    b.ne    boot_park                // EL0 cannot happen; park rather than guess
+    DROP_TO_EL2 el3_dropped
+el3_dropped:
+    // Now at EL2: x21 stays 3, so the boot report says where the kernel was entered.
 el2_setup:
     DROP_TO_EL1 el1_entry
 
@@ -199,6 +242,12 @@ secondary_entry:
     msr     daifset, #0xf
     mrs     x21, CurrentEL
     ubfx    x21, x21, #2, #2
+    cmp     x21, #3
+    b.ne    secondary_not_el3
+    DROP_TO_EL2 secondary_el2
+secondary_el2:
+    mov     x21, #2
+secondary_not_el3:
     cmp     x21, #2
     b.ne    secondary_not_el2
     DROP_TO_EL1 secondary_el1
@@ -261,6 +310,9 @@ secondary_high:
     flags = const IMAGE_FLAGS,
     hcr = const HCR_EL2_VALUE,
     spsr = const SPSR_EL1H_MASKED,
+    spsr_el2 = const SPSR_EL2H_MASKED,
+    scr_el3 = const SCR_EL3_VALUE,
+    sctlr_el2_off = const SCTLR_EL2_MMU_OFF,
     sctlr_off = const SCTLR_EL1_MMU_OFF,
     sctlr_on = const SCTLR_EL1_MMU_ON,
     mair = const MAIR_EL1_VALUE,

@@ -67,7 +67,7 @@ fn read64(base: u64, offset: u64) -> u64 {
 }
 
 /// The GIC in use, if `init` found one.
-pub fn current() -> Option<Gic> {
+pub fn active() -> Option<Gic> {
     match KIND.load(Ordering::Acquire) {
         2 => Some(Gic::V2 { gicd: GICD.load(Ordering::Relaxed), gicc: GICC_OR_GICR.load(Ordering::Relaxed) }),
         3 => Some(Gic::V3 {
@@ -78,31 +78,41 @@ pub fn current() -> Option<Gic> {
     }
 }
 
+/// The interrupt controller in use (GIC or not), if any: kept under this name for the callers
+/// that only ask "are there interrupts" (`process::sched`, `tests::irq`); new code uses
+/// [`super::intc::current`].
+pub fn current() -> Option<super::intc::InterruptController> {
+    super::intc::current()
+}
+
+/// The GICv2 and GICv3 `compatible` strings this driver knows.
+pub const COMPATIBLE: [&str; 5] =
+    ["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a9-gic", "arm,cortex-a7-gic", "arm,gic-v3"];
+
 /// Finds the GIC in the device tree, maps it and initialises the distributor.
 ///
 /// # Errors
 /// A message naming what is missing or unsupported (the kernel then runs without interrupts).
 pub fn init(fdt: &Fdt<'_>) -> Result<Gic, alloc::string::String> {
-    let v2 = ["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a9-gic", "arm,cortex-a7-gic"];
-    let node = fdt
-        .find_compatible(&v2)
+    let v2 = &COMPATIBLE[..4];
+    let node = crate::devicetree::find_compatible_path(fdt, v2)
         .map(|n| (2, n))
-        .or_else(|| fdt.find_compatible(&["arm,gic-v3"]).map(|n| (3, n)));
-    let Some((version, node)) = node else {
+        .or_else(|| crate::devicetree::find_compatible_path(fdt, &["arm,gic-v3"]).map(|n| (3, n)));
+    let Some((version, (path, node))) = node else {
         return Err("no GICv2 or GICv3 node in the device tree".into());
     };
-    let mut regs = node.reg().ok_or("GIC node without reg")?;
-    let (d, c) =
-        (regs.next().ok_or("GIC without distributor reg")?, regs.next().ok_or("GIC without second reg")?);
-    let map = |r: fdt::standard_nodes::MemoryRegion| {
-        kernel_map::map_device(r.starting_address as u64, r.size.unwrap_or(0x1_0000) as u64)
+    // Bus addresses translated through the parents' `ranges` (a Pi 4's GIC-400 sits under /soc).
+    let d = crate::devicetree::reg_translated(fdt, &path, node, 0)?;
+    let c = crate::devicetree::reg_translated(fdt, &path, node, 1)?;
+    let map = |(pa, size): (u64, u64)| {
+        kernel_map::map_device(pa, if size == 0 { 0x1_0000 } else { size })
             .map_err(|e| alloc::format!("mapping the GIC failed: {e:?}"))
     };
     let gicd = map(d)?;
     let second = map(c)?;
     GICD.store(gicd, Ordering::Relaxed);
     GICC_OR_GICR.store(second, Ordering::Relaxed);
-    GICR_SIZE.store(c.size.unwrap_or(0) as u64, Ordering::Relaxed);
+    GICR_SIZE.store(c.1, Ordering::Relaxed);
     // Distributor: off, every shared interrupt disabled, then on. (Only PPIs and SGIs are used.)
     let lines = 32 * ((read32(gicd, 0x004) & 0x1f) + 1);
     write32(gicd, 0x000, 0);
@@ -119,7 +129,7 @@ pub fn init(fdt: &Fdt<'_>) -> Result<Gic, alloc::string::String> {
         }
     }
     KIND.store(version, Ordering::Release);
-    Ok(current().expect("just set"))
+    Ok(active().expect("just set"))
 }
 
 /// Initialises this CPU's interface (and, on GICv3, its redistributor). Call on every CPU.
@@ -127,7 +137,7 @@ pub fn init(fdt: &Fdt<'_>) -> Result<Gic, alloc::string::String> {
 /// # Errors
 /// A message if this CPU's redistributor is not found.
 pub fn init_cpu() -> Result<(), alloc::string::String> {
-    match current() {
+    match active() {
         None => Err("no GIC".into()),
         Some(Gic::V2 { gicd, gicc }) => {
             write32(gicd, 0x400 + 24, 0xa0a0_a0a0); // IPRIORITYR for INTIDs 24..27 (banked)
@@ -186,7 +196,7 @@ fn redistributor(gicr: u64, size: u64) -> Option<u64> {
 
 /// Enables private interrupt `intid` (0..31) on this CPU.
 pub fn enable_private(intid: u32) {
-    match current() {
+    match active() {
         Some(Gic::V2 { gicd, .. }) => write32(gicd, 0x100, 1 << intid), // ISENABLER0 (banked)
         Some(Gic::V3 { gicr, gicr_size, .. }) => {
             if let Some(rd) = redistributor(gicr, gicr_size) {
@@ -200,7 +210,7 @@ pub fn enable_private(intid: u32) {
 /// Acknowledges the highest-priority pending interrupt: its INTID (1023 = spurious) and the value
 /// to give back to [`end_of_interrupt`].
 pub fn acknowledge() -> (u32, u64) {
-    match current() {
+    match active() {
         Some(Gic::V2 { gicc, .. }) => {
             let iar = read32(gicc, 0x00c);
             (iar & 0x3ff, u64::from(iar))
@@ -217,7 +227,7 @@ pub fn acknowledge() -> (u32, u64) {
 
 /// Ends the interrupt acknowledged with `token`.
 pub fn end_of_interrupt(token: u64) {
-    match current() {
+    match active() {
         Some(Gic::V2 { gicc, .. }) => write32(gicc, 0x010, token as u32),
         Some(Gic::V3 { .. }) => {
             // SAFETY: writing ICC_EOIR1_EL1 ends the interrupt; no memory is touched.
@@ -230,7 +240,7 @@ pub fn end_of_interrupt(token: u64) {
 /// Sends software-generated interrupt `intid` (0..15) to the CPU with affinity `mpidr` whose GICv2
 /// interface number is `v2_target`.
 pub fn send_sgi(intid: u32, mpidr: u64, v2_target: u8) {
-    match current() {
+    match active() {
         Some(Gic::V2 { gicd, .. }) => {
             aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
             write32(gicd, 0xf00, (1 << (16 + u32::from(v2_target))) | intid);
@@ -251,7 +261,7 @@ pub fn send_sgi(intid: u32, mpidr: u64, v2_target: u8) {
 
 /// This CPU's GICv2 CPU-interface number (from the banked GICD_ITARGETSR0), 0 on GICv3.
 pub fn v2_interface_number() -> u8 {
-    match current() {
+    match active() {
         Some(Gic::V2 { gicd, .. }) => {
             let mask = read32(gicd, 0x800) & 0xff;
             if mask == 0 { 0 } else { mask.trailing_zeros() as u8 }

@@ -1,4 +1,12 @@
 //! Device drivers. Each driver is given its registers' virtual address by the code that found the
 //! device in the device tree and mapped it; drivers know nothing of boards.
+//!
+//! - consoles: [`pl011`] (QEMU `virt`, Pi 5's `uart10`, any PrimeCell UART) and [`mini_uart`]
+//!   (the BCM2835 mini UART, the Pi 3 and 4 console);
+//! - interrupt controllers behind one interface, [`intc`]: [`gic`] (GICv2, GICv3) and
+//!   [`bcm2836_local_intc`] (the Pi 3's per-core controller).
+pub mod bcm2836_local_intc;
 pub mod gic;
+pub mod intc;
+pub mod mini_uart;
 pub mod pl011;

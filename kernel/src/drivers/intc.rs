@@ -1,0 +1,120 @@
+//! The interrupt controller, whichever the device tree describes, behind the few operations `irq`
+//! uses: per-CPU set-up, enabling a private interrupt (the timer) or the IPIs, acknowledge, end of
+//! interrupt, and sending an IPI. Numbering is the GIC's (timer = PPI 27, IPIs = SGIs 0..15); the
+//! BCM2836 driver maps its lines onto it.
+//!
+//! | variant | found by `compatible` | boards |
+//! | --- | --- | --- |
+//! | GICv2 | `arm,cortex-a15-gic`, `arm,gic-400`, ... | QEMU `virt`, Pi 4, Pi 5 |
+//! | GICv3 | `arm,gic-v3` | QEMU `virt,gic-version=3`, most newer boards |
+//! | BCM2836 | `brcm,bcm2836-l1-intc` | Pi 2, Pi 3 (QEMU `raspi3b`) |
+//!
+//! Anything else (Apple's AIC, for example) is reported by name and the kernel runs without
+//! interrupts: one CPU taking work, polling console, no preemption.
+use fdt::Fdt;
+
+use super::{bcm2836_local_intc as bcm, gic};
+
+/// The controller in use.
+#[derive(Clone, Copy, Debug)]
+pub enum InterruptController {
+    /// GICv2 or GICv3 (the GIC driver keeps the details).
+    Gic(gic::Gic),
+    /// The BCM2836 per-core local controller.
+    Bcm2836,
+}
+
+impl InterruptController {
+    /// "GICv2", "GICv3" or "BCM2836 local".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Gic(g) => g.name(),
+            Self::Bcm2836 => "BCM2836 local interrupt controller",
+        }
+    }
+}
+
+/// The controller in use, if `init` found one.
+pub fn current() -> Option<InterruptController> {
+    gic::active().map(InterruptController::Gic).or_else(|| bcm::base().map(|_| InterruptController::Bcm2836))
+}
+
+/// Finds the controller in the device tree, maps it and initialises its shared part.
+///
+/// # Errors
+/// A message naming what is missing or unsupported (by compatible), for the boot report.
+pub fn init(fdt: &Fdt<'_>) -> Result<InterruptController, alloc::string::String> {
+    if crate::devicetree::find_compatible_path(fdt, &gic::COMPATIBLE).is_some() {
+        return gic::init(fdt).map(InterruptController::Gic);
+    }
+    if crate::devicetree::find_compatible_path(fdt, &bcm::COMPATIBLE).is_some() {
+        return bcm::init(fdt).map(|_| InterruptController::Bcm2836);
+    }
+    // Name what the tree has instead: the timer's interrupt parent (the controller the tick would
+    // need), else the root's, else any interrupt controller.
+    let named = fdt
+        .find_compatible(&["arm,armv8-timer", "arm,armv7-timer"])
+        .and_then(|timer| timer.interrupt_parent())
+        .or_else(|| fdt.find_node("/").and_then(|root| root.interrupt_parent()))
+        .or_else(|| fdt.all_nodes().find(|n| n.property("interrupt-controller").is_some()))
+        .map(|n| alloc::format!("{} ({})", n.name, n.compatible().map_or("no compatible", |c| c.first())));
+    Err(match named {
+        Some(what) => alloc::format!("unsupported interrupt controller {what}"),
+        None => alloc::string::String::from("no interrupt controller in the device tree"),
+    })
+}
+
+/// Prepares this CPU's side of the controller. Call on every CPU after `init`.
+///
+/// # Errors
+/// A message if this CPU cannot take interrupts.
+pub fn init_cpu() -> Result<(), alloc::string::String> {
+    match current() {
+        Some(InterruptController::Gic(_)) => gic::init_cpu(),
+        Some(InterruptController::Bcm2836) => {
+            bcm::init_cpu();
+            Ok(())
+        }
+        None => Err("no interrupt controller".into()),
+    }
+}
+
+/// Enables private interrupt `intid` (the timer PPI, or an SGI/IPI number) on this CPU.
+pub fn enable_private(intid: u32) {
+    match current() {
+        Some(InterruptController::Gic(_)) => gic::enable_private(intid),
+        Some(InterruptController::Bcm2836) => bcm::enable_private(intid),
+        None => {}
+    }
+}
+
+/// Acknowledges the highest-priority pending interrupt: its INTID (>= 1020 = nothing pending)
+/// and the token to give back to [`end_of_interrupt`].
+pub fn acknowledge() -> (u32, u64) {
+    match current() {
+        Some(InterruptController::Gic(_)) => gic::acknowledge(),
+        Some(InterruptController::Bcm2836) => (bcm::acknowledge(), 0),
+        None => (1023, 1023),
+    }
+}
+
+/// Ends the interrupt acknowledged with `token`.
+pub fn end_of_interrupt(token: u64) {
+    if let Some(InterruptController::Gic(_)) = current() {
+        gic::end_of_interrupt(token);
+    }
+}
+
+/// Sends IPI `intid` to the CPU with affinity `mpidr` (GICv2 interface number `v2_target`).
+pub fn send_ipi(intid: u32, mpidr: u64, v2_target: u8) {
+    match current() {
+        Some(InterruptController::Gic(_)) => gic::send_sgi(intid, mpidr, v2_target),
+        Some(InterruptController::Bcm2836) => bcm::send_ipi(intid, mpidr),
+        None => {}
+    }
+}
+
+/// This CPU's GICv2 CPU-interface number (0 elsewhere).
+pub fn v2_interface_number() -> u8 {
+    gic::v2_interface_number()
+}
