@@ -77,6 +77,10 @@ pub fn send_ipi(cpu: usize, intid: u32) {
     intc::send_ipi(intid, mpidr, GIC_TARGET[cpu].load(Ordering::Relaxed) as u8);
 }
 
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "the test image waits for interrupts with it")
+)]
 /// Waits with interrupts enabled until `done()` holds or `timeout_us` passes; returns `done()`.
 pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> bool {
     let start = crate::arch::time::counter();
@@ -85,21 +89,19 @@ pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> 
         if crate::arch::time::counter() - start > limit {
             return done();
         }
-        // SAFETY: unmask IRQs, wait for one (or the timer), mask again; the handler only counts.
+        // SAFETY: wait for an interrupt with IRQs masked (WFI still wakes on a pending one, so none
+        // is taken early and slept through), then unmask so it is handled, and mask again.
         // The handler is ordinary Rust: caller-saved registers (FP/SIMD included) may change.
         unsafe {
-            core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack), clobber_abi("C"))
+            core::arch::asm!(
+                "wfi",
+                "msr daifclr, #2",
+                "isb",
+                "msr daifset, #2",
+                options(nostack),
+                clobber_abi("C")
+            )
         };
     }
     true
-}
-
-/// The idle loop of a CPU with nothing to run: sleep until an interrupt, forever.
-pub fn idle() -> ! {
-    loop {
-        // SAFETY: as in `wait_with_interrupts`.
-        unsafe {
-            core::arch::asm!("msr daifclr, #2", "wfi", "msr daifset, #2", options(nostack), clobber_abi("C"))
-        };
-    }
 }

@@ -82,6 +82,10 @@ type WorkSlot = Mutex<Option<fn()>>;
 /// Kernel work queued for one CPU (tests use it to run code on a chosen CPU).
 static KERNEL_WORK: [WorkSlot; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
 
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "the shootdown test runs code on a chosen CPU")
+)]
 /// Runs `work` on CPU `cpu` (in its scheduler loop, with interrupts masked) as soon as it is
 /// between threads or idle. Returns false if that CPU already has work queued.
 pub fn run_on(cpu: usize, work: fn()) -> bool {

@@ -356,7 +356,7 @@ fn futex(thread: &mut Thread, frame: &mut TrapFrame, uaddr: u64, op: u64, val: u
     const FUTEX_CLOCK_REALTIME: u64 = 256;
     let p = thread.process.clone();
     let cmd = op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
-    let result = if uaddr % 4 != 0 {
+    let result = if !uaddr.is_multiple_of(4) {
         -EINVAL
     } else {
         match cmd {
@@ -441,7 +441,7 @@ fn sched_getaffinity(thread: &Thread, pid: u64, len: u64, mask: u64) -> i64 {
     if pid != 0 && pid != u64::from(thread.tid) {
         return -ESRCH;
     }
-    if len < 8 || len % 8 != 0 {
+    if len < 8 || !len.is_multiple_of(8) {
         return -EINVAL;
     }
     let bytes = (thread.affinity & online_mask()).to_le_bytes();

@@ -47,6 +47,7 @@ pub fn mov(rd: u32, value: u64) -> [u32; 4] {
 pub const SVC: u32 = 0xd400_0001;
 pub const EXIT_GROUP: u64 = 94;
 
+#[cfg_attr(not(feature = "test-image"), expect(dead_code, reason = "the test image's system-call tests"))]
 /// A program that makes one system call with `args` and exits with its result (low 8 bits).
 pub fn syscall_then_exit(nr: u64, args: &[u64]) -> Vec<u8> {
     let mut code = Vec::new();
