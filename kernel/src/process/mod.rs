@@ -424,6 +424,11 @@ fn free_user_frames(u: Unmapped) {
 pub fn thread_exited(process: &Arc<Process>) {
     if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
         if let Some(mm) = process.mm.lock().take() {
+            // The test image checks the area map's invariants after every program (threads
+            // included: the concurrent map/unmap/protect stress ends here); a violation panics,
+            // which fails the run with the invariant named.
+            #[cfg(feature = "test-image")]
+            mm.vm.check();
             free_mm(mm, Some(&process.asid));
         }
         process.cpus.store(0, Ordering::Release);
