@@ -310,6 +310,11 @@ static BUILTIN_PROGRAM: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("USERLAND
 #[cfg(not(has_userland))]
 static BUILTIN_PROGRAM: &Aligned<[u8]> = &Aligned([]);
 
+/// The built-in user program (empty when the build did not embed one).
+pub fn builtin_program() -> &'static [u8] {
+    &BUILTIN_PROGRAM.0
+}
+
 /// The program to run first: the initrd when the device tree names one, else the built-in demo.
 /// Its arguments are the words of the command line after `--` (as Linux passes them to init).
 fn initial_program(booted: &Booted) -> (&'static [u8], &'static str) {

@@ -287,3 +287,28 @@ kernel_test!(
         Ok(())
     }
 );
+
+/// Runs the built-in userland demo in one mode; it exits non-zero when an invariant fails.
+fn run_demo(mode: &str) -> crate::ktest::TestResult {
+    let program = crate::builtin_program();
+    if program.is_empty() {
+        return Err(alloc::string::String::from("no built-in userland (build through scripts/)"));
+    }
+    let before = frames::usage().0;
+    let status = process::run(program, &["userland", mode])?;
+    ensure_eq!(frames::usage().0, before, "frames leaked");
+    ensure_eq!(status, 0, mode);
+    Ok(())
+}
+
+kernel_test!(
+    fn userland_threads_stress_one_address_space_from_every_cpu() {
+        run_demo("threads")
+    }
+);
+
+kernel_test!(
+    fn userland_tlbi_locality_local_until_the_process_migrates() {
+        run_demo("tlbi-locality")
+    }
+);
