@@ -89,19 +89,27 @@ pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> 
         if crate::arch::time::counter() - start > limit {
             return done();
         }
-        // SAFETY: wait for an interrupt with IRQs masked (WFI still wakes on a pending one, so none
-        // is taken early and slept through), then unmask so it is handled, and mask again.
-        // The handler is ordinary Rust: caller-saved registers (FP/SIMD included) may change.
-        unsafe {
-            core::arch::asm!(
-                "wfi",
-                "msr daifclr, #2",
-                "isb",
-                "msr daifset, #2",
-                options(nostack),
-                clobber_abi("C")
-            )
-        };
+        wait_for_interrupt();
     }
     true
+}
+
+/// Sleeps until an interrupt is pending, then lets it be handled. The WFI runs with IRQs still
+/// masked: an interrupt that arrives after the caller's last check (a wake IPI, a tick) is
+/// pending and ends the WFI at once (WFI wakes on a pending interrupt whatever PSTATE.I says);
+/// only then are IRQs unmasked so the handler runs. Unmasking first would let it be taken just
+/// before the WFI, which would then sleep until the next one.
+pub fn wait_for_interrupt() {
+    // SAFETY: the handler is ordinary Rust, so caller-saved registers (FP/SIMD included) are
+    // declared clobbered; IRQs are masked again before returning.
+    unsafe {
+        core::arch::asm!(
+            "wfi",
+            "msr daifclr, #2",
+            "isb",
+            "msr daifset, #2",
+            options(nostack),
+            clobber_abi("C")
+        )
+    };
 }

@@ -197,7 +197,7 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
             // The word is re-read under the futex lock, so a waker that changed it and then called
             // FUTEX_WAKE (which takes the same lock) cannot be missed.
             match user::copy_from_user(&mut word, uaddr) {
-                Err(_) => frame.x[0] = (-super::syscall::errno::EFAULT) as u64,
+                Err(_) => frame.x[0] = (-EFAULT) as u64,
                 Ok(()) if u32::from_le_bytes(word) != expected => frame.x[0] = (-EAGAIN) as u64,
                 Ok(()) => {
                     frame.x[0] = 0;
@@ -215,8 +215,7 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
     }
 }
 
-const EAGAIN: i64 = 11;
-const ETIMEDOUT: i64 = 110;
+use super::syscall::errno::{EAGAIN, EFAULT, ETIMEDOUT};
 
 /// Deadline (counter value) of the futex wait this CPU's thread is entering, set by the system
 /// call just before it returns [`Action::FutexWait`].

@@ -15,22 +15,26 @@ use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{Fault, copy_from_user, copy_to_user};
 use crate::smp::current_cpu;
 
-/// Linux errno values (`include/uapi/asm-generic/errno-base.h`, `errno.h`).
+/// The errno values the system calls return, negated-ready as `i64`; the numbers are defined once,
+/// in `mm::vm::Errno` (Linux's asm-generic values).
 pub mod errno {
+    use mm::vm::Errno;
     /// No such process.
-    pub const ESRCH: i64 = 3;
+    pub const ESRCH: i64 = Errno::ESRCH.code() as i64;
     /// Bad file descriptor.
-    pub const EBADF: i64 = 9;
+    pub const EBADF: i64 = Errno::EBADF.code() as i64;
     /// Try again.
-    pub const EAGAIN: i64 = 11;
+    pub const EAGAIN: i64 = Errno::EAGAIN.code() as i64;
     /// Out of memory.
-    pub const ENOMEM: i64 = 12;
+    pub const ENOMEM: i64 = Errno::ENOMEM.code() as i64;
     /// Bad address.
-    pub const EFAULT: i64 = 14;
+    pub const EFAULT: i64 = Errno::EFAULT.code() as i64;
     /// Invalid argument.
-    pub const EINVAL: i64 = 22;
+    pub const EINVAL: i64 = Errno::EINVAL.code() as i64;
     /// Function not implemented.
-    pub const ENOSYS: i64 = 38;
+    pub const ENOSYS: i64 = Errno::ENOSYS.code() as i64;
+    /// Timed out.
+    pub const ETIMEDOUT: i64 = Errno::ETIMEDOUT.code() as i64;
 }
 use errno::*;
 

@@ -1,4 +1,4 @@
-//! Linux's errno values, so that the system-call layer returns `-(errno as i64)` unchanged and a
+//! Linux's errno values (one definition for the whole kernel), so that the system-call layer returns `-(errno as i64)` unchanged and a
 //! program sees what it would see on Linux.
 
 /// An error of a memory-management system call, with Linux's (asm-generic) numeric value.
@@ -7,8 +7,12 @@
 pub enum Errno {
     /// Operation not permitted (a fixed mapping below `mmap_min_addr`).
     EPERM = 1,
+    /// No such process (or thread).
+    ESRCH = 3,
     /// Bad file descriptor.
     EBADF = 9,
+    /// Try again (a futex word that no longer holds the expected value).
+    EAGAIN = 11,
     /// Out of memory / address space, or a hole in the range.
     ENOMEM = 12,
     /// Permission denied (W^X, or an executable mapping outside the code window in strict mode).
@@ -29,6 +33,8 @@ pub enum Errno {
     EOVERFLOW = 75,
     /// Operation not supported (`MAP_SHARED_VALIDATE` with an unknown flag).
     EOPNOTSUPP = 95,
+    /// A wait timed out (futex).
+    ETIMEDOUT = 110,
 }
 
 impl Errno {
