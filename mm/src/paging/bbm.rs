@@ -145,6 +145,8 @@ impl<T: Translation> PageTable<T> {
         let (start, end) = self.check_range(va, size)?;
         let needed = self.count_splits(start, end, &mut op);
         let pool = self.reserve(needed)?;
+        // Staging may cut off or replace table descriptors (the walk cache must not keep them).
+        self.forget_walk();
         let mut st = Stager { op, record, pool, counts, split_contiguous };
         self.stage_level(self.root, ROOT_LEVEL, 0, start, end, &mut st);
         debug_assert!(st.pool.is_empty(), "split reservation and staging disagree");
@@ -443,6 +445,7 @@ impl<T: Translation> PageTable<T> {
             return Ok(false);
         }
         let l3 = d.output_address();
+        self.forget_walk(); // Before anything can detach `l3`.
         let first = self.read(l3, 0);
         if !first.is_leaf(3) || !first.output_address().is_aligned(BLOCK_2M) {
             return Ok(false);
@@ -526,6 +529,8 @@ impl<T: Translation> PageTable<T> {
     /// whether any entry became valid (the caller then needs `DSB ISHST`).
     pub(crate) fn finish<S: FnMut(&Leaf)>(&mut self, va: VirtAddr, size: u64, unmapped: &mut S) -> bool {
         let Ok((start, end)) = self.check_range(va, size) else { return false };
+        // Finishing frees detached tables and writes staged table descriptors.
+        self.forget_walk();
         let mut made = false;
         self.finish_level(self.root, ROOT_LEVEL, 0, start, end, unmapped, &mut made);
         made

@@ -222,6 +222,32 @@ impl PendingFlush {
         }
     }
 
+    /// Records that `count` pages (4 KiB leaves) covering offsets `[lo, hi)` at least (the first
+    /// and last changed page bound it) were changed; `global`, `non_global` and `executable` as
+    /// [`add_leaf`](Self::add_leaf) would have found them. `count == 0` records nothing.
+    #[inline(always)]
+    pub(crate) fn add_pages(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        count: u64,
+        global: bool,
+        non_global: bool,
+        executable: bool,
+    ) {
+        if count == 0 {
+            return;
+        }
+        self.lo = self.lo.min(lo);
+        self.hi = self.hi.max(hi);
+        self.min_leaf = if self.leaves == 0 { PAGE_SIZE } else { self.min_leaf.min(PAGE_SIZE) };
+        self.max_leaf = self.max_leaf.max(PAGE_SIZE);
+        self.leaves += count;
+        self.global |= global;
+        self.non_global |= non_global;
+        self.executable |= executable;
+    }
+
     /// Records that a table entry was removed or replaced without handing its frame to the
     /// record (the staged operations free such frames themselves, after the flush).
     pub(crate) fn note_table_removed(&mut self) {

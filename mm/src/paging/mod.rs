@@ -14,6 +14,20 @@
 //!   writing phase cannot fail. So a failed call changes nothing at all and leaks nothing, which
 //!   is stronger than undoing writes: a walker never saw a half-built mapping, and no table that
 //!   a walk cache may have cached has to be freed without a TLB flush.
+//! - **One walk when nothing can fail.** The common call — `map`, `unmap` or `protect` of a few
+//!   pages inside one 2 MiB region whose last-level table already exists — needs no frame, so
+//!   the only failures left are the ones a read-only look at the entries of the range finds
+//!   (`AlreadyMapped`; a change needing break-before-make; a contiguous run reaching out of the
+//!   range). The fast path does that look, then writes; anything unusual sends the call to the
+//!   general path above, with nothing changed, so it fails (or unfolds a run) exactly as before.
+//!   The last-level table is found through a one-entry software walk cache keyed by `VA >> 21`
+//!   (two plain fields: no atomics, no heap), emptied before any table descriptor is removed or
+//!   replaced (an `unmap` detaching a table, every staged operation of `bbm.rs`); `map` only
+//!   turns invalid entries valid, so it never makes a cached path wrong. An `unmap` that empties
+//!   the table detaches it and the tables above it that it empties, as the general path does.
+//!   The last-level loops (check, write, clear with the record accumulated once per table
+//!   rather than per leaf) are shared by both paths; the differential property test in
+//!   `tests.rs` runs every operation both ways and compares tables, records, errors and frames.
 //! - **Frames freed only after the flush that covers them** (Asterinas' rule). `unmap` and
 //!   `protect` return a [`PendingFlush`] record: the VA range whose translations changed, whether
 //!   a table entry was removed (so leaf-only TLBI forms are illegal), the leaf sizes involved, and
@@ -252,6 +266,58 @@ impl MapArgs {
     }
 }
 
+/// The pages changed by one pass over a last-level table, for [`PendingFlush::add_pages`]: the
+/// attribute bits are ANDed and ORed so that the record's flags come out as `add_leaf` per page
+/// would make them, without per-page branches.
+struct PageRun {
+    lo: u64,
+    hi: u64,
+    count: u64,
+    /// AND and OR of the old attribute bits; AND of the new ones (`u64::MAX` for an unmap).
+    old_and: u64,
+    old_or: u64,
+    new_and: u64,
+}
+
+impl PageRun {
+    const fn new() -> Self {
+        Self { lo: 0, hi: 0, count: 0, old_and: u64::MAX, old_or: 0, new_and: u64::MAX }
+    }
+
+    /// Adds the page at offset `off`, whose attributes `old` were removed (`new == None`) or
+    /// replaced by `new`. Pages are added in ascending order.
+    #[inline(always)]
+    fn add(&mut self, off: u64, old: Attributes, new: Option<Attributes>) {
+        if self.count == 0 {
+            self.lo = off;
+        }
+        self.hi = off + PAGE_SIZE;
+        self.count += 1;
+        self.old_and &= old.bits();
+        self.old_or |= old.bits();
+        if let Some(new) = new {
+            self.new_and &= new.bits();
+        }
+    }
+
+    /// Adds the run to `record`.
+    #[inline(always)]
+    fn record(&self, record: &mut PendingFlush) {
+        if self.count == 0 {
+            return;
+        }
+        let (old_and, old_or) =
+            (Attributes::from_descriptor_bits(self.old_and), Attributes::from_descriptor_bits(self.old_or));
+        let new_and = Attributes::from_descriptor_bits(self.new_and);
+        // Some leaf was global (nG clear) iff nG is clear in the AND; some was non-global iff nG
+        // is set in the OR; some was (or became) executable iff PXN or UXN is clear in an AND.
+        let global = old_and.is_global();
+        let non_global = !old_or.is_global();
+        let executable = !old_and.pxn() || !old_and.uxn() || !new_and.pxn() || !new_and.uxn();
+        record.add_pages(self.lo, self.hi, self.count, global, non_global, executable);
+    }
+}
+
 /// A table seen by a dry run: a real one, or one the commit phase would create.
 #[derive(Clone, Copy)]
 enum View {
@@ -322,7 +388,21 @@ pub struct PageTable<T: Translation> {
     range: VaRange,
     live: bool,
     stats: Stats,
+    /// The walk cache: `walk_key` is `off >> 21` of the 2 MiB region whose last-level table is
+    /// `walk_table`, or [`NO_WALK`] when empty. See [`last_level_table`](Self::last_level_table).
+    walk_key: u64,
+    walk_table: PhysAddr,
+    /// Test switch: send every call to the general path (to compare the two).
+    #[cfg(test)]
+    general_only: bool,
 }
+
+/// The empty walk cache (no offset below 2^48 shifts to it).
+const NO_WALK: u64 = u64::MAX;
+/// The span of a contiguous run of pages (64 KiB).
+const RUN_SIZE: u64 = PAGE_SIZE * CONTIGUOUS_ENTRIES as u64;
+/// Log2 of the span of one last-level table (2 MiB).
+const L3_SPAN_SHIFT: u32 = 21;
 
 impl<T: Translation> core::fmt::Debug for PageTable<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -350,6 +430,10 @@ impl<T: Translation> PageTable<T> {
             range,
             live: false,
             stats: Stats { tables_allocated: 1, ..Stats::default() },
+            walk_key: NO_WALK,
+            walk_table: PhysAddr(0),
+            #[cfg(test)]
+            general_only: false,
         };
         table.zero(root);
         Ok(table)
@@ -395,6 +479,7 @@ impl<T: Translation> PageTable<T> {
 
     // ---- raw table access ------------------------------------------------------------------
 
+    #[inline(always)]
     fn entry_ptr(&self, table: PhysAddr, index: usize) -> *mut u64 {
         debug_assert!(index < ENTRIES_PER_TABLE);
         let base = self.translation.table_ptr(table).cast::<u64>();
@@ -403,6 +488,7 @@ impl<T: Translation> PageTable<T> {
         unsafe { base.as_ptr().add(index) }
     }
 
+    #[inline(always)]
     fn read(&self, table: PhysAddr, index: usize) -> Descriptor {
         let p = self.entry_ptr(table, index);
         // SAFETY: `p` is an aligned pointer into a live table frame (see `entry_ptr`). Volatile,
@@ -410,6 +496,7 @@ impl<T: Translation> PageTable<T> {
         Descriptor::from_bits(unsafe { p.read_volatile() })
     }
 
+    #[inline(always)]
     fn write(&mut self, table: PhysAddr, index: usize, descriptor: Descriptor) {
         let p = self.entry_ptr(table, index);
         // SAFETY: as in `read`. One aligned 64-bit store is single-copy atomic for the walker,
@@ -474,11 +561,12 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// Checks `[va, va + size)` and returns it as offsets from the range base.
+    #[inline(always)]
     fn check_range(&self, va: VirtAddr, size: u64) -> Result<(u64, u64), MapError> {
         if size == 0 {
             return Err(MapError::InvalidRange);
         }
-        if !va.is_page_aligned() || !size.is_multiple_of(PAGE_SIZE) {
+        if (va.0 | size) & (PAGE_SIZE - 1) != 0 {
             return Err(MapError::Misaligned);
         }
         if !self.range.contains(va) {
@@ -492,6 +580,7 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// Checks the arguments of a `map` and returns the range as offsets from the range base.
+    #[inline(always)]
     fn check_map(&self, va: VirtAddr, pa: PhysAddr, size: u64) -> Result<(u64, u64), MapError> {
         let range = self.check_range(va, size)?;
         if !pa.is_page_aligned() {
@@ -559,6 +648,7 @@ impl<T: Translation> PageTable<T> {
     /// - [`MapError::OutOfMemory`]: a table frame could not be allocated.
     ///
     /// On error nothing has changed and no frame is kept.
+    #[inline]
     pub fn map(
         &mut self,
         va: VirtAddr,
@@ -569,15 +659,354 @@ impl<T: Translation> PageTable<T> {
     ) -> Result<(), MapError> {
         let (start, end) = self.check_map(va, pa, size)?;
         let args = MapArgs { start, end, pa: pa.0, attrs, constraints };
+        if let Some(table) = self.fast_path_table(start, end)
+            && self.map_pages_in(table, &args)
+        {
+            return Ok(());
+        }
+        self.map_checked(&args)
+    }
+
+    /// The general `map` of checked arguments: dry run, reservation, commit.
+    #[inline(never)]
+    fn map_checked(&mut self, args: &MapArgs) -> Result<(), MapError> {
+        let (start, end) = (args.start, args.end);
         let mut pool = FrameList::new();
         let needed =
-            self.map_level::<false>(View::Real(self.root), ROOT_LEVEL, 0, start, end, &args, &mut pool)?;
+            self.map_level::<false>(View::Real(self.root), ROOT_LEVEL, 0, start, end, args, &mut pool)?;
         let mut pool = self.reserve(needed)?;
         let result =
-            self.map_level::<true>(View::Real(self.root), ROOT_LEVEL, 0, start, end, &args, &mut pool);
+            self.map_level::<true>(View::Real(self.root), ROOT_LEVEL, 0, start, end, args, &mut pool);
         debug_assert!(result.is_ok() && pool.is_empty());
         self.free_reservation(pool);
         result.map(|_| ())
+    }
+
+    // ---- the single-walk fast path -------------------------------------------------------------
+
+    /// The last-level table translating `[start, end)` if the range lies within one 2 MiB region
+    /// whose table already exists (every level above holds a table descriptor): the only case the
+    /// fast paths handle. `None` sends the call to the general path.
+    #[inline(always)]
+    fn fast_path_table(&mut self, start: u64, end: u64) -> Option<PhysAddr> {
+        #[cfg(test)]
+        if self.general_only {
+            return None;
+        }
+        if (start ^ (end - 1)) >> L3_SPAN_SHIFT != 0 {
+            return None;
+        }
+        self.last_level_table(start)
+    }
+
+    /// The level-3 table translating offset `off`, if the walk from the root meets a table
+    /// descriptor at levels 0, 1 and 2.
+    ///
+    /// The walk cache remembers the answer for the 2 MiB region of `off`. It stays right as long
+    /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
+    /// entries into valid ones, and every operation that removes or replaces a table descriptor
+    /// (`unmap` detaching a table, the staged operations of `bbm.rs`, `destroy`) first empties
+    /// the cache with [`forget_walk`](Self::forget_walk). A table frame is never freed while
+    /// it is in the tree, so the cached frame is always one of this tree's.
+    #[inline(always)]
+    fn last_level_table(&mut self, off: u64) -> Option<PhysAddr> {
+        let key = off >> L3_SPAN_SHIFT;
+        if key == self.walk_key {
+            return Some(self.walk_table);
+        }
+        let table = self.walk_to_last_level(off)?;
+        self.walk_key = key;
+        self.walk_table = table;
+        Some(table)
+    }
+
+    /// The walk of [`last_level_table`](Self::last_level_table) on a cache miss.
+    fn walk_to_last_level(&self, off: u64) -> Option<PhysAddr> {
+        let mut table = self.root;
+        for level in ROOT_LEVEL..3 {
+            let d = self.read(table, index_of(off, level));
+            if !d.is_table(level) {
+                return None;
+            }
+            table = d.output_address();
+        }
+        Some(table)
+    }
+
+    /// Empties the walk cache. Called before any table descriptor is removed or replaced.
+    pub(crate) fn forget_walk(&mut self) {
+        self.walk_key = NO_WALK;
+    }
+
+    /// The fast path of `map`: writes the pages of `args` (inside one 2 MiB region) into the
+    /// existing last-level `table`. Returns `false`, having written nothing, if an entry of the
+    /// range is valid: the general path then reports the error exactly as usual. Otherwise
+    /// nothing can fail (no frame is needed), so there is no dry run; the leaves written, the
+    /// contiguous hints included, are those the general path would write for the same call.
+    #[inline(always)]
+    fn map_pages_in(&mut self, table: PhysAddr, args: &MapArgs) -> bool {
+        if args.end - args.start == PAGE_SIZE {
+            // One page (the common call): straight-line. A lone page is never contiguous.
+            let index = index_of(args.start, 3);
+            if self.read(table, index).is_valid() {
+                return false;
+            }
+            self.write(table, index, Descriptor::leaf(3, PhysAddr(args.pa), args.attrs, false));
+            return true;
+        }
+        if self.first_valid_page(table, args.start, args.end).is_some() {
+            return false;
+        }
+        self.write_pages(table, args.start, args.end, args);
+        true
+    }
+
+    /// The fast path of `unmap` and `protect` for `[start, end)` inside one 2 MiB region whose
+    /// last-level table is `table`. A first, read-only pass looks for anything that could fail
+    /// or that needs the general path (a change needing break-before-make, a contiguous run
+    /// reaching out of the range): then it returns `false` having changed nothing. Otherwise
+    /// nothing can fail: it makes the changes, and fills `record` (empty on entry), exactly as
+    /// the general path would, detaching the table (and the tables above it) if an unmap leaves
+    /// it empty.
+    #[inline(always)]
+    fn modify_pages_in<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        start: u64,
+        end: u64,
+        op: &mut LeafOp<F>,
+        record: &mut PendingFlush,
+    ) -> bool {
+        let kept = if let (LeafOp::Unmap, true) = (&*op, end - start == PAGE_SIZE) {
+            // Unmapping one page (the common call): straight-line.
+            let index = index_of(start, 3);
+            let d = self.read(table, index);
+            if d.is_leaf(3) {
+                if d.is_contiguous() {
+                    return false; // Its run reaches out of the range.
+                }
+                self.write(table, index, Descriptor::INVALID);
+                let old = d.attributes();
+                let executable = !old.pxn() || !old.uxn();
+                record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
+                false
+            } else {
+                d.is_valid()
+            }
+        } else {
+            if self.pages_need_general_path(table, start, end, (start, end), op) {
+                return false;
+            }
+            self.modify_pages(table, start, end, op, record)
+        };
+        if let LeafOp::Unmap = op
+            && !kept
+            && (end - start == level_size(2)
+                || self.is_empty_outside(table, index_of(start, 3), index_of(end - 1, 3) + 1))
+        {
+            self.detach_emptied(start, record);
+        }
+        true
+    }
+
+    // ---- last-level loops (shared by the fast paths and the general path at level 3) ----------
+
+    /// The offset of the first valid entry of the last-level `table` in `[lo, hi)`.
+    #[inline(always)]
+    fn first_valid_page(&self, table: PhysAddr, lo: u64, hi: u64) -> Option<u64> {
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            if self.read(table, i).is_valid() {
+                return Some(off);
+            }
+            i += 1;
+            off += PAGE_SIZE;
+        }
+        None
+    }
+
+    /// Writes the pages of `args` in `[lo, hi)` into the last-level `table`, all of whose entries
+    /// there are invalid, with the contiguous hint on every run [`run_may_be_contiguous`]
+    /// allows (a run that starts before `lo` never gets it).
+    ///
+    /// [`run_may_be_contiguous`]: Self::run_may_be_contiguous
+    #[inline(always)]
+    fn write_pages(&mut self, table: PhysAddr, lo: u64, hi: u64, args: &MapArgs) {
+        let mut run_contiguous = false;
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            if i.is_multiple_of(CONTIGUOUS_ENTRIES) {
+                run_contiguous = self.run_may_be_contiguous(table, 3, off, args);
+            }
+            let leaf = Descriptor::leaf(3, PhysAddr(args.pa_at(off)), args.attrs, run_contiguous);
+            self.write(table, i, leaf);
+            i += 1;
+            off += PAGE_SIZE;
+        }
+    }
+
+    /// Whether `op` on `[lo, hi)` of the last-level `table` (the whole operation being `range`)
+    /// needs the per-entry loop of `modify_level`: a change that is refused on a live table
+    /// (BBM), or a contiguous run reaching out of `range` (unfolded, or refused). Otherwise
+    /// [`modify_pages`](Self::modify_pages) does exactly what that loop would, and cannot fail.
+    /// Reads only.
+    #[inline(always)]
+    fn pages_need_general_path<F: FnMut(Attributes) -> Attributes>(
+        &self,
+        table: PhysAddr,
+        lo: u64,
+        hi: u64,
+        range: (u64, u64),
+        op: &mut LeafOp<F>,
+    ) -> bool {
+        if let LeafOp::Unmap = op {
+            // Nothing but a run reaching out of `range` stops an unmap, and only the runs
+            // holding the first and the last page of `range` can: look at those entries only.
+            let first_run = range.0 & !(RUN_SIZE - 1);
+            let last_run = (range.1 - 1) & !(RUN_SIZE - 1);
+            return self.cuts_a_run(table, lo.max(first_run), hi.min(first_run + RUN_SIZE), range)
+                || (last_run != first_run
+                    && self.cuts_a_run(table, lo.max(last_run), hi.min(last_run + RUN_SIZE), range));
+        }
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            let d = self.read(table, i);
+            let entry = off;
+            i += 1;
+            off += PAGE_SIZE;
+            if !d.is_leaf(3) {
+                continue; // Holes (and reserved encodings) are skipped, as in `modify_level`.
+            }
+            if let LeafOp::Protect(f) = op {
+                let old = d.attributes();
+                let new = f(old);
+                if new == old {
+                    continue;
+                }
+                if self.live && !old.may_change_in_place_to(new) {
+                    return true;
+                }
+            }
+            if d.is_contiguous() {
+                let run_base = entry & !(RUN_SIZE - 1);
+                if run_base < range.0 || run_base + RUN_SIZE > range.1 {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether a page in `[lo, hi)` (possibly empty) of the last-level `table` belongs to a
+    /// contiguous run reaching out of `range`.
+    #[inline(always)]
+    fn cuts_a_run(&self, table: PhysAddr, lo: u64, hi: u64, range: (u64, u64)) -> bool {
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            let d = self.read(table, i);
+            if d.is_leaf(3) && d.is_contiguous() {
+                let run_base = off & !(RUN_SIZE - 1);
+                if run_base < range.0 || run_base + RUN_SIZE > range.1 {
+                    return true;
+                }
+            }
+            i += 1;
+            off += PAGE_SIZE;
+        }
+        false
+    }
+
+    /// Applies `op` to the pages in `[lo, hi)` of the last-level `table`, for which
+    /// [`pages_need_general_path`](Self::pages_need_general_path) was `false`, and records them
+    /// in `record`. Returns whether an entry of the range is still valid afterwards (a leaf
+    /// `protect` kept, or a reserved encoding).
+    #[inline(always)]
+    fn modify_pages<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        lo: u64,
+        hi: u64,
+        op: &mut LeafOp<F>,
+        record: &mut PendingFlush,
+    ) -> bool {
+        let mut changed = PageRun::new();
+        let mut kept = false;
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            let d = self.read(table, i);
+            let (index, entry) = (i, off);
+            i += 1;
+            off += PAGE_SIZE;
+            if !d.is_leaf(3) {
+                kept |= d.is_valid();
+                continue;
+            }
+            let old = d.attributes();
+            let (written, new) = match op {
+                LeafOp::Unmap => (Descriptor::INVALID, None),
+                LeafOp::Protect(f) => {
+                    kept = true;
+                    let new = f(old);
+                    if new == old {
+                        continue;
+                    }
+                    (d.with_attributes(new), Some(new))
+                }
+            };
+            self.write(table, index, written);
+            changed.add(entry, old, new);
+        }
+        changed.record(record);
+        kept
+    }
+
+    /// Whether every entry of `table` outside `[lo, hi)` is invalid, looking first at the entries
+    /// nearest to that range: in a populated table a valid neighbour is usually the next one.
+    #[inline(always)]
+    fn is_empty_outside(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
+        let (mut below, mut above) = (lo, hi);
+        loop {
+            if above < ENTRIES_PER_TABLE {
+                if self.read(table, above).is_valid() {
+                    return false;
+                }
+                above += 1;
+            } else if below == 0 {
+                return true;
+            }
+            if below > 0 {
+                below -= 1;
+                if self.read(table, below).is_valid() {
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Detaches the (now empty) last-level table translating `off`, then each table above it,
+    /// below the root, that this leaves empty: what `modify_level` does on its way back up for a
+    /// range inside one 2 MiB region, in the same order.
+    #[cold]
+    #[inline(never)]
+    fn detach_emptied(&mut self, off: u64, record: &mut PendingFlush) {
+        self.forget_walk();
+        let mut path = [self.root; 4];
+        for level in ROOT_LEVEL..3 {
+            path[level as usize + 1] = self.read(path[level as usize], index_of(off, level)).output_address();
+        }
+        let mut level = 2;
+        loop {
+            let (table, child) = (path[level as usize], path[level as usize + 1]);
+            let index = index_of(off, level);
+            debug_assert!(self.is_empty_table(child));
+            self.write(table, index, Descriptor::INVALID);
+            record.detach_table(child, &self.translation);
+            self.stats.tables_detached += 1;
+            if level == ROOT_LEVEL || !self.is_empty_table_around(table, index, index + 1) {
+                break;
+            }
+            level -= 1;
+        }
     }
 
     /// Maps `[lo, hi)` into the table `view` at `level` whose first entry translates
@@ -594,8 +1023,21 @@ impl<T: Translation> PageTable<T> {
         args: &MapArgs,
         pool: &mut FrameList,
     ) -> Result<usize, MapError> {
-        if !COMMIT && level == 3 && matches!(view, View::Empty) {
-            return Ok(0); // Pages always fit in an empty last-level table.
+        if level == 3 {
+            match view {
+                View::Empty => return Ok(0), // Pages always fit in an empty last-level table.
+                View::Real(table) if COMMIT => {
+                    self.write_pages(table, lo, hi, args);
+                    return Ok(0);
+                }
+                View::Real(table) => {
+                    return match self.first_valid_page(table, lo, hi) {
+                        Some(off) => Err(MapError::AlreadyMapped(self.va(off))),
+                        None => Ok(0),
+                    };
+                }
+                View::Split { .. } => {}
+            }
         }
         let size = level_size(level);
         let mut needed = 0;
@@ -709,6 +1151,7 @@ impl<T: Translation> PageTable<T> {
     /// - [`MapError::OutOfMemory`]: a table for splitting a block could not be allocated.
     ///
     /// On error nothing has changed.
+    #[inline]
     pub fn unmap(&mut self, va: VirtAddr, size: u64) -> Result<PendingFlush, MapError> {
         self.modify(va, size, LeafOp::<fn(Attributes) -> Attributes>::Unmap)
     }
@@ -739,6 +1182,7 @@ impl<T: Translation> PageTable<T> {
     /// - [`MapError::OutOfMemory`]: a table for splitting a block could not be allocated.
     ///
     /// On error nothing has changed.
+    #[inline]
     pub fn protect_with<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         va: VirtAddr,
@@ -748,6 +1192,7 @@ impl<T: Translation> PageTable<T> {
         self.modify(va, size, LeafOp::Protect(change))
     }
 
+    #[inline]
     fn modify<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         va: VirtAddr,
@@ -755,6 +1200,28 @@ impl<T: Translation> PageTable<T> {
         mut op: LeafOp<F>,
     ) -> Result<PendingFlush, MapError> {
         let (start, end) = self.check_range(va, size)?;
+        if let Some(table) = self.fast_path_table(start, end) {
+            // Built in place in the result: the record is returned without a copy.
+            let mut result = Ok(PendingFlush::new(self.range));
+            if let Ok(record) = &mut result
+                && self.modify_pages_in(table, start, end, &mut op, record)
+            {
+                return result;
+            }
+            debug_assert!(result.as_ref().is_ok_and(|r| !r.needs_flush()));
+            // The record is empty (nothing was changed); dropping it is fine.
+        }
+        self.modify_checked(start, end, op)
+    }
+
+    /// The general `unmap`/`protect` of a checked range: dry run, reservation, commit.
+    #[inline(never)]
+    fn modify_checked<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        start: u64,
+        end: u64,
+        mut op: LeafOp<F>,
+    ) -> Result<PendingFlush, MapError> {
         let mut record = PendingFlush::new(self.range);
         let mut pool = FrameList::new();
         let needed = self.modify_level::<false, F>(
@@ -769,6 +1236,8 @@ impl<T: Translation> PageTable<T> {
             &mut pool,
         )?;
         let mut pool = self.reserve(needed)?;
+        // The commit may detach tables (or split blocks into new ones).
+        self.forget_walk();
         let result = self.modify_level::<true, F>(
             View::Real(self.root),
             ROOT_LEVEL,
@@ -801,6 +1270,15 @@ impl<T: Translation> PageTable<T> {
         record: &mut PendingFlush,
         pool: &mut FrameList,
     ) -> Result<usize, MapError> {
+        if level == 3
+            && let View::Real(table) = view
+            && !self.pages_need_general_path(table, lo, hi, range, op)
+        {
+            if COMMIT {
+                self.modify_pages(table, lo, hi, op, record);
+            }
+            return Ok(0);
+        }
         let size = level_size(level);
         let mut needed = 0;
         let mut off = lo;

@@ -1029,3 +1029,335 @@ fn bench_map_unmap_pages() {
         pt.stats().tables_allocated
     );
 }
+
+// ---- the single-walk fast paths and the walk cache ---------------------------------------------
+
+/// The record's observable contents, to compare two records.
+fn record_summary(rec: &PendingFlush) -> (Option<FlushRange>, bool, u64, u64, u64, bool, bool, bool, usize) {
+    (
+        rec.range(),
+        rec.tables_removed(),
+        rec.min_leaf_size(),
+        rec.max_leaf_size(),
+        rec.leaves_changed(),
+        rec.has_global(),
+        rec.has_non_global(),
+        rec.has_executable(),
+        rec.detached_tables(),
+    )
+}
+
+/// Runs `ops` on a table using the fast paths and on one restricted to the general path, and
+/// checks after every step that both gave the same result, the same record, the same leaves and
+/// the same frame counts.
+fn run_differential(ops: &[Op], fail_at: &[Option<usize>]) {
+    let mut fast = new_pt(VaRange::Lower);
+    let mut general = new_pt(VaRange::Lower);
+    general.general_only = true;
+    for (step, op) in ops.iter().enumerate() {
+        let fail = fail_at.get(step).copied().flatten();
+        let mut results = Vec::new();
+        for pt in [&mut fast, &mut general] {
+            pt.translation_mut().fail_after = fail;
+            let live = pt.is_live();
+            let result = match *op {
+                Op::SetLive(l) => {
+                    pt.set_live(l);
+                    Ok(None)
+                }
+                Op::Map { page, pages, pa_page, attrs, constraints } => pt
+                    .map(
+                        va(WINDOW_BASE + page * PAGE_SIZE),
+                        pa(0x1_0000_0000 + pa_page * PAGE_SIZE),
+                        pages * PAGE_SIZE,
+                        attr_choice(attrs),
+                        constraint_choice(constraints),
+                    )
+                    .map(|()| None),
+                Op::Unmap { page, pages } => {
+                    pt.unmap(va(WINDOW_BASE + page * PAGE_SIZE), pages * PAGE_SIZE).map(Some)
+                }
+                Op::Protect { page, pages, attrs } => {
+                    let new = attr_choice(attrs);
+                    pt.protect_with(va(WINDOW_BASE + page * PAGE_SIZE), pages * PAGE_SIZE, |a| {
+                        if live { a.with_permissions_of(new) } else { new }
+                    })
+                    .map(Some)
+                }
+            };
+            pt.translation_mut().fail_after = None;
+            let summary = result.map(|rec| {
+                rec.map(|rec| {
+                    let s = record_summary(&rec);
+                    release(pt, rec);
+                    s
+                })
+            });
+            results.push((
+                summary,
+                leaves(pt),
+                pt.stats(),
+                pt.translation().live_frames(),
+                check_invariants(pt),
+            ));
+        }
+        assert_eq!(results[0], results[1], "step {step}: {op:?}: the fast and the general path differ");
+    }
+    for pt in [fast, general] {
+        let (mut mem, rec) = pt.destroy();
+        rec.release(&mut mem);
+        assert_eq!(mem.live_frames(), 0);
+    }
+}
+
+/// Small operations, mostly inside one 2 MiB region, in a window of four regions: the calls
+/// the fast paths take, and their neighbours that must fall back.
+fn small_op_strategy() -> impl Strategy<Value = Op> {
+    let range =
+        (0..4 * 512u64, prop_oneof![4 => 1..=4u64, 1 => 1..=40u64, 1 => Just(16u64), 1 => Just(512u64)])
+            .prop_map(
+                |(page, n)| {
+                    if n == 16 || n == 512 { (page / n * n, n) } else { (page, n.min(4 * 512 - page)) }
+                },
+            );
+    prop_oneof![
+        4 => (range.clone(), 0..64u64, 0..3u8, 0..4u8).prop_map(|((page, pages), pa_page, attrs, c)| Op::Map {
+            page,
+            pages,
+            // Aligned like the VA most of the time, so that contiguous runs happen.
+            pa_page: if pa_page < 48 { page } else { page + pa_page },
+            attrs: attrs * 3,
+            constraints: c,
+        }),
+        3 => range.clone().prop_map(|(page, pages)| Op::Unmap { page, pages }),
+        2 => (range, any::<u8>()).prop_map(|((page, pages), attrs)| Op::Protect { page, pages, attrs }),
+        1 => any::<bool>().prop_map(Op::SetLive),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The fast paths change exactly what the general path changes, record the same, fail the
+    /// same way (allocation failures included) and keep the same frames.
+    #[test]
+    fn fast_paths_match_the_general_path(
+        ops in proptest::collection::vec(prop_oneof![3 => small_op_strategy(), 1 => op_strategy()], 1..80),
+        fail_at in proptest::collection::vec(prop_oneof![6 => Just(None), 1 => (0..4usize).prop_map(Some)], 80),
+    ) {
+        run_differential(&ops, &fail_at);
+    }
+}
+
+#[test]
+fn fast_path_maps_into_an_existing_table_without_allocating() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::user(UserAccess::ReadWrite);
+    let base = 0x4000_0000;
+    pt.map(va(base), pa(base), PAGE_SIZE, a, Constraints::NONE).unwrap(); // General: 3 tables.
+    assert_eq!(pt.stats().tables_allocated, 4);
+    // Fast: same 2 MiB region, no frame may be allocated (an allocator that fails proves it).
+    pt.translation_mut().fail_after = Some(0);
+    pt.map(va(base + PAGE_SIZE), pa(base + PAGE_SIZE), 3 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    // A 16-page run aligned in VA and PA gets the contiguous hint, as on the general path.
+    pt.map(va(base + 16 * PAGE_SIZE), pa(base + 16 * PAGE_SIZE), 16 * PAGE_SIZE, a, Constraints::NONE)
+        .unwrap();
+    let run = pt.query(va(base + 20 * PAGE_SIZE)).unwrap();
+    assert!(run.contiguous && run.level == 3);
+    assert!(!pt.query(va(base + PAGE_SIZE)).unwrap().contiguous);
+    // Crossing into the next 2 MiB region needs a new table: the general path, which fails.
+    assert_eq!(
+        pt.map(va(base + BLOCK_2M - PAGE_SIZE), pa(0), 2 * PAGE_SIZE, a, Constraints::NONE),
+        Err(MapError::OutOfMemory)
+    );
+    assert_eq!(pt.query(va(base + BLOCK_2M - PAGE_SIZE)), None, "a failed call changed something");
+    pt.translation_mut().fail_after = None;
+    assert_eq!(pt.stats().tables_allocated, 4);
+    check_invariants(&pt);
+}
+
+#[test]
+fn fast_path_map_over_a_mapped_page_falls_back_and_changes_nothing() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::kernel_data();
+    let base = 0x4000_0000;
+    pt.map(va(base + 2 * PAGE_SIZE), pa(0), 4 * PAGE_SIZE, a, Constraints::NONE).unwrap(); // Pages 2..6.
+    let before = leaves(&pt);
+    let frames = pt.translation().live_frames();
+    // Starts on holes, overlaps page 2: the first mapped page is reported, nothing is written.
+    assert_eq!(
+        pt.map(va(base), pa(0x10_0000), 4 * PAGE_SIZE, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(base + 2 * PAGE_SIZE)))
+    );
+    assert_eq!(
+        pt.map(va(base + 5 * PAGE_SIZE), pa(0x10_0000), 3 * PAGE_SIZE, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(base + 5 * PAGE_SIZE)))
+    );
+    assert_eq!(leaves(&pt), before);
+    assert_eq!(pt.translation().live_frames(), frames);
+}
+
+#[test]
+fn fast_path_unmap_detaches_every_table_it_empties() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::user(UserAccess::ReadExecute);
+    let lone = 5 * (1u64 << 39) + 7 * BLOCK_1G + 9 * BLOCK_2M + 11 * PAGE_SIZE;
+    pt.map(va(lone), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    // A neighbour in the same 1 GiB region, so that only the level-3 table empties first.
+    pt.map(va(lone + BLOCK_2M), pa(0), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    assert_eq!(pt.stats().tables_in_use(), 5);
+    let rec = pt.unmap(va(lone), PAGE_SIZE).unwrap();
+    assert_eq!(rec.range(), Some(FlushRange { start: va(lone), size: PAGE_SIZE }));
+    assert_eq!((rec.detached_tables(), rec.leaves_changed()), (1, 1));
+    assert!(rec.tables_removed() && rec.has_executable() && rec.has_non_global() && !rec.has_global());
+    release(&mut pt, rec);
+    assert_eq!(pt.stats().tables_in_use(), 4);
+    // First page: the table keeps page 2. Second: the level-3, 2 and 1 tables all go.
+    let rec = pt.unmap(va(lone + BLOCK_2M), PAGE_SIZE).unwrap();
+    assert_eq!(rec.detached_tables(), 0);
+    release(&mut pt, rec);
+    let rec = pt.unmap(va(lone + BLOCK_2M + PAGE_SIZE), PAGE_SIZE).unwrap();
+    assert_eq!(rec.detached_tables(), 3);
+    release(&mut pt, rec);
+    assert_eq!(pt.stats().tables_in_use(), 1);
+    assert_eq!(pt.translation().live_frames(), 1);
+    // The walk cache forgot the freed tables: mapping there again builds new ones.
+    pt.map(va(lone), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    assert_eq!(pt.stats().tables_in_use(), 4);
+    check_invariants(&pt);
+}
+
+#[test]
+fn fast_path_unmap_of_a_whole_last_level_table() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::kernel_data();
+    pt.map(va(BLOCK_1G), pa(0), 2 * BLOCK_2M, a, Constraints::NO_BLOCKS).unwrap();
+    let rec = pt.unmap(va(BLOCK_1G + BLOCK_2M), BLOCK_2M).unwrap();
+    assert_eq!((rec.leaves_changed(), rec.detached_tables()), (512, 1));
+    assert_eq!((rec.min_leaf_size(), rec.max_leaf_size()), (PAGE_SIZE, PAGE_SIZE));
+    release(&mut pt, rec);
+    assert_eq!(pt.query(va(BLOCK_1G + BLOCK_2M)), None);
+    assert!(pt.query(va(BLOCK_1G)).is_some());
+    check_invariants(&pt);
+}
+
+#[test]
+fn fast_path_falls_back_for_contiguous_runs_and_bbm() {
+    let a = Attributes::kernel_data();
+    let base = BLOCK_1G;
+    let setup = || {
+        let mut pt = new_pt(VaRange::Lower);
+        pt.map(va(base), pa(0), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        assert!(pt.query(va(base + 5 * PAGE_SIZE)).unwrap().contiguous);
+        pt
+    };
+    // Live: cutting a run, or a memory-type change, needs break-before-make.
+    let mut pt = setup();
+    pt.set_live(true);
+    let before = leaves(&pt);
+    assert_eq!(
+        pt.unmap(va(base + 5 * PAGE_SIZE), PAGE_SIZE).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(base + 5 * PAGE_SIZE))
+    );
+    assert_eq!(
+        pt.protect(va(base + 16 * PAGE_SIZE), 16 * PAGE_SIZE, Attributes::device()).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(base + 16 * PAGE_SIZE))
+    );
+    assert_eq!(leaves(&pt), before);
+    // A whole run, and a permission change, are fine.
+    let rec = pt.protect(va(base), 16 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+    assert_eq!(rec.leaves_changed(), 16);
+    release(&mut pt, rec);
+    assert!(pt.query(va(base)).unwrap().contiguous);
+    let rec = pt.unmap(va(base + 16 * PAGE_SIZE), 16 * PAGE_SIZE).unwrap();
+    release(&mut pt, rec);
+    check_invariants(&pt);
+    // Not live: the general path unfolds the run.
+    let mut pt = setup();
+    let rec = pt.unmap(va(base + 5 * PAGE_SIZE), PAGE_SIZE).unwrap();
+    release(&mut pt, rec);
+    assert!(!pt.query(va(base + 4 * PAGE_SIZE)).unwrap().contiguous);
+    assert!(pt.query(va(base + 16 * PAGE_SIZE)).unwrap().contiguous);
+    check_invariants(&pt);
+}
+
+#[test]
+fn walk_cache_forgets_a_table_replaced_by_a_promotion() {
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::kernel_data();
+    let base = BLOCK_1G;
+    // 512 pages mapping one aligned 2 MiB physical range: promotable. The last call takes the
+    // fast path, so the walk cache holds the level-3 table.
+    pt.map(va(base), pa(BLOCK_2M), BLOCK_2M - PAGE_SIZE, a, Constraints::NO_BLOCKS).unwrap();
+    pt.map(va(base + BLOCK_2M - PAGE_SIZE), pa(2 * BLOCK_2M - PAGE_SIZE), PAGE_SIZE, a, Constraints::NONE)
+        .unwrap();
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let mut counts = BbmCounts::default();
+    assert!(pt.stage_promote(va(base), &mut record, &mut counts).unwrap());
+    release(&mut pt, record); // Frees the level-3 table (the emulated memory poisons it).
+    assert!(pt.finish(va(base), BLOCK_2M, &mut |_| {}));
+    assert_eq!(pt.query(va(base)).unwrap().level, 2);
+    // A stale cache would write into the freed frame (or panic on it); the block is found.
+    assert_eq!(
+        pt.map(va(base + PAGE_SIZE), pa(0), PAGE_SIZE, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(base + PAGE_SIZE)))
+    );
+    let rec = pt.unmap(va(base + PAGE_SIZE), PAGE_SIZE).unwrap(); // Splits the block.
+    release(&mut pt, rec);
+    assert_eq!(pt.query(va(base)).unwrap().level, 3);
+    check_invariants(&pt);
+}
+
+#[test]
+fn walk_cache_follows_tables_freed_and_reused() {
+    // The emulated memory hands the last freed frame out first, so a stale cache would point
+    // into a frame now used at another level or for another region.
+    let mut pt = new_pt(VaRange::Lower);
+    let a = Attributes::kernel_data();
+    let (r1, r2) = (BLOCK_1G, 3 * BLOCK_1G + 5 * BLOCK_2M);
+    for round in 0..4 {
+        pt.map(va(r1 + PAGE_SIZE), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.map(va(r1), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fast, caches r1.
+        let rec = pt.unmap(va(r1), 2 * PAGE_SIZE).unwrap();
+        assert_eq!(rec.detached_tables(), 3, "round {round}"); // Levels 3, 2 and 1.
+        release(&mut pt, rec);
+        pt.map(va(r2), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Reuses the frames.
+        assert_eq!(pt.query(va(r1)), None);
+        assert_eq!(pt.map(va(r1), pa(0), PAGE_SIZE, a, Constraints::NONE), Ok(()));
+        assert_eq!(pt.translate(va(r2)), Some(pa(0)));
+        let rec = pt.unmap(va(0), 4 * BLOCK_1G).unwrap();
+        release(&mut pt, rec);
+        assert_eq!(pt.stats().tables_in_use(), 1);
+        check_invariants(&pt);
+    }
+}
+
+#[test]
+fn fast_path_allocation_failure_in_the_middle_changes_nothing() {
+    // A call starting in an existing table and running into regions without one: the general
+    // path, failing at every allocation in turn.
+    let setup = || {
+        let mut pt = new_pt(VaRange::Lower);
+        pt.map(va(BLOCK_1G - 4 * PAGE_SIZE), pa(0), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE)
+            .unwrap();
+        pt
+    };
+    for_every_failure_point(setup, |pt| {
+        pt.map(
+            va(BLOCK_1G - 3 * PAGE_SIZE),
+            pa(0),
+            6 * PAGE_SIZE,
+            Attributes::kernel_data(),
+            Constraints::NONE,
+        )
+        .map(|_| None)
+    });
+    // And one that needs nothing: succeeds even with no frame to give.
+    let mut pt = setup();
+    pt.translation_mut().fail_after = Some(0);
+    pt.map(va(BLOCK_1G - 3 * PAGE_SIZE), pa(0), 3 * PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE)
+        .unwrap();
+    let rec = pt.unmap(va(BLOCK_1G - 4 * PAGE_SIZE), 4 * PAGE_SIZE).unwrap();
+    release(&mut pt, rec);
+    assert_eq!(pt.stats().tables_in_use(), 1);
+}
