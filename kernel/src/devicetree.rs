@@ -269,23 +269,36 @@ impl Machine {
     pub fn from_fdt(fdt: Fdt<'static>) -> Self {
         let mut memory = RegionSet::new();
         let mut reserved = Vec::new();
-        let mut interrupt_controller = None;
-        // One walk over every node: the fdt crate's lookups each walk the tree from the root.
-        for node in fdt.all_nodes() {
+        // Memory nodes are children of the root (devicetree spec §3.4), and the root's
+        // `interrupt-parent` names the interrupt controller: no walk over every node (the fdt
+        // crate parses each property name again on every lookup, which made a full walk the
+        // slowest part of boot).
+        let root = fdt.find_node("/");
+        for node in root.iter().flat_map(|r| r.children()) {
             if str_prop(node, "device_type") == Some("memory") {
                 for r in node.reg().into_iter().flatten() {
                     let start = r.starting_address as u64;
                     let _ = memory.add(start, start.saturating_add(r.size.unwrap_or(0) as u64));
                 }
-            } else if interrupt_controller.is_none()
-                && node.property("interrupt-controller").is_some()
-                && let Some(compatible) = node.compatible().map(|c| c.first())
-                && (compatible.contains("gic") || compatible.contains("bcm2836-l1-intc"))
-            {
-                let pa = reg_first(node).map_or(0, |(pa, _)| pa);
-                interrupt_controller = Some((String::from(compatible), pa));
             }
         }
+        let interrupt_controller = root
+            .and_then(|r| r.property("interrupt-parent"))
+            .and_then(|p| p.as_usize())
+            .and_then(|phandle| fdt.find_phandle(phandle as u32))
+            .or_else(|| {
+                // No root interrupt-parent: look for a controller we know by compatible.
+                fdt.find_compatible(&[
+                    "arm,gic-v3",
+                    "arm,cortex-a15-gic",
+                    "arm,gic-400",
+                    "brcm,bcm2836-l1-intc",
+                ])
+            })
+            .and_then(|node| {
+                let compatible = node.compatible()?.first();
+                Some((String::from(compatible), reg_first(node).map_or(0, |(pa, _)| pa)))
+            });
         for r in fdt.memory_reservations() {
             let start = r.address() as u64;
             let what = String::from("/memreserve/");
