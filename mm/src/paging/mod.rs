@@ -66,6 +66,8 @@ use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKi
 mod bbm;
 mod flush;
 #[cfg(test)]
+mod mutant_tests;
+#[cfg(test)]
 mod tests;
 
 pub(crate) use bbm::{BbmCounts, StagedOp};

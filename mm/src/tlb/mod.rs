@@ -90,6 +90,8 @@ pub mod plan;
 pub mod stats;
 
 #[cfg(test)]
+mod mutant_tests;
+#[cfg(test)]
 mod mutation;
 #[cfg(test)]
 mod tests;

@@ -84,9 +84,15 @@ fn check(r: &TlbRequest, caps: TlbCaps, p: &TlbPlan) -> Result<(), String> {
     if ops.len() != p.len() {
         return Err(format!("len() {} but iterator gave {}", p.len(), ops.len()));
     }
+    if p.is_broadcast() != caps.broadcast {
+        return Err(format!("plan says broadcast={}, caps {caps:?}", p.is_broadcast()));
+    }
     let Some(exp) = expected(r, caps) else {
         return if ops.is_empty() { Ok(()) } else { Err(format!("empty request, plan {ops:x?}")) };
     };
+    if p.is_full_flush() != exp.full {
+        return Err(format!("is_full_flush() {} for a plan of {} pages", p.is_full_flush(), exp.pages));
+    }
     if exp.full {
         let [only] = ops[..] else {
             return Err(format!("expected one full flush, got {} ops", ops.len()));
@@ -367,7 +373,12 @@ fn issuer_check(p: &TlbPlan, errata: Errata, needs_isb: bool) -> Result<(), Stri
     let stats = issue(p, &mut hw, errata, needs_isb);
     let mut want = Vec::new();
     if !p.is_empty() {
-        want.push(if p.is_broadcast() { Ev::DsbIshst } else { Ev::DsbNshst });
+        // The barriers' shareability follows the instructions', not the plan's own flag.
+        let broadcast = p.iter().all(|i| i.op.is_broadcast());
+        if p.is_broadcast() != broadcast {
+            return Err(format!("plan says broadcast={} for {:?}", p.is_broadcast(), p.iter().next()));
+        }
+        want.push(if broadcast { Ev::DsbIshst } else { Ev::DsbNshst });
         for i in p {
             want.push(Ev::Tlbi(i.op, i.operand));
             if errata.repeat_tlbi {
@@ -375,7 +386,7 @@ fn issuer_check(p: &TlbPlan, errata: Errata, needs_isb: bool) -> Result<(), Stri
                 want.push(Ev::Tlbi(i.op, i.operand));
             }
         }
-        want.push(if p.is_broadcast() { Ev::DsbIsh } else { Ev::DsbNsh });
+        want.push(if broadcast { Ev::DsbIsh } else { Ev::DsbNsh });
         if needs_isb {
             want.push(Ev::Isb);
         }
