@@ -220,7 +220,6 @@ pub fn frames_ready() {
 
 /// Table pages from the frame allocator, reached through the linear map: the translation for
 /// every table built after boot (user address spaces, test tables).
-#[cfg_attr(not(feature = "test-image"), allow(dead_code, reason = "user address spaces will use it"))]
 pub struct FrameTranslation;
 
 // SAFETY: frames come from the frame allocator (4 KiB-aligned RAM below 2^48, each handed out

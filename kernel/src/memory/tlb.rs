@@ -1,13 +1,10 @@
 //! The kernel's TLB maintenance: the mm crate's planner and issuer on this CPU.
 //!
-//! Capabilities (FEAT_TLBIRANGE, the repeat-TLBI errata from MIDR_EL1) are read once at boot, and
-//! every invalidation in the kernel goes through [`flush`], so the counters in [`stats`] see all
-//! of them (the test image reads them, and `SYS_MM_STATS` will give them to user programs).
-#![cfg_attr(
-    not(feature = "test-image"),
-    allow(dead_code, reason = "the test image uses all of it today; user address spaces will")
-)]
-
+//! Capabilities (FEAT_TLBIRANGE, the repeat-TLBI errata from MIDR_EL1) are read once at boot and
+//! combined over the CPUs as they come up. Kernel-wide flushes go through [`flush`] and
+//! [`flush_all`]; user address spaces (`mm::space`) issue their own plans and add what they issued
+//! with [`account`], so the counters in [`stats`] see every instruction (the test image reads
+//! them, and user programs through `SYS_MM_STATS`).
 use mm::tlb::issue::{Aarch64Tlb, read_id_aa64isar0_el1, read_midr_el1};
 use mm::tlb::plan::full_flush;
 use mm::tlb::{Scope, TlbCaps, TlbPlan, TlbRequest, TlbStats, plan};
@@ -38,6 +35,10 @@ pub fn caps() -> TlbCaps {
     *CAPS.get().expect("tlb::init runs at boot").lock()
 }
 
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "range flushes of the kernel's own table are made by the test image only")
+)]
 /// Plans and issues the invalidation of `req`; `needs_isb` when kernel or executable mappings
 /// changed. Returns the plan (the tests look at its shape).
 pub fn flush(req: &TlbRequest, caps: TlbCaps, needs_isb: bool) -> TlbPlan {

@@ -243,7 +243,10 @@ probe_write_done:
 
 #[cfg_attr(
     not(feature = "test-image"),
-    allow(dead_code, reason = "used by the test image now, by user-pointer access later")
+    allow(
+        dead_code,
+        reason = "the test image probes the kernel map with them (user memory has its own copy routines)"
+    )
 )]
 unsafe extern "C" {
     fn probe_read_u64(addr: u64) -> ProbeResult;
@@ -257,7 +260,10 @@ unsafe extern "C" {
 #[repr(C)]
 #[cfg_attr(
     not(feature = "test-image"),
-    allow(dead_code, reason = "used by the test image now, by user-pointer access later")
+    allow(
+        dead_code,
+        reason = "the test image probes the kernel map with them (user memory has its own copy routines)"
+    )
 )]
 struct ProbeResult {
     value: u64,
@@ -267,7 +273,10 @@ struct ProbeResult {
 /// Reads the u64 at `addr`, returning the ESR of the fault if the access faults.
 #[cfg_attr(
     not(feature = "test-image"),
-    expect(dead_code, reason = "used by the test image now, by user-pointer access later")
+    expect(
+        dead_code,
+        reason = "the test image probes the kernel map with them (user memory has its own copy routines)"
+    )
 )]
 pub fn probe_read(addr: u64) -> Result<u64, u64> {
     // SAFETY: the probe performs a single aligned load through the MMU; a fault is caught by the
@@ -283,7 +292,10 @@ pub fn probe_read(addr: u64) -> Result<u64, u64> {
 /// If the write succeeds it changes memory: `addr` must be memory the caller may write.
 #[cfg_attr(
     not(feature = "test-image"),
-    expect(dead_code, reason = "used by the test image now, by user-pointer access later")
+    expect(
+        dead_code,
+        reason = "the test image probes the kernel map with them (user memory has its own copy routines)"
+    )
 )]
 pub unsafe fn probe_write(addr: u64, value: u64) -> Result<(), u64> {
     // SAFETY: forwarded; a fault is turned into Err by the fixup.
