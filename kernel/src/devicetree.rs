@@ -73,7 +73,8 @@ pub struct Machine {
     pub console: Result<ConsoleNode, String>,
     /// PSCI conduit, if there is a `/psci` node with a known `method`.
     pub psci: Option<Conduit>,
-    /// Interrupt controller: compatible and register base, if found (used from the SMP issue on).
+    /// The interrupt controller the root's `interrupt-parent` names: compatible and register base
+    /// (bus address), for the boot report (the driver finds its own node: `drivers::intc`).
     pub interrupt_controller: Option<(String, u64)>,
     /// `/chosen/bootargs`.
     pub bootargs: String,
