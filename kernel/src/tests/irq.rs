@@ -13,11 +13,11 @@ kernel_test!(
     fn the_timer_ticks_on_every_cpu() {
         ensure!(crate::drivers::gic::current().is_some(), "no GIC");
         let before: alloc::vec::Vec<u64> = (0..MAX_CPUS).map(|c| TICKS[c].load(Ordering::Relaxed)).collect();
-        let ticked = wait_with_interrupts(500_000, || {
+        let ticked = wait_with_interrupts(2_000_000, || {
             online_cpus().all(|c| TICKS[c].load(Ordering::Relaxed) >= before[c] + 2)
         });
         for c in online_cpus() {
-            ensure!(ticked, "cpu{c}: {} ticks in 500 ms", TICKS[c].load(Ordering::Relaxed) - before[c]);
+            ensure!(ticked, "cpu{c}: {} ticks in 2 s", TICKS[c].load(Ordering::Relaxed) - before[c]);
         }
         Ok(())
     }
@@ -28,8 +28,8 @@ kernel_test!(
         for c in online_cpus() {
             let before = PINGS[c].load(Ordering::Relaxed);
             send_ipi(c, IPI_PING);
-            let got = wait_with_interrupts(200_000, || PINGS[c].load(Ordering::Relaxed) > before);
-            ensure!(got, "cpu{c} did not take the ping within 200 ms");
+            let got = wait_with_interrupts(2_000_000, || PINGS[c].load(Ordering::Relaxed) > before);
+            ensure!(got, "cpu{c} did not take the ping within 2 s");
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ use crate::{ensure, kernel_test};
 const VA: u64 = TEST_WINDOW + 0x20_0000;
 
 static SEEN: AtomicU64 = AtomicU64::new(0);
+static READS: AtomicU64 = AtomicU64::new(0);
 static STOP: AtomicBool = AtomicBool::new(false);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
@@ -33,6 +34,7 @@ fn reader() {
         // SAFETY: VA is mapped (to one frame or the other) for the whole time STOP is false.
         let v = unsafe { (VA as *const u64).read_volatile() };
         SEEN.store(v, Ordering::Release);
+        READS.fetch_add(1, Ordering::Release);
     }
     RUNNING.store(false, Ordering::Release);
 }
@@ -98,26 +100,36 @@ kernel_test!(
             SEEN.store(0, Ordering::Release);
             STOP.store(false, Ordering::Release);
             ensure!(run_on(1, reader), "cpu1 is busy");
-            ensure!(wait_for(200_000, || SEEN.load(Ordering::Acquire) == 0xaaaa), "cpu1 never read the page");
+            ensure!(
+                wait_for(2_000_000, || SEEN.load(Ordering::Acquire) == 0xaaaa),
+                "cpu1 never read the page"
+            );
             unmap_silently()?;
             map(b)?;
             let req = TlbRequest::new(VirtAddr(VA), VirtAddr(VA + PAGE_SIZE), Scope::Global);
             // Our own TLB: local flush (CPU 0 must not read A itself below).
             tlb::flush(&req, tlb::caps().local(), true);
+            // CPU 1 must keep reading (a thousand more reads) and still see the old page: the
+            // local flush did not reach its TLB.
+            let reads = READS.load(Ordering::Acquire);
             ensure!(
-                !wait_for(5_000, || SEEN.load(Ordering::Acquire) == 0xbbbb),
-                "cpu1 saw the new page before any flush reached it: the test cannot tell"
+                wait_for(2_000_000, || READS.load(Ordering::Acquire) >= reads + 1000),
+                "cpu1 stopped reading"
             );
-            ensure!(SEEN.load(Ordering::Acquire) == 0xaaaa, "cpu1 read {:#x}", SEEN.load(Ordering::Acquire));
+            ensure!(
+                SEEN.load(Ordering::Acquire) == 0xaaaa,
+                "cpu1 read {:#x} after only a local flush on cpu0: the test cannot tell local from broadcast",
+                SEEN.load(Ordering::Acquire)
+            );
             tlb::flush(&req, tlb::caps(), true);
             ensure!(
-                wait_for(100_000, || SEEN.load(Ordering::Acquire) == 0xbbbb),
+                wait_for(2_000_000, || SEEN.load(Ordering::Acquire) == 0xbbbb),
                 "cpu1 still reads the old page after the broadcast flush"
             );
             Ok(())
         })();
         STOP.store(true, Ordering::Release);
-        wait_for(200_000, || !RUNNING.load(Ordering::Acquire));
+        wait_for(2_000_000, || !RUNNING.load(Ordering::Acquire));
         let _ = unmap_silently();
         {
             let mut table = KERNEL_TABLE.lock();
