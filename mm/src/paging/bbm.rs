@@ -232,7 +232,15 @@ impl<T: Translation> PageTable<T> {
             let sub_hi = if hi < entry_end { hi } else { entry_end };
             let d = self.read(table, index);
             match d.kind(level) {
-                DescriptorKind::Invalid | DescriptorKind::Reserved => {}
+                DescriptorKind::Invalid => {}
+                DescriptorKind::Reserved => {
+                    // Never in a TLB (the walker faults on it): an unmap clears it at once when
+                    // it lies wholly in the range, as `modify_level` does, so that `is_vacant`
+                    // may take the entries inside the range as emptied.
+                    if matches!(st.op, StagedOp::Unmap) && off == entry_base && sub_hi == entry_end {
+                        self.write(table, index, Descriptor::INVALID);
+                    }
+                }
                 DescriptorKind::Table => {
                     let next = d.output_address();
                     self.stage_level(next, level + 1, entry_base, off, sub_hi, st);

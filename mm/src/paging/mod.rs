@@ -791,10 +791,11 @@ impl<T: Translation> PageTable<T> {
                 let old = d.attributes();
                 let executable = !old.pxn() || !old.uxn();
                 record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
-                false
-            } else {
-                d.is_valid()
+            } else if d.is_valid() {
+                // A reserved encoding: cleared, not recorded (see `modify_pages`).
+                self.write(table, index, Descriptor::INVALID);
             }
+            false
         } else {
             if self.pages_need_general_path(table, start, end, (start, end), op) {
                 return false;
@@ -940,7 +941,15 @@ impl<T: Translation> PageTable<T> {
             i += 1;
             off += PAGE_SIZE;
             if !d.is_leaf(3) {
-                kept |= d.is_valid();
+                if d.is_valid() {
+                    // A reserved encoding: it translates nothing and the walker faults on it, so
+                    // no TLB holds it. An unmap clears it without recording it (so that a table
+                    // is emptied by unmapping its whole span); a protect leaves it.
+                    match op {
+                        LeafOp::Unmap => self.write(table, index, Descriptor::INVALID),
+                        LeafOp::Protect(_) => kept = true,
+                    }
+                }
                 continue;
             }
             let old = d.attributes();
@@ -1292,7 +1301,14 @@ impl<T: Translation> PageTable<T> {
             let whole = off == entry_base && sub_hi == entry_end;
             let d = self.view_read(view, level, index);
             match d.kind(level) {
-                DescriptorKind::Invalid | DescriptorKind::Reserved => {}
+                DescriptorKind::Invalid => {}
+                DescriptorKind::Reserved => {
+                    // Translates nothing and is never in a TLB: an unmap clears it when it lies
+                    // wholly in the range (the emptiness checks rely on that), without a record.
+                    if let (true, View::Real(table), LeafOp::Unmap, true) = (COMMIT, view, &*op, whole) {
+                        self.write(table, index, Descriptor::INVALID);
+                    }
+                }
                 DescriptorKind::Table => {
                     let next = d.output_address();
                     needed += self.modify_level::<COMMIT, F>(

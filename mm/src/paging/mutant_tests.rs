@@ -1,15 +1,25 @@
 //! Tests added for mutants that `cargo mutants` (scripts/mutants --paging) found alive in the
 //! table code: each asserts a specified behaviour the table tests did not pin down.
 
+use core::cell::RefCell;
 use core::ptr::NonNull;
 use std::boxed::Box;
+use std::collections::BTreeSet;
 use std::vec::Vec;
 
 use super::*;
 
-/// Heap-backed table frames at fake physical addresses 0x1000, 0x2000, …
+/// Heap-backed table frames at fake physical addresses 0x1000, 0x2000, …; `touched` records
+/// every frame the table code asked a pointer for (how a test sees which tables a call walked).
 #[derive(Default)]
-struct Frames(Vec<*mut AlignedTable>);
+struct Frames(Vec<*mut AlignedTable>, RefCell<BTreeSet<u64>>);
+
+impl Frames {
+    /// The frames asked for since the last call, in address order.
+    fn take_touched(&self) -> Vec<u64> {
+        core::mem::take(&mut *self.1.borrow_mut()).into_iter().collect()
+    }
+}
 
 // SAFETY: every frame is a distinct, 4 KiB-aligned heap allocation that lives until `Frames` is
 // dropped, at a distinct page-aligned address below 2^48; `table_ptr` returns its raw pointer.
@@ -20,6 +30,7 @@ unsafe impl Translation for Frames {
     }
     fn deallocate_table(&mut self, _pa: PhysAddr) {}
     fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
+        self.1.borrow_mut().insert(pa.0);
         let frame = self.0[(pa.0 >> 12) as usize - 1];
         // SAFETY: `frame` came from `Box::into_raw` and is not freed before `drop`.
         NonNull::new(unsafe { &raw mut (*frame).0 }).unwrap()
@@ -191,5 +202,363 @@ fn a_run_of_leaves_counts_each_leaf() {
         assert_eq!((record.min_leaf_size(), record.max_leaf_size()), (PAGE_SIZE, PAGE_SIZE));
         record.add_run(0x80_0000, 0, PAGE_SIZE, attrs, None);
         assert_eq!(record.leaves_changed(), count, "an empty run records nothing");
+    }
+}
+
+/// Restriction sets are bit sets: a union with itself or with a subset changes nothing, and
+/// `contains` is inclusion.
+#[test]
+fn constraints_union_is_set_union() {
+    let all =
+        [Constraints::NONE, Constraints::NO_BLOCKS, Constraints::NO_1G_BLOCKS, Constraints::NO_CONTIGUOUS];
+    for a in all {
+        assert_eq!(a.union(a), a, "{a:?}");
+        assert_eq!(a | a, a, "{a:?}");
+        for b in all {
+            let u = a.union(b);
+            assert!(u.contains(a) && u.contains(b), "{a:?} | {b:?}");
+            assert_eq!(u.union(b), u, "{a:?} | {b:?} | {b:?}");
+        }
+    }
+    let two = Constraints::NO_BLOCKS | Constraints::NO_CONTIGUOUS;
+    assert_eq!(two | Constraints::NO_BLOCKS, two);
+    assert!(!two.contains(Constraints::NO_1G_BLOCKS));
+}
+
+/// `Debug` names the table and what a reader of a crash report needs: its root, its half of the
+/// address space, whether it is live, and its frame counters.
+#[test]
+fn debug_output_shows_root_range_live_and_stats() {
+    let mut pt = PageTable::new(Frames::default(), VaRange::Upper).unwrap();
+    pt.set_live(true);
+    let text = std::format!("{pt:?}");
+    for needle in ["PageTable", "root", "Upper", "live: true", "tables_allocated: 1"] {
+        assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
+}
+
+/// A new table is not live; `set_live` sets and clears it.
+#[test]
+fn is_live_follows_set_live() {
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    assert!(!pt.is_live());
+    pt.set_live(true);
+    assert!(pt.is_live());
+    pt.set_live(false);
+    assert!(!pt.is_live());
+}
+
+/// `is_empty_table` (the check behind every table detach) sees a valid entry wherever it is.
+#[test]
+fn is_empty_table_sees_any_valid_entry() {
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    let root = pt.root;
+    assert!(pt.is_empty_table(root));
+    for index in [0, 1, 255, 511] {
+        pt.write(root, index, Descriptor::table(PhysAddr(0x1000)));
+        assert!(!pt.is_empty_table(root), "entry {index}");
+        pt.write(root, index, Descriptor::INVALID);
+        assert!(pt.is_empty_table(root));
+    }
+}
+
+/// A dry run sees a block about to be split as the 512 leaves the commit will write: consecutive
+/// output addresses from the block's, with its attributes.
+#[test]
+fn split_view_shows_the_leaves_of_the_split() {
+    let pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    let attrs = Attributes::kernel_data();
+    for (level, pa) in [(2, 0x4000_0000u64), (3, 0x8020_0000)] {
+        let view = View::Split { pa, attrs };
+        for index in [0usize, 1, 2, 7, 511] {
+            let d = pt.view_read(view, level, index);
+            assert_eq!(d.kind(level), if level == 3 { DescriptorKind::Page } else { DescriptorKind::Block });
+            assert_eq!(
+                d.output_address(),
+                PhysAddr(pa + index as u64 * level_size(level)),
+                "{level} {index}"
+            );
+            assert_eq!(d.attributes(), attrs);
+        }
+    }
+}
+
+/// Alignment is checked on the address and the size separately: a misaligned address with a
+/// size misaligned by the same amount is refused (their low bits do not cancel).
+#[test]
+fn misaligned_address_and_size_are_refused_together() {
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    let a = Attributes::kernel_data();
+    pt.map(VirtAddr(0x40_0000), PhysAddr(0x8000_0000), 4 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    for low in [0x1u64, 0x800, 0xfff] {
+        let (va, size) = (VirtAddr(0x40_0000 | low), PAGE_SIZE | low);
+        assert_eq!(pt.map(va, PhysAddr(0x9000_0000), size, a, Constraints::NONE), Err(MapError::Misaligned));
+        assert_eq!(pt.unmap(va, size).unwrap_err(), MapError::Misaligned, "{low:#x}");
+        assert_eq!(pt.protect(va, size, a).unwrap_err(), MapError::Misaligned, "{low:#x}");
+    }
+    assert_eq!(pt.translate(VirtAddr(0x40_0000)), Some(PhysAddr(0x8000_0000)));
+}
+
+/// The single-walk fast path: once a call has walked to the last-level table of a 2 MiB
+/// region, the next map, protect or unmap inside that region touches only that table (the walk
+/// cache), wherever the region is; a call that crosses a 2 MiB boundary walks from the root.
+#[test]
+fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
+    let a = Attributes::kernel_data();
+    for region in [0u64, 0x20_0000, 0x4000_0000, 0x7f_ffe0_0000] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        let va = |i: u64| VirtAddr(region + i * PAGE_SIZE);
+        let pa = |i: u64| PhysAddr(0x8000_0000 + i * PAGE_SIZE);
+        pt.map(va(0), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
+        let l3 = pt.walk_to_last_level(region).unwrap().0;
+        pt.map(va(1), pa(1), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fills the walk cache.
+        pt.translation().take_touched();
+        pt.map(va(2), pa(2), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        assert_eq!(pt.translation().take_touched(), [l3], "map in region {region:#x}");
+        let r = pt.protect(va(2), PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+        assert_eq!(pt.translation().take_touched(), [l3], "protect in region {region:#x}");
+        r.release(pt.translation_mut());
+        let r = pt.unmap(va(3), PAGE_SIZE).unwrap();
+        assert_eq!(pt.translation().take_touched(), [l3], "unmap in region {region:#x}");
+        r.release(pt.translation_mut());
+        // Several pages, not contiguous (a run of 2), one of them a hole.
+        pt.map(va(5), pa(5), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.translation().take_touched();
+        let r = pt.unmap(va(4), 3 * PAGE_SIZE).unwrap();
+        assert_eq!(pt.translation().take_touched(), [l3], "unmap of 3 pages in region {region:#x}");
+        assert_eq!(r.leaves_changed(), 2);
+        r.release(pt.translation_mut());
+        assert_eq!(pt.translate(va(2)), Some(pa(2)));
+        assert_eq!(pt.translate(va(3)), None);
+    }
+    // Across a 2 MiB boundary: the general path, from the root.
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    pt.map(VirtAddr(0x1f_f000), PhysAddr(0x8000_0000), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.translation().take_touched();
+    let r = pt.unmap(VirtAddr(0x1f_f000), 2 * PAGE_SIZE).unwrap();
+    assert!(pt.translation().take_touched().contains(&pt.root_pa().0));
+    r.release(pt.translation_mut());
+}
+
+/// Unmapping the last pages of a table by a range that covers only part of it detaches the
+/// emptied tables, level by level up to (not including) the root, through the fast path (one
+/// 2 MiB region) and the general path (a range crossing regions) alike.
+#[test]
+fn partial_unmaps_that_empty_tables_detach_them() {
+    let a = Attributes::kernel_data();
+    // (pages mapped, range unmapped): one page in a region; two pages across a 2 MiB boundary;
+    // pages at both ends of a 1 GiB region's tables.
+    let cases: [(u64, u64, u64); 4] = [
+        (0x4000_5000, PAGE_SIZE, PAGE_SIZE),
+        (0x4000_5000, 3 * PAGE_SIZE, PAGE_SIZE),
+        (0x401f_f000, 2 * PAGE_SIZE, 2 * PAGE_SIZE),
+        (0x7fff_f000, 2 * PAGE_SIZE, 2 * PAGE_SIZE),
+    ];
+    for (start, mapped, unmapped_each) in cases {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(start), PhysAddr(0x8000_0000), mapped, a, Constraints::NONE).unwrap();
+        let in_use = pt.stats().tables_in_use();
+        let mut detached = 0;
+        let mut off = 0;
+        while off < mapped {
+            let r = pt.unmap(VirtAddr(start + off), unmapped_each).unwrap();
+            detached += r.detached_tables();
+            r.release(pt.translation_mut());
+            off += unmapped_each;
+        }
+        assert_eq!(pt.stats().tables_in_use(), 1, "{start:#x}: only the root is left");
+        assert_eq!(detached as u64, in_use - 1, "{start:#x}");
+        assert!(pt.is_empty_table(pt.root), "{start:#x}");
+    }
+}
+
+/// Calls on many pages inside one 2 MiB region stay on the fast path too (only the last-level
+/// table is touched) when nothing needs the general path: protecting whole contiguous runs,
+/// in place or (on a table that is not live) with a change of memory type, and unmapping whole
+/// runs, one or several.
+#[test]
+fn whole_runs_inside_one_region_stay_on_the_fast_path() {
+    let a = Attributes::kernel_data();
+    let region = 0x4000_0000u64;
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    let l3 = pt.walk_to_last_level(region).unwrap().0;
+    // A page elsewhere in the region keeps the table, and fills the walk cache.
+    pt.map(VirtAddr(region + 0x10_0000), PhysAddr(0x9000_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    assert!(pt.query(VirtAddr(region)).unwrap().contiguous);
+    pt.translation().take_touched();
+    for (what, attrs) in [("in place", Attributes::kernel_rodata()), ("memory type", Attributes::device())] {
+        let r = pt.protect(VirtAddr(region), 32 * PAGE_SIZE, attrs).unwrap();
+        assert_eq!(pt.translation().take_touched(), [l3], "protect, {what}");
+        assert_eq!(r.leaves_changed(), 32, "{what}");
+        r.release(pt.translation_mut());
+        let leaf = pt.query(VirtAddr(region + 31 * PAGE_SIZE)).unwrap();
+        assert!(leaf.contiguous && leaf.attrs == attrs, "{what}: {leaf:?}");
+        pt.translation().take_touched(); // `query` walks from the root.
+    }
+    // One whole run, the first of a 128 KiB-aligned pair (bit 16 of its addresses clear).
+    let r = pt.protect(VirtAddr(region), 16 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+    assert_eq!(pt.translation().take_touched(), [l3], "protect of one whole run");
+    assert_eq!(r.leaves_changed(), 16);
+    r.release(pt.translation_mut());
+    let r = pt.unmap(VirtAddr(region), 32 * PAGE_SIZE).unwrap();
+    assert_eq!(pt.translation().take_touched(), [l3], "unmap of two whole runs");
+    assert_eq!(r.leaves_changed(), 32);
+    r.release(pt.translation_mut());
+    assert_eq!(pt.translate(VirtAddr(region)), None);
+    assert_eq!(pt.translate(VirtAddr(region + 0x10_0000)), Some(PhysAddr(0x9000_0000)));
+}
+
+/// Unmapping part of a contiguous run unfolds the rest of it (the hint may only cover a whole,
+/// uniform run), wherever the run is: the first run of the address space (offset 0) included,
+/// and whether the cut is at the start or the end of the range.
+#[test]
+fn unmapping_part_of_a_run_unfolds_it_everywhere() {
+    let a = Attributes::kernel_data();
+    for base in [0u64, 0x4000_0000] {
+        // (first page unmapped, pages unmapped) relative to two runs at `base`.
+        for (first, count) in [(1u64, 2u64), (0, 17), (15, 17), (14, 2)] {
+            let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+            pt.map(VirtAddr(base), PhysAddr(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+            let r = pt.unmap(VirtAddr(base + first * PAGE_SIZE), count * PAGE_SIZE).unwrap();
+            r.release(pt.translation_mut());
+            for i in 0..32 {
+                let leaf = pt.query(VirtAddr(base + i * PAGE_SIZE));
+                if (first..first + count).contains(&i) {
+                    assert!(leaf.is_none(), "{base:#x} {first}+{count}: page {i} still mapped");
+                    continue;
+                }
+                let leaf = leaf.unwrap();
+                assert_eq!(leaf.pa, PhysAddr(0x8000_0000 + i * PAGE_SIZE));
+                let run = i / 16;
+                let run_cut = (run * 16..run * 16 + 16).any(|j| (first..first + count).contains(&j));
+                assert_eq!(leaf.contiguous, !run_cut, "{base:#x} {first}+{count}: page {i}");
+            }
+        }
+    }
+}
+
+/// A reserved encoding (valid bit set but not a page: it translates nothing, and the walker
+/// faults on it, so no TLB holds it) inside an unmapped range is cleared with the range, and
+/// a table it was the last occupant of is detached: `unmap` leaves every entry of its range
+/// invalid, on the fast path (one 2 MiB region), on the general path (a range crossing regions
+/// or covering whole tables), and when staged on a live table. One outside the range keeps its
+/// table.
+#[test]
+fn unmap_clears_reserved_entries_in_its_range() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    let a = Attributes::kernel_data();
+    let reserved = Descriptor::from_bits(0b01);
+    assert_eq!(reserved.kind(3), DescriptorKind::Reserved);
+    let region = 0x4000_0000u64;
+    // (first page mapped, pages mapped, reserved entry (page offset), unmapped range)
+    let cases: [(u64, u64, u64, (u64, u64)); 5] = [
+        (0, 4, 1, (0, 4)),           // fast path
+        (510, 4, 511, (510, 4)),     // general path: crosses 2 MiB
+        (0, 4, 7, (0, 512)),         // general path: the whole table
+        (0, 4, 7, (0, 1024)),        // general path: whole tables, crossing 2 MiB
+        (100, 4, 511, (0, 512 + 1)), // general path, the reserved entry last
+    ];
+    for staged in [false, true] {
+        for (first, count, at, (lo, n)) in cases {
+            let what = std::format!("staged {staged}: pages {first}+{count}, reserved {at}, unmap {lo}+{n}");
+            let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+            let page = |i: u64| VirtAddr(region + i * PAGE_SIZE);
+            pt.map(page(first), PhysAddr(0x8000_0000), count * PAGE_SIZE, a, Constraints::NONE).unwrap();
+            let l3 = pt.walk_to_last_level(page(at).0 & !(MB2 - 1)).unwrap();
+            pt.write(l3, index_of(page(at).0, 3), reserved);
+            if staged {
+                pt.set_live(true);
+                let mut record = PendingFlush::new(VaRange::Lower);
+                let mut counts = BbmCounts::default();
+                pt.stage(
+                    page(lo),
+                    n * PAGE_SIZE,
+                    StagedOp::<fn(Attributes) -> Attributes>::Unmap,
+                    true,
+                    &mut record,
+                    &mut counts,
+                )
+                .unwrap();
+                pt.finish(page(lo), n * PAGE_SIZE, &mut |_| {});
+                record.release(pt.translation_mut());
+            } else {
+                let r = pt.unmap(page(lo), n * PAGE_SIZE).unwrap();
+                r.release(pt.translation_mut());
+            }
+            assert_eq!(pt.stats().tables_in_use(), 1, "{what}: only the root is left");
+            assert!(pt.is_empty_table(pt.root), "{what}");
+        }
+    }
+}
+
+/// A reserved encoding in the root (a level-0 "block": 512 GiB that translate nothing) is
+/// cleared by an unmap that covers it wholly, directly or staged, and kept by one that covers
+/// part of it.
+#[test]
+fn unmap_clears_a_reserved_root_entry_it_covers() {
+    const GB512: u64 = 1 << 39;
+    let reserved = Descriptor::from_bits(0b01);
+    assert_eq!(reserved.kind(0), DescriptorKind::Reserved);
+    for staged in [false, true] {
+        for (lo, size, cleared) in [(GB512, GB512, true), (0, 2 * GB512, true), (GB512, GB512 / 2, false)] {
+            let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+            let root = pt.root;
+            pt.write(root, 1, reserved);
+            if staged {
+                pt.set_live(true);
+                let mut record = PendingFlush::new(VaRange::Lower);
+                let mut counts = BbmCounts::default();
+                let op = StagedOp::<fn(Attributes) -> Attributes>::Unmap;
+                pt.stage(VirtAddr(lo), size, op, true, &mut record, &mut counts).unwrap();
+                pt.finish(VirtAddr(lo), size, &mut |_| {});
+                assert!(!record.needs_flush(), "nothing was cached");
+                record.release(pt.translation_mut());
+            } else {
+                let r = pt.unmap(VirtAddr(lo), size).unwrap();
+                assert!(!r.needs_flush(), "nothing was cached");
+                r.release(pt.translation_mut());
+            }
+            let expected = if cleared { Descriptor::INVALID } else { reserved };
+            assert_eq!(pt.read(root, 1), expected, "staged {staged}, unmap {lo:#x}+{size:#x}");
+        }
+    }
+}
+
+/// A reserved encoding outside the unmapped range stays, and keeps its table.
+#[test]
+fn a_reserved_entry_outside_the_range_keeps_its_table() {
+    let a = Attributes::kernel_data();
+    let region = 0x4000_0000u64;
+    let reserved = Descriptor::from_bits(0b01);
+    for staged in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 4 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        let l3 = pt.walk_to_last_level(region).unwrap();
+        pt.write(l3, 9, reserved);
+        if staged {
+            pt.set_live(true);
+            let mut record = PendingFlush::new(VaRange::Lower);
+            let mut counts = BbmCounts::default();
+            pt.stage(
+                VirtAddr(region),
+                4 * PAGE_SIZE,
+                StagedOp::<fn(Attributes) -> Attributes>::Unmap,
+                true,
+                &mut record,
+                &mut counts,
+            )
+            .unwrap();
+            pt.finish(VirtAddr(region), 4 * PAGE_SIZE, &mut |_| {});
+            assert_eq!(record.detached_tables(), 0);
+            record.release(pt.translation_mut());
+        } else {
+            let r = pt.unmap(VirtAddr(region), 4 * PAGE_SIZE).unwrap();
+            assert_eq!(r.detached_tables(), 0);
+            r.release(pt.translation_mut());
+        }
+        assert_eq!(pt.read(l3, 9), reserved);
+        assert_eq!(pt.walk_to_last_level(region), Some(l3), "staged {staged}");
+        assert_eq!(pt.translate(VirtAddr(region)), None);
     }
 }
