@@ -38,7 +38,6 @@ pub(crate) const MARK_UNMAP: u64 = 1 << 56;
 /// Staged-invalid table descriptor of a table emptied by the operation: drained and freed after
 /// the flush.
 pub(crate) const MARK_DETACH: u64 = 1 << 57;
-const MARKS: u64 = MARK_MAKE | MARK_UNMAP | MARK_DETACH;
 const VALID: u64 = 1;
 const RUN: usize = CONTIGUOUS_ENTRIES;
 
@@ -229,7 +228,7 @@ impl<T: Translation> PageTable<T> {
             let index = ((off - table_base) / size) as usize;
             let entry_base = table_base + index as u64 * size;
             let entry_end = entry_base + size;
-            let sub_hi = if hi < entry_end { hi } else { entry_end };
+            let sub_hi = hi.min(entry_end);
             let d = self.read(table, index);
             match d.kind(level) {
                 DescriptorKind::Invalid => {}
@@ -264,7 +263,7 @@ impl<T: Translation> PageTable<T> {
                         // the whole run: the run is cut iff it is not inside `[lo, hi)`.
                         if run_base < lo || run_base + run_size > hi {
                             self.stage_run(table, level, index & !(RUN - 1), run_base, lo, hi, st);
-                            off = if run_base + run_size < hi { run_base + run_size } else { hi };
+                            off = hi.min(run_base + run_size);
                             continue;
                         }
                     }
@@ -492,11 +491,11 @@ impl<T: Translation> PageTable<T> {
         let Some(l3) = self.table_at(off, 3) else { return false };
         let first = index_of(off, 3);
         let d0 = self.read(l3, first);
-        if !d0.is_leaf(3) || d0.is_contiguous() || !d0.output_address().is_aligned(run_size) {
+        if !d0.output_address().is_aligned(run_size) {
             return false;
         }
         let (pa0, attrs) = (d0.output_address().0, d0.attributes());
-        let ok = (1..RUN).all(|j| {
+        let ok = (0..RUN).all(|j| {
             let e = self.read(l3, first + j);
             e.is_leaf(3)
                 && !e.is_contiguous()
@@ -572,7 +571,7 @@ impl<T: Translation> PageTable<T> {
                     self.finish_level(d.output_address(), level + 1, base, sub_lo, sub_hi, unmapped, made);
                 }
             } else if bits & MARK_MAKE != 0 {
-                let made_d = Descriptor::from_bits((bits & !MARKS) | VALID);
+                let made_d = Descriptor::from_bits((bits & !MARK_MAKE) | VALID);
                 self.write(table, index, made_d);
                 *made = true;
                 if made_d.is_table(level) && sub_lo < sub_hi {

@@ -865,11 +865,9 @@ impl<T: Translation> PageTable<T> {
         if let LeafOp::Unmap = op {
             // Nothing but a run reaching out of `range` stops an unmap, and only the runs
             // holding the first and the last page of `range` can: look at those entries only.
-            let first_run = range.0 & !(RUN_SIZE - 1);
-            let last_run = (range.1 - 1) & !(RUN_SIZE - 1);
-            return self.cuts_a_run(table, lo.max(first_run), hi.min(first_run + RUN_SIZE), range)
-                || (last_run != first_run
-                    && self.cuts_a_run(table, lo.max(last_run), hi.min(last_run + RUN_SIZE), range));
+            let (first, last) = (range.0, range.1 - PAGE_SIZE);
+            return ((lo..hi).contains(&first) && self.cuts_a_run(table, first, range))
+                || ((lo..hi).contains(&last) && self.cuts_a_run(table, last, range));
         }
         let (mut i, mut off) = (index_of(lo, 3), lo);
         while off < hi {
@@ -900,23 +898,14 @@ impl<T: Translation> PageTable<T> {
         false
     }
 
-    /// Whether a page in `[lo, hi)` (possibly empty) of the last-level `table` belongs to a
-    /// contiguous run reaching out of `range`.
+    /// Whether the page at `off` of the last-level `table` belongs to a contiguous run reaching
+    /// out of `range`. The hint is only ever on whole runs of 16 valid, uniform pages (the
+    /// invariant `check_invariants` tests), so one entry speaks for its run.
     #[inline(always)]
-    fn cuts_a_run(&self, table: PhysAddr, lo: u64, hi: u64, range: (u64, u64)) -> bool {
-        let (mut i, mut off) = (index_of(lo, 3), lo);
-        while off < hi {
-            let d = self.read(table, i);
-            if d.is_leaf(3) && d.is_contiguous() {
-                let run_base = off & !(RUN_SIZE - 1);
-                if run_base < range.0 || run_base + RUN_SIZE > range.1 {
-                    return true;
-                }
-            }
-            i += 1;
-            off += PAGE_SIZE;
-        }
-        false
+    fn cuts_a_run(&self, table: PhysAddr, off: u64, range: (u64, u64)) -> bool {
+        let d = self.read(table, index_of(off, 3));
+        let run_base = off & !(RUN_SIZE - 1);
+        d.is_leaf(3) && d.is_contiguous() && (run_base < range.0 || run_base + RUN_SIZE > range.1)
     }
 
     /// Applies `op` to the pages in `[lo, hi)` of the last-level `table`, for which
@@ -1058,7 +1047,7 @@ impl<T: Translation> PageTable<T> {
             let index = ((off - table_base) / size) as usize;
             let entry_base = table_base + index as u64 * size;
             let entry_end = entry_base + size;
-            let sub_hi = if hi < entry_end { hi } else { entry_end };
+            let sub_hi = hi.min(entry_end);
             if let (true, View::Real(table)) = (COMMIT, view) {
                 if index.is_multiple_of(CONTIGUOUS_ENTRIES) {
                     run_contiguous = self.run_may_be_contiguous(table, level, entry_base, args);
@@ -1134,7 +1123,8 @@ impl<T: Translation> PageTable<T> {
         {
             return false;
         }
-        if !run_base.is_multiple_of(run_size) || run_base < args.start || run_base + run_size > args.end {
+        debug_assert!(run_base.is_multiple_of(run_size), "called at the first entry of a run");
+        if run_base < args.start || run_base + run_size > args.end {
             return false;
         }
         if !args.pa_at(run_base).is_multiple_of(run_size) {
@@ -1297,7 +1287,7 @@ impl<T: Translation> PageTable<T> {
             let index = ((off - table_base) / size) as usize;
             let entry_base = table_base + index as u64 * size;
             let entry_end = entry_base + size;
-            let sub_hi = if hi < entry_end { hi } else { entry_end };
+            let sub_hi = hi.min(entry_end);
             let whole = off == entry_base && sub_hi == entry_end;
             let d = self.view_read(view, level, index);
             match d.kind(level) {
@@ -1506,7 +1496,7 @@ impl<T: Translation> PageTable<T> {
             let index = ((off - table_base) / size) as usize;
             let entry_base = table_base + index as u64 * size;
             let entry_end = entry_base + size;
-            let sub_hi = if hi < entry_end { hi } else { entry_end };
+            let sub_hi = hi.min(entry_end);
             let d = self.read(table, index);
             match d.kind(level) {
                 DescriptorKind::Table => {

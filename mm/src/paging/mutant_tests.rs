@@ -411,11 +411,12 @@ fn whole_runs_inside_one_region_stay_on_the_fast_path() {
 
 /// Unmapping part of a contiguous run unfolds the rest of it (the hint may only cover a whole,
 /// uniform run), wherever the run is: the first run of the address space (offset 0) included,
-/// and whether the cut is at the start or the end of the range.
+/// and whether the cut is at the start or the end of the range; with the two runs on either
+/// side of a 2 MiB boundary, ranges crossing it go through the general path, one table at a time.
 #[test]
 fn unmapping_part_of_a_run_unfolds_it_everywhere() {
     let a = Attributes::kernel_data();
-    for base in [0u64, 0x4000_0000] {
+    for base in [0u64, 0x4000_0000, 0x4020_0000 - 16 * PAGE_SIZE] {
         // (first page unmapped, pages unmapped) relative to two runs at `base`.
         for (first, count) in [(1u64, 2u64), (0, 17), (15, 17), (14, 2)] {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
@@ -561,4 +562,242 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
         assert_eq!(pt.walk_to_last_level(region), Some(l3), "staged {staged}");
         assert_eq!(pt.translate(VirtAddr(region)), None);
     }
+}
+
+/// Runs wholly inside a protect keep their hint when the general path handles the call (level-2
+/// runs of 16 blocks; level-3 runs beside a run the range cuts), on a table that is not live and,
+/// for a permission change, on a live one; only a cut run loses it.
+#[test]
+fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    let a = Attributes::kernel_data();
+    let ro = Attributes::kernel_rodata();
+    let (va, pa) = (0x4000_0000u64, 0x8000_0000u64);
+    // Level 2: 64 MiB of 2 MiB blocks, two runs; protect the first run, then both.
+    for live in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(va), PhysAddr(pa), 32 * MB2, a, Constraints::NO_1G_BLOCKS).unwrap();
+        pt.set_live(live);
+        for (size, protected) in [(16 * MB2, 16u64), (32 * MB2, 32)] {
+            let r = pt.protect(VirtAddr(va), size, ro).unwrap();
+            r.release(pt.translation_mut());
+            for i in 0..32 {
+                let leaf = pt.query(VirtAddr(va + i * MB2)).unwrap();
+                assert!(leaf.level == 2 && leaf.contiguous, "live {live}, block {i}: {leaf:?}");
+                assert_eq!(leaf.attrs, if i < protected { ro } else { a }, "live {live}, block {i}");
+            }
+        }
+    }
+    // Level 3: three runs; a protect from the second page cuts the first run (the general path)
+    // and covers the other two wholly.
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    pt.map(VirtAddr(va), PhysAddr(pa), 48 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    let r = pt.protect(VirtAddr(va + PAGE_SIZE), 47 * PAGE_SIZE, ro).unwrap();
+    r.release(pt.translation_mut());
+    for i in 0..48 {
+        let leaf = pt.query(VirtAddr(va + i * PAGE_SIZE)).unwrap();
+        assert_eq!(leaf.contiguous, i >= 16, "page {i}");
+        assert_eq!(leaf.attrs, if i == 0 { a } else { ro }, "page {i}");
+    }
+}
+
+/// A staged change that cuts a 1 GiB block at 2 MiB boundaries splits only that block (into
+/// 2 MiB blocks, none of which is cut): the reservation counted for the splits is exact (the
+/// stager asserts it), and the leaves are right.
+#[test]
+fn staged_cut_of_a_1gib_block_on_2mib_boundaries_splits_once() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    const GB: u64 = crate::addr::BLOCK_1G;
+    let a = Attributes::kernel_data();
+    let ro = Attributes::kernel_rodata();
+    for (lo, size) in [(GB + 2 * MB2, 2 * MB2), (GB, MB2), (2 * GB - MB2, MB2)] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(GB), PhysAddr(2 * GB), GB, a, Constraints::NONE).unwrap();
+        assert_eq!(pt.query(VirtAddr(GB)).unwrap().level, 1);
+        pt.set_live(true);
+        let mut record = PendingFlush::new(VaRange::Lower);
+        let mut counts = BbmCounts::default();
+        let op = StagedOp::Protect(|_| ro);
+        pt.stage(VirtAddr(lo), size, op, true, &mut record, &mut counts).unwrap();
+        assert_eq!(counts.splits, 1, "{lo:#x}+{size:#x}");
+        pt.finish(VirtAddr(lo), size, &mut |_| {});
+        record.release(pt.translation_mut());
+        for probe in [GB, lo - MB2, lo, lo + size - MB2, lo + size, 2 * GB - MB2] {
+            if !(GB..2 * GB).contains(&probe) {
+                continue;
+            }
+            let leaf = pt.query(VirtAddr(probe)).unwrap();
+            assert_eq!(leaf.level, 2, "{probe:#x}");
+            assert_eq!(leaf.pa, PhysAddr(2 * GB + probe - GB));
+            assert_eq!(leaf.attrs, if (lo..lo + size).contains(&probe) { ro } else { a }, "{probe:#x}");
+        }
+    }
+}
+
+/// Stages `Protect(|_| attrs)` of `[va, va + size)` on the live table `pt` and finishes it.
+fn staged_protect(pt: &mut PageTable<Frames>, va: u64, size: u64, attrs: Attributes) -> BbmCounts {
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let mut counts = BbmCounts::default();
+    pt.stage(VirtAddr(va), size, StagedOp::Protect(|_| attrs), true, &mut record, &mut counts).unwrap();
+    pt.finish(VirtAddr(va), size, &mut |_| {});
+    record.release(pt.translation_mut());
+    counts
+}
+
+/// Staged on a live table, a change keeps the hint of every run wholly inside its range and
+/// unfolds exactly the runs it cuts (counting them, and the blocks it splits), at level 2 and
+/// at level 3, at offset 0 too.
+#[test]
+fn staged_changes_unfold_exactly_the_runs_they_cut() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    let a = Attributes::kernel_data();
+    let ro = Attributes::kernel_rodata();
+    let (va, pa) = (0x4000_0000u64, 0x8000_0000u64);
+    // Level 2: two runs of 16 blocks; the first run whole, then half a block of the second.
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    pt.map(VirtAddr(va), PhysAddr(pa), 32 * MB2, a, Constraints::NO_1G_BLOCKS).unwrap();
+    pt.set_live(true);
+    let c = staged_protect(&mut pt, va, 16 * MB2, ro);
+    assert_eq!((c.unfolds, c.splits), (0, 0));
+    for i in 0..32 {
+        let leaf = pt.query(VirtAddr(va + i * MB2)).unwrap();
+        assert!(leaf.level == 2 && leaf.contiguous, "block {i}: {leaf:?}");
+        assert_eq!(leaf.attrs, if i < 16 { ro } else { a }, "block {i}");
+    }
+    let c = staged_protect(&mut pt, va + 16 * MB2 + MB2 / 2, MB2 / 2, ro);
+    assert_eq!((c.unfolds, c.splits), (1, 1));
+    assert!(pt.query(VirtAddr(va)).unwrap().contiguous, "the first run is not cut");
+    assert!(!pt.query(VirtAddr(va + 17 * MB2)).unwrap().contiguous, "the second run is cut");
+    let half = pt.query(VirtAddr(va + 16 * MB2 + MB2 / 2)).unwrap();
+    assert_eq!((half.level, half.attrs), (3, ro));
+    // Level 3 at offset 0: three runs; from the second page on cuts the first run only.
+    for base in [0u64, va] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(base), PhysAddr(pa), 48 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.set_live(true);
+        let c = staged_protect(&mut pt, base + PAGE_SIZE, 47 * PAGE_SIZE, ro);
+        assert_eq!((c.unfolds, c.splits), (1, 0), "{base:#x}");
+        for i in 0..48 {
+            let leaf = pt.query(VirtAddr(base + i * PAGE_SIZE)).unwrap();
+            assert_eq!(leaf.contiguous, i >= 16, "{base:#x}: page {i}");
+            assert_eq!(leaf.attrs, if i == 0 { a } else { ro }, "{base:#x}: page {i}");
+        }
+    }
+}
+
+/// A 64 KiB fold is staged only for a run that is aligned, in this table's half, and whole: a
+/// misaligned address (even where the physical addresses are aligned), an address of the other
+/// half with the same offset, and a run whose first page is a hole are refused, and nothing is
+/// written.
+#[test]
+fn folds_only_aligned_whole_runs_of_this_half() {
+    let a = Attributes::kernel_data();
+    let va = 0x4000_0000u64;
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    // Pages 1..=16 of the region map the 64 KiB-aligned PA 0x8000_0000..: the VA is 4 KiB off.
+    pt.map(VirtAddr(va + PAGE_SIZE), PhysAddr(0x8000_0000), 16 * PAGE_SIZE, a, Constraints::NO_CONTIGUOUS)
+        .unwrap();
+    // Pages 1..=15 of the next run map PA 0x1000..: with a hole at page 0 they would line up
+    // with a run at PA 0.
+    pt.map(VirtAddr(va + 0x1_1000), PhysAddr(0x1000), 15 * PAGE_SIZE, a, Constraints::NO_CONTIGUOUS).unwrap();
+    pt.set_live(true);
+    let l3 = pt.walk_to_last_level(va).unwrap();
+    let before: Vec<u64> = (0..ENTRIES_PER_TABLE).map(|i| pt.read(l3, i).bits()).collect();
+    for probe in [VirtAddr(va + PAGE_SIZE), VirtAddr(0xffff_0000_0000_0000 | va), VirtAddr(va + 0x1_0000)] {
+        let mut record = PendingFlush::new(VaRange::Lower);
+        let mut counts = BbmCounts::default();
+        assert!(!pt.stage_fold(probe, &mut record, &mut counts), "{probe:?}");
+        assert_eq!((counts.folds, record.leaves_changed()), (0, 0), "{probe:?}");
+    }
+    let after: Vec<u64> = (0..ENTRIES_PER_TABLE).map(|i| pt.read(l3, i).bits()).collect();
+    assert_eq!(before, after);
+}
+
+/// An explicit demotion splits a block one level: the range staged is the next-level piece
+/// holding the address (whatever its offset in the piece); for a page of a contiguous run it is
+/// that page; a plain page or a hole has nothing to demote.
+#[test]
+fn demotion_range_is_the_next_level_piece_holding_the_address() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    const GB: u64 = crate::addr::BLOCK_1G;
+    let a = Attributes::kernel_data();
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    pt.map(VirtAddr(GB), PhysAddr(2 * GB), GB, a, Constraints::NONE).unwrap();
+    pt.map(VirtAddr(2 * GB), PhysAddr(0x8000_0000), MB2, a, Constraints::NONE).unwrap();
+    pt.map(VirtAddr(2 * GB + MB2), PhysAddr(0x9000_0000), 16 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.map(VirtAddr(2 * GB + MB2 + 0x2_0000), PhysAddr(0x9100_0000), PAGE_SIZE, a, Constraints::NONE)
+        .unwrap();
+    let cases = [
+        (GB + 3 * MB2 + 0x5000, Some((GB + 3 * MB2, MB2))),
+        (GB + 0x1234, Some((GB, MB2))),
+        (2 * GB - 1, Some((2 * GB - MB2, MB2))),
+        (2 * GB + 0x1_2345, Some((2 * GB + 0x1_2000, PAGE_SIZE))),
+        (2 * GB + MB2 + 0x7abc, Some((2 * GB + MB2 + 0x7000, PAGE_SIZE))),
+        (2 * GB + MB2 + 0x2_0000, None),
+        (3 * GB, None),
+    ];
+    for (va, expected) in cases {
+        let got = pt.demotion_range(VirtAddr(va)).map(|(v, s)| (v.0, s));
+        assert_eq!(got, expected, "{va:#x}");
+    }
+}
+
+/// The table-frame bound a remap reserves before it empties its range is exact on an empty
+/// tree: the frames `map` then allocates, for pages, blocks and ranges crossing or ending on
+/// table boundaries (a looser bound would reserve frames for nothing, and could fail for want of
+/// them).
+#[test]
+fn map_tables_bound_is_exact_on_an_empty_tree() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    const GB: u64 = crate::addr::BLOCK_1G;
+    let a = Attributes::kernel_data();
+    let none = Constraints::NONE;
+    let cases = [
+        (0, 0, PAGE_SIZE, none),
+        (0, 0, MB2, Constraints::NO_BLOCKS),
+        (0, 0, MB2, none),
+        (MB2 - PAGE_SIZE, 0, 2 * PAGE_SIZE, none),
+        (GB, 2 * GB, GB, none),
+        (GB, 2 * GB, GB, Constraints::NO_1G_BLOCKS),
+        (GB - MB2, 0, 2 * MB2, none),
+        (GB - MB2, PAGE_SIZE, 2 * MB2, none),
+        (GB - PAGE_SIZE, 0, GB + 2 * PAGE_SIZE, none),
+        ((1 << 39) - MB2, 0, 2 * MB2, none),
+        (5 * GB + 3 * MB2, 7 * MB2, 3 * GB + 5 * PAGE_SIZE, none),
+    ];
+    for (va, pa, size, c) in cases {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        let bound = pt.map_tables_bound(VirtAddr(va), PhysAddr(pa), size, c);
+        pt.map(VirtAddr(va), PhysAddr(pa), size, a, c).unwrap();
+        let allocated = pt.stats().tables_allocated - 1;
+        assert_eq!(bound as u64, allocated, "{va:#x} -> {pa:#x} + {size:#x}, {c:?}");
+    }
+}
+
+/// The argument check a remap runs before it empties its range refuses exactly what `map`
+/// refuses on an empty table (so a remap with bad arguments fails before changing anything).
+#[test]
+fn check_map_args_refuses_what_map_refuses() {
+    let a = Attributes::kernel_data();
+    let cases = [
+        (0x4000_0000u64, 0x8000_0000u64, PAGE_SIZE),
+        (0x4000_0000, 0x8000_0800, PAGE_SIZE),
+        (0x4000_0800, 0x8000_0000, PAGE_SIZE),
+        (0x4000_0000, 0x8000_0000, 0x800),
+        (0x4000_0000, 0x8000_0000, 0),
+        ((1 << 48) - PAGE_SIZE, 0, 2 * PAGE_SIZE),
+        (0xffff_8000_0000_0000, 0, PAGE_SIZE),
+        (0x4000_0000, (1 << 48) - PAGE_SIZE, 2 * PAGE_SIZE),
+    ];
+    for (va, pa, size) in cases {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        let checked = pt.check_map_args(VirtAddr(va), PhysAddr(pa), size);
+        let mapped = pt.map(VirtAddr(va), PhysAddr(pa), size, a, Constraints::NONE);
+        assert_eq!(checked, mapped, "{va:#x} -> {pa:#x} + {size:#x}");
+    }
+    let pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    assert_eq!(
+        pt.check_map_args(VirtAddr(0x4000_0000), PhysAddr(0x8000_0800), PAGE_SIZE),
+        Err(MapError::Misaligned)
+    );
 }
