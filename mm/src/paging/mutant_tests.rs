@@ -801,3 +801,43 @@ fn check_map_args_refuses_what_map_refuses() {
         Err(MapError::Misaligned)
     );
 }
+
+/// `absorb` keeps every flag either record has (whichever side has it), adds the leaf counts and
+/// the table removals: the merged record asks for at least the flush of each.
+#[test]
+fn absorb_keeps_every_flag_of_either_record() {
+    use crate::descriptor::UserAccess;
+    let t = Frames::default();
+    let kernel_text = Attributes::kernel_text();
+    let user_data = Attributes::user(UserAccess::ReadWrite);
+    // (a: global + executable + tables removed, 1 leaf; b: non-global, 2 leaves; empty)
+    let a = || {
+        let mut r = PendingFlush::new(VaRange::Lower);
+        r.add_leaf(0x1000, PAGE_SIZE, kernel_text, None);
+        r.note_table_removed();
+        r
+    };
+    let b = || {
+        let mut r = PendingFlush::new(VaRange::Lower);
+        r.add_leaf(0x40_0000, PAGE_SIZE, user_data, None);
+        r.add_leaf(0x40_1000, PAGE_SIZE, user_data, None);
+        r
+    };
+    let empty = || PendingFlush::new(VaRange::Lower);
+    let flags = |r: &PendingFlush| {
+        (r.has_global(), r.has_non_global(), r.has_executable(), r.tables_removed(), r.leaves_changed())
+    };
+    for (mut x, y, expected) in [
+        (a(), b(), (true, true, true, true, 3)),
+        (b(), a(), (true, true, true, true, 3)),
+        (a(), empty(), (true, false, true, true, 1)),
+        (empty(), a(), (true, false, true, true, 1)),
+        (b(), empty(), (false, true, false, false, 2)),
+        (empty(), b(), (false, true, false, false, 2)),
+    ] {
+        x.absorb(y, &t);
+        assert_eq!(flags(&x), expected);
+        assert!(x.needs_flush());
+    }
+    assert!(!empty().needs_flush());
+}
