@@ -330,6 +330,13 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
         r.release(pt.translation_mut());
         assert_eq!(pt.translate(va(2)), Some(pa(2)));
         assert_eq!(pt.translate(va(3)), None);
+        // A range ending exactly at the end of the region is still inside it.
+        let last = 511;
+        pt.map(va(last - 1), pa(last - 1), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.translation().take_touched();
+        let r = pt.protect(va(last - 1), 2 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+        assert_eq!(pt.translation().take_touched(), [l3], "protect of the region's last pages {region:#x}");
+        r.release(pt.translation_mut());
     }
     // Across a 2 MiB boundary: the general path, from the root.
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
