@@ -404,27 +404,7 @@ impl<T: Translation> PageTable<T> {
     /// `[lo, hi)` (indices) were emptied: the end entries and their neighbours are read first,
     /// so a populated table is recognised after a read or two.
     fn is_vacant(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
-        let (mut below, mut above) = (lo + 1, hi - 1);
-        loop {
-            let mut more = false;
-            if above < ENTRIES_PER_TABLE {
-                if occupied(self.read(table, above)) {
-                    return false;
-                }
-                above += 1;
-                more = true;
-            }
-            if below > 0 {
-                below -= 1;
-                if occupied(self.read(table, below)) {
-                    return false;
-                }
-                more = true;
-            }
-            if !more {
-                return true;
-            }
-        }
+        self.none_outside(table, lo + 1, (hi - 1).max(lo + 1), occupied)
     }
 
     /// Stages the promotion of the 2 MiB-aligned range at `va` to one level-2 block, if its

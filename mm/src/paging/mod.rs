@@ -516,35 +516,14 @@ impl<T: Translation> PageTable<T> {
         (0..ENTRIES_PER_TABLE).all(|i| !self.read(table, i).is_valid())
     }
 
-    /// Whether the table is empty after `[lo, hi)` (entry indices) was unmapped in it, looking
-    /// first at the entries nearest to that range: in a populated table a valid neighbour is
-    /// usually one or two reads away, so the full scan happens only for tables that are empty.
-    fn is_empty_table_around(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
-        // The entries strictly inside `[lo, hi)` were wholly covered, so they were cleared; the
-        // two end entries may be tables that were only partly unmapped: look at them first.
-        let (mut below, mut above) = (lo + 1, hi - 1);
-        loop {
-            let mut more = false;
-            if above < ENTRIES_PER_TABLE {
-                if self.read(table, above).is_valid() {
-                    return false;
-                }
-                above += 1;
-                more = true;
-            }
-            if below > 0 {
-                below -= 1;
-                if self.read(table, below).is_valid() {
-                    return false;
-                }
-                more = true;
-            }
-            if !more {
-                break;
-            }
-        }
-        debug_assert!(self.is_empty_table(table));
-        true
+    /// Whether the table is empty after `[lo, hi)` (entry indices) was unmapped in it. The
+    /// entries strictly inside were wholly covered, hence cleared (reserved encodings included);
+    /// the two end entries may be tables only partly unmapped, so they are read first, then the
+    /// entries outside, nearest first.
+    fn is_emptied(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
+        let emptied = self.none_outside(table, lo + 1, (hi - 1).max(lo + 1), Descriptor::is_valid);
+        debug_assert!(!emptied || self.is_empty_table(table), "an entry inside the range was kept");
+        emptied
     }
 
     /// The descriptor at `index` of a table as a dry run sees it.
@@ -805,7 +784,12 @@ impl<T: Translation> PageTable<T> {
         if let LeafOp::Unmap = op
             && !kept
             && (end - start == level_size(2)
-                || self.is_empty_outside(table, index_of(start, 3), index_of(end - 1, 3) + 1))
+                || self.none_outside(
+                    table,
+                    index_of(start, 3),
+                    index_of(end - 1, 3) + 1,
+                    Descriptor::is_valid,
+                ))
         {
             self.detach_emptied(start, record);
         }
@@ -960,14 +944,21 @@ impl<T: Translation> PageTable<T> {
         kept
     }
 
-    /// Whether every entry of `table` outside `[lo, hi)` is invalid, looking first at the entries
-    /// nearest to that range: in a populated table a valid neighbour is usually the next one.
+    /// Whether no entry of `table` outside `[lo, hi)` (indices) is `occupied`, looking first at
+    /// the entries nearest to that range: in a populated table an occupied neighbour is usually
+    /// one or two reads away, so the whole table is read only when it is about to be detached.
     #[inline(always)]
-    fn is_empty_outside(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
+    fn none_outside(
+        &self,
+        table: PhysAddr,
+        lo: usize,
+        hi: usize,
+        occupied: impl Fn(Descriptor) -> bool,
+    ) -> bool {
         let (mut below, mut above) = (lo, hi);
         loop {
             if above < ENTRIES_PER_TABLE {
-                if self.read(table, above).is_valid() {
+                if occupied(self.read(table, above)) {
                     return false;
                 }
                 above += 1;
@@ -976,7 +967,7 @@ impl<T: Translation> PageTable<T> {
             }
             if below > 0 {
                 below -= 1;
-                if self.read(table, below).is_valid() {
+                if occupied(self.read(table, below)) {
                     return false;
                 }
             }
@@ -1002,7 +993,7 @@ impl<T: Translation> PageTable<T> {
             self.write(table, index, Descriptor::INVALID);
             record.detach_table(child, &self.translation);
             self.stats.tables_detached += 1;
-            if level == ROOT_LEVEL || !self.is_empty_table_around(table, index, index + 1) {
+            if level == ROOT_LEVEL || !self.is_emptied(table, index, index + 1) {
                 break;
             }
             level -= 1;
@@ -1314,7 +1305,7 @@ impl<T: Translation> PageTable<T> {
                     )?;
                     if let (true, View::Real(table), LeafOp::Unmap) = (COMMIT, view, &*op)
                         && (whole
-                            || self.is_empty_table_around(
+                            || self.is_emptied(
                                 next,
                                 index_of(off, level + 1),
                                 index_of(sub_hi - 1, level + 1) + 1,
