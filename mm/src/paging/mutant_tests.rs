@@ -46,6 +46,32 @@ impl Drop for Frames {
     }
 }
 
+/// Runs `op` over `[va, va + size)` as `mm::space` does on a live table: stage, (flush,) finish.
+/// Returns the record, not yet released, and the counts.
+fn stage_and_finish<F: FnMut(Attributes) -> Attributes>(
+    pt: &mut PageTable<Frames>,
+    va: u64,
+    size: u64,
+    op: StagedOp<F>,
+) -> (PendingFlush, BbmCounts) {
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let mut counts = BbmCounts::default();
+    pt.stage(VirtAddr(va), size, op, true, &mut record, &mut counts).unwrap();
+    pt.finish(VirtAddr(va), size, &mut |_| {});
+    (record, counts)
+}
+
+/// Unmaps `[va, va + size)` directly (`PageTable::unmap`) or, if `staged`, on the table made
+/// live, through break-before-make staging. Returns the record, not yet released.
+fn unmap_via(pt: &mut PageTable<Frames>, staged: bool, va: u64, size: u64) -> PendingFlush {
+    if staged {
+        pt.set_live(true);
+        stage_and_finish(pt, va, size, StagedOp::<fn(Attributes) -> Attributes>::Unmap).0
+    } else {
+        pt.unmap(VirtAddr(va), size).unwrap()
+    }
+}
+
 /// `FrameList::is_empty` follows the frames in the list (the leak check of `PendingFlush`
 /// depends on it).
 #[test]
@@ -475,25 +501,8 @@ fn unmap_clears_reserved_entries_in_its_range() {
             pt.map(page(first), PhysAddr(0x8000_0000), count * PAGE_SIZE, a, Constraints::NONE).unwrap();
             let l3 = pt.walk_to_last_level(page(at).0 & !(MB2 - 1)).unwrap();
             pt.write(l3, index_of(page(at).0, 3), reserved);
-            if staged {
-                pt.set_live(true);
-                let mut record = PendingFlush::new(VaRange::Lower);
-                let mut counts = BbmCounts::default();
-                pt.stage(
-                    page(lo),
-                    n * PAGE_SIZE,
-                    StagedOp::<fn(Attributes) -> Attributes>::Unmap,
-                    true,
-                    &mut record,
-                    &mut counts,
-                )
-                .unwrap();
-                pt.finish(page(lo), n * PAGE_SIZE, &mut |_| {});
-                record.release(pt.translation_mut());
-            } else {
-                let r = pt.unmap(page(lo), n * PAGE_SIZE).unwrap();
-                r.release(pt.translation_mut());
-            }
+            let r = unmap_via(&mut pt, staged, page(lo).0, n * PAGE_SIZE);
+            r.release(pt.translation_mut());
             assert_eq!(pt.stats().tables_in_use(), 1, "{what}: only the root is left");
             assert!(pt.is_empty_table(pt.root), "{what}");
         }
@@ -513,20 +522,9 @@ fn unmap_clears_a_reserved_root_entry_it_covers() {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
             let root = pt.root;
             pt.write(root, 1, reserved);
-            if staged {
-                pt.set_live(true);
-                let mut record = PendingFlush::new(VaRange::Lower);
-                let mut counts = BbmCounts::default();
-                let op = StagedOp::<fn(Attributes) -> Attributes>::Unmap;
-                pt.stage(VirtAddr(lo), size, op, true, &mut record, &mut counts).unwrap();
-                pt.finish(VirtAddr(lo), size, &mut |_| {});
-                assert!(!record.needs_flush(), "nothing was cached");
-                record.release(pt.translation_mut());
-            } else {
-                let r = pt.unmap(VirtAddr(lo), size).unwrap();
-                assert!(!r.needs_flush(), "nothing was cached");
-                r.release(pt.translation_mut());
-            }
+            let r = unmap_via(&mut pt, staged, lo, size);
+            assert!(!r.needs_flush(), "nothing was cached");
+            r.release(pt.translation_mut());
             let expected = if cleared { Descriptor::INVALID } else { reserved };
             assert_eq!(pt.read(root, 1), expected, "staged {staged}, unmap {lo:#x}+{size:#x}");
         }
@@ -544,27 +542,9 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
         pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 4 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         let l3 = pt.walk_to_last_level(region).unwrap();
         pt.write(l3, 9, reserved);
-        if staged {
-            pt.set_live(true);
-            let mut record = PendingFlush::new(VaRange::Lower);
-            let mut counts = BbmCounts::default();
-            pt.stage(
-                VirtAddr(region),
-                4 * PAGE_SIZE,
-                StagedOp::<fn(Attributes) -> Attributes>::Unmap,
-                true,
-                &mut record,
-                &mut counts,
-            )
-            .unwrap();
-            pt.finish(VirtAddr(region), 4 * PAGE_SIZE, &mut |_| {});
-            assert_eq!(record.detached_tables(), 0);
-            record.release(pt.translation_mut());
-        } else {
-            let r = pt.unmap(VirtAddr(region), 4 * PAGE_SIZE).unwrap();
-            assert_eq!(r.detached_tables(), 0);
-            r.release(pt.translation_mut());
-        }
+        let r = unmap_via(&mut pt, staged, region, 4 * PAGE_SIZE);
+        assert_eq!(r.detached_tables(), 0);
+        r.release(pt.translation_mut());
         assert_eq!(pt.read(l3, 9), reserved);
         assert_eq!(pt.walk_to_last_level(region), Some(l3), "staged {staged}");
         assert_eq!(pt.translate(VirtAddr(region)), None);
@@ -622,12 +602,8 @@ fn staged_cut_of_a_1gib_block_on_2mib_boundaries_splits_once() {
         pt.map(VirtAddr(GB), PhysAddr(2 * GB), GB, a, Constraints::NONE).unwrap();
         assert_eq!(pt.query(VirtAddr(GB)).unwrap().level, 1);
         pt.set_live(true);
-        let mut record = PendingFlush::new(VaRange::Lower);
-        let mut counts = BbmCounts::default();
-        let op = StagedOp::Protect(|_| ro);
-        pt.stage(VirtAddr(lo), size, op, true, &mut record, &mut counts).unwrap();
+        let (record, counts) = stage_and_finish(&mut pt, lo, size, StagedOp::Protect(|_| ro));
         assert_eq!(counts.splits, 1, "{lo:#x}+{size:#x}");
-        pt.finish(VirtAddr(lo), size, &mut |_| {});
         record.release(pt.translation_mut());
         for probe in [GB, lo - MB2, lo, lo + size - MB2, lo + size, 2 * GB - MB2] {
             if !(GB..2 * GB).contains(&probe) {
@@ -643,10 +619,7 @@ fn staged_cut_of_a_1gib_block_on_2mib_boundaries_splits_once() {
 
 /// Stages `Protect(|_| attrs)` of `[va, va + size)` on the live table `pt` and finishes it.
 fn staged_protect(pt: &mut PageTable<Frames>, va: u64, size: u64, attrs: Attributes) -> BbmCounts {
-    let mut record = PendingFlush::new(VaRange::Lower);
-    let mut counts = BbmCounts::default();
-    pt.stage(VirtAddr(va), size, StagedOp::Protect(|_| attrs), true, &mut record, &mut counts).unwrap();
-    pt.finish(VirtAddr(va), size, &mut |_| {});
+    let (record, counts) = stage_and_finish(pt, va, size, StagedOp::Protect(|_| attrs));
     record.release(pt.translation_mut());
     counts
 }
