@@ -5,8 +5,8 @@ use mm::addr::{BLOCK_2M, PAGE_SIZE, VirtAddr};
 use mm::descriptor::Attributes;
 use mm::paging::{Constraints, PageTable, VaRange};
 use mm::space::{AddressSpace, Policy};
-use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
+use mm::tlb::{FlushTarget, Reach, TlbIssuer};
 
 use crate::arch::time::{counter, ticks_to_us};
 use crate::kprintln;
@@ -96,8 +96,9 @@ type Space = AddressSpace<FrameTranslation, Aarch64Tlb>;
 
 fn user_space(asid: u16) -> Option<Space> {
     let table = PageTable::new(FrameTranslation, VaRange::Lower).ok()?;
-    let caps = tlb::caps();
-    let mut space = AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, caps.errata), asid, caps);
+    let features = tlb::features();
+    let target = FlushTarget::asid(asid, Reach::Broadcast);
+    let mut space = AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, features.errata), features, target);
     space.set_policy(Policy { promote: false, fold: false, split_contiguous: false });
     Some(space)
 }

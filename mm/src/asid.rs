@@ -45,7 +45,7 @@
 //! decision must be taken after the page-table change is visible (`DSB ISHST`) and under the
 //! same lock as the switches, so that a CPU that switches in afterwards walks the new tables.
 
-use crate::tlb::TlbCaps;
+use crate::tlb::{FlushTarget, Reach};
 
 /// Most CPUs an allocator can track (the width of a [`CpuSet`]).
 pub const MAX_CPUS: usize = 64;
@@ -426,12 +426,21 @@ impl<const CPUS: usize, const WORDS: usize> AsidAllocator<CPUS, WORDS> {
         !self.cpus_may_cache(ctx).without(this_cpu).is_empty()
     }
 
-    /// `caps` with local or broadcast forms, as [`may_be_cached_elsewhere`] decides, for an
-    /// invalidation of `ctx` issued on `this_cpu` (a system that asks for local forms keeps them).
+    /// How far an invalidation of `ctx` issued on `this_cpu` must reach, as
+    /// [`may_be_cached_elsewhere`] decides: [`Reach::Local`] only when no other CPU may hold
+    /// usable entries of it.
     ///
     /// [`may_be_cached_elsewhere`]: Self::may_be_cached_elsewhere
-    pub fn tlb_caps(&self, ctx: &AsidContext, this_cpu: usize, caps: TlbCaps) -> TlbCaps {
-        if caps.broadcast && self.may_be_cached_elsewhere(ctx, this_cpu) { caps } else { caps.local() }
+    pub fn reach(&self, ctx: &AsidContext, this_cpu: usize) -> Reach {
+        if self.may_be_cached_elsewhere(ctx, this_cpu) { Reach::Broadcast } else { Reach::Local }
+    }
+
+    /// The target of a flush of `ctx`'s translations issued on `this_cpu` now: its current ASID,
+    /// with the [`reach`](Self::reach) the CPU set asks for. Ask for it at the moment of the
+    /// flush, after the table change is visible (`DSB ISHST`), under the lock that serialises
+    /// switches (module documentation).
+    pub fn flush_target(&self, ctx: &AsidContext, this_cpu: usize) -> FlushTarget {
+        FlushTarget::asid(ctx.asid(), self.reach(ctx, this_cpu))
     }
 
     /// Records that every entry of `ctx`'s ASID was invalidated on every CPU (`TLBI ASIDE1IS`,
@@ -885,13 +894,13 @@ mod tests {
         alloc.switch_to(&mut p, 0);
         assert!(!alloc.may_be_cached_elsewhere(&p, 0));
         assert!(alloc.may_be_cached_elsewhere(&p, 1));
-        let caps = TlbCaps::BASELINE;
-        assert!(!alloc.tlb_caps(&p, 0, caps).broadcast);
+        assert_eq!(alloc.reach(&p, 0), Reach::Local);
         // p migrates to CPU 1; CPU 0 runs q but still holds p's entries.
         alloc.switch_to(&mut q, 0);
         alloc.switch_to(&mut p, 1);
         assert!(alloc.may_be_cached_elsewhere(&p, 1));
-        assert!(alloc.tlb_caps(&p, 1, caps).broadcast);
+        assert_eq!(alloc.reach(&p, 1), Reach::Broadcast);
+        assert_eq!(alloc.flush_target(&p, 1), FlushTarget::asid(p.asid(), Reach::Broadcast));
         assert_eq!(alloc.cpus_may_cache(&p), CpuSet::from_bits(0b11));
         // A broadcast ASIDE1IS leaves only the CPU running it.
         alloc.note_full_flush(&mut p);

@@ -16,6 +16,8 @@
 //! - [`phys`]: sets of physical ranges (usable RAM = memory minus reservations);
 //! - [`space`]: live address spaces: break-before-make, one gathered flush per call, superpages;
 //! - [`tlb`]: the TLB-invalidation planner (a pure function) and its issuer;
+//! - [`user`]: one process's memory: the Linux memory calls and demand paging over [`vm`] and
+//!   [`space`], generic over the kernel's seams so the host model can prove its flushes;
 //! - [`vm`]: user address spaces: areas, gaps, the code window and near placement.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -31,4 +33,5 @@ pub mod paging;
 pub mod phys;
 pub mod space;
 pub mod tlb;
+pub mod user;
 pub mod vm;

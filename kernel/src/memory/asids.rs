@@ -3,9 +3,13 @@
 //! Switching to an address space costs no TLB flush unless the ASID space rolled over since this
 //! CPU last switched (then one local `TLBI VMALLE1`, as Linux). The allocator also knows, per
 //! address space, which CPUs may still hold its translations, and so decides whether a flush
-//! needs the broadcast forms or the local ones.
+//! needs the broadcast forms or the local ones: [`AsidTargets`] asks it at the moment of each
+//! flush of a user address space, so no flush ever uses an ASID or a reach decided earlier.
+use alloc::sync::Arc;
+
 use mm::asid::{AsidAllocator, AsidContext, asid_bits_from_mmfr0};
-use mm::tlb::{Scope, TlbCaps};
+use mm::space::FlushTargets;
+use mm::tlb::{FlushTarget, Reach, Scope, TlbStats};
 use spin::Mutex;
 
 use crate::smp::MAX_CPUS;
@@ -29,18 +33,42 @@ pub fn switch_to(ctx: &Mutex<AsidContext>, cpu: usize) -> u16 {
         allocator.switch_to(&mut ctx.lock(), cpu)
     };
     if flush {
-        crate::memory::tlb::flush_all(Scope::Global, crate::memory::tlb::caps().local());
+        crate::memory::tlb::flush_all(FlushTarget { scope: Scope::Global, reach: Reach::Local });
     }
     asid
 }
 
-/// The scope and capabilities for invalidating `ctx`'s translations from `cpu`: local forms
-/// when no other CPU may hold them.
-pub fn flush_target(ctx: &Mutex<AsidContext>, cpu: usize) -> (Scope, TlbCaps) {
+/// The target of a flush of `ctx`'s translations issued on `cpu` now: its current ASID, local
+/// forms when no other CPU may hold its entries.
+pub fn flush_target(ctx: &Mutex<AsidContext>, cpu: usize) -> FlushTarget {
     let allocator = ALLOCATOR.lock();
     let allocator = allocator.as_ref().expect("asids::init at boot");
-    let ctx = ctx.lock();
-    (Scope::Asid(ctx.asid()), allocator.tlb_caps(&ctx, cpu, crate::memory::tlb::caps()))
+    allocator.flush_target(&ctx.lock(), cpu)
+}
+
+/// The flush targets of one user address space: asked at each flush, on the CPU that issues it,
+/// under the allocator's lock (so a switch cannot slip between the decision and the TLBIs'
+/// start; the space has made its table writes visible with `DSB ISHST` before it asks). What the
+/// space issued goes to the kernel's counters.
+pub struct AsidTargets {
+    ctx: Arc<Mutex<AsidContext>>,
+}
+
+impl AsidTargets {
+    /// The targets of the address space whose ASID state is `ctx`.
+    pub fn new(ctx: Arc<Mutex<AsidContext>>) -> Self {
+        Self { ctx }
+    }
+}
+
+impl FlushTargets for AsidTargets {
+    fn target(&mut self) -> FlushTarget {
+        flush_target(&self.ctx, crate::smp::current_cpu())
+    }
+
+    fn issued(&mut self, stats: &TlbStats) {
+        crate::memory::tlb::account(stats);
+    }
 }
 
 /// Invalidates every translation of `ctx` on every CPU (ASIDE1IS) and records it; used when an
@@ -50,7 +78,7 @@ pub fn flush_everywhere(ctx: &Mutex<AsidContext>) {
     let allocator = allocator.as_ref().expect("asids::init at boot");
     let mut ctx = ctx.lock();
     if ctx.has_asid() {
-        crate::memory::tlb::flush_all(Scope::Asid(ctx.asid()), crate::memory::tlb::caps());
+        crate::memory::tlb::flush_all(FlushTarget::asid(ctx.asid(), Reach::Broadcast));
         allocator.note_full_flush(&mut ctx);
     }
 }

@@ -47,3 +47,47 @@ pub fn usage() -> (usize, usize) {
     let frames = FRAMES.lock();
     (frames.allocated, frames.total)
 }
+
+/// The data frames of user memory (`mm::user::UserFrames`): one 4 KiB frame at a time from
+/// this allocator, zeroed, filled and cache-maintained through the linear map.
+pub struct UserFrames;
+
+impl mm::user::UserFrames for UserFrames {
+    fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
+        let frame = alloc(1)?;
+        // SAFETY: a fresh frame of PAGE_SIZE bytes, owned by nobody else, reached through the
+        // linear map.
+        unsafe {
+            core::ptr::write_bytes(
+                crate::memory::layout::phys_to_linear(frame.0) as *mut u8,
+                0,
+                PAGE_SIZE as usize,
+            )
+        };
+        Some(frame)
+    }
+
+    fn free(&mut self, pa: PhysAddr) {
+        free(pa, 1);
+    }
+
+    fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= PAGE_SIZE as usize, "a frame write beyond its page");
+        let dst = crate::memory::layout::phys_to_linear(pa.0) as *mut u8;
+        // SAFETY: `pa` is a frame of this user space (mm::user writes only frames it allocated
+        // and still holds); the bytes stay inside its page (checked above).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(offset), data.len()) };
+    }
+
+    fn sync_icache(&mut self, pa: PhysAddr) {
+        crate::arch::aarch64::cache::sync_icache(
+            crate::memory::layout::phys_to_linear(pa.0),
+            PAGE_SIZE as usize,
+        );
+    }
+
+    fn free_frames(&self) -> u64 {
+        let (allocated, total) = usage();
+        (total - allocated) as u64
+    }
+}

@@ -19,26 +19,24 @@ mod vm_syscalls;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use mm::addr::{PAGE_SIZE, VirtAddr};
+use mm::addr::PAGE_SIZE;
 use mm::asid::AsidContext;
-use mm::descriptor::{Attributes, UserAccess};
-use mm::paging::{Constraints, PageTable, VaRange};
-use mm::space::{AddressSpace, Unmapped};
+use mm::paging::{PageTable, VaRange};
 use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
-use mm::vm::{Layout, Prot, VmMap, VmaFlags};
+pub use mm::user::Access;
+use mm::user::{Fault, UserMemory};
+use mm::vm::{Layout, Prot, VmaFlags};
 use spin::Mutex;
 
 use crate::arch::aarch64::exception::{FpState, TrapFrame, exception_class_name, fault_status_name};
 use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
 use crate::kprintln;
+use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
-use crate::memory::layout::phys_to_linear;
 use crate::memory::{asids, frames, tlb};
-use crate::smp::current_cpu;
 pub use sched::handle as handle_user_exception;
 
 /// Top of the user stack (exclusive); the stack area ends here, one page below the end of the
@@ -56,17 +54,10 @@ pub const STATUS_TRAP: u64 = 133;
 /// Exit status for an alignment fault (128 + SIGBUS).
 pub const STATUS_BUS: u64 = 135;
 
-/// The memory of a process: its live page table (`mm::space`, which does break-before-make and
-/// one planned flush per call) and its map of areas (which decides every placement, `mm::vm`),
-/// behind the process's lock.
-pub struct Mm {
-    /// Its page table (TTBR0), with non-global entries tagged by the process's ASID.
-    pub space: AddressSpace<FrameTranslation, Aarch64Tlb>,
-    /// Its areas, gaps, program break and code window.
-    pub vm: VmMap,
-    /// Page faults resolved by demand paging.
-    pub faults: u64,
-}
+/// The memory of a process: `mm::user`'s layer over its live page table (break-before-make, one
+/// planned flush per call, each aimed by the ASID allocator at the moment it is issued) and its
+/// map of areas, with the kernel's frame allocator, behind the process's lock.
+pub type Mm = UserMemory<FrameTranslation, Aarch64Tlb, AsidTargets, frames::UserFrames>;
 
 /// Page faults resolved by demand paging, all processes (for `SYS_MM_STATS`).
 pub static PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
@@ -75,8 +66,9 @@ pub static PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
 pub struct Process {
     /// Process id.
     pub pid: u32,
-    /// Its ASID and the CPUs that may cache it (`mm::asid`, through `memory::asids`).
-    pub asid: Mutex<AsidContext>,
+    /// Its ASID and the CPUs that may cache it (`mm::asid`, through `memory::asids`); shared
+    /// with the flush-target provider of its address space.
+    pub asid: Arc<Mutex<AsidContext>>,
     /// Physical address of its page table's root (for TTBR0).
     pub root: u64,
     /// Its memory (`None` once torn down).
@@ -130,117 +122,6 @@ pub fn init_el0_controls() {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
-fn user_attrs(prot: Prot) -> Option<Attributes> {
-    let access = match (prot.read() || prot.write() || prot.exec(), prot.write(), prot.exec()) {
-        (false, _, _) => return None,
-        (_, true, true) => UserAccess::ReadWriteExecute,
-        (_, true, false) => UserAccess::ReadWrite,
-        (_, false, true) => UserAccess::ReadExecute,
-        (_, false, false) => UserAccess::ReadOnly,
-    };
-    Some(Attributes::user(access))
-}
-
-/// How a user access faulted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// A load.
-    Read,
-    /// A store.
-    Write,
-    /// An instruction fetch.
-    Execute,
-}
-
-impl Process {
-    /// Points `mm`'s flushes at this process's current ASID, with the local forms when no other
-    /// CPU may hold its translations and the broadcast forms otherwise (DESIGN.md §5; the ASID
-    /// allocator keeps the set of CPUs). Called before every operation on the page table.
-    fn aim_flushes(&self, mm: &mut Mm) {
-        let (scope, caps) = asids::flush_target(&self.asid, current_cpu());
-        if let mm::tlb::Scope::Asid(asid) = scope {
-            mm.space.set_asid(asid);
-        }
-        mm.space.set_caps(caps);
-    }
-}
-
-impl Mm {
-    /// Allocates a zeroed frame for the page holding `addr` if an area allows `access` there.
-    ///
-    /// # Errors
-    /// Why the fault is not demand paging (no mapping, the protection forbids the access, the
-    /// page is present, or no memory).
-    pub fn resolve_fault(&mut self, addr: u64, access: Access) -> Result<(), String> {
-        let page = addr & !(PAGE_SIZE - 1);
-        let vma = self.vm.find(addr).ok_or_else(|| format!("no mapping at {addr:#x}"))?;
-        let prot = vma.prot;
-        let allowed = match access {
-            Access::Read => prot.read() || prot.write() || prot.exec(),
-            Access::Write => prot.write(),
-            Access::Execute => prot.exec(),
-        };
-        if !allowed {
-            return Err(format!("{access:?} access to [{:#x}, {:#x}) which is {prot:?}", vma.start, vma.end));
-        }
-        if self.space.query(VirtAddr(page)).is_some() {
-            // Another thread resolved it first: nothing to do, the access is retried.
-            return Ok(());
-        }
-        let attrs = user_attrs(prot).ok_or("PROT_NONE")?;
-        let frame = frames::alloc(1).ok_or("out of memory")?;
-        // SAFETY: a fresh frame, reached through the linear map.
-        unsafe { core::ptr::write_bytes(phys_to_linear(frame.0) as *mut u8, 0, PAGE_SIZE as usize) };
-        if prot.exec() {
-            // The I-cache must not hold stale lines for the frame's previous life.
-            crate::arch::aarch64::cache::sync_icache(phys_to_linear(frame.0), PAGE_SIZE as usize);
-        }
-        // Invalid to valid: no TLBI; the address space publishes the entry with DSB ISHST (and
-        // folds or promotes when a run of pages becomes uniform and contiguous).
-        let before = *self.space.tlb_stats();
-        let mapped = self.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE);
-        self.account(before);
-        if let Err(e) = mapped {
-            frames::free(frame, 1);
-            return Err(format!("mapping the page failed: {e:?}"));
-        }
-        self.faults += 1;
-        PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Adds the TLB maintenance the address space issued since `before` to the kernel's counters.
-    fn account(&self, before: mm::tlb::TlbStats) {
-        tlb::account(&self.space.tlb_stats().since(&before));
-    }
-
-    /// Unmaps `[start, end)` (holes are fine) with one flush, then frees the data frames: they
-    /// are handed back only after the flush has completed.
-    pub fn unmap(&mut self, process: &Process, start: u64, end: u64) {
-        if start >= end {
-            return;
-        }
-        process.aim_flushes(self);
-        let before = *self.space.tlb_stats();
-        let _ = self.space.unmap(VirtAddr(start), end - start, free_user_frames);
-        self.account(before);
-    }
-
-    /// Changes the protection of the present pages of `[start, end)` (AP, PXN, UXN in place, as
-    /// the architecture allows), one flush. PROT_NONE keeps the pages (a later mprotect must find
-    /// their data) but makes them inaccessible from EL0.
-    pub fn protect(&mut self, process: &Process, start: u64, end: u64, prot: Prot) {
-        if start >= end {
-            return;
-        }
-        process.aim_flushes(self);
-        let attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
-        let before = *self.space.tlb_stats();
-        let _ = self.space.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs));
-        self.account(before);
-    }
-}
-
 /// Loads `bytes` as a static arm64 executable, runs it with `argv` until every thread has exited
 /// (threads may run on every CPU), and returns its exit status.
 ///
@@ -261,13 +142,16 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     let table =
         PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
-    let caps = tlb::caps();
+    let features = tlb::features();
     // The real ASID is assigned when a thread first runs (memory::asids); until then the table
-    // is reachable by no TTBR, so no flush it issues can matter.
-    let space = AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, caps.errata), 0, caps.local());
+    // is reachable by no TTBR and the context has run nowhere, so its flushes (ASID 0, local)
+    // cannot matter. From then on each flush asks the allocator where it must go.
+    let asid = Arc::new(Mutex::new(AsidContext::new()));
+    let targets = AsidTargets::new(asid.clone());
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
-    let mut mm = Mm { space, vm: VmMap::new(Layout::linux(brk_start)), faults: 0 };
+    let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
+    let mut mm = Mm::new(table, issuer, features, targets, frames::UserFrames, Layout::linux(brk_start));
     let regs = match load(&mut mm, &exe, bytes, argv) {
         Ok(regs) => regs,
         Err(e) => {
@@ -275,10 +159,10 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
             return Err(e);
         }
     };
-    let root = mm.space.table().root_pa().0;
+    let root = mm.space().table().root_pa().0;
     let process = Arc::new(Process {
         pid,
-        asid: Mutex::new(AsidContext::new()),
+        asid,
         root,
         mm: Mutex::new(Some(mm)),
         cpus: AtomicU64::new(0),
@@ -314,37 +198,27 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
                 prot = prot.union(bit);
             }
         }
-        mm.vm.map_kernel(start, end - start, prot, VmaFlags::IMAGE).map_err(|e| format!("segment: {e:?}"))?;
-        let attrs = user_attrs(prot).ok_or("a PROT_NONE segment")?;
-        let mut page = start;
-        while page < end {
-            let frame = frames::alloc(1).ok_or("out of memory loading the program")?;
-            let dst = phys_to_linear(frame.0) as *mut u8;
-            // SAFETY: a fresh frame of PAGE_SIZE bytes through the linear map.
-            let dst = unsafe { core::slice::from_raw_parts_mut(dst, PAGE_SIZE as usize) };
-            dst.fill(0);
+        if mm::user::user_attrs(prot).is_none() {
+            return Err(String::from("a PROT_NONE segment"));
+        }
+        // The file bytes of each page: [vaddr, vaddr + filesz) comes from the file at offset.
+        let fill = |page: u64| {
             let file_start = seg.vaddr.max(page);
             let file_end = (seg.vaddr + seg.filesz).min(page + PAGE_SIZE);
-            if file_start < file_end {
+            (file_start < file_end).then(|| {
                 let from = (seg.offset + (file_start - seg.vaddr)) as usize;
                 let len = (file_end - file_start) as usize;
-                dst[(file_start - page) as usize..][..len].copy_from_slice(&bytes[from..from + len]);
-            }
-            if prot.exec() {
-                crate::arch::aarch64::cache::sync_icache(dst.as_ptr() as u64, PAGE_SIZE as usize);
-            }
-            if let Err(e) = mm.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
-                frames::free(frame, 1);
-                return Err(format!("mapping the program failed: {e:?}"));
-            }
-            page += PAGE_SIZE;
-        }
+                ((file_start - page) as usize, &bytes[from..from + len])
+            })
+        };
+        mm.map_image(start, end, prot, VmaFlags::IMAGE, fill)
+            .map_err(|e| format!("mapping the segment at {:#x} failed: {e:?}", seg.vaddr))?;
     }
-    mm.vm
+    mm.vm_mut()
         .map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK)
         .map_err(|e| format!("stack: {e:?}"))?;
     // The code window contains the program's own text where it fits (DESIGN.md §6).
-    mm.vm.init_code_window(exe.exec_range).map_err(|e| format!("code window: {e:?}"))?;
+    mm.vm_mut().init_code_window(exe.exec_range).map_err(|e| format!("code window: {e:?}"))?;
 
     let mut random = [0u8; 16];
     crate::random::fill(&mut random);
@@ -366,58 +240,18 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
         (stack::at::SECURE, 0),
     ];
     let (sp, image) = stack::build(STACK_TOP, argv, &["HOME=/", "TERM=dumb"], &auxv, random);
-    let mut page = sp & !(PAGE_SIZE - 1);
-    while page < STACK_TOP {
-        mm.resolve_fault(page, Access::Write)?;
-        page += PAGE_SIZE;
-    }
-    write_user_via_table(&mm.space, sp, &image)?;
+    mm.write(sp, &image).map_err(|e| format!("writing the initial stack failed: {e:?}"))?;
     Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
 }
 
-/// Writes `data` at user address `va` by translating through `table` (the table need not be
-/// live), crossing page boundaries as needed.
-fn write_user_via_table(
-    table: &AddressSpace<FrameTranslation, Aarch64Tlb>,
-    va: u64,
-    data: &[u8],
-) -> Result<(), String> {
-    let mut done = 0;
-    while done < data.len() {
-        let at = va + done as u64;
-        let pa = table.translate(VirtAddr(at)).ok_or_else(|| format!("{at:#x} not mapped"))?;
-        let room = (PAGE_SIZE - (at & (PAGE_SIZE - 1))) as usize;
-        let n = room.min(data.len() - done);
-        // SAFETY: `pa` is a frame owned by this table, reached through the linear map; `n` bytes
-        // stay inside its page.
-        unsafe { core::ptr::copy_nonoverlapping(data[done..].as_ptr(), phys_to_linear(pa.0) as *mut u8, n) };
-        done += n;
-    }
-    Ok(())
-}
-
 /// Frees everything an address space owns: the TLB entries of its ASID first (broadcast: any
-/// CPU may hold them), then its frames and tables. No TTBR points at it any more.
+/// CPU may hold them, walk-cache entries of its tables included), then its frames and tables. No
+/// TTBR points at it any more.
 fn free_mm(mm: Mm, asid: Option<&Mutex<AsidContext>>) {
     if let Some(asid) = asid {
         asids::flush_everywhere(asid);
     }
-    let before = *mm.space.tlb_stats();
-    let mut data: Vec<Unmapped> = Vec::new();
-    let (_, issuer) = mm.space.destroy(|u| data.push(u));
-    tlb::account(&issuer.stats().since(&before));
-    for u in data {
-        free_user_frames(u);
-    }
-}
-
-/// Gives back the frames of an unmapped extent. User frames were allocated one page at a time
-/// (demand paging), and the buddy allocator must get each back as it was allocated: an extent
-/// merged by the address space (or a promoted block) is freed page by page.
-fn free_user_frames(u: Unmapped) {
-    for i in 0..u.size / PAGE_SIZE {
-        frames::free(mm::addr::PhysAddr(u.pa.0 + i * PAGE_SIZE), 1);
-    }
+    let _ = mm.destroy();
 }
 
 /// Called when a thread of `process` has exited; the last one tears the process down.
@@ -428,7 +262,7 @@ pub fn thread_exited(process: &Arc<Process>) {
             // included: the concurrent map/unmap/protect stress ends here); a violation panics,
             // which fails the run with the invariant named.
             #[cfg(feature = "test-image")]
-            mm.vm.check();
+            mm.vm().check();
             free_mm(mm, Some(&process.asid));
         }
         process.cpus.store(0, Ordering::Release);
@@ -488,9 +322,14 @@ pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> 
             let mut guard = process.mm.lock();
             let Some(mm) = guard.as_mut() else { return Action::ExitThread };
             let why = if (0x04..=0x07).contains(&fsc) {
-                match mm.resolve_fault(frame.far, access) {
-                    Ok(()) => return Action::Continue,
-                    Err(why) => why,
+                match mm.fault(frame.far, access) {
+                    Ok(()) => {
+                        PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
+                        return Action::Continue;
+                    }
+                    Err(Fault::NoMapping) => format!("no mapping at {:#x}", frame.far),
+                    Err(Fault::Protection { prot }) => format!("{access:?} access to a {prot:?} mapping"),
+                    Err(Fault::OutOfMemory) => String::from("out of memory"),
                 }
             } else {
                 String::from("the page's protection forbids it")
@@ -534,7 +373,7 @@ fn status_for(ec: u64) -> u64 {
 }
 
 fn report_user_fault(p: &Process, mm: &Mm, frame: &TrapFrame, access: Access, fsc: u64, why: &str) {
-    let mapping = match mm.vm.find(frame.far) {
+    let mapping = match mm.vm().find(frame.far) {
         Some(vma) => format!("mapping [{:#x}, {:#x}) is {:?}", vma.start, vma.end, vma.prot),
         None => String::from("no mapping there"),
     };

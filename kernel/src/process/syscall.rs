@@ -156,7 +156,8 @@ fn with_faults(
             Err(fault) => {
                 let mut guard = p.mm.lock();
                 let mm = guard.as_mut().ok_or(fault)?;
-                mm.resolve_fault(fault.at, access).map_err(|_| fault)?;
+                mm.fault(fault.at, access).map_err(|_| fault)?;
+                super::PAGE_FAULTS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                 last = Some(fault.at);
             }
         }

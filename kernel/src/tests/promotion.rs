@@ -6,8 +6,8 @@ use mm::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::Attributes;
 use mm::paging::{Constraints, PageTable, VaRange};
 use mm::space::{AddressSpace, Policy};
-use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
+use mm::tlb::{FlushTarget, Reach, TlbIssuer};
 
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::layout::phys_to_linear;
@@ -32,8 +32,10 @@ kernel_test!(
             unsafe { (phys_to_linear(block.0 + i * PAGE_SIZE) as *mut u64).write_volatile(0x5000 + i) };
         }
         let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| alloc::format!("{e:?}"))?;
-        let caps = tlb::caps();
-        let mut space = AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, caps.errata), ASID, caps);
+        let features = tlb::features();
+        let target = FlushTarget::asid(ASID, Reach::Broadcast);
+        let mut space =
+            AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, features.errata), features, target);
         space.set_policy(Policy { promote: false, fold: false, split_contiguous: false });
         TTBR0_EL1.set(space.table().root_pa().0 | (u64::from(ASID) << 48));
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
@@ -63,9 +65,9 @@ kernel_test!(
         TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
         TTBR0_EL1.set(0);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        tlb::flush_all(mm::tlb::Scope::Asid(ASID), caps);
+        tlb::flush_all(target);
         tlb::account(space.tlb_stats());
-        let (mut translation, _) = space.destroy(|_| {});
+        let (mut translation, _, _) = space.destroy(|_| {});
         let _ = &mut translation;
         frames::free(block, 512);
         ensure_eq!(frames::usage().0, frames_before, "frames leaked");

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::Attributes;
 use mm::paging::Constraints;
-use mm::tlb::{Scope, TlbRequest};
+use mm::tlb::{FlushTarget, Reach, Scope, TlbRequest};
 
 use crate::memory::kernel_map::KERNEL_TABLE;
 use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
@@ -108,7 +108,7 @@ kernel_test!(
             map(b)?;
             let req = TlbRequest::new(VirtAddr(VA), VirtAddr(VA + PAGE_SIZE), Scope::Global);
             // Our own TLB: local flush (CPU 0 must not read A itself below).
-            tlb::flush(&req, tlb::caps().local(), true);
+            tlb::flush(&req.with_reach(Reach::Local), true);
             // CPU 1 must keep reading (a thousand more reads) and still see the old page: the
             // local flush did not reach its TLB.
             let reads = READS.load(Ordering::Acquire);
@@ -121,7 +121,7 @@ kernel_test!(
                 "cpu1 read {:#x} after only a local flush on cpu0: the test cannot tell local from broadcast",
                 SEEN.load(Ordering::Acquire)
             );
-            tlb::flush(&req, tlb::caps(), true);
+            tlb::flush(&req, true);
             ensure!(
                 wait_for(2_000_000, || SEEN.load(Ordering::Acquire) == 0xbbbb),
                 "cpu1 still reads the old page after the broadcast flush"
@@ -139,7 +139,7 @@ kernel_test!(
                 record.release(pt.translation_mut());
             }
         }
-        tlb::flush_all(Scope::Global, tlb::caps());
+        tlb::flush_all(FlushTarget::GLOBAL);
         for f in [a, b, pin] {
             frames::free(f, 1);
         }

@@ -19,7 +19,7 @@ use aarch64_cpu::registers::{ReadWriteable, TCR_EL1, TTBR0_EL1, Writeable};
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::Attributes;
 use mm::paging::{Constraints, PageTable, VaRange};
-use mm::tlb::{OpKind, Scope, TlbRequest};
+use mm::tlb::{FlushTarget, OpKind, Reach, Scope, TlbRequest};
 
 use crate::memory::kernel_map::{FrameTranslation, KERNEL_TABLE};
 use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
@@ -207,7 +207,7 @@ fn scenario_once(
         // flushes into whole flushes, e.g. after it resized or once blocks were mapped nearby.)
         let control =
             TlbRequest::new(VirtAddr(space.va(PIN - 2)), VirtAddr(space.va(PIN - 1)), space.scope());
-        tlb::flush(&control, tlb::caps(), false);
+        tlb::flush(&control, false);
         let exact = (0..n).all(|i| read(space.va(i)) == 0xa000 + i as u64);
         let plan = flush(&space);
         check_plan(&plan)?;
@@ -225,11 +225,11 @@ fn scenario_once(
     for i in (0..n).chain([PIN]) {
         let _ = space.unmap_silently(i);
     }
-    tlb::flush_all(space.scope(), tlb::caps());
+    tlb::flush_all(FlushTarget { scope: space.scope(), reach: Reach::Broadcast });
     if let Space::User(pt) = space {
         TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
         TTBR0_EL1.set(0);
-        tlb::flush_all(Scope::Global, tlb::caps());
+        tlb::flush_all(FlushTarget::GLOBAL);
         let (translation, record) = pt.destroy();
         let mut translation = translation;
         record.release(&mut translation);
@@ -252,7 +252,7 @@ fn expect_kind(kind: OpKind) -> impl Fn(&mm::tlb::TlbPlan) -> Result<(), String>
 }
 
 fn expect_range_if_available(plan: &mm::tlb::TlbPlan) -> Result<(), String> {
-    let want = if tlb::caps().range { OpKind::Range } else { OpKind::Page };
+    let want = if tlb::features().range { OpKind::Range } else { OpKind::Page };
     ensure!(plan.iter().any(|i| i.op.kind() == want), "plan {plan:?} has no {want:?} op");
     ensure!(plan.len() <= 4, "plan {plan:?} is longer than the per-page fallback");
     Ok(())
@@ -264,7 +264,7 @@ kernel_test!(
             || Ok(Space::Kernel),
             2,
             1,
-            |s| tlb::flush(&range_request(s, 1, false), tlb::caps(), true),
+            |s| tlb::flush(&range_request(s, 1, false), true),
             expect_kind(OpKind::Page),
         )
     }
@@ -276,7 +276,7 @@ kernel_test!(
             || Ok(Space::Kernel),
             6,
             4,
-            |s| tlb::flush(&range_request(s, 4, false), tlb::caps(), true),
+            |s| tlb::flush(&range_request(s, 4, false), true),
             expect_range_if_available,
         )
     }
@@ -288,7 +288,7 @@ kernel_test!(
             Space::user,
             2,
             1,
-            |s| tlb::flush(&range_request(s, 1, false), tlb::caps(), false),
+            |s| tlb::flush(&range_request(s, 1, false), false),
             expect_kind(OpKind::Page),
         )
     }
@@ -300,7 +300,7 @@ kernel_test!(
             Space::user,
             5,
             3,
-            |s| tlb::flush(&range_request(s, 3, false), tlb::caps(), false),
+            |s| tlb::flush(&range_request(s, 3, false), false),
             expect_range_if_available,
         )
     }
@@ -312,7 +312,7 @@ kernel_test!(
             Space::user,
             3,
             2,
-            |s| tlb::flush(&range_request(s, 2, true), tlb::caps(), false),
+            |s| tlb::flush(&range_request(s, 2, true), false),
             |plan| {
                 ensure!(plan.iter().all(|i| i.op.is_leaf_only()), "plan {plan:?} is not leaf-only");
                 Ok(())
@@ -323,7 +323,13 @@ kernel_test!(
 
 kernel_test!(
     fn stale_read_whole_asid() {
-        scenario(Space::user, 4, 4, |s| tlb::flush_all(s.scope(), tlb::caps()), expect_kind(OpKind::Asid))
+        scenario(
+            Space::user,
+            4,
+            4,
+            |s| tlb::flush_all(FlushTarget { scope: s.scope(), reach: Reach::Broadcast }),
+            expect_kind(OpKind::Asid),
+        )
     }
 );
 
@@ -333,7 +339,7 @@ kernel_test!(
             || Ok(Space::Kernel),
             4,
             4,
-            |s| tlb::flush_all(s.scope(), tlb::caps()),
+            |s| tlb::flush_all(FlushTarget { scope: s.scope(), reach: Reach::Broadcast }),
             expect_kind(OpKind::All),
         )
     }
@@ -344,7 +350,7 @@ kernel_test!(
         let before = tlb::stats();
         let req =
             TlbRequest::new(VirtAddr(TEST_WINDOW), VirtAddr(TEST_WINDOW + 2 * PAGE_SIZE), Scope::Global);
-        let plan = tlb::flush(&req, tlb::caps(), false);
+        let plan = tlb::flush(&req, false);
         let after = tlb::stats();
         ensure_eq!(after.planned_tlbis() - before.planned_tlbis(), plan.len() as u64);
         ensure_eq!(after.plans - before.plans, 1);

@@ -34,10 +34,46 @@
 use crate::addr::{BLOCK_1G, BLOCK_2M, PhysAddr, VirtAddr};
 use crate::descriptor::{Attributes, MemoryType};
 use crate::paging::{BbmCounts, Constraints, Leaf, MapError, PageTable, PendingFlush, StagedOp, Translation};
-use crate::tlb::{Scope, Stride, TlbCaps, TlbHardware, TlbIssuer, TlbRequest, TlbStats, plan};
+use crate::tlb::{
+    FlushTarget, Scope, Stride, TlbFeatures, TlbHardware, TlbIssuer, TlbRequest, TlbStats, plan,
+};
 
 #[cfg(test)]
 mod tests;
+
+/// Where an address space's flushes go, asked at the moment of each flush.
+///
+/// The space never keeps a target from one call to the next: a user space's ASID changes when
+/// the allocator rolls over, and whether other CPUs may hold its entries changes whenever one of
+/// its threads runs somewhere new, so the only correct time to decide is when the invalidation is
+/// about to be issued — after the table change is visible to every walker (the space issues
+/// `DSB ISHST` before it asks), so that a CPU that starts using the space afterwards walks the new
+/// tables. The kernel's implementation asks its ASID allocator ([`crate::asid::AsidAllocator::
+/// flush_target`]) for the executing CPU; a fixed [`FlushTarget`] serves the kernel's own global
+/// space and the tests.
+pub trait FlushTargets {
+    /// The target of the flush about to be issued.
+    fn target(&mut self) -> FlushTarget;
+
+    /// Every TLB instruction the space issued, once per flush: the one statistics sink (the
+    /// kernel adds them to its machine-wide counters). The default keeps nothing.
+    fn issued(&mut self, _stats: &TlbStats) {}
+}
+
+impl FlushTargets for FlushTarget {
+    fn target(&mut self) -> FlushTarget {
+        *self
+    }
+}
+
+/// Whose translations a space holds, which decides the tags of its entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    /// A user space (TTBR0): every entry non-global, tagged with the ASID of the flush target.
+    User,
+    /// The kernel's space (TTBR1): global entries.
+    Kernel,
+}
 
 /// When an address space changes the layout of its table on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -174,11 +210,15 @@ impl<F: FnMut(Unmapped)> Coalescer<F> {
 /// use mm::descriptor::{Attributes, UserAccess};
 /// use mm::paging::{Constraints, PageTable, VaRange};
 /// use mm::space::AddressSpace;
-/// use mm::tlb::{TlbCaps, TlbIssuer};
+/// use mm::tlb::{FlushTarget, Reach, TlbFeatures, TlbIssuer};
 ///
-/// let caps = TlbCaps { range: true, ..TlbCaps::BASELINE }; // read once at boot
+/// let features = TlbFeatures { range: true, ..TlbFeatures::BASELINE }; // read once at boot
 /// let table = PageTable::new(Heap, VaRange::Lower)?;
-/// let mut user = AddressSpace::user(table, TlbIssuer::new(Cpu::default(), caps.errata), 5, caps);
+/// // A fixed target: ASID 5 on every CPU. The kernel passes a provider that asks its ASID
+/// // allocator at each flush instead.
+/// let target = FlushTarget::asid(5, Reach::Broadcast);
+/// let issuer = TlbIssuer::new(Cpu::default(), features.errata);
+/// let mut user = AddressSpace::user(table, issuer, features, target);
 /// let rw = Attributes::user(UserAccess::ReadWrite);
 /// // Fault-in of 512 pages, one at a time: the last one completes the 2 MiB range.
 /// for i in 0..512 {
@@ -193,21 +233,22 @@ impl<F: FnMut(Unmapped)> Coalescer<F> {
 /// assert_eq!(freed, 2 << 20);
 /// # Ok::<(), mm::paging::MapError>(())
 /// ```
-pub struct AddressSpace<T: Translation, H: TlbHardware> {
+pub struct AddressSpace<T: Translation, H: TlbHardware, P: FlushTargets = FlushTarget> {
     table: PageTable<T>,
     tlb: TlbIssuer<H>,
-    scope: Scope,
-    caps: TlbCaps,
+    kind: Kind,
+    features: TlbFeatures,
+    targets: P,
     policy: Policy,
     stats: SpaceStats,
 }
 
-impl<T: Translation, H: TlbHardware> core::fmt::Debug for AddressSpace<T, H> {
+impl<T: Translation, H: TlbHardware, P: FlushTargets> core::fmt::Debug for AddressSpace<T, H, P> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AddressSpace")
             .field("table", &self.table)
-            .field("scope", &self.scope)
-            .field("caps", &self.caps)
+            .field("kind", &self.kind)
+            .field("features", &self.features)
             .field("policy", &self.policy)
             .field("stats", &self.stats)
             .field("tlb", self.tlb.stats())
@@ -215,32 +256,34 @@ impl<T: Translation, H: TlbHardware> core::fmt::Debug for AddressSpace<T, H> {
     }
 }
 
-impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
-    /// An address space over `table`, which is marked live: from now on every change goes
-    /// through the TLB maintenance of this type. `scope` is [`Scope::Asid`] for a user table
-    /// (its entries are tagged with that ASID) or [`Scope::Global`] for the kernel's; `caps` are
-    /// the capabilities read once at boot ([`TlbCaps::from_id_registers`], combined over CPUs).
-    pub fn new(
+impl<T: Translation, H: TlbHardware> AddressSpace<T, H, FlushTarget> {
+    /// The kernel's address space (TTBR1, global entries, flushed on every CPU),
+    /// [`Policy::KERNEL`]. `table` is marked live. `features` are the machine's, read once at boot
+    /// ([`TlbFeatures::from_id_registers`], combined over CPUs).
+    pub fn kernel(table: PageTable<T>, tlb: TlbIssuer<H>, features: TlbFeatures) -> Self {
+        Self::with_kind(table, tlb, features, FlushTarget::GLOBAL, Kind::Kernel, Policy::KERNEL)
+    }
+}
+
+impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
+    /// A user address space (TTBR0), [`Policy::USER`]: every mapping is made non-global (nG),
+    /// whatever the attributes say, and each flush goes where `targets` says at that moment
+    /// (the ASID the entries are tagged with, on this CPU or on all). `table` is marked live:
+    /// from now on every change goes through the TLB maintenance of this type.
+    pub fn user(table: PageTable<T>, tlb: TlbIssuer<H>, features: TlbFeatures, targets: P) -> Self {
+        Self::with_kind(table, tlb, features, targets, Kind::User, Policy::USER)
+    }
+
+    fn with_kind(
         mut table: PageTable<T>,
         tlb: TlbIssuer<H>,
-        scope: Scope,
-        caps: TlbCaps,
+        features: TlbFeatures,
+        targets: P,
+        kind: Kind,
         policy: Policy,
     ) -> Self {
         table.set_live(true);
-        Self { table, tlb, scope, caps, policy, stats: SpaceStats::default() }
-    }
-
-    /// The kernel's address space (TTBR1, global entries): [`Scope::Global`],
-    /// [`Policy::KERNEL`].
-    pub fn kernel(table: PageTable<T>, tlb: TlbIssuer<H>, caps: TlbCaps) -> Self {
-        Self::new(table, tlb, Scope::Global, caps, Policy::KERNEL)
-    }
-
-    /// A user address space (TTBR0) whose entries carry `asid`: [`Scope::Asid`],
-    /// [`Policy::USER`]. Every mapping is made non-global (nG), whatever the attributes say.
-    pub fn user(table: PageTable<T>, tlb: TlbIssuer<H>, asid: u16, caps: TlbCaps) -> Self {
-        Self::new(table, tlb, Scope::Asid(asid), caps, Policy::USER)
+        Self { table, tlb, kind, features, targets, policy, stats: SpaceStats::default() }
     }
 
     /// The table (for queries, `root_pa` for the TTBR, and its frame counters).
@@ -248,28 +291,24 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
         &self.table
     }
 
-    /// The scope the entries are cached under.
-    pub fn scope(&self) -> Scope {
-        self.scope
+    /// Whether this is a user space (non-global entries tagged by ASID).
+    pub fn is_user(&self) -> bool {
+        self.kind == Kind::User
     }
 
-    /// Gives the space another ASID (the ASID allocator rolled over). The caller must have
-    /// invalidated the old ASID, or know that it holds nothing of this space.
-    pub fn set_asid(&mut self, asid: u16) {
-        if let Scope::Asid(_) = self.scope {
-            self.scope = Scope::Asid(asid);
-        }
+    /// The machine's TLB features in use.
+    pub fn features(&self) -> TlbFeatures {
+        self.features
     }
 
-    /// The TLB capabilities in use.
-    pub fn caps(&self) -> TlbCaps {
-        self.caps
+    /// Where flushes go (the provider asked at each flush).
+    pub fn targets(&self) -> &P {
+        &self.targets
     }
 
-    /// Changes the capabilities, e.g. from local to broadcast forms once the space has run on a
-    /// second CPU.
-    pub fn set_caps(&mut self, caps: TlbCaps) {
-        self.caps = caps;
+    /// The provider of flush targets, mutably (a test may look inside it).
+    pub fn targets_mut(&mut self) -> &mut P {
+        &mut self.targets
     }
 
     /// The promotion policy.
@@ -312,9 +351,9 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
         self.table.translate(va)
     }
 
-    /// Gives back the table (still marked live) and the issuer.
-    pub fn into_parts(self) -> (PageTable<T>, TlbIssuer<H>) {
-        (self.table, self.tlb)
+    /// Gives back the table (still marked live), the issuer and the target provider.
+    pub fn into_parts(self) -> (PageTable<T>, TlbIssuer<H>, P) {
+        (self.table, self.tlb, self.targets)
     }
 
     /// Maps `[va, va + size)` to `[pa, pa + size)` with `attrs` (blocks and contiguous runs
@@ -424,7 +463,7 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
         size: u64,
         mut change: F,
     ) -> Result<(), MapError> {
-        let user = matches!(self.scope, Scope::Asid(_));
+        let user = self.kind == Kind::User;
         let op = StagedOp::Protect(move |a| {
             let n = change(a);
             if user { n.with_global(false) } else { n }
@@ -539,23 +578,23 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
     /// Unmaps everything (the mappings go to `on_unmapped` after the flush) and frees every
     /// table frame, the root included. Call it only when no CPU has the table in a TTBR any
     /// more.
-    pub fn destroy<F: FnMut(Unmapped)>(mut self, on_unmapped: F) -> (T, TlbIssuer<H>) {
+    pub fn destroy<F: FnMut(Unmapped)>(mut self, on_unmapped: F) -> (T, TlbIssuer<H>, P) {
         let base = self.table.va_range().base();
         // The whole half of the address space: a valid range that cuts nothing.
         let result = self.unmap(base, 1 << crate::addr::VA_BITS, on_unmapped);
         debug_assert!(result.is_ok());
         let (mut translation, record) = self.table.destroy();
         record.release(&mut translation);
-        (translation, self.tlb)
+        (translation, self.tlb, self.targets)
     }
 
     // ---- internals ----------------------------------------------------------------------------
 
     /// The attributes a mapping of this space gets: non-global in a user space.
     fn fix(&self, attrs: Attributes) -> Attributes {
-        match self.scope {
-            Scope::Asid(_) => attrs.with_global(false),
-            Scope::Global => attrs,
+        match self.kind {
+            Kind::User => attrs.with_global(false),
+            Kind::Kernel => attrs,
         }
     }
 
@@ -564,7 +603,7 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
     }
 
     fn needs_isb(&self, record: &PendingFlush) -> bool {
-        self.scope == Scope::Global || record.has_executable()
+        self.kind == Kind::Kernel || record.has_executable()
     }
 
     /// Stage, one flush, finish, release: the common sequence of unmap, protect and demote.
@@ -591,14 +630,22 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
         Ok(())
     }
 
-    /// Issues the one planned invalidation for `record` (nothing if it changed nothing).
+    /// Issues the one planned invalidation for `record` (nothing if it changed nothing): makes
+    /// the table writes visible to every walker (`DSB ISHST`), asks the provider where the flush
+    /// goes, plans and issues it, and reports what was issued to the provider's sink.
     fn flush(&mut self, record: &PendingFlush) {
         if !record.needs_flush() {
             return;
         }
+        // Before the target is decided: a CPU that starts using the space after the decision
+        // must walk the new tables (see [`FlushTargets`]).
+        self.tlb.hw_mut().dsb_ishst();
+        let target = self.targets.target();
         // A global leaf in a user table is never written (`fix`), but if one were, only the
-        // all-ASID forms would remove it.
-        let scope = if record.has_global() { Scope::Global } else { self.scope };
+        // all-ASID forms would remove it; the kernel's entries are all global.
+        let scope =
+            if record.has_global() || self.kind == Kind::Kernel { Scope::Global } else { target.scope };
+        let whole = FlushTarget { scope, reach: target.reach };
         let plan = match record.range() {
             Some(range) => {
                 let stride = match record.min_leaf_size() {
@@ -612,23 +659,25 @@ impl<T: Translation, H: TlbHardware> AddressSpace<T, H> {
                     stride,
                     scope,
                     leaf_only: record.leaf_only(),
+                    reach: target.reach,
                 };
-                plan(&req, self.caps)
+                plan(&req, self.features)
             }
-            None => crate::tlb::plan::full_flush(scope, self.caps),
+            None => crate::tlb::plan::full_flush(whole),
         };
-        self.tlb.issue(&plan, self.needs_isb(record));
+        // (The issuer's own leading barrier is then redundant; it keeps the issuer correct on its
+        // own, and one extra DSB per flush is cheap next to the TLBIs.)
+        let issued = self.tlb.issue(&plan, self.needs_isb(record));
+        self.targets.issued(&issued);
         self.stats.flushes += 1;
     }
 
-    /// `DSB ISHST` (and `ISB`) after new entries were written, so that walkers see them.
+    /// `DSB ISHST` (and `ISB`) after new entries were written, so that walkers see them. Always
+    /// the inner-shareable form: a new entry may be walked by any CPU that runs the space, and
+    /// which CPUs those are is decided only at flush time.
     fn make_barrier(&mut self, isb: bool) {
         let hw = self.tlb.hw_mut();
-        if self.caps.broadcast {
-            hw.dsb_ishst();
-        } else {
-            hw.dsb_nshst();
-        }
+        hw.dsb_ishst();
         self.stats.barriers += 1;
         if isb {
             hw.isb();

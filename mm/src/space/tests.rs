@@ -48,6 +48,7 @@ use crate::addr::{PAGE_SIZE, VirtAddr};
 use crate::descriptor::{CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, UserAccess, level_size};
 use crate::paging::{ENTRIES_PER_TABLE, VaRange};
 use crate::tlb::model::{Invalidation, ModelEntry, VaMatch, decode};
+use crate::tlb::test_caps::Caps;
 use crate::tlb::{Errata, MAX_DVM_OPS, OpKind, RANGE_BOUND_PAGES, TlbInstr, TlbiOp};
 
 const FULL_EVERY: usize = 256;
@@ -584,7 +585,7 @@ struct Harness {
     mirror: Vec<u64>,
     /// Scattered data frames: `true` = in use.
     scatter: Vec<bool>,
-    caps: TlbCaps,
+    caps: Caps,
     step: usize,
     ops: Counts,
     /// Scripted operations still to run (a scenario).
@@ -702,7 +703,7 @@ struct Snapshot {
 }
 
 impl Harness {
-    fn new(seed: u64, caps: TlbCaps) -> Self {
+    fn new(seed: u64, caps: Caps) -> Self {
         let world = Rc::new(RefCell::new(World::new(seed)));
         let mut spaces = Vec::new();
         let mut refs = Vec::new();
@@ -711,9 +712,11 @@ impl Harness {
             let table = PageTable::new(Mem(world.clone()), range).unwrap();
             let tlb = TlbIssuer::new(Cpu(world.clone()), caps.errata);
             let space = match asid {
-                Some(a) => AddressSpace::user(table, tlb, a, caps),
+                Some(a) => {
+                    AddressSpace::user(table, tlb, caps.features(), FlushTarget::asid(a, caps.reach()))
+                }
                 None => {
-                    let mut k = AddressSpace::kernel(table, tlb, caps);
+                    let mut k = AddressSpace::kernel(table, tlb, caps.features());
                     // The test kernel window maps nothing the sequence uses, so it may promote.
                     k.set_policy(Policy { promote: true, fold: true, split_contiguous: true });
                     k
@@ -1388,7 +1391,7 @@ fn model_ops() -> usize {
     std::env::var("MM_MODEL_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
-fn run_random(seed: u64, caps: TlbCaps, ops: usize, faults: Faults) -> Counts {
+fn run_random(seed: u64, caps: Caps, ops: usize, faults: Faults) -> Counts {
     let mut h = Harness::new(seed, caps);
     h.world.borrow_mut().faults = faults;
     for _ in 0..ops {
@@ -1409,10 +1412,10 @@ fn run_random(seed: u64, caps: TlbCaps, ops: usize, faults: Faults) -> Counts {
     counts
 }
 
-const RANGE_CAPS: TlbCaps = TlbCaps { range: true, broadcast: true, errata: Errata::NONE };
+const RANGE_CAPS: Caps = Caps { range: true, broadcast: true, errata: Errata::NONE };
 
 /// Runs `share` percent of `MM_MODEL_OPS` with `caps`, printing what ran.
-fn model_run(name: &str, seed: u64, caps: TlbCaps, share: usize) -> Counts {
+fn model_run(name: &str, seed: u64, caps: Caps, share: usize) -> Counts {
     let n = model_ops() * share / 100;
     let t = std::time::Instant::now();
     let c = run_random(seed, caps, n, Faults::default());
@@ -1433,18 +1436,18 @@ fn model_random_with_range_tlbi_2() {
 
 #[test]
 fn model_random_without_range_tlbi() {
-    model_run("no range", 0x5eed_0002, TlbCaps::BASELINE, 30);
+    model_run("no range", 0x5eed_0002, Caps::BASELINE, 30);
 }
 
 #[test]
 fn model_random_repeat_tlbi_erratum() {
-    let caps = TlbCaps { range: false, broadcast: true, errata: Errata { repeat_tlbi: true } };
+    let caps = Caps { range: false, broadcast: true, errata: Errata { repeat_tlbi: true } };
     model_run("no range, repeat-TLBI erratum", 0x5eed_0003, caps, 10);
 }
 
 /// Runs random operations with a faulty TLB double until the checks fire; returns the panic
 /// message (or `None` if nothing was caught).
-fn caught(faults: Faults, caps: TlbCaps) -> Option<String> {
+fn caught(faults: Faults, caps: Caps) -> Option<String> {
     let result = std::panic::catch_unwind(|| {
         let _ = run_random(7, caps, 3000, faults);
     });
@@ -1468,7 +1471,7 @@ fn model_catches_planted_bugs() {
     ];
     let mut report = Vec::new();
     for (name, f) in cases {
-        for caps in [RANGE_CAPS, TlbCaps::BASELINE] {
+        for caps in [RANGE_CAPS, Caps::BASELINE] {
             report.push((name, caps.range, caught(f, caps)));
         }
     }
@@ -1503,8 +1506,8 @@ fn promotion_is_one_tlbi() {
     for (caps, space, want) in [
         (RANGE_CAPS, 1, TlbiOp::Rvae1is),
         (RANGE_CAPS, 0, TlbiOp::Rvaae1is),
-        (TlbCaps::BASELINE, 1, TlbiOp::Aside1is),
-        (TlbCaps::BASELINE, 0, TlbiOp::Vmalle1is),
+        (Caps::BASELINE, 1, TlbiOp::Aside1is),
+        (Caps::BASELINE, 0, TlbiOp::Vmalle1is),
     ] {
         let mut h = Harness::new(3, caps);
         // Explicit: 512 pages mapped in one call as pages, then promote().
@@ -1586,7 +1589,7 @@ fn one_gib_block_splits_and_demotes() {
         pages: 1 << 18,
         dead: false,
     });
-    let mut k = AddressSpace::kernel(table, tlb, RANGE_CAPS);
+    let mut k = AddressSpace::kernel(table, tlb, RANGE_CAPS.features());
     let base = VirtAddr(0xffff_0000_4000_0000);
     k.map(base, PhysAddr(0x4000_0000), BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
     assert_eq!(k.query(base).unwrap().level, 1);
@@ -1730,7 +1733,7 @@ proptest::proptest! {
         raw in proptest::collection::vec(proptest::prelude::any::<(u8, u8, u16, u16, u8)>(), 1..80),
         range in proptest::prelude::any::<bool>(),
     ) {
-        let caps = if range { RANGE_CAPS } else { TlbCaps::BASELINE };
+        let caps = if range { RANGE_CAPS } else { Caps::BASELINE };
         let mut h = Harness::new(raw.len() as u64, caps);
         for r in raw {
             h.apply(op_from_raw(r));

@@ -2,7 +2,7 @@
 //! ours next to them (DESIGN.md §8: "TLBI instructions per operation against the minimum").
 //! These are reimplementations from the sources named on each function, not measurements.
 
-use super::{TlbCaps, TlbRequest, plan};
+use super::{TlbFeatures, TlbRequest, plan};
 use crate::addr::VirtAddr;
 
 /// Linux's `MAX_TLBI_RANGE_PAGES` for the 4 KiB granule: `__TLBI_RANGE_PAGES(31, 3)` = 2^21.
@@ -71,6 +71,6 @@ pub const fn one_per_page_count(pages: u64) -> u64 {
 }
 
 /// Number of TLBI instructions our planner issues for `req` (errata repeats excluded).
-pub fn our_plan_count(req: &TlbRequest, caps: TlbCaps) -> u64 {
-    plan(req, caps).len() as u64
+pub fn our_plan_count(req: &TlbRequest, features: TlbFeatures) -> u64 {
+    plan(req, features).len() as u64
 }

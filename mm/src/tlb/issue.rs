@@ -247,10 +247,11 @@ impl<H: TlbHardware> TlbIssuer<H> {
         Self { hw, errata, stats: TlbStats::ZERO }
     }
 
-    /// Issues `plan` (see [`issue()`]) and adds its counts to the statistics.
-    pub fn issue(&mut self, plan: &TlbPlan, needs_isb: bool) {
+    /// Issues `plan` (see [`issue()`]), adds its counts to the statistics and returns them.
+    pub fn issue(&mut self, plan: &TlbPlan, needs_isb: bool) -> TlbStats {
         let s = issue(plan, &mut self.hw, self.errata, needs_isb);
         self.stats.add(&s);
+        s
     }
 
     /// The counts so far.
@@ -301,7 +302,7 @@ mod aarch64 {
     #[derive(Clone, Copy, Debug, Default)]
     pub struct Aarch64Tlb;
 
-    /// Reads `ID_AA64ISAR0_EL1` (for [`super::super::TlbCaps::from_id_registers`]). Must run at
+    /// Reads `ID_AA64ISAR0_EL1` (for [`super::super::TlbFeatures::from_id_registers`]). Must run at
     /// EL1 or above; at EL0 the read traps.
     #[inline]
     pub fn read_id_aa64isar0_el1() -> u64 {
@@ -414,10 +415,10 @@ mod aarch64 {
     }
 
     impl Aarch64Tlb {
-        /// The capabilities of the executing CPU, from its ID registers. On a multi-CPU system
-        /// combine every CPU's value with [`super::super::TlbCaps::combine`].
-        pub fn detect_caps() -> super::super::TlbCaps {
-            super::super::TlbCaps::from_id_registers(read_id_aa64isar0_el1(), read_midr_el1())
+        /// The TLB features of the executing CPU, from its ID registers. On a multi-CPU system
+        /// combine every CPU's value with [`super::super::TlbFeatures::combine`].
+        pub fn detect_features() -> super::super::TlbFeatures {
+            super::super::TlbFeatures::from_id_registers(read_id_aa64isar0_el1(), read_midr_el1())
         }
     }
 }

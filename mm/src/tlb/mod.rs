@@ -16,9 +16,10 @@
 //! # The planner
 //! A request ([`TlbRequest`]) names a virtual range `[start, end)`, the stride at which entries
 //! changed (4 KiB pages, or 2 MiB / 1 GiB blocks when only blocks changed), the scope
-//! ([`Scope::Asid`] for a user address space, [`Scope::Global`] for kernel/global entries) and
-//! whether only leaf entries changed. The range is widened to whole strides first. With the CPU's
-//! capabilities ([`TlbCaps`]) the planner picks one of four shapes:
+//! ([`Scope::Asid`] for a user address space, [`Scope::Global`] for kernel/global entries),
+//! whether only leaf entries changed, and its reach ([`Reach`]: this CPU only, or every CPU). The
+//! range is widened to whole strides first. With the machine's fixed features ([`TlbFeatures`])
+//! the planner picks one of four shapes:
 //!
 //! - **nothing** for an empty range;
 //! - **range ops** (FEAT_TLBIRANGE, `ID_AA64ISAR0_EL1.TLB == 2` on every CPU): one range op covers
@@ -94,6 +95,8 @@ mod mutant_tests;
 #[cfg(test)]
 mod mutation;
 #[cfg(test)]
+pub(crate) mod test_caps;
+#[cfg(test)]
 mod tests;
 
 pub use issue::{Errata, TlbHardware, TlbIssuer, issue, repeat_tlbi_needed};
@@ -155,53 +158,76 @@ impl Stride {
     }
 }
 
-/// What the CPUs of the system can do, and how far an invalidation must reach.
-///
-/// Decided once at boot from the sanitised (minimum over all CPUs) ID registers; see
-/// [`TlbCaps::combine`].
+/// What the CPUs of the system can do: fixed features, decided once at boot from the sanitised
+/// (minimum over all CPUs) ID registers, see [`TlbFeatures::combine`]. How far one invalidation
+/// must reach is not a feature of the machine but a property of each operation: [`Reach`], part
+/// of the [`TlbRequest`] (and of the [`FlushTarget`] an address space asks for at flush time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TlbCaps {
+pub struct TlbFeatures {
     /// FEAT_TLBIRANGE on every CPU: range ops (`RVAE1IS`, …) may be planned.
     pub range: bool,
-    /// `true`: inner-shareable (broadcast) forms, for address spaces that may be cached on other
-    /// CPUs. `false`: local forms (`VAE1`, `ASIDE1`, …) for an address space that has only ever
-    /// run on the current CPU.
-    pub broadcast: bool,
     /// CPU errata that the issuer works around.
     pub errata: Errata,
 }
 
-impl TlbCaps {
-    /// Broadcast forms, no range ops, no errata: valid on every ARMv8.0 CPU.
-    pub const BASELINE: Self = Self { range: false, broadcast: true, errata: Errata::NONE };
+impl TlbFeatures {
+    /// No range ops, no errata: valid on every ARMv8.0 CPU.
+    pub const BASELINE: Self = Self { range: false, errata: Errata::NONE };
 
-    /// Decodes the capabilities of one CPU: FEAT_TLBIRANGE from `ID_AA64ISAR0_EL1.TLB` (bits
-    /// `[59:56]`; 0 = none, 1 = outer-shareable ops only, 2 = outer-shareable and range ops) and the
-    /// repeated-TLBI errata from `MIDR_EL1`. Broadcast forms are selected.
+    /// Decodes the features of one CPU: FEAT_TLBIRANGE from `ID_AA64ISAR0_EL1.TLB` (bits
+    /// `[59:56]`; 0 = none, 1 = outer-shareable ops only, 2 = outer-shareable and range ops) and
+    /// the repeated-TLBI errata from `MIDR_EL1`.
     pub const fn from_id_registers(id_aa64isar0: u64, midr: u64) -> Self {
         let tlb = (id_aa64isar0 >> 56) & 0xf;
-        Self { range: tlb >= 2, broadcast: true, errata: Errata::from_midr(midr) }
+        Self { range: tlb >= 2, errata: Errata::from_midr(midr) }
     }
 
-    /// The capabilities of a system made of CPUs `self` and `other`: range ops only if both have
-    /// them, every workaround that either needs, broadcast if either asks for it.
+    /// The features of a system made of CPUs `self` and `other`: range ops only if both have
+    /// them, every workaround that either needs.
     pub const fn combine(self, other: Self) -> Self {
         Self {
             range: self.range && other.range,
-            broadcast: self.broadcast || other.broadcast,
             errata: Errata { repeat_tlbi: self.errata.repeat_tlbi || other.errata.repeat_tlbi },
         }
     }
+}
 
-    /// The same capabilities with local (non-shareable) forms: for an address space that has
-    /// only ever run on the current CPU.
-    pub const fn local(self) -> Self {
-        Self { broadcast: false, ..self }
+/// Which CPUs' TLBs one invalidation must reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reach {
+    /// Only the CPU that issues it: the non-shareable forms (`VAE1`, `ASIDE1`, …) with
+    /// `DSB NSHST` / `DSB NSH`. Correct only when no other CPU may hold usable entries of the
+    /// scope (the ASID allocator knows: [`crate::asid::AsidAllocator::reach`]).
+    Local,
+    /// Every CPU of the inner-shareable domain: the `…IS` forms with `DSB ISHST` / `DSB ISH`.
+    Broadcast,
+}
+
+impl Reach {
+    /// Whether this is [`Reach::Broadcast`].
+    pub const fn is_broadcast(self) -> bool {
+        matches!(self, Reach::Broadcast)
     }
+}
 
-    /// The same capabilities with broadcast (inner-shareable) forms.
-    pub const fn broadcast(self) -> Self {
-        Self { broadcast: true, ..self }
+/// Where one flush goes: which entries ([`Scope`]) on which CPUs ([`Reach`]). An address space
+/// asks for it at the moment it flushes ([`crate::space::FlushTargets`]), never keeps one from an
+/// earlier call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlushTarget {
+    /// The entries: one ASID's, or the global ones.
+    pub scope: Scope,
+    /// The CPUs.
+    pub reach: Reach,
+}
+
+impl FlushTarget {
+    /// The global (kernel) entries on every CPU.
+    pub const GLOBAL: Self = Self { scope: Scope::Global, reach: Reach::Broadcast };
+
+    /// The entries of `asid`, on the CPUs `reach` says.
+    pub const fn asid(asid: u16, reach: Reach) -> Self {
+        Self { scope: Scope::Asid(asid), reach }
     }
 }
 
@@ -223,12 +249,19 @@ pub struct TlbRequest {
     /// last-level forms (`VALE1IS`, `RVALE1IS`, `VAALE1IS`, `RVAALE1IS`) suffice; `false` also
     /// drops cached table (walk-cache) entries.
     pub leaf_only: bool,
+    /// The CPUs it must reach: local or broadcast forms.
+    pub reach: Reach,
 }
 
 impl TlbRequest {
-    /// A page-stride, non-leaf-only request: the safe default.
+    /// A page-stride, non-leaf-only, broadcast request: the safe default.
     pub const fn new(start: VirtAddr, end: VirtAddr, scope: Scope) -> Self {
-        Self { start, end, stride: Stride::Page, scope, leaf_only: false }
+        Self { start, end, stride: Stride::Page, scope, leaf_only: false, reach: Reach::Broadcast }
+    }
+
+    /// The same request with another reach.
+    pub const fn with_reach(self, reach: Reach) -> Self {
+        Self { reach, ..self }
     }
 
     /// The same request with another stride.

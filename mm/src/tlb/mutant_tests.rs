@@ -6,7 +6,8 @@
 use super::model::decode;
 use super::op::{OpKind, TlbInstr, TlbiOp};
 use super::operand::{RangeOperand, page_operand, page_operand_ttl};
-use super::{Scope, TlbCaps, TlbRequest, plan};
+use super::test_caps::{Caps, plan};
+use super::{Scope, TlbRequest};
 use crate::addr::VirtAddr;
 
 /// A deterministic xorshift generator: the properties below hold for every 64-bit value.
@@ -88,7 +89,7 @@ fn which_ops_take_a_register() {
     assert!(TlbiOp::Aside1is.has_operand() && TlbiOp::Rvaale1.has_operand());
 }
 
-const RANGE: TlbCaps = TlbCaps { range: true, broadcast: true, errata: super::Errata::NONE };
+const RANGE: Caps = Caps { range: true, broadcast: true, errata: super::Errata::NONE };
 
 /// A reversed request (end below start) is a caller bug: debug builds panic on it.
 #[test]
@@ -108,7 +109,7 @@ fn reversed_request_is_a_whole_flush_in_release_builds() {
     for (start, end) in
         [(0x1000u64, 0x800u64), (0x2000, 0x1800), (0x40_0000, 0x1000), (u64::MAX - 0xfff, 0x1000)]
     {
-        for caps in [RANGE, TlbCaps::BASELINE] {
+        for caps in [RANGE, Caps::BASELINE] {
             let r = TlbRequest::new(VirtAddr(start), VirtAddr(end), Scope::Asid(3));
             let p = plan(&r, caps);
             assert!(p.is_full_flush(), "{start:#x}..{end:#x}: {:x?}", p.iter().collect::<std::vec::Vec<_>>());

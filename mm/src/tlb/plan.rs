@@ -1,11 +1,13 @@
-//! The planner: a pure function from a [`TlbRequest`] and the CPU's [`TlbCaps`] to the list of
+//! The planner: a pure function from a [`TlbRequest`] and the machine's [`TlbFeatures`] to the list of
 //! TLB instructions that invalidates exactly the requested range (module documentation of
 //! [`crate::tlb`] explains the shapes and the bounds). It allocates nothing: a plan is a small
 //! `Copy` value, and the per-step loop (up to 511 ops) is generated lazily by its iterator.
 
 use super::op::{TlbInstr, TlbiOp};
 use super::operand::{RangeOperand, asid_operand, page_operand, range_pages};
-use super::{MAX_DVM_OPS, MAX_RANGE_PLAN_OPS, RANGE_BOUND_PAGES, Scope, TlbCaps, TlbRequest};
+use super::{
+    FlushTarget, MAX_DVM_OPS, MAX_RANGE_PLAN_OPS, RANGE_BOUND_PAGES, Scope, TlbFeatures, TlbRequest,
+};
 use crate::addr::{PAGE_SHIFT, VirtAddr};
 
 /// The shape of a plan.
@@ -134,10 +136,11 @@ impl Iterator for PlanIter {
 
 impl ExactSizeIterator for PlanIter {}
 
-/// The whole-flush plan for `scope`: `ASIDE1IS` for an ASID, `VMALLE1IS` for global entries
-/// (`ASIDE1IS` does not remove global entries).
-pub fn full_flush(scope: Scope, caps: TlbCaps) -> TlbPlan {
-    let b = caps.broadcast;
+/// The whole-flush plan for `target`: `ASIDE1IS` for an ASID, `VMALLE1IS` for global entries
+/// (`ASIDE1IS` does not remove global entries); the local forms for [`Reach::Local`](super::Reach::Local).
+pub fn full_flush(target: FlushTarget) -> TlbPlan {
+    let scope = target.scope;
+    let b = target.reach.is_broadcast();
     let aside = if b { TlbiOp::Aside1is } else { TlbiOp::Aside1 };
     let vmall = if b { TlbiOp::Vmalle1is } else { TlbiOp::Vmalle1 };
     let instr = match scope {
@@ -171,25 +174,26 @@ fn extent(req: &TlbRequest) -> Option<(u64, u128)> {
     Some((start, len))
 }
 
-/// Plans the invalidation of `req` on CPUs with capabilities `caps`.
+/// Plans the invalidation of `req` on a machine with `features`.
 ///
 /// Pure and allocation-free. Properties (all checked by the tests, exhaustively for small
 /// ranges): the decoded ops cover every stride step of the rounded range exactly once and
 /// nothing outside it; with range ops there are at most 5 instructions below
 /// [`RANGE_BOUND_PAGES`] and no single op reaches 4 GiB; without them at most 511; above the
 /// bounds exactly one whole flush of the right kind.
-pub fn plan(req: &TlbRequest, caps: TlbCaps) -> TlbPlan {
+pub fn plan(req: &TlbRequest, features: TlbFeatures) -> TlbPlan {
+    let b = req.reach.is_broadcast();
     let Some((start, len)) = extent(req) else {
-        return TlbPlan { body: Body::Empty, broadcast: caps.broadcast };
+        return TlbPlan { body: Body::Empty, broadcast: b };
     };
     let (asid, all_asids) = match req.scope {
         Scope::Asid(asid) => (asid, false),
         Scope::Global => (0, true),
     };
     let leaf_only = mutant!(req.leaf_only, LeafFormsAlways => true);
-    let b = caps.broadcast;
+    let whole = FlushTarget { scope: req.scope, reach: req.reach };
 
-    if caps.range {
+    if features.range {
         let bound = mutant!(
             RANGE_BOUND_PAGES,
             RangeBoundOffByOne => RANGE_BOUND_PAGES + 1,
@@ -198,7 +202,7 @@ pub fn plan(req: &TlbRequest, caps: TlbCaps) -> TlbPlan {
         );
         let pages = len >> PAGE_SHIFT;
         if pages > u128::from(bound) {
-            return full_flush(req.scope, caps);
+            return full_flush(whole);
         }
         let pages = pages as u64;
         let range_op = mutant!(
@@ -245,7 +249,7 @@ pub fn plan(req: &TlbRequest, caps: TlbCaps) -> TlbPlan {
     let steps = len / u128::from(stride);
     let limit = mutant!(MAX_DVM_OPS, DvmLimitOffByOne => MAX_DVM_OPS + 1);
     if steps >= u128::from(limit) {
-        return full_flush(req.scope, caps);
+        return full_flush(whole);
     }
     TlbPlan {
         body: Body::PerStep {

@@ -8,6 +8,7 @@
 use super::model::{AsidMatch, ModelEntry, decode};
 use super::mutation::{self, Mutation};
 use super::operand::{RangeOperand, page_operand, page_operand_va};
+use super::test_caps::{Caps, plan};
 use super::*;
 use crate::addr::VirtAddr;
 use std::format;
@@ -45,8 +46,8 @@ const BOUNDARY_COUNTS: [u64; 16] = [
     (1 << 21) + 1,
 ];
 
-const RANGE: TlbCaps = TlbCaps { range: true, broadcast: true, errata: Errata::NONE };
-const NO_RANGE: TlbCaps = TlbCaps { range: false, broadcast: true, errata: Errata::NONE };
+const RANGE: Caps = Caps { range: true, broadcast: true, errata: Errata::NONE };
+const NO_RANGE: Caps = Caps { range: false, broadcast: true, errata: Errata::NONE };
 
 fn req(start: u64, pages: u64, scope: Scope) -> TlbRequest {
     TlbRequest::new(VirtAddr(start), VirtAddr(start.wrapping_add(pages * K4)), scope)
@@ -64,7 +65,7 @@ struct Expected {
     full: bool,
 }
 
-fn expected(r: &TlbRequest, caps: TlbCaps) -> Option<Expected> {
+fn expected(r: &TlbRequest, caps: Caps) -> Option<Expected> {
     if r.start == r.end {
         return None;
     }
@@ -79,7 +80,7 @@ fn expected(r: &TlbRequest, caps: TlbCaps) -> Option<Expected> {
 
 /// Checks one plan against the rules of DESIGN.md §5 and `tlbi.md` §7. Returns a description of
 /// the first violation.
-fn check(r: &TlbRequest, caps: TlbCaps, p: &TlbPlan) -> Result<(), String> {
+fn check(r: &TlbRequest, caps: Caps, p: &TlbPlan) -> Result<(), String> {
     let ops: Vec<TlbInstr> = p.iter().collect();
     if ops.len() != p.len() {
         return Err(format!("len() {} but iterator gave {}", p.len(), ops.len()));
@@ -245,7 +246,7 @@ fn min_ops() -> &'static [u8] {
     })
 }
 
-fn check_minimal(r: &TlbRequest, caps: TlbCaps, p: &TlbPlan) -> Result<(), String> {
+fn check_minimal(r: &TlbRequest, caps: Caps, p: &TlbPlan) -> Result<(), String> {
     if let Some(exp) = expected(r, caps)
         && caps.range
         && !exp.full
@@ -259,7 +260,7 @@ fn check_minimal(r: &TlbRequest, caps: TlbCaps, p: &TlbPlan) -> Result<(), Strin
     Ok(())
 }
 
-fn check_all(r: &TlbRequest, caps: TlbCaps) -> Result<(), String> {
+fn check_all(r: &TlbRequest, caps: Caps) -> Result<(), String> {
     let p = plan(r, caps);
     check(r, caps, &p).and_then(|()| check_minimal(r, caps, &p)).map_err(|e| {
         format!(
@@ -272,7 +273,7 @@ fn check_all(r: &TlbRequest, caps: TlbCaps) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 // Model TLB check: fill a model TLB around the range, apply the plan, see what is left.
 
-fn model_check(r: &TlbRequest, caps: TlbCaps) -> Result<(), String> {
+fn model_check(r: &TlbRequest, caps: Caps) -> Result<(), String> {
     let p = plan(r, caps);
     let Some(exp) = expected(r, caps) else {
         return Ok(());
@@ -672,7 +673,7 @@ fn linux_bugs() {
         let linux = compare::linux_plan_count(pages, 1, true);
         assert!(linux <= 5);
         if pages < 1 << 20 {
-            let ours = compare::our_plan_count(&req(BASES[1], pages, Scope::Asid(1)), RANGE);
+            let ours = compare::our_plan_count(&req(BASES[1], pages, Scope::Asid(1)), RANGE.features());
             assert_eq!(linux, ours, "{pages} pages");
         }
     }
@@ -777,17 +778,17 @@ fn errata_table() {
 #[test]
 fn caps_from_id_registers() {
     // QEMU 7.2 -cpu max (tlbi.md §0).
-    let qemu = TlbCaps::from_id_registers(0x1221_1111_1021_2120, 0);
-    assert!(qemu.range && qemu.broadcast && !qemu.errata.repeat_tlbi);
-    assert!(!TlbCaps::from_id_registers(0, 0).range);
-    assert!(!TlbCaps::from_id_registers(1 << 56, 0).range, "FEAT_TLBIOS only");
-    let a55 = TlbCaps::from_id_registers(2 << 56, super::issue::Midr::encode(0x41, 0xd05, 2, 0));
+    let qemu = TlbFeatures::from_id_registers(0x1221_1111_1021_2120, 0);
+    assert!(qemu.range && !qemu.errata.repeat_tlbi);
+    assert!(!TlbFeatures::from_id_registers(0, 0).range);
+    assert!(!TlbFeatures::from_id_registers(1 << 56, 0).range, "FEAT_TLBIOS only");
+    let a55 = TlbFeatures::from_id_registers(2 << 56, super::issue::Midr::encode(0x41, 0xd05, 2, 0));
     assert!(a55.range && a55.errata.repeat_tlbi);
-    let no_range = TlbCaps::from_id_registers(0, 0);
+    let no_range = TlbFeatures::from_id_registers(0, 0);
     let system = qemu.combine(a55).combine(no_range);
-    assert!(!system.range && system.errata.repeat_tlbi && system.broadcast);
-    assert_eq!(TlbCaps::BASELINE, no_range);
-    assert!(!system.local().broadcast && system.local().broadcast().broadcast);
+    assert!(!system.range && system.errata.repeat_tlbi);
+    assert_eq!(TlbFeatures::BASELINE, no_range);
+    assert!(Reach::Broadcast.is_broadcast() && !Reach::Local.is_broadcast());
 }
 
 #[test]

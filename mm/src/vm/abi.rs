@@ -66,7 +66,9 @@ pub struct CodeWindowInfo {
     pub strict: u64,
 }
 
-/// What [`SYS_MM_STATS`] reports (cumulative since boot, for the whole machine).
+/// What [`SYS_MM_STATS`] reports: the TLB instructions and page faults cumulative since boot
+/// for the whole machine; promotions, demotions, folds, unfolds and the frames held for the
+/// calling process; the machine's free frames now.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MmStats {
@@ -86,10 +88,20 @@ pub struct MmStats {
     pub tlbi_asid_local: u64,
     /// Whole-TLB TLBIs issued (local).
     pub tlbi_all_local: u64,
-    /// 2 MiB promotions.
+    /// 2 MiB promotions (this process).
     pub promotions: u64,
-    /// Block demotions.
+    /// Block demotions (this process).
     pub demotions: u64,
-    /// Page faults resolved by demand paging.
+    /// Page faults resolved by demand paging (the whole machine).
     pub page_faults: u64,
+    /// 64 KiB runs given the contiguous hint (this process).
+    pub folds: u64,
+    /// Contiguous runs whose hint was cleared (this process).
+    pub unfolds: u64,
+    /// Data frames this process holds now.
+    pub data_frames: u64,
+    /// Page-table frames this process holds now (the root included).
+    pub table_frames: u64,
+    /// Free frames in the machine now.
+    pub free_frames: u64,
 }

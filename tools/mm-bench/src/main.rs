@@ -58,7 +58,7 @@ use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::{Attributes, UserAccess};
 use mm::paging::{AlignedTable, Constraints, ENTRIES_PER_TABLE, PageTable, Translation, VaRange};
 use mm::tlb::compare::{LINUX_MAX_DVM_OPS, LINUX_MAX_TLBI_RANGE_PAGES, linux_plan_count, one_per_leaf_count};
-use mm::tlb::{Scope, TlbCaps, TlbRequest, plan};
+use mm::tlb::{Scope, TlbFeatures, TlbRequest, plan};
 
 /// Page counts of the TLBI table.
 const RANGES: [u64; 14] = [1, 2, 3, 16, 17, 64, 511, 512, 513, 2048, 65536, (1 << 20) - 1, 1 << 20, 1 << 21];
@@ -98,8 +98,8 @@ fn main() -> ExitCode {
 
 /// Prints the instruction counts of each design for each range of [`RANGES`].
 fn tlbi_table() {
-    let with_range = TlbCaps { range: true, ..TlbCaps::BASELINE };
-    let without = TlbCaps::BASELINE;
+    let with_range = TlbFeatures { range: true, ..TlbFeatures::BASELINE };
+    let without = TlbFeatures::BASELINE;
     println!("a) TLBI instructions to invalidate N pages of 4 KiB (user ASID, non-leaf forms, broadcast)");
     println!("   * = one whole-ASID flush (ASIDE1IS) instead of a per-range plan");
     println!(

@@ -1,0 +1,524 @@
+//! The user-memory layer: one process's memory as the Linux memory calls and the page-fault
+//! handler see it — the map of areas ([`crate::vm::VmMap`], which decides every placement) and
+//! the live page table ([`crate::space::AddressSpace`], which does break-before-make and one
+//! planned flush per call) — with the table effects of each call applied here.
+//!
+//! Why it lives in `mm` and not in the kernel: what a call does to the tables and the TLB — which
+//! pages it unmaps, when a fault completes a 64 KiB run or a 2 MiB range and folds or promotes
+//! it, when a frame may go back — is exactly what a strict host model has to prove, and QEMU
+//! cannot (it ignores the ASID of a TLBI and caches no table entries). So the layer is generic
+//! over the four seams the kernel supplies and the tests replace:
+//! - [`Translation`]: table frames;
+//! - [`TlbHardware`]: the TLB instructions and barriers;
+//! - [`FlushTargets`]: asked at the moment of each flush which ASID and which CPUs it must
+//!   reach (the kernel asks its ASID allocator for the executing CPU; no caller ever "aims" a
+//!   space beforehand, so no call can flush with a target left over from another one);
+//! - [`UserFrames`]: the data frames (zeroed on allocation, handed back only after the flush
+//!   that covers them).
+//!
+//! The kernel keeps system-call decoding, copies to and from user memory, the frame allocator
+//! and the ASID allocator. Every call returns Linux's errno ([`Errno`]) and no input makes it
+//! panic.
+//!
+//! Frames: every data frame is allocated one 4 KiB page at a time (demand paging, populate, the
+//! program image) and goes back one page at a time, even when the space merged pages into a
+//! 2 MiB block or a contiguous run: [`UserStats::frames`] counts them.
+
+#[cfg(test)]
+mod tests;
+
+use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use crate::descriptor::{Attributes, UserAccess};
+use crate::paging::{Constraints, MapError, PageTable, Translation};
+use crate::space::{AddressSpace, FlushTargets, Unmapped};
+use crate::tlb::{TlbFeatures, TlbHardware, TlbIssuer};
+use crate::vm::abi::CodeWindowInfo;
+use crate::vm::map::{MadviseAction, Mapped};
+use crate::vm::{Errno, Layout, Prot, VmMap, VmaFlags, flags};
+
+/// The data frames of user memory: where they come from and how the layer fills them.
+///
+/// The layer calls [`free`](Self::free) only after the TLB invalidation that removed the last
+/// translation of the frame has completed on every CPU that could hold it.
+pub trait UserFrames {
+    /// One zeroed 4 KiB frame, or `None` when memory is exhausted.
+    fn alloc_zeroed(&mut self) -> Option<PhysAddr>;
+
+    /// Gives back a frame from [`alloc_zeroed`](Self::alloc_zeroed).
+    fn free(&mut self, pa: PhysAddr);
+
+    /// Writes `data` into the frame at `pa`, from byte `offset` (`offset + data.len() <= 4096`).
+    fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]);
+
+    /// Makes the frame's contents visible to instruction fetches (clean the D-cache to the point
+    /// of unification, invalidate the I-cache) before it is mapped executable. The default does
+    /// nothing (correct for a host model).
+    fn sync_icache(&mut self, _pa: PhysAddr) {}
+
+    /// Frames free in the whole machine (for `SYS_MM_STATS` and the overcommit heuristic).
+    fn free_frames(&self) -> u64 {
+        0
+    }
+}
+
+/// How a user access faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// A load.
+    Read,
+    /// A store.
+    Write,
+    /// An instruction fetch.
+    Execute,
+}
+
+/// Why a fault is not resolved by demand paging: the kernel turns it into the signal Linux
+/// sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// No mapping covers the address (`SIGSEGV`, `SEGV_MAPERR`).
+    NoMapping,
+    /// The mapping's protection forbids the access (`SIGSEGV`, `SEGV_ACCERR`).
+    Protection {
+        /// The mapping's protection.
+        prot: Prot,
+    },
+    /// No frame (or no table frame) could be had: Linux's out-of-memory path (the kernel ends
+    /// the process with `SIGKILL`).
+    OutOfMemory,
+}
+
+/// Counters of one process's memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct UserStats {
+    /// Page faults resolved by demand paging.
+    pub faults: u64,
+    /// 2 MiB promotions (a level-3 table replaced by a block).
+    pub promotions: u64,
+    /// Blocks split into smaller leaves.
+    pub demotions: u64,
+    /// 64 KiB runs given the contiguous hint.
+    pub folds: u64,
+    /// Contiguous runs whose hint was cleared.
+    pub unfolds: u64,
+    /// Data frames held now.
+    pub data_frames: u64,
+    /// Table frames held now (the root included).
+    pub table_frames: u64,
+}
+
+/// One process's memory (module documentation).
+pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> {
+    space: AddressSpace<T, H, P>,
+    vm: VmMap,
+    frames: D,
+    faults: u64,
+    data_frames: u64,
+}
+
+impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
+    for UserMemory<T, H, P, D>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UserMemory")
+            .field("space", &self.space)
+            .field("mappings", &self.vm.map_count())
+            .field("faults", &self.faults)
+            .field("data_frames", &self.data_frames)
+            .finish()
+    }
+}
+
+/// The page-table attributes of a user mapping with `prot`, or `None` for `PROT_NONE`.
+pub fn user_attrs(prot: Prot) -> Option<Attributes> {
+    let access = match (prot.read() || prot.write() || prot.exec(), prot.write(), prot.exec()) {
+        (false, _, _) => return None,
+        (_, true, true) => UserAccess::ReadWriteExecute,
+        (_, true, false) => UserAccess::ReadWrite,
+        (_, false, true) => UserAccess::ReadExecute,
+        (_, false, false) => UserAccess::ReadOnly,
+    };
+    Some(Attributes::user(access))
+}
+
+/// Whether `prot` allows `access` (arm64 Linux: every readable, writable or executable page may
+/// be read; `PROT_WRITE` implies read).
+pub fn allows(prot: Prot, access: Access) -> bool {
+    match access {
+        Access::Read => prot.read() || prot.write() || prot.exec(),
+        Access::Write => prot.write(),
+        Access::Execute => prot.exec(),
+    }
+}
+
+impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
+    /// An empty user address space over `table` (a fresh, empty lower-half table) with the
+    /// placement `layout`. `targets` is asked at each flush where it goes.
+    pub fn new(
+        table: PageTable<T>,
+        issuer: TlbIssuer<H>,
+        features: TlbFeatures,
+        targets: P,
+        frames: D,
+        layout: Layout,
+    ) -> Self {
+        let space = AddressSpace::user(table, issuer, features, targets);
+        Self { space, vm: VmMap::new(layout), frames, faults: 0, data_frames: 0 }
+    }
+
+    /// The live address space (queries, `root_pa` for TTBR0).
+    pub fn space(&self) -> &AddressSpace<T, H, P> {
+        &self.space
+    }
+
+    /// The map of areas.
+    pub fn vm(&self) -> &VmMap {
+        &self.vm
+    }
+
+    /// The map of areas, mutably: for placement decisions with no table effect (the code window
+    /// set-up, `SYS_MMAP_NEAR` with no populate).
+    pub fn vm_mut(&mut self) -> &mut VmMap {
+        &mut self.vm
+    }
+
+    /// The data-frame provider.
+    pub fn frames(&self) -> &D {
+        &self.frames
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> UserStats {
+        let s = self.space.stats();
+        UserStats {
+            faults: self.faults,
+            promotions: s.promotions,
+            demotions: s.demotions,
+            folds: s.folds,
+            unfolds: s.unfolds,
+            data_frames: self.data_frames,
+            table_frames: self.space.table().stats().tables_in_use(),
+        }
+    }
+
+    // ---- faults ---------------------------------------------------------------------------
+
+    /// Resolves a translation fault at `addr`: allocates a zeroed frame for its page and maps it
+    /// with the area's protection. Invalid to valid needs no TLBI; when the new page completes a
+    /// 64 KiB run or a 2 MiB range the space folds or promotes it with break-before-make and one
+    /// flush, aimed where [`FlushTargets`] says at that moment. A page some other thread
+    /// resolved first is left as it is (the access is retried).
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::NoMapping`], [`Fault::Protection`], [`Fault::OutOfMemory`].
+    pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
+        let vma = self.vm.find(addr).ok_or(Fault::NoMapping)?;
+        let prot = vma.prot;
+        if !allows(prot, access) {
+            return Err(Fault::Protection { prot });
+        }
+        let page = addr & !(PAGE_SIZE - 1);
+        if self.space.query(VirtAddr(page)).is_some() {
+            return Ok(());
+        }
+        let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
+        let frame = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
+        if prot.exec() {
+            // The I-cache must not hold stale lines for the frame's previous life.
+            self.frames.sync_icache(frame);
+        }
+        match self.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
+            Ok(()) => {
+                self.data_frames += 1;
+                self.faults += 1;
+                Ok(())
+            }
+            Err(_) => {
+                // Nothing was mapped (out of table frames): the frame goes straight back.
+                self.frames.free(frame);
+                Err(Fault::OutOfMemory)
+            }
+        }
+    }
+
+    /// Faults in every page of `[start, end)` that is not present (`MAP_POPULATE`,
+    /// `MADV_POPULATE_*`), stopping at the first failure.
+    fn populate(&mut self, start: u64, end: u64, access: Access) -> Result<(), Fault> {
+        let mut page = start & !(PAGE_SIZE - 1);
+        while page < end {
+            self.fault(page, access)?;
+            page += PAGE_SIZE;
+        }
+        Ok(())
+    }
+
+    // ---- table effects --------------------------------------------------------------------
+
+    /// Unmaps `[start, end)` (holes are fine) with one flush, then frees the data frames: they
+    /// are handed back only after the flush has completed.
+    fn unmap_range(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let frames = &mut self.frames;
+        let held = &mut self.data_frames;
+        let result = self.space.unmap(VirtAddr(start), end - start, |u: Unmapped| {
+            for i in 0..u.size / PAGE_SIZE {
+                frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
+                *held -= 1;
+            }
+        });
+        // The range comes from the area map: in the lower half, page aligned. A split of a block
+        // needs a table frame; user spaces hold no blocks they did not promote from pages, so a
+        // failure here would leave pages mapped that the area map no longer has.
+        debug_assert!(result.is_ok(), "unmap of [{start:#x}, {end:#x}) failed: {result:?}");
+    }
+
+    /// Changes the protection of the present pages of `[start, end)` (AP, PXN, UXN in place, as
+    /// the architecture allows), one flush. `PROT_NONE` keeps the pages (a later `mprotect` must
+    /// find their data) but makes them inaccessible from EL0.
+    fn protect_range(&mut self, start: u64, end: u64, prot: Prot) -> Result<(), MapError> {
+        if start >= end {
+            return Ok(());
+        }
+        let attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
+        self.space.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs))
+    }
+
+    // ---- the memory calls -----------------------------------------------------------------
+
+    /// `mmap(addr, len, prot, flags, fd, offset)`. There are no files: a mapping that is not
+    /// anonymous names a descriptor this process does not have (`EBADF`), after the offset check
+    /// that arm64's `sys_mmap` makes first (`EINVAL` for an offset that is not page aligned).
+    ///
+    /// # Errors
+    ///
+    /// Linux's errno values, in Linux's order.
+    pub fn mmap(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        map_flags: u64,
+        fd: i32,
+        offset: u64,
+    ) -> Result<u64, Errno> {
+        if map_flags & flags::MAP_ANONYMOUS == 0 {
+            if offset & (PAGE_SIZE - 1) != 0 {
+                return Err(Errno::EINVAL);
+            }
+            if fd >= 0 {
+                return Err(Errno::EBADF);
+            }
+        }
+        let mapped: Mapped = self.vm.mmap(addr, len, prot, map_flags, fd, offset)?;
+        if let (Some(first), Some(last)) = (mapped.replaced.first(), mapped.replaced.last()) {
+            // MAP_FIXED over existing mappings: one call over the whole span, one flush.
+            let (start, end) = (first.start, last.end);
+            self.unmap_range(start, end);
+        }
+        if mapped.populate {
+            // Best effort, as Linux's MAP_POPULATE: a failure leaves the rest to demand paging.
+            let access = if mapped.prot.write() { Access::Write } else { Access::Read };
+            let _ = self.populate(mapped.addr, mapped.addr + mapped.len, access);
+        }
+        Ok(mapped.addr)
+    }
+
+    /// `munmap(addr, len)`: one flush for the whole range, however many areas it covered.
+    ///
+    /// # Errors
+    ///
+    /// As Linux (`EINVAL` for a bad range).
+    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        let removed = self.vm.munmap(addr, len)?;
+        if let (Some(first), Some(last)) = (removed.first(), removed.last()) {
+            let (start, end) = (first.start, last.end);
+            self.unmap_range(start, end);
+        }
+        Ok(())
+    }
+
+    /// `mprotect(addr, len, prot)`: every area's change in place, then one flush.
+    ///
+    /// # Errors
+    ///
+    /// As Linux (`EINVAL`, `ENOMEM` for a hole after changing what precedes it, `EACCES`);
+    /// `ENOMEM` if splitting a block or run needed a table frame that could not be had.
+    pub fn mprotect(&mut self, addr: u64, len: u64, prot: u64) -> Result<(), Errno> {
+        let protected = self.vm.mprotect(addr, len, prot)?;
+        // Linux gives the whole range one protection: one call, one flush. (Should the changes
+        // ever differ, each gets its own call.)
+        let changes = &protected.changes;
+        let uniform = changes.windows(2).all(|w| w[0].new == w[1].new && w[0].end == w[1].start);
+        let mut table_error = None;
+        match (changes.first(), changes.last()) {
+            (Some(first), Some(last)) if uniform => {
+                let (start, end, new) = (first.start, last.end, first.new);
+                table_error = self.protect_range(start, end, new).err();
+            }
+            _ => {
+                for i in 0..protected.changes.len() {
+                    let c = protected.changes[i];
+                    if let Err(e) = self.protect_range(c.start, c.end, c.new) {
+                        table_error = Some(e);
+                    }
+                }
+            }
+        }
+        if table_error.is_some() {
+            return Err(Errno::ENOMEM);
+        }
+        protected.error.map_or(Ok(()), Err)
+    }
+
+    /// `madvise(addr, len, advice)`: `MADV_DONTNEED` and `MADV_FREE` drop the pages (they read
+    /// zero next time); `MADV_WILLNEED` on anonymous memory does nothing, as on Linux (there is
+    /// no backing store to read ahead from); `MADV_POPULATE_READ`/`WRITE` fault the pages in and
+    /// fail with `ENOMEM` when they cannot.
+    ///
+    /// # Errors
+    ///
+    /// As Linux.
+    pub fn madvise(&mut self, addr: u64, len: u64, advice: u64) -> Result<(), Errno> {
+        let advised = self.vm.madvise(addr, len, advice)?;
+        match advised.action {
+            MadviseAction::Discard | MadviseAction::Free => {
+                if let (Some(first), Some(last)) = (advised.ranges.first(), advised.ranges.last()) {
+                    let (start, end) = (first.0, last.1);
+                    self.unmap_range(start, end);
+                }
+            }
+            MadviseAction::Populate { write } => {
+                let access = if write { Access::Write } else { Access::Read };
+                for &(start, end) in &advised.ranges {
+                    match self.populate(start, end, access) {
+                        Ok(()) => {}
+                        Err(Fault::OutOfMemory) => return Err(Errno::ENOMEM),
+                        // Linux: EFAULT when populating hits a page the protection forbids.
+                        Err(_) => return Err(Errno::EFAULT),
+                    }
+                }
+            }
+            MadviseAction::WillNeed | MadviseAction::None => {}
+        }
+        advised.error.map_or(Ok(()), Err)
+    }
+
+    /// `brk(addr)`: returns the new (or unchanged) break, as Linux does.
+    pub fn brk(&mut self, addr: u64) -> u64 {
+        let outcome = self.vm.brk(addr);
+        if let (Some(first), Some(last)) = (outcome.unmapped.first(), outcome.unmapped.last()) {
+            let (start, end) = (first.start, last.end);
+            self.unmap_range(start, end);
+        }
+        outcome.brk
+    }
+
+    /// `SYS_MMAP_NEAR(target, len, radius, prot, flags)` (this kernel's extension).
+    ///
+    /// # Errors
+    ///
+    /// As `mmap`, and `ENOMEM` when nothing fits within the radius.
+    pub fn map_near(
+        &mut self,
+        target: u64,
+        len: u64,
+        radius: u64,
+        prot: u64,
+        map_flags: u64,
+    ) -> Result<u64, Errno> {
+        Ok(self.vm.map_near(target, len, radius, prot, map_flags)?.addr)
+    }
+
+    /// `SYS_CODE_WINDOW(op, arg, …)`: the window's information for `WINDOW_GET`.
+    ///
+    /// # Errors
+    ///
+    /// As the code window's operations.
+    pub fn code_window_op(&mut self, op: u64, arg: u64) -> Result<Option<CodeWindowInfo>, Errno> {
+        self.vm.code_window_op(op, arg)
+    }
+
+    // ---- program loading ------------------------------------------------------------------
+
+    /// Maps `[start, end)` (page aligned) as a program area with `prot`, every page present,
+    /// filled by `fill(page) -> (offset in the page, bytes)` (the file bytes of the page; the
+    /// rest stays zero). Used for the ELF segments; `flags` is [`VmaFlags::IMAGE`] or
+    /// [`VmaFlags::STACK`].
+    ///
+    /// # Errors
+    ///
+    /// The area map's errno (`ENOMEM`, `EINVAL` for overlapping segments), or `ENOMEM` when a
+    /// frame cannot be had; pages already mapped stay and go with the space.
+    pub fn map_image<'b, F: FnMut(u64) -> Option<(usize, &'b [u8])>>(
+        &mut self,
+        start: u64,
+        end: u64,
+        prot: Prot,
+        flags: VmaFlags,
+        mut fill: F,
+    ) -> Result<(), Errno> {
+        self.vm.map_kernel(start, end - start, prot, flags)?;
+        let Some(attrs) = user_attrs(prot) else { return Ok(()) };
+        let mut page = start;
+        while page < end {
+            let frame = self.frames.alloc_zeroed().ok_or(Errno::ENOMEM)?;
+            if let Some((offset, bytes)) = fill(page) {
+                self.frames.write(frame, offset, bytes);
+            }
+            if prot.exec() {
+                self.frames.sync_icache(frame);
+            }
+            if self.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
+                self.frames.free(frame);
+                return Err(Errno::ENOMEM);
+            }
+            self.data_frames += 1;
+            page += PAGE_SIZE;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at user address `va` through the tables (pages not present are faulted in
+    /// for writing first), crossing pages as needed: the initial stack contents.
+    ///
+    /// # Errors
+    ///
+    /// `EFAULT` when a page is not mapped writable, `ENOMEM` when a frame cannot be had.
+    pub fn write(&mut self, va: u64, data: &[u8]) -> Result<(), Errno> {
+        let mut done = 0;
+        while done < data.len() {
+            let at = va + done as u64;
+            match self.fault(at, Access::Write) {
+                Ok(()) => {}
+                Err(Fault::OutOfMemory) => return Err(Errno::ENOMEM),
+                Err(_) => return Err(Errno::EFAULT),
+            }
+            let pa = self.space.translate(VirtAddr(at)).ok_or(Errno::EFAULT)?;
+            let offset = (at & (PAGE_SIZE - 1)) as usize;
+            let n = (PAGE_SIZE as usize - offset).min(data.len() - done);
+            // `translate` gives the byte's own address; the frame starts at the page boundary.
+            self.frames.write(PhysAddr(pa.0 & !(PAGE_SIZE - 1)), offset, &data[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    // ---- teardown -------------------------------------------------------------------------
+
+    /// Unmaps everything with one flush, frees every data frame after it, then every table
+    /// frame; returns the providers. Call it only when no CPU has the table in a TTBR any more
+    /// (the kernel also invalidates the whole ASID first, so no CPU keeps walk-cache entries of
+    /// the freed tables).
+    pub fn destroy(self) -> (T, P, D) {
+        let Self { space, mut frames, .. } = self;
+        let (translation, _, targets) = space.destroy(|u| {
+            for i in 0..u.size / PAGE_SIZE {
+                frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
+            }
+        });
+        (translation, targets, frames)
+    }
+}

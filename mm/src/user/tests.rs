@@ -1,0 +1,286 @@
+//! Host tests of the user-memory layer: demand paging, the Linux memory calls' table effects and
+//! errno values, frame accounting, and — the point of moving the layer into `mm` — that every
+//! flush, the ones a fault makes when it folds or promotes included, goes where the provider says
+//! at that moment (a provider that changes its answer between calls, as the ASID allocator does
+//! after a rollover or a migration, is followed on every path).
+
+use core::ptr::NonNull;
+use std::boxed::Box;
+use std::collections::BTreeSet;
+use std::vec::Vec;
+
+use super::*;
+use crate::paging::{AlignedTable, VaRange};
+use crate::tlb::{FlushTarget, OpKind, Reach, Scope, TlbStats, TlbiOp};
+use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_WRITE, MADV_WILLNEED};
+use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_POPULATE, MAP_PRIVATE};
+use crate::vm::prot::{PROT_READ, PROT_WRITE};
+
+/// Table frames from the heap.
+struct Heap;
+
+// SAFETY: every frame is a fresh, 4 KiB-aligned boxed `AlignedTable`, owned by the table until it
+// is handed back; `table_ptr` returns the box's own address.
+unsafe impl Translation for Heap {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        Some(PhysAddr(Box::into_raw(Box::new(AlignedTable([0; 512]))) as u64))
+    }
+    fn deallocate_table(&mut self, pa: PhysAddr) {
+        // SAFETY: `pa` came from `allocate_table` and is handed back once.
+        drop(unsafe { Box::from_raw(pa.0 as *mut AlignedTable) });
+    }
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; 512]> {
+        NonNull::new(pa.0 as *mut [u64; 512]).unwrap()
+    }
+}
+
+/// Records every TLBI with its operand.
+#[derive(Default)]
+struct Recorder(Vec<(TlbiOp, u64)>);
+
+impl TlbHardware for Recorder {
+    fn dsb_ishst(&mut self) {}
+    fn dsb_ish(&mut self) {}
+    fn dsb_nshst(&mut self) {}
+    fn dsb_nsh(&mut self) {}
+    fn isb(&mut self) {}
+    fn tlbi(&mut self, op: TlbiOp, operand: u64) {
+        self.0.push((op, operand));
+    }
+}
+
+/// A provider whose answer the test changes between calls; it counts the questions and keeps
+/// what the sink was told.
+struct Targets {
+    now: FlushTarget,
+    asked: u32,
+    issued: TlbStats,
+}
+
+impl FlushTargets for Targets {
+    fn target(&mut self) -> FlushTarget {
+        self.asked += 1;
+        self.now
+    }
+    fn issued(&mut self, stats: &TlbStats) {
+        self.issued.add(stats);
+    }
+}
+
+/// Fake physical frames: numbers from 0x8000_0000 up, with a free list and contents.
+#[derive(Default)]
+struct Frames {
+    next: u64,
+    limit: Option<u64>,
+    live: BTreeSet<u64>,
+    freed: u64,
+    contents: std::collections::BTreeMap<u64, Vec<u8>>,
+}
+
+impl UserFrames for Frames {
+    fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
+        if self.limit.is_some_and(|l| self.live.len() as u64 >= l) {
+            return None;
+        }
+        // Contiguous, 2 MiB-aligned from the start: successive faults can promote.
+        let pa = 0x8000_0000 + self.next * PAGE_SIZE;
+        self.next += 1;
+        self.live.insert(pa);
+        Some(PhysAddr(pa))
+    }
+    fn free(&mut self, pa: PhysAddr) {
+        assert!(self.live.remove(&pa.0), "frame {:#x} freed twice or never allocated", pa.0);
+        self.contents.remove(&pa.0);
+        self.freed += 1;
+    }
+    fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]) {
+        assert!(self.live.contains(&pa.0), "write to a frame not held");
+        let page = self.contents.entry(pa.0).or_insert_with(|| std::vec![0; PAGE_SIZE as usize]);
+        page[offset..offset + data.len()].copy_from_slice(data);
+    }
+}
+
+type Mem = UserMemory<Heap, Recorder, Targets, Frames>;
+
+const RW: u64 = PROT_READ | PROT_WRITE;
+const ANON: u64 = MAP_PRIVATE | MAP_ANONYMOUS;
+
+fn memory(range: bool) -> Mem {
+    let features = TlbFeatures { range, ..TlbFeatures::BASELINE };
+    let table = PageTable::new(Heap, VaRange::Lower).unwrap();
+    let targets = Targets { now: FlushTarget::asid(5, Reach::Local), asked: 0, issued: TlbStats::ZERO };
+    UserMemory::new(
+        table,
+        TlbIssuer::new(Recorder::default(), features.errata),
+        features,
+        targets,
+        Frames::default(),
+        Layout::linux(0x40_0000),
+    )
+}
+
+fn tlbis(m: &Mem) -> &[(TlbiOp, u64)] {
+    &m.space().tlb().hw().0
+}
+
+/// The ASID field of a TLBI operand (bits [63:48]); `None` for the forms without one.
+fn asid_of(op: TlbiOp, operand: u64) -> Option<u16> {
+    (op.kind() != OpKind::All && !op.is_all_asids()).then_some((operand >> 48) as u16)
+}
+
+#[test]
+fn a_fault_maps_a_zeroed_frame_and_checks_the_protection() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 4 * PAGE_SIZE, PROT_READ, ANON, -1, 0).unwrap();
+    assert_eq!(m.fault(a - PAGE_SIZE, Access::Read), Err(Fault::NoMapping));
+    assert_eq!(m.fault(a, Access::Write), Err(Fault::Protection { prot: Prot::READ }));
+    assert_eq!(m.fault(a, Access::Execute), Err(Fault::Protection { prot: Prot::READ }));
+    m.fault(a + 5, Access::Read).unwrap();
+    assert!(m.space().query(VirtAddr(a)).is_some());
+    // The same page again (another thread got there first): nothing new.
+    m.fault(a + 8, Access::Read).unwrap();
+    assert_eq!((m.stats().faults, m.stats().data_frames, m.frames().live.len()), (1, 1, 1));
+    // Invalid to valid: no TLBI, and the provider was never asked.
+    assert!(tlbis(&m).is_empty());
+    assert_eq!(m.space().targets().asked, 0);
+}
+
+/// The bug this layer's provider design removes: a fault that completes a 64 KiB run folds it
+/// with break-before-make, and that flush must use the ASID and reach of the moment — not
+/// whatever an earlier call left behind.
+#[test]
+fn a_fold_at_fault_time_flushes_where_the_provider_says_then() {
+    let mut m = memory(false);
+    let a = m.mmap(0, 64 << 10, RW, ANON, -1, 0).unwrap();
+    assert_eq!(a % (64 << 10), 0, "the test needs a 64 KiB-aligned mapping");
+    for i in 0..15 {
+        m.fault(a + i * PAGE_SIZE, Access::Write).unwrap();
+    }
+    assert!(tlbis(&m).is_empty());
+    // Meanwhile the allocator rolled over (new ASID) and the thread ran on a second CPU.
+    m.space_targets_mut().now = FlushTarget::asid(77, Reach::Broadcast);
+    m.fault(a + 15 * PAGE_SIZE, Access::Write).unwrap();
+    assert_eq!(m.stats().folds, 1);
+    assert_eq!(m.space().targets().asked, 1);
+    let ops = tlbis(&m);
+    assert!(!ops.is_empty());
+    for &(op, x) in ops {
+        assert!(op.is_broadcast(), "{op:?}: local form after the space ran on another CPU");
+        assert_eq!(asid_of(op, x), Some(77), "{op:?} {x:#x}: stale ASID");
+    }
+    // And the sink saw exactly what was issued.
+    assert_eq!(m.space().targets().issued.planned_tlbis(), ops.len() as u64);
+}
+
+#[test]
+fn a_promotion_at_fault_time_is_one_flush_to_the_current_target() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 4 << 20, RW, ANON, -1, 0).unwrap();
+    let block = a.next_multiple_of(2 << 20);
+    for i in 0..511 {
+        m.fault(block + i * PAGE_SIZE, Access::Write).unwrap();
+    }
+    let before = tlbis(&m).len();
+    m.space_targets_mut().now = FlushTarget::asid(9, Reach::Local);
+    m.fault(block + 511 * PAGE_SIZE, Access::Write).unwrap();
+    assert_eq!(m.stats().promotions, 1);
+    let ops = &tlbis(&m)[before..];
+    assert_eq!(ops.len(), 1, "{ops:x?}");
+    assert!(!ops[0].0.is_broadcast());
+    assert_eq!(asid_of(ops[0].0, ops[0].1), Some(9));
+    assert_eq!(m.space().query(VirtAddr(block)).unwrap().size, 2 << 20);
+    // Every frame goes back page by page, promoted or not.
+    m.munmap(a, 4 << 20).unwrap();
+    assert_eq!((m.frames().live.len(), m.frames().freed, m.stats().data_frames), (0, 512, 0));
+}
+
+#[test]
+fn munmap_mprotect_and_teardown_account_for_every_frame() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 32 * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(m.stats().data_frames, 32);
+    m.mprotect(a, 8 * PAGE_SIZE, PROT_READ).unwrap();
+    assert_eq!(m.fault(a, Access::Write), Err(Fault::Protection { prot: Prot::READ }));
+    m.munmap(a + 16 * PAGE_SIZE, 16 * PAGE_SIZE).unwrap();
+    assert_eq!(m.frames().live.len(), 16);
+    // MAP_FIXED over populated pages frees them after the flush.
+    m.mmap(a, 4 * PAGE_SIZE, RW, ANON | MAP_FIXED, -1, 0).unwrap();
+    assert_eq!(m.frames().live.len(), 12);
+    // Each flush asked the provider exactly once, at that flush: two folds while populating,
+    // the mprotect (which unfolds the first run), the munmap and the MAP_FIXED replacement.
+    assert_eq!((m.space().targets().asked, m.space().stats().flushes), (5, 5));
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty(), "leaked {:x?}", frames.live);
+}
+
+#[test]
+fn madvise_hints_do_what_linux_does() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 16 * PAGE_SIZE, RW, ANON, -1, 0).unwrap();
+    // WILLNEED on anonymous memory: nothing (Linux has no backing store to read ahead from).
+    m.madvise(a, 16 * PAGE_SIZE, MADV_WILLNEED).unwrap();
+    assert_eq!(m.stats().data_frames, 0);
+    m.madvise(a, 16 * PAGE_SIZE, MADV_POPULATE_WRITE).unwrap();
+    assert_eq!(m.stats().data_frames, 16);
+    m.madvise(a, 16 * PAGE_SIZE, MADV_DONTNEED).unwrap();
+    assert_eq!((m.stats().data_frames, m.frames().live.len()), (0, 0));
+    // POPULATE_WRITE that cannot get frames fails with ENOMEM (Linux), not success.
+    m.frames_mut_for_test().limit = Some(3);
+    assert_eq!(m.madvise(a, 16 * PAGE_SIZE, MADV_POPULATE_WRITE), Err(Errno::ENOMEM));
+    // MAP_POPULATE is best effort: the mapping exists, the rest is demand paged.
+    let b = m.mmap(0, 8 * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert!(m.vm().find(b).is_some());
+    assert_eq!(m.fault(b + 7 * PAGE_SIZE, Access::Write), Err(Fault::OutOfMemory));
+}
+
+#[test]
+fn mmap_of_a_file_checks_the_offset_before_the_descriptor() {
+    let mut m = memory(true);
+    // arm64's sys_mmap: EINVAL for an unaligned offset comes before the file lookup's EBADF.
+    assert_eq!(m.mmap(0, PAGE_SIZE, PROT_READ, MAP_PRIVATE, 3, 1), Err(Errno::EINVAL));
+    assert_eq!(m.mmap(0, PAGE_SIZE, PROT_READ, MAP_PRIVATE, 3, 0), Err(Errno::EBADF));
+}
+
+#[test]
+fn program_images_and_the_initial_stack_are_written_through_the_tables() {
+    let mut m = memory(true);
+    let text = [0xd5u8; 100];
+    m.map_image(0x40_0000, 0x40_2000, Prot::READ.union(Prot::EXEC), VmaFlags::IMAGE, |page| {
+        (page == 0x40_1000).then_some((16, &text[..]))
+    })
+    .unwrap();
+    assert_eq!(m.stats().data_frames, 2);
+    let pa = m.space().translate(VirtAddr(0x40_1000)).unwrap().0;
+    assert_eq!(&m.frames().contents[&pa][16..116], &text[..]);
+    m.vm_mut().map_kernel(0x7000_0000, 4 * PAGE_SIZE, Prot::RW, VmaFlags::STACK).unwrap();
+    let data: Vec<u8> = (0..6000u32).map(|i| i as u8).collect();
+    m.write(0x7000_0ff0, &data).unwrap();
+    let first = m.space().translate(VirtAddr(0x7000_0000)).unwrap().0;
+    assert_eq!(&m.frames().contents[&first][0xff0..], &data[..16]);
+    assert_eq!(m.write(0x6000_0000, &data), Err(Errno::EFAULT));
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty());
+}
+
+impl Mem {
+    fn space_targets_mut(&mut self) -> &mut Targets {
+        self.space.targets_mut()
+    }
+    fn frames_mut_for_test(&mut self) -> &mut Frames {
+        &mut self.frames
+    }
+}
+
+#[test]
+fn the_global_scope_is_never_asked_for_a_user_space() {
+    // A provider answering Global for a user space would flush every ASID: legal but wasteful;
+    // the space passes the provider's scope through unchanged, so the kernel's provider must
+    // answer with the ASID. This pins that the scope comes from the provider.
+    let mut m = memory(false);
+    m.space_targets_mut().now = FlushTarget { scope: Scope::Global, reach: Reach::Broadcast };
+    let a = m.mmap(0, PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    m.munmap(a, PAGE_SIZE).unwrap();
+    let ops = tlbis(&m);
+    assert_eq!(ops.len(), 1);
+    assert!(ops[0].0.is_all_asids(), "{ops:x?}");
+}
