@@ -5,6 +5,12 @@
 //! than one CPU online): the thread moves itself to another CPU with `sched_setaffinity`, repeats,
 //! and must now see broadcast TLBIs (the first CPU may still hold entries of the address space).
 //!
+//! Phase 3 (the same condition): a page fault that completes a 64 KiB run makes the kernel fold
+//! it, with break-before-make and a flush; touching 15 pages on one CPU and the 16th on another
+//! must give folds whose TLBIs are all broadcast. (This checks the reach of fault-time flushes in
+//! the guest; that the target is the one of the moment and not one left by an earlier call is
+//! proven on the host, where the test controls the allocator's answers.)
+//!
 //! `SYS_MM_STATS` counts for the whole machine, so only the deltas around each phase are used;
 //! the other CPUs are idle in the kernel meanwhile. On Linux (`ENOSYS`) the mode reports and skips.
 //! Also home of the TLBI-counter helpers the thread modes print with.
@@ -192,8 +198,84 @@ pub fn run(ctx: &Ctx) -> bool {
             check!(c, false, "sched_setaffinity to move to another CPU failed: {e}");
         }
     }
+    match fold_after_migration(ctx.page, mask) {
+        Ok((d, folds)) => {
+            say!(
+                "  phase 3 (a fault on another CPU completes a 64 KiB run, {FOLD_TRIES} runs): {folds} folded, TLBI of \
+                 those faults {d}"
+            );
+            if folds == 0 {
+                say!("  phase 3: no run folded (its frames were never contiguous): nothing to check");
+            } else {
+                ok!(
+                    c,
+                    d.local_total() == 0 && d.broadcast_total() > 0,
+                    "phase 3: every fold's flush is broadcast, not local ({d})"
+                );
+            }
+        }
+        Err(why) => {
+            check!(c, false, "phase 3: {why}");
+        }
+    }
     if let Err(e) = sys::sched_setaffinity(mask) {
         check!(c, false, "sched_setaffinity({mask:#x}) to restore the affinity failed: {e}");
     }
     c.done()
+}
+
+/// Runs tried in phase 3: a fold needs the run's 16 frames to be physically contiguous and
+/// 64 KiB aligned, which demand paging gives only when the allocator hands them out in order
+/// from an aligned frame. A spacer page touched before each run shifts the alignment by one
+/// frame, so with an allocator that hands out frames in order one run in 16 folds.
+const FOLD_TRIES: u64 = 64;
+
+/// Phase 3: for up to [`FOLD_TRIES`] 64 KiB-aligned runs, touches pages 0–14 on the first CPU of
+/// `mask`, moves to the second and touches page 15. Returns the TLBI delta summed over the 16th
+/// faults that folded their run, and how many did.
+fn fold_after_migration(page: u64, mask: u64) -> Result<(Delta, u64), alloc::string::String> {
+    let run = 16 * page;
+    let len = (FOLD_TRIES + 1) * run;
+    let base = sys::mmap_anon(0, len, PROT_READ | PROT_WRITE, 0).map_err(|e| alloc::format!("mmap: {e}"))?;
+    let first = base.next_multiple_of(run);
+    let spacer_len = FOLD_TRIES * page;
+    let spacer =
+        sys::mmap_anon(0, spacer_len, PROT_READ | PROT_WRITE, 0).map_err(|e| alloc::format!("mmap: {e}"))?;
+    let mut total = Delta::default();
+    let mut folds = 0;
+    for r in 0..FOLD_TRIES {
+        let start = first + r * run;
+        thread::pin(mask, 0).map_err(|e| alloc::format!("sched_setaffinity: {e}"))?;
+        // SAFETY: inside the spacer mapping.
+        unsafe { ((spacer + r * page) as *mut u64).write_volatile(r) };
+        for p in 0..15 {
+            // SAFETY: inside the fresh RW mapping.
+            unsafe { ((start + p * page) as *mut u64).write_volatile(p) };
+        }
+        thread::pin(mask, 1).map_err(|e| alloc::format!("sched_setaffinity: {e}"))?;
+        let before = sys::mm_stats().map_err(|e| alloc::format!("SYS_MM_STATS: {e}"))?;
+        // SAFETY: inside the mapping.
+        unsafe { ((start + 15 * page) as *mut u64).write_volatile(15) };
+        let after = sys::mm_stats().map_err(|e| alloc::format!("SYS_MM_STATS: {e}"))?;
+        if after.folds > before.folds {
+            folds += after.folds - before.folds;
+            let d = Delta::between(&before, &after);
+            for i in 0..4 {
+                total.broadcast[i] += d.broadcast[i];
+                total.local[i] += d.local[i];
+            }
+        }
+        for p in 0..16 {
+            // SAFETY: inside the mapping.
+            let v = unsafe { ((start + p * page) as *const u64).read_volatile() };
+            if v != p {
+                return Err(alloc::format!("page {p} of run {r} reads {v:#x}"));
+            }
+        }
+    }
+    // SAFETY: the mappings are ours and no longer used.
+    unsafe { sys::munmap(base, len) }.map_err(|e| alloc::format!("munmap: {e}"))?;
+    // SAFETY: as above.
+    unsafe { sys::munmap(spacer, spacer_len) }.map_err(|e| alloc::format!("munmap: {e}"))?;
+    Ok((total, folds))
 }
