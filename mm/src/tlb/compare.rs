@@ -52,6 +52,23 @@ pub fn linux_plan_count(pages: u64, stride_pages: u64, has_range: bool) -> u64 {
     count
 }
 
+/// Number of TLBI instructions of a planner that partitions the range into disjoint ops, the
+/// best a partition can do (and what this planner's first version and Linux's
+/// `__flush_tlb_range_op` issue below 2^20 pages): one range op per SCALE from 3 down for
+/// `rem >> (5*SCALE+1)` units, then one single-page op for an odd count. At most 5.
+pub fn partition_plan_count(pages: u64) -> u64 {
+    let mut rem = pages;
+    let mut count = 0;
+    for scale in (0..4u32).rev() {
+        let units = rem >> (5 * scale + 1);
+        if units > 0 {
+            count += 1;
+            rem -= units << (5 * scale + 1);
+        }
+    }
+    count + rem
+}
+
 /// Number of TLBI instructions of the "one per leaf" approach (google's `aarch64-paging`,
 /// `Mapping::invalidate_range`: one `TLBI VAAE1IS` per leaf descriptor covering the range, no
 /// upper bound) when the range `[start, end)` is mapped with leaves of `leaf_size` bytes.

@@ -23,13 +23,16 @@
 //!
 //! - **nothing** for an empty range;
 //! - **range ops** (FEAT_TLBIRANGE, `ID_AA64ISAR0_EL1.TLB == 2` on every CPU): one range op covers
-//!   `(NUM+1) * 2^(5*SCALE+1)` pages, always an even number. The planner walks SCALE from 3 down
-//!   to 0 and at each scale emits one op for `rem >> (5*SCALE+1)` units, then one single-page op if
-//!   one page is left (odd count). After scale `s+1` the remainder is below `2^(5(s+1)+1)` pages,
-//!   so at scale `s` at most 31 units remain and NUM fits its 5 bits; the plan therefore has at
-//!   most one op per scale plus one single-page op: **at most 5 instructions**. The tests check,
-//!   with an independent dynamic program over all legal op sizes, that this is also the minimum
-//!   number of instructions that covers the range exactly;
+//!   `(NUM+1) * 2^(5*SCALE+1)` pages (always an even number) from any page-aligned base, and
+//!   invalidating an entry twice is harmless, so the ops of a plan may **overlap** as long as none
+//!   leaves the range. The planner takes the largest op `m` that fits in the range's `n` pages
+//!   and places `ceil(n / m)` of them, the last moved back to end at the range's end; one page is
+//!   one single-page op. The largest op is always at least `n / 2`, so **at most 2
+//!   instructions**, and that is the minimum: `k` ops of at most `m` pages cover at most `k * m`
+//!   pages, so no cover has fewer than `ceil(n / m)`. (A partition into disjoint ops, which
+//!   Linux's `__flush_tlb_range_op` and this planner's first version build, needs up to 5:
+//!   511 pages are 448 + 62 + 1 disjointly, but 448 + 448 overlapping.) The tests check the cover
+//!   with the Arm rules' decoder, page by page, and the count against that lower bound;
 //! - **one op per stride step** without FEAT_TLBIRANGE, up to 511 steps (as Linux's
 //!   `MAX_DVM_OPS - 1`: a bound against DVM storms and soft lock-ups on big machines);
 //! - **one whole flush** above the bounds: `ASIDE1IS` for an ASID, `VMALLE1IS` for global
@@ -114,9 +117,9 @@ pub const RANGE_BOUND_PAGES: u64 = (1 << 20) - 1;
 /// `MAX_DVM_OPS` = `PTRS_PER_PTE`): at most 511 single ops are issued.
 pub const MAX_DVM_OPS: u64 = 512;
 
-/// Most instructions in a plan that is not a per-step loop: one range op per SCALE (4) plus one
-/// single-page op.
-pub const MAX_RANGE_PLAN_OPS: usize = 5;
+/// Most instructions in a plan that is not a per-step loop: two range ops (the largest op that
+/// fits is at least half the range, see the planner).
+pub const MAX_RANGE_PLAN_OPS: usize = 2;
 
 /// Which TLB entries a request concerns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -8,12 +8,12 @@ use std::cell::Cell;
 pub(crate) enum Mutation {
     /// NUM = units instead of units − 1 (covers one unit too many).
     NumOffByOne,
-    /// SCALE walked upwards from 0 (the original 2020 order) without the odd-page-first rule.
-    ScaleAscending,
-    /// SCALE starts at 2: big ranges overflow NUM.
-    ScaleStartsAt2,
-    /// The single page left by an odd count is not invalidated.
-    OddPageDropped,
+    /// SCALE 3 never considered: big ranges need more ops than the plan has room for.
+    ScaleCappedAt2,
+    /// A one-page request plans nothing.
+    SinglePageDropped,
+    /// The second op is not moved back to end at the range's end: it covers pages beyond it.
+    SecondOpNotClamped,
     /// Range bound `>` off by one: 2^20 pages (one 4 GiB op) still planned as ranges.
     RangeBoundOffByOne,
     /// Linux's bound, 2^21 pages: ops of 4 GiB and 8 GiB, which QEMU 7.2 ignores.
@@ -49,9 +49,9 @@ impl Mutation {
     /// Every mutation.
     pub(crate) const ALL: [Mutation; 18] = [
         Mutation::NumOffByOne,
-        Mutation::ScaleAscending,
-        Mutation::ScaleStartsAt2,
-        Mutation::OddPageDropped,
+        Mutation::ScaleCappedAt2,
+        Mutation::SinglePageDropped,
+        Mutation::SecondOpNotClamped,
         Mutation::RangeBoundOffByOne,
         Mutation::LinuxRangeBound,
         Mutation::LinuxNumMask,

@@ -15,8 +15,8 @@ use crate::addr::{PAGE_SHIFT, VirtAddr};
 pub enum PlanShape {
     /// Nothing to invalidate.
     Empty,
-    /// Up to [`MAX_RANGE_PLAN_OPS`] instructions: range ops, at most one per SCALE, then at most
-    /// one single-page op (only with FEAT_TLBIRANGE).
+    /// Up to [`MAX_RANGE_PLAN_OPS`] instructions: one single-page op, or one or two range ops of
+    /// one size, possibly overlapping (only with FEAT_TLBIRANGE).
     Ranges,
     /// One single-VA op per stride step, at most `MAX_DVM_OPS - 1` (no FEAT_TLBIRANGE).
     PerStep,
@@ -174,13 +174,38 @@ fn extent(req: &TlbRequest) -> Option<(u64, u128)> {
     Some((start, len))
 }
 
+/// The largest range op of at most `pages` pages (`pages >= 2`) that stays below 4 GiB, as
+/// `(SCALE, units)`: the op covers `units * 2^(5*SCALE+1)` pages, `1 <= units <= 32` (NUM =
+/// units − 1), at SCALE 3 at most 15 units (15 × 2^16 pages = 3.75 GiB; 16 would be 4 GiB,
+/// which QEMU 7.2 ignores, see the module documentation).
+///
+/// It is at least half of `pages` below [`RANGE_BOUND_PAGES`]: for `pages` in `[2^(5s+1),
+/// 2^(5s+6))` the op at SCALE `s` is `pages` rounded down to a multiple of `2^(5s+1)`, more than
+/// `pages − 2^(5s+1)` and at least `2^(5s+1)`, so at least `pages / 2`; at SCALE 3 the cap of 15
+/// units is 983,040 pages, more than half of 2^20. Hence two ops always suffice.
+fn largest_range_op(pages: u64) -> (u32, u64) {
+    let mut best = (0, 0, 0u64);
+    let scales: &[u32] = mutant!(&[3, 2, 1, 0], ScaleCappedAt2 => &[2, 1, 0]);
+    for &scale in scales {
+        let shift = 5 * scale + 1;
+        let cap = if scale == 3 { mutant!(15, LinuxRangeBound => 32) } else { 32 };
+        let units = mutant!((pages >> shift).min(cap), LinuxNumMask => (pages >> shift) & 0x1f);
+        let covered = units << shift;
+        if covered > best.2 {
+            best = (scale, units, covered);
+        }
+    }
+    (best.0, best.1)
+}
+
 /// Plans the invalidation of `req` on a machine with `features`.
 ///
 /// Pure and allocation-free. Properties (all checked by the tests, exhaustively for small
-/// ranges): the decoded ops cover every stride step of the rounded range exactly once and
-/// nothing outside it; with range ops there are at most 5 instructions below
-/// [`RANGE_BOUND_PAGES`] and no single op reaches 4 GiB; without them at most 511; above the
-/// bounds exactly one whole flush of the right kind.
+/// ranges): the decoded ops cover every stride step of the rounded range at least once and
+/// nothing outside it; with range ops there are at most 2 instructions below
+/// [`RANGE_BOUND_PAGES`] — the minimum over all covers whose ops may overlap but stay inside the
+/// range — and no single op reaches 4 GiB; without them one per stride step, at most 511; above
+/// the bounds exactly one whole flush of the right kind.
 pub fn plan(req: &TlbRequest, features: TlbFeatures) -> TlbPlan {
     let b = req.reach.is_broadcast();
     let Some((start, len)) = extent(req) else {
@@ -209,40 +234,35 @@ pub fn plan(req: &TlbRequest, features: TlbFeatures) -> TlbPlan {
             TlbiOp::range(all_asids, leaf_only, b),
             RangeOpWithoutRPrefix => TlbiOp::page(all_asids, leaf_only, b),
         );
-        let mut ops = [TlbInstr { op: TlbiOp::Vmalle1is, operand: 0 }; MAX_RANGE_PLAN_OPS];
-        let mut n = 0;
-        let mut va = start;
-        let mut rem = pages;
-        // Largest scale first: after scale s+1 fewer than 2^(5(s+1)+1) pages remain, so at scale
-        // s at most 31 units are left and NUM (units - 1) fits its 5 bits.
-        let scales: &[u32] = mutant!(
-            &[3, 2, 1, 0],
-            ScaleAscending => &[0, 1, 2, 3],
-            ScaleStartsAt2 => &[2, 1, 0],
-        );
-        for &scale in scales {
-            let shift = 5 * scale + 1;
-            let units = mutant!(rem >> shift, LinuxNumMask => (rem >> shift) & 0x1f);
-            if units == 0 {
-                continue;
-            }
-            let num = mutant!(units - 1, NumOffByOne => units);
-            let operand = RangeOperand::new(asid, VirtAddr(va), scale, num as u32).encode();
-            ops[n] = TlbInstr { op: range_op, operand };
-            n += 1;
-            let covered = range_pages(scale, (units - 1) as u32);
-            va = va.wrapping_add(covered << PAGE_SHIFT);
-            rem -= covered;
-        }
-        // Range ops cover an even number of pages: an odd count leaves one page, done last.
-        if mutant!(rem == 1, OddPageDropped => false) {
-            ops[n] = TlbInstr {
+        if pages == 1 {
+            // Range ops cover an even number of pages: one page is one single-page op.
+            let one = TlbInstr {
                 op: TlbiOp::page(all_asids, leaf_only, b),
-                operand: page_operand(asid, VirtAddr(va)),
+                operand: page_operand(asid, VirtAddr(start)),
             };
-            n += 1;
+            let plan = mutant!(&[one][..], SinglePageDropped => &[][..]);
+            return TlbPlan::fixed(plan, false, b);
         }
-        return TlbPlan::fixed(&ops[..n], false, b);
+        // The largest single op that fits: then ceil(pages / m) ops, which is at most 2 (see
+        // `largest_range_op`), cover the range, the last one moved back so that it ends at the
+        // end: the two may overlap, never leave the range.
+        let (scale, units) = largest_range_op(pages);
+        if units == 0 {
+            // Only a planted bug gets here (NUM masked to 5 bits): it invalidates nothing, as
+            // Linux did before e3ba51ab24fd.
+            return TlbPlan::fixed(&[], false, b);
+        }
+        let m = range_pages(scale, (units - 1) as u32);
+        let count = pages.div_ceil(m).min(MAX_RANGE_PLAN_OPS as u64);
+        let num = mutant!(units - 1, NumOffByOne => units);
+        let mut ops = [TlbInstr { op: TlbiOp::Vmalle1is, operand: 0 }; MAX_RANGE_PLAN_OPS];
+        for (i, slot) in ops.iter_mut().enumerate().take(count as usize) {
+            let first = mutant!((i as u64 * m).min(pages - m), SecondOpNotClamped => i as u64 * m);
+            let va = VirtAddr(start.wrapping_add(first << PAGE_SHIFT));
+            *slot =
+                TlbInstr { op: range_op, operand: RangeOperand::new(asid, va, scale, num as u32).encode() };
+        }
+        return TlbPlan::fixed(&ops[..count as usize], false, b);
     }
 
     let stride = req.stride.bytes();
