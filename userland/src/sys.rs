@@ -21,6 +21,7 @@ pub mod nr {
     pub const SCHED_GETAFFINITY: u64 = 123;
     pub const SCHED_YIELD: u64 = 124;
     pub const GETCPU: u64 = 168;
+    pub const PRCTL: u64 = 167;
     pub const GETTID: u64 = 178;
     pub const MUNMAP: u64 = 215;
     pub const CLONE: u64 = 220;
@@ -40,6 +41,8 @@ pub const MAP_ANONYMOUS: u64 = 0x20;
 pub const MAP_NORESERVE: u64 = 0x4000;
 pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
 pub const MADV_DONTNEED: u64 = 4;
+/// `MADV_NOHUGEPAGE`: faults map single pages (no 64 KiB runs or 2 MiB blocks at once).
+pub const MADV_NOHUGEPAGE: u64 = 15;
 pub const CLOCK_MONOTONIC: u64 = 1;
 pub const FUTEX_WAIT: u64 = 0;
 pub const FUTEX_WAKE: u64 = 1;
@@ -167,7 +170,8 @@ pub unsafe fn mprotect(addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
     unsafe { syscall6(nr::MPROTECT, [addr, len, prot, 0, 0, 0]) }
 }
 
-/// `madvise` (here only `MADV_DONTNEED`, which makes private anonymous pages read zero).
+/// `madvise` (here `MADV_DONTNEED`, which makes private anonymous pages read zero, and
+/// `MADV_NOHUGEPAGE`).
 ///
 /// # Safety
 /// No live reference may rely on the contents of the range.
@@ -272,6 +276,14 @@ pub fn getcpu() -> Result<u32, Errno> {
     // SAFETY: the kernel writes one `unsigned int` to `cpu`; the other pointers are NULL.
     unsafe { syscall6(nr::GETCPU, [&mut cpu as *mut u32 as u64, 0, 0, 0, 0, 0])? };
     Ok(cpu)
+}
+
+/// `prctl(PR_SET_THP_DISABLE, disable, 0, 0, 0)`: faults map single pages only (Linux: no
+/// transparent huge pages for this process).
+pub fn set_thp_disable(disable: bool) -> Result<(), Errno> {
+    // SAFETY: changes only how later faults map memory, not what any mapping contains.
+    unsafe { syscall6(nr::PRCTL, [41, u64::from(disable), 0, 0, 0, 0])? };
+    Ok(())
 }
 
 /// `sched_getaffinity(0, …)`: the calling thread's CPU mask (CPUs 0–63).

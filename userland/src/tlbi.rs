@@ -228,7 +228,7 @@ pub fn run(ctx: &Ctx) -> bool {
 /// 64 KiB aligned, which demand paging gives only when the allocator hands them out in order
 /// from an aligned frame. A spacer page touched before each run shifts the alignment by one
 /// frame, so with an allocator that hands out frames in order one run in 16 folds.
-const FOLD_TRIES: u64 = 64;
+const FOLD_TRIES: u64 = 128;
 
 /// Phase 3: for up to [`FOLD_TRIES`] 64 KiB-aligned runs, touches pages 0–14 on the first CPU of
 /// `mask`, moves to the second and touches page 15. Returns the TLBI delta summed over the 16th
@@ -238,6 +238,12 @@ fn fold_after_migration(page: u64, mask: u64) -> Result<(Delta, u64), alloc::str
     let len = (FOLD_TRIES + 1) * run;
     let base = sys::mmap_anon(0, len, PROT_READ | PROT_WRITE, 0).map_err(|e| alloc::format!("mmap: {e}"))?;
     let first = base.next_multiple_of(run);
+    // Page by page, for the whole process: a fault in fresh memory may otherwise map the whole
+    // run at once (no fold, no flush at all), and the contiguous allocations of such faults
+    // elsewhere change the order in which single frames come.
+    sys::set_thp_disable(true).map_err(|e| alloc::format!("prctl(PR_SET_THP_DISABLE): {e}"))?;
+    // SAFETY: advice on our own fresh mapping; it changes no contents.
+    unsafe { sys::madvise(base, len, sys::MADV_NOHUGEPAGE) }.map_err(|e| alloc::format!("madvise: {e}"))?;
     let spacer_len = FOLD_TRIES * page;
     let spacer =
         sys::mmap_anon(0, spacer_len, PROT_READ | PROT_WRITE, 0).map_err(|e| alloc::format!("mmap: {e}"))?;
@@ -277,5 +283,6 @@ fn fold_after_migration(page: u64, mask: u64) -> Result<(Delta, u64), alloc::str
     unsafe { sys::munmap(base, len) }.map_err(|e| alloc::format!("munmap: {e}"))?;
     // SAFETY: as above.
     unsafe { sys::munmap(spacer, spacer_len) }.map_err(|e| alloc::format!("munmap: {e}"))?;
+    sys::set_thp_disable(false).map_err(|e| alloc::format!("prctl(PR_SET_THP_DISABLE): {e}"))?;
     Ok((total, folds))
 }

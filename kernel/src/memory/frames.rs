@@ -86,6 +86,18 @@ impl mm::user::UserFrames for UserFrames {
         );
     }
 
+    fn alloc_zeroed_contiguous(&mut self, pages: u64) -> Option<PhysAddr> {
+        // Buddy blocks are aligned to their size (mm::user checks it anyway).
+        let first = alloc(pages as usize)?;
+        let bytes = (pages * PAGE_SIZE) as usize;
+        // SAFETY: `pages` fresh frames, physically contiguous, owned by nobody else, reached
+        // through the linear map.
+        unsafe {
+            core::ptr::write_bytes(crate::memory::layout::phys_to_linear(first.0) as *mut u8, 0, bytes)
+        };
+        Some(first)
+    }
+
     fn free_frames(&self) -> u64 {
         let (allocated, total) = usage();
         (total - allocated) as u64

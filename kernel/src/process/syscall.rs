@@ -62,6 +62,8 @@ pub mod nr {
     pub const UNAME: u64 = 160;
     /// getcpu(cpu, node, cache)
     pub const GETCPU: u64 = 168;
+    /// prctl(option, arg2, arg3, arg4, arg5)
+    pub const PRCTL: u64 = 167;
     /// getpid()
     pub const GETPID: u64 = 172;
     /// gettid()
@@ -100,6 +102,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::UNAME => uname(&p, a[0]),
         nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
         nr::GETCPU => getcpu(&p, a[0], a[1]),
+        nr::PRCTL => super::vm_syscalls::prctl(&p, a[0], a[1], a[2], a[3], a[4]),
         nr::SCHED_YIELD => {
             frame.x[0] = 0;
             return Action::Yield;

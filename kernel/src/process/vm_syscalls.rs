@@ -1,6 +1,7 @@
 //! The memory system calls: decoding and copies only. What each call does to the areas, the page
 //! table and the TLB is `mm::user`'s (host-tested, and proven on the strict model); this module
 //! takes the process's memory lock, calls it, and turns the result into Linux's return value.
+use mm::user::LargeFaults;
 use mm::vm::Errno;
 use mm::vm::abi::{CodeWindowInfo, MmStats, WINDOW_GET};
 
@@ -53,6 +54,27 @@ pub fn brk(p: &Process, addr: u64) -> i64 {
 /// `SYS_MMAP_NEAR(target, len, radius, prot, flags)` (this kernel's extension, see the ABI).
 pub fn mmap_near(p: &Process, target: u64, len: u64, radius: u64, prot: u64, map_flags: u64) -> i64 {
     with_mm(p, |mm| mm.map_near(target, len, radius, prot, map_flags).map_or_else(errno, |a| a as i64))
+}
+
+/// `PR_SET_THP_DISABLE` / `PR_GET_THP_DISABLE`: Linux's per-process switch for faults that map
+/// more than one page (here: whole 64 KiB runs and 2 MiB blocks, see `mm::user::LargeFaults`).
+const PR_SET_THP_DISABLE: u64 = 41;
+const PR_GET_THP_DISABLE: u64 = 42;
+
+/// `prctl(option, arg2, arg3, arg4, arg5)`: the memory options; every other option is EINVAL, as
+/// Linux answers an option it does not know.
+pub fn prctl(p: &Process, option: u64, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i64 {
+    match option {
+        // Linux: EINVAL unless arg3..arg5 are 0.
+        PR_SET_THP_DISABLE if arg3 | arg4 | arg5 != 0 => -EINVAL,
+        PR_SET_THP_DISABLE => with_mm(p, |mm| {
+            mm.set_large_faults(if arg2 != 0 { LargeFaults::NONE } else { LargeFaults::ALL });
+            0
+        }),
+        PR_GET_THP_DISABLE if arg2 | arg3 | arg4 | arg5 != 0 => -EINVAL,
+        PR_GET_THP_DISABLE => with_mm(p, |mm| i64::from(mm.large_faults() == LargeFaults::NONE)),
+        _ => -EINVAL,
+    }
 }
 
 /// `SYS_CODE_WINDOW(op, arg, info)`.

@@ -22,7 +22,7 @@
 //!
 //! Frames: every data frame is allocated one 4 KiB page at a time (demand paging, populate, the
 //! program image) and goes back one page at a time, even when the space merged pages into a
-//! 2 MiB block or a contiguous run: [`UserStats::frames`] counts them.
+//! 2 MiB block or a contiguous run: [`UserStats::data_frames`] counts them.
 
 #[cfg(test)]
 mod tests;
@@ -55,11 +55,48 @@ pub trait UserFrames {
     /// nothing (correct for a host model).
     fn sync_icache(&mut self, _pa: PhysAddr) {}
 
+    /// `pages` (16 or 512) physically contiguous zeroed frames, aligned to their size, for a
+    /// fault that maps a whole 64 KiB run or 2 MiB block at once; `None` when there are none
+    /// (the fault then maps one page). They go back one page at a time through
+    /// [`free`](Self::free). The default has none.
+    fn alloc_zeroed_contiguous(&mut self, _pages: u64) -> Option<PhysAddr> {
+        None
+    }
+
     /// Frames free in the whole machine (for `SYS_MM_STATS` and the overcommit heuristic).
     fn free_frames(&self) -> u64 {
         0
     }
 }
+
+/// Whether a fault may map more than the faulting page (a per-process switch).
+///
+/// A fault in fresh anonymous memory can map a whole 64 KiB run (with the contiguous hint) or a
+/// whole 2 MiB block at once, in its final form, from contiguous frames: every entry goes from
+/// invalid to valid, so no break-before-make and no TLBI is needed, where mapping page by page
+/// and folding or promoting afterwards costs a break-before-make and a flush per run or block.
+/// The price is memory: a program that touches one byte per 64 KiB gets 16 pages per touch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LargeFaults {
+    /// Map a whole 64 KiB run when the aligned run lies inside the mapping and none of its
+    /// pages is present.
+    pub runs: bool,
+    /// Map a whole 2 MiB block when the aligned block lies inside the mapping, none of its pages
+    /// is present, and the mapping asked for it (`MADV_HUGEPAGE`) or free memory is plentiful
+    /// ([`BLOCK_FREE_FRAMES_FACTOR`] blocks' worth free).
+    pub blocks: bool,
+}
+
+impl LargeFaults {
+    /// Runs and blocks (the default).
+    pub const ALL: Self = Self { runs: true, blocks: true };
+    /// One page per fault (and fold or promote afterwards, as the space's policy says).
+    pub const NONE: Self = Self { runs: false, blocks: false };
+}
+
+/// A fault maps a 2 MiB block without `MADV_HUGEPAGE` only while at least this many blocks'
+/// worth of frames (512 each) are free in the machine: 64 blocks = 128 MiB.
+pub const BLOCK_FREE_FRAMES_FACTOR: u64 = 64;
 
 /// How a user access faulted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,6 +130,10 @@ pub enum Fault {
 pub struct UserStats {
     /// Page faults resolved by demand paging.
     pub faults: u64,
+    /// Faults that mapped a whole 64 KiB run at once.
+    pub fault_runs: u64,
+    /// Faults that mapped a whole 2 MiB block at once.
+    pub fault_blocks: u64,
     /// 2 MiB promotions (a level-3 table replaced by a block).
     pub promotions: u64,
     /// Blocks split into smaller leaves.
@@ -113,7 +154,10 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     vm: VmMap,
     frames: D,
     faults: u64,
+    fault_runs: u64,
+    fault_blocks: u64,
     data_frames: u64,
+    large: LargeFaults,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -163,7 +207,16 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         layout: Layout,
     ) -> Self {
         let space = AddressSpace::user(table, issuer, features, targets);
-        Self { space, vm: VmMap::new(layout), frames, faults: 0, data_frames: 0 }
+        Self {
+            space,
+            vm: VmMap::new(layout),
+            frames,
+            faults: 0,
+            fault_runs: 0,
+            fault_blocks: 0,
+            data_frames: 0,
+            large: LargeFaults::ALL,
+        }
     }
 
     /// The live address space (queries, `root_pa` for TTBR0).
@@ -187,11 +240,23 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         &self.frames
     }
 
+    /// Whether faults map whole runs and blocks.
+    pub fn large_faults(&self) -> LargeFaults {
+        self.large
+    }
+
+    /// Sets whether faults map whole runs and blocks (pages already mapped stay as they are).
+    pub fn set_large_faults(&mut self, large: LargeFaults) {
+        self.large = large;
+    }
+
     /// The counters.
     pub fn stats(&self) -> UserStats {
         let s = self.space.stats();
         UserStats {
             faults: self.faults,
+            fault_runs: self.fault_runs,
+            fault_blocks: self.fault_blocks,
             promotions: s.promotions,
             demotions: s.demotions,
             folds: s.folds,
@@ -223,23 +288,81 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return Ok(());
         }
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
+        let (vstart, vend, vflags) = (vma.start, vma.end, vma.flags);
+        for size in [crate::addr::BLOCK_2M, 16 * PAGE_SIZE] {
+            if self.large_candidate(vstart, vend, vflags, page, size) {
+                let start = page & !(size - 1);
+                let pages = size / PAGE_SIZE;
+                if let Some(first) = self.frames.alloc_zeroed_contiguous(pages) {
+                    if first.0 % size == 0 && self.map_fresh(start, first, size, attrs, prot) {
+                        if size == crate::addr::BLOCK_2M {
+                            self.fault_blocks += 1;
+                        } else {
+                            self.fault_runs += 1;
+                        }
+                        return Ok(());
+                    }
+                    for i in 0..pages {
+                        self.frames.free(PhysAddr(first.0 + i * PAGE_SIZE));
+                    }
+                }
+            }
+        }
         let frame = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
+        if self.map_fresh(page, frame, PAGE_SIZE, attrs, prot) {
+            Ok(())
+        } else {
+            // Nothing was mapped (out of table frames): the frame goes straight back.
+            self.frames.free(frame);
+            Err(Fault::OutOfMemory)
+        }
+    }
+
+    /// Whether a fault at `page` of the mapping `[vstart, vend)` may map the whole aligned
+    /// `size` (64 KiB run or 2 MiB block) around it: private anonymous memory that is not a
+    /// stack, the aligned range inside the mapping and nothing of it present, the switch and the
+    /// mapping's advice allowing it, and for a block either `MADV_HUGEPAGE` or plenty of free
+    /// memory.
+    fn large_candidate(&self, vstart: u64, vend: u64, vflags: VmaFlags, page: u64, size: u64) -> bool {
+        let block = size == crate::addr::BLOCK_2M;
+        let allowed = if block { self.large.blocks } else { self.large.runs };
+        let kind_ok = !vflags.contains(VmaFlags::NOHUGEPAGE)
+            && !vflags.contains(VmaFlags::SHARED)
+            && !vflags.contains(VmaFlags::STACK)
+            && !vflags.contains(VmaFlags::IMAGE);
+        let start = page & !(size - 1);
+        let inside = start >= vstart && start.checked_add(size).is_some_and(|e| e <= vend);
+        if !allowed || !kind_ok || !inside {
+            return false;
+        }
+        if block
+            && !vflags.contains(VmaFlags::HUGEPAGE)
+            && self.frames.free_frames() < BLOCK_FREE_FRAMES_FACTOR * (size / PAGE_SIZE)
+        {
+            return false;
+        }
+        let mut present = false;
+        let _ = self.space.table().walk(VirtAddr(start), size, |_| present = true);
+        !present
+    }
+
+    /// Maps `[va, va + size)` to fresh frames from `pa` (invalid to valid: no TLBI; the space
+    /// may still fold or promote what a single page completes). Counts the frames. Returns
+    /// whether it mapped.
+    fn map_fresh(&mut self, va: u64, pa: PhysAddr, size: u64, attrs: Attributes, prot: Prot) -> bool {
+        let pages = size / PAGE_SIZE;
         if prot.exec() {
-            // The I-cache must not hold stale lines for the frame's previous life.
-            self.frames.sync_icache(frame);
-        }
-        match self.space.map(VirtAddr(page), frame, PAGE_SIZE, attrs, Constraints::NONE) {
-            Ok(()) => {
-                self.data_frames += 1;
-                self.faults += 1;
-                Ok(())
-            }
-            Err(_) => {
-                // Nothing was mapped (out of table frames): the frame goes straight back.
-                self.frames.free(frame);
-                Err(Fault::OutOfMemory)
+            // The I-cache must not hold stale lines for the frames' previous life.
+            for i in 0..pages {
+                self.frames.sync_icache(PhysAddr(pa.0 + i * PAGE_SIZE));
             }
         }
+        if self.space.map(VirtAddr(va), pa, size, attrs, Constraints::NONE).is_err() {
+            return false;
+        }
+        self.data_frames += pages;
+        self.faults += 1;
+        true
     }
 
     /// Faults in every page of `[start, end)` that is not present (`MAP_POPULATE`,

@@ -75,6 +75,10 @@ struct Frames {
     live: BTreeSet<u64>,
     freed: u64,
     contents: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Whether contiguous runs can be had.
+    contiguous: bool,
+    /// What `free_frames` reports.
+    free_frames: u64,
 }
 
 impl UserFrames for Frames {
@@ -93,6 +97,21 @@ impl UserFrames for Frames {
         self.contents.remove(&pa.0);
         self.freed += 1;
     }
+    fn alloc_zeroed_contiguous(&mut self, pages: u64) -> Option<PhysAddr> {
+        if !self.contiguous || self.limit.is_some_and(|l| self.live.len() as u64 + pages > l) {
+            return None;
+        }
+        self.next = self.next.next_multiple_of(pages);
+        let first = 0x8000_0000 + self.next * PAGE_SIZE;
+        for i in 0..pages {
+            self.live.insert(first + i * PAGE_SIZE);
+        }
+        self.next += pages;
+        Some(PhysAddr(first))
+    }
+    fn free_frames(&self) -> u64 {
+        self.free_frames
+    }
     fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]) {
         assert!(self.live.contains(&pa.0), "write to a frame not held");
         let page = self.contents.entry(pa.0).or_insert_with(|| std::vec![0; PAGE_SIZE as usize]);
@@ -109,14 +128,100 @@ fn memory(range: bool) -> Mem {
     let features = TlbFeatures { range, ..TlbFeatures::BASELINE };
     let table = PageTable::new(Heap, VaRange::Lower).unwrap();
     let targets = Targets { now: FlushTarget::asid(5, Reach::Local), asked: 0, issued: TlbStats::ZERO };
-    UserMemory::new(
+    let mut m = UserMemory::new(
         table,
         TlbIssuer::new(Recorder::default(), features.errata),
         features,
         targets,
         Frames::default(),
         Layout::linux(0x40_0000),
-    )
+    );
+    // Page by page, as the tests of the calls expect; `large_memory` has the large faults.
+    m.set_large_faults(LargeFaults::NONE);
+    m
+}
+
+/// A memory whose frames can be had contiguously, with plenty free.
+fn large_memory() -> Mem {
+    let mut m = memory(true);
+    m.set_large_faults(LargeFaults::ALL);
+    m.frames_mut_for_test().contiguous = true;
+    m.frames_mut_for_test().free_frames = 1 << 20;
+    m
+}
+
+/// Fresh memory faults in without a single TLBI: whole 64 KiB runs and 2 MiB blocks mapped in
+/// their final form, where mapping page by page costs a break-before-make and a flush per fold.
+#[test]
+fn large_faults_map_runs_and_blocks_without_tlbi() {
+    let mut m = large_memory();
+    let a = m.mmap(0, 8 << 20, RW, ANON, -1, 0).unwrap();
+    let block = a.next_multiple_of(2 << 20);
+    for p in 0..512 {
+        m.fault(block + p * PAGE_SIZE, Access::Write).unwrap();
+    }
+    assert_eq!(m.space().query(VirtAddr(block)).unwrap().size, 2 << 20);
+    assert_eq!((m.stats().fault_blocks, m.stats().faults, m.stats().data_frames), (1, 1, 512));
+    assert!(tlbis(&m).is_empty(), "{:x?}", tlbis(&m));
+    // Below the block threshold of free memory only runs.
+    m.frames_mut_for_test().free_frames = 0;
+    let run_area = block + (2 << 20);
+    for p in 0..32 {
+        m.fault(run_area + p * PAGE_SIZE, Access::Write).unwrap();
+    }
+    let leaf = m.space().query(VirtAddr(run_area)).unwrap();
+    assert!(leaf.size == PAGE_SIZE && leaf.contiguous, "{leaf:?}");
+    assert_eq!(m.stats().fault_runs, 2);
+    assert!(tlbis(&m).is_empty());
+    // MADV_HUGEPAGE asks for blocks whatever the free memory; MADV_NOHUGEPAGE for pages.
+    let next = run_area + (2 << 20);
+    m.madvise(next, 2 << 20, crate::vm::advice::MADV_HUGEPAGE).unwrap();
+    m.fault(next, Access::Read).unwrap();
+    assert_eq!(m.stats().fault_blocks, 2);
+    m.mmap(next, 2 << 20, RW, ANON | MAP_FIXED, -1, 0).unwrap();
+    m.madvise(next, 2 << 20, crate::vm::advice::MADV_NOHUGEPAGE).unwrap();
+    m.fault(next, Access::Write).unwrap();
+    let leaf = m.space().query(VirtAddr(next)).unwrap();
+    assert!(leaf.size == PAGE_SIZE && !leaf.contiguous, "{leaf:?}");
+    // Every frame comes back, page by page.
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty());
+}
+
+/// The price, stated: a program touching one byte per 64 KiB holds 16 times the pages.
+#[test]
+fn a_sparse_toucher_pays_for_large_faults() {
+    let touch = |m: &mut Mem| {
+        let a = m.mmap(0, 4 << 20, RW, ANON, -1, 0).unwrap();
+        let start = a.next_multiple_of(64 << 10);
+        for i in 0..32 {
+            m.fault(start + i * (64 << 10), Access::Write).unwrap();
+        }
+        m.stats().data_frames
+    };
+    let mut small = memory(true);
+    let mut large = large_memory();
+    large.frames_mut_for_test().free_frames = 0; // runs only
+    let (s, l) = (touch(&mut small), touch(&mut large));
+    assert_eq!((s, l), (32, 32 * 16));
+}
+
+/// A partial munmap or mprotect of a run mapped at fault time unfolds it (no table frame
+/// needed) and keeps the pages outside the range.
+#[test]
+fn a_partial_change_of_a_fault_time_run_unfolds_it() {
+    let mut m = large_memory();
+    m.frames_mut_for_test().free_frames = 0;
+    let a = m.mmap(0, 128 << 10, RW, ANON, -1, 0).unwrap();
+    let run = a.next_multiple_of(64 << 10);
+    m.fault(run, Access::Write).unwrap();
+    assert_eq!(m.stats().fault_runs, 1);
+    let kept = m.space().translate(VirtAddr(run + 5 * PAGE_SIZE)).unwrap();
+    m.mprotect(run, PAGE_SIZE, PROT_READ).unwrap();
+    m.munmap(run + PAGE_SIZE, PAGE_SIZE).unwrap();
+    assert_eq!(m.space().translate(VirtAddr(run + 5 * PAGE_SIZE)), Some(kept));
+    assert!(!m.space().query(VirtAddr(run + 5 * PAGE_SIZE)).unwrap().contiguous);
+    assert_eq!((m.stats().data_frames, m.frames().live.len()), (15, 15));
 }
 
 fn tlbis(m: &Mem) -> &[(TlbiOp, u64)] {

@@ -875,6 +875,10 @@ impl VmMap {
                 MADV_DOFORK => v.flags = v.flags.difference(VmaFlags::DONTFORK),
                 MADV_WIPEONFORK => v.flags = v.flags.union(VmaFlags::WIPEONFORK),
                 MADV_KEEPONFORK => v.flags = v.flags.difference(VmaFlags::WIPEONFORK),
+                MADV_HUGEPAGE => v.flags = v.flags.union(VmaFlags::HUGEPAGE).difference(VmaFlags::NOHUGEPAGE),
+                MADV_NOHUGEPAGE => {
+                    v.flags = v.flags.union(VmaFlags::NOHUGEPAGE).difference(VmaFlags::HUGEPAGE)
+                }
                 _ => {}
             }
             v

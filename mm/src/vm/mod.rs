@@ -197,7 +197,7 @@ impl core::fmt::Debug for Prot {
 
 /// What kind of mapping a VMA is; mappings merge only when these are equal.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct VmaFlags(u8);
+pub struct VmaFlags(u16);
 
 impl VmaFlags {
     /// Shared anonymous memory (`MAP_SHARED | MAP_ANONYMOUS`): the kernel must keep the frames
@@ -215,6 +215,11 @@ impl VmaFlags {
     pub const DONTFORK: VmaFlags = VmaFlags(32);
     /// Zero in the child after fork (`MADV_WIPEONFORK`).
     pub const WIPEONFORK: VmaFlags = VmaFlags(64);
+    /// `MADV_HUGEPAGE`: faults may map whole 2 MiB blocks whenever the aligned block lies inside
+    /// the mapping, whatever the free-memory state.
+    pub const HUGEPAGE: VmaFlags = VmaFlags(128);
+    /// `MADV_NOHUGEPAGE`: faults map single pages only (no 64 KiB runs, no 2 MiB blocks).
+    pub const NOHUGEPAGE: VmaFlags = VmaFlags(256);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {
@@ -236,7 +241,8 @@ impl VmaFlags {
 
 impl core::fmt::Debug for VmaFlags {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let names = ["shared", "code", "heap", "stack", "image", "dontfork", "wipeonfork"];
+        let names =
+            ["shared", "code", "heap", "stack", "image", "dontfork", "wipeonfork", "hugepage", "nohugepage"];
         let mut first = true;
         write!(f, "[")?;
         for (i, n) in names.iter().enumerate() {
