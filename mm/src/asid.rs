@@ -297,7 +297,7 @@ impl<const CPUS: usize, const WORDS: usize> AsidAllocator<CPUS, WORDS> {
         }
         self.active[cpu] = ctx.id;
         ctx.cpus = ctx.cpus.with(cpu);
-        (ctx.asid, flush)
+        (ctx.asid, mutant!(flush, RolloverFlushSkipped => false))
     }
 
     /// Gives `ctx` (new, or of an older generation) an ASID of the current generation.

@@ -3,7 +3,7 @@
 //!
 //! # When an entry is usable
 //! The hardware judges an entry by its tag only: CPU `c` uses an entry tagged ASID `a`
-//! (Arm ARM (DDI 0487) D8.16 "Translation Lookaside Buffers", on ASID-tagged entries) while its
+//! (Arm ARM (DDI 0487) chapter D8, "Translation Lookaside Buffers", on ASID-tagged entries) while its
 //! TTBR0 holds `a`, and it will use it after any later switch to `a` that does not flush first.
 //! So an entry of `c` tagged `a` is *usable* when
 //! - `c` runs a thread with ASID `a` now: it is checked against that process's tables; or

@@ -102,6 +102,20 @@ fn caught_with(m: Mutation, cfg: Config, seeds: u64) -> Option<String> {
     })
 }
 
+/// (a) A fault path that ignores the current flush target: the fold or promotion it makes
+/// flushes ASID 0 with the local forms, so the process's old small entries stay on every CPU
+/// (the executing one included: ASID 0 is not the process's).
+#[test]
+fn planted_fault_flush_that_ignores_the_target_is_caught() {
+    for (cpus, range) in [(2, true), (4, false)] {
+        let mut cfg = config(cpus, 3, 3, range, 0, 0x5eed_0400);
+        cfg.ops = 5_000;
+        let e = caught_with(Mutation::FaultFlushIgnoresTarget, cfg, 4);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fault flush with a stale target was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
 /// (b) "Local forms after a migration": the reach decision looks only at where the process
 /// runs now. A process that left a CPU leaves its entries there; a local flush on the CPU it
 /// runs on now misses them.
@@ -114,6 +128,16 @@ fn planted_reach_that_ignores_migration_is_caught() {
         let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a reach that ignores migrations was not caught"));
         println!("caught: {}", e.lines().next().unwrap_or_default());
     }
+}
+
+/// A rollover without the CPU's local flush: a recycled ASID finds the old owner's entries.
+#[test]
+fn planted_rollover_without_flush_is_caught() {
+    let mut cfg = config(2, 2, 3, true, 0, 0x5eed_0500);
+    cfg.ops = 5_000;
+    let e =
+        caught_with(Mutation::RolloverFlushSkipped, cfg, 4).expect("a skipped rollover flush was not caught");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
 }
 
 /// The planner's planted bugs that change what a user flush removes are caught here too,

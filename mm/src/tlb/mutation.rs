@@ -48,6 +48,12 @@ pub(crate) enum Mutation {
     /// battery): the reach of an invalidation looks only at the CPUs that run the address space
     /// now, ignoring one it ran on before a migration, whose TLB may still hold its entries.
     ReachIgnoresMigration,
+    /// A fault that folds or promotes flushes with a target decided long before (ASID 0 and the
+    /// local forms, where a new process's space had been aimed), not the provider's answer now.
+    FaultFlushIgnoresTarget,
+    /// A switch after an ASID rollover does not ask for the CPU's full local flush, so a
+    /// recycled ASID meets the entries its previous owner left.
+    RolloverFlushSkipped,
 }
 
 impl Mutation {
