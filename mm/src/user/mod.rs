@@ -22,7 +22,7 @@
 //!
 //! Frames: every data frame is allocated one 4 KiB page at a time (demand paging, populate, the
 //! program image) and goes back one page at a time, even when the space merged pages into a
-//! 2 MiB block or a contiguous run: [`UserStats::frames`] counts them.
+//! 2 MiB block or a contiguous run: [`UserStats::data_frames`] counts them.
 
 #[cfg(test)]
 mod tests;
