@@ -13,12 +13,14 @@
 //! - [`checks`]: what is usable, stale-entry and frame-release checks;
 //! - [`hw`]: the `Translation` and `TlbHardware` seams of the code under test over the machine;
 //! - [`driver`]: seeded random operation sequences, checked after every step;
+//! - `rules`: one scenario per rule of the machine, so that each is shown to bite;
 //! - `tests`: the runs, and the planted bugs the model must catch.
 
 mod checks;
 mod driver;
 mod hw;
 mod machine;
+mod rules;
 mod tests;
 
 /// splitmix64: a fast seeded generator, so that every run is reproducible from its seed.
