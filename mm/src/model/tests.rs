@@ -44,12 +44,14 @@ fn config(cpus: usize, asid_bits: u32, slots: usize, range: bool, share: u64, s:
     }
 }
 
-/// The run did what it is for: rollovers, promotions, folds, local and broadcast flushes.
+/// The run did what it is for: rollovers, promotions, folds, local and broadcast flushes,
+/// switches between operations and in the middle of them.
 fn assert_covered(r: &Report) {
     assert!(r.rollovers > 0, "no ASID rollover: {r:?}");
     assert!(r.user.promotions > 0 && r.user.folds > 0, "no promotion or fold: {r:?}");
     assert!(r.machine.local_tlbis > 0 && r.machine.tlbis > r.machine.local_tlbis, "{r:?}");
     assert!(r.machine.rollover_flushes > 0 && r.exits > 0, "{r:?}");
+    assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
 }
 
 #[test]
