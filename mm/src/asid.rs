@@ -297,7 +297,7 @@ impl<const CPUS: usize, const WORDS: usize> AsidAllocator<CPUS, WORDS> {
         }
         self.active[cpu] = ctx.id;
         ctx.cpus = ctx.cpus.with(cpu);
-        (ctx.asid, flush)
+        (ctx.asid, mutant!(flush, RolloverFlushSkipped => false))
     }
 
     /// Gives `ctx` (new, or of an older generation) an ASID of the current generation.
@@ -423,7 +423,8 @@ impl<const CPUS: usize, const WORDS: usize> AsidAllocator<CPUS, WORDS> {
     /// invalidation must use the broadcast (inner-shareable) forms, otherwise the local forms on
     /// `this_cpu` suffice.
     pub fn may_be_cached_elsewhere(&self, ctx: &AsidContext, this_cpu: usize) -> bool {
-        !self.cpus_may_cache(ctx).without(this_cpu).is_empty()
+        let cpus = mutant!(self.cpus_may_cache(ctx), ReachIgnoresMigration => self.running_set(ctx.id));
+        !cpus.without(this_cpu).is_empty()
     }
 
     /// How far an invalidation of `ctx` issued on `this_cpu` must reach, as

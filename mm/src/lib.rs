@@ -26,6 +26,30 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+// Mutation hooks. In test builds `mutant!(original, Name => mutated, …)` evaluates `mutated`
+// while the named mutation is active on the current thread (see `tlb/mutation.rs`), so the tests
+// can plant the bugs that Linux and the FreeBSD review found, and wrong flush decisions, and show
+// that the checks catch them. In every other build it is exactly `original`: the mutated
+// expressions are never compiled. Defined before the modules so that every module can use it.
+#[cfg(test)]
+macro_rules! mutant {
+    ($original:expr $(, $name:ident => $mutated:expr)+ $(,)?) => {
+        $(
+            if $crate::tlb::mutation::active($crate::tlb::mutation::Mutation::$name) {
+                $mutated
+            } else
+        )+ {
+            $original
+        }
+    };
+}
+#[cfg(not(test))]
+macro_rules! mutant {
+    ($original:expr $(, $name:ident => $mutated:expr)+ $(,)?) => {
+        $original
+    };
+}
+
 pub mod addr;
 pub mod asid;
 pub mod descriptor;
@@ -35,3 +59,6 @@ pub mod space;
 pub mod tlb;
 pub mod user;
 pub mod vm;
+
+#[cfg(test)]
+mod model;

@@ -408,7 +408,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         }
         let isb = self.needs_isb(&record) || self.exec(attrs);
         if n > 0 {
-            self.flush(&record);
+            // The planted bug (test builds) is the kernel's old fault path: a fold or promotion
+            // flushed where a new process's space had been aimed, ASID 0 with the local forms.
+            mutant!(
+                self.flush(&record),
+                FaultFlushIgnoresTarget => self.flush_to(&record, FlushTarget::asid(0, crate::tlb::Reach::Local))
+            );
             for &(r, s) in &regions[..n] {
                 self.table.finish(r, s, &mut |_| {});
             }
@@ -641,6 +646,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         // must walk the new tables (see [`FlushTargets`]).
         self.tlb.hw_mut().dsb_ishst();
         let target = self.targets.target();
+        self.flush_to(record, target);
+    }
+
+    /// Plans and issues the invalidation for `record` (which needs one) to `target`, and reports
+    /// what was issued to the provider's sink.
+    fn flush_to(&mut self, record: &PendingFlush, target: FlushTarget) {
         // A global leaf in a user table is never written (`fix`), but if one were, only the
         // all-ASID forms would remove it; the kernel's entries are all global.
         let scope =

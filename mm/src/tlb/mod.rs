@@ -62,29 +62,6 @@
 //! repeated get `TLBI; DSB ISH; TLBI` for each instruction, as Linux's
 //! `ARM64_WORKAROUND_REPEAT_TLBI`.
 
-// Mutation hooks. In test builds `mutant!(original, Name => mutated, …)` evaluates `mutated`
-// while the named mutation is active on the current thread (see `mutation.rs`), so the tests can
-// plant the bugs that Linux and the FreeBSD review found and show that the checks catch them. In
-// every other build it is exactly `original`: the mutated expressions are never compiled.
-#[cfg(test)]
-macro_rules! mutant {
-    ($original:expr $(, $name:ident => $mutated:expr)+ $(,)?) => {
-        $(
-            if $crate::tlb::mutation::active($crate::tlb::mutation::Mutation::$name) {
-                $mutated
-            } else
-        )+ {
-            $original
-        }
-    };
-}
-#[cfg(not(test))]
-macro_rules! mutant {
-    ($original:expr $(, $name:ident => $mutated:expr)+ $(,)?) => {
-        $original
-    };
-}
-
 pub mod compare;
 pub mod issue;
 pub mod model;
@@ -96,7 +73,7 @@ pub mod stats;
 #[cfg(test)]
 mod mutant_tests;
 #[cfg(test)]
-mod mutation;
+pub(crate) mod mutation;
 #[cfg(test)]
 pub(crate) mod test_caps;
 #[cfg(test)]

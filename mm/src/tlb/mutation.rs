@@ -1,5 +1,6 @@
 //! Test-only mutation switch: the planted bugs that the `mutant!` hooks in the planner, the
-//! operand builders and the issuer can turn on, one at a time, on the current thread.
+//! operand builders, the issuer and the flush decisions (the ASID allocator's reach, the
+//! address space's flush target) can turn on, one at a time, on the current thread.
 
 use std::cell::Cell;
 
@@ -43,10 +44,21 @@ pub(crate) enum Mutation {
     MissingFinalDsb,
     /// The repeated-TLBI erratum is ignored.
     IgnoreRepeatErratum,
+    /// Flush decisions (caught by the multi-CPU model in `mm/src/model`, not by the planner's
+    /// battery): the reach of an invalidation looks only at the CPUs that run the address space
+    /// now, ignoring one it ran on before a migration, whose TLB may still hold its entries.
+    ReachIgnoresMigration,
+    /// A fault that folds or promotes flushes with a target decided long before (ASID 0 and the
+    /// local forms, where a new process's space had been aimed), not the provider's answer now.
+    FaultFlushIgnoresTarget,
+    /// A switch after an ASID rollover does not ask for the CPU's full local flush, so a
+    /// recycled ASID meets the entries its previous owner left.
+    RolloverFlushSkipped,
 }
 
 impl Mutation {
-    /// Every mutation.
+    /// Every mutation of the planner, the operands and the issuer (the planner's battery
+    /// catches each of them).
     pub(crate) const ALL: [Mutation; 18] = [
         Mutation::NumOffByOne,
         Mutation::ScaleCappedAt2,

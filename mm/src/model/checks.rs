@@ -1,0 +1,144 @@
+//! The checks of the machine: which cached entries a CPU can still use, whether they agree with
+//! the tables, and whether a frame is freed while a CPU can still reach it.
+//!
+//! # When an entry is usable
+//! The hardware judges an entry by its tag only: CPU `c` uses an entry tagged ASID `a`
+//! (Arm ARM (DDI 0487) chapter D8, "Translation Lookaside Buffers", on ASID-tagged entries) while its
+//! TTBR0 holds `a`, and it will use it after any later switch to `a` that does not flush first.
+//! So an entry of `c` tagged `a` is *usable* when
+//! - `c` runs a thread with ASID `a` now: it is checked against that process's tables; or
+//! - `c` does not owe a rollover flush and a live process holds `a` (current generation, or
+//!   carried because it was running at the rollover): a switch to it needs no flush (the
+//!   allocator's fast path), so the entry is checked against that process's tables.
+//!
+//! The second rule reads the allocator's "flush owed" state to know which future switches skip
+//! the flush; the allocator's own promise is checked by the first rule at every switch (a switch
+//! that should have flushed and did not leaves a usable entry of another process's tables).
+//! Entries of exited processes, and entries of an ASID that its CPU must flush before it can run
+//! any ASID again, are not usable and not checked.
+
+use std::format;
+use std::vec::Vec;
+
+use super::machine::{Entry, Kind, Machine};
+use crate::addr::VirtAddr;
+use crate::descriptor::level_size;
+
+impl Machine {
+    /// The process whose tables an entry of `cpu` tagged `tag` is used for, if it is usable
+    /// (module documentation).
+    pub(super) fn user_of(&self, cpu: usize, tag: Option<u16>) -> Option<usize> {
+        let tag = tag?;
+        let c = &self.cpus[cpu];
+        if let Some((p, _)) = c.thread
+            && c.asid == tag
+        {
+            return Some(p);
+        }
+        if self.alloc.flush_pending(cpu) {
+            return None;
+        }
+        self.procs.iter().position(|q| {
+            q.alive
+                && q.ctx.has_asid()
+                && q.ctx.asid() == tag
+                && (self.alloc.is_current(&q.ctx) || self.running(q.ctx.id()))
+        })
+    }
+
+    /// Whether some CPU runs a thread of the process with context id `id`.
+    fn running(&self, id: u64) -> bool {
+        self.cpus.iter().any(|c| c.thread.is_some_and(|(p, _)| self.procs[p].ctx.id() == id))
+    }
+
+    /// Whether entry `e` agrees with the current tables of process `p`: a table entry with the
+    /// table descriptor there now (pointing at an allocated table frame), a leaf with every
+    /// descriptor it stands for (all 16 of a contiguous run): output address, size, contiguous
+    /// hint and attributes.
+    fn agrees(&self, e: &Entry, p: usize) -> bool {
+        let level = u32::from(e.level);
+        let size = level_size(level);
+        (0..e.size / size).all(|j| {
+            let va = e.va.wrapping_add(j * size);
+            let mut table = self.procs[p].root;
+            for l in 0..level {
+                match self.read(table, VirtAddr(va).table_index(l)) {
+                    Some(d) if d.is_table(l) => table = d.output_address().0,
+                    _ => return false,
+                }
+            }
+            let Some(d) = self.read(table, VirtAddr(va).table_index(level)) else { return false };
+            match e.kind {
+                Kind::Table { next } => {
+                    d.is_table(level) && d.output_address().0 == next && self.is_table(next)
+                }
+                Kind::Leaf { pa, attrs, contiguous } => {
+                    d.is_leaf(level)
+                        && d.is_contiguous() == contiguous
+                        && d.attributes() == attrs
+                        && d.output_address().0 == pa + j * size
+                }
+            }
+        })
+    }
+
+    /// No stale translation usable on any CPU: every usable entry agrees with the tables of the
+    /// process that would use it. Called at operation boundaries, where no break-before-make
+    /// sequence is in flight. `changed` is where the step may have changed a table (process,
+    /// first VA, length): an entry already found to agree with the same process is checked
+    /// again only if it overlaps that range (tables change nowhere else), or when `full`.
+    pub(super) fn check_all(&mut self, when: &str, changed: Option<(usize, u64, u64)>, full: bool) {
+        let mut found = Vec::new();
+        for cpu in 0..self.cpus.len() {
+            for i in 0..self.cpus[cpu].tlb.len() {
+                let e = self.cpus[cpu].tlb[i];
+                let Some(p) = self.user_of(cpu, e.tag) else { continue };
+                let uid = self.procs[p].uid;
+                let dirty = changed.is_some_and(|(q, lo, len)| q == p && e.overlaps(lo, len));
+                if !full && !dirty && e.agreed == Some(uid) {
+                    continue;
+                }
+                if self.agrees(&e, p) {
+                    self.cpus[cpu].tlb[i].agreed = Some(uid);
+                } else {
+                    found.push(format!(
+                        "{when}: stale entry usable on CPU {cpu} for process {p} (ASID {:?}): {e:x?}",
+                        e.tag
+                    ));
+                }
+            }
+            // Everything issued is completed by the end of an operation.
+            if !self.cpus[cpu].issued.is_empty() {
+                found.push(format!("{when}: CPU {cpu} has TLBIs that no DSB completed"));
+            }
+        }
+        for f in found {
+            self.violation(f);
+        }
+    }
+
+    /// No frame freed while a CPU can reach it: a table frame through a usable walk-cache entry
+    /// that points to it, a data frame through a usable leaf that maps it.
+    pub(super) fn check_frame_unreachable(&mut self, pa: u64, size: u64, table: bool) {
+        let mut found = Vec::new();
+        for cpu in 0..self.cpus.len() {
+            for e in &self.cpus[cpu].tlb {
+                let reaches = match e.kind {
+                    Kind::Table { next } => table && next == pa,
+                    Kind::Leaf { pa: p, .. } => !table && p < pa + size && pa < p + e.size,
+                };
+                if reaches && let Some(user) = self.user_of(cpu, e.tag) {
+                    let what = if table { "table" } else { "data" };
+                    found.push(format!(
+                        "{what} frame {pa:#x} freed while CPU {cpu} can still reach it (process {user}, \
+                         ASID {:?}): {e:x?}",
+                        e.tag
+                    ));
+                }
+            }
+        }
+        for f in found {
+            self.violation(f);
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! The random driver: seeded, reproducible sequences of faults, populations that complete a
+//! 64 KiB run or a 2 MiB range, mprotect, munmap, madvise(DONTNEED), thread switches and
+//! migrations, and process exits and spawns (which burn ASIDs, so small ASID spaces roll over
+//! often), each operation run by a thread of the process on the CPU it runs on, and the
+//! machine's checks after every step.
+
+use core::cell::RefCell;
+use std::collections::VecDeque;
+use std::format;
+use std::rc::Rc;
+use std::string::String;
+
+use super::hw::{ModelFrames, ModelHw, ModelMem, ModelTargets, Shared};
+use super::machine::{Counts, Machine, Proc};
+use crate::addr::{BLOCK_2M, PAGE_SIZE};
+use crate::paging::{PageTable, VaRange};
+use crate::tlb::{Errata, TlbFeatures, TlbIssuer};
+use crate::user::{Access, UserMemory, UserStats};
+use crate::vm::Layout;
+use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_READ};
+use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE};
+use crate::vm::prot::{PROT_EXEC, PROT_READ, PROT_WRITE};
+
+/// Pages of each process's window: two 2 MiB ranges, across a 1 GiB boundary.
+const WINDOW_PAGES: u64 = 1024;
+/// A 64 KiB run.
+const RUN_PAGES: u64 = 16;
+/// Every this many steps, every usable entry is compared with the tables again, whether or not
+/// the step could have changed what it depends on.
+const FULL_CHECK_EVERY: u64 = 64;
+/// The protections the driver gives: read-write, read-only, read-execute, none.
+const PROTS: [u64; 4] = [PROT_READ | PROT_WRITE, PROT_READ, PROT_READ | PROT_EXEC, 0];
+
+/// One run of the model.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Config {
+    pub(super) cpus: usize,
+    pub(super) asid_bits: u32,
+    /// Process slots (each holds one live process; an exit spawns a new one in the slot).
+    pub(super) slots: usize,
+    /// FEAT_TLBIRANGE.
+    pub(super) range: bool,
+    /// Operations to run.
+    pub(super) ops: u64,
+    pub(super) seed: u64,
+    /// Percent of steps that end a process and spawn a new one.
+    pub(super) exit_percent: u64,
+    /// Whether, in the middle of an operation, another thread of the operating process may be
+    /// scheduled on another CPU (as a real scheduler may). Sound only when the reach of each
+    /// flush is decided at the flush, after the table writes are visible.
+    pub(super) sibling_switches: bool,
+    /// Whether the flush target is decided before each operation (as the kernel did before
+    /// `FlushTargets`) instead of at each flush.
+    pub(super) decided_before: bool,
+}
+
+type Memory = UserMemory<ModelMem, ModelHw, ModelTargets, ModelFrames>;
+
+/// A step queued by a multi-step operation.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A fault on one page.
+    Fault { slot: usize, page: u64, cursor: bool },
+    /// `MADV_POPULATE_READ` over `[page, page + pages)`: the pages fault in in address order.
+    Populate { slot: usize, page: u64, pages: u64 },
+}
+
+/// The counts of a finished run.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Report {
+    pub(super) steps: u64,
+    pub(super) machine: Counts,
+    pub(super) user: UserStats,
+    pub(super) rollovers: u64,
+    pub(super) exits: u64,
+}
+
+pub(super) struct Driver {
+    m: Shared,
+    cfg: Config,
+    features: TlbFeatures,
+    slots: std::vec::Vec<Option<Memory>>,
+    queue: VecDeque<Step>,
+    step: u64,
+    /// Where this step changed a table: (slot, first VA, end VA).
+    changed: Option<(usize, u64, u64)>,
+    exits: u64,
+    spawned: u64,
+    /// Counters of the processes that exited.
+    user: UserStats,
+}
+
+fn lo_of(slot: usize) -> u64 {
+    (slot as u64 + 1) * (1 << 30) - BLOCK_2M
+}
+
+fn add(total: &mut UserStats, s: &UserStats) {
+    total.faults += s.faults;
+    total.promotions += s.promotions;
+    total.demotions += s.demotions;
+    total.folds += s.folds;
+    total.unfolds += s.unfolds;
+}
+
+impl Driver {
+    pub(super) fn new(cfg: Config) -> Self {
+        let m = Rc::new(RefCell::new(Machine::new(cfg.cpus, cfg.asid_bits, cfg.seed)));
+        m.borrow_mut().mid_op_switches = true;
+        m.borrow_mut().mid_op_same_process = cfg.sibling_switches;
+        let features = TlbFeatures { range: cfg.range, ..TlbFeatures::BASELINE };
+        let mut d = Self {
+            m,
+            cfg,
+            features,
+            slots: std::vec::Vec::new(),
+            queue: VecDeque::new(),
+            step: 0,
+            changed: None,
+            exits: 0,
+            spawned: 0,
+            user: UserStats::default(),
+        };
+        for s in 0..cfg.slots {
+            d.slots.push(None);
+            d.m.borrow_mut().procs.push(Proc {
+                uid: 0,
+                root: 0,
+                lo: lo_of(s),
+                pages: WINDOW_PAGES,
+                ctx: crate::asid::AsidContext::new(),
+                threads: 1,
+                alive: false,
+            });
+            d.spawn(s);
+        }
+        d
+    }
+
+    /// A new process in `slot`: an empty table, a fresh ASID context, one or two threads, and
+    /// one read-write anonymous mapping over its window.
+    fn spawn(&mut self, slot: usize) {
+        let table = PageTable::new(ModelMem(self.m.clone()), VaRange::Lower).expect("root table");
+        let root = table.root_pa().0;
+        let issuer = TlbIssuer::new(ModelHw(self.m.clone()), Errata::NONE);
+        let targets = ModelTargets { m: self.m.clone(), slot };
+        let frames = ModelFrames(self.m.clone());
+        let layout = Layout::linux(0x40_0000);
+        self.slots[slot] = Some(UserMemory::new(table, issuer, self.features, targets, frames, layout));
+        self.spawned += 1;
+        let mut m = self.m.borrow_mut();
+        let threads = 1 + m.rng.below(2) as usize;
+        m.procs[slot] = Proc {
+            uid: self.spawned,
+            root,
+            lo: lo_of(slot),
+            pages: WINDOW_PAGES,
+            ctx: crate::asid::AsidContext::new(),
+            threads,
+            alive: true,
+        };
+        drop(m);
+        self.mmap(slot, 0, WINDOW_PAGES, PROTS[0]);
+    }
+
+    /// Runs the configured number of steps; the first violation ends the run with a report
+    /// that names the seed and the step.
+    pub(super) fn run(mut self) -> Result<Report, String> {
+        while self.step < self.cfg.ops {
+            self.step += 1;
+            let what = self.one_step();
+            let mut m = self.m.borrow_mut();
+            m.noise(4);
+            let changed = self.changed.take().map(|(slot, lo, hi)| {
+                let lo = lo & !(BLOCK_2M - 1);
+                (slot, lo, hi.next_multiple_of(BLOCK_2M) - lo)
+            });
+            m.check_all(&what, changed, self.step.is_multiple_of(FULL_CHECK_EVERY));
+            if !m.violations.is_empty() {
+                return Err(format!(
+                    "seed {:#x}, {:?}: step {} ({what}): {}",
+                    self.cfg.seed,
+                    self.cfg,
+                    self.step,
+                    m.violations.join("\n  ")
+                ));
+            }
+        }
+        let m = self.m.borrow();
+        let mut user = self.user;
+        for s in self.slots.iter().flatten() {
+            add(&mut user, &s.stats());
+        }
+        Ok(Report {
+            steps: self.step,
+            machine: m.counts,
+            user,
+            rollovers: m.alloc.rollovers(),
+            exits: self.exits,
+        })
+    }
+
+    fn rand(&self, n: u64) -> u64 {
+        self.m.borrow_mut().rng.below(n)
+    }
+
+    fn one_step(&mut self) -> String {
+        if let Some(step) = self.queue.pop_front() {
+            return self.queued(step);
+        }
+        let r = self.rand(100);
+        let slot = self.rand(self.cfg.slots as u64) as usize;
+        let page = self.rand(WINDOW_PAGES);
+        match r {
+            0..=27 => {
+                let cursor = self.rand(10) < 7;
+                self.queued(Step::Fault { slot, page, cursor })
+            }
+            28..=32 => {
+                // Complete a 64 KiB run: fault its pages one by one.
+                let first = page & !(RUN_PAGES - 1);
+                for p in first..first + RUN_PAGES {
+                    self.queue.push_back(Step::Fault { slot, page: p, cursor: true });
+                }
+                self.queued(Step::Fault { slot, page, cursor: true })
+            }
+            33..=35 => {
+                // Complete a 2 MiB range: populate all but one page, then fault that one.
+                let region = page & !511;
+                let last = region + self.rand(512);
+                self.queue.push_back(Step::Populate { slot, page: last + 1, pages: region + 512 - last - 1 });
+                self.queue.push_back(Step::Fault { slot, page: last, cursor: true });
+                self.queued(Step::Populate { slot, page: region, pages: last - region })
+            }
+            36..=46 => {
+                let (page, pages) = self.random_range(page);
+                let prot = PROTS[self.rand(4) as usize];
+                self.mprotect(slot, page, pages, prot)
+            }
+            47..=51 => {
+                let (page, pages) = self.random_range(page);
+                let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let r = self.operate(slot, page, pages, |mem| mem.munmap(va, len));
+                format!("munmap slot {slot} pages {page:#x}+{pages}: {r:?}")
+            }
+            52..=57 => {
+                let (page, pages) = self.random_range(page);
+                let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, MADV_DONTNEED));
+                format!("madvise(DONTNEED) slot {slot} pages {page:#x}+{pages}: {r:?}")
+            }
+            58..=62 => {
+                let (page, pages) = self.random_range(page);
+                let prot = PROTS[self.rand(3) as usize];
+                self.mmap(slot, page, pages, prot)
+            }
+            63..=89 => {
+                self.m.borrow_mut().random_switch(false);
+                String::from("switch")
+            }
+            _ if r < 90 + self.cfg.exit_percent => self.exit(slot),
+            _ => {
+                self.m.borrow_mut().noise(8);
+                String::from("walks")
+            }
+        }
+    }
+
+    /// A range of 1 to 64 pages from `page`, a whole 2 MiB range, or the whole window.
+    fn random_range(&mut self, page: u64) -> (u64, u64) {
+        match self.rand(10) {
+            0 => (0, WINDOW_PAGES),
+            1 | 2 => (page & !511, 512),
+            _ => (page, (1 + self.rand(64)).min(WINDOW_PAGES - page)),
+        }
+    }
+
+    fn queued(&mut self, step: Step) -> String {
+        match step {
+            Step::Fault { slot, page, cursor } => {
+                let access = [Access::Read, Access::Write, Access::Execute][self.rand(3) as usize];
+                self.m.borrow_mut().cursor = cursor.then_some((slot, page));
+                let r = self.operate(slot, page, 1, |mem| mem.fault(lo_of(slot) + page * PAGE_SIZE, access));
+                format!("fault slot {slot} page {page:#x} {access:?}: {r:?}")
+            }
+            Step::Populate { slot, page, pages } => {
+                self.m.borrow_mut().cursor = Some((slot, page));
+                let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, MADV_POPULATE_READ));
+                format!("populate slot {slot} pages {page:#x}+{pages}: {r:?}")
+            }
+        }
+    }
+
+    /// Picks a CPU running a thread of `slot` (scheduling one on a random CPU if none does),
+    /// makes it the executing CPU, and runs `f` on the process's memory. With
+    /// `decided_before`, the flush target is fixed now rather than asked for at each flush.
+    fn operate<R>(&mut self, slot: usize, page: u64, pages: u64, f: impl FnOnce(&mut Memory) -> R) -> R {
+        let cpu = {
+            let mut m = self.m.borrow_mut();
+            let running: std::vec::Vec<usize> =
+                (0..m.cpus.len()).filter(|&c| m.cpus[c].thread.is_some_and(|(p, _)| p == slot)).collect();
+            match running.len() {
+                0 => {
+                    let (cpus, threads) = (m.cpus.len() as u64, m.procs[slot].threads as u64);
+                    let c = m.rng.below(cpus) as usize;
+                    let t = m.rng.below(threads) as usize;
+                    m.schedule(c, Some((slot, t)));
+                    c
+                }
+                n => running[m.rng.below(n as u64) as usize],
+            }
+        };
+        let mem = self.slots[slot].as_mut().expect("live slot");
+        {
+            let mut m = self.m.borrow_mut();
+            m.current = cpu;
+            m.in_op = Some(slot);
+            m.hot = Some((slot, lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE));
+            if self.cfg.decided_before {
+                m.decided = Some(m.alloc.flush_target(&m.procs[slot].ctx, cpu));
+            }
+        }
+        let r = f(mem);
+        let (lo, hi) = (lo_of(slot) + page * PAGE_SIZE, lo_of(slot) + (page + pages) * PAGE_SIZE);
+        self.changed = Some(match self.changed {
+            Some((s, l, h)) if s == slot => (slot, l.min(lo), h.max(hi)),
+            _ => (slot, lo, hi),
+        });
+        let mut m = self.m.borrow_mut();
+        m.in_op = None;
+        m.hot = None;
+        m.cursor = None;
+        m.decided = None;
+        r
+    }
+
+    fn mmap(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
+        let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let r = self.operate(slot, page, pages, |mem| {
+            mem.mmap(va, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+        });
+        assert_eq!(r, Ok(va), "mmap(MAP_FIXED) at {va:#x}");
+        format!("mmap(MAP_FIXED) slot {slot} pages {page:#x}+{pages} prot {prot:#x}")
+    }
+
+    fn mprotect(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
+        let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let r = self.operate(slot, page, pages, |mem| mem.mprotect(va, len, prot));
+        format!("mprotect slot {slot} pages {page:#x}+{pages} prot {prot:#x}: {r:?}")
+    }
+
+    /// The process in `slot` exits: its threads stop, a CPU destroys its memory (every frame
+    /// back after the flush), and a new process takes the slot.
+    fn exit(&mut self, slot: usize) -> String {
+        self.exits += 1;
+        let cpu = {
+            let mut m = self.m.borrow_mut();
+            for c in 0..m.cpus.len() {
+                if m.cpus[c].thread.is_some_and(|(p, _)| p == slot) {
+                    m.schedule(c, None);
+                }
+            }
+            m.procs[slot].alive = false;
+            let cpus = m.cpus.len() as u64;
+            let cpu = m.rng.below(cpus) as usize;
+            m.current = cpu;
+            cpu
+        };
+        let mem = self.slots[slot].take().expect("live slot");
+        add(&mut self.user, &mem.stats());
+        let _ = mem.destroy();
+        self.spawn(slot);
+        format!("exit and respawn of slot {slot} on CPU {cpu}")
+    }
+}

@@ -1,0 +1,168 @@
+//! The model runs: `MM_MODEL_OPS` operations in all (default 100 000), split over four
+//! configurations; `MM_MODEL_SEED` replaces the seeds (a failure prints the seed and step).
+
+use std::println;
+use std::string::String;
+
+use crate::tlb::mutation::{self, Mutation};
+
+use super::driver::{Config, Driver, Report};
+
+fn total_ops() -> u64 {
+    std::env::var("MM_MODEL_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+}
+
+fn seed(default: u64) -> u64 {
+    std::env::var("MM_MODEL_SEED")
+        .ok()
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(default)
+}
+
+fn run(cfg: Config) -> Report {
+    let start = std::time::Instant::now();
+    let report = match Driver::new(cfg).run() {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let secs = start.elapsed().as_secs_f64();
+    println!("{cfg:?}: {report:?}, {secs:.2} s, {:.0} ops/s", report.steps as f64 / secs);
+    report
+}
+
+fn config(cpus: usize, asid_bits: u32, slots: usize, range: bool, share: u64, s: u64) -> Config {
+    Config {
+        cpus,
+        asid_bits,
+        slots,
+        range,
+        ops: total_ops() * share / 100,
+        seed: seed(s),
+        exit_percent: 2,
+        sibling_switches: true,
+        decided_before: false,
+    }
+}
+
+/// The run did what it is for: rollovers, promotions, folds, local and broadcast flushes,
+/// switches between operations and in the middle of them.
+fn assert_covered(r: &Report) {
+    assert!(r.rollovers > 0, "no ASID rollover: {r:?}");
+    assert!(r.user.promotions > 0 && r.user.folds > 0, "no promotion or fold: {r:?}");
+    assert!(r.machine.local_tlbis > 0 && r.machine.tlbis > r.machine.local_tlbis, "{r:?}");
+    assert!(r.machine.rollover_flushes > 0 && r.exits > 0, "{r:?}");
+    assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
+}
+
+#[test]
+fn two_cpus_2bit_asids_range() {
+    assert_covered(&run(config(2, 2, 3, true, 25, 0x5eed_0001)));
+}
+
+#[test]
+fn three_cpus_3bit_asids_no_range() {
+    assert_covered(&run(config(3, 3, 3, false, 25, 0x5eed_0002)));
+}
+
+#[test]
+fn four_cpus_3bit_asids_range() {
+    assert_covered(&run(config(4, 3, 4, true, 25, 0x5eed_0003)));
+}
+
+#[test]
+fn four_cpus_8bit_asids_range() {
+    let mut cfg = config(4, 8, 3, true, 25, 0x5eed_0004);
+    cfg.exit_percent = 8;
+    assert_covered(&run(cfg));
+}
+
+/// Today's kernel decides the flush target before each operation (`aim_flushes`). If a sibling
+/// thread starts on another CPU between that decision and the table writes, that CPU caches
+/// translations the local flush then misses: the model must see it.
+#[test]
+fn target_decided_before_the_writes_misses_a_sibling_thread() {
+    let mut caught = 0;
+    for s in 0..4 {
+        let mut cfg = config(2 + s as usize % 3, 3, 3, true, 0, 0x5eed_0100 + s);
+        cfg.ops = 30_000;
+        cfg.sibling_switches = true;
+        cfg.decided_before = true;
+        if let Err(e) = Driver::new(cfg).run() {
+            println!("caught: {}", e.lines().next().unwrap_or_default());
+            caught += 1;
+            break;
+        }
+    }
+    assert!(caught > 0, "the model did not see the race in any of the runs");
+}
+
+/// Runs `cfg` with `m` planted, a few seeds; the first violation the model reports, if any.
+fn caught_with(m: Mutation, cfg: Config, seeds: u64) -> Option<String> {
+    (0..seeds).find_map(|s| {
+        let cfg = Config { seed: cfg.seed + s, ..cfg };
+        mutation::with(m, || Driver::new(cfg).run()).err()
+    })
+}
+
+/// (a) A fault path that ignores the current flush target: the fold or promotion it makes
+/// flushes ASID 0 with the local forms, so the process's old small entries stay on every CPU
+/// (the executing one included: ASID 0 is not the process's).
+#[test]
+fn planted_fault_flush_that_ignores_the_target_is_caught() {
+    for (cpus, range) in [(2, true), (4, false)] {
+        let mut cfg = config(cpus, 3, 3, range, 0, 0x5eed_0400);
+        cfg.ops = 5_000;
+        let e = caught_with(Mutation::FaultFlushIgnoresTarget, cfg, 4);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fault flush with a stale target was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
+/// (b) "Local forms after a migration": the reach decision looks only at where the process
+/// runs now. A process that left a CPU leaves its entries there; a local flush on the CPU it
+/// runs on now misses them.
+#[test]
+fn planted_reach_that_ignores_migration_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0300);
+        cfg.ops = 5_000;
+        let e = caught_with(Mutation::ReachIgnoresMigration, cfg, 4);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a reach that ignores migrations was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
+/// A rollover without the CPU's local flush: a recycled ASID finds the old owner's entries.
+#[test]
+fn planted_rollover_without_flush_is_caught() {
+    let mut cfg = config(2, 2, 3, true, 0, 0x5eed_0500);
+    cfg.ops = 5_000;
+    let e =
+        caught_with(Mutation::RolloverFlushSkipped, cfg, 4).expect("a skipped rollover flush was not caught");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
+}
+
+/// The planner's planted bugs that change what a user flush removes are caught here too,
+/// through the stale entries and frame releases they cause on other CPUs (the others over-
+/// invalidate, or concern ranges of 4 GiB and more, global entries or CPU errata).
+#[test]
+fn planner_bugs_that_reach_user_flushes_are_caught() {
+    use Mutation::*;
+    let cases = [
+        (SinglePageDropped, true),
+        (LeafFormsAlways, true),
+        (LeafFormsAlways, false),
+        (RangeOpWithoutRPrefix, true),
+        (TgZero, true),
+        (BaseShift14, true),
+        (AsidOmitted, true),
+        (AsidOmitted, false),
+        (MissingFinalDsb, true),
+        (MissingFinalDsb, false),
+    ];
+    for (m, range) in cases {
+        let mut cfg = config(4, 3, 3, range, 0, 0x5eed_0200);
+        cfg.ops = 3_000;
+        assert!(caught_with(m, cfg, 3).is_some(), "{m:?} (FEAT_TLBIRANGE {range}) not caught");
+    }
+}
