@@ -4,7 +4,7 @@
 use core::fmt;
 
 /// log2 of the translation granule. The tables and the planner take the granule from here; 16 KiB
-/// and 64 KiB granules are a later goal (DESIGN.md §4).
+/// and 64 KiB granules are a later goal.
 pub const PAGE_SHIFT: u32 = 12;
 /// Size of a translation granule (a "page") in bytes.
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;

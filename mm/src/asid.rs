@@ -1,5 +1,5 @@
 //! ASID allocation with generation rollover, after Linux's `arch/arm64/mm/context.c`, plus a
-//! record of the CPUs on which each address space may have TLB entries (DESIGN.md §4, §5).
+//! record of the CPUs on which each address space may have TLB entries.
 //!
 //! # Allocation
 //! Every user address space owns an [`AsidContext`]: a 64-bit *context id* `generation << bits |

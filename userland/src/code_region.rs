@@ -1,4 +1,4 @@
-//! `code-region` (seed 000, Chez Scheme): thousands of small code objects carved from 256 KiB
+//! `code-region` (the Chez Scheme scenario: its maintainer declined a 512 MiB code region): thousands of small code objects carved from 256 KiB
 //! chunks mapped `PROT_READ | PROT_WRITE | MAP_CODE`, first in a plain address space and then after
 //! `fill` has taken the free space below the next 4 GiB boundary above the text. On this kernel
 //! every chunk must lie in the code window with the text, freed ranges must be reused and read

@@ -1,8 +1,8 @@
 //! The user-space demo: a static arm64 program with no libc that speaks only the Linux syscall
 //! ABI (`svc #0`), so the same binary runs on this kernel at EL0 and on arm64 Linux.
 //!
-//! It exercises the two placement policies this kernel adds (DESIGN §6) the way the seeds'
-//! programs met the problems: a JIT's code chunks kept in one aligned window together with the
+//! It exercises the two placement policies this kernel adds (docs/mm.md §8) the way real
+//! runtimes met the problems: a JIT's code chunks kept in one aligned window together with the
 //! program's text even when the address space below the next 4 GiB boundary is taken (the Chez
 //! Scheme `fill` scenario), near placement in one call instead of `MAP_FIXED_NOREPLACE` probing
 //! (Node.js), and a call-heavy benchmark with hot indirect calls between generated chunks. Each

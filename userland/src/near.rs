@@ -1,4 +1,4 @@
-//! `near` (seed 003, Node.js): a target whose neighbourhood is taken (±2048 pages, one hole
+//! `near` (the Node.js scenario, its `MAP_FIXED_NOREPLACE` probing for code near the binary): a target whose neighbourhood is taken (±2048 pages, one hole
 //! 1000 pages below it), then the placement of one page as close to the target as possible:
 //! by probing with `MAP_FIXED_NOREPLACE` one page at a time (16 and 1024 pages each way, as
 //! Node did before and after its fix), and by one `SYS_MMAP_NEAR` call. Each method's guest time,

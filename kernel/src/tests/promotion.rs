@@ -1,5 +1,5 @@
 //! Superpage promotion under QEMU: 512 pages of a live TTBR0 address space become one 2 MiB
-//! block with one TLBI (seed 001: 512 invalidations become 1), and every page still reads what it
+//! block with one TLBI (where a page-by-page loop issues 512), and every page still reads what it
 //! held.
 use aarch64_cpu::registers::{ReadWriteable, TCR_EL1, TTBR0_EL1, Writeable};
 use mm::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};

@@ -8,7 +8,7 @@
 //! single-page ops. QEMU 7.2 ignores the ASID, and turns a range op into a flush of everything
 //! whenever the range is larger than its soft TLB's current mask (which resizes with use: a
 //! 2-page range was seen to over-flush here) or touches memory ever mapped by a block (see
-//! shared/reference/tlbi.md §3.3), so neighbours are checked only when the plan has no range op,
+//! the range bound in mm::tlb), so neighbours are checked only when the plan has no range op,
 //! and only after a control flush of an unrelated page has shown that QEMU is exact right now.
 //! Exact coverage of every range is proven on the host model (mm::tlb tests); these tests prove
 //! that the instructions, operands and barriers reach a real (emulated) TLB.

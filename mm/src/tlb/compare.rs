@@ -1,5 +1,5 @@
 //! Instruction counts of other designs for the same invalidation, so that benchmarks can put
-//! ours next to them (DESIGN.md §8: "TLBI instructions per operation against the minimum").
+//! ours next to them (TLBI instructions per operation against the minimum).
 //! These are reimplementations from the sources named on each function, not measurements.
 
 use super::{TlbFeatures, TlbRequest, plan};

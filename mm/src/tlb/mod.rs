@@ -1,6 +1,6 @@
 //! TLB invalidation for the EL1&0 stage-1 regime: a pure **planner** that turns "these
 //! translations changed" into a short list of `TLBI` instructions, and a small **issuer** that
-//! executes such a list with the right barriers (DESIGN.md §5).
+//! executes such a list with the right barriers.
 //!
 //! # Layout
 //! - [`op`]: the instructions as data ([`TlbiOp`], [`TlbInstr`]);
@@ -44,7 +44,8 @@
 //! of two earlier, so that no single range op reaches 4 GiB (at most NUM = 14 at SCALE 3):
 //! QEMU 7.2 computes the length of a range op as `(num + 1) << (exponent + page_shift)` in a
 //! 32-bit `unsigned`, so an op of 4 GiB or more wraps to a tiny or zero length and invalidates
-//! nothing (measured: probe T17/T19/T21 in `shared/reference/tlbi.md` §3.3). Our QEMU test matrix
+//! nothing (measured here with probe ops of 4 and 8 GiB, which left their pages cached). Our QEMU
+//! test matrix
 //! would then see stale entries that real hardware would not have. Past 4 GiB a whole-ASID flush
 //! is cheap anyway: the range is then a large part of any address space we run.
 //!

@@ -181,7 +181,7 @@ impl Invalidation {
     }
 
     /// Whether QEMU 7.2 would ignore this instruction: it computes a range op's length in 32
-    /// bits, so ops of 4 GiB or more invalidate nothing there (`shared/reference/tlbi.md` §3.3).
+    /// bits, so ops of 4 GiB or more invalidate nothing there (see [`crate::tlb`], the range bound).
     pub fn ignored_by_qemu_7_2(&self) -> bool {
         match (self.op.kind(), self.va) {
             (OpKind::Range, VaMatch::Range { len, .. }) => len >= 1 << 32,

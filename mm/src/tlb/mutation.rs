@@ -4,7 +4,8 @@
 
 use std::cell::Cell;
 
-/// A planted bug. Each is a mistake that Linux, FreeBSD's review or `tlbi.md` §8 names.
+/// A planted bug. Each is a mistake that Linux's history or FreeBSD's review (D58708) names, or
+/// one this planner could make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mutation {
     /// NUM = units instead of units − 1 (covers one unit too many).

@@ -78,7 +78,7 @@ fn expected(r: &TlbRequest, caps: Caps) -> Option<Expected> {
     Some(Expected { start, end, unit, pages, full })
 }
 
-/// Checks one plan against the rules of DESIGN.md §5 and `tlbi.md` §7. Returns a description of
+/// Checks one plan against the planner's rules (module documentation of `mm::tlb`). Returns a description of
 /// the first violation.
 fn check(r: &TlbRequest, caps: Caps, p: &TlbPlan) -> Result<(), String> {
     let ops: Vec<TlbInstr> = p.iter().collect();
@@ -471,7 +471,7 @@ fn operand_fields() {
     let f = RangeOperand::decode(x);
     assert_eq!(f.start(), va);
     assert_eq!(f.pages(), 15 << 16);
-    // Encodings as objdump shows them (tlbi.md §6), Xt = x0 or xzr.
+    // Encodings as objdump shows them, Xt = x0 or xzr.
     assert_eq!(TlbiOp::Rvae1is.encoding(0), 0xd508_8220);
     assert_eq!(TlbiOp::Rvaae1is.encoding(0), 0xd508_8260);
     assert_eq!(TlbiOp::Rvale1is.encoding(0), 0xd508_82a0);
@@ -678,7 +678,7 @@ fn top_of_the_address_space_and_odd_requests() {
     assert_eq!(p.iter().len(), p.len());
 }
 
-/// Linux bugs of `tlbi.md` §1.4, each as a direct assertion.
+/// Bugs Linux fixed in its range-TLBI code, each as a direct assertion.
 #[test]
 fn linux_bugs() {
     // e3ba51ab24fd: exactly 2^21 pages gave NUM = -1 at every scale and a garbage operand
@@ -805,7 +805,7 @@ fn errata_table() {
 
 #[test]
 fn caps_from_id_registers() {
-    // QEMU 7.2 -cpu max (tlbi.md §0).
+    // QEMU 7.2 -cpu max.
     let qemu = TlbFeatures::from_id_registers(0x1221_1111_1021_2120, 0);
     assert!(qemu.range && !qemu.errata.repeat_tlbi);
     assert!(!TlbFeatures::from_id_registers(0, 0).range);

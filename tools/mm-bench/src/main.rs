@@ -1,5 +1,5 @@
 //! `mm-bench`: host benchmark of the `mm` crate against the designs it replaces, in one run
-//! (DESIGN.md §8, `docs/BENCHMARKS.md`).
+//! (`docs/BENCHMARKS.md`).
 //!
 //! It prints the machine and the date, then:
 //! - **TLBI instructions per invalidation** of a user range of 1 … 2^21 pages of 4 KiB: our
@@ -11,7 +11,7 @@
 //!   `aarch64-paging` 0.12.x (`RootTable` + `IdTranslation`, `Constraints::NO_BLOCK_MAPPINGS`,
 //!   unmap = `map_range` with no attributes at all (not even `VALID`, so the entries become 0),
 //!   then one `compact_subtables` to free the empty tables,
-//!   timed with the unmap), as `shared/reference/rust-anchors.md` §4 describes. The host has no
+//!   timed with the unmap), the fair use of that crate's API for page-by-page unmapping. The host has no
 //!   TLB: this measures walking, allocation and freeing only. A third row maps and unmaps the
 //!   whole range in one call each, to show the per-call share. Each configuration runs several
 //!   times, alternating the two crates, and the fastest run is reported; the last column says
