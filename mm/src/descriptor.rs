@@ -3,7 +3,9 @@
 //! Why it is built this way: a descriptor is a plain `u64` newtype, and the attributes of a leaf
 //! are a second newtype holding only the attribute bits. Everything here is `const` and free of
 //! traits objects, statics and formatting, because the same code runs in early boot with the MMU
-//! off, at a physical address different from the link address. The constructors encode the
+//! off, at a physical address different from the link address (the kernel's `boot::early_map`
+//! builds its blocks with [`Descriptor::block_2m`] and [`Descriptor::table`], so the project has
+//! one descriptor encoding). The constructors encode the
 //! kernel's security rules once (kernel mappings are never executable at EL0, user mappings never
 //! at EL1, the Access flag is always set, normal memory is Inner Shareable), so that the page-table
 //! engine and its callers cannot forget them.
@@ -382,17 +384,20 @@ impl Descriptor {
     pub const INVALID: Self = Self(0);
 
     /// A descriptor from its raw bits.
+    #[inline]
     pub const fn from_bits(bits: u64) -> Self {
         Self(bits)
     }
 
     /// The raw bits.
+    #[inline]
     pub const fn bits(self) -> u64 {
         self.0
     }
 
     /// A table descriptor pointing at the next-level table at `table` (4 KiB aligned; lower bits
     /// are dropped). The hierarchical attributes (APTable, XNTable) are left clear.
+    #[inline]
     pub const fn table(table: PhysAddr) -> Self {
         Self((table.0 & OUTPUT_ADDRESS_MASK) | TYPE_TABLE_OR_PAGE | VALID)
     }
@@ -413,12 +418,24 @@ impl Descriptor {
         Self((pa.0 & mask) | attrs.0 | cont | ty)
     }
 
+    /// A 2 MiB block (a level-2 leaf) mapping `pa` (lower bits dropped) with `attrs`, without
+    /// the contiguous hint: the same encoding as `leaf(2, pa, attrs, false)`, without its
+    /// level check. Early boot builds its blocks with this, with the MMU off and at a physical
+    /// address other than the link address, where no panic may be reachable (a panic message is
+    /// formatted through pointers that hold link addresses).
+    #[inline]
+    pub const fn block_2m(pa: PhysAddr, attrs: Attributes) -> Self {
+        Self((pa.0 & OUTPUT_ADDRESS_MASK & !(level_size(2) - 1)) | attrs.0 | VALID)
+    }
+
     /// Whether bit 0 (valid) is set.
+    #[inline]
     pub const fn is_valid(self) -> bool {
         self.0 & VALID != 0
     }
 
     /// The kind of descriptor this is in a table at `level` (0..=3).
+    #[inline]
     pub const fn kind(self, level: u32) -> DescriptorKind {
         if !self.is_valid() {
             DescriptorKind::Invalid
@@ -437,12 +454,14 @@ impl Descriptor {
     }
 
     /// Whether this is a table descriptor at `level`.
+    #[inline]
     pub const fn is_table(self, level: u32) -> bool {
         matches!(self.kind(level), DescriptorKind::Table)
     }
 
     /// The output address (bits `[47:12]`): the mapped address of a leaf, or the next-level
     /// table of a table descriptor.
+    #[inline]
     pub const fn output_address(self) -> PhysAddr {
         PhysAddr(self.0 & OUTPUT_ADDRESS_MASK)
     }
@@ -590,6 +609,47 @@ mod tests {
         assert_eq!(Descriptor::INVALID.kind(0), DescriptorKind::Invalid);
         assert_eq!(Descriptor::from_bits(0b10).kind(3), DescriptorKind::Invalid);
         assert_eq!(Descriptor::from_bits(u64::MAX).output_address(), PhysAddr(OUTPUT_ADDRESS_MASK));
+    }
+
+    /// The early boot map's encodings, evaluated at compile time as early boot gets them, equal
+    /// the runtime encodings the page-table engine writes (`leaf`, `table`).
+    #[test]
+    fn early_block_encoding_equals_the_leaf_encoding() {
+        const EARLY_IMAGE: u64 =
+            Descriptor::block_2m(PhysAddr(0x4020_0000), Attributes::kernel_data().with_el1_execute(true))
+                .bits();
+        const EARLY_TABLE: u64 = Descriptor::table(PhysAddr(0x4009_3000)).bits();
+        assert_eq!(
+            EARLY_IMAGE,
+            Descriptor::leaf(
+                2,
+                PhysAddr(0x4020_0000),
+                Attributes::kernel_data().with_el1_execute(true),
+                false
+            )
+            .bits()
+        );
+        assert_eq!(EARLY_TABLE, 0x4009_3003);
+        let attrs = [
+            Attributes::kernel_text(),
+            Attributes::kernel_rodata(),
+            Attributes::kernel_data(),
+            Attributes::device(),
+            Attributes::device_ngnrne(),
+            Attributes::user(UserAccess::ReadWrite),
+        ];
+        for a in attrs {
+            // Bits below 2 MiB and above bit 47 of the address are dropped, as by `leaf`.
+            for pa in [0, 0x4000_0000, 0x4020_0000, 0x4021_2345, 0xffff_ffff_ffff_ffff, 0x0000_ffff_ffe0_0000]
+            {
+                let block = Descriptor::block_2m(PhysAddr(pa), a);
+                assert_eq!(block, Descriptor::leaf(2, PhysAddr(pa), a, false), "{pa:#x} {a:?}");
+                assert_eq!(block.kind(2), DescriptorKind::Block);
+                assert_eq!(block.attributes(), a);
+                assert!(!block.is_contiguous());
+                assert_eq!(block.output_address().0, pa & 0x0000_ffff_ffe0_0000);
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //! This code runs at the Image's physical address before the MMU is on, so it must stay
 //! position-independent: no trait objects or function pointers (they hold link-time addresses), no
 //! formatting, no atomics or locks (exclusives are unreliable with the MMU off), no heap. It is
-//! plain arithmetic and aligned stores into a static arena in .bss, reached PC-relatively.
+//! plain arithmetic and aligned stores into a static arena in .bss, reached PC-relatively. The
+//! descriptors come from the mm crate's `const` constructors (`Descriptor::block_2m`,
+//! `Descriptor::table`, the `Attributes` constants), the same encoding the final map uses: they
+//! compile to the same shifts and masks, inlined into `early_map`, with no panic path
+//! (`Descriptor::block_2m` has no level check to fail).
 //!
 //! The map is deliberately coarse and short-lived (2 MiB blocks, read-write-execute for EL1 only):
 //! - TTBR0: the Image identity-mapped, so the instruction after the MMU turns on still fetches;
@@ -18,7 +22,8 @@
 
 use core::cell::UnsafeCell;
 
-use mm::descriptor::MAIR_EL1_VALUE as MM_MAIR;
+use mm::addr::PhysAddr;
+use mm::descriptor::{Attributes, Descriptor, MAIR_EL1_VALUE as MM_MAIR};
 
 /// Link address of the Image's first byte; must equal `KIMAGE_VADDR` in `linker.ld` (checked at
 /// boot by `memory::layout::check_link_address`).
@@ -63,18 +68,15 @@ unsafe impl Sync for Arena {}
 
 static EARLY_TABLES: Arena = Arena(UnsafeCell::new([[0; 512]; ARENA_PAGES]));
 
-// Block descriptor bits (Arm ARM D8.3): valid block, AttrIndx, AP, SH, AF, PXN, UXN.
-const BLOCK: u64 = 0b01;
-const TABLE: u64 = 0b11;
-const ATTR_NORMAL: u64 = 0 << 2;
-const ATTR_DEVICE_NGNRE: u64 = 2 << 2;
-const AP_EL1_RO: u64 = 0b10 << 6;
-const SH_INNER: u64 = 0b11 << 8;
-const AF: u64 = 1 << 10;
-const PXN: u64 = 1 << 53;
-const UXN: u64 = 1 << 54;
-const ADDR_MASK: u64 = 0x0000_ffff_ffff_f000;
-const BLOCK_2M: u64 = 2 << 20;
+// The early map's attributes, as compile-time constants of the mm crate's one descriptor
+// encoding (`const` items: nothing of `Attributes` is left to run here but the `u64`s).
+/// The Image: EL1 read-write-execute, UXN (one coarse mapping, replaced by the final map).
+const IMAGE: Attributes = Attributes::kernel_data().with_el1_execute(true);
+/// The device-tree window: EL1 read-only, never executable.
+const FDT: Attributes = Attributes::kernel_rodata();
+/// The fallback UART: Device-nGnRE, never executable.
+const UART: Attributes = Attributes::device();
+const BLOCK_2M: u64 = mm::addr::BLOCK_2M;
 
 /// The two roots, returned in x0 and x1 (AAPCS64 returns a 16-byte struct in registers).
 #[repr(C)]
@@ -112,20 +114,20 @@ unsafe fn entry(table: *mut [u64; 512], index: u64) -> *mut u64 {
 
 /// Maps one 2 MiB block `va -> pa` under `root`, creating level-1 and level-2 tables as needed.
 /// Returns false when the arena is exhausted or the slot is taken by something else.
-fn map_block(arena: &mut Bump, root: *mut [u64; 512], va: u64, pa: u64, attrs: u64) -> bool {
+fn map_block(arena: &mut Bump, root: *mut [u64; 512], va: u64, pa: u64, attrs: Attributes) -> bool {
     let mut table = root;
     for level in 0..2u32 {
         let index = (va >> (39 - 9 * level)) & 0x1ff;
         // SAFETY: `table` is an arena page and index < 512.
         let slot = unsafe { entry(table, index) };
         // SAFETY: `slot` is a valid, aligned u64 inside the arena.
-        let current = unsafe { slot.read_volatile() };
-        table = if current & 0b11 == TABLE {
-            (current & ADDR_MASK) as *mut [u64; 512]
-        } else if current == 0 {
+        let current = Descriptor::from_bits(unsafe { slot.read_volatile() });
+        table = if current.is_table(level) {
+            current.output_address().0 as *mut [u64; 512]
+        } else if current.bits() == 0 {
             let Some(next) = arena.take() else { return false };
             // SAFETY: as above; the new table's physical address is its address (MMU off).
-            unsafe { slot.write_volatile(next as u64 | TABLE) };
+            unsafe { slot.write_volatile(Descriptor::table(PhysAddr(next as u64)).bits()) };
             next
         } else {
             return false;
@@ -133,7 +135,7 @@ fn map_block(arena: &mut Bump, root: *mut [u64; 512], va: u64, pa: u64, attrs: u
     }
     let index = (va >> 21) & 0x1ff;
     // SAFETY: `table` is an arena page and index < 512.
-    unsafe { entry(table, index).write_volatile((pa & ADDR_MASK) | attrs | BLOCK) };
+    unsafe { entry(table, index).write_volatile(Descriptor::block_2m(PhysAddr(pa), attrs).bits()) };
     true
 }
 
@@ -157,24 +159,21 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
     let (Some(root0), Some(root1)) = (arena.take(), arena.take()) else {
         return EarlyRoots { ttbr0: 0, ttbr1: 0 };
     };
-    let text = ATTR_NORMAL | SH_INNER | AF | UXN;
     let mut ok = true;
     let mut offset = 0;
     while offset < image_size {
-        ok &= map_block(&mut arena, root0, load_pa + offset, load_pa + offset, text);
-        ok &= map_block(&mut arena, root1, KIMAGE_VADDR + offset, load_pa + offset, text);
+        ok &= map_block(&mut arena, root0, load_pa + offset, load_pa + offset, IMAGE);
+        ok &= map_block(&mut arena, root1, KIMAGE_VADDR + offset, load_pa + offset, IMAGE);
         offset += BLOCK_2M;
     }
     // The device-tree window: only for an x0 that could be a device tree at all.
     if fdt_pa != 0 && fdt_pa.is_multiple_of(8) && fdt_pa < (1 << 48) {
-        let ro = ATTR_NORMAL | SH_INNER | AF | AP_EL1_RO | PXN | UXN;
         let base = fdt_pa & !(BLOCK_2M - 1);
-        ok &= map_block(&mut arena, root1, FDT_WINDOW_VADDR, base, ro);
-        ok &= map_block(&mut arena, root1, FDT_WINDOW_VADDR + BLOCK_2M, base + BLOCK_2M, ro);
+        ok &= map_block(&mut arena, root1, FDT_WINDOW_VADDR, base, FDT);
+        ok &= map_block(&mut arena, root1, FDT_WINDOW_VADDR + BLOCK_2M, base + BLOCK_2M, FDT);
     }
     if let Some(uart) = crate::board::FALLBACK_UART_PA {
-        let device = ATTR_DEVICE_NGNRE | AF | PXN | UXN;
-        ok &= map_block(&mut arena, root1, EARLY_UART_VADDR, uart & !(BLOCK_2M - 1), device);
+        ok &= map_block(&mut arena, root1, EARLY_UART_VADDR, uart & !(BLOCK_2M - 1), UART);
     }
     if !ok {
         early_say(b"kernel: the early page-table arena is too small for this image\r\n");

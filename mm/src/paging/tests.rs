@@ -210,6 +210,30 @@ fn two_mib_blocks() {
     assert_eq!(pt.translate(va(0x4030_1234 & !0xfff)), Some(pa(0x8030_1000)));
 }
 
+/// The engine's encodings of a 2 MiB block and of the tables above it are the ones early boot
+/// writes with the `const` constructors (`Descriptor::block_2m`, `Descriptor::table`): one
+/// encoding in the project. The attributes are the early map's (image EL1 RWX, device tree
+/// read-only, UART device).
+#[test]
+fn engine_block_encoding_equals_the_early_encoding() {
+    let early =
+        [Attributes::kernel_data().with_el1_execute(true), Attributes::kernel_rodata(), Attributes::device()];
+    for attrs in early {
+        let mut pt = new_pt(VaRange::Upper);
+        let (v, p) = (0xffff_8000_2000_0000, 0x4020_0000);
+        pt.map(va(v), pa(p), BLOCK_2M, attrs, Constraints::NONE).unwrap();
+        let mut table = pt.root_pa();
+        for level in 0..2 {
+            let index = ((v >> (39 - 9 * level)) & 0x1ff) as usize;
+            let d = pt.read(table, index);
+            assert_eq!(d, Descriptor::table(d.output_address()), "level {level}");
+            table = d.output_address();
+        }
+        let block = pt.read(table, ((v >> 21) & 0x1ff) as usize);
+        assert_eq!(block.bits(), Descriptor::block_2m(pa(p), attrs).bits(), "{attrs:?}");
+    }
+}
+
 #[test]
 fn one_gib_block() {
     let mut pt = new_pt(VaRange::Lower);
