@@ -291,6 +291,20 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         &self.table
     }
 
+    /// The table, for changes made *without* this space's TLB maintenance. The table stays
+    /// live, so the engine still refuses every change that needs break-before-make; what it
+    /// allows (writing invalid entries, clearing leaves) is left for the caller to invalidate.
+    /// For tests that need a stale TLB entry on purpose, to show that an invalidation removes it.
+    ///
+    /// # Safety
+    ///
+    /// The caller invalidates the TLB for every entry it changes or removes before anything
+    /// relies on the change, and frees no frame (a detached table, an unmapped leaf's memory)
+    /// before that invalidation has completed.
+    pub unsafe fn table_mut_unflushed(&mut self) -> &mut PageTable<T> {
+        &mut self.table
+    }
+
     /// Whether this is a user space (non-global entries tagged by ASID).
     pub fn is_user(&self) -> bool {
         self.kind == Kind::User

@@ -1710,6 +1710,29 @@ fn failed_operations_change_nothing() {
     h.teardown();
 }
 
+/// The unflushed access to the table (for tests that want a stale TLB entry) is no way around
+/// break-before-make: the table stays live and the engine refuses what needs it, with nothing
+/// changed and nothing issued.
+#[test]
+fn unflushed_table_access_still_refuses_break_before_make() {
+    let mut h = Harness::new(9, RANGE_CAPS);
+    h.apply(Op::Map { space: 0, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
+    let va = VirtAddr(h.va(0, 512));
+    assert_eq!(h.spaces[0].query(va).unwrap().level, 2);
+    let t = tlbis_of(&mut h, |h| {
+        // SAFETY: every change below is refused, so there is nothing to invalidate.
+        let pt = unsafe { h.spaces[0].table_mut_unflushed() };
+        assert!(pt.is_live());
+        assert!(matches!(pt.unmap(va, PAGE_SIZE), Err(MapError::BreakBeforeMakeRequired(_))));
+        let to_device = pt.protect(va, BLOCK_2M, Attributes::device());
+        assert!(matches!(to_device, Err(MapError::BreakBeforeMakeRequired(_))));
+    });
+    assert!(t.is_empty(), "{t:x?}");
+    assert_eq!(h.spaces[0].query(va).unwrap().level, 2);
+    h.check_all();
+    h.teardown();
+}
+
 fn op_from_raw((kind, space, a, b, c): (u8, u8, u16, u16, u8)) -> Op {
     let space = usize::from(space) % LAYOUT.len();
     let total = LAYOUT[space].2;
