@@ -198,6 +198,8 @@ extern "C" fn kernel_main(
 
     let t_fdt = arch::time::counter();
     set_phase(&"building the kernel map");
+    // The kernel space issues its TLB maintenance with the capabilities read here.
+    memory::tlb::init();
     let inputs = kernel_map::MapInputs {
         load_pa,
         memory: &machine.memory,
@@ -240,7 +242,6 @@ extern "C" fn kernel_main(
 
     let t_frames = arch::time::counter();
     let cpu = arch::cpu::CpuFeatures::read();
-    memory::tlb::init();
     memory::asids::init();
     let pan_enabled = arch::cpu::enable_pan(&cpu);
     process::init_el0_controls();

@@ -1,4 +1,5 @@
-//! The kernel's final translation tables (TTBR1), built through the mm crate.
+//! The kernel's final translation tables (TTBR1): built through the mm crate, then live as an
+//! `mm::space::AddressSpace` ([`KernelSpace`]).
 //!
 //! While this map is built, the only memory the kernel can reach is the Image itself (the early
 //! map shows nothing else), so table pages come from a static arena in .bss. Once the map is live
@@ -6,25 +7,41 @@
 //! map. [`KernelTranslation`] answers both ways: a table's physical address inside the Image is
 //! reached at its link address, any other through the linear map.
 //!
-//! The map, by section (DESIGN.md §4; the `kernel_map_*` in-kernel tests check each line with the
-//! CPU's own translation, `AT S1E1R/W`):
+//! Once installed, the table is handed to an address space (global scope, `Policy::KERNEL`) and
+//! marked live, and every later change goes through it ([`with_space`]): the CPU stacks, device
+//! mappings, the test image's changes. So break-before-make is done by the mm crate, with one
+//! gathered invalidation per call, and a change that needs it can no longer be written in place
+//! by mistake (the live table refuses it). Detached tables and unmapped frames are freed only
+//! after the invalidation that covers them, on the error paths too.
+//!
+//! The map, by section (the `kernel_map_*` in-kernel tests check each line with the CPU's own
+//! translation, `AT S1E1R/W`):
 //! - text RX (PXN clear), rodata R, data/bss/stacks RW; all UXN, all global;
 //! - no mapping for the guard pages below the boot and exception stacks;
 //! - the linear map of RAM, RW and never executable, without the Image's own frames (so kernel
 //!   text has no writable alias) and without `no-map` reservations;
 //! - the device tree read-only at the address the early map used;
 //! - device MMIO as device nGnRE in its own window.
+//!
+//! The kernel space never breaks what its own sequences use (the tables are reached through the
+//! linear map or the Image, the code and stacks are mapped at their final granularity, and
+//! `Policy::KERNEL` never promotes or folds on its own), so the broken range of a
+//! break-before-make never faults under the code doing it.
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::Attributes;
 use mm::paging::{Constraints, MapError, PageTable, Translation, VaRange};
 use mm::phys::RegionSet;
+use mm::space::AddressSpace;
+use mm::tlb::issue::Aarch64Tlb;
+use mm::tlb::{TlbFeatures, TlbIssuer};
 use spin::Mutex;
 
-use super::frames;
 use super::layout::{self, DEVICE_BASE};
+use super::{frames, tlb};
 use crate::boot::early_map::{FDT_WINDOW_VADDR, KIMAGE_VADDR};
 
 /// Table pages available before the frame allocator exists.
@@ -43,8 +60,10 @@ pub struct KernelTranslation {
     image_pa: (u64, u64),
     arena_used: usize,
     arena_freed: u64,
-    frames_ready: bool,
 }
+
+/// Set once the frame allocator holds RAM and the linear map is live ([`frames_ready`]).
+static FRAMES_READY: AtomicBool = AtomicBool::new(false);
 
 impl KernelTranslation {
     fn arena_pa(&self, index: usize) -> PhysAddr {
@@ -55,11 +74,11 @@ impl KernelTranslation {
 
 // SAFETY: table frames are 4 KiB-aligned pages, either of the static arena (inside the Image, so
 // below 2^48 and reachable at their link address) or of the frame allocator (RAM, reachable
-// through the linear map once it is live: `frames_ready` is set only then). Each frame is handed
+// through the linear map once it is live: `FRAMES_READY` is set only then). Each frame is handed
 // out once until returned, and the engine is the only user of a table frame.
 unsafe impl Translation for KernelTranslation {
     fn allocate_table(&mut self) -> Option<PhysAddr> {
-        if self.frames_ready
+        if FRAMES_READY.load(Ordering::Acquire)
             && let Some(pa) = frames::alloc(1)
         {
             return Some(pa);
@@ -102,8 +121,41 @@ unsafe impl Translation for KernelTranslation {
     }
 }
 
-/// The live kernel table.
-pub static KERNEL_TABLE: Mutex<Option<PageTable<KernelTranslation>>> = Mutex::new(None);
+/// The kernel's live address space: the TTBR1 table with its TLB maintenance.
+pub type KernelSpace = AddressSpace<KernelTranslation, Aarch64Tlb>;
+
+/// The live kernel space, from the switch to the final map on.
+static KERNEL_SPACE: Mutex<Option<KernelSpace>> = Mutex::new(None);
+
+/// Runs `f` on the live kernel space, the one way to change the kernel map after boot (`None`
+/// before the final map is live). Its flushes go to every CPU (`FlushTarget::GLOBAL`), and what
+/// it issued is added to the kernel's TLB counters ([`tlb::stats`]).
+///
+/// The machine's TLB features are fixed in a space, but they are combined over the CPUs as each
+/// comes up, after the kernel space exists: when they changed (a CPU without FEAT_TLBIRANGE, or
+/// with an erratum the boot CPU lacks), the space is made again around the same table with the
+/// new features and an issuer with the new errata (its counters start over), before `f` runs.
+pub fn with_space<R>(f: impl FnOnce(&mut KernelSpace) -> R) -> Option<R> {
+    let mut guard = KERNEL_SPACE.lock();
+    let features = tlb::features();
+    if guard.as_ref()?.features() != features {
+        let (table, issuer, _) = guard.take()?.into_parts();
+        *guard = Some(kernel_space(table, TlbIssuer::new(issuer.into_hw(), features.errata), features));
+    }
+    let space = guard.as_mut()?;
+    let before = *space.tlb_stats();
+    let result = f(space);
+    tlb::account(&space.tlb_stats().since(&before));
+    Some(result)
+}
+
+fn kernel_space(
+    table: PageTable<KernelTranslation>,
+    issuer: TlbIssuer<Aarch64Tlb>,
+    features: TlbFeatures,
+) -> KernelSpace {
+    AddressSpace::kernel(table, issuer, features)
+}
 
 static NEXT_DEVICE_VA: Mutex<u64> = Mutex::new(DEVICE_BASE);
 
@@ -162,7 +214,6 @@ pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
         image_pa: (inputs.load_pa, pa_of(image_end)),
         arena_used: 0,
         arena_freed: 0,
-        frames_ready: false,
     };
     let mut pt = PageTable::new(translation, VaRange::Upper)?;
     let text = Attributes::kernel_text();
@@ -207,15 +258,15 @@ pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
     // a zeroed, page-aligned table and `image_offset` is the Image's VA − PA.
     unsafe { crate::arch::mmu::switch_kernel_tables(pt.root_pa().0, empty_pa, image_offset) };
     let arena_pages = pt.translation().arena_used;
-    *KERNEL_TABLE.lock() = Some(pt);
+    // Live from here on (the switch flushed everything the early map left in the TLB).
+    let features = tlb::features();
+    *KERNEL_SPACE.lock() = Some(kernel_space(pt, TlbIssuer::new(Aarch64Tlb, features.errata), features));
     Ok(Mapped { console_va, arena_pages })
 }
 
 /// From now on, new kernel table pages come from the frame allocator.
 pub fn frames_ready() {
-    if let Some(pt) = KERNEL_TABLE.lock().as_mut() {
-        pt.translation_mut().frames_ready = true;
-    }
+    FRAMES_READY.store(true, Ordering::Release);
 }
 
 /// Table pages from the frame allocator, reached through the linear map: the translation for
@@ -257,43 +308,60 @@ pub struct CpuStacks {
 /// # Errors
 /// The mm error if frames or table pages run out (nothing stays mapped or allocated then).
 pub fn map_cpu_stacks(cpu: usize) -> Result<CpuStacks, MapError> {
+    map_stacks(cpu, &mut |pages| frames::alloc(pages))
+}
+
+/// [`map_cpu_stacks`] with the stack frames from `alloc` (the test image makes it fail).
+///
+/// On failure the stacks mapped so far are unmapped through the space: the TLB invalidation
+/// that covers them completes before their emptied tables are freed (inside the space) and
+/// before their frames go back (here, after the unmap returned). The entries were valid, so a
+/// walker may have cached them, even though nothing ran on these stacks.
+pub(crate) fn map_stacks(
+    cpu: usize,
+    alloc: &mut dyn FnMut(usize) -> Option<PhysAddr>,
+) -> Result<CpuStacks, MapError> {
     use crate::smp::{EXCEPTION_STACK, KERNEL_STACK, STACK_SLOT};
     let slot = layout::STACK_AREA + cpu as u64 * STACK_SLOT;
     let kernel = slot + PAGE_SIZE;
     let exception = kernel + KERNEL_STACK + PAGE_SIZE;
-    let mut mapped: alloc::vec::Vec<(u64, PhysAddr, u64)> = alloc::vec::Vec::new();
-    let mut table = KERNEL_TABLE.lock();
-    let pt = table.as_mut().ok_or(MapError::InvalidRange)?;
-    let mut result = Ok(());
-    for (va, size) in [(kernel, KERNEL_STACK), (exception, EXCEPTION_STACK)] {
-        let pages = (size / PAGE_SIZE) as usize;
-        let Some(pa) = frames::alloc(pages) else {
-            result = Err(MapError::OutOfMemory);
-            break;
-        };
-        if let Err(e) = pt.map(VirtAddr(va), pa, size, Attributes::kernel_data(), Constraints::NONE) {
-            frames::free(pa, pages);
-            result = Err(e);
-            break;
-        }
-        mapped.push((va, pa, size));
-    }
-    if let Err(e) = result {
-        for (va, pa, size) in mapped {
-            if let Ok(record) = pt.unmap(VirtAddr(va), size) {
-                record.release(pt.translation_mut());
+    let stacks = [(kernel, KERNEL_STACK), (exception, EXCEPTION_STACK)];
+    with_space(|space| {
+        let mut mapped: [Option<PhysAddr>; 2] = [None; 2];
+        let mut result = Ok(());
+        for (i, &(va, size)) in stacks.iter().enumerate() {
+            let pages = (size / PAGE_SIZE) as usize;
+            let Some(pa) = alloc(pages) else {
+                result = Err(MapError::OutOfMemory);
+                break;
+            };
+            // Invalid to valid: no TLBI; the space ends with DSB ISHST and ISB, so the entries
+            // are visible to the CPU about to start on them.
+            if let Err(e) = space.map(VirtAddr(va), pa, size, Attributes::kernel_data(), Constraints::NONE) {
+                frames::free(pa, pages); // nothing was mapped
+                result = Err(e);
+                break;
             }
-            frames::free(pa, (size / PAGE_SIZE) as usize);
+            mapped[i] = Some(pa);
         }
-        return Err(e);
-    }
-    // Invalid to valid: no TLBI; make the entries visible to other CPUs' walkers.
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    Ok(CpuStacks {
-        kernel_stack_top: kernel + KERNEL_STACK,
-        exception_stack_top: exception + EXCEPTION_STACK,
+        if let Err(e) = result {
+            for (&(va, size), pa) in stacks.iter().zip(mapped) {
+                // Unmapping pages that were mapped as pages splits nothing, so it cannot fail;
+                // if it did, the frames would stay allocated rather than be freed while mapped.
+                if let Some(pa) = pa
+                    && space.unmap(VirtAddr(va), size, |_| {}).is_ok()
+                {
+                    frames::free(pa, (size / PAGE_SIZE) as usize);
+                }
+            }
+            return Err(e);
+        }
+        Ok(CpuStacks {
+            kernel_stack_top: kernel + KERNEL_STACK,
+            exception_stack_top: exception + EXCEPTION_STACK,
+        })
     })
+    .unwrap_or(Err(MapError::InvalidRange))
 }
 
 /// Maps `size` bytes of device registers at `pa` into the device window (device nGnRE, never
@@ -304,14 +372,14 @@ pub fn map_cpu_stacks(cpu: usize) -> Result<CpuStacks, MapError> {
 pub fn map_device(pa: u64, size: u64) -> Result<u64, MapError> {
     let page = pa & !(PAGE_SIZE - 1);
     let len = (pa + size.max(1)).next_multiple_of(PAGE_SIZE) - page;
-    let mut table = KERNEL_TABLE.lock();
-    let pt = table.as_mut().ok_or(MapError::InvalidRange)?;
-    let mut next = NEXT_DEVICE_VA.lock();
-    pt.map(VirtAddr(*next), PhysAddr(page), len, Attributes::device(), Constraints::NONE)?;
-    // Invalid to valid needs no TLBI; the barriers make the entries visible before first use.
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    let va = *next + (pa - page);
-    *next += len;
-    Ok(va)
+    with_space(|space| {
+        let mut next = NEXT_DEVICE_VA.lock();
+        // Invalid to valid needs no TLBI; the space's DSB ISHST and ISB make the entries
+        // visible before first use.
+        space.map(VirtAddr(*next), PhysAddr(page), len, Attributes::device(), Constraints::NONE)?;
+        let va = *next + (pa - page);
+        *next += len;
+        Ok(va)
+    })
+    .unwrap_or(Err(MapError::InvalidRange))
 }

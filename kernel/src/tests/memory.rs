@@ -6,7 +6,7 @@ use mm::addr::{PAGE_SIZE, VirtAddr};
 
 use crate::arch::exception::probe_read;
 use crate::arch::mmu::{par_fault_status, translate};
-use crate::memory::kernel_map::KERNEL_TABLE;
+use crate::memory::kernel_map;
 use crate::memory::{frames, layout};
 use crate::{booted, ensure, ensure_eq, kernel_test};
 
@@ -19,9 +19,9 @@ fn writable(va: u64) -> bool {
 
 /// (executable at EL1, executable at EL0) from the kernel table's own descriptor.
 fn exec_bits(va: u64) -> Result<(bool, bool), alloc::string::String> {
-    let table = KERNEL_TABLE.lock();
-    let pt = table.as_ref().ok_or("no kernel table")?;
-    let leaf = pt.query(VirtAddr(va)).ok_or_else(|| alloc::format!("{va:#x} not mapped"))?;
+    let leaf = kernel_map::with_space(|space| space.query(VirtAddr(va)))
+        .ok_or("no kernel space")?
+        .ok_or_else(|| alloc::format!("{va:#x} not mapped"))?;
     Ok((!leaf.attrs.pxn(), !leaf.attrs.uxn()))
 }
 

@@ -13,7 +13,7 @@ use mm::descriptor::Attributes;
 use mm::paging::Constraints;
 use mm::tlb::{FlushTarget, Reach, Scope, TlbRequest};
 
-use crate::memory::kernel_map::KERNEL_TABLE;
+use crate::memory::kernel_map;
 use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
 use crate::memory::{frames, tlb};
 use crate::process::sched::run_on;
@@ -39,22 +39,31 @@ fn reader() {
     RUNNING.store(false, Ordering::Release);
 }
 
-fn map(pa: PhysAddr) -> Result<(), alloc::string::String> {
-    let mut table = KERNEL_TABLE.lock();
-    let pt = table.as_mut().ok_or("no kernel table")?;
-    pt.map(VirtAddr(VA), pa, PAGE_SIZE, Attributes::kernel_data(), Constraints::NO_CONTIGUOUS)
-        .map_err(|e| alloc::format!("{e:?}"))?;
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISH);
-    Ok(())
+/// Maps `va` to `pa` through the live kernel space (invalid to valid: no TLBI).
+fn map_at(va: u64, pa: PhysAddr) -> Result<(), alloc::string::String> {
+    kernel_map::with_space(|space| {
+        space.map(VirtAddr(va), pa, PAGE_SIZE, Attributes::kernel_data(), Constraints::NO_CONTIGUOUS)
+    })
+    .ok_or("no kernel space")?
+    .map_err(|e| alloc::format!("{e:?}"))
 }
 
-/// Clears the entry without any TLBI (the point of the test); the table stays (no detach).
+fn map(pa: PhysAddr) -> Result<(), alloc::string::String> {
+    map_at(VA, pa)
+}
+
+/// Clears the entry without any TLBI (the point of the test); the table stays (the pin page).
 fn unmap_silently() -> Result<(), alloc::string::String> {
-    let mut table = KERNEL_TABLE.lock();
-    let pt = table.as_mut().ok_or("no kernel table")?;
-    let record = pt.unmap(VirtAddr(VA), PAGE_SIZE).map_err(|e| alloc::format!("{e:?}"))?;
-    record.release(pt.translation_mut());
-    Ok(())
+    kernel_map::with_space(|space| {
+        // SAFETY: the test flushes VA itself (locally, then broadcast) before it frees a frame;
+        // no table is detached (checked).
+        let pt = unsafe { space.table_mut_unflushed() };
+        let record = pt.unmap(VirtAddr(VA), PAGE_SIZE).map_err(|e| alloc::format!("{e:?}"))?;
+        ensure!(record.detached_tables() == 0, "a table was detached");
+        record.release(pt.translation_mut());
+        Ok(())
+    })
+    .ok_or("no kernel space")?
 }
 
 fn wait_for(us: u64, mut cond: impl FnMut() -> bool) -> bool {
@@ -84,18 +93,7 @@ kernel_test!(
         // A pin page keeps the level-3 table alive while VA is remapped.
         let pin = frames::alloc(1).ok_or("no frame")?;
         let result = (|| {
-            {
-                let mut table = KERNEL_TABLE.lock();
-                let pt = table.as_mut().ok_or("no kernel table")?;
-                pt.map(
-                    VirtAddr(VA + PAGE_SIZE),
-                    pin,
-                    PAGE_SIZE,
-                    Attributes::kernel_data(),
-                    Constraints::NONE,
-                )
-                .map_err(|e| alloc::format!("{e:?}"))?;
-            }
+            map_at(VA + PAGE_SIZE, pin)?;
             map(a)?;
             SEEN.store(0, Ordering::Release);
             STOP.store(false, Ordering::Release);
@@ -130,15 +128,8 @@ kernel_test!(
         })();
         STOP.store(true, Ordering::Release);
         wait_for(2_000_000, || !RUNNING.load(Ordering::Acquire));
-        let _ = unmap_silently();
-        {
-            let mut table = KERNEL_TABLE.lock();
-            if let Some(pt) = table.as_mut()
-                && let Ok(record) = pt.unmap(VirtAddr(VA + PAGE_SIZE), PAGE_SIZE)
-            {
-                record.release(pt.translation_mut());
-            }
-        }
+        // Both pages through the space: one flush for the range, tables freed after it.
+        let _ = kernel_map::with_space(|space| space.unmap(VirtAddr(VA), 2 * PAGE_SIZE, |_| {}));
         tlb::flush_all(FlushTarget::GLOBAL);
         for f in [a, b, pin] {
             frames::free(f, 1);

@@ -21,7 +21,7 @@ use mm::descriptor::Attributes;
 use mm::paging::{Constraints, PageTable, VaRange};
 use mm::tlb::{FlushTarget, OpKind, Reach, Scope, TlbRequest};
 
-use crate::memory::kernel_map::{FrameTranslation, KERNEL_TABLE};
+use crate::memory::kernel_map::{self, FrameTranslation};
 use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
 use crate::memory::{frames, tlb};
 use crate::{ensure, ensure_eq, kernel_test};
@@ -109,14 +109,17 @@ impl Space {
         let va = VirtAddr(self.base() + i as u64 * PAGE_SIZE);
         let attrs = self.attrs();
         let result = match self {
-            Space::Kernel => {
-                let mut table = KERNEL_TABLE.lock();
-                let pt = table.as_mut().ok_or("no kernel table")?;
-                pt.map(va, pa, PAGE_SIZE, attrs, Constraints::NO_CONTIGUOUS)
+            // Through the live kernel space (it ends with DSB ISHST and ISB).
+            Space::Kernel => kernel_map::with_space(|space| {
+                space.map(va, pa, PAGE_SIZE, attrs, Constraints::NO_CONTIGUOUS)
+            })
+            .ok_or("no kernel space")?,
+            Space::User(pt) => {
+                let result = pt.map(va, pa, PAGE_SIZE, attrs, Constraints::NO_CONTIGUOUS);
+                aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+                result
             }
-            Space::User(pt) => pt.map(va, pa, PAGE_SIZE, attrs, Constraints::NO_CONTIGUOUS),
         };
-        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
         result.map_err(|e| alloc::format!("map: {e:?}"))
     }
 
@@ -124,27 +127,47 @@ impl Space {
     /// the level-3 table alive, so no table is detached.
     fn unmap_silently(&mut self, i: usize) -> Result<(), String> {
         let va = VirtAddr(self.base() + i as u64 * PAGE_SIZE);
-        let record = match self {
-            Space::Kernel => {
-                let mut table = KERNEL_TABLE.lock();
-                let pt = table.as_mut().ok_or("no kernel table")?;
-                let record = pt.unmap(va, PAGE_SIZE).map_err(|e| alloc::format!("{e:?}"))?;
-                ensure!(record.detached_tables() == 0, "a table was detached");
-                record.release(pt.translation_mut());
-                return Ok(());
-            }
-            Space::User(pt) => pt.unmap(va, PAGE_SIZE).map_err(|e| alloc::format!("{e:?}"))?,
-        };
-        ensure!(record.detached_tables() == 0, "a table was detached");
-        if let Space::User(pt) = self {
-            record.release(pt.translation_mut());
+        match self {
+            Space::Kernel => kernel_map::with_space(|space| {
+                // SAFETY: the scenario flushes the entry itself (that is what it tests) before it
+                // frees the frame, and no table is detached (the pin page, checked below).
+                let pt = unsafe { space.table_mut_unflushed() };
+                unmap_one(pt, va)
+            })
+            .ok_or("no kernel space")?,
+            Space::User(pt) => unmap_one(pt, va),
         }
-        Ok(())
+    }
+
+    /// Unmaps every page a scenario may have used with one flush, and only then frees the
+    /// tables that emptied (clearing them one by one without a flush would have to leak them).
+    fn clear(&mut self) {
+        let (start, size) = (VirtAddr(self.base()), (PIN as u64 + 1) * PAGE_SIZE);
+        match self {
+            Space::Kernel => {
+                let _ = kernel_map::with_space(|space| space.unmap(start, size, |_| {}));
+            }
+            Space::User(pt) => {
+                if let Ok(record) = pt.unmap(start, size) {
+                    tlb::flush_all(FlushTarget::asid(TEST_ASID, Reach::Broadcast));
+                    record.release(pt.translation_mut());
+                }
+            }
+        }
     }
 
     fn va(&self, i: usize) -> u64 {
         self.base() + i as u64 * PAGE_SIZE
     }
+}
+
+/// Clears the page at `va` of `pt` without TLB maintenance; fails if a table would be detached
+/// (it would then be freed before any flush).
+fn unmap_one<T: mm::paging::Translation>(pt: &mut PageTable<T>, va: VirtAddr) -> Result<(), String> {
+    let record = pt.unmap(va, PAGE_SIZE).map_err(|e| alloc::format!("{e:?}"))?;
+    ensure!(record.detached_tables() == 0, "a table was detached");
+    record.release(pt.translation_mut());
+    Ok(())
 }
 
 /// Index of the pin page: the last page of the 2 MiB region, never remapped.
@@ -165,7 +188,12 @@ fn scenario(
 ) -> Result<(), String> {
     let mut last = Ok(());
     for _ in 0..5 {
+        let frames_before = frames::usage().0;
         last = scenario_once(make()?, n, covered, &flush, &check_plan);
+        let leaked = frames::usage().0.wrapping_sub(frames_before);
+        if last.is_ok() && leaked != 0 {
+            return Err(alloc::format!("the scenario left {leaked} frames allocated"));
+        }
         match &last {
             Err(why) if why.contains(NOT_CACHED) => continue,
             _ => return last,
@@ -221,10 +249,9 @@ fn scenario_once(
         }
         Ok(())
     })();
-    // Clean up whatever happened: unmap everything, flush the whole scope, free the frames.
-    for i in (0..n).chain([PIN]) {
-        let _ = space.unmap_silently(i);
-    }
+    // Clean up whatever happened: unmap everything, flush the whole scope (the silently
+    // remapped pages may still be cached outside what `clear` flushed), free the frames.
+    space.clear();
     tlb::flush_all(FlushTarget { scope: space.scope(), reach: Reach::Broadcast });
     if let Space::User(pt) = space {
         TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);

@@ -84,3 +84,19 @@ pub fn translate(va: u64, write: bool) -> Result<u64, u64> {
 pub fn par_fault_status(par: u64) -> u64 {
     (par >> 1) & 0x3f
 }
+
+/// The memory attribute (the MAIR_EL1 byte, PAR_EL1.ATTR) EL1 would read `va` with (`AT S1E1R`),
+/// or `None` if the translation faults: the CPU's own view of a mapping's memory type.
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "the test image checks memory-type changes with it")
+)]
+pub fn memory_attribute(va: u64) -> Option<u8> {
+    let par: u64;
+    // SAFETY: as in `translate`: a table walk that writes PAR_EL1, no access through `va`.
+    unsafe {
+        asm!("at s1e1r, {va}", "isb", "mrs {par}, par_el1", va = in(reg) va, par = out(reg) par,
+             options(nostack));
+    }
+    if par & 1 == 0 { Some((par >> 56) as u8) } else { None }
+}

@@ -1,0 +1,154 @@
+//! The kernel map after boot is a live address space: changes that need break-before-make (a
+//! memory-type change, a block split) go through it with one gathered flush, the raw table
+//! refuses them, and the error path of the CPU-stack mapping flushes before it frees.
+//!
+//! The addresses are in the test window, away from the pages the TLB tests use (`tests/tlb.rs`:
+//! the first 2 MiB, `tests/shootdown.rs`: the second), so breaking them cannot fault under the
+//! code that does it.
+use mm::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
+use mm::descriptor::{Attributes, MemoryType};
+use mm::paging::{Constraints, MapError};
+use mm::space::Policy;
+use mm::tlb::FlushTarget;
+
+use crate::arch::mmu::{memory_attribute, translate};
+use crate::memory::kernel_map::{self, KernelSpace};
+use crate::memory::layout::{STACK_AREA, TEST_WINDOW};
+use crate::memory::{frames, tlb};
+use crate::{ensure, ensure_eq, kernel_test};
+
+/// A page the memory-type test maps as device memory.
+const DEVICE_VA: u64 = TEST_WINDOW + 0x60_0000;
+/// A 2 MiB-aligned range the split test maps as one block.
+const BLOCK_VA: u64 = TEST_WINDOW + 0x80_0000;
+
+/// MAIR_EL1 bytes (mm::descriptor::MAIR_EL1_VALUE) as PAR_EL1.ATTR reports them.
+const MAIR_DEVICE_NGNRE: u8 = 0x04;
+const MAIR_DEVICE_NGNRNE: u8 = 0x00;
+
+fn space<R>(f: impl FnOnce(&mut KernelSpace) -> R) -> Result<R, alloc::string::String> {
+    kernel_map::with_space(f).ok_or_else(|| "no kernel space".into())
+}
+
+fn err(e: MapError) -> alloc::string::String {
+    alloc::format!("{e:?}")
+}
+
+kernel_test!(
+    fn kernel_map_is_a_live_global_space() {
+        let (live, user, target, policy) =
+            space(|s| (s.table().is_live(), s.is_user(), *s.targets(), s.policy()))?;
+        ensure!(live, "the kernel table is not marked live: break-before-make is not enforced");
+        ensure!(!user, "the kernel space makes its entries non-global");
+        ensure_eq!(target, FlushTarget::GLOBAL);
+        ensure_eq!(policy, Policy::KERNEL);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn kernel_map_memory_type_change_goes_through_the_live_space() {
+        let frame = frames::alloc(1).ok_or("no frame")?;
+        let result = (|| {
+            let va = VirtAddr(DEVICE_VA);
+            space(|s| s.map(va, frame, PAGE_SIZE, Attributes::device(), Constraints::NONE))?.map_err(err)?;
+            ensure_eq!(memory_attribute(DEVICE_VA), Some(MAIR_DEVICE_NGNRE));
+            let tlb_before = tlb::stats();
+            let (refused, flushes, changed) = space(|s| {
+                // SAFETY: the engine refuses the change (checked below), so nothing changes and
+                // there is nothing to invalidate.
+                let raw =
+                    unsafe { s.table_mut_unflushed() }.protect(va, PAGE_SIZE, Attributes::device_ngnrne());
+                let before = s.stats().flushes;
+                let changed = s.set_memory_type(va, PAGE_SIZE, MemoryType::DeviceNGnRnE);
+                (
+                    matches!(raw, Err(MapError::BreakBeforeMakeRequired(_))),
+                    s.stats().flushes - before,
+                    changed,
+                )
+            })?;
+            ensure!(refused, "the raw kernel table changed a memory type in place");
+            changed.map_err(err)?;
+            ensure_eq!(flushes, 1);
+            let issued = tlb::stats().since(&tlb_before);
+            ensure_eq!(issued.plans, 1);
+            ensure!(issued.planned_tlbis() >= 1, "no TLBI between break and make");
+            ensure_eq!(memory_attribute(DEVICE_VA), Some(MAIR_DEVICE_NGNRNE));
+            Ok(())
+        })();
+        let _ = space(|s| s.unmap(VirtAddr(DEVICE_VA), PAGE_SIZE, |_| {}));
+        frames::free(frame, 1);
+        result
+    }
+);
+
+kernel_test!(
+    fn kernel_map_block_split_goes_through_the_live_space() {
+        let pa = frames::alloc(512).ok_or("no 2 MiB of frames")?;
+        let result = (|| {
+            ensure!(pa.is_aligned(BLOCK_2M), "the buddy allocator gave a misaligned 2 MiB: {pa:?}");
+            let va = VirtAddr(BLOCK_VA);
+            let data = Attributes::kernel_data();
+            space(|s| s.map(va, pa, BLOCK_2M, data, Constraints::NONE))?.map_err(err)?;
+            ensure_eq!(space(|s| s.query(va).map(|l| l.level))?, Some(2));
+            for i in 0..512 {
+                // SAFETY: the block maps the 512 frames just allocated, read-write.
+                unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *mut u64).write_volatile(0x5917_0000 + i) };
+            }
+            let tlb_before = tlb::stats();
+            let one = va.wrapping_add(PAGE_SIZE);
+            let (before, after, changed) = space(|s| {
+                let before = s.stats();
+                let changed = s.protect(one, PAGE_SIZE, Attributes::kernel_rodata());
+                (before, s.stats(), changed)
+            })?;
+            changed.map_err(err)?;
+            ensure_eq!(after.demotions - before.demotions, 1);
+            ensure_eq!(after.flushes - before.flushes, 1);
+            ensure_eq!(tlb::stats().since(&tlb_before).plans, 1);
+            let leaf = space(|s| s.query(one))?.ok_or("the split lost the page")?;
+            ensure_eq!((leaf.level, leaf.attrs), (3, Attributes::kernel_rodata()));
+            ensure!(translate(one.0, true).is_err(), "the read-only page is writable");
+            ensure!(translate(BLOCK_VA, true).is_ok(), "the split lost the rest of the block");
+            ensure_eq!(translate(BLOCK_VA + 5 * PAGE_SIZE, false).ok(), Some(pa.0 + 5 * PAGE_SIZE));
+            for i in 0..512 {
+                // SAFETY: every page is still mapped (readable) to its frame.
+                let v = unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *const u64).read_volatile() };
+                ensure_eq!(v, 0x5917_0000 + i);
+            }
+            Ok(())
+        })();
+        let _ = space(|s| s.unmap(VirtAddr(BLOCK_VA), BLOCK_2M, |_| {}));
+        frames::free(pa, 512);
+        result
+    }
+);
+
+kernel_test!(
+    fn cpu_stack_rollback_flushes_before_it_frees() {
+        // The last slot: no CPU of the QEMU matrix (at most 4) uses it.
+        let cpu = crate::smp::MAX_CPUS - 1;
+        let stack = STACK_AREA + cpu as u64 * crate::smp::STACK_SLOT + PAGE_SIZE;
+        ensure!(space(|s| s.query(VirtAddr(stack)).is_none())?, "slot {cpu} is in use");
+        let frames_before = frames::usage().0;
+        let flushes_before = space(|s| s.stats().flushes)?;
+        let tlb_before = tlb::stats();
+        let mut calls = 0;
+        // The kernel stack gets its frames, the exception stack does not.
+        let mut alloc = |pages: usize| -> Option<PhysAddr> {
+            calls += 1;
+            if calls == 1 { frames::alloc(pages) } else { None }
+        };
+        let result = kernel_map::map_stacks(cpu, &mut alloc);
+        ensure!(matches!(result, Err(MapError::OutOfMemory)), "map_stacks: {:?}", result.err());
+        ensure_eq!(calls, 2);
+        ensure!(space(|s| s.query(VirtAddr(stack)).is_none())?, "the kernel stack stayed mapped");
+        ensure!(translate(stack, false).is_err());
+        ensure_eq!(space(|s| s.stats().flushes)? - flushes_before, 1);
+        let issued = tlb::stats().since(&tlb_before);
+        ensure_eq!(issued.plans, 1);
+        ensure!(issued.planned_tlbis() >= 1, "the rollback freed mapped frames without a TLBI");
+        ensure_eq!(frames::usage().0, frames_before, "stack frames or emptied tables not freed");
+        Ok(())
+    }
+);
