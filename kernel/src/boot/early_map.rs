@@ -7,7 +7,9 @@
 //! descriptors come from the mm crate's `const` constructors (`Descriptor::block_2m`,
 //! `Descriptor::table`, the `Attributes` constants), the same encoding the final map uses: they
 //! compile to the same shifts and masks, inlined into `early_map`, with no panic path
-//! (`Descriptor::block_2m` has no level check to fail).
+//! (`Descriptor::block_2m` has no level check to fail). `kimage check` (its `early-code` check)
+//! reads the generated code: no indirect branch and no load of a link address in `early_map` or
+//! anything it calls.
 //!
 //! The map is deliberately coarse and short-lived (2 MiB blocks, read-write-execute for EL1 only):
 //! - TTBR0: the Image identity-mapped, so the instruction after the MMU turns on still fetches;

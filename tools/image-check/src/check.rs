@@ -245,6 +245,7 @@ pub fn check(image: &[u8], elf_bytes: &[u8], options: &Options) -> Vec<Outcome> 
         out.push(check_entry_segment(info));
         out.push(check_wx(info));
         out.push(check_base_alignment(info));
+        out.push(crate::early::check_early_code(elf_bytes, info));
     }
     out
 }

@@ -142,7 +142,7 @@ pub fn demangle(name: &str) -> String {
 }
 
 /// The entries of `.symtab` and its string table, bounds-checked.
-fn symbol_table<'a>(
+pub(crate) fn symbol_table<'a>(
     file: &ElfFile<'a>,
     sections: &[elf::Section],
 ) -> Result<(&'a [Entry64], &'a [u8]), String> {

@@ -8,6 +8,8 @@ use crate::elf::{PF_R, PF_W, PF_X, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE};
 use crate::ksyms_format::{self, Table};
 use crate::symbols::{self, RawSymbol, TRUNCATED_NAME_LEN};
 
+mod early;
+
 const BASE: u64 = 0xffff_8000_0000_0000;
 const PHYS: u64 = 0x4000_0000;
 const STT_NOTYPE: u8 = 0;
@@ -80,7 +82,8 @@ fn pad_to(v: &mut Vec<u8>, align: usize) {
 impl TestElf {
     /// A kernel-shaped ELF: RX text starting with a good Image header at `BASE` (entry at +0x40),
     /// R rodata at +0x1000 holding a 0x400-byte `.ksyms`, RW data at +0x2000 with 0x10 file
-    /// bytes and 0x2ff0 of .bss (memory extent 0x5000), and a few symbols.
+    /// bytes and 0x2ff0 of .bss (memory extent 0x5000), a few symbols, and an `early_map` at +0x180
+    /// that loads from .rodata and calls `kernel::main` (position-independent).
     fn kernel() -> TestElf {
         let mut text = Header {
             code0: encode_branch(0x40).unwrap(),
@@ -95,6 +98,7 @@ impl TestElf {
         .to_bytes()
         .to_vec();
         text.resize(0x200, 0xd5); // "code"
+        early::put_code(&mut text, 0x180, &early::good_early_map());
         let mut rodata = vec![0x11; 0x100];
         rodata.resize(0x500, 0); // .ksyms at +0x100, 0x400 bytes
         TestElf {
@@ -130,6 +134,7 @@ impl TestElf {
                 sym("primary_entry", BASE + 0x40, 0, STT_NOTYPE, Some(0)),
                 sym("_ZN6kernel4main17h0123456789abcdefE", BASE + 0x80, 0x40, STT_FUNC, Some(0)),
                 sym("_ZN6kernel4boot10el2_to_el117hfedcba9876543210E", BASE + 0x100, 0x80, STT_FUNC, Some(0)),
+                sym("early_map", BASE + 0x180, 0x40, STT_FUNC, Some(0)),
                 sym("rodata_label", BASE + 0x1000, 0, STT_NOTYPE, Some(1)),
                 sym("SOME_TABLE", BASE + 0x1010, 8, STT_OBJECT, Some(1)),
                 sym("undefined_func", 0, 0, STT_FUNC, None),
@@ -313,7 +318,8 @@ fn good_pair_passes_every_check() {
             "lma-layout",
             "entry-segment",
             "w^x",
-            "base-alignment"
+            "base-alignment",
+            "early-code"
         ]
     );
     assert!(outcomes[0].to_string().starts_with("ok   elf-format: "));
@@ -464,6 +470,9 @@ fn misaligned_base_and_inconsistent_load_addresses_fail() {
     for seg in &mut t.segs {
         seg.vaddr += 0x1000;
     }
+    for sym in t.syms.iter_mut().filter(|s| s.value != 0) {
+        sym.value += 0x1000;
+    }
     t.entry += 0x1000;
     assert_eq!(failures_of(&t), ["base-alignment"]);
     let mut t = TestElf::kernel();
@@ -514,6 +523,7 @@ fn collects_code_symbols_only() {
         (BASE + 0x40, 0x40, "primary_entry"),
         (BASE + 0x80, 0x40, "kernel::main"),
         (BASE + 0x100, 0x80, "kernel::boot::el2_to_el1"),
+        (BASE + 0x180, 0x40, "early_map"),
     ];
     let found: Vec<_> = syms.iter().map(|s| (s.address, s.size, s.name.as_str())).collect();
     // rodata_label (not in code), SOME_TABLE (OBJECT) and undefined_func (address 0) are out.
@@ -699,10 +709,10 @@ fn patches_ksyms_in_the_elf_and_the_image_still_checks() {
     let mut elf = t.build();
     let patch = symbols::plan(&elf).unwrap();
     assert_eq!(patch.bytes.len(), 0x400);
-    assert_eq!(patch.count, 4);
+    assert_eq!(patch.count, 5);
     assert_eq!(patch.address, BASE + 0x1100);
     patch.apply(&mut elf).unwrap();
-    assert!(patch.summary().contains("4 symbols written"));
+    assert!(patch.summary().contains("5 symbols written"));
 
     // The section's bytes now decode, exactly as the kernel will read them.
     let at = patch.file_offset as usize;
