@@ -15,8 +15,11 @@
 //! space), `tlbi-locality` (local TLBIs while the address space is on one CPU, broadcast once it
 //! has moved; this kernel only) and `shootdown` (a benchmark, quick inside `all`).
 //!
-//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown] [--full]
-//! [--threads=N]` (default `all`, quick scale).
+//! A `fuzz` mode (not part of `all`) makes random memory calls from several threads and checks
+//! every page it touches (see `fuzz.rs`).
+//!
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|fuzz] [--full]
+//! [--threads=N] [--calls=N]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
 #![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
@@ -26,6 +29,7 @@ extern crate alloc;
 mod abi;
 mod bench;
 mod code_region;
+mod fuzz;
 mod jit;
 mod layout;
 mod near;
@@ -57,8 +61,8 @@ pub struct Ctx {
 /// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
-const USAGE: &str =
-    "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown] [--full] [--threads=N]";
+const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|fuzz] [--full] \
+                     [--threads=N] [--calls=N]";
 
 /// Invariant bookkeeping for one mode.
 pub struct Checks {
@@ -135,6 +139,15 @@ fn main(start: &rt::Start) -> u64 {
                     Some(n) if (2..=threads::MAX_THREADS as u32).contains(&n) => threads = Some(n),
                     _ => {
                         say!("{USAGE} (N from 2 to {})", threads::MAX_THREADS);
+                        return 2;
+                    }
+                }
+            }
+            Some(a) if a.starts_with(b"--calls=") => {
+                match core::str::from_utf8(&a[8..]).ok().and_then(|n| n.parse::<u64>().ok()) {
+                    Some(n) => fuzz::CALLS_PER_WORKER.store(n, Ordering::Relaxed),
+                    None => {
+                        say!("{USAGE}");
                         return 2;
                     }
                 }
@@ -222,6 +235,13 @@ fn main(start: &rt::Start) -> u64 {
         ran += 1;
         if !shootdown::run(&ctx, all && !full) {
             failed.push("shootdown");
+        }
+    }
+    // Not part of `all`: the suite runs it on its own (scripts/test), `scripts/fuzz` longer.
+    if mode == b"fuzz" {
+        ran += 1;
+        if !fuzz::run(&ctx) {
+            failed.push("fuzz");
         }
     }
     if ran == 0 {

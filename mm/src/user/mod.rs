@@ -94,6 +94,10 @@ impl LargeFaults {
     pub const NONE: Self = Self { runs: false, blocks: false };
 }
 
+/// `MAP_POPULATE` stops populating while no more than this many frames (16 MiB) are free in the
+/// machine.
+pub const POPULATE_RESERVE_FRAMES: u64 = 4096;
+
 /// A fault maps a 2 MiB block without `MADV_HUGEPAGE` only while at least this many blocks'
 /// worth of frames (512 each) are free in the machine: 64 blocks = 128 MiB.
 pub const BLOCK_FREE_FRAMES_FACTOR: u64 = 64;
@@ -442,9 +446,17 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             self.unmap_range(start, end);
         }
         if mapped.populate {
-            // Best effort, as Linux's MAP_POPULATE: a failure leaves the rest to demand paging.
+            // Best effort, as Linux's MAP_POPULATE: a failure leaves the rest to demand paging,
+            // and it stops before the machine's last frames (a huge MAP_POPULATE must not take
+            // the memory every other process needs for its next fault).
             let access = if mapped.prot.write() { Access::Write } else { Access::Read };
-            let _ = self.populate(mapped.addr, mapped.addr + mapped.len, access);
+            let mut page = mapped.addr;
+            while page < mapped.addr + mapped.len && self.frames.free_frames() > POPULATE_RESERVE_FRAMES {
+                if self.fault(page, access).is_err() {
+                    break;
+                }
+                page += PAGE_SIZE;
+            }
         }
         Ok(mapped.addr)
     }

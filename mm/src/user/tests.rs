@@ -138,6 +138,7 @@ fn memory(range: bool) -> Mem {
     );
     // Page by page, as the tests of the calls expect; `large_memory` has the large faults.
     m.set_large_faults(LargeFaults::NONE);
+    m.frames_mut_for_test().free_frames = 1 << 20;
     m
 }
 
@@ -336,6 +337,13 @@ fn madvise_hints_do_what_linux_does() {
     let b = m.mmap(0, 8 * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
     assert!(m.vm().find(b).is_some());
     assert_eq!(m.fault(b + 7 * PAGE_SIZE, Access::Write), Err(Fault::OutOfMemory));
+    // And it leaves the machine's last frames alone.
+    m.frames_mut_for_test().limit = None;
+    m.frames_mut_for_test().free_frames = POPULATE_RESERVE_FRAMES;
+    let held = m.stats().data_frames;
+    let c = m.mmap(0, 64 * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(m.stats().data_frames, held, "MAP_POPULATE took frames below the reserve");
+    assert!(m.vm().find(c).is_some());
 }
 
 #[test]

@@ -1,0 +1,455 @@
+//! `fuzz`: a bounded system-call fuzzer for the memory and thread calls. Every worker thread
+//! makes random `mmap`, `munmap`, `mprotect`, `madvise` and `brk(0)` calls with biased
+//! arguments — addresses near its own mappings, near 0, near 2^47 and 2^48, unaligned; lengths
+//! 0, 1, 4095, one page, many pages, huge and −1; random protection and flag bits — and touches
+//! its pages between calls, checking every read against a shadow of what it wrote.
+//!
+//! What may not break the program is kept out of reach, not out of the fuzzer: calls that could
+//! remove or change memory the program itself uses (`MAP_FIXED`, `munmap`, `mprotect`,
+//! `MADV_DONTNEED`) go either into the worker's own arena (a reserved range it maps over, cuts and
+//! reprotects at will) or at arguments the kernel must refuse before touching anything (an
+//! unaligned address, a length that wraps, an address past the user half). Everything else —
+//! hints, lengths, protections and flag bits — is random. The property checked: the kernel does
+//! not panic or hang (the suite's timeout and exit status), every page reads what the shadow says
+//! (a wrong translation or a lost page is a failure), every successful `mmap` returns a
+//! page-aligned user address, and when everything is unmapped again the process holds the data
+//! frames it held before (`SYS_MM_STATS`).
+//!
+//! Usage: `userland fuzz [--calls=N] [--threads=N]` (default 20,000 calls per worker, 2 workers).
+
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sys::{self, Errno, PROT_READ, PROT_WRITE};
+use crate::thread;
+use crate::{Checks, Ctx, check, ok, say};
+
+/// Pages of a worker's arena.
+const ARENA_PAGES: u64 = 1024;
+/// Calls per worker by default.
+pub const DEFAULT_CALLS: u64 = 20_000;
+
+const MAP_PRIVATE: u64 = 0x02;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_FIXED: u64 = 0x10;
+const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+const MADV_DONTNEED: u64 = 4;
+
+/// Most workers.
+const MAX_WORKERS: usize = 16;
+/// Every worker's arena `[start, end)`, written before any worker starts.
+static ARENAS: [AtomicU64; 2 * MAX_WORKERS] = [const { AtomicU64::new(0) }; 2 * MAX_WORKERS];
+/// Set once every worker exists: no thread creation (which maps a stack) after that.
+static START: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+fn in_any_arena(a: u64, len: u64) -> bool {
+    let end = a.saturating_add(len);
+    (0..MAX_WORKERS).any(|i| {
+        let (s, e) = (ARENAS[2 * i].load(Ordering::Relaxed), ARENAS[2 * i + 1].load(Ordering::Relaxed));
+        s < e && a < e && s < end
+    })
+}
+
+/// Calls made, and calls the kernel refused, over all workers.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Shadow mismatches and other failed invariants, over all workers.
+static BROKEN: AtomicU64 = AtomicU64::new(0);
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// One arena page as the worker believes it is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Page {
+    Unmapped,
+    /// Mapped with this protection; `value` is what word 0 holds (0 until written).
+    Mapped {
+        prot: u64,
+        value: u64,
+    },
+}
+
+struct Worker {
+    rng: Rng,
+    page: u64,
+    arena: u64,
+    shadow: Vec<Page>,
+    /// Mappings made outside the arena (address, length), unmapped at the end.
+    others: Vec<(u64, u64)>,
+    generation: u64,
+}
+
+fn raw(n: u64, a: [u64; 6]) -> Result<u64, Errno> {
+    CALLS.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: every call the fuzzer makes either targets its own arena (whose contents only the
+    // shadow cares about) or passes arguments the kernel must refuse without changing anything,
+    // or maps new memory without MAP_FIXED (which cannot replace a mapping): see the module
+    // documentation. No memory the program itself uses changes.
+    let r = unsafe { sys::syscall6(n, a) };
+    if r.is_err() {
+        REFUSED.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}
+
+const MMAP: u64 = 222;
+const MUNMAP: u64 = 215;
+const MPROTECT: u64 = 226;
+const MADVISE: u64 = 233;
+const BRK: u64 = 214;
+
+impl Worker {
+    fn new(seed: u64, page: u64) -> Result<Self, Errno> {
+        // The arena: reserved, then fuzzed over with MAP_FIXED.
+        let arena = sys::mmap_anon(0, ARENA_PAGES * page, sys::PROT_NONE, 0)?;
+        let shadow = alloc::vec![Page::Mapped { prot: 0, value: 0 }; ARENA_PAGES as usize];
+        // Preallocated: a worker allocates nothing while it runs (an allocation could map memory
+        // into another worker's arena hole).
+        Ok(Self { rng: Rng(seed | 1), page, arena, shadow, others: Vec::with_capacity(80), generation: 1 })
+    }
+
+    fn broken(&self, what: core::fmt::Arguments<'_>) {
+        BROKEN.fetch_add(1, Ordering::Relaxed);
+        say!("  FAIL [fuzz] {what}");
+    }
+
+    /// A biased length.
+    fn length(&mut self) -> u64 {
+        let p = self.page;
+        match self.rng.below(9) {
+            0 => 0,
+            1 => 1,
+            2 => p - 1,
+            3 => p,
+            4 => p * (1 + self.rng.below(16)),
+            5 => p * (1 + self.rng.below(600)),
+            6 => 1 << (30 + self.rng.below(18)),
+            7 => u64::MAX,
+            _ => self.rng.next() >> self.rng.below(64),
+        }
+    }
+
+    /// A hint for an mmap without MAP_FIXED: anything.
+    fn hint(&mut self) -> u64 {
+        let near = self.arena + self.rng.below(ARENA_PAGES * 2) * self.page;
+        match self.rng.below(7) {
+            0 => 0,
+            1 => self.rng.below(1 << 20),
+            2 => (1 << 47) - self.rng.below(1 << 24),
+            3 => (1 << 48) - self.rng.below(1 << 24),
+            4 => near,
+            5 => near + self.rng.below(self.page),
+            _ => self.rng.next(),
+        }
+    }
+
+    /// Arguments the kernel must refuse before changing anything, for a destructive call.
+    fn refused_range(&mut self) -> (u64, u64) {
+        match self.rng.below(4) {
+            // Unaligned (EINVAL before any change).
+            0 => (self.arena + 1 + self.rng.below(self.page - 1), self.page),
+            // Past the user half (EINVAL or ENOMEM).
+            1 => ((1 << 48) + self.rng.below(1 << 40) * self.page, self.length()),
+            // Wraps around.
+            2 => (u64::MAX - self.rng.below(16) * self.page + 1 - self.page, 2 * self.page),
+            // Zero length inside the arena: nothing to do.
+            _ => (self.arena, 0),
+        }
+    }
+
+    /// A page-aligned range inside the arena: (first page index, pages).
+    fn arena_range(&mut self) -> (u64, u64) {
+        let first = self.rng.below(ARENA_PAGES);
+        let max = (ARENA_PAGES - first).min(64);
+        (first, 1 + self.rng.below(max))
+    }
+
+    fn step(&mut self) {
+        match self.rng.below(100) {
+            0..=19 => self.mmap_random(),
+            20..=34 => self.mmap_fixed_in_arena(),
+            35..=47 => self.munmap(),
+            48..=62 => self.mprotect(),
+            63..=70 => self.madvise(),
+            71..=72 => {
+                let _ = raw(BRK, [0; 6]);
+            }
+            _ => self.touch(),
+        }
+    }
+
+    fn mmap_random(&mut self) {
+        let len = self.length();
+        let hint = self.hint();
+        let mut prot = self.rng.below(8);
+        if self.rng.chance(10) {
+            prot |= self.rng.next() & !0xff;
+        }
+        let mut flags = if self.rng.chance(85) { MAP_PRIVATE | MAP_ANONYMOUS } else { self.rng.below(0x40) };
+        if self.rng.chance(15) {
+            flags |= self.rng.next() & 0x1ff_ff00;
+        }
+        // Never able to replace a mapping outside the arena.
+        flags &= !(MAP_FIXED | MAP_FIXED_NOREPLACE);
+        let fd = if self.rng.chance(90) { u64::MAX } else { self.rng.below(8) };
+        if let Ok(a) = raw(MMAP, [hint, len, prot, flags, fd, 0]) {
+            if a % self.page != 0 || a >= 1 << 48 {
+                self.broken(format_args!("mmap returned {a:#x}"));
+                return;
+            }
+            let plen = len.next_multiple_of(self.page);
+            // A hint (or top-down placement) may put the mapping in a hole of some worker's arena
+            // (holes exist only between an arena munmap and its re-reservation): give it back at
+            // once, so that no arena ever holds a mapping its worker does not know of.
+            if in_any_arena(a, plen) {
+                let _ = raw(MUNMAP, [a, plen, 0, 0, 0, 0]);
+                return;
+            }
+            self.others.push((a, plen));
+            if self.others.len() > 64 {
+                let (a, l) = self.others.swap_remove(self.rng.below(64) as usize);
+                let _ = raw(MUNMAP, [a, l, 0, 0, 0, 0]);
+            }
+        }
+    }
+
+    fn mmap_fixed_in_arena(&mut self) {
+        let (first, pages) = self.arena_range();
+        let prot = [PROT_READ | PROT_WRITE, PROT_READ, 0, PROT_READ | PROT_WRITE][self.rng.below(4) as usize];
+        let flags =
+            MAP_PRIVATE | MAP_ANONYMOUS | if self.rng.chance(20) { MAP_FIXED_NOREPLACE } else { MAP_FIXED };
+        let at = self.arena + first * self.page;
+        let r = raw(MMAP, [at, pages * self.page, prot, flags, u64::MAX, 0]);
+        match r {
+            Ok(a) if a == at => {
+                for p in first..first + pages {
+                    self.shadow[p as usize] = Page::Mapped { prot, value: 0 };
+                }
+            }
+            Ok(a) => self.broken(format_args!("MAP_FIXED at {at:#x} returned {a:#x}")),
+            Err(Errno(17)) if flags & MAP_FIXED_NOREPLACE != 0 => {
+                let any = (first..first + pages).any(|p| self.shadow[p as usize] != Page::Unmapped);
+                if !any {
+                    self.broken(format_args!("MAP_FIXED_NOREPLACE: EEXIST over a free range"));
+                }
+            }
+            // Out of memory or map count: nothing changed.
+            Err(_) => {}
+        }
+    }
+
+    fn munmap(&mut self) {
+        if self.rng.chance(30) {
+            let (a, l) = self.refused_range();
+            if l != 0 && raw(MUNMAP, [a, l, 0, 0, 0, 0]).is_ok() {
+                self.broken(format_args!("munmap({a:#x}, {l:#x}) succeeded"));
+            }
+            return;
+        }
+        let (first, pages) = self.arena_range();
+        if raw(MUNMAP, [self.arena + first * self.page, pages * self.page, 0, 0, 0, 0]).is_ok() {
+            for p in first..first + pages {
+                self.shadow[p as usize] = Page::Unmapped;
+            }
+            // Now and then the hole stays for a while (mprotect over it must fail); otherwise it
+            // is reserved again at once.
+            if self.rng.chance(70) {
+                self.reserve(first, pages);
+            }
+        } else {
+            self.broken(format_args!("munmap of an arena range failed"));
+        }
+    }
+
+    /// Maps `[first, first + pages)` of the arena `PROT_NONE` again (MAP_FIXED).
+    fn reserve(&mut self, first: u64, pages: u64) {
+        let at = self.arena + first * self.page;
+        let flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+        if raw(MMAP, [at, pages * self.page, 0, flags, u64::MAX, 0]) == Ok(at) {
+            for p in first..first + pages {
+                self.shadow[p as usize] = Page::Mapped { prot: 0, value: 0 };
+            }
+        }
+    }
+
+    fn mprotect(&mut self) {
+        if self.rng.chance(30) {
+            let (a, l) = self.refused_range();
+            if l != 0 && raw(MPROTECT, [a, l, PROT_READ, 0, 0, 0]).is_ok() {
+                self.broken(format_args!("mprotect({a:#x}, {l:#x}) succeeded"));
+            }
+            return;
+        }
+        let (first, pages) = self.arena_range();
+        let all_mapped = (first..first + pages).all(|p| self.shadow[p as usize] != Page::Unmapped);
+        let mut prot = [PROT_READ | PROT_WRITE, PROT_READ, 0][self.rng.below(3) as usize];
+        if self.rng.chance(5) {
+            prot |= self.rng.next() & !0x7;
+        }
+        let r = raw(MPROTECT, [self.arena + first * self.page, pages * self.page, prot, 0, 0, 0]);
+        match r {
+            Ok(_) if all_mapped => {
+                for p in first..first + pages {
+                    if let Page::Mapped { value, .. } = self.shadow[p as usize] {
+                        self.shadow[p as usize] = Page::Mapped { prot, value };
+                    }
+                }
+            }
+            Ok(_) => self.broken(format_args!("mprotect over a hole succeeded")),
+            // Unknown bits: EINVAL before any change.
+            Err(_) if prot & !0x7 != 0 => {}
+            // ENOMEM for a hole (the mapped prefix may have changed), or a split that found no
+            // memory: the shadow no longer knows the range, so it is made known again.
+            Err(_) => self.reserve(first, pages),
+        }
+    }
+
+    fn madvise(&mut self) {
+        if self.rng.chance(20) {
+            let (a, l) = self.refused_range();
+            let advice = self.rng.below(30);
+            let _ = raw(MADVISE, [a, l, advice, 0, 0, 0]);
+            return;
+        }
+        let (first, pages) = self.arena_range();
+        let advice = [MADV_DONTNEED, 3, 14, 15, 22, 23, 0, 1, 2][self.rng.below(9) as usize];
+        let r = raw(MADVISE, [self.arena + first * self.page, pages * self.page, advice, 0, 0, 0]);
+        if advice == MADV_DONTNEED {
+            // Applied to every mapped page of the range (ENOMEM afterwards for a hole).
+            let _ = r;
+            for p in first..first + pages {
+                if let Page::Mapped { prot, .. } = self.shadow[p as usize] {
+                    self.shadow[p as usize] = Page::Mapped { prot, value: 0 };
+                }
+            }
+        }
+    }
+
+    /// Reads (and, where writable, writes) a few pages of the arena, checking them.
+    fn touch(&mut self) {
+        for _ in 0..4 {
+            let p = self.rng.below(ARENA_PAGES);
+            let Page::Mapped { prot, value } = self.shadow[p as usize] else { continue };
+            let addr = (self.arena + p * self.page) as *mut u64;
+            if prot & PROT_READ != 0 {
+                // SAFETY: a readable page of our own arena, as the shadow (kept in step with
+                // every successful call) says.
+                let got = unsafe { addr.read_volatile() };
+                if got != value {
+                    self.broken(format_args!("arena page {p} reads {got:#x}, expected {value:#x}"));
+                }
+            }
+            if prot & PROT_WRITE != 0 {
+                self.generation += 1;
+                let v = self.generation << 16 | p;
+                // SAFETY: a writable page of our own arena.
+                unsafe { addr.write_volatile(v) };
+                self.shadow[p as usize] = Page::Mapped { prot, value: v };
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        let _ = raw(MUNMAP, [self.arena, ARENA_PAGES * self.page, 0, 0, 0, 0]);
+        for (a, l) in core::mem::take(&mut self.others) {
+            let _ = raw(MUNMAP, [a, l, 0, 0, 0, 0]);
+        }
+    }
+}
+
+/// Calls per worker (`--calls=N`), set by `main`.
+pub static CALLS_PER_WORKER: AtomicU64 = AtomicU64::new(DEFAULT_CALLS);
+
+extern "C" fn worker_main(arg: u64) -> u64 {
+    // SAFETY: `arg` is a `Box<Worker>` leaked by `run` for this thread alone; taken back here.
+    let mut w = unsafe { alloc::boxed::Box::from_raw(arg as *mut Worker) };
+    while !START.load(Ordering::Acquire) {
+        sys::sched_yield();
+    }
+    for _ in 0..CALLS_PER_WORKER.load(Ordering::Relaxed) {
+        w.step();
+    }
+    w.finish();
+    0
+}
+
+/// The `fuzz` mode.
+pub fn run(ctx: &Ctx) -> bool {
+    let mut c = Checks::new("fuzz");
+    let workers = ctx.threads.unwrap_or(2).min(MAX_WORKERS as u32);
+    let calls = CALLS_PER_WORKER.load(Ordering::Relaxed);
+    say!("== fuzz: {workers} workers x {calls} memory calls, seed {:#x}", ctx.seed);
+    // Every arena and worker first, then the threads (whose stacks are mapped now), then go.
+    let mut ready = Vec::new();
+    for i in 0..workers {
+        let seed = ctx.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(u64::from(i) * 0x1234_5678);
+        match Worker::new(seed, ctx.page) {
+            Ok(w) => {
+                ARENAS[2 * i as usize].store(w.arena, Ordering::Relaxed);
+                ARENAS[2 * i as usize + 1].store(w.arena + ARENA_PAGES * ctx.page, Ordering::Relaxed);
+                ready.push(alloc::boxed::Box::into_raw(alloc::boxed::Box::new(w)) as u64);
+            }
+            Err(e) => {
+                check!(c, false, "the arena of worker {i} could not be mapped: {e}");
+            }
+        }
+    }
+    // The frames held now: the workers are allocated (the heap keeps its pages), their arenas
+    // hold none yet, the threads' stacks are mapped later and unmapped at the joins.
+    let before = sys::mm_stats().ok();
+    let mine = ready.pop();
+    let mut threads = Vec::new();
+    for arg in ready {
+        match thread::spawn(worker_main, arg, 0) {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                check!(c, false, "clone of a worker failed: {e}");
+            }
+        }
+    }
+    START.store(true, Ordering::Release);
+    if let Some(arg) = mine {
+        worker_main(arg);
+    }
+    for t in threads {
+        if t.join(thread::deadline_in(600)).is_err() {
+            check!(c, false, "a worker did not finish within 600 s");
+        }
+    }
+    let (calls, refused, broken) =
+        (CALLS.load(Ordering::Relaxed), REFUSED.load(Ordering::Relaxed), BROKEN.load(Ordering::Relaxed));
+    say!("  {calls} calls, {refused} refused with an errno, {broken} broken invariants");
+    ok!(
+        c,
+        broken == 0,
+        "every page read what was written, every mmap result was a page-aligned user address"
+    );
+    if let (Some(b), Ok(a)) = (before, sys::mm_stats()) {
+        say!(
+            "  data frames held before {}, after {}; table frames {} / {}",
+            b.data_frames,
+            a.data_frames,
+            b.table_frames,
+            a.table_frames
+        );
+        if b.free_frames != 0 || b.data_frames != 0 {
+            ok!(c, a.data_frames == b.data_frames, "every data frame back after unmapping everything");
+        }
+    }
+    c.done()
+}
