@@ -11,8 +11,6 @@ pub use devicetree::{
 };
 
 pub use devicetree::FDT_MAGIC;
-/// Largest device tree the boot protocol allows (booting.rst: at most 2 MiB).
-pub const FDT_MAX_SIZE: usize = 2 << 20;
 
 /// Why x0 is not a usable device tree.
 #[derive(Debug)]
@@ -21,8 +19,13 @@ pub enum FdtProblem {
     NotMapped,
     /// The first word is not the FDT magic.
     BadMagic(u32),
-    /// `totalsize` is out of bounds.
-    BadSize(u32),
+    /// `totalsize` is below the header's size or beyond the bytes mapped from x0.
+    BadSize {
+        /// The header's `totalsize`.
+        size: u32,
+        /// Bytes mapped from x0 on.
+        window: usize,
+    },
     /// The blob is not a valid device tree (the reader says where and why).
     Rejected(devicetree::Error),
 }
@@ -34,9 +37,10 @@ impl core::fmt::Display for FdtProblem {
             Self::BadMagic(magic) => {
                 write!(f, "its first word is {magic:#010x}, not the FDT magic {FDT_MAGIC:#010x}")
             }
-            Self::BadSize(size) => write!(
+            Self::BadSize { size, window } => write!(
                 f,
-                "its totalsize {size} is below 40 bytes or above the 2 MiB the boot protocol allows"
+                "its totalsize {size} is below 40 bytes or beyond the {window} bytes the early map \
+                 shows from x0 on"
             ),
             Self::Rejected(e) => write!(f, "{e}"),
         }
@@ -44,6 +48,11 @@ impl core::fmt::Display for FdtProblem {
 }
 
 /// Checks the blob at `va` (mapped, at least `window` bytes readable) and validates it.
+///
+/// The boot protocol (booting.rst) allows at most 2 MiB, but a tree is taken as long as the early
+/// map's window holds it: QEMU pads a `-dtb` file to twice its size plus 10000 bytes
+/// (`load_device_tree`, QEMU's system/device_tree.c), so a 1 MiB tree dumped by QEMU and given back
+/// arrives as 2,117,152 bytes, nearly all padding. (Linux's arm64 `fixmap_remap_fdt` refuses it.)
 ///
 /// # Errors
 /// An [`FdtProblem`] saying what is wrong with it.
@@ -58,8 +67,8 @@ pub unsafe fn open(va: u64, window: usize) -> Result<Fdt<'static>, FdtProblem> {
     }
     // SAFETY: as above; totalsize is the second header word.
     let size = u32::from_be(unsafe { ((va + 4) as *const u32).read_volatile() });
-    if (size as usize) < 40 || size as usize > FDT_MAX_SIZE || size as usize > window {
-        return Err(FdtProblem::BadSize(size));
+    if (size as usize) < 40 || size as usize > window {
+        return Err(FdtProblem::BadSize { size, window });
     }
     // SAFETY: `size` bytes from `va` lie inside the mapped, immutable window.
     let bytes = unsafe { core::slice::from_raw_parts(va as *const u8, size as usize) };
