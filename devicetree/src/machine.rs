@@ -108,7 +108,8 @@ pub struct Machine<'a> {
     pub bootargs: &'a str,
     /// The CPUs under `/cpus` that have a readable `reg`.
     pub cpus: Vec<CpuNode>,
-    /// The initrd (`/chosen` `linux,initrd-start` and `linux,initrd-end`), physical.
+    /// The initrd (`/chosen` `linux,initrd-start` and `linux,initrd-end`), physical, when it
+    /// lies inside one range of `memory`.
     pub initrd: Option<(u64, u64)>,
     /// What was found odd and left out (an unreadable `reg`, a range that wraps, too many memory
     /// ranges), for the boot report.
@@ -363,6 +364,15 @@ impl<'a> Machine<'a> {
             let start = chosen.property("linux,initrd-start")?.as_u64()?;
             let end = chosen.property("linux,initrd-end")?.as_u64()?;
             (start < end).then_some((start, end))
+        });
+        // The kernel reads the initrd through its linear map of RAM: one outside RAM is left out
+        // (Linux's arm64_memblock_init does the same: "initrd not fully accessible").
+        let initrd = initrd.filter(|&(start, end)| {
+            let inside = memory.ranges().iter().any(|&(s, e)| s <= start && end <= e);
+            if !inside {
+                problems.push(format!("initrd [{start:#x}, {end:#x}) is not inside the memory"));
+            }
+            inside
         });
         Self {
             model: root.str_property("model").unwrap_or("(no model)"),

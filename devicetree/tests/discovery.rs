@@ -559,3 +559,30 @@ fn header_errors() {
         assert!(e.to_string().len() > 20, "{e}");
     }
 }
+
+#[test]
+fn an_initrd_outside_memory_is_left_out() {
+    for (start, end, kept) in
+        [(0x4000_0000u32, 0x4010_0000u32, true), (0x5ff0_0000, 0x6000_0001, false), (0x10, 0x20, false)]
+    {
+        let mut b = Builder::new();
+        b.begin("").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
+        b.begin("chosen").cells("linux,initrd-start", &[start]).cells("linux,initrd-end", &[end]).end();
+        b.begin("memory@40000000")
+            .string("device_type", "memory")
+            .cells("reg", &[0x4000_0000, 0x2000_0000])
+            .end();
+        b.end();
+        let blob = b.finish();
+        let m = machine(&blob);
+        assert_eq!(m.initrd.is_some(), kept, "[{start:#x}, {end:#x})");
+        assert_eq!(m.problems.len(), usize::from(!kept));
+        if !kept {
+            assert!(
+                m.problems[0].starts_with("initrd [") && m.problems[0].ends_with("is not inside the memory"),
+                "{:?}",
+                m.problems
+            );
+        }
+    }
+}

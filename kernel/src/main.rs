@@ -286,7 +286,7 @@ extern "C" fn kernel_main(
         ),
         Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
     }
-    for (node, outcome) in smp::start_secondaries(&booted.machine.cpus, load_pa, early_ttbr0) {
+    for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {
                 kprintln!("  cpu MPIDR {:#x} ({}): up in {} us", node.mpidr, node.enable_method, us)

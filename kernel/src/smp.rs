@@ -18,7 +18,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use mm::addr::PAGE_SIZE;
 
 use crate::arch::psci;
-use crate::devicetree::{CpuNode, EnableMethod};
+use crate::devicetree::{CpuNode, EnableMethod, Machine};
 use crate::kprintln;
 use crate::memory::{kernel_map, layout};
 
@@ -98,7 +98,7 @@ pub enum BringUp {
 }
 
 /// Starts every CPU of the device tree other than the boot CPU; returns what happened to each.
-pub fn start_secondaries(cpus: &[CpuNode], load_pa: u64, early_ttbr0: u64) -> Vec<(CpuNode, BringUp)> {
+pub fn start_secondaries(machine: &Machine<'_>, load_pa: u64, early_ttbr0: u64) -> Vec<(CpuNode, BringUp)> {
     use aarch64_cpu::registers::{
         MAIR_EL1, MPIDR_EL1, Readable, SCTLR_EL1, TCR_EL1, TPIDR_EL1, TTBR1_EL1, Writeable,
     };
@@ -109,7 +109,7 @@ pub fn start_secondaries(cpus: &[CpuNode], load_pa: u64, early_ttbr0: u64) -> Ve
     let entry_pa = (secondary_entry_address()).wrapping_sub(crate::boot::early_map::KIMAGE_VADDR) + load_pa;
     let mut results = Vec::new();
     let mut index = 1;
-    for node in cpus.iter().cloned() {
+    for node in machine.cpus.iter().cloned() {
         if node.mpidr == boot_mpidr {
             continue;
         }
@@ -147,6 +147,10 @@ pub fn start_secondaries(cpus: &[CpuNode], load_pa: u64, early_ttbr0: u64) -> Ve
                 Err(code) => Err(format!("PSCI CPU_ON refused with {code}")),
             },
             EnableMethod::SpinTable => match node.release_addr {
+                Some(addr) if !release_word_is_ours_to_write(machine, addr, load_pa) => Err(format!(
+                    "cpu-release-addr {addr:#x} is not an 8-byte aligned word of RAM that the device \
+                     tree reserves (and the linear map shows)"
+                )),
                 Some(addr) => {
                     release_spin_table(addr, entry_pa);
                     Ok(())
@@ -212,10 +216,24 @@ fn clean_to_poc(va: u64, len: usize) {
 
 /// Spin-table release (booting.rst): write the entry point to the CPU's release address, clean it
 /// to the point of coherency (the waiting CPU reads it with caches off), and `SEV`.
+/// Whether the kernel may write a spin-table release word at `addr`: 8-byte aligned RAM inside a
+/// reservation that the linear map shows (so no frame of the kernel's is there), outside the
+/// Image. A corrupt `cpu-release-addr` would otherwise be a write anywhere.
+fn release_word_is_ours_to_write(machine: &Machine<'_>, addr: u64, load_pa: u64) -> bool {
+    let image = layout::image();
+    let image_size = image.end.next_multiple_of(PAGE_SIZE) - image.start;
+    let Some(end) = addr.checked_add(8) else { return false };
+    addr.is_multiple_of(8)
+        && machine.memory.contains(addr)
+        && machine.reserved.iter().any(|r| !r.no_map && r.start <= addr && end <= r.end)
+        && (end <= load_pa || addr >= load_pa + image_size)
+}
+
 fn release_spin_table(release_pa: u64, entry_pa: u64) {
     let va = layout::phys_to_linear(release_pa);
-    // SAFETY: the release address is a reserved, 8-byte aligned word in RAM (the device tree's
-    // /memreserve/ covers it), reached through the linear map; only the waiting CPU reads it.
+    // SAFETY: the release address is a reserved, 8-byte aligned word in RAM outside the Image
+    // (`release_word_is_ours_to_write`), reached through the linear map; only the waiting CPU
+    // reads it.
     unsafe { (va as *mut u64).write_volatile(entry_pa) };
     clean_to_poc(va, 8);
     aarch64_cpu::asm::sev();
