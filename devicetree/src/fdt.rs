@@ -336,6 +336,25 @@ impl<'a> Fdt<'a> {
     /// A path component without a unit address matches the first node of that name with any
     /// unit address, as libfdt's `fdt_path_offset` does.
     pub fn find_node(&self, path: &str) -> Option<Node<'a>> {
+        self.lookup(path, &mut |_| {})
+    }
+
+    /// [`find_node`](Self::find_node), with the node's full path (alias resolved, unit addresses
+    /// as the tree has them), which [`crate::translate`] needs.
+    pub fn find_node_path(&self, path: &str) -> Option<(alloc::string::String, Node<'a>)> {
+        let mut full = alloc::string::String::new();
+        let node = self.lookup(path, &mut |name| {
+            full.push('/');
+            full.push_str(name);
+        })?;
+        if full.is_empty() {
+            full.push('/');
+        }
+        Some((full, node))
+    }
+
+    /// Finds `path`, telling `visit` the name of each node on the way down (not the root's).
+    fn lookup(&self, path: &str, visit: &mut dyn FnMut(&'a str)) -> Option<Node<'a>> {
         let (mut node, rest) = if let Some(rest) = path.strip_prefix('/') {
             (self.root(), rest)
         } else {
@@ -345,10 +364,11 @@ impl<'a> Fdt<'a> {
             if !target.starts_with('/') {
                 return None;
             }
-            (self.find_node(target)?, rest)
+            (self.lookup(target, visit)?, rest)
         };
         for component in rest.split('/').filter(|c| !c.is_empty()) {
             node = node.child(component)?;
+            visit(node.name());
         }
         Some(node)
     }

@@ -239,8 +239,8 @@ pub fn cpu_nodes(fdt: &Fdt<'_>) -> Vec<CpuNode> {
 /// Resolves `/chosen/stdout-path` to a node: strips `:options`, resolves an alias, and
 /// translates its `reg` address through the buses above it (Linux `of_console_check`,
 /// `early_init_dt_scan_chosen_stdout`).
-fn console(fdt: &Fdt<'_>) -> Result<ConsoleNode, String> {
-    let chosen = fdt.find_node("/chosen").ok_or_else(|| String::from("no /chosen node"))?;
+fn console(fdt: &Fdt<'_>, chosen: Option<Node<'_>>) -> Result<ConsoleNode, String> {
+    let chosen = chosen.ok_or_else(|| String::from("no /chosen node"))?;
     let path = chosen
         .str_property("stdout-path")
         .or_else(|| chosen.str_property("linux,stdout-path"))
@@ -253,17 +253,8 @@ fn console(fdt: &Fdt<'_>) -> Result<ConsoleNode, String> {
         fdt.find_node("/aliases").and_then(|aliases| aliases.str_property(alias)).map(|_| path)
     }
     .ok_or_else(|| format!("stdout-path {path:?} is neither a path nor an alias"))?;
-    let node = fdt.find_node(full).ok_or_else(|| format!("stdout-path {path:?} names no node"))?;
-    // The node's real path (an alias resolved, unit addresses filled in), for translation.
-    let mut walk = fdt.walk();
-    let mut real = None;
-    while let Some(n) = walk.next() {
-        if n.same_node(&node) {
-            real = Some(walk.path());
-            break;
-        }
-    }
-    let real = real.ok_or_else(|| format!("stdout-path {path:?}: node not found in a walk"))?;
+    let (real, node) =
+        fdt.find_node_path(full).ok_or_else(|| format!("stdout-path {path:?} names no node"))?;
     let compatible = node
         .first_compatible()
         .map(String::from)
@@ -379,7 +370,7 @@ impl<'a> Machine<'a> {
             bootargs: chosen.and_then(|n| n.str_property("bootargs")).unwrap_or(""),
             memory,
             reserved,
-            console: console(&fdt),
+            console: console(&fdt, chosen),
             psci,
             interrupt_controller,
             cpus: cpu_nodes(&fdt),

@@ -586,3 +586,21 @@ fn an_initrd_outside_memory_is_left_out() {
         }
     }
 }
+
+#[test]
+fn find_node_path_gives_the_real_path() {
+    let blob = pi_like(1);
+    let fdt = Fdt::new(&blob).unwrap();
+    for (asked, real) in [
+        ("serial1", "/soc/serial@7e215040"),
+        ("/soc/serial", "/soc/serial@7e215040"),
+        ("//soc//serial@7e215040/", "/soc/serial@7e215040"),
+        ("/", "/"),
+        ("/cpus/cpu", "/cpus/cpu@0"),
+    ] {
+        let (path, node) = fdt.find_node_path(asked).unwrap();
+        assert_eq!(path, real, "{asked}");
+        assert!(node.same_node(&fdt.find_node(real).unwrap()));
+    }
+    assert!(fdt.find_node_path("serial1/nothing").is_none());
+}

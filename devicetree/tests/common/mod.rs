@@ -252,7 +252,11 @@ pub fn exercise(blob: &[u8]) -> Outcome {
             (node.reg().map(|r| r.count()), node.child_cells(), node.is_available(), node.first_compatible());
         if nodes <= 3 {
             let path = walk.path();
-            assert!(fdt.find_node(&path).is_some_and(|n| n.same_node(&node)), "{path} finds itself");
+            // (A mutated tree may have two siblings of one name: then the first is found.)
+            assert!(
+                fdt.find_node(&path).is_some_and(|n| n.name() == node.name()),
+                "{path} finds a node of its name"
+            );
             let _ = devicetree::machine::interrupt_parent(&fdt, &path);
             for i in 0..2 {
                 let _ = devicetree::reg_translated(&fdt, &path, node, i);
