@@ -16,6 +16,9 @@
 //! and is not required (libfdt's `fdt_check_header` does not require it either).
 use core::fmt;
 
+pub use crate::error::{Error, StructureProblem};
+pub use crate::node::{Node, Property, Region, Walk};
+
 /// Header magic (big-endian 0xd00dfeed).
 pub const FDT_MAGIC: u32 = 0xd00d_feed;
 /// Deepest node nesting accepted (Linux's `of_fdt` unflattening stops at 64; real trees stay
@@ -31,129 +34,7 @@ const FDT_END: u32 = 9;
 const HEADER_V16: usize = 36;
 const HEADER_V17: usize = 40;
 
-/// Why a blob is not a usable flattened device tree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// Fewer bytes than the header needs.
-    TooShort(usize),
-    /// The first word is not [`FDT_MAGIC`].
-    BadMagic(u32),
-    /// `totalsize` is smaller than the header or larger than the bytes given.
-    BadTotalSize {
-        /// The header's `totalsize`.
-        totalsize: u32,
-        /// Bytes available.
-        available: usize,
-    },
-    /// A version this reader does not understand (it reads versions 16 and 17).
-    Version {
-        /// `version`.
-        version: u32,
-        /// `last_comp_version`.
-        last_compatible: u32,
-    },
-    /// A block's offset and size reach past `totalsize`.
-    BlockOutside {
-        /// Which block.
-        block: &'static str,
-        /// Its offset.
-        offset: u32,
-        /// Its size.
-        size: u32,
-        /// The header's `totalsize`.
-        totalsize: u32,
-    },
-    /// The memory reservation block has no `(0, 0)` terminator inside the blob.
-    ReservationsUnterminated,
-    /// Something wrong at a byte offset of the structure block.
-    Structure {
-        /// Offset from the start of the structure block.
-        offset: usize,
-        /// What.
-        problem: StructureProblem,
-    },
-}
-
-/// What is wrong at one place of the structure block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StructureProblem {
-    /// The block ends inside a token.
-    Truncated,
-    /// A token value the specification does not define.
-    UnknownToken(u32),
-    /// A node name without its NUL inside the block.
-    UnterminatedName,
-    /// A node or property name that is not UTF-8.
-    NameNotUtf8,
-    /// A property value of this length reaches past the block's end.
-    ValuePastEnd(u32),
-    /// A property name offset outside the strings block (or its name has no NUL there).
-    NameOffsetOutside(u32),
-    /// A property outside any node, or after a child node (properties come first, spec 5.4.2).
-    MisplacedProperty,
-    /// `FDT_END_NODE` with no node open.
-    UnbalancedEnd,
-    /// Nodes nested deeper than [`MAX_DEPTH`].
-    TooDeep,
-    /// The first node is not the root (its name is not empty) or a second top-level node.
-    NotOneRoot,
-    /// `FDT_END` while nodes are open, or no root at all.
-    EarlyEnd,
-    /// The block ends without `FDT_END`.
-    NoEnd,
-}
-
-impl fmt::Display for StructureProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Truncated => write!(f, "the block ends inside a token"),
-            Self::UnknownToken(t) => write!(f, "unknown token {t:#x}"),
-            Self::UnterminatedName => write!(f, "a node name has no terminating NUL in the block"),
-            Self::NameNotUtf8 => write!(f, "a node or property name is not UTF-8"),
-            Self::ValuePastEnd(len) => write!(f, "a property value of {len} bytes runs past the block"),
-            Self::NameOffsetOutside(off) => {
-                write!(f, "a property name offset {off:#x} is outside the strings block")
-            }
-            Self::MisplacedProperty => write!(f, "a property outside a node or after a child node"),
-            Self::UnbalancedEnd => write!(f, "FDT_END_NODE with no node open"),
-            Self::TooDeep => write!(f, "nodes nested deeper than {MAX_DEPTH}"),
-            Self::NotOneRoot => write!(f, "the tree does not have exactly one root node named \"\""),
-            Self::EarlyEnd => write!(f, "FDT_END before the root node is closed"),
-            Self::NoEnd => write!(f, "the block ends without FDT_END"),
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::TooShort(len) => write!(f, "{len} bytes are too few for a device tree header"),
-            Self::BadMagic(magic) => {
-                write!(f, "its first word is {magic:#010x}, not the FDT magic {FDT_MAGIC:#010x}")
-            }
-            Self::BadTotalSize { totalsize, available } => write!(
-                f,
-                "its totalsize {totalsize} is below the header's size or above the {available} bytes there"
-            ),
-            Self::Version { version, last_compatible } => write!(
-                f,
-                "version {version} (compatible back to {last_compatible}): only versions 16 and 17 are read"
-            ),
-            Self::BlockOutside { block, offset, size, totalsize } => write!(
-                f,
-                "the {block} block at offset {offset:#x}, {size} bytes, reaches past totalsize {totalsize}"
-            ),
-            Self::ReservationsUnterminated => {
-                write!(f, "the memory reservation block has no (0, 0) entry before the end")
-            }
-            Self::Structure { offset, problem } => {
-                write!(f, "structure block offset {offset:#x}: {problem}")
-            }
-        }
-    }
-}
-
-fn be32(bytes: &[u8], offset: usize) -> Option<u32> {
+pub(crate) fn be32(bytes: &[u8], offset: usize) -> Option<u32> {
     let word = bytes.get(offset..offset.checked_add(4)?)?;
     Some(u32::from_be_bytes(<[u8; 4]>::try_from(word).ok()?))
 }
@@ -186,7 +67,7 @@ fn c_str(bytes: &[u8], offset: usize) -> Option<&[u8]> {
 
 /// One structure-block token, decoded.
 #[derive(Clone, Copy)]
-enum Token<'a> {
+pub(crate) enum Token<'a> {
     /// A node's name, as bytes (checked to be UTF-8 by validation; converted where a node is made).
     Begin(&'a [u8]),
     End,
@@ -199,7 +80,7 @@ enum Token<'a> {
 }
 
 /// Decodes the token at `offset` of the structure block: the token and the next token's offset.
-fn token(structs: &[u8], offset: usize) -> Result<(Token<'_>, usize), StructureProblem> {
+pub(crate) fn token(structs: &[u8], offset: usize) -> Result<(Token<'_>, usize), StructureProblem> {
     let tag = be32(structs, offset).ok_or(StructureProblem::Truncated)?;
     let body = offset + 4; // `be32` succeeded, so `offset + 4 <= structs.len()`
     match tag {
@@ -241,12 +122,12 @@ impl CellSizes {
 /// A validated flattened device tree. Cheap to copy (a few slices).
 #[derive(Clone, Copy)]
 pub struct Fdt<'a> {
-    blob: &'a [u8],
-    structs: &'a [u8],
-    strings: &'a [u8],
-    reservations: &'a [u8],
+    pub(crate) blob: &'a [u8],
+    pub(crate) structs: &'a [u8],
+    pub(crate) strings: &'a [u8],
+    pub(crate) reservations: &'a [u8],
     /// Offset of the root node's `FDT_BEGIN_NODE`.
-    root: usize,
+    pub(crate) root: usize,
 }
 
 impl fmt::Debug for Fdt<'_> {
@@ -327,7 +208,7 @@ impl<'a> Fdt<'a> {
         Node { fdt: *self, name: "", body, cells: CellSizes::DEFAULT }
     }
 
-    fn property_name(&self, offset: u32) -> Option<&'a str> {
+    pub(crate) fn property_name(&self, offset: u32) -> Option<&'a str> {
         core::str::from_utf8(c_str(self.strings, offset as usize)?).ok()
     }
 
@@ -464,303 +345,5 @@ fn validate_structure(structs: &[u8], strings: &[u8]) -> Result<usize, (usize, S
             }
         }
         offset = next;
-    }
-}
-
-/// A property: its name and raw value.
-#[derive(Clone, Copy, Debug)]
-pub struct Property<'a> {
-    /// Name.
-    pub name: &'a str,
-    /// Value bytes.
-    pub value: &'a [u8],
-}
-
-impl<'a> Property<'a> {
-    /// The value as a string: up to its first NUL, if UTF-8.
-    pub fn as_str(&self) -> Option<&'a str> {
-        let end = self.value.iter().position(|&b| b == 0).unwrap_or(self.value.len());
-        core::str::from_utf8(self.value.get(..end)?).ok()
-    }
-
-    /// The value as one `<u32>` cell.
-    pub fn as_u32(&self) -> Option<u32> {
-        if self.value.len() != 4 { None } else { be32(self.value, 0) }
-    }
-
-    /// The value as one or two cells (`<u32>` or `<u64>`).
-    pub fn as_u64(&self) -> Option<u64> {
-        match self.value.len() {
-            4 => read_cells(self.value, 1),
-            8 => read_cells(self.value, 2),
-            _ => None,
-        }
-    }
-
-    /// The value as a list of strings (`compatible`): its NUL-terminated UTF-8 pieces.
-    pub fn strings(&self) -> impl Iterator<Item = &'a str> + 'a {
-        let value = self.value.strip_suffix(&[0]).unwrap_or(self.value);
-        value.split(|&b| b == 0).filter_map(|s| core::str::from_utf8(s).ok())
-    }
-}
-
-/// One `reg` entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// Address in the parent bus's address space.
-    pub address: u64,
-    /// Size (`None` when the parent's `#size-cells` is 0).
-    pub size: Option<u64>,
-}
-
-/// A node of a validated tree.
-#[derive(Clone, Copy)]
-pub struct Node<'a> {
-    fdt: Fdt<'a>,
-    name: &'a str,
-    /// Offset of the first token after the node's name.
-    body: usize,
-    /// The parent's cell sizes: how this node's `reg` is read.
-    cells: CellSizes,
-}
-
-impl fmt::Debug for Node<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Node").field("name", &self.name).finish_non_exhaustive()
-    }
-}
-
-impl<'a> Node<'a> {
-    /// The name with its unit address (`serial@9000000`; the root's is "").
-    pub fn name(&self) -> &'a str {
-        self.name
-    }
-
-    /// Its properties, in order.
-    pub fn properties(&self) -> impl Iterator<Item = Property<'a>> + 'a {
-        let fdt = self.fdt;
-        let mut offset = self.body;
-        core::iter::from_fn(move || {
-            loop {
-                let (tok, next) = token(fdt.structs, offset).ok()?;
-                offset = next;
-                match tok {
-                    Token::Nop => {}
-                    Token::Prop { name_offset, value } => {
-                        let name = fdt.property_name(name_offset)?;
-                        return Some(Property { name, value });
-                    }
-                    _ => return None,
-                }
-            }
-        })
-    }
-
-    /// The property `name`.
-    pub fn property(&self, name: &str) -> Option<Property<'a>> {
-        // Names compared as bytes in the strings block: no UTF-8 check for the ones passed over.
-        let fdt = self.fdt;
-        let mut offset = self.body;
-        loop {
-            let (tok, next) = token(fdt.structs, offset).ok()?;
-            offset = next;
-            match tok {
-                Token::Nop => {}
-                Token::Prop { name_offset, value } => {
-                    let start = name_offset as usize;
-                    let end = start.checked_add(name.len())?;
-                    if fdt.strings.get(start..end) == Some(name.as_bytes())
-                        && fdt.strings.get(end) == Some(&0)
-                    {
-                        return Some(Property { name: fdt.property_name(name_offset)?, value });
-                    }
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// The property `name` as a string.
-    pub fn str_property(&self, name: &str) -> Option<&'a str> {
-        self.property(name)?.as_str()
-    }
-
-    /// The property `name` as one cell.
-    pub fn u32_property(&self, name: &str) -> Option<u32> {
-        self.property(name)?.as_u32()
-    }
-
-    /// The cell sizes this node sets for its children.
-    pub fn child_cells(&self) -> CellSizes {
-        let read = |name, default| self.property(name).and_then(|p| p.as_u32()).unwrap_or(default);
-        CellSizes {
-            address: read("#address-cells", CellSizes::DEFAULT.address),
-            size: read("#size-cells", CellSizes::DEFAULT.size),
-        }
-    }
-
-    /// Whether `other` is this node (of the same tree).
-    pub fn same_node(&self, other: &Node<'_>) -> bool {
-        self.body == other.body && core::ptr::eq(self.fdt.structs, other.fdt.structs)
-    }
-
-    /// The parent's cell sizes (how this node's `reg` is read).
-    pub fn cells(&self) -> CellSizes {
-        self.cells
-    }
-
-    /// Its children, in order.
-    pub fn children(&self) -> impl Iterator<Item = Node<'a>> + 'a {
-        let fdt = self.fdt;
-        let cells = self.child_cells();
-        let mut offset = self.body;
-        core::iter::from_fn(move || {
-            loop {
-                let (tok, next) = token(fdt.structs, offset).ok()?;
-                match tok {
-                    Token::Nop | Token::Prop { .. } => offset = next,
-                    Token::Begin(name) => {
-                        offset = skip_subtree(fdt.structs, offset)?;
-                        let name = core::str::from_utf8(name).ok()?;
-                        return Some(Node { fdt, name, body: next, cells });
-                    }
-                    Token::End | Token::Finish => return None,
-                }
-            }
-        })
-    }
-
-    /// The first child whose name is `name`, or whose name without unit address is `name`.
-    pub fn child(&self, name: &str) -> Option<Node<'a>> {
-        self.children().find(|c| c.name == name).or_else(|| {
-            if name.contains('@') {
-                return None;
-            }
-            self.children().find(|c| c.name.split_once('@').is_some_and(|(base, _)| base == name))
-        })
-    }
-
-    /// `compatible` holds one of `compatible`.
-    pub fn is_compatible(&self, compatible: &[&str]) -> bool {
-        self.property("compatible").is_some_and(|p| p.strings().any(|s| compatible.contains(&s)))
-    }
-
-    /// The first `compatible` string.
-    pub fn first_compatible(&self) -> Option<&'a str> {
-        self.property("compatible")?.strings().next()
-    }
-
-    /// `status` is absent, "okay" or "ok" (spec 2.3.4; Linux's `of_fdt_device_is_available`).
-    pub fn is_available(&self) -> bool {
-        self.str_property("status").is_none_or(|s| s == "okay" || s == "ok")
-    }
-
-    /// Its `reg` entries, read with the parent's cell sizes. `None` without `reg`, when an
-    /// address or size needs more than two cells (64 bits), or when the value is not a whole
-    /// number of entries.
-    pub fn reg(&self) -> Option<impl Iterator<Item = Region> + 'a> {
-        let value = self.property("reg")?.value;
-        let CellSizes { address, size } = self.cells;
-        if address > 2 || size > 2 || address == 0 {
-            return None;
-        }
-        let entry = (address + size) as usize * 4;
-        if value.len() % entry != 0 {
-            return None;
-        }
-        Some(value.chunks_exact(entry).filter_map(move |e| {
-            let addr = read_cells(e, address)?;
-            let sz = if size == 0 { None } else { Some(read_cells(e.get(address as usize * 4..)?, size)?) };
-            Some(Region { address: addr, size: sz })
-        }))
-    }
-}
-
-/// Offset just past the node whose `FDT_BEGIN_NODE` is at `offset`.
-fn skip_subtree(structs: &[u8], mut offset: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    loop {
-        let (tok, next) = token(structs, offset).ok()?;
-        offset = next;
-        match tok {
-            Token::Begin(_) => depth += 1,
-            Token::End => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(offset);
-                }
-            }
-            Token::Finish => return None,
-            Token::Nop | Token::Prop { .. } => {}
-        }
-    }
-}
-
-/// A depth-first walk over every node that knows each node's path.
-pub struct Walk<'a> {
-    fdt: Fdt<'a>,
-    offset: usize,
-    /// Nodes open above the next one.
-    depth: usize,
-    /// Names of the open nodes; `names[0]` is the root's "".
-    names: [&'a str; MAX_DEPTH],
-    /// `cells[d]`: the cell sizes for nodes at depth `d` (set by their parent).
-    cells: [CellSizes; MAX_DEPTH + 1],
-    done: bool,
-}
-
-impl<'a> Walk<'a> {
-    /// The path of the node the last `next` returned (`/` for the root).
-    pub fn path(&self) -> alloc::string::String {
-        let mut path = alloc::string::String::new();
-        for name in self.names.iter().take(self.depth).skip(1) {
-            path.push('/');
-            path.push_str(name);
-        }
-        if path.is_empty() {
-            path.push('/');
-        }
-        path
-    }
-
-    /// How deep the node the last `next` returned is (the root is 0).
-    pub fn depth(&self) -> usize {
-        self.depth.saturating_sub(1)
-    }
-}
-
-impl<'a> Iterator for Walk<'a> {
-    type Item = Node<'a>;
-
-    fn next(&mut self) -> Option<Node<'a>> {
-        while !self.done {
-            let Ok((tok, next)) = token(self.fdt.structs, self.offset) else { break };
-            self.offset = next;
-            match tok {
-                Token::Begin(name) => {
-                    let Ok(name) = core::str::from_utf8(name) else { break };
-                    let (Some(slot), Some(&cells)) =
-                        (self.names.get_mut(self.depth), self.cells.get(self.depth))
-                    else {
-                        break;
-                    };
-                    *slot = name;
-                    let node = Node { fdt: self.fdt, name, body: next, cells };
-                    self.depth += 1;
-                    if let Some(child) = self.cells.get_mut(self.depth) {
-                        *child = node.child_cells();
-                    }
-                    return Some(node);
-                }
-                Token::End => match self.depth.checked_sub(1) {
-                    Some(d) => self.depth = d,
-                    None => break,
-                },
-                Token::Finish => break,
-                Token::Nop | Token::Prop { .. } => {}
-            }
-        }
-        self.done = true;
-        None
     }
 }

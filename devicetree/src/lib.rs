@@ -17,8 +17,10 @@
 
 extern crate alloc;
 
+mod error;
 pub mod fdt;
 pub mod machine;
+mod node;
 
 pub use fdt::{Error, FDT_MAGIC, Fdt, Node, Property, Region};
 pub use machine::{
