@@ -58,6 +58,9 @@ pub enum StructureProblem {
     UnterminatedName,
     /// A node or property name that is not UTF-8.
     NameNotUtf8,
+    /// A node other than the root with an empty name, or a name with a `/` (spec 2.2.1: names
+    /// are 1 to 31 characters, `/` not among them; paths would be ambiguous).
+    BadNodeName,
     /// A property value of this length reaches past the block's end.
     ValuePastEnd(u32),
     /// A property name offset outside the strings block (or its name has no NUL there).
@@ -83,6 +86,7 @@ impl fmt::Display for StructureProblem {
             Self::UnknownToken(t) => write!(f, "unknown token {t:#x}"),
             Self::UnterminatedName => write!(f, "a node name has no terminating NUL in the block"),
             Self::NameNotUtf8 => write!(f, "a node or property name is not UTF-8"),
+            Self::BadNodeName => write!(f, "a node name is empty or holds a '/'"),
             Self::ValuePastEnd(len) => write!(f, "a property value of {len} bytes runs past the block"),
             Self::NameOffsetOutside(off) => {
                 write!(f, "a property name offset {off:#x} is outside the strings block")

@@ -306,6 +306,9 @@ fn validate_structure(structs: &[u8], strings: &[u8]) -> Result<usize, (usize, S
                 if core::str::from_utf8(name).is_err() {
                     return fail(StructureProblem::NameNotUtf8);
                 }
+                if name.contains(&b'/') || (name.is_empty() && depth > 0) {
+                    return fail(StructureProblem::BadNodeName);
+                }
                 if depth == 0 {
                     if root.is_some() || !name.is_empty() {
                         return fail(StructureProblem::NotOneRoot);
@@ -334,6 +337,9 @@ fn validate_structure(structs: &[u8], strings: &[u8]) -> Result<usize, (usize, S
                     .map_err(|p| (offset, p))?;
                 if core::str::from_utf8(name).is_err() {
                     return fail(StructureProblem::NameNotUtf8);
+                }
+                if name.contains(&b'/') || (name.is_empty() && depth > 0) {
+                    return fail(StructureProblem::BadNodeName);
                 }
             }
             Token::Nop => {}

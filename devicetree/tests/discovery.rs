@@ -491,6 +491,14 @@ fn structure_errors() {
     let mut s = structs.clone();
     s[child + 4] = 0xc3;
     assert_eq!(problem(relayout(&s, &strings)), (child, NameNotUtf8));
+    s[child + 4] = b'/';
+    assert_eq!(problem(relayout(&s, &strings)), (child, BadNodeName));
+    assert_eq!(
+        structure_error(|b| {
+            b.begin("").begin("").end().end();
+        }),
+        BadNodeName
+    );
     // A name running to the block's end, a block cut inside a token, one without FDT_END.
     let s = structs[..child + 6].to_vec();
     assert_eq!(problem(relayout(&s, &strings)), (child, UnterminatedName));
@@ -503,6 +511,7 @@ fn structure_errors() {
         UnknownToken(7),
         UnterminatedName,
         NameNotUtf8,
+        BadNodeName,
         ValuePastEnd(1),
         NameOffsetOutside(1),
         MisplacedProperty,

@@ -361,10 +361,15 @@ pub fn mutate_all(name: &str, blob: &[u8], random: usize, seed: u64) -> Mutation
                     report.nop_mismatches.push(format!("{name}: {} (rejected)", what()));
                 }
             }
-            Err(_) => {
+            Err(payload) => {
                 report.panics += 1;
                 if report.first_panics.len() < 5 {
-                    report.first_panics.push(format!("{name}: {}", what()));
+                    let message = payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    report.first_panics.push(format!("{name}: {}: {message}", what()));
                 }
             }
         }
@@ -428,27 +433,37 @@ pub fn mutate_all(name: &str, blob: &[u8], random: usize, seed: u64) -> Mutation
     // words set to extremes.
     let mut rng = Rng(seed | 1);
     for i in 0..random {
-        let mut b = blob.to_vec();
-        let kind = rng.below(4);
-        let count = 1 + rng.below(8);
-        for _ in 0..count {
-            let at = rng.below(b.len());
-            match kind {
-                0 => b[at] = rng.next() as u8,
-                1 => b[at] ^= 1 << rng.below(8),
-                2 => {
-                    let at = (s_off + (rng.below(s_len) & !3)).min(b.len() - 4);
-                    put32(&mut b, at, 4);
-                }
-                _ => {
-                    let at = (at & !3).min(b.len() - 4);
-                    let v = extremes(be32(&b, at), total);
-                    let pick = v[rng.below(v.len())];
-                    put32(&mut b, at, pick);
-                }
-            }
-        }
+        let (kind, b) = random_mutation(&mut rng, blob);
         run(&mut report, &|| format!("random mutation {i} (seed {seed:#x}, kind {kind})"), &b, false);
     }
     report
+}
+
+/// One random mutation of `blob` (its kind and the bytes): 1 to 8 byte or bit flips, NOP words
+/// written over structure words, or words set to extremes.
+pub fn random_mutation(rng: &mut Rng, blob: &[u8]) -> (usize, Vec<u8>) {
+    let total = header(blob, 1);
+    let s_off = header(blob, 2) as usize;
+    let s_len = header(blob, 9) as usize;
+    let mut b = blob.to_vec();
+    let kind = rng.below(4);
+    let count = 1 + rng.below(8);
+    for _ in 0..count {
+        let at = rng.below(b.len());
+        match kind {
+            0 => b[at] = rng.next() as u8,
+            1 => b[at] ^= 1 << rng.below(8),
+            2 => {
+                let at = (s_off + (rng.below(s_len) & !3)).min(b.len() - 4);
+                put32(&mut b, at, 4);
+            }
+            _ => {
+                let at = (at & !3).min(b.len() - 4);
+                let v = extremes(be32(&b, at), total);
+                let pick = v[rng.below(v.len())];
+                put32(&mut b, at, pick);
+            }
+        }
+    }
+    (kind, b)
 }
