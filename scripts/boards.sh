@@ -3,6 +3,7 @@
 # Real components for the board tests, all from Debian's packages, cached under target/boards/:
 # - the Raspberry Pi 3 device tree from Debian's arm64 kernel package (apt-get download, then
 #   dpkg-deb -x; the package is not installed): target/boards/bcm2837-rpi-3-b.dtb (and the Pi 4's);
+# - every .dtb of that package, for the device-tree reader's corpus test: target/boards/linux-dtbs/;
 # - U-Boot for QEMU virt: the u-boot-qemu package (installed): /usr/lib/u-boot/qemu_arm64/u-boot.bin;
 # - U-Boot for the Raspberry Pi: u-boot-rpi:arm64 (downloaded and unpacked, not installed, since it
 #   is an arm64 package): target/boards/u-boot-rpi/usr/lib/u-boot/rpi_arm64/u-boot.bin.
@@ -63,6 +64,20 @@ ensure_pi_dtbs() {
     done
     rm -rf "$tmp"
     say "setup: Pi device trees from $pkg in $BOARDS"
+}
+
+# ensure_dtb_corpus: every .dtb of that same kernel package (about 580 board trees, 27 MB) in
+# target/boards/linux-dtbs/, for the devicetree crate's corpus test (devicetree/tests/boards.rs).
+ensure_dtb_corpus() {
+    [ -d "$BOARDS/linux-dtbs" ] && return 0
+    ensure_pi_dtbs
+    local deb
+    deb=$(ls "$BOARDS"/linux-image-*_arm64.deb 2>/dev/null | sort -V | tail -n1 || true)
+    [ -n "$deb" ] || die "no linux-image .deb in $BOARDS (remove $BOARDS/*.dtb to download it again)"
+    rm -rf "$BOARDS/linux-dtbs.tmp"; mkdir -p "$BOARDS/linux-dtbs.tmp"
+    dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$BOARDS/linux-dtbs.tmp" --wildcards '*.dtb'
+    mv "$BOARDS/linux-dtbs.tmp" "$BOARDS/linux-dtbs"
+    say "setup: $(find "$BOARDS/linux-dtbs" -name '*.dtb' | wc -l) board device trees from $(basename "$deb") in $BOARDS/linux-dtbs"
 }
 
 ensure_uboot() {

@@ -63,7 +63,7 @@ pub struct Booted {
     /// From the entry code.
     pub boot: BootInfo,
     /// From the device tree.
-    pub machine: Machine,
+    pub machine: Machine<'static>,
     /// RAM given to the frame allocator.
     pub usable: RegionSet<64>,
     /// Boot CPU features.
@@ -136,15 +136,31 @@ extern "C" fn kernel_main(
     };
     set_phase(&"reading the device tree");
     let machine = Machine::from_fdt(fdt);
+    // A tree whose memory covers its own console's registers contradicts itself (a corrupt
+    // memory node, say one at 0 on QEMU virt): fatal, and said on the fallback UART when that is
+    // the tree's console too (then it is a device after all). Otherwise a fallback UART inside
+    // the tree's RAM (the QEMU virt build on a Pi) is RAM: stop writing there, and any failure
+    // before the tree's console is mapped ends silently, with a failing status (docs/boards.md).
+    let page = |pa: u64| pa / PAGE_SIZE;
+    let console_in_ram = machine.console.as_ref().ok().filter(|c| machine.memory.contains(c.pa));
     if let Some(pa) = board::FALLBACK_UART_PA
         && machine.memory.contains(pa)
+        && console_in_ram.is_none_or(|c| page(c.pa) != page(pa))
     {
-        // This Image's fallback UART is RAM on this board (e.g. the QEMU virt build on a Pi): stop
-        // writing there. See kernel/src/board/.
         console::silence();
     }
-    if let Some(conduit) = machine.psci {
-        arch::psci::set_conduit(conduit);
+    if let Some(c) = console_in_ram {
+        boot_failure(format_args!(
+            "the device tree contradicts itself: its memory covers the registers of its console \
+             {} at {:#x}",
+            c.path, c.pa
+        ));
+    }
+    if let Some(method) = machine.psci {
+        arch::psci::set_conduit(match method {
+            devicetree::PsciMethod::Hvc => arch::psci::Conduit::Hvc,
+            devicetree::PsciMethod::Smc => arch::psci::Conduit::Smc,
+        });
     }
     if machine.memory.total() == 0 {
         boot_failure(format_args!(
@@ -270,7 +286,7 @@ extern "C" fn kernel_main(
         ),
         Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
     }
-    for (node, outcome) in smp::start_secondaries(&booted.machine.fdt, load_pa, early_ttbr0) {
+    for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {
                 kprintln!("  cpu MPIDR {:#x} ({}): up in {} us", node.mpidr, node.enable_method, us)
@@ -283,7 +299,7 @@ extern "C" fn kernel_main(
     kprintln!(
         "  cpus online: {} of {} in the device tree",
         smp::ONLINE.load(Ordering::Acquire),
-        booted.machine.cpus
+        booted.machine.cpus.len()
     );
 
     selftest::run_requested(booted);

@@ -66,6 +66,9 @@ pub fn print(b: &Booted) {
         (Some(conduit), None) => kprintln!("  psci: {:?}, no answer", conduit),
         (None, _) => kprintln!("  psci: none in the device tree"),
     }
+    for problem in &m.problems {
+        kprintln!("  device tree: {} (left out)", problem);
+    }
     match &m.interrupt_controller {
         Some((compatible, pa)) => kprintln!("  interrupt controller: {} at {:#x}", compatible, pa),
         None => kprintln!("  interrupt controller: none found"),
@@ -75,7 +78,7 @@ pub fn print(b: &Booted) {
         cpu.core_name(),
         cpu.midr,
         cpu.mpidr,
-        m.cpus
+        m.cpus.len()
     );
     kprintln!(
         "  mm features: FEAT_TLBIRANGE {}, ASID {} bits, PAN {} ({}), TTL {}, LPA2 {}, PA {} bits",

@@ -15,10 +15,10 @@ use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use fdt::Fdt;
 use mm::addr::PAGE_SIZE;
 
 use crate::arch::psci;
+use crate::devicetree::{CpuNode, EnableMethod, Machine};
 use crate::kprintln;
 use crate::memory::{kernel_map, layout};
 
@@ -26,8 +26,8 @@ use crate::memory::{kernel_map, layout};
 pub const MAX_CPUS: usize = 8;
 /// How long a CPU has to come up before it is reported missing.
 pub const BRING_UP_TIMEOUT_US: u64 = 500_000;
-/// MPIDR affinity bits (Aff3 and Aff2..Aff0).
-pub const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
+/// MPIDR affinity bits (Aff3 and Aff2..Aff0), as a `cpu` node's `reg` holds them.
+pub const MPIDR_AFFINITY: u64 = devicetree::machine::MPIDR_AFFINITY;
 
 /// What a secondary CPU reads, with its MMU off, to start.
 #[repr(C)]
@@ -68,45 +68,6 @@ const EMPTY_SLOT: SecondaryBoot = SecondaryBoot {
 #[unsafe(no_mangle)]
 static SECONDARY_BOOT: Slots = Slots(UnsafeCell::new([EMPTY_SLOT; MAX_CPUS]));
 
-/// A CPU the device tree describes.
-#[derive(Clone, Debug)]
-pub struct CpuNode {
-    /// MPIDR affinity (the node's `reg`).
-    pub mpidr: u64,
-    /// `psci`, `spin-table` or what the node says.
-    pub enable_method: String,
-    /// `cpu-release-addr` for spin-table CPUs.
-    pub release_addr: Option<u64>,
-}
-
-/// The CPUs in `/cpus`.
-pub fn cpu_nodes(fdt: &Fdt<'_>) -> Vec<CpuNode> {
-    let Some(cpus) = fdt.find_node("/cpus") else { return Vec::new() };
-    let mut out = Vec::new();
-    for node in cpus.children() {
-        let device_type = node.property("device_type").and_then(|p| p.as_str());
-        if device_type != Some("cpu") {
-            continue;
-        }
-        let Some(mpidr) = node.property("reg").and_then(|p| match p.value.len() {
-            4 => Some(u64::from(u32::from_be_bytes(p.value.try_into().ok()?))),
-            8 => Some(u64::from_be_bytes(p.value.try_into().ok()?)),
-            _ => None,
-        }) else {
-            continue;
-        };
-        let enable_method =
-            String::from(node.property("enable-method").and_then(|p| p.as_str()).unwrap_or("(none)"));
-        let release_addr = node.property("cpu-release-addr").and_then(|p| match p.value.len() {
-            8 => Some(u64::from_be_bytes(p.value.try_into().ok()?)),
-            4 => Some(u64::from(u32::from_be_bytes(p.value.try_into().ok()?))),
-            _ => None,
-        });
-        out.push(CpuNode { mpidr: mpidr & MPIDR_AFFINITY, enable_method, release_addr });
-    }
-    out
-}
-
 /// Per-CPU state reachable from any CPU.
 pub struct CpuInfo {
     /// MPIDR affinity, or u64::MAX for an empty slot.
@@ -137,7 +98,7 @@ pub enum BringUp {
 }
 
 /// Starts every CPU of the device tree other than the boot CPU; returns what happened to each.
-pub fn start_secondaries(fdt: &Fdt<'_>, load_pa: u64, early_ttbr0: u64) -> Vec<(CpuNode, BringUp)> {
+pub fn start_secondaries(machine: &Machine<'_>, load_pa: u64, early_ttbr0: u64) -> Vec<(CpuNode, BringUp)> {
     use aarch64_cpu::registers::{
         MAIR_EL1, MPIDR_EL1, Readable, SCTLR_EL1, TCR_EL1, TPIDR_EL1, TTBR1_EL1, Writeable,
     };
@@ -148,7 +109,7 @@ pub fn start_secondaries(fdt: &Fdt<'_>, load_pa: u64, early_ttbr0: u64) -> Vec<(
     let entry_pa = (secondary_entry_address()).wrapping_sub(crate::boot::early_map::KIMAGE_VADDR) + load_pa;
     let mut results = Vec::new();
     let mut index = 1;
-    for node in cpu_nodes(fdt) {
+    for node in machine.cpus.iter().cloned() {
         if node.mpidr == boot_mpidr {
             continue;
         }
@@ -180,19 +141,24 @@ pub fn start_secondaries(fdt: &Fdt<'_>, load_pa: u64, early_ttbr0: u64) -> Vec<(
         clean_to_poc((SECONDARY_BOOT.0.get() as u64) + (index * SLOT_SIZE) as u64, SLOT_SIZE);
         CPUS[index].mpidr.store(node.mpidr, Ordering::Relaxed);
         let started = crate::arch::time::counter();
-        let launched = match node.enable_method.as_str() {
-            "psci" => match psci::cpu_on(node.mpidr, entry_pa) {
+        let launched = match &node.enable_method {
+            EnableMethod::Psci => match psci::cpu_on(node.mpidr, entry_pa) {
                 Ok(()) => Ok(()),
                 Err(code) => Err(format!("PSCI CPU_ON refused with {code}")),
             },
-            "spin-table" => match node.release_addr {
+            EnableMethod::SpinTable => match node.release_addr {
+                Some(addr) if !release_word_is_ours_to_write(machine, addr, load_pa) => Err(format!(
+                    "cpu-release-addr {addr:#x} is not an 8-byte aligned word of RAM that the device \
+                     tree reserves (and the linear map shows)"
+                )),
                 Some(addr) => {
                     release_spin_table(addr, entry_pa);
                     Ok(())
                 }
                 None => Err(String::from("spin-table CPU without cpu-release-addr")),
             },
-            other => Err(format!("unknown enable-method {other:?}")),
+            EnableMethod::Other(name) => Err(format!("unknown enable-method {name:?}")),
+            EnableMethod::Missing => Err(String::from("no enable-method")),
         };
         let outcome = match launched {
             Err(why) => BringUp::Failed(why),
@@ -250,10 +216,24 @@ fn clean_to_poc(va: u64, len: usize) {
 
 /// Spin-table release (booting.rst): write the entry point to the CPU's release address, clean it
 /// to the point of coherency (the waiting CPU reads it with caches off), and `SEV`.
+/// Whether the kernel may write a spin-table release word at `addr`: 8-byte aligned RAM inside a
+/// reservation that the linear map shows (so no frame of the kernel's is there), outside the
+/// Image. A corrupt `cpu-release-addr` would otherwise be a write anywhere.
+fn release_word_is_ours_to_write(machine: &Machine<'_>, addr: u64, load_pa: u64) -> bool {
+    let image = layout::image();
+    let image_size = image.end.next_multiple_of(PAGE_SIZE) - image.start;
+    let Some(end) = addr.checked_add(8) else { return false };
+    addr.is_multiple_of(8)
+        && machine.memory.contains(addr)
+        && machine.reserved.iter().any(|r| !r.no_map && r.start <= addr && end <= r.end)
+        && (end <= load_pa || addr >= load_pa + image_size)
+}
+
 fn release_spin_table(release_pa: u64, entry_pa: u64) {
     let va = layout::phys_to_linear(release_pa);
-    // SAFETY: the release address is a reserved, 8-byte aligned word in RAM (the device tree's
-    // /memreserve/ covers it), reached through the linear map; only the waiting CPU reads it.
+    // SAFETY: the release address is a reserved, 8-byte aligned word in RAM outside the Image
+    // (`release_word_is_ours_to_write`), reached through the linear map; only the waiting CPU
+    // reads it.
     unsafe { (va as *mut u64).write_volatile(entry_pa) };
     clean_to_poc(va, 8);
     aarch64_cpu::asm::sev();

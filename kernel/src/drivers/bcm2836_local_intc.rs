@@ -18,7 +18,7 @@
 //! The core number is MPIDR.Aff0 (0..3 on a Pi 3).
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use fdt::Fdt;
+use crate::devicetree::Fdt;
 
 use crate::memory::kernel_map;
 

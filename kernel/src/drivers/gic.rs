@@ -8,7 +8,7 @@
 use core::arch::asm;
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use fdt::Fdt;
+use crate::devicetree::Fdt;
 
 use crate::memory::kernel_map;
 

@@ -11,7 +11,7 @@
 //!
 //! Anything else (Apple's AIC, for example) is reported by name and the kernel runs without
 //! interrupts: one CPU taking work, polling console, no preemption.
-use fdt::Fdt;
+use crate::devicetree::Fdt;
 
 use super::{bcm2836_local_intc as bcm, gic};
 
@@ -50,15 +50,8 @@ pub fn init(fdt: &Fdt<'_>) -> Result<InterruptController, alloc::string::String>
     if crate::devicetree::find_compatible_path(fdt, &bcm::COMPATIBLE).is_some() {
         return bcm::init(fdt).map(|_| InterruptController::Bcm2836);
     }
-    // Name what the tree has instead: the timer's interrupt parent (the controller the tick would
-    // need), else the root's, else any interrupt controller.
-    let named = fdt
-        .find_compatible(&["arm,armv8-timer", "arm,armv7-timer"])
-        .and_then(|timer| timer.interrupt_parent())
-        .or_else(|| fdt.find_node("/").and_then(|root| root.interrupt_parent()))
-        .or_else(|| fdt.all_nodes().find(|n| n.property("interrupt-controller").is_some()))
-        .map(|n| alloc::format!("{} ({})", n.name, n.compatible().map_or("no compatible", |c| c.first())));
-    Err(match named {
+    // Name what the tree has instead (the controller the timer would need, if it says).
+    Err(match crate::devicetree::describe_interrupt_controller(fdt) {
         Some(what) => alloc::format!("unsupported interrupt controller {what}"),
         None => alloc::string::String::from("no interrupt controller in the device tree"),
     })

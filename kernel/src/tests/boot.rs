@@ -90,7 +90,7 @@ kernel_test!(
             m.psci.is_some() || m.fdt.find_node("/psci").is_none(),
             "a /psci node without a known conduit"
         );
-        ensure!(m.cpus >= 1);
+        ensure!(!m.cpus.is_empty());
         ensure!(m.fdt.find_node("/chosen").is_some(), "the device tree is unreadable after the switch");
         ensure!(crate::arch::time::frequency() > 0, "CNTFRQ_EL0 is 0");
         Ok(())

@@ -3,12 +3,12 @@ use mm::addr::PAGE_SIZE;
 
 use crate::arch::mmu::{par_fault_status, translate};
 use crate::memory::layout::STACK_AREA;
-use crate::smp::{CPUS, KERNEL_STACK, MAX_CPUS, ONLINE, STACK_SLOT, cpu_nodes};
+use crate::smp::{CPUS, KERNEL_STACK, MAX_CPUS, ONLINE, STACK_SLOT};
 use crate::{booted, ensure, kernel_test};
 
 kernel_test!(
     fn every_cpu_of_the_device_tree_is_online() {
-        let nodes = cpu_nodes(&booted().machine.fdt);
+        let nodes = &booted().machine.cpus;
         ensure!(!nodes.is_empty(), "no cpu nodes");
         for node in nodes.iter().take(MAX_CPUS) {
             let online = CPUS.iter().any(|c| {
