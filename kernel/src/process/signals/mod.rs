@@ -497,10 +497,11 @@ fn trampoline(p: &Process) -> u64 {
     const PROT_READ: u64 = 1;
     const PROT_WRITE: u64 = 2;
     const PROT_EXEC: u64 = 4;
-    const MAP_PRIVATE_ANONYMOUS: u64 = 0x02 | 0x20;
+    // In the code window (MAP_CODE), where a strict window lets it become executable.
+    const MAP_PRIVATE_ANONYMOUS_CODE: u64 = 0x02 | 0x20 | mm::vm::abi::MAP_CODE;
     let page = 4096;
     let addr =
-        super::vm_syscalls::mmap(p, 0, page, PROT_READ | PROT_WRITE, MAP_PRIVATE_ANONYMOUS, u64::MAX, 0);
+        super::vm_syscalls::mmap(p, 0, page, PROT_READ | PROT_WRITE, MAP_PRIVATE_ANONYMOUS_CODE, u64::MAX, 0);
     let Ok(addr) = u64::try_from(addr) else { return 0 };
     let mut code = [0u8; 8];
     code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
