@@ -1,7 +1,7 @@
 /* Signals as Linux arm64 delivers them, checked from an unmodified static glibc program.
  *
  *   signals GROUP    one group of checks (sigaction, kill, realtime, sigtimedwait, faults, longjmp,
- *                    altstack, threads)
+ *                    altstack, threads, jit)
  *   signals all      every check below; prints "ok NAME" / "FAIL NAME: why", then "N passed, M failed"
  *   signals abort    abort(): the process must end with status 134 (128 + SIGABRT)
  *   signals segv     a NULL load with no handler: status 139 and the kernel's fault report
@@ -264,7 +264,36 @@ static void wait_until_blocked(void) {
     sleep_ms(30); /* it is in FUTEX_WAIT by now */
 }
 
+static volatile int spin_stop;
+static volatile pid_t spinner_tid;
+static void on_stop_spin(int sig, siginfo_t *si, void *uc) {
+    (void)sig; (void)si; (void)uc;
+    spin_stop = 1;
+}
+
+/* Busy in user mode: only a signal delivered to a running (or preempted) thread stops it. */
+static void *spinner(void *arg) {
+    (void)arg;
+    spinner_tid = gettid_();
+    while (!spin_stop) {
+    }
+    return (void *)1;
+}
+
 static void test_threads(void) {
+    /* A signal for a thread running on another CPU (an IPI makes it enter the kernel) or
+     * preempted on this one. */
+    install(SIGUSR1, on_stop_spin, 0);
+    spin_stop = 0; spinner_tid = 0;
+    pthread_t s;
+    pthread_create(&s, NULL, spinner, NULL);
+    while (!spinner_tid) sched_yield();
+    sleep_ms(10);
+    tgkill_(getpid(), spinner_tid, SIGUSR1);
+    void *sres = NULL;
+    for (int i = 0; i < 5000 && pthread_tryjoin_np(s, &sres) != 0; i++) sleep_ms(1);
+    CHECK("signal-to-a-running-thread", sres == (void *)1 && spin_stop, "result %p stop %d", sres, spin_stop);
+
     main_tid = gettid_();
     install(SIGUSR1, on_usr, 0);
     sigset_t b, empty, after;
@@ -409,6 +438,45 @@ static void test_faults(void) {
     signal(SIGBUS, SIG_DFL);
 }
 
+/* ---- the JIT pattern: code pages writable on the first write fault, executable again on the
+ * first execute fault (W^X kept throughout) ------------------------------------------------ */
+static uint32_t *jit;
+static volatile int jit_write_faults, jit_exec_faults;
+static void on_jit_fault(int sig, siginfo_t *si, void *ucv) {
+    (void)sig;
+    struct esr_context *esr = (struct esr_context *)find_record(ucv, ESR_MAGIC);
+    unsigned ec = esr ? (unsigned)(esr->esr >> 26) : 0;
+    if ((uintptr_t)si->si_addr - (uintptr_t)jit >= 4096 || si->si_code != SEGV_ACCERR) {
+        signal(SIGSEGV, SIG_DFL); /* not ours: the retry dies with the default action */
+        return;
+    }
+    if (ec == 0x24) { /* data abort: a write to the executable page */
+        jit_write_faults++;
+        mprotect(jit, 4096, PROT_READ | PROT_WRITE);
+    } else if (ec == 0x20) { /* instruction abort: running the writable page */
+        jit_exec_faults++;
+        __builtin___clear_cache((char *)jit, (char *)jit + 4096);
+        mprotect(jit, 4096, PROT_READ | PROT_EXEC);
+    }
+}
+
+static void test_jit(void) {
+    jit = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    install(SIGSEGV, on_jit_fault, 0);
+    jit_write_faults = jit_exec_faults = 0;
+    int right = 0;
+    for (int round = 1; round <= 3; round++) {
+        jit[0] = 0xd2800000u | ((uint32_t)(round * 7) << 5); /* movz x0, #(round * 7) */
+        jit[1] = 0xd65f03c0u;                                /* ret */
+        long (*fn)(void) = (long (*)(void))(uintptr_t)jit;
+        right += fn() == round * 7;
+    }
+    CHECK("jit-write-then-execute-faults", right == 3 && jit_write_faults == 3 && jit_exec_faults == 3,
+          "right %d write faults %d exec faults %d", right, jit_write_faults, jit_exec_faults);
+    signal(SIGSEGV, SIG_DFL);
+    munmap(jit, 4096);
+}
+
 /* ---- siglongjmp out of a handler, and a bad frame given to rt_sigreturn ---------------------- */
 static sigjmp_buf jump;
 static void on_segv_jump(int sig, siginfo_t *si, void *uc) {
@@ -534,7 +602,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; void (*run)(void); } groups[] = {
         { "sigaction", test_sigaction_rules }, { "kill", test_kill_and_masks }, { "realtime", test_realtime },
         { "sigtimedwait", test_sigtimedwait }, { "faults", test_faults }, { "longjmp", test_longjmp_and_bad_frame },
-        { "altstack", test_altstack }, { "threads", test_threads },
+        { "altstack", test_altstack }, { "threads", test_threads }, { "jit", test_jit },
     };
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (strcmp(mode, "all") == 0 || strcmp(mode, groups[i].name) == 0) groups[i].run();
