@@ -254,8 +254,8 @@ pub fn interrupt(process: &Process, tid: u32) {
     }
 }
 
-/// Interrupts the other CPUs that may be running threads of `process`, so each returns to EL0
-/// through the kernel and takes a signal just sent.
+/// Interrupts the other CPUs that may be running threads of `process`, so each enters the
+/// kernel (and takes a signal just sent, or stops if the process is exiting).
 pub fn kick_cpus(process: &Process) {
     let me = current_cpu();
     let cpus = process.cpus.load(Ordering::Acquire);
@@ -364,10 +364,5 @@ pub fn stop_process(process: &Arc<Process>) {
     for t in stopped {
         finish(t);
     }
-    let me = current_cpu();
-    for cpu in 0..MAX_CPUS {
-        if cpu != me && process.cpus.load(Ordering::Acquire) & (1 << cpu) != 0 {
-            irq::send_ipi(cpu, irq::IPI_WAKE);
-        }
-    }
+    kick_cpus(process);
 }

@@ -217,7 +217,7 @@ fn sigsuspend(p: &Process, tid: u32, mask_ptr: u64, setsize: u64) -> Result<(), 
     let t = st.thread(tid).ok_or(-ESRCH)?;
     t.saved_mask = Some(t.blocked);
     t.blocked = mask;
-    t.wait = Some(Wait::Suspend { mask_ptr });
+    p.signals.set_wait(t, Wait::Suspend { mask_ptr });
     Ok(())
 }
 
@@ -244,7 +244,7 @@ fn sigtimedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize:
             let real_blocked = t.blocked;
             // While it waits, the thread takes the signals it waits for.
             t.blocked = t.blocked.minus(set);
-            t.wait = Some(Wait::Timed { set, info: uinfo, real_blocked });
+            p.signals.set_wait(t, Wait::Timed { set, info: uinfo, real_blocked });
             let deadline = timeout.map_or(0, |(secs, nanos)| {
                 let freq = crate::arch::time::frequency();
                 let ticks = secs.saturating_mul(freq).saturating_add(nanos * freq / 1_000_000_000);

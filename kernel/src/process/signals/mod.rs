@@ -128,6 +128,9 @@ pub struct Signals {
     /// Signals queued anywhere in the process: when 0 (almost always), returning to EL0 costs
     /// one load.
     queued: AtomicUsize,
+    /// Threads with a [`Wait`] recorded: when 0 and nothing is queued, resuming a thread costs
+    /// two loads.
+    waiting: AtomicUsize,
     /// The page holding the `rt_sigreturn` stub handlers return to without SA_RESTORER (0: not
     /// made yet; made on first need, see [`trampoline`]).
     trampoline: AtomicU64,
@@ -144,6 +147,7 @@ impl Signals {
                 threads: alloc::vec![PerThread::new(tid, SigSet::EMPTY)],
             }),
             queued: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             trampoline: AtomicU64::new(0),
         }
     }
@@ -155,9 +159,30 @@ impl Signals {
         st.threads.push(PerThread::new(child, blocked));
     }
 
+    /// Records that thread `t` (of this process) parks in `wait`.
+    fn set_wait(&self, t: &mut PerThread, wait: Wait) {
+        if t.wait.replace(wait).is_none() {
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Takes the wait thread `t` (of this process) resumes from.
+    fn take_wait(&self, t: &mut PerThread) -> Option<Wait> {
+        let wait = t.wait.take();
+        if wait.is_some() {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+        wait
+    }
+
     /// Thread `tid` is gone; signals sent to it alone are dropped.
     pub fn thread_gone(&self, tid: u32) {
         let mut st = self.state.lock();
+        if let Some(t) = st.thread(tid)
+            && t.wait.is_some()
+        {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
         st.threads.retain(|t| t.tid != tid);
         self.queued.store(st.queued(), Ordering::Release);
     }
@@ -237,7 +262,7 @@ fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
 pub fn may_park(thread: &Thread, futex: Option<(u64, bool)>) -> bool {
     let mut st = thread.process.signals.state.lock();
     if let (Some((uaddr, timed)), Some(t)) = (futex, st.thread(thread.tid)) {
-        t.wait = Some(Wait::Futex { uaddr, timed });
+        thread.process.signals.set_wait(t, Wait::Futex { uaddr, timed });
     }
     !st.deliverable(thread.tid)
 }
@@ -308,8 +333,8 @@ pub fn on_return(thread: &Thread, frame: &mut TrapFrame) -> Action {
 /// finishes the call it waited in, then delivers a pending signal. [`Action::ExitThread`] when
 /// the process ends.
 pub fn on_resume(thread: &mut Thread) -> Action {
-    let waited = thread.process.signals.state.lock().thread(thread.tid).is_some_and(|t| t.wait.is_some());
-    if !waited && thread.process.signals.queued.load(Ordering::Acquire) == 0 {
+    let signals = &thread.process.signals;
+    if signals.waiting.load(Ordering::Acquire) == 0 && signals.queued.load(Ordering::Acquire) == 0 {
         return Action::Continue;
     }
     let mut ctx = context(&thread.regs, &thread.fp);
@@ -330,7 +355,7 @@ fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
     let woke = ctx.x[0] as i64;
     let interrupted = woke == -restart::EINTR;
     let mut st = p.signals.state.lock();
-    let Some(wait) = st.thread(thread.tid).and_then(|t| t.wait.take()) else { return Ok(()) };
+    let Some(wait) = st.thread(thread.tid).and_then(|t| p.signals.take_wait(t)) else { return Ok(()) };
     match wait {
         Wait::Futex { uaddr, timed } => {
             if interrupted {
@@ -487,40 +512,52 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
 
 /// The address of the process's `rt_sigreturn` stub, mapped on first need: Linux keeps it in the
 /// vDSO, which this kernel does not have, so a page is mapped (anonymous, then read-only and
-/// executable once written and synchronised with instruction fetch). 0 if it cannot be made:
-/// the handler then returns to 0 and faults.
+/// executable once written and synchronised with instruction fetch). It goes where ordinary
+/// mappings go (high, near the stack, as Linux's vDSO), so that no low address a program expects
+/// to fault (NULL plus an offset) is taken; only if a strict code window refuses to make it
+/// executable there is it placed in the window (MAP_CODE). 0 if it cannot be made: the handler
+/// then returns to 0 and faults.
 fn trampoline(p: &Process) -> u64 {
     let made = p.signals.trampoline.load(Ordering::Acquire);
     if made != 0 {
         return made;
     }
+    let Some(addr) = map_trampoline(p, 0).or_else(|| map_trampoline(p, mm::vm::abi::MAP_CODE)) else {
+        return 0;
+    };
+    match p.signals.trampoline.compare_exchange(0, addr, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => addr,
+        Err(other) => {
+            // Another thread made one first: use it.
+            super::vm_syscalls::munmap(p, addr, TRAMPOLINE_SIZE);
+            other
+        }
+    }
+}
+
+const TRAMPOLINE_SIZE: u64 = 4096;
+
+/// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
+fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
     const PROT_READ: u64 = 1;
     const PROT_WRITE: u64 = 2;
     const PROT_EXEC: u64 = 4;
-    // In the code window (MAP_CODE), where a strict window lets it become executable.
-    const MAP_PRIVATE_ANONYMOUS_CODE: u64 = 0x02 | 0x20 | mm::vm::abi::MAP_CODE;
-    let page = 4096;
+    const MAP_PRIVATE_ANONYMOUS: u64 = 0x02 | 0x20;
+    let rw = PROT_READ | PROT_WRITE;
     let addr =
-        super::vm_syscalls::mmap(p, 0, page, PROT_READ | PROT_WRITE, MAP_PRIVATE_ANONYMOUS_CODE, u64::MAX, 0);
-    let Ok(addr) = u64::try_from(addr) else { return 0 };
+        super::vm_syscalls::mmap(p, 0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE_ANONYMOUS | flags, u64::MAX, 0);
+    let addr = u64::try_from(addr).ok()?;
     let mut code = [0u8; 8];
     code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
     code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());
     let ready = copy_out(p, addr, &code).is_ok()
         && super::sync_user_icache(p, addr)
-        && super::vm_syscalls::mprotect(p, addr, page, PROT_READ | PROT_EXEC) == 0;
+        && super::vm_syscalls::mprotect(p, addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC) == 0;
     if !ready {
-        super::vm_syscalls::munmap(p, addr, page);
-        return 0;
+        super::vm_syscalls::munmap(p, addr, TRAMPOLINE_SIZE);
+        return None;
     }
-    match p.signals.trampoline.compare_exchange(0, addr, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => addr,
-        Err(other) => {
-            // Another thread made one first: use it.
-            super::vm_syscalls::munmap(p, addr, page);
-            other
-        }
-    }
+    Some(addr)
 }
 
 fn report_fatal_signal(p: &Process, tid: u32, sig: u32, ctx: &Context, status: u64) {
