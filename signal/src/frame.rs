@@ -141,9 +141,15 @@ pub struct Saved {
     pub fault: Option<(u64, u64)>,
 }
 
-/// Builds the frame and its frame record for a thread in state `ctx` (bytes for `TOTAL` bytes
-/// at `Placement::frame`).
-pub fn build(ctx: &Context, saved: &Saved, out: &mut [u8; TOTAL]) {
+/// Most bytes of a frame [`build`] fills (then only the frame record above it): the header and
+/// the records up to the terminator, with an ESR record.
+pub const WRITTEN_MAX: usize = RESERVED + FPSIMD_SIZE + ESR_SIZE + 16;
+
+/// Builds the frame and its frame record for a thread in state `ctx` into `out` (`TOTAL` bytes
+/// for `Placement::frame`). Returns how many leading bytes of the frame it filled: as Linux, the
+/// kernel writes those and the frame record (`out[FRAME_SIZE..]`), and leaves the rest of
+/// `__reserved` as the stack had it.
+pub fn build(ctx: &Context, saved: &Saved, out: &mut [u8; TOTAL]) -> usize {
     out.fill(0);
     if let Some(info) = &saved.info {
         out[..SIGINFO_SIZE].copy_from_slice(&info.0);
@@ -173,11 +179,11 @@ pub fn build(ctx: &Context, saved: &Saved, out: &mut [u8; TOTAL]) {
         put_u64(out, at + 8, esr);
         at += ESR_SIZE;
     }
-    // The terminator: magic 0, size 0 (already zero at `at`).
-    let _ = at;
+    // The terminator: magic 0, size 0 (already zero at `at`), padded to 16 as Linux allocates it.
     // The frame record {fp, lr} of the interrupted code, so unwinders walk through the handler.
     put_u64(out, FRAME_SIZE, ctx.x[29]);
     put_u64(out, FRAME_SIZE + 8, ctx.x[30]);
+    at + 16
 }
 
 /// The registers a handler starts with (`setup_return`): x0 = the signal, x1 = &info and
@@ -210,6 +216,8 @@ pub enum BadFrame {
     Record(usize),
     /// No FP/SIMD record.
     NoFpsimd,
+    /// The records go past the `valid` bytes given: read the whole frame and parse again.
+    Truncated,
 }
 
 /// What a good frame restores.
@@ -228,11 +236,17 @@ pub fn frame_address_ok(sp: u64) -> bool {
     sp.is_multiple_of(16)
 }
 
-/// Validates and decodes a frame read back from the program's stack (`restore_sigframe`).
+/// Validates and decodes a frame read back from the program's stack (`restore_sigframe`), of
+/// which the first `valid` bytes were read (at least [`RESERVED`]; a frame built here needs
+/// [`WRITTEN_MAX`] at most, so the kernel reads that much first).
 ///
 /// # Errors
-/// [`BadFrame`] for anything Linux would refuse.
-pub fn parse(f: &[u8; FRAME_SIZE]) -> Result<Restored, BadFrame> {
+/// [`BadFrame`] for anything Linux would refuse; [`BadFrame::Truncated`] if the records go past
+/// `valid` (never when `valid` is `FRAME_SIZE`).
+pub fn parse(f: &[u8; FRAME_SIZE], valid: usize) -> Result<Restored, BadFrame> {
+    if valid < RESERVED {
+        return Err(BadFrame::Truncated);
+    }
     let mut ctx = Context::ZERO;
     for (i, x) in ctx.x.iter_mut().enumerate() {
         *x = get_u64(f, REGS + 8 * i);
@@ -251,10 +265,16 @@ pub fn parse(f: &[u8; FRAME_SIZE]) -> Result<Restored, BadFrame> {
             return Err(BadFrame::Record(offset));
         }
         let head = RESERVED + offset;
+        if head + 8 > valid {
+            return Err(BadFrame::Truncated);
+        }
         let magic = get_u32(f, head);
         let size = get_u32(f, head + 4) as usize;
         if RESERVED_SIZE - offset < size {
             return Err(BadFrame::Record(offset));
+        }
+        if head + size > valid {
+            return Err(BadFrame::Truncated);
         }
         match magic {
             0 if size == 0 => break,
@@ -304,7 +324,8 @@ mod tests {
 
     fn built(ctx: &Context, saved: &Saved) -> Box<[u8; TOTAL]> {
         let mut out = Box::new([0u8; TOTAL]);
-        build(ctx, saved, &mut out);
+        let used = build(ctx, saved, &mut out);
+        assert_eq!(used, if saved.fault.is_some() { WRITTEN_MAX } else { WRITTEN_MAX - ESR_SIZE });
         out
     }
 
@@ -380,7 +401,7 @@ mod tests {
     fn build_then_parse_round_trips() {
         let c = sample();
         for fault in [None, Some((1, 2))] {
-            let r = parse(&frame_of(&built(&c, &saved(fault)))).unwrap();
+            let r = parse(&frame_of(&built(&c, &saved(fault))), FRAME_SIZE).unwrap();
             assert_eq!(r.ctx, c);
             assert_eq!(r.mask, SigSet::of(SIGUSR1));
             assert_eq!(r.stack, StackT { sp: 0x9000_0000, flags: 0, size: 0x4000 });
@@ -417,56 +438,75 @@ mod tests {
         let good = frame_of(&built(&sample(), &saved(Some((1, 2)))));
         let mut f = good.clone();
         put_u64(&mut f[..], PSTATE, 0x3c5); // EL1h, DAIF masked
-        assert_eq!(parse(&f), Err(BadFrame::Pstate));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Pstate));
         let mut f = good.clone();
         put_u64(&mut f[..], PSTATE, 0x10); // AArch32
-        assert_eq!(parse(&f), Err(BadFrame::Pstate));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Pstate));
         let mut f = good.clone();
         put_u64(&mut f[..], PSTATE, 0x6040_0000); // PAN set by the program: dropped
-        assert_eq!(parse(&f).unwrap().ctx.pstate, 0x6000_0000);
+        assert_eq!(parse(&f, FRAME_SIZE).unwrap().ctx.pstate, 0x6000_0000);
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED, 0x1234_5678); // unknown record
-        assert_eq!(parse(&f), Err(BadFrame::Record(0)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(0)));
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED + 4, 512); // FP/SIMD record of the wrong size
-        assert_eq!(parse(&f), Err(BadFrame::Record(0)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(0)));
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED + 4, 8000); // overruns __reserved
-        assert_eq!(parse(&f), Err(BadFrame::Record(0)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(0)));
         // Only an ESR record, then the end: no FP/SIMD state.
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED, ESR_MAGIC);
         put_u32(&mut f[..], RESERVED + 4, 16);
         put_u64(&mut f[..], RESERVED + 16, 0);
-        assert_eq!(parse(&f), Err(BadFrame::NoFpsimd));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::NoFpsimd));
         // A second FP/SIMD record.
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED + 528, FPSIMD_MAGIC);
         put_u32(&mut f[..], RESERVED + 528 + 4, 528);
-        assert_eq!(parse(&f), Err(BadFrame::Record(528)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(528)));
         // A record whose size is not a multiple of 16 misaligns the next one.
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED + 528 + 4, 24);
-        assert_eq!(parse(&f), Err(BadFrame::Record(552)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(552)));
         // A zero-size non-terminator record would loop forever: refused.
         let mut f = good.clone();
         put_u32(&mut f[..], RESERVED + 528 + 4, 0);
-        assert_eq!(parse(&f), Err(BadFrame::Record(528)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(528)));
         // No terminator at all: 0xff everywhere after the FP/SIMD record.
         let mut f = good.clone();
         f[RESERVED + 528..].fill(0xff);
-        assert!(matches!(parse(&f), Err(BadFrame::Record(_))));
+        assert!(matches!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(_))));
         // EXTRA_MAGIC (not produced here) is refused.
         let mut f = good;
         put_u32(&mut f[..], RESERVED + 528, EXTRA_MAGIC);
-        assert_eq!(parse(&f), Err(BadFrame::Record(528)));
+        assert_eq!(parse(&f, FRAME_SIZE), Err(BadFrame::Record(528)));
+    }
+
+    #[test]
+    fn the_written_prefix_is_enough_and_more_is_asked_for() {
+        let c = sample();
+        for fault in [None, Some((1, 2))] {
+            let mut f = frame_of(&built(&c, &saved(fault)));
+            // What the stack held past the written bytes does not matter...
+            f[WRITTEN_MAX..].fill(0xee);
+            assert_eq!(parse(&f, WRITTEN_MAX).unwrap().ctx, c);
+        }
+        // ... unless the records go on past them: then the whole frame is needed.
+        let mut f = frame_of(&built(&c, &saved(Some((1, 2)))));
+        put_u32(&mut f[..], RESERVED + 528 + 16, ESR_MAGIC);
+        put_u32(&mut f[..], RESERVED + 528 + 16 + 4, 16);
+        assert_eq!(parse(&f, WRITTEN_MAX), Err(BadFrame::Truncated));
+        assert!(parse(&f, FRAME_SIZE).is_ok()); // the zeros after it end the list
+        assert_eq!(parse(&f, RESERVED - 1), Err(BadFrame::Truncated));
+        assert_eq!(parse(&f, RESERVED + 4), Err(BadFrame::Truncated));
     }
 
     #[test]
     fn restored_mask_never_blocks_kill_or_stop() {
         let mut f = frame_of(&built(&sample(), &saved(None)));
         put_u64(&mut f[..], UC_SIGMASK, u64::MAX);
-        let m = parse(&f).unwrap().mask;
+        let m = parse(&f, FRAME_SIZE).unwrap().mask;
         assert!(!m.contains(SIGKILL) && !m.contains(SIGSTOP) && m.contains(SIGTERM));
     }
 }

@@ -339,12 +339,19 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let sp = frame.sp_el0;
     let mut bytes = Box::new([0u8; frame::FRAME_SIZE]);
+    // What the kernel wrote first (as Linux, it reads the whole frame only if the records go on).
     let parsed = if !frame::frame_address_ok(sp) {
         Err("sp not 16-aligned")
-    } else if copy_in(&p, &mut bytes[..], sp).is_err() {
+    } else if copy_in(&p, &mut bytes[..frame::WRITTEN_MAX], sp).is_err() {
         Err("frame not readable")
     } else {
-        frame::parse(&bytes).map_err(|_| "malformed frame")
+        match frame::parse(&bytes, frame::WRITTEN_MAX) {
+            Err(frame::BadFrame::Truncated) => match copy_in(&p, &mut bytes[..], sp) {
+                Ok(()) => frame::parse(&bytes, frame::FRAME_SIZE).map_err(|_| "malformed frame"),
+                Err(_) => Err("frame not readable"),
+            },
+            other => other.map_err(|_| "malformed frame"),
+        }
     };
     match parsed {
         Ok(r) => {

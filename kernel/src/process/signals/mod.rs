@@ -482,9 +482,12 @@ fn enter(
 fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u64> {
     let p = &thread.process;
     let mut bytes = Box::new([0u8; frame::TOTAL]);
-    frame::build(ctx, &plan.saved, &mut bytes);
+    let used = frame::build(ctx, &plan.saved, &mut bytes);
     let at = Placement::below(plan.top);
-    let written = at.is_some_and(|at| copy_out(p, at.frame, &bytes[..]).is_ok());
+    let written = at.is_some_and(|at| {
+        copy_out(p, at.frame, &bytes[..used]).is_ok()
+            && copy_out(p, at.record, &bytes[frame::FRAME_SIZE..]).is_ok()
+    });
     match at {
         Some(at) if written => {
             let trampoline = if plan.action.flags & num::SA_RESTORER == 0 { trampoline(p) } else { 0 };
