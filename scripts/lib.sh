@@ -57,6 +57,18 @@ ensure_qemu() {
     command -v qemu-system-aarch64 >/dev/null || apt_install qemu-system-arm
 }
 
+# ensure_cross_gcc: Debian's cross compiler and glibc for arm64 (the C test programs are built
+# with it as unmodified static Linux programs).
+ensure_cross_gcc() {
+    command -v aarch64-linux-gnu-gcc >/dev/null && [ -d /usr/aarch64-linux-gnu/lib ] \
+        || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+}
+
+# build_c_program SOURCE OUTPUT: a static arm64 Linux executable from a C test program.
+build_c_program() {
+    aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -o "$2" "$1" -lpthread
+}
+
 # build_images: the kernel (run image) and the test image, as ELF with symbols and raw Image.
 #   target/images/kernel.elf, Image          the kernel scripts/run boots
 #   target/images/kernel-test.elf, Image-test the test image scripts/test boots

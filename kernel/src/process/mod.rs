@@ -11,6 +11,7 @@
 //! exit, always after the TLB flush that covers it.
 pub mod elf;
 pub mod sched;
+pub mod signals;
 pub mod stack;
 pub mod syscall;
 pub mod tiny_elf;
@@ -21,7 +22,10 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use mm::addr::PAGE_SIZE;
+use ::signal::action::killed_status;
+use ::signal::info::SigInfo;
+use ::signal::num;
+use mm::addr::{PAGE_SIZE, VirtAddr};
 use mm::asid::AsidContext;
 use mm::paging::{PageTable, VaRange};
 use mm::tlb::TlbIssuer;
@@ -45,14 +49,14 @@ pub const STACK_TOP: u64 = 0x0000_ffff_ffff_f000;
 /// Size of the stack mapping (demand-paged: untouched pages cost nothing).
 pub const STACK_SIZE: u64 = 8 << 20;
 
-/// Exit status of a process killed by a fault (128 + SIGSEGV, as a shell reports it).
-pub const STATUS_SEGV: u64 = 139;
-/// Exit status for an undefined instruction (128 + SIGILL).
-pub const STATUS_ILL: u64 = 132;
-/// Exit status for a breakpoint (128 + SIGTRAP).
-pub const STATUS_TRAP: u64 = 133;
-/// Exit status for an alignment fault (128 + SIGBUS).
-pub const STATUS_BUS: u64 = 135;
+/// Exit status of a process ended by an unhandled SIGSEGV (128 + the signal, as a shell reports it).
+pub const STATUS_SEGV: u64 = killed_status(num::SIGSEGV);
+/// Exit status for an unhandled SIGILL (undefined instruction).
+#[cfg(feature = "test-image")]
+pub const STATUS_ILL: u64 = killed_status(num::SIGILL);
+/// Exit status for an unhandled SIGTRAP (breakpoint).
+#[cfg(feature = "test-image")]
+pub const STATUS_TRAP: u64 = killed_status(num::SIGTRAP);
 
 /// The memory of a process: `mm::user`'s layer over its live page table (break-before-make, one
 /// planned flush per call, each aimed by the ASID allocator at the moment it is issued) and its
@@ -83,6 +87,8 @@ pub struct Process {
     pub status: AtomicU64,
     /// Torn down: every frame is back.
     pub done: AtomicBool,
+    /// Signal actions, pending signals, and each thread's mask and alternate stack.
+    pub signals: signals::Signals,
     next_tid: AtomicU32,
 }
 
@@ -170,6 +176,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
         exiting: AtomicBool::new(false),
         status: AtomicU64::new(0),
         done: AtomicBool::new(false),
+        signals: signals::Signals::new(pid),
         next_tid: AtomicU32::new(pid + 1),
     });
     let thread = Thread {
@@ -244,6 +251,19 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
     Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
 }
 
+/// Makes instructions just written at user address `va` visible to instruction fetch (the
+/// frame allocator's clean and invalidate, on the page's frame), with the process's memory
+/// locked so the page cannot go away meanwhile. False if the page is not present.
+fn sync_user_icache(p: &Process, va: u64) -> bool {
+    use mm::user::UserFrames as _;
+    let guard = p.mm.lock();
+    let Some(pa) = guard.as_ref().and_then(|mm| mm.space().translate(VirtAddr(va & !(PAGE_SIZE - 1)))) else {
+        return false;
+    };
+    frames::UserFrames.sync_icache(pa);
+    true
+}
+
 /// Frees everything an address space owns: the TLB entries of its ASID first (broadcast: any
 /// CPU may hold them, walk-cache entries of its tables included), then its frames and tables. No
 /// TTBR points at it any more.
@@ -284,12 +304,23 @@ pub enum Action {
         /// Value the caller saw.
         expected: u32,
     },
+    /// Park the thread until a signal it waits for (rt_sigsuspend, rt_sigtimedwait) or the
+    /// deadline the call left in `sched::PENDING_DEADLINE`.
+    SignalWait,
     /// The thread exits.
     ExitThread,
 }
 
-/// Handles one exception from a thread of `thread.process`.
+/// Handles one exception from a thread of `thread.process`; a pending signal the thread can
+/// take is delivered on the way back to EL0.
 pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
+    match exception(thread, frame, kind) {
+        Action::Continue => signals::on_return(thread, frame),
+        other => other,
+    }
+}
+
+fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
     let process = thread.process.clone();
     if process.exiting.load(Ordering::Acquire) {
         return Action::ExitThread;
@@ -308,6 +339,7 @@ pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> 
     }
     let ec = (frame.esr >> 26) & 0x3f;
     match ec {
+        0x15 if signals::nr::is_signal_call(frame.x[8]) => signals::syscall(thread, frame),
         0x15 => syscall::dispatch(thread, frame),
         0x20 | 0x24 => {
             let iss = frame.esr & 0x1ff_ffff;
@@ -334,24 +366,103 @@ pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> 
             } else {
                 String::from("the page's protection forbids it")
             };
-            report_user_fault(&process, mm, frame, access, fsc, &why);
+            let mapped = mm.vm().find(frame.far).is_some();
             drop(guard);
-            kill(&process, STATUS_SEGV)
+            let fault = abort_signal(frame, fsc, mapped);
+            match signals::force_fault(thread, frame, &fault) {
+                Ok(()) => Action::Continue,
+                Err(status) => {
+                    let guard = process.mm.lock();
+                    if let Some(mm) = guard.as_ref() {
+                        report_user_fault(&process, mm, frame, access, fsc, &why, status);
+                    }
+                    drop(guard);
+                    kill(&process, status)
+                }
+            }
         }
         _ => {
-            let status = status_for(ec);
-            kprintln!(
-                "\n*** pid {}: {} (EC {:#04x}, ESR {:#x}) at pc {:#x}; ending it with status {}",
-                process.pid,
-                exception_class_name(ec),
-                ec,
-                frame.esr,
-                frame.elr,
-                status
-            );
-            kill(&process, status)
+            let fault = exception_signal(frame, ec);
+            match signals::force_fault(thread, frame, &fault) {
+                Ok(()) => Action::Continue,
+                Err(status) => {
+                    kprintln!(
+                        "\n*** pid {}: {} (EC {:#04x}, ESR {:#x}) at pc {:#x}: {}; ending it with status {}",
+                        process.pid,
+                        exception_class_name(ec),
+                        ec,
+                        frame.esr,
+                        frame.elr,
+                        num::name(fault.info.signo()),
+                        status
+                    );
+                    kill(&process, status)
+                }
+            }
         }
     }
+}
+
+/// The signal for a data or instruction abort from EL0 that demand paging did not resolve
+/// (Linux's `fault_info` table): SIGSEGV with SEGV_MAPERR where nothing is mapped and
+/// SEGV_ACCERR where the mapping forbids the access, SIGBUS for alignment faults and external
+/// aborts, SIGKILL for what a program cannot cause or cure (address size, TLB conflict).
+fn abort_signal(frame: &TrapFrame, fsc: u64, mapped: bool) -> signals::Fault {
+    let (sig, code) = match fsc {
+        0x04..=0x0f if !mapped => (num::SIGSEGV, num::SEGV_MAPERR),
+        0x04..=0x0f => (num::SIGSEGV, num::SEGV_ACCERR),
+        0x11 => (num::SIGSEGV, num::SEGV_MTESERR),
+        0x21 => (num::SIGBUS, num::BUS_ADRALN),
+        0x10 | 0x14..=0x17 => (num::SIGBUS, num::BUS_OBJERR),
+        _ => (num::SIGKILL, num::SI_KERNEL),
+    };
+    // An address outside the user half is reported as a level-0 translation fault, with only
+    // the ESR fields that say nothing about kernel mappings (Linux's set_thread_esr).
+    let esr = if frame.far >= crate::arch::aarch64::user::USER_END {
+        let keep =
+            (0x3f << 26) | (1 << 25) | if (frame.esr >> 26) & 0x3f == 0x24 { (1 << 8) | (1 << 6) } else { 0 };
+        (frame.esr & keep) | 0x04
+    } else {
+        frame.esr
+    };
+    signals::Fault { info: SigInfo::fault(sig, code, frame.far), address: frame.far, esr }
+}
+
+/// The signal for any other synchronous exception from EL0 (SVC aside): SIGTRAP for BRK and
+/// debug exceptions, SIGBUS for PC/SP alignment, SIGFPE for trapped floating-point exceptions,
+/// SIGILL for undefined instructions and the rest. si_addr is the PC (SP for SP alignment).
+fn exception_signal(frame: &TrapFrame, ec: u64) -> signals::Fault {
+    let iss = frame.esr & 0x1ff_ffff;
+    let (sig, code, addr, esr) = match ec {
+        0x3c | 0x30 | 0x31 => (num::SIGTRAP, num::TRAP_BRKPT, frame.elr, frame.esr),
+        0x32 | 0x33 => (num::SIGTRAP, num::TRAP_TRACE, frame.elr, frame.esr),
+        0x34 | 0x35 => (num::SIGTRAP, num::TRAP_HWBKPT, frame.far, frame.esr),
+        0x22 => (num::SIGBUS, num::BUS_ADRALN, frame.far, frame.esr),
+        0x26 => (num::SIGBUS, num::BUS_ADRALN, frame.sp_el0, frame.esr),
+        0x2c => {
+            // ISS: IDF 7, IXF 4, UFF 3, OFF 2, DZF 1, IOF 0 (TFV, bit 23, says they are valid).
+            let code = if iss & (1 << 23) == 0 {
+                num::FPE_FLTUNK
+            } else if iss & 1 != 0 {
+                num::FPE_FLTINV
+            } else if iss & 2 != 0 {
+                num::FPE_FLTDIV
+            } else if iss & 4 != 0 {
+                num::FPE_FLTOVF
+            } else if iss & 8 != 0 {
+                num::FPE_FLTUND
+            } else if iss & 16 != 0 {
+                num::FPE_FLTRES
+            } else {
+                num::FPE_FLTUNK
+            };
+            (num::SIGFPE, code, frame.elr, frame.esr)
+        }
+        0x1c => (num::SIGILL, num::ILL_ILLOPN, frame.elr, frame.esr),
+        // Undefined instructions carry no ESR record (Linux's fault code is 0 for them).
+        _ => (num::SIGILL, num::ILL_ILLOPC, frame.elr, 0),
+    };
+    signals::Fault { info: SigInfo::fault(sig, code, addr), address: 0, esr }
 }
 
 /// Ends the whole process with `status` (exit_group, or a fatal fault).
@@ -363,23 +474,23 @@ pub fn kill(process: &Arc<Process>, status: u64) -> Action {
     Action::ExitThread
 }
 
-fn status_for(ec: u64) -> u64 {
-    match ec {
-        0x00 | 0x0e => STATUS_ILL,
-        0x3c | 0x30..=0x35 => STATUS_TRAP,
-        0x22 | 0x26 => STATUS_BUS,
-        _ => STATUS_SEGV,
-    }
-}
-
-fn report_user_fault(p: &Process, mm: &Mm, frame: &TrapFrame, access: Access, fsc: u64, why: &str) {
+fn report_user_fault(
+    p: &Process,
+    mm: &Mm,
+    frame: &TrapFrame,
+    access: Access,
+    fsc: u64,
+    why: &str,
+    status: u64,
+) {
     let mapping = match mm.vm().find(frame.far) {
         Some(vma) => format!("mapping [{:#x}, {:#x}) is {:?}", vma.start, vma.end, vma.prot),
         None => String::from("no mapping there"),
     };
     kprintln!(
-        "\n*** pid {}: segmentation fault: {:?} at {:#x} (pc {:#x}, sp {:#x})",
+        "\n*** pid {}: {}: {:?} at {:#x} (pc {:#x}, sp {:#x})",
         p.pid,
+        num::name(status.saturating_sub(128) as u32),
         access,
         frame.far,
         frame.elr,
@@ -392,6 +503,6 @@ fn report_user_fault(p: &Process, mm: &Mm, frame: &TrapFrame, access: Access, fs
         frame.x[1],
         frame.x[2],
         frame.x[30],
-        STATUS_SEGV
+        status
     );
 }

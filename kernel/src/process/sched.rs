@@ -126,6 +126,15 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         TPIDR_EL0.set(thread.tpidr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        // A signal for the thread is delivered (and the call it waited in finished) now, with
+        // its address space live.
+        let mut thread = thread;
+        if super::signals::on_resume(&mut thread) == Action::ExitThread {
+            TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
+            aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+            finish(thread);
+            continue;
+        }
         let regs = thread.regs.clone();
         let fp = thread.fp;
         *CURRENT[cpu].lock() = Some(thread);
@@ -171,6 +180,7 @@ fn idle_wait(cpu: usize) {
 
 fn finish(thread: Box<Thread>) {
     let process = thread.process.clone();
+    process.signals.thread_gone(thread.tid);
     drop(thread);
     super::thread_exited(&process);
 }
@@ -192,7 +202,7 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
             switch_out(cpu, CODE_YIELD)
         }
         Action::FutexWait { uaddr, expected } => {
-            let mut futex = FUTEX.lock();
+            let futex = FUTEX.lock();
             let mut word = [0u8; 4];
             // The word is re-read under the futex lock, so a waker that changed it and then called
             // FUTEX_WAKE (which takes the same lock) cannot be missed.
@@ -201,21 +211,62 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
                 Ok(()) if u32::from_le_bytes(word) != expected => frame.x[0] = (-EAGAIN) as u64,
                 Ok(()) => {
                     frame.x[0] = 0;
-                    save_context(cpu, frame);
-                    let deadline = PENDING_DEADLINE[cpu].swap(0, Ordering::AcqRel);
-                    if let Some(thread) = CURRENT[cpu].lock().take() {
-                        futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
-                    }
-                    drop(futex);
-                    switch_out(cpu, CODE_BLOCKED)
+                    park(cpu, frame, futex, uaddr)
                 }
             }
         }
+        Action::SignalWait => park(cpu, frame, FUTEX.lock(), super::signals::SIGNAL_WAIT),
         Action::ExitThread => switch_out(cpu, CODE_EXIT),
     }
 }
 
-use super::syscall::errno::{EAGAIN, EFAULT, ETIMEDOUT};
+/// Saves the thread's context and parks it on `uaddr` (a futex word, or `signals::SIGNAL_WAIT`),
+/// with the deadline its call left in [`PENDING_DEADLINE`]. If a signal it can take is already
+/// pending it goes back to the run queue instead, with x0 = -EINTR: the signal code finishes or
+/// restarts the call before it runs again.
+fn park(cpu: usize, frame: &mut TrapFrame, mut futex: spin::MutexGuard<'_, Vec<Waiter>>, uaddr: u64) -> ! {
+    save_context(cpu, frame);
+    let deadline = PENDING_DEADLINE[cpu].swap(0, Ordering::AcqRel);
+    if let Some(mut thread) = CURRENT[cpu].lock().take() {
+        let futex_wait = (uaddr != super::signals::SIGNAL_WAIT).then_some((uaddr, deadline != 0));
+        if super::signals::may_park(&thread, futex_wait) {
+            futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
+        } else {
+            thread.regs.x[0] = (-EINTR) as u64;
+            RUNQ.lock().push_back(thread);
+        }
+    }
+    drop(futex);
+    switch_out(cpu, CODE_BLOCKED)
+}
+
+/// A signal for thread `tid` of `process`: if it is parked (futex or signal wait) it goes back
+/// to the run queue with x0 = -EINTR; the signal code finishes its call when it resumes.
+pub fn interrupt(process: &Process, tid: u32) {
+    let woken = {
+        let mut futex = FUTEX.lock();
+        let at = futex.iter().position(|w| w.thread.tid == tid && core::ptr::eq(&*w.thread.process, process));
+        at.map(|i| futex.swap_remove(i).thread)
+    };
+    if let Some(mut thread) = woken {
+        thread.regs.x[0] = (-EINTR) as u64;
+        enqueue(thread);
+    }
+}
+
+/// Interrupts the other CPUs that may be running threads of `process`, so each enters the
+/// kernel (and takes a signal just sent, or stops if the process is exiting).
+pub fn kick_cpus(process: &Process) {
+    let me = current_cpu();
+    let cpus = process.cpus.load(Ordering::Acquire);
+    for cpu in 0..MAX_CPUS {
+        if cpu != me && cpus & (1 << cpu) != 0 {
+            irq::send_ipi(cpu, irq::IPI_WAKE);
+        }
+    }
+}
+
+use super::syscall::errno::{EAGAIN, EFAULT, EINTR, ETIMEDOUT};
 
 /// Deadline (counter value) of the futex wait this CPU's thread is entering, set by the system
 /// call just before it returns [`Action::FutexWait`].
@@ -313,10 +364,5 @@ pub fn stop_process(process: &Arc<Process>) {
     for t in stopped {
         finish(t);
     }
-    let me = current_cpu();
-    for cpu in 0..MAX_CPUS {
-        if cpu != me && process.cpus.load(Ordering::Acquire) & (1 << cpu) != 0 {
-            irq::send_ipi(cpu, irq::IPI_WAKE);
-        }
-    }
+    kick_cpus(process);
 }

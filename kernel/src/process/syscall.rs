@@ -33,6 +33,8 @@ pub mod errno {
     pub const EINVAL: i64 = Errno::EINVAL.code() as i64;
     /// Function not implemented.
     pub const ENOSYS: i64 = Errno::ENOSYS.code() as i64;
+    /// Interrupted system call.
+    pub const EINTR: i64 = ::signal::restart::EINTR;
     /// Timed out.
     pub const ETIMEDOUT: i64 = Errno::ETIMEDOUT.code() as i64;
 }
@@ -353,6 +355,7 @@ fn clone(
         affinity: thread.affinity,
     };
     p.threads.fetch_add(1, Ordering::AcqRel);
+    p.signals.thread_created(thread.tid, tid);
     super::sched::enqueue(Box::new(child));
     i64::from(tid)
 }

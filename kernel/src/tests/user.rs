@@ -75,6 +75,15 @@ kernel_test!(
 );
 
 kernel_test!(
+    fn rt_sigreturn_without_a_signal_frame_is_sigsegv() {
+        // mov x8, #139 (rt_sigreturn); svc #0: the "frame" at sp is the initial stack, which
+        // fails validation, so SIGSEGV ends the program; the kernel runs on.
+        ensure_eq!(run(&tiny_elf(&[0xd280_1168, 0xd400_0001]))?, STATUS_SEGV);
+        Ok(())
+    }
+);
+
+kernel_test!(
     fn bad_pointers_give_efault_never_a_kernel_fault() {
         use crate::process::syscall::errno::EFAULT;
         let kernel = crate::boot::early_map::KIMAGE_VADDR;
@@ -241,13 +250,16 @@ kernel_test!(
 
 kernel_test!(
     fn every_system_call_number_with_garbage_arguments_leaves_the_kernel_standing() {
-        // nr = x28 counts down from 1010 to 1 (0 is not tried); exit and exit_group are skipped
-        // so the program runs to the end. Arguments: a kernel address, junk, and values just
-        // past what is valid. Every call must come back (with an errno), nothing may leak.
+        // nr = x28 counts down from 1010 to 1 (0 is not tried); exit, exit_group and
+        // rt_sigreturn (whose frame would be garbage: SIGSEGV, as on Linux) are skipped so the
+        // program runs to the end. Arguments: a kernel address, junk, and values just past what
+        // is valid. Every call must come back (with an errno), nothing may leak.
         let mut body = alloc::vec![
             0xf101_779f, // cmp x28, #93
-            0x5400_0380, // b.eq skip
+            0x5400_03c0, // b.eq skip
             0xf101_7b9f, // cmp x28, #94
+            0x5400_0380, // b.eq skip
+            0xf102_2f9f, // cmp x28, #139
             0x5400_0340, // b.eq skip
         ];
         for (reg, value) in [

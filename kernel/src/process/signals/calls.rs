@@ -1,0 +1,387 @@
+//! The signal system calls: `rt_sigaction`, `rt_sigprocmask`, `rt_sigpending`, `sigaltstack`,
+//! `rt_sigsuspend`, `rt_sigtimedwait`, `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`,
+//! `rt_tgsigqueueinfo` and `rt_sigreturn`, with Linux's argument checks in Linux's order (the
+//! set size, then user pointers, then the signal number). Each copies user memory before or after
+//! it takes the signal state, never while holding it.
+use alloc::boxed::Box;
+use core::sync::atomic::Ordering;
+
+use signal::action::{self, Outcome, SIGACTION_SIZE, SigAction};
+use signal::frame;
+use signal::info::{SIGINFO_SIZE, SigInfo};
+use signal::num;
+use signal::set::SigSet;
+use signal::stack::{STACK_T_SIZE, StackError, StackT};
+
+use super::{
+    ENOMEM, EPERM, Fault, Target, Wait, finish_taken, force_fault, ret, send, take_from, with_frame,
+};
+use crate::arch::aarch64::exception::TrapFrame;
+use crate::kprintln;
+use crate::process::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
+use crate::process::syscall::{copy_in, copy_out};
+use crate::process::{Action, Process, Thread, sched};
+
+/// Linux arm64 system call numbers of the signal calls.
+pub mod nr {
+    /// kill(pid, sig)
+    pub const KILL: u64 = 129;
+    /// tkill(tid, sig)
+    pub const TKILL: u64 = 130;
+    /// tgkill(tgid, tid, sig)
+    pub const TGKILL: u64 = 131;
+    /// sigaltstack(ss, old_ss)
+    pub const SIGALTSTACK: u64 = 132;
+    /// rt_sigsuspend(mask, sigsetsize)
+    pub const RT_SIGSUSPEND: u64 = 133;
+    /// rt_sigaction(sig, act, oact, sigsetsize)
+    pub const RT_SIGACTION: u64 = 134;
+    /// rt_sigprocmask(how, set, oset, sigsetsize)
+    pub const RT_SIGPROCMASK: u64 = 135;
+    /// rt_sigpending(set, sigsetsize)
+    pub const RT_SIGPENDING: u64 = 136;
+    /// rt_sigtimedwait(set, info, timeout, sigsetsize)
+    pub const RT_SIGTIMEDWAIT: u64 = 137;
+    /// rt_sigqueueinfo(pid, sig, info)
+    pub const RT_SIGQUEUEINFO: u64 = 138;
+    /// rt_sigreturn()
+    pub const RT_SIGRETURN: u64 = 139;
+    /// rt_tgsigqueueinfo(tgid, tid, sig, info)
+    pub const RT_TGSIGQUEUEINFO: u64 = 240;
+
+    /// Whether `n` is one of them.
+    pub fn is_signal_call(n: u64) -> bool {
+        (KILL..=RT_SIGRETURN).contains(&n) || n == RT_TGSIGQUEUEINFO
+    }
+}
+
+/// Handles a signal system call (see [`nr`]); sets x0 itself.
+pub fn syscall(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
+    let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3]];
+    let p = thread.process.clone();
+    let tid = thread.tid;
+    let result = match frame.x[8] {
+        nr::RT_SIGRETURN => return sigreturn(thread, frame),
+        nr::RT_SIGACTION => sigaction(&p, a[0], a[1], a[2], a[3]),
+        nr::RT_SIGPROCMASK => sigprocmask(&p, tid, a[0], a[1], a[2], a[3]),
+        nr::RT_SIGPENDING => sigpending(&p, tid, a[0], a[1]),
+        nr::SIGALTSTACK => sigaltstack(&p, tid, a[0], a[1], frame.sp_el0),
+        nr::RT_SIGSUSPEND => match sigsuspend(&p, tid, a[0], a[1]) {
+            Ok(()) => return Action::SignalWait,
+            Err(e) => e,
+        },
+        nr::RT_SIGTIMEDWAIT => match sigtimedwait(&p, tid, a[0], a[1], a[2], a[3]) {
+            Ok(deadline) => {
+                sched::PENDING_DEADLINE[crate::smp::current_cpu()].store(deadline, Ordering::Release);
+                return Action::SignalWait;
+            }
+            Err(v) => v,
+        },
+        nr::KILL => kill(&p, a[0] as i32, a[1]),
+        nr::TKILL => tgkill(&p, None, a[0] as i32, a[1]),
+        nr::TGKILL => tgkill(&p, Some(a[0] as i32), a[1] as i32, a[2]),
+        nr::RT_SIGQUEUEINFO => sigqueueinfo(&p, tid, None, a[0] as i32, a[1], a[2]),
+        nr::RT_TGSIGQUEUEINFO => sigqueueinfo(&p, tid, Some(a[0] as i32), a[1] as i32, a[2], a[3]),
+        _ => -ENOSYS,
+    };
+    frame.x[0] = ret(result);
+    Action::Continue
+}
+
+fn sigaction(p: &Process, sig: u64, act: u64, oact: u64, setsize: u64) -> i64 {
+    if setsize != 8 {
+        return -EINVAL;
+    }
+    let new = if act != 0 {
+        let mut b = [0u8; SIGACTION_SIZE];
+        if copy_in(p, &mut b, act).is_err() {
+            return -EFAULT;
+        }
+        Some(SigAction::from_bytes(&b).sanitized())
+    } else {
+        None
+    };
+    let Some(sig) = action::check_sigaction(sig, new.is_some()) else { return -EINVAL };
+    let old = {
+        let mut st = p.signals.state.lock();
+        let old = st.action(sig);
+        if let Some(new) = new {
+            st.set_action(sig, new);
+            // Pending instances of a signal that is now ignored are dropped (Linux does so even
+            // where blocked: the action, not the mask, decides).
+            if action::outcome(sig, &new) == Outcome::Ignore {
+                st.shared.discard(sig);
+                for t in &mut st.threads {
+                    t.pending.discard(sig);
+                }
+                p.signals.queued.store(st.queued(), Ordering::Release);
+            }
+        }
+        old
+    };
+    if oact != 0 && copy_out(p, oact, &old.to_bytes()).is_err() {
+        return -EFAULT;
+    }
+    0
+}
+
+fn sigprocmask(p: &Process, tid: u32, how: u64, set: u64, oset: u64, setsize: u64) -> i64 {
+    if setsize != 8 {
+        return -EINVAL;
+    }
+    let new = if set != 0 {
+        let mut b = [0u8; 8];
+        if copy_in(p, &mut b, set).is_err() {
+            return -EFAULT;
+        }
+        Some(SigSet(u64::from_le_bytes(b)))
+    } else {
+        None
+    };
+    let old = {
+        let mut st = p.signals.state.lock();
+        let Some(t) = st.thread(tid) else { return -ESRCH };
+        let old = t.blocked;
+        if let Some(new) = new {
+            match old.apply(how, new) {
+                Some(m) => t.blocked = m,
+                None => return -EINVAL,
+            }
+        }
+        old
+    };
+    if oset != 0 && copy_out(p, oset, &old.0.to_le_bytes()).is_err() {
+        return -EFAULT;
+    }
+    0
+}
+
+fn sigpending(p: &Process, tid: u32, uset: u64, setsize: u64) -> i64 {
+    if setsize > 8 {
+        return -EINVAL;
+    }
+    let set = {
+        let mut st = p.signals.state.lock();
+        let shared = st.shared.set();
+        let Some(t) = st.thread(tid) else { return -ESRCH };
+        t.pending.set().union(shared).intersect(t.blocked)
+    };
+    if copy_out(p, uset, &set.0.to_le_bytes()[..setsize as usize]).is_err() {
+        return -EFAULT;
+    }
+    0
+}
+
+fn sigaltstack(p: &Process, tid: u32, uss: u64, uoss: u64, sp: u64) -> i64 {
+    let new = if uss != 0 {
+        let mut b = [0u8; STACK_T_SIZE];
+        if copy_in(p, &mut b, uss).is_err() {
+            return -EFAULT;
+        }
+        Some(StackT::from_bytes(&b))
+    } else {
+        None
+    };
+    let old = {
+        let mut st = p.signals.state.lock();
+        let Some(t) = st.thread(tid) else { return -ESRCH };
+        let old = t.altstack.report(sp);
+        if let Some(new) = new {
+            match t.altstack.set(new, sp) {
+                Ok(()) => {}
+                Err(StackError::OnStack) => return -EPERM,
+                Err(StackError::BadFlags) => return -EINVAL,
+                Err(StackError::TooSmall) => return -ENOMEM,
+            }
+        }
+        old
+    };
+    if uoss != 0 && copy_out(p, uoss, &old.to_bytes()).is_err() {
+        return -EFAULT;
+    }
+    0
+}
+
+fn read_set(p: &Process, at: u64, setsize: u64) -> Result<SigSet, i64> {
+    if setsize != 8 {
+        return Err(-EINVAL);
+    }
+    let mut b = [0u8; 8];
+    copy_in(p, &mut b, at).map_err(|_| -EFAULT)?;
+    Ok(SigSet(u64::from_le_bytes(b)).blockable())
+}
+
+fn sigsuspend(p: &Process, tid: u32, mask_ptr: u64, setsize: u64) -> Result<(), i64> {
+    let mask = read_set(p, mask_ptr, setsize)?;
+    let mut st = p.signals.state.lock();
+    let t = st.thread(tid).ok_or(-ESRCH)?;
+    t.saved_mask = Some(t.blocked);
+    t.blocked = mask;
+    p.signals.set_wait(t, Wait::Suspend { mask_ptr });
+    Ok(())
+}
+
+fn sigtimedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize: u64) -> Result<u64, i64> {
+    let set = read_set(p, uset, setsize)?;
+    let timeout = if uts != 0 {
+        let mut ts = [0u8; 16];
+        copy_in(p, &mut ts, uts).map_err(|_| -EFAULT)?;
+        let secs = i64::from_le_bytes(ts[..8].try_into().unwrap_or_default());
+        let nanos = i64::from_le_bytes(ts[8..].try_into().unwrap_or_default());
+        if secs < 0 || !(0..1_000_000_000).contains(&nanos) {
+            return Err(-EINVAL);
+        }
+        Some((secs as u64, nanos as u64))
+    } else {
+        None
+    };
+    let taken = {
+        let mut st = p.signals.state.lock();
+        let taken = take_from(&mut st, tid, set);
+        p.signals.queued.store(st.queued(), Ordering::Release);
+        if taken.is_none() && timeout != Some((0, 0)) {
+            let t = st.thread(tid).ok_or(-ESRCH)?;
+            let real_blocked = t.blocked;
+            // While it waits, the thread takes the signals it waits for.
+            t.blocked = t.blocked.minus(set);
+            p.signals.set_wait(t, Wait::Timed { set, info: uinfo, real_blocked });
+            let deadline = timeout.map_or(0, |(secs, nanos)| {
+                let freq = crate::arch::time::frequency();
+                let ticks = secs.saturating_mul(freq).saturating_add(nanos * freq / 1_000_000_000);
+                crate::arch::time::counter().saturating_add(ticks.max(1))
+            });
+            return Ok(deadline);
+        }
+        taken
+    };
+    match taken {
+        Some(info) => Err(finish_taken(p, &info, uinfo)),
+        None => Err(-EAGAIN),
+    }
+}
+
+fn check_sig(sig: u64) -> Result<u32, i64> {
+    if sig == 0 || num::valid(sig) { Ok(sig as u32) } else { Err(-EINVAL) }
+}
+
+fn kill(p: &Process, pid: i32, sig: u64) -> i64 {
+    // This process is its own process group; there is no other process to reach.
+    let own = pid == 0 || pid as i64 == i64::from(p.pid) || -(pid as i64) == i64::from(p.pid);
+    if !own {
+        return -ESRCH;
+    }
+    let sig = match check_sig(sig) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    send(p, Target::Process, SigInfo::sent(sig, num::SI_USER, p.pid, 0)).err().unwrap_or(0)
+}
+
+fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, i64> {
+    if tid <= 0 || tgid.is_some_and(|g| g <= 0) {
+        return Err(-EINVAL);
+    }
+    if tgid.is_some_and(|g| g as u32 != p.pid) {
+        return Err(-ESRCH);
+    }
+    let tid = tid as u32;
+    if p.signals.state.lock().thread(tid).is_none() {
+        return Err(-ESRCH);
+    }
+    Ok(tid)
+}
+
+fn tgkill(p: &Process, tgid: Option<i32>, tid: i32, sig: u64) -> i64 {
+    let target = match thread_target(p, tgid, tid) {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    let sig = match check_sig(sig) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    send(p, Target::Thread(target), SigInfo::sent(sig, num::SI_TKILL, p.pid, 0)).err().unwrap_or(0)
+}
+
+fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uinfo: u64) -> i64 {
+    let mut raw = [0u8; SIGINFO_SIZE];
+    if copy_in(p, &mut raw, uinfo).is_err() {
+        return -EFAULT;
+    }
+    let code = i32::from_le_bytes([raw[8], raw[9], raw[10], raw[11]]);
+    // A program may not pose as the kernel or as kill/tgkill when signalling another process
+    // (or, for the thread form, another thread).
+    let to_self = match tgid {
+        None => pid as u32 == p.pid,
+        Some(_) => pid as u32 == me,
+    };
+    if (code >= 0 || code == num::SI_TKILL) && !to_self {
+        return -EPERM;
+    }
+    let target = match tgid {
+        None if pid as u32 == p.pid => Target::Process,
+        None => return -ESRCH,
+        Some(_) => match thread_target(p, tgid, pid) {
+            Ok(t) => Target::Thread(t),
+            Err(e) => return e,
+        },
+    };
+    let sig = match check_sig(sig) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    send(p, target, SigInfo::from_user(sig, raw)).err().unwrap_or(0)
+}
+
+/// rt_sigreturn: restores the registers, FP/SIMD state, mask and alternate stack from the frame
+/// at sp. A bad frame raises SIGSEGV (with si_addr = sp), which the program may handle.
+fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
+    let p = thread.process.clone();
+    let sp = frame.sp_el0;
+    let mut bytes = Box::new([0u8; frame::FRAME_SIZE]);
+    // What the kernel wrote first (as Linux, it reads the whole frame only if the records go on).
+    let parsed = if !frame::frame_address_ok(sp) {
+        Err("sp not 16-aligned")
+    } else if copy_in(&p, &mut bytes[..frame::WRITTEN_MAX], sp).is_err() {
+        Err("frame not readable")
+    } else {
+        match frame::parse(&bytes, frame::WRITTEN_MAX) {
+            Err(frame::BadFrame::Truncated) => match copy_in(&p, &mut bytes[..], sp) {
+                Ok(()) => frame::parse(&bytes, frame::FRAME_SIZE).map_err(|_| "malformed frame"),
+                Err(_) => Err("frame not readable"),
+            },
+            other => other.map_err(|_| "malformed frame"),
+        }
+    };
+    match parsed {
+        Ok(r) => {
+            with_frame(frame, |ctx| *ctx = r.ctx);
+            let mut st = p.signals.state.lock();
+            if let Some(t) = st.thread(thread.tid) {
+                t.blocked = r.mask;
+                t.restart_x0 = None;
+                // Errors are ignored, as Linux does (restore_altstack squashes all but EFAULT).
+                let _ = t.altstack.set(r.stack, r.ctx.sp);
+            }
+            Action::Continue
+        }
+        Err(why) => {
+            let mapped = p.mm.lock().as_ref().is_some_and(|mm| mm.vm().find(sp).is_some());
+            let code = if mapped { num::SEGV_ACCERR } else { num::SEGV_MAPERR };
+            let fault = Fault { info: SigInfo::fault(num::SIGSEGV, code, sp), address: 0, esr: 0 };
+            match force_fault(thread, frame, &fault) {
+                Ok(()) => Action::Continue,
+                Err(status) => {
+                    kprintln!(
+                        "\n*** pid {}: rt_sigreturn with a bad signal frame at sp {:#x} ({}); exit status {}",
+                        p.pid,
+                        sp,
+                        why,
+                        status
+                    );
+                    super::super::kill(&p, status)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! Signals, as Linux arm64 has them: per-process actions and shared pending signals, per-thread
+//! masks, pending signals and alternate stacks; the system calls (`rt_sigaction`,
+//! `rt_sigprocmask`, `rt_sigreturn`, `sigaltstack`, `rt_sigpending`, `rt_sigsuspend`,
+//! `rt_sigtimedwait`, `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`) and
+//! delivery: the signal frame (built and checked by the host-tested `signal` crate) written on
+//! the user stack on the way back to EL0, and faults turned into signals on the faulting thread.
+//!
+//! Delivery happens at the two places a thread returns to EL0: the end of an exception
+//! ([`on_return`], on the exception stack's frame) and the resumption of a thread that waited
+//! or was preempted ([`on_resume`], on its saved context). A sender queues the signal, then
+//! wakes a thread that can take it if it is parked (the scheduler's `interrupt`: its call ends
+//! with -EINTR, or is restarted per SA_RESTART, see `signal::restart`) and interrupts the CPUs
+//! running the process, whose next return to EL0 delivers it. A thread checks for a deliverable
+//! signal under the scheduler's wait-queue lock before it parks ([`may_park`]), and senders queue
+//! before they look for parked threads, so no wake-up is lost.
+//!
+//! Lock order: the scheduler's wait-queue lock, then a process's signal state. Nothing here
+//! copies user memory with the signal state locked (a copy may demand-page).
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use signal::action::{self, Outcome, SigAction};
+use signal::frame::{self, Context, Placement, Saved};
+use signal::info::SigInfo;
+use signal::num::{self, SA_ONSTACK};
+use signal::queue::{Pending, Queued};
+use signal::restart::{self, Resume};
+use signal::set::SigSet;
+use signal::stack::AltStack;
+use spin::Mutex;
+
+use super::syscall::copy_out;
+use super::syscall::errno::{EAGAIN, EFAULT, ESRCH};
+use super::{Action, Process, Thread};
+use crate::arch::aarch64::exception::{FpState, TrapFrame};
+use crate::arch::aarch64::user::UserRegs;
+use crate::kprintln;
+
+/// No such permission.
+const EPERM: i64 = 1;
+/// Out of memory (a too-small alternate stack).
+const ENOMEM: i64 = 12;
+mod calls;
+pub use calls::{nr, syscall};
+
+/// Futex "address" of a thread parked in rt_sigsuspend or rt_sigtimedwait: odd, so no futex
+/// call (which requires 4-byte alignment) can ever match it.
+pub const SIGNAL_WAIT: u64 = 1;
+
+/// What a parked thread is waiting in, so its resumption can finish the call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// FUTEX_WAIT on `uaddr` (x0 on entry), with or without a timeout.
+    Futex { uaddr: u64, timed: bool },
+    /// rt_sigsuspend(`mask_ptr`); the mask to restore is in `saved_mask`.
+    Suspend { mask_ptr: u64 },
+    /// rt_sigtimedwait for `set`, siginfo to `info` (0: none), mask to restore `real_blocked`.
+    Timed { set: SigSet, info: u64, real_blocked: SigSet },
+}
+
+/// One thread's signal state.
+struct PerThread {
+    tid: u32,
+    blocked: SigSet,
+    pending: Pending,
+    altstack: AltStack,
+    /// rt_sigsuspend's mask to restore (into the handler frame's uc_sigmask).
+    saved_mask: Option<SigSet>,
+    wait: Option<Wait>,
+    /// x0 of a system call whose x0 now holds a restart code (`signal::restart`).
+    restart_x0: Option<u64>,
+}
+
+impl PerThread {
+    fn new(tid: u32, blocked: SigSet) -> Self {
+        Self {
+            tid,
+            blocked,
+            pending: Pending::new(),
+            altstack: AltStack::default(),
+            saved_mask: None,
+            wait: None,
+            restart_x0: None,
+        }
+    }
+}
+
+struct State {
+    actions: [SigAction; num::NSIG as usize],
+    /// Process-directed signals (kill, rt_sigqueueinfo): any thread not blocking one may take it.
+    shared: Pending,
+    threads: Vec<PerThread>,
+}
+
+impl State {
+    fn thread(&mut self, tid: u32) -> Option<&mut PerThread> {
+        self.threads.iter_mut().find(|t| t.tid == tid)
+    }
+
+    /// The action of `sig` (1..=64; callers check the number first).
+    fn action(&self, sig: u32) -> SigAction {
+        self.actions.get((sig as usize).wrapping_sub(1)).copied().unwrap_or(SigAction::DEFAULT)
+    }
+
+    fn set_action(&mut self, sig: u32, action: SigAction) {
+        if let Some(slot) = self.actions.get_mut((sig as usize).wrapping_sub(1)) {
+            *slot = action;
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.shared.len() + self.threads.iter().map(|t| t.pending.len()).sum::<usize>()
+    }
+
+    /// Whether thread `tid` has a signal it does not block.
+    fn deliverable(&self, tid: u32) -> bool {
+        self.threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .is_some_and(|t| !t.pending.set().union(self.shared.set()).minus(t.blocked).is_empty())
+    }
+}
+
+/// The signal state of a process (all its threads share the actions: CLONE_SIGHAND).
+pub struct Signals {
+    state: Mutex<State>,
+    /// Signals queued anywhere in the process: when 0 (almost always), returning to EL0 costs
+    /// one load.
+    queued: AtomicUsize,
+    /// Threads with a [`Wait`] recorded: when 0 and nothing is queued, resuming a thread costs
+    /// two loads.
+    waiting: AtomicUsize,
+    /// The page holding the `rt_sigreturn` stub handlers return to without SA_RESTORER (0: not
+    /// made yet; made on first need, see [`trampoline`]).
+    trampoline: AtomicU64,
+}
+
+impl Signals {
+    /// The state of a new process whose first thread is `tid`: default actions, nothing
+    /// blocked or pending.
+    pub fn new(tid: u32) -> Self {
+        Self {
+            state: Mutex::new(State {
+                actions: [SigAction::DEFAULT; num::NSIG as usize],
+                shared: Pending::new(),
+                threads: alloc::vec![PerThread::new(tid, SigSet::EMPTY)],
+            }),
+            queued: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            trampoline: AtomicU64::new(0),
+        }
+    }
+
+    /// A thread `child` created by `parent`: it inherits the mask; no alternate stack (CLONE_VM).
+    pub fn thread_created(&self, parent: u32, child: u32) {
+        let mut st = self.state.lock();
+        let blocked = st.thread(parent).map_or(SigSet::EMPTY, |t| t.blocked);
+        st.threads.push(PerThread::new(child, blocked));
+    }
+
+    /// Records that thread `t` (of this process) parks in `wait`.
+    fn set_wait(&self, t: &mut PerThread, wait: Wait) {
+        if t.wait.replace(wait).is_none() {
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Takes the wait thread `t` (of this process) resumes from.
+    fn take_wait(&self, t: &mut PerThread) -> Option<Wait> {
+        let wait = t.wait.take();
+        if wait.is_some() {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+        wait
+    }
+
+    /// Thread `tid` is gone; signals sent to it alone are dropped.
+    pub fn thread_gone(&self, tid: u32) {
+        let mut st = self.state.lock();
+        if let Some(t) = st.thread(tid)
+            && t.wait.is_some()
+        {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+        st.threads.retain(|t| t.tid != tid);
+        self.queued.store(st.queued(), Ordering::Release);
+    }
+}
+
+/// Takes a signal of `set` pending for thread `tid` (its own first, then the process's).
+fn take_from(st: &mut State, tid: u32, set: SigSet) -> Option<SigInfo> {
+    let own = st.thread(tid).and_then(|t| t.pending.take(set));
+    own.or_else(|| st.shared.take(set))
+}
+
+fn ret(v: i64) -> u64 {
+    v as u64
+}
+
+/// rt_sigtimedwait's result for `info`: its number, after its siginfo is copied out.
+fn finish_taken(p: &Process, info: &SigInfo, uinfo: u64) -> i64 {
+    if uinfo != 0 && copy_out(p, uinfo, &info.0).is_err() {
+        return -EFAULT;
+    }
+    i64::from(info.signo())
+}
+
+/// Who a signal is for.
+#[derive(Clone, Copy)]
+enum Target {
+    Process,
+    Thread(u32),
+}
+
+/// Queues `info` for `target` and wakes a thread that can take it. `Err(errno)` if the target
+/// does not exist or the queue is full.
+fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
+    let sig = info.signo();
+    let wake = {
+        let mut st = p.signals.state.lock();
+        // Signal 0 only checks that the target exists.
+        let action = if sig == 0 { SigAction::DEFAULT } else { st.action(sig) };
+        let wake = match target {
+            Target::Thread(tid) => {
+                let t = st.thread(tid).ok_or(-ESRCH)?;
+                if sig == 0 || action::discarded_when_sent(sig, &action, t.blocked) {
+                    return Ok(());
+                }
+                if t.pending.push(info) == Queued::Full {
+                    return Err(-EAGAIN);
+                }
+                (!t.blocked.contains(sig)).then_some(tid)
+            }
+            Target::Process => {
+                if sig == 0 {
+                    return Ok(());
+                }
+                let leader_blocked = st.threads.first().map_or(SigSet::EMPTY, |t| t.blocked);
+                if action::discarded_when_sent(sig, &action, leader_blocked) {
+                    return Ok(());
+                }
+                if st.shared.push(info) == Queued::Full {
+                    return Err(-EAGAIN);
+                }
+                st.threads.iter().find(|t| !t.blocked.contains(sig)).map(|t| t.tid)
+            }
+        };
+        p.signals.queued.store(st.queued(), Ordering::Release);
+        wake
+    };
+    if let Some(tid) = wake {
+        super::sched::interrupt(p, tid);
+    }
+    super::sched::kick_cpus(p);
+    Ok(())
+}
+
+/// Whether the thread about to park may sleep: not if a signal it can take is pending (then it
+/// goes back to the run queue with x0 = -EINTR instead). Records a futex wait so that its
+/// resumption can restart it. Called with the scheduler's wait-queue lock held.
+pub fn may_park(thread: &Thread, futex: Option<(u64, bool)>) -> bool {
+    let mut st = thread.process.signals.state.lock();
+    if let (Some((uaddr, timed)), Some(t)) = (futex, st.thread(thread.tid)) {
+        thread.process.signals.set_wait(t, Wait::Futex { uaddr, timed });
+    }
+    !st.deliverable(thread.tid)
+}
+
+/// A fault to turn into a signal for the faulting thread.
+pub struct Fault {
+    /// Its siginfo (signal, code, si_addr).
+    pub info: SigInfo,
+    /// `uc_mcontext.fault_address` (FAR for aborts, else 0).
+    pub address: u64,
+    /// The ESR for an `esr_context` record (none when 0).
+    pub esr: u64,
+}
+
+fn context(regs: &UserRegs, fp: &FpState) -> Context {
+    Context {
+        x: regs.x,
+        sp: regs.sp,
+        pc: regs.pc,
+        pstate: regs.pstate,
+        v: fp.q,
+        fpsr: fp.fpsr,
+        fpcr: fp.fpcr,
+    }
+}
+
+fn store(ctx: &Context, regs: &mut UserRegs, fp: &mut FpState) {
+    regs.x = ctx.x;
+    regs.sp = ctx.sp;
+    regs.pc = ctx.pc;
+    regs.pstate = ctx.pstate;
+    fp.q = ctx.v;
+    fp.fpsr = ctx.fpsr;
+    fp.fpcr = ctx.fpcr;
+}
+
+/// Runs `f` on the user context saved in `frame` (and the FP/SIMD state below it).
+fn with_frame<R>(frame: &mut TrapFrame, f: impl FnOnce(&mut Context) -> R) -> R {
+    // SAFETY: `frame` is the frame of an exception from EL0 (only those reach process code),
+    // below which the entry code saved the FP/SIMD state.
+    let mut fp = unsafe { *FpState::below(frame) };
+    let mut regs = UserRegs { x: frame.x, sp: frame.sp_el0, pc: frame.elr, pstate: frame.spsr };
+    let mut ctx = context(&regs, &fp);
+    let r = f(&mut ctx);
+    store(&ctx, &mut regs, &mut fp);
+    frame.x = regs.x;
+    frame.sp_el0 = regs.sp;
+    frame.elr = regs.pc;
+    frame.spsr = regs.pstate;
+    // SAFETY: as above; the exit path reloads the FP/SIMD registers from there.
+    unsafe { *FpState::below(frame) = fp };
+    r
+}
+
+/// On the way back to EL0 from an exception: delivers a pending signal the thread can take.
+/// Returns [`Action::ExitThread`] when the signal ends the process.
+pub fn on_return(thread: &Thread, frame: &mut TrapFrame) -> Action {
+    if thread.process.signals.queued.load(Ordering::Acquire) == 0 {
+        return Action::Continue;
+    }
+    match with_frame(frame, |ctx| deliver(thread, ctx)) {
+        Ok(()) => Action::Continue,
+        Err(status) => super::kill(&thread.process, status),
+    }
+}
+
+/// Before a parked or preempted thread runs again (its address space is live in TTBR0):
+/// finishes the call it waited in, then delivers a pending signal. [`Action::ExitThread`] when
+/// the process ends.
+pub fn on_resume(thread: &mut Thread) -> Action {
+    let signals = &thread.process.signals;
+    if signals.waiting.load(Ordering::Acquire) == 0 && signals.queued.load(Ordering::Acquire) == 0 {
+        return Action::Continue;
+    }
+    let mut ctx = context(&thread.regs, &thread.fp);
+    let result = finish_wait(thread, &mut ctx).and_then(|()| deliver(thread, &mut ctx));
+    let (mut regs, mut fp) = (thread.regs.clone(), thread.fp);
+    store(&ctx, &mut regs, &mut fp);
+    thread.regs = regs;
+    thread.fp = fp;
+    match result {
+        Ok(()) => Action::Continue,
+        Err(status) => super::kill(&thread.process, status),
+    }
+}
+
+/// x0 of a parked thread says how it woke: 0 (futex wake), -ETIMEDOUT, or -EINTR (a signal).
+fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
+    let p = &thread.process;
+    let woke = ctx.x[0] as i64;
+    let interrupted = woke == -restart::EINTR;
+    let mut st = p.signals.state.lock();
+    let Some(wait) = st.thread(thread.tid).and_then(|t| p.signals.take_wait(t)) else { return Ok(()) };
+    match wait {
+        Wait::Futex { uaddr, timed } => {
+            if interrupted {
+                ctx.x[0] = ret(-if timed { restart::ERESTART_RESTARTBLOCK } else { restart::ERESTARTSYS });
+                if let Some(t) = st.thread(thread.tid) {
+                    t.restart_x0 = Some(uaddr);
+                }
+            }
+        }
+        Wait::Suspend { mask_ptr } => {
+            ctx.x[0] = ret(-restart::ERESTARTNOHAND);
+            if let Some(t) = st.thread(thread.tid) {
+                t.restart_x0 = Some(mask_ptr);
+            }
+        }
+        Wait::Timed { set, info, real_blocked } => {
+            if let Some(t) = st.thread(thread.tid) {
+                t.blocked = real_blocked;
+            }
+            let taken = take_from(&mut st, thread.tid, set);
+            p.signals.queued.store(st.queued(), Ordering::Release);
+            drop(st);
+            ctx.x[0] = ret(match taken {
+                Some(si) => finish_taken(p, &si, info),
+                None if woke == -super::syscall::errno::ETIMEDOUT => -EAGAIN,
+                None => -restart::EINTR,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What the state lock decided for one delivery; the frame is written after it is released.
+struct Plan {
+    sig: u32,
+    action: SigAction,
+    info: SigInfo,
+    top: u64,
+    saved: Saved,
+}
+
+/// Delivers the first signal thread can take to the context `ctx`, or restarts/finishes an
+/// interrupted call if none needs a handler. `Err(status)`: the process ends.
+fn deliver(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
+    let p = &thread.process;
+    let plan = {
+        let mut st = p.signals.state.lock();
+        loop {
+            let Some(t) = st.threads.iter().find(|t| t.tid == thread.tid) else { return Ok(()) };
+            let allowed = SigSet(!t.blocked.0);
+            let Some(info) = take_from(&mut st, thread.tid, allowed) else {
+                p.signals.queued.store(st.queued(), Ordering::Release);
+                if let Some(t) = st.thread(thread.tid) {
+                    resume_call(t, ctx, None);
+                    if let Some(mask) = t.saved_mask.take() {
+                        t.blocked = mask;
+                    }
+                }
+                return Ok(());
+            };
+            p.signals.queued.store(st.queued(), Ordering::Release);
+            let sig = info.signo();
+            let action = st.action(sig);
+            match action::outcome(sig, &action) {
+                Outcome::Ignore => continue,
+                Outcome::Terminate(status) => {
+                    drop(st);
+                    report_fatal_signal(p, thread.tid, sig, ctx, status);
+                    return Err(status);
+                }
+                Outcome::Handle(action) => {
+                    st.set_action(sig, action::after_entry(&action));
+                    let Some(t) = st.thread(thread.tid) else { return Ok(()) };
+                    resume_call(t, ctx, Some(action.flags));
+                    break enter(t, ctx, sig, &action, info, None);
+                }
+            }
+        }
+    };
+    write_frame(thread, ctx, &plan)
+}
+
+/// Finishes a system call interrupted by a signal: its restart code becomes -EINTR or a restart
+/// (`handler_flags`: the flags of the handler about to run, `None` if none runs).
+fn resume_call(t: &mut PerThread, ctx: &mut Context, handler_flags: Option<u64>) {
+    let Some(orig_x0) = t.restart_x0.take() else { return };
+    let code = ctx.x[0] as i64;
+    if !restart::is_restart_code(code) {
+        return;
+    }
+    match restart::resume(code, handler_flags) {
+        Resume::Return(v) => ctx.x[0] = ret(v),
+        Resume::Restart => {
+            ctx.x[0] = orig_x0;
+            ctx.pc = ctx.pc.wrapping_sub(4); // back to the `svc`
+        }
+    }
+}
+
+/// Updates thread `t` for entering the handler of `sig` (mask, alternate stack) and plans the
+/// frame for the context `ctx`.
+fn enter(
+    t: &mut PerThread,
+    ctx: &Context,
+    sig: u32,
+    action: &SigAction,
+    info: SigInfo,
+    fault: Option<(u64, u64)>,
+) -> Plan {
+    let top = t.altstack.frame_top(ctx.sp, action.flags & SA_ONSTACK != 0);
+    let saved = Saved {
+        info: (action.flags & num::SA_SIGINFO != 0).then_some(info),
+        stack: t.altstack.report(ctx.sp),
+        mask: t.saved_mask.take().unwrap_or(t.blocked),
+        fault,
+    };
+    t.altstack = t.altstack.after_entry(top != ctx.sp);
+    t.blocked = action::handler_mask(t.blocked, sig, action);
+    Plan { sig, action: *action, info, top, saved }
+}
+
+/// Writes the planned frame to the user stack and points `ctx` at the handler. A frame that
+/// cannot be written (stack overflow, no alternate stack) ends the process with SIGSEGV.
+fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u64> {
+    let p = &thread.process;
+    let mut bytes = Box::new([0u8; frame::TOTAL]);
+    let used = frame::build(ctx, &plan.saved, &mut bytes);
+    let at = Placement::below(plan.top);
+    let written = at.is_some_and(|at| {
+        copy_out(p, at.frame, &bytes[..used]).is_ok()
+            && copy_out(p, at.record, &bytes[frame::FRAME_SIZE..]).is_ok()
+    });
+    match at {
+        Some(at) if written => {
+            let trampoline = if plan.action.flags & num::SA_RESTORER == 0 { trampoline(p) } else { 0 };
+            frame::enter_handler(ctx, at, plan.sig, &plan.action, trampoline);
+            Ok(())
+        }
+        _ => {
+            let status = action::killed_status(num::SIGSEGV);
+            kprintln!(
+                "\n*** pid {}: the frame for {} (signal {}, code {}) cannot be written below {:#x} \
+                 (sp {:#x}, pc {:#x}): SIGSEGV; exit status {}",
+                p.pid,
+                num::name(plan.sig),
+                plan.sig,
+                plan.info.code(),
+                plan.top,
+                ctx.sp,
+                ctx.pc,
+                status
+            );
+            Err(status)
+        }
+    }
+}
+
+/// The address of the process's `rt_sigreturn` stub, mapped on first need: Linux keeps it in the
+/// vDSO, which this kernel does not have, so a page is mapped (anonymous, then read-only and
+/// executable once written and synchronised with instruction fetch). It goes where ordinary
+/// mappings go (high, near the stack, as Linux's vDSO), so that no low address a program expects
+/// to fault (NULL plus an offset) is taken; only if a strict code window refuses to make it
+/// executable there is it placed in the window (MAP_CODE). 0 if it cannot be made: the handler
+/// then returns to 0 and faults.
+fn trampoline(p: &Process) -> u64 {
+    let made = p.signals.trampoline.load(Ordering::Acquire);
+    if made != 0 {
+        return made;
+    }
+    let Some(addr) = map_trampoline(p, 0).or_else(|| map_trampoline(p, mm::vm::abi::MAP_CODE)) else {
+        return 0;
+    };
+    match p.signals.trampoline.compare_exchange(0, addr, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => addr,
+        Err(other) => {
+            // Another thread made one first: use it.
+            super::vm_syscalls::munmap(p, addr, TRAMPOLINE_SIZE);
+            other
+        }
+    }
+}
+
+const TRAMPOLINE_SIZE: u64 = 4096;
+
+/// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
+fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
+    const PROT_READ: u64 = 1;
+    const PROT_WRITE: u64 = 2;
+    const PROT_EXEC: u64 = 4;
+    const MAP_PRIVATE_ANONYMOUS: u64 = 0x02 | 0x20;
+    let rw = PROT_READ | PROT_WRITE;
+    let addr =
+        super::vm_syscalls::mmap(p, 0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE_ANONYMOUS | flags, u64::MAX, 0);
+    let addr = u64::try_from(addr).ok()?;
+    let mut code = [0u8; 8];
+    code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
+    code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());
+    let ready = copy_out(p, addr, &code).is_ok()
+        && super::sync_user_icache(p, addr)
+        && super::vm_syscalls::mprotect(p, addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC) == 0;
+    if !ready {
+        super::vm_syscalls::munmap(p, addr, TRAMPOLINE_SIZE);
+        return None;
+    }
+    Some(addr)
+}
+
+fn report_fatal_signal(p: &Process, tid: u32, sig: u32, ctx: &Context, status: u64) {
+    kprintln!(
+        "\n*** pid {} (thread {}): {} (signal {}) not handled, at pc {:#x} (x30 {:#x}); exit status {}",
+        p.pid,
+        tid,
+        num::name(sig),
+        sig,
+        ctx.pc,
+        ctx.x[30],
+        status
+    );
+}
+
+/// A synchronous fault on `thread` (context in `frame`): runs the program's handler for it, or,
+/// if the thread blocks or ignores the signal or has none, returns `Err(status)` so the caller
+/// reports the fault and ends the process (Linux's `force_sig_fault`).
+pub fn force_fault(thread: &Thread, frame: &mut TrapFrame, fault: &Fault) -> Result<(), u64> {
+    let p = &thread.process;
+    let sig = fault.info.signo();
+    let plan = {
+        let mut st = p.signals.state.lock();
+        let installed = st.action(sig);
+        let t = st.thread(thread.tid).ok_or(action::killed_status(sig))?;
+        let (action, unblock) = action::forced(sig, &installed, t.blocked);
+        if unblock {
+            t.blocked = t.blocked.without(sig);
+        }
+        let Outcome::Handle(action) = action::outcome(sig, &action) else {
+            return Err(action::killed_status(sig));
+        };
+        // fault_address and an esr_context only for a fault with an ESR (Linux adds the record
+        // only for a nonzero fault code).
+        let fault_rec = (fault.esr != 0).then_some((fault.address, fault.esr));
+        let plan =
+            enter(t, &Context { sp: frame.sp_el0, ..Context::ZERO }, sig, &action, fault.info, fault_rec);
+        st.set_action(sig, action::after_entry(&action));
+        plan
+    };
+    with_frame(frame, |ctx| write_frame(thread, ctx, &plan))
+}
