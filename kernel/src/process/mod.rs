@@ -51,6 +51,8 @@ pub const STACK_SIZE: u64 = 8 << 20;
 
 /// Exit status of a process ended by an unhandled SIGSEGV (128 + the signal, as a shell reports it).
 pub const STATUS_SEGV: u64 = killed_status(num::SIGSEGV);
+/// Exit status of a process the out-of-memory path killed (128 + SIGKILL, as Linux's OOM killer).
+pub const STATUS_OOM_KILL: u64 = killed_status(num::SIGKILL);
 /// Exit status for an unhandled SIGILL (undefined instruction).
 #[cfg(feature = "test-image")]
 pub const STATUS_ILL: u64 = killed_status(num::SIGILL);
@@ -361,7 +363,24 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                     }
                     Err(Fault::NoMapping) => format!("no mapping at {:#x}", frame.far),
                     Err(Fault::Protection { prot }) => format!("{access:?} access to a {prot:?} mapping"),
-                    Err(Fault::OutOfMemory) => String::from("out of memory"),
+                    Err(Fault::OutOfMemory) => {
+                        // Linux's out-of-memory path: the process is killed with SIGKILL (status
+                        // 137), which no handler can catch; the kernel goes on and every frame of
+                        // the process comes back at its teardown.
+                        let s = mm.stats();
+                        kprintln!(
+                            "\n*** out of memory: killed pid {} (resident {} KiB, page tables {} KiB) at a {:?} \
+                             fault at {:#x}; exit status {}",
+                            process.pid,
+                            s.data_frames * PAGE_SIZE / 1024,
+                            s.table_frames * PAGE_SIZE / 1024,
+                            access,
+                            frame.far,
+                            STATUS_OOM_KILL
+                        );
+                        drop(guard);
+                        return kill(&process, STATUS_OOM_KILL);
+                    }
                 }
             } else {
                 String::from("the page's protection forbids it")
