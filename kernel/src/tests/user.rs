@@ -11,9 +11,9 @@ use crate::process::tiny_elf::{BASE, EXIT_GROUP, HEADERS, SVC, mov, syscall_then
 
 /// Runs `elf` and returns its exit status, checking that no frame leaked.
 fn run(elf: &[u8]) -> Result<u64, alloc::string::String> {
-    let before = frames::usage().0;
+    let before = super::frames_in_use();
     let status = process::run(elf, &["test"])?;
-    ensure_eq!(frames::usage().0, before);
+    ensure_eq!(super::frames_in_use(), before);
     Ok(status)
 }
 
@@ -294,9 +294,9 @@ fn run_demo(mode: &str) -> crate::ktest::TestResult {
     if program.is_empty() {
         return Err(alloc::string::String::from("no built-in userland (build through scripts/)"));
     }
-    let before = frames::usage().0;
+    let before = super::frames_in_use();
     let status = process::run(program, &["userland", mode])?;
-    ensure_eq!(frames::usage().0, before, "frames leaked");
+    ensure_eq!(super::frames_in_use(), before, "frames leaked");
     ensure_eq!(status, 0, mode);
     Ok(())
 }

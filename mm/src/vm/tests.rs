@@ -365,6 +365,9 @@ fn a_full_window_places_outside_without_crossing_1gib_or_fails_in_strict_mode() 
     assert_eq!(m.mmap(0, PAGE, RW, PRIV | MAP_CODE, -1, 0).unwrap_err(), Errno::ENOMEM);
     assert!(m.mmap(0, PAGE, RW, PRIV, -1, 0).is_ok(), "data is not affected");
     assert_eq!(m.code_window().placed_outside, 2);
+    // A bad mapping type is Linux's EINVAL, not the full window's ENOMEM.
+    assert_eq!(m.mmap(0, PAGE, RX, MAP_ANONYMOUS, -1, 0).unwrap_err(), Errno::EINVAL);
+    assert_eq!(m.mmap(0, PAGE, RW, MAP_ANONYMOUS | MAP_CODE, -1, 0).unwrap_err(), Errno::EINVAL);
     m.check();
 }
 
