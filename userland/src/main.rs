@@ -15,7 +15,10 @@
 //! space), `tlbi-locality` (local TLBIs while the address space is on one CPU, broadcast once it
 //! has moved; this kernel only) and `shootdown` (a benchmark, quick inside `all`).
 //!
-//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown] [--full]
+//! `limits` (not part of `all`) floods the kernel with threads and mappings, and asks for more
+//! memory and address space than it may have, checking Linux's answers.
+//!
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits] [--full]
 //! [--threads=N]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
@@ -28,6 +31,7 @@ mod bench;
 mod code_region;
 mod jit;
 mod layout;
+mod limits;
 mod near;
 mod rt;
 mod shootdown;
@@ -57,8 +61,7 @@ pub struct Ctx {
 /// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
-const USAGE: &str =
-    "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown] [--full] [--threads=N]";
+const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits] [--full] [--threads=N]";
 
 /// Invariant bookkeeping for one mode.
 pub struct Checks {
@@ -222,6 +225,13 @@ fn main(start: &rt::Start) -> u64 {
         ran += 1;
         if !shootdown::run(&ctx, all && !full) {
             failed.push("shootdown");
+        }
+    }
+    // Not part of `all`: it floods the kernel (threads, mappings) until it says no.
+    if mode == b"limits" {
+        ran += 1;
+        if !limits::run(&ctx) {
+            failed.push("limits");
         }
     }
     if ran == 0 {

@@ -51,6 +51,18 @@ struct Waiter {
 }
 
 static FUTEX: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+/// Waiters in [`FUTEX`] with a deadline: the scheduler scans for expired ones only when there
+/// are some (thousands of untimed waiters must not cost every scheduling decision a scan).
+static TIMED_WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Removes waiter `i` (the caller holds the queue's lock), keeping [`TIMED_WAITERS`] exact.
+fn take_waiter(futex: &mut Vec<Waiter>, i: usize) -> Waiter {
+    let w = futex.swap_remove(i);
+    if w.deadline.is_some() {
+        TIMED_WAITERS.fetch_sub(1, Ordering::AcqRel);
+    }
+    w
+}
 
 struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
 // SAFETY: each CPU uses only its own context (index = its CPU number).
@@ -267,6 +279,9 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
                     save_context(cpu, frame);
                     let deadline = PENDING_DEADLINE[cpu].swap(0, Ordering::AcqRel);
                     if let Some(thread) = CURRENT[cpu].lock().take() {
+                        if deadline != 0 {
+                            TIMED_WAITERS.fetch_add(1, Ordering::AcqRel);
+                        }
                         futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
                     }
                     drop(futex);
@@ -312,7 +327,7 @@ pub fn futex_wake(process: &Arc<Process>, uaddr: u64, count: u64) -> u64 {
     let mut i = 0;
     while i < futex.len() && n < count {
         if futex[i].uaddr == uaddr && Arc::ptr_eq(&futex[i].thread.process, process) {
-            RUNQ.lock().push_back(futex.swap_remove(i).thread);
+            RUNQ.lock().push_back(take_waiter(&mut futex, i).thread);
             n += 1;
         } else {
             i += 1;
@@ -326,13 +341,16 @@ pub fn futex_wake(process: &Arc<Process>, uaddr: u64, count: u64) -> u64 {
 }
 
 fn expire_futex_waits() {
+    if TIMED_WAITERS.load(Ordering::Acquire) == 0 {
+        return;
+    }
     let now = crate::arch::time::counter();
     let mut futex = FUTEX.lock();
     let mut i = 0;
     let mut woke = false;
     while i < futex.len() {
         if futex[i].deadline.is_some_and(|d| d <= now) {
-            let mut w = futex.swap_remove(i);
+            let mut w = take_waiter(&mut futex, i);
             w.thread.regs.x[0] = (-ETIMEDOUT) as u64;
             RUNQ.lock().push_back(w.thread);
             woke = true;
@@ -362,7 +380,8 @@ pub fn stop_process(process: &Arc<Process>) {
     loop {
         let waiting = {
             let mut futex = FUTEX.lock();
-            futex.iter().position(|w| Arc::ptr_eq(&w.thread.process, process)).map(|i| futex.swap_remove(i))
+            let i = futex.iter().position(|w| Arc::ptr_eq(&w.thread.process, process));
+            i.map(|i| take_waiter(&mut futex, i))
         };
         let Some(w) = waiting else { break };
         finish(w.thread);
