@@ -4,7 +4,7 @@
 //! of `Box::new` and `Vec::push`.
 //!
 //! Why a module and not `try_reserve` sprinkled about: it is the one place a host test can make
-//! allocation fail ([`fail_after`]), which is how the tests prove that every system call either
+//! allocation fail (`fail_after`, test builds only), which is how the tests prove that every system call either
 //! completes or fails with `ENOMEM` leaving the map exactly as it was.
 use alloc::boxed::Box;
 use alloc::vec::Vec;
