@@ -50,6 +50,9 @@ impl core::ops::DerefMut for Locked {
 }
 
 fn lock() -> Locked {
+    // Whatever the buddy does under the lock may need heap for its free lists, and the heap
+    // cannot grow then: let it grow now if it is short.
+    super::heap::keep_headroom();
     let guard = FRAMES.lock();
     OWNER.store(current_cpu(), Ordering::Release);
     Locked(guard)

@@ -12,7 +12,8 @@
 //!   made for a process (`mm::vm::fallible`, the scheduler's) turn that into `ENOMEM`/`EAGAIN`.
 //! - The frame allocator's own bookkeeping is allocated while it holds its lock, so the heap must
 //!   not grow then (that would re-enter it). It is served from the chunks, which the heap keeps
-//!   at least [`LOW_WATER`] free by growing early, and as a last resort from the **bootstrap
+//!   at least [`LOW_WATER`] free by growing early (after an allocation, and before every
+//!   entry into the frame allocator: [`keep_headroom`]), and as a last resort from the **bootstrap
 //!   region, which is its reserve**: once a chunk exists, nothing else allocates there, so a
 //!   program that exhausts the heap cannot starve the allocator that must take its frames back.
 //! - A grown chunk that becomes empty goes back to the frame allocator, unless the other chunks
@@ -23,12 +24,17 @@
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use linked_list_allocator::Heap;
 use mm::addr::{PAGE_SIZE, PhysAddr};
 use spin::Mutex;
 
 use super::{frames, layout};
+use crate::smp::{MAX_CPUS, current_cpu};
+
+/// Set while a CPU grows the heap (its frame allocation must not try to grow it again).
+static GROWING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 
 /// Size of the bootstrap region.
 pub const BOOTSTRAP_SIZE: usize = 512 * 1024;
@@ -158,9 +164,36 @@ const fn prev_power_of_two(x: usize) -> usize {
     if x == 0 { 0 } else { 1 << (usize::BITS - 1 - x.leading_zeros()) }
 }
 
+/// Grows the heap if its chunks have less than [`LOW_WATER`] free (and it may grow: below the
+/// ceiling, not inside the frame allocator or a growth on this CPU). The frame allocator calls
+/// this before taking its lock.
+pub fn keep_headroom() {
+    let cpu = current_cpu();
+    if GROWING.get(cpu).is_none_or(|g| g.load(Ordering::Acquire)) || frames::held_here() {
+        return;
+    }
+    let low = {
+        let chunks = HEAP.chunks.lock();
+        chunks.count > 0 && chunks.free() < LOW_WATER && chunks.bytes < chunks.ceiling
+    };
+    if low {
+        grow(LOW_WATER);
+    }
+}
+
 /// Adds a chunk able to hold `need` bytes (with the allocator's bookkeeping), from the frame
 /// allocator. Must not be called while this CPU holds the frame allocator's lock.
 fn grow(need: usize) -> bool {
+    let Some(flag) = GROWING.get(current_cpu()) else { return false };
+    if flag.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    let grown = grow_by_a_chunk(need);
+    flag.store(false, Ordering::Release);
+    grown
+}
+
+fn grow_by_a_chunk(need: usize) -> bool {
     let need = need + 2 * core::mem::size_of::<usize>() * 4;
     let Some(mut size) = HEAP.chunks.lock().next_chunk(need) else { return false };
     // The buddy may be too fragmented for a large block: halve until it gives one.
