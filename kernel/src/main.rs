@@ -249,6 +249,9 @@ extern "C" fn kernel_main(
         frames::add_range(PhysAddr(start), PhysAddr(end));
     }
     kernel_map::frames_ready();
+    // The heap starts with a main region of about 1/32 of RAM and grows from frames up to a
+    // quarter of RAM (memory::heap).
+    heap::set_ceiling((usable.total() / 4) as usize);
     let heap_bytes = (usable.total() / 16).clamp(1 << 20, 64 << 20).next_power_of_two() / 2;
     if let Some(pa) = frames::alloc((heap_bytes / PAGE_SIZE) as usize) {
         // SAFETY: the frames were just taken from the allocator, so nothing else uses them, and

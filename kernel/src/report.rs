@@ -42,8 +42,15 @@ pub fn print(b: &Booted) {
         total_frames,
         b.arena_pages
     );
-    let (heap_used, heap_total) = heap::usage();
-    kprintln!("  heap: {} KiB of {} KiB in use", heap_used >> 10, heap_total >> 10);
+    let heap = heap::usage();
+    kprintln!(
+        "  heap: {} KiB of {} KiB in use (peak {} KiB, {} chunks); grows from frames up to {} KiB",
+        heap.used >> 10,
+        heap.size >> 10,
+        heap.peak >> 10,
+        heap.chunks,
+        heap.ceiling >> 10
+    );
     match (console::kind(), &m.console) {
         (ConsoleKind::Pl011 { pa }, Ok(c)) => kprintln!("  console: PL011 at {:#x} ({})", pa, c.path),
         (ConsoleKind::MiniUart { pa }, Ok(c)) => {

@@ -15,11 +15,13 @@
 //! space), `tlbi-locality` (local TLBIs while the address space is on one CPU, broadcast once it
 //! has moved; this kernel only) and `shootdown` (a benchmark, quick inside `all`).
 //!
-//! A `fuzz` mode (not part of `all`) makes random memory calls from several threads and checks
-//! every page it touches (see `fuzz.rs`).
+//! `limits` (not part of `all`) floods the kernel with threads and mappings, and asks for more
+//! memory and address space than it may have, checking Linux's answers. `fuzz` (not part of
+//! `all` either) makes random memory calls from several threads and checks every page it touches
+//! (see `fuzz.rs`).
 //!
-//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|fuzz] [--full]
-//! [--threads=N] [--calls=N]` (default `all`, quick scale).
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz]
+//! [--full] [--threads=N] [--calls=N]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
 #![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
@@ -32,6 +34,7 @@ mod code_region;
 mod fuzz;
 mod jit;
 mod layout;
+mod limits;
 mod near;
 mod rt;
 mod shootdown;
@@ -61,8 +64,8 @@ pub struct Ctx {
 /// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
-const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|fuzz] [--full] \
-                     [--threads=N] [--calls=N]";
+const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz] \
+                     [--full] [--threads=N] [--calls=N]";
 
 /// Invariant bookkeeping for one mode.
 pub struct Checks {
@@ -242,6 +245,13 @@ fn main(start: &rt::Start) -> u64 {
         ran += 1;
         if !fuzz::run(&ctx) {
             failed.push("fuzz");
+        }
+    }
+    // Not part of `all`: it floods the kernel (threads, mappings) until it says no.
+    if mode == b"limits" {
+        ran += 1;
+        if !limits::run(&ctx) {
+            failed.push("limits");
         }
     }
     if ran == 0 {

@@ -3,9 +3,18 @@
 //!
 //! Frames are handed out as strong [`PhysAddr`]s; zeroing is the caller's choice (page tables are
 //! zeroed by the mm crate; the heap does not need it).
+//!
+//! The buddy keeps its free lists in `BTreeSet`s on the kernel heap, so the heap must know when
+//! an allocation is this allocator's own (made while this CPU holds its lock): the heap must not
+//! grow then (growing takes frames: it would re-enter the lock), and it serves them from its
+//! reserve ([`held_here`], `memory::heap`).
+use core::sync::atomic::{AtomicUsize, Ordering};
+
 use buddy_system_allocator::FrameAllocator;
 use mm::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
-use spin::Mutex;
+use spin::{Mutex, MutexGuard};
+
+use crate::smp::current_cpu;
 
 struct Frames {
     buddy: FrameAllocator<40>,
@@ -15,13 +24,52 @@ struct Frames {
 
 static FRAMES: Mutex<Frames> = Mutex::new(Frames { buddy: FrameAllocator::new(), total: 0, allocated: 0 });
 
+/// The CPU holding [`FRAMES`] (`usize::MAX`: none).
+static OWNER: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// [`FRAMES`], locked, with [`OWNER`] naming this CPU until the guard drops.
+struct Locked(MutexGuard<'static, Frames>);
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        OWNER.store(usize::MAX, Ordering::Release);
+    }
+}
+
+impl core::ops::Deref for Locked {
+    type Target = Frames;
+    fn deref(&self) -> &Frames {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Frames {
+        &mut self.0
+    }
+}
+
+fn lock() -> Locked {
+    // Whatever the buddy does under the lock may need heap for its free lists, and the heap
+    // cannot grow then: let it grow now if it is short.
+    super::heap::keep_headroom();
+    let guard = FRAMES.lock();
+    OWNER.store(current_cpu(), Ordering::Release);
+    Locked(guard)
+}
+
+/// Whether this CPU is inside the frame allocator (so a heap allocation now is its bookkeeping).
+pub fn held_here() -> bool {
+    OWNER.load(Ordering::Acquire) == current_cpu()
+}
+
 /// Gives the page-aligned range `[start, end)` to the allocator.
 pub fn add_range(start: PhysAddr, end: PhysAddr) {
     debug_assert!(start.is_page_aligned() && end.is_page_aligned());
     if end <= start {
         return;
     }
-    let mut frames = FRAMES.lock();
+    let mut frames = lock();
     frames.buddy.add_frame((start.0 >> PAGE_SHIFT) as usize, (end.0 >> PAGE_SHIFT) as usize);
     frames.total += ((end.0 - start.0) / PAGE_SIZE) as usize;
 }
@@ -29,7 +77,7 @@ pub fn add_range(start: PhysAddr, end: PhysAddr) {
 /// Allocates `count` physically contiguous frames (the buddy rounds up to a power of two
 /// internally; `free` must be given the same count).
 pub fn alloc(count: usize) -> Option<PhysAddr> {
-    let mut frames = FRAMES.lock();
+    let mut frames = lock();
     let first = frames.buddy.alloc(count)?;
     frames.allocated += count;
     Some(PhysAddr((first as u64) << PAGE_SHIFT))
@@ -37,14 +85,14 @@ pub fn alloc(count: usize) -> Option<PhysAddr> {
 
 /// Returns frames allocated by [`alloc()`] with the same `count`.
 pub fn free(pa: PhysAddr, count: usize) {
-    let mut frames = FRAMES.lock();
+    let mut frames = lock();
     frames.buddy.dealloc((pa.0 >> PAGE_SHIFT) as usize, count);
     frames.allocated -= count;
 }
 
 /// (allocated, total) frames.
 pub fn usage() -> (usize, usize) {
-    let frames = FRAMES.lock();
+    let frames = lock();
     (frames.allocated, frames.total)
 }
 

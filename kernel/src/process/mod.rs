@@ -32,6 +32,7 @@ use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
 pub use mm::user::Access;
 use mm::user::{Fault, UserMemory};
+use mm::vm::limits::Rlimits;
 use mm::vm::{Layout, Prot, VmaFlags};
 use spin::Mutex;
 
@@ -91,6 +92,8 @@ pub struct Process {
     pub done: AtomicBool,
     /// Signal actions, pending signals, and each thread's mask and alternate stack.
     pub signals: signals::Signals,
+    /// Its resource limits (`prlimit64`); `RLIMIT_AS` and `RLIMIT_DATA` are also in its `VmMap`.
+    pub rlimits: Mutex<Rlimits>,
     next_tid: AtomicU32,
 }
 
@@ -159,7 +162,9 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
-    let mut mm = Mm::new(table, issuer, features, targets, frames::UserFrames, Layout::linux(brk_start));
+    // The heuristic overcommit measures requests against the machine's RAM (no swap).
+    let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
+    let mut mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     let regs = match load(&mut mm, &exe, bytes, argv) {
         Ok(regs) => regs,
         Err(e) => {
@@ -179,6 +184,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
         status: AtomicU64::new(0),
         done: AtomicBool::new(false),
         signals: signals::Signals::new(pid),
+        rlimits: Mutex::new(Rlimits::init(frames::usage().1 as u64)),
         next_tid: AtomicU32::new(pid + 1),
     });
     let thread = Thread {
@@ -190,7 +196,12 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
         clear_child_tid: 0,
         affinity: u64::MAX,
     };
-    sched::enqueue(alloc::boxed::Box::new(thread));
+    if let Err(e) = sched::admit(thread) {
+        if let Some(mm) = process.mm.lock().take() {
+            free_mm(mm, None);
+        }
+        return Err(format!("cannot start its first thread: {e}"));
+    }
     Ok(process)
 }
 

@@ -8,12 +8,20 @@
 //! then saved and the CPU comes back here (`enter_user`/`leave_user` are the setjmp/longjmp pair).
 //! While no thread runs on a CPU, TTBR0 walks are disabled there, so no speculative walk can
 //! reach a page table that is being torn down.
+//!
+//! Memory: a thread enters the scheduler only through [`admit`], which counts it against the
+//! thread limit (Linux's `threads-max`, `EAGAIN`), allocates it fallibly and makes the run queue
+//! and the futex queue able to hold every live thread (`ENOMEM` otherwise). From then on no
+//! scheduler operation allocates: a thread moving between queues never needs memory, so no
+//! program can make the scheduler panic for want of heap.
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use mm::vm::{Errno, fallible, limits};
 
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
 use spin::Mutex;
@@ -43,13 +51,79 @@ struct Waiter {
 }
 
 static FUTEX: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+/// Waiters in [`FUTEX`] with a deadline: the scheduler scans for expired ones only when there
+/// are some (thousands of untimed waiters must not cost every scheduling decision a scan).
+static TIMED_WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Removes waiter `i` (the caller holds the queue's lock), keeping [`TIMED_WAITERS`] exact.
+fn take_waiter(futex: &mut Vec<Waiter>, i: usize) -> Waiter {
+    let w = futex.swap_remove(i);
+    if w.deadline.is_some() {
+        TIMED_WAITERS.fetch_sub(1, Ordering::AcqRel);
+    }
+    w
+}
 
 struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
 // SAFETY: each CPU uses only its own context (index = its CPU number).
 unsafe impl Sync for Contexts {}
 static CONTEXTS: Contexts = Contexts([const { UnsafeCell::new(KernelContext::ZERO) }; MAX_CPUS]);
 
-/// Makes `thread` runnable and wakes an idle CPU.
+/// Threads admitted and not finished, every process.
+static LIVE_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The most threads that may exist at once: Linux's `threads-max` for this machine's memory
+/// (`mm::vm::limits::max_threads`: 1024 for 128 MiB, 4096 for 512 MiB).
+pub fn max_threads() -> usize {
+    let frames = crate::memory::frames::usage().1 as u64;
+    limits::max_threads(frames).min(usize::MAX as u64) as usize
+}
+
+/// Threads that exist now.
+pub fn live_threads() -> usize {
+    LIVE_THREADS.load(Ordering::Acquire)
+}
+
+/// Admits a new thread and makes it runnable.
+///
+/// # Errors
+/// `EAGAIN` at the thread limit (Linux's `nr_threads >= max_threads`); `ENOMEM` when the heap
+/// cannot hold the thread or the queue room for it. Nothing changes on error.
+pub fn admit(thread: Thread) -> Result<(), Errno> {
+    let limit = max_threads();
+    let live = LIVE_THREADS
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+        .map_err(|_| Errno::EAGAIN)?
+        + 1;
+    let admitted = fallible::boxed(thread).ok_or(Errno::ENOMEM).and_then(|t| {
+        reserve_queues(live)?;
+        Ok(t)
+    });
+    match admitted {
+        Ok(t) => {
+            enqueue(t);
+            Ok(())
+        }
+        Err(e) => {
+            LIVE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            Err(e)
+        }
+    }
+}
+
+/// Makes the run queue and the futex queue able to hold `live` threads without allocating.
+fn reserve_queues(live: usize) -> Result<(), Errno> {
+    let mut q = RUNQ.lock();
+    let need = live.saturating_sub(q.len());
+    q.try_reserve(need).map_err(|_| Errno::ENOMEM)?;
+    drop(q);
+    let mut f = FUTEX.lock();
+    let need = live.saturating_sub(f.len());
+    fallible::reserve(&mut f, need)
+}
+
+/// Makes `thread` runnable and wakes an idle CPU. Never allocates: [`admit`] made room for every
+/// live thread.
 pub fn enqueue(thread: Box<Thread>) {
     RUNQ.lock().push_back(thread);
     wake_idle();
@@ -182,6 +256,7 @@ fn finish(thread: Box<Thread>) {
     let process = thread.process.clone();
     process.signals.thread_gone(thread.tid);
     drop(thread);
+    LIVE_THREADS.fetch_sub(1, Ordering::AcqRel);
     super::thread_exited(&process);
 }
 
@@ -230,6 +305,9 @@ fn park(cpu: usize, frame: &mut TrapFrame, mut futex: spin::MutexGuard<'_, Vec<W
     if let Some(mut thread) = CURRENT[cpu].lock().take() {
         let futex_wait = (uaddr != super::signals::SIGNAL_WAIT).then_some((uaddr, deadline != 0));
         if super::signals::may_park(&thread, futex_wait) {
+            if deadline != 0 {
+                TIMED_WAITERS.fetch_add(1, Ordering::AcqRel);
+            }
             futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
         } else {
             thread.regs.x[0] = (-EINTR) as u64;
@@ -246,7 +324,7 @@ pub fn interrupt(process: &Process, tid: u32) {
     let woken = {
         let mut futex = FUTEX.lock();
         let at = futex.iter().position(|w| w.thread.tid == tid && core::ptr::eq(&*w.thread.process, process));
-        at.map(|i| futex.swap_remove(i).thread)
+        at.map(|i| take_waiter(&mut futex, i).thread)
     };
     if let Some(mut thread) = woken {
         thread.regs.x[0] = (-EINTR) as u64;
@@ -291,78 +369,73 @@ fn switch_out(cpu: usize, code: u64) -> ! {
     unsafe { user::exit_user(code, CONTEXTS.0[cpu].get()) }
 }
 
-/// Wakes up to `count` threads of `process` waiting on `uaddr`; returns how many.
+/// Wakes up to `count` threads of `process` waiting on `uaddr`; returns how many. Each moves
+/// from the futex queue straight to the run queue (locks taken in that order), so nothing is
+/// allocated.
 pub fn futex_wake(process: &Arc<Process>, uaddr: u64, count: u64) -> u64 {
-    let mut woken = Vec::new();
-    {
-        let mut futex = FUTEX.lock();
-        let mut i = 0;
-        while i < futex.len() && (woken.len() as u64) < count {
-            if futex[i].uaddr == uaddr && Arc::ptr_eq(&futex[i].thread.process, process) {
-                woken.push(futex.swap_remove(i).thread);
-            } else {
-                i += 1;
-            }
+    let mut n = 0;
+    let mut futex = FUTEX.lock();
+    let mut i = 0;
+    while i < futex.len() && n < count {
+        if futex[i].uaddr == uaddr && Arc::ptr_eq(&futex[i].thread.process, process) {
+            RUNQ.lock().push_back(take_waiter(&mut futex, i).thread);
+            n += 1;
+        } else {
+            i += 1;
         }
     }
-    let n = woken.len() as u64;
-    for t in woken {
-        enqueue(t);
+    drop(futex);
+    if n > 0 {
+        wake_idle();
     }
     n
 }
 
 fn expire_futex_waits() {
+    if TIMED_WAITERS.load(Ordering::Acquire) == 0 {
+        return;
+    }
     let now = crate::arch::time::counter();
-    let mut expired = Vec::new();
-    {
-        let mut futex = FUTEX.lock();
-        let mut i = 0;
-        while i < futex.len() {
-            if futex[i].deadline.is_some_and(|d| d <= now) {
-                let mut w = futex.swap_remove(i);
-                w.thread.regs.x[0] = (-ETIMEDOUT) as u64;
-                expired.push(w.thread);
-            } else {
-                i += 1;
-            }
+    let mut futex = FUTEX.lock();
+    let mut i = 0;
+    let mut woke = false;
+    while i < futex.len() {
+        if futex[i].deadline.is_some_and(|d| d <= now) {
+            let mut w = take_waiter(&mut futex, i);
+            w.thread.regs.x[0] = (-ETIMEDOUT) as u64;
+            RUNQ.lock().push_back(w.thread);
+            woke = true;
+        } else {
+            i += 1;
         }
     }
-    for t in expired {
-        enqueue(t);
+    drop(futex);
+    if woke {
+        wake_idle();
     }
 }
 
 /// Stops every thread of `process`: queued and waiting ones now, running ones at their next
-/// kernel entry (they are sent a wake IPI, whose interrupt from EL0 finds `exiting` set).
+/// kernel entry (they are sent a wake IPI, whose interrupt from EL0 finds `exiting` set). One
+/// thread at a time, each finished outside the queue locks (the last one tears the process
+/// down), with no list allocated.
 pub fn stop_process(process: &Arc<Process>) {
-    let mut stopped = Vec::new();
-    {
-        let mut q = RUNQ.lock();
-        let mut i = 0;
-        while i < q.len() {
-            if Arc::ptr_eq(&q[i].process, process) {
-                if let Some(t) = q.remove(i) {
-                    stopped.push(t);
-                }
-            } else {
-                i += 1;
-            }
-        }
-    }
-    {
-        let mut futex = FUTEX.lock();
-        let mut i = 0;
-        while i < futex.len() {
-            if Arc::ptr_eq(&futex[i].thread.process, process) {
-                stopped.push(futex.swap_remove(i).thread);
-            } else {
-                i += 1;
-            }
-        }
-    }
-    for t in stopped {
+    loop {
+        let queued = {
+            let mut q = RUNQ.lock();
+            q.iter().position(|t| Arc::ptr_eq(&t.process, process)).and_then(|i| q.remove(i))
+        };
+        let Some(t) = queued else { break };
         finish(t);
+    }
+    loop {
+        let waiting = {
+            let mut futex = FUTEX.lock();
+            let i = futex.iter().position(|w| Arc::ptr_eq(&w.thread.process, process));
+            i.map(|i| take_waiter(&mut futex, i))
+        };
+        let Some(w) = waiting else { break };
+        finish(w.thread);
     }
     kick_cpus(process);
 }

@@ -4,8 +4,6 @@
 //! goes through [`copy_in`]/[`copy_out`] (EFAULT, never a kernel fault; a page not yet touched is
 //! demand-paged first), and no argument value can make the kernel panic: anything not understood
 //! is EINVAL or ENOSYS, as Linux answers.
-use alloc::boxed::Box;
-
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 use mm::vm::abi;
@@ -84,6 +82,12 @@ pub mod nr {
     pub const MADVISE: u64 = 233;
     /// getrandom(buf, len, flags)
     pub const GETRANDOM: u64 = 278;
+    /// getrlimit(resource, rlim)
+    pub const GETRLIMIT: u64 = 163;
+    /// setrlimit(resource, rlim)
+    pub const SETRLIMIT: u64 = 164;
+    /// prlimit64(pid, resource, new, old)
+    pub const PRLIMIT64: u64 = 261;
 }
 
 /// Handles the system call in `frame` for `thread`; tells the scheduler what to do next.
@@ -105,6 +109,11 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
         nr::GETCPU => getcpu(&p, a[0], a[1]),
         nr::PRCTL => super::vm_syscalls::prctl(&p, a[0], a[1], a[2], a[3], a[4]),
+        nr::GETRLIMIT => prlimit(thread, 0, a[0], None, Some(a[1])),
+        nr::SETRLIMIT => prlimit(thread, 0, a[0], Some(a[1]), None),
+        nr::PRLIMIT64 => {
+            prlimit(thread, a[0], a[1], (a[2] != 0).then_some(a[2]), (a[3] != 0).then_some(a[3]))
+        }
         nr::SCHED_YIELD => {
             frame.x[0] = 0;
             return Action::Yield;
@@ -271,6 +280,49 @@ fn getrandom(p: &Process, buf: u64, len: u64, flags: u64) -> i64 {
     done as i64
 }
 
+/// `prlimit64(pid, resource, new, old)` (a null pointer: that half is not wanted), and
+/// `getrlimit`/`setrlimit` as its two halves, whose pointer is always used (Linux's
+/// `sys_getrlimit` and `sys_setrlimit` call the same `do_prlimit`). In Linux's order: `EFAULT`
+/// reading `new`; `ESRCH` a pid that is neither 0 nor this process or thread; the rules of
+/// `mm::vm::limits::Rlimits::prlimit` (`EINVAL`, `EPERM`; programs run as root, so raising a
+/// hard limit is allowed); `EFAULT` writing `old` (after the change, as Linux). A new
+/// `RLIMIT_AS` or `RLIMIT_DATA` reaches the process's map at once.
+fn prlimit(thread: &Thread, pid: u64, resource: u64, new: Option<u64>, old: Option<u64>) -> i64 {
+    use mm::vm::limits::{Rlimit, resource::*};
+    let p = thread.process.clone();
+    let new = match new {
+        None => None,
+        Some(ptr) => {
+            let mut bytes = [0u8; 16];
+            if copy_in(&p, &mut bytes, ptr).is_err() {
+                return -EFAULT;
+            }
+            Some(Rlimit::from_bytes(bytes))
+        }
+    };
+    let pid = pid as i32; // pid_t
+    if pid != 0 && pid as u32 != p.pid && pid as u32 != thread.tid {
+        return -ESRCH;
+    }
+    // `unsigned int resource`: the upper half of the register is not looked at.
+    let resource = resource as u32;
+    let result = p.rlimits.lock().prlimit(resource, new, true);
+    let previous = match result {
+        Ok(previous) => previous,
+        Err(e) => return e.as_ret(),
+    };
+    if new.is_some() && (resource == RLIMIT_AS || resource == RLIMIT_DATA) {
+        let limits = *p.rlimits.lock();
+        if let Some(mm) = p.mm.lock().as_mut() {
+            mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+        }
+    }
+    match old {
+        Some(ptr) if copy_out(&p, ptr, &previous.to_bytes()).is_err() => -EFAULT,
+        _ => 0,
+    }
+}
+
 /// `exit`: this thread ends (its `clear_child_tid` word is zeroed and woken, as pthread_join
 /// expects); the process ends with it if it was the last.
 fn exit_thread(thread: &mut Thread, status: u64) -> Action {
@@ -329,6 +381,10 @@ fn clone(
     if p.exiting.load(Ordering::Acquire) {
         return -EAGAIN;
     }
+    // Linux's copy_process checks the thread limit before anything is written to the caller.
+    if super::sched::live_threads() >= super::sched::max_threads() {
+        return -EAGAIN;
+    }
     let tid = p.next_tid.fetch_add(1, Ordering::Relaxed);
     if flags & CLONE_PARENT_SETTID != 0 && copy_out(&p, ptid, &tid.to_le_bytes()).is_err() {
         return -EFAULT;
@@ -354,10 +410,17 @@ fn clone(
         clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
         affinity: thread.affinity,
     };
+    // Counted before it can run (a child that exits at once must find itself counted).
     p.threads.fetch_add(1, Ordering::AcqRel);
     p.signals.thread_created(thread.tid, tid);
-    super::sched::enqueue(Box::new(child));
-    i64::from(tid)
+    match super::sched::admit(child) {
+        Ok(()) => i64::from(tid),
+        Err(e) => {
+            p.signals.thread_gone(tid);
+            p.threads.fetch_sub(1, Ordering::AcqRel);
+            e.as_ret()
+        }
+    }
 }
 
 fn futex(thread: &mut Thread, frame: &mut TrapFrame, uaddr: u64, op: u64, val: u64, timeout: u64) -> Action {

@@ -130,7 +130,7 @@ kernel_test!(
         let cpu = crate::smp::MAX_CPUS - 1;
         let stack = STACK_AREA + cpu as u64 * crate::smp::STACK_SLOT + PAGE_SIZE;
         ensure!(space(|s| s.query(VirtAddr(stack)).is_none())?, "slot {cpu} is in use");
-        let frames_before = frames::usage().0;
+        let frames_before = super::frames_in_use();
         let flushes_before = space(|s| s.stats().flushes)?;
         let tlb_before = tlb::stats();
         let mut calls = 0;
@@ -148,7 +148,7 @@ kernel_test!(
         let issued = tlb::stats().since(&tlb_before);
         ensure_eq!(issued.plans, 1);
         ensure!(issued.planned_tlbis() >= 1, "the rollback freed mapped frames without a TLBI");
-        ensure_eq!(frames::usage().0, frames_before, "stack frames or emptied tables not freed");
+        ensure_eq!(super::frames_in_use(), frames_before, "stack frames or emptied tables not freed");
         Ok(())
     }
 );

@@ -24,7 +24,7 @@ fn read(va: u64) -> u64 {
 
 kernel_test!(
     fn promoting_512_pages_to_a_2m_block_takes_one_tlbi_and_keeps_the_data() {
-        let frames_before = frames::usage().0;
+        let frames_before = super::frames_in_use();
         let block = frames::alloc(512).ok_or("no 2 MiB of contiguous frames")?;
         ensure!(block.is_aligned(BLOCK_2M), "the buddy allocator returned an unaligned block");
         for i in 0..512u64 {
@@ -70,7 +70,7 @@ kernel_test!(
         let (mut translation, _, _) = space.destroy(|_| {});
         let _ = &mut translation;
         frames::free(block, 512);
-        ensure_eq!(frames::usage().0, frames_before, "frames leaked");
+        ensure_eq!(super::frames_in_use(), frames_before, "frames leaked");
         result
     }
 );

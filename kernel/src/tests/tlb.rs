@@ -188,9 +188,9 @@ fn scenario(
 ) -> Result<(), String> {
     let mut last = Ok(());
     for _ in 0..5 {
-        let frames_before = frames::usage().0;
+        let frames_before = super::frames_in_use();
         last = scenario_once(make()?, n, covered, &flush, &check_plan);
-        let leaked = frames::usage().0.wrapping_sub(frames_before);
+        let leaked = super::frames_in_use().wrapping_sub(frames_before);
         if last.is_ok() && leaked != 0 {
             return Err(alloc::format!("the scenario left {leaked} frames allocated"));
         }

@@ -30,15 +30,26 @@
 //!   executable or `MAP_CODE` mapping outside the window follows the same rule.
 //! - Near placement: [`VmMap::map_near`], exactly as [`super::abi::SYS_MMAP_NEAR`] says, in at most
 //!   two gap searches (one below the target, one above).
+//! - Limits, as Linux 6.1: `vm.max_map_count` (`mmap`, `brk` and near placement refuse a new
+//!   mapping once the count is above it; a split that would pass it is refused by `munmap`,
+//!   `mprotect` and `MAP_FIXED`), `RLIMIT_AS` and `RLIMIT_DATA` (`may_expand_vm`: mapped bytes,
+//!   and private writable non-stack bytes), and the heuristic overcommit of `OVERCOMMIT_GUESS`
+//!   (`__vm_enough_memory`: one accountable request larger than RAM plus swap,
+//!   [`Layout::ram_pages`], is refused). All are `ENOMEM`. The code window is address space
+//!   only, so it is charged to none of them.
+//! - Memory: every allocation goes through [`super::fallible`]; a call first reserves the tree
+//!   nodes it may need ([`SPARES`]), so it completes or fails with `ENOMEM` having changed
+//!   nothing. Nothing here panics for want of heap.
 //!
 //! Where this differs from Linux, on purpose:
-//! - unknown `prot` bits make `mmap` fail with `EINVAL` (Linux ignores them there; `mprotect`
-//!   refuses them in both);
+//! - near placement refuses unknown `prot` bits with `EINVAL` (`mmap` ignores them, as Linux's
+//!   `calc_vm_prot_bits` does; `mprotect` refuses them, as Linux's `arch_validate_prot`);
 //! - a hint is honoured only where the mapping may go: a data hint overlapping the code window,
 //!   or a code hint outside it, is treated like an occupied hint (normal placement);
-//! - no stack guard gap (no mapping grows down here), no `RLIMIT_AS`/`RLIMIT_DATA` and no commit
-//!   accounting; `vm.max_map_count` is checked by `mmap` and near placement only. Were an
-//!   address-space limit added, the window would not count: it is not a mapping;
+//! - no stack guard gap (no mapping grows down here); the type of an executable or `MAP_CODE`
+//!   mapping is checked before the code window is searched (Linux checks it after placement,
+//!   but the window's own refusals must not hide Linux's `EINVAL`);
+//! - `brk`'s `RLIMIT_DATA` check counts the heap only (Linux adds the executable's data segment);
 //! - an empty heap whose start falls inside the code window is moved to the window's end when
 //!   the window is placed ([`VmMap::start_brk`]); Linux randomises the heap's start anyway;
 //! - [`abi::WINDOW_SET_SIZE`] is refused with `EBUSY` only if a mapping now inside the window
@@ -50,9 +61,15 @@ use alloc::vec::Vec;
 use super::abi::{self, CodeWindowInfo};
 use super::advice::*;
 use super::flags::*;
+use super::limits::Rlimit;
 use super::prot::*;
 use super::tree::{Dir, GapQuery, VmaTree};
-use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags};
+use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
+
+/// Tree nodes one call reserves before changing anything: the most any call inserts beyond what
+/// it removes (a mapping punched in the middle of another: two pieces plus the new one, less
+/// the one taken out), plus one for the merge that follows.
+pub const SPARES: usize = 3;
 
 /// 1 GiB: code placed outside the window never crosses a multiple of this.
 const GIB: u64 = crate::addr::BLOCK_1G;
@@ -78,6 +95,10 @@ pub struct Layout {
     pub start_brk: u64,
     /// Most mappings a process may have (Linux's `vm.max_map_count`).
     pub max_map_count: usize,
+    /// RAM plus swap, in pages (Linux's `totalram_pages() + total_swap_pages`): the heuristic
+    /// overcommit refuses one accountable request larger than this. The kernel passes the
+    /// machine's frame count; `u64::MAX` turns the check off.
+    pub ram_pages: u64,
 }
 
 impl Layout {
@@ -91,6 +112,7 @@ impl Layout {
             mmap_base: task_size - (128 << 20),
             start_brk,
             max_map_count: 65530,
+            ram_pages: u64::MAX,
         }
     }
 
@@ -204,6 +226,24 @@ pub struct VmMap {
     allow_wx: bool,
     brk: u64,
     mapped: u64,
+    /// Bytes of data mappings (Linux's `data_vm`: private, writable, not a stack).
+    data: u64,
+    /// `RLIMIT_AS`: the most bytes mapped.
+    as_limit: Rlimit,
+    /// `RLIMIT_DATA`: the most bytes of data mappings (and of the heap, for `brk`).
+    data_limit: Rlimit,
+}
+
+/// Linux's `is_data_mapping`: private, writable and not a stack.
+fn is_data(prot: Prot, flags: VmaFlags) -> bool {
+    prot.write() && !flags.contains(VmaFlags::SHARED) && !flags.contains(VmaFlags::STACK)
+}
+
+/// Whether Linux charges a mapping against the commit limit (`accountable_mapping`, and
+/// `shmem_acct_size` for shared anonymous memory): private writable, or shared, and not
+/// `MAP_NORESERVE`.
+fn accountable(prot: Prot, flags: VmaFlags, noreserve: bool) -> bool {
+    !noreserve && (prot.write() || flags.contains(VmaFlags::SHARED))
 }
 
 const fn page_up(x: u64) -> Option<u64> {
@@ -240,7 +280,48 @@ impl VmMap {
             allow_wx: false,
             brk: layout.start_brk,
             mapped: 0,
+            data: 0,
+            as_limit: Rlimit::INFINITY,
+            data_limit: Rlimit::INFINITY,
         }
+    }
+
+    /// Sets `RLIMIT_AS` and `RLIMIT_DATA` (the kernel calls this at `exec` and on every
+    /// `setrlimit`/`prlimit64` of either). Lowering a limit below what is mapped unmaps nothing,
+    /// as in Linux: only growth is refused.
+    pub fn set_rlimits(&mut self, address_space: Rlimit, data: Rlimit) {
+        self.as_limit = address_space;
+        self.data_limit = data;
+    }
+
+    /// Bytes of data mappings (private, writable, not a stack), which `RLIMIT_DATA` limits.
+    pub fn data_bytes(&self) -> u64 {
+        self.data
+    }
+
+    /// Linux's `may_expand_vm`: whether `bytes` more of mappings (data mappings if `data`) stay
+    /// within `RLIMIT_AS` and `RLIMIT_DATA`, with Linux's allowance for a zero `RLIMIT_DATA`
+    /// (Valgrind's trick: the hard limit counts then).
+    fn may_expand(&self, data: bool, bytes: u64) -> bool {
+        if self.mapped.saturating_add(bytes) > self.as_limit.cur {
+            return false;
+        }
+        if data && self.data.saturating_add(bytes) > self.data_limit.cur {
+            return self.data_limit.cur == 0 && self.data.saturating_add(bytes) <= self.data_limit.max;
+        }
+        true
+    }
+
+    /// Linux's heuristic overcommit (`OVERCOMMIT_GUESS`): one request larger than RAM plus swap.
+    fn enough_memory(&self, bytes: u64) -> bool {
+        bytes / PAGE <= self.layout.ram_pages
+    }
+
+    /// Whether unmapping `[s, e)` would split one mapping in two while the map is at
+    /// `vm.max_map_count` (Linux's `do_mas_align_munmap` refuses that with `ENOMEM`).
+    fn punch_exceeds_count(&self, s: u64, e: u64) -> bool {
+        self.tree.len() >= self.layout.max_map_count
+            && self.tree.find(s).is_some_and(|v| v.start < s && e < v.end)
     }
 
     /// The layout this space was created with.
@@ -269,8 +350,8 @@ impl VmMap {
     }
 
     /// The mappings overlapping `[start, end)`, clipped to it, in address order.
-    pub fn mappings_in(&self, start: u64, end: u64) -> Vec<Vma> {
-        self.tree.overlapping(start, end).iter().map(|v| v.clip(start, end)).collect()
+    pub fn mappings_in(&self, start: u64, end: u64) -> impl Iterator<Item = Vma> + '_ {
+        self.tree.iter_from(start).take_while(move |v| v.start < end).map(move |v| v.clip(start, end))
     }
 
     /// The allocator underneath (read-only: for gap queries and benchmarks).
@@ -291,22 +372,39 @@ impl VmMap {
     }
 
     // ----- primitive mutations: the only places the tree changes, so the counters stay exact.
+    // Each system call reserves `SPARES` nodes before its first change; from there on an
+    // insertion takes a spare (a removal gives one back), so no change fails half-way.
+
+    /// Reserves the nodes one call may need (`ENOMEM` before any change).
+    fn reserve(&mut self) -> Result<(), Errno> {
+        self.tree.reserve(SPARES)
+    }
 
     fn add(&mut self, v: Vma) {
+        debug_assert!(self.tree.spares() > 0, "insertion without a reserved node: {v:?}");
         self.mapped += v.len();
+        if is_data(v.prot, v.flags) {
+            self.data += v.len();
+        }
         if let Some((b, e)) = self.window_range() {
             self.window.used += overlap_len((v.start, v.end), (b, e));
         }
-        self.tree.insert(v);
+        // Cannot fail: a spare node is there (the reservation bounds what a call inserts).
+        let inserted = self.tree.insert(v);
+        debug_assert!(inserted.is_ok());
     }
 
-    fn take(&mut self, start: u64) -> Vma {
-        let v = self.tree.remove(start).expect("take: no mapping starts there");
+    /// Removes the mapping starting at `start` (callers only name mappings they just found).
+    fn take(&mut self, start: u64) -> Option<Vma> {
+        let v = self.tree.remove(start)?;
         self.mapped -= v.len();
+        if is_data(v.prot, v.flags) {
+            self.data -= v.len();
+        }
         if let Some((b, e)) = self.window_range() {
             self.window.used -= overlap_len((v.start, v.end), (b, e));
         }
-        v
+        Some(v)
     }
 
     /// Inserts `v`, merged with a neighbour that touches it and has the same attributes.
@@ -328,46 +426,49 @@ impl VmMap {
         self.add(v);
     }
 
-    /// Removes `[s, e)` from the map; returns the removed pieces (clipped).
-    fn remove_range(&mut self, s: u64, e: u64) -> Vec<Vma> {
-        let mut out = Vec::new();
-        for v in self.tree.overlapping(s, e) {
+    /// Removes `[s, e)` from the map; returns the removed pieces (clipped). Needs the call's
+    /// reservation; the list is allocated before anything changes.
+    fn remove_range(&mut self, s: u64, e: u64) -> Result<Vec<Vma>, Errno> {
+        let mut pieces = self.tree.overlapping(s, e)?;
+        for v in pieces.iter_mut() {
             self.take(v.start);
             if v.start < s {
-                self.add(Vma { end: s, ..v });
+                self.add(Vma { end: s, ..*v });
             }
             if v.end > e {
-                self.add(Vma { start: e, ..v });
+                self.add(Vma { start: e, ..*v });
             }
-            out.push(v.clip(s, e));
+            *v = v.clip(s, e);
         }
-        out
+        Ok(pieces)
     }
 
     /// The mapped pieces of `[s, e)` (clipped), and whether there is a hole. With
     /// `stop_at_hole`, only the contiguous mapped prefix starting at `s` is returned.
-    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> (Vec<Vma>, bool) {
+    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> Result<(Vec<Vma>, bool), Errno> {
         let mut out = Vec::new();
         let mut cursor = s;
         let mut hole = false;
-        for v in self.tree.overlapping(s, e) {
+        for v in self.tree.iter_from(s).take_while(|v| v.start < e) {
             if v.start > cursor {
                 hole = true;
                 if stop_at_hole {
-                    return (out, true);
+                    return Ok((out, true));
                 }
             }
-            out.push(v.clip(s, e));
+            fallible::push(&mut out, v.clip(s, e))?;
             cursor = v.end;
         }
-        (out, hole || cursor < e)
+        Ok((out, hole || cursor < e))
     }
 
-    /// Replaces each selected piece by `f(piece)`, splitting and re-merging around it.
+    /// Replaces each selected piece by `f(piece)`, splitting and re-merging around it, one piece
+    /// at a time (so each step needs at most the call's reservation). A rewritten piece may merge
+    /// with the next, still unrewritten mapping; that mapping is then found again, merged, and
+    /// split as before, which leaves the same result.
     fn rewrite(&mut self, pieces: &[Vma], mut f: impl FnMut(&Vma) -> Vma) {
-        let mut new = Vec::with_capacity(pieces.len());
         for p in pieces {
-            let whole = *self.tree.find(p.start).expect("rewrite: piece not mapped");
+            let Some(whole) = self.tree.find(p.start).copied() else { continue };
             self.take(whole.start);
             if whole.start < p.start {
                 self.add(Vma { end: p.start, ..whole });
@@ -375,10 +476,7 @@ impl VmMap {
             if whole.end > p.end {
                 self.add(Vma { start: p.end, ..whole });
             }
-            new.push(f(p));
-        }
-        for v in new {
-            self.add_merge(v);
+            self.add_merge(f(p));
         }
     }
 
@@ -408,14 +506,13 @@ impl VmMap {
         let base = self.window_candidate(size).ok_or(Errno::ENOMEM)?;
         let (nb, ne) = (base, base + size);
         if let Some((ob, oe)) = self.window_range()
-            && self.tree.overlapping(ob, oe).iter().any(|v| v.start.max(ob) < nb || v.end.min(oe) > ne)
+            && self.mappings_in(ob, oe).any(|v| v.start < nb || v.end > ne)
         {
             return Err(Errno::EBUSY);
         }
         self.window.base = Some(base);
         self.window.size = size;
-        self.window.used =
-            self.tree.overlapping(nb, ne).iter().map(|v| overlap_len((v.start, v.end), (nb, ne))).sum();
+        self.window.used = self.mappings_in(nb, ne).map(|v| v.len()).sum();
         // Keep the heap out of the window while it is empty: code placed lowest-first would
         // otherwise land just above the bss and stop `brk` from growing.
         let sb = self.layout.start_brk;
@@ -591,18 +688,21 @@ impl VmMap {
     /// zero.
     ///
     /// # Errors
-    /// In Linux's order: `EINVAL` offset not page-aligned; `EBADF` file mapping with `fd < 0`;
-    /// `ENOMEM` `MAP_HUGETLB` (no huge-page pool); `EINVAL` zero `len`; `EINVAL` unknown `prot`
-    /// bits (Linux ignores them; this kernel refuses them, and `PROT_MTE`); `ENODEV` a file
-    /// mapping (only anonymous memory is supported; the kernel answers `EBADF` first for an fd
-    /// that is not open); `ENOMEM` `len` overflowing when rounded up, or too many mappings;
-    /// `EOVERFLOW` offset plus length overflowing; `ENOMEM` `len` larger than the address space,
-    /// a fixed range past `TASK_SIZE`, or no free gap (or, strict mode, no room in the window for
-    /// code); `EINVAL` fixed address not page-aligned; `EPERM` fixed address below
-    /// `mmap_min_addr`; `EEXIST` `MAP_FIXED_NOREPLACE` over any mapped byte; `EINVAL` no or an
+    /// In Linux's order: `EINVAL` offset not page-aligned (arm64 checks it first); `EBADF` file
+    /// mapping with `fd < 0`; `ENOMEM` `MAP_HUGETLB` (no huge-page pool); `EINVAL` zero `len`;
+    /// `ENODEV` a file mapping (only anonymous memory is supported; the kernel answers `EBADF`
+    /// first for an fd that is not open); `ENOMEM` `len` overflowing when rounded up, or too
+    /// many mappings; `EOVERFLOW` offset plus length overflowing; `ENOMEM` `len` larger than the
+    /// address space, a fixed range past `TASK_SIZE`, or no free gap for data; `EINVAL` fixed
+    /// address not page-aligned; `EPERM` fixed address below `mmap_min_addr`; `EINVAL` no or an
     /// unknown mapping type (`MAP_SHARED_VALIDATE` included, as Linux for anonymous memory), or
-    /// `MAP_SHARED | MAP_GROWSDOWN`; `EACCES` writable and executable (W^X), or an executable/
-    /// `MAP_CODE` `MAP_FIXED` mapping outside the code window in strict mode.
+    /// `MAP_SHARED | MAP_GROWSDOWN`; `ENOMEM` no free gap for code (strict mode: no room in the
+    /// window); `EEXIST` `MAP_FIXED_NOREPLACE` over any mapped byte; `EACCES` writable and
+    /// executable (W^X), or an executable/`MAP_CODE` `MAP_FIXED` mapping outside the code window
+    /// in strict mode; `ENOMEM` past `RLIMIT_AS`/`RLIMIT_DATA`, a `MAP_FIXED` that would split a
+    /// mapping at `vm.max_map_count`, one accountable mapping larger than RAM (the heuristic
+    /// overcommit), or no kernel memory for the bookkeeping. Unknown `prot` bits are ignored,
+    /// as Linux does (`PROT_MTE` and `PROT_BTI` too on a CPU without the feature).
     pub fn mmap(
         &mut self,
         addr: u64,
@@ -625,9 +725,6 @@ impl VmMap {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI) != 0 {
-            return Err(Errno::EINVAL);
-        }
         if !anon {
             return Err(Errno::ENODEV);
         }
@@ -642,6 +739,15 @@ impl VmMap {
         }
         let prot_v = Prot::from_bits_truncate(prot);
         let code = prot_v.exec() || flags & MAP_CODE != 0;
+        // Linux checks the mapping type after get_unmapped_area; it is checked here before the
+        // code window is searched (or placed), whose strict-mode ENOMEM is this kernel's own and
+        // must not hide Linux's EINVAL.
+        let mapping_type = match flags & MAP_TYPE {
+            MAP_SHARED if flags & MAP_GROWSDOWN != 0 => Err(Errno::EINVAL),
+            MAP_SHARED => Ok(VmaFlags::SHARED),
+            MAP_PRIVATE => Ok(VmaFlags::empty()),
+            _ => Err(Errno::EINVAL),
+        };
         // get_unmapped_area
         let l = self.layout;
         if len > l.task_size - l.mmap_min_addr {
@@ -658,10 +764,12 @@ impl VmMap {
                 return Err(Errno::EPERM);
             }
             if code {
+                mapping_type?;
                 self.ensure_window();
             }
             (hint, code && !self.inside_window(hint, hint + len))
         } else if code {
+            mapping_type?;
             self.place_code(hint, len)?
         } else {
             (self.place_data(hint, len).ok_or(Errno::ENOMEM)?, false)
@@ -669,17 +777,7 @@ impl VmMap {
         if flags & MAP_FIXED_NOREPLACE != 0 && !self.tree.is_free(at, at + len) {
             return Err(Errno::EEXIST);
         }
-        let mut vflags = VmaFlags::empty();
-        match flags & MAP_TYPE {
-            MAP_SHARED => {
-                if flags & MAP_GROWSDOWN != 0 {
-                    return Err(Errno::EINVAL);
-                }
-                vflags = vflags.union(VmaFlags::SHARED);
-            }
-            MAP_PRIVATE => {}
-            _ => return Err(Errno::EINVAL),
-        }
+        let mut vflags = mapping_type?;
         if prot_v.write() && prot_v.exec() && !self.allow_wx {
             return Err(Errno::EACCES);
         }
@@ -692,7 +790,22 @@ impl VmMap {
         if flags & (MAP_GROWSDOWN | MAP_STACK) != 0 {
             vflags = vflags.union(VmaFlags::STACK);
         }
-        let replaced = self.remove_range(at, at + len);
+        // mmap_region: the limits count what a MAP_FIXED replaces as given back.
+        let data = is_data(prot_v, vflags);
+        if !self.may_expand(data, len) {
+            let replaced: u64 = self.mappings_in(at, at + len).map(|v| v.len()).sum();
+            if !self.may_expand(data, len - replaced) {
+                return Err(Errno::ENOMEM);
+            }
+        }
+        if self.punch_exceeds_count(at, at + len) {
+            return Err(Errno::ENOMEM);
+        }
+        if accountable(prot_v, vflags, flags & MAP_NORESERVE != 0) && !self.enough_memory(len) {
+            return Err(Errno::ENOMEM);
+        }
+        self.reserve()?;
+        let replaced = self.remove_range(at, at + len)?;
         self.add_merge(Vma { start: at, end: at + len, prot: prot_v, flags: vflags, advice: Advice::Normal });
         if outside {
             self.window.placed_outside += 1;
@@ -730,7 +843,8 @@ impl VmMap {
         if prot.write() && prot.exec() && !self.allow_wx {
             return Err(Errno::EACCES);
         }
-        let replaced = self.remove_range(start, end);
+        self.reserve()?;
+        let replaced = self.remove_range(start, end)?;
         self.add_merge(Vma { start, end, prot, flags, advice: Advice::Normal });
         Ok(replaced)
     }
@@ -740,7 +854,8 @@ impl VmMap {
     ///
     /// # Errors
     /// `EINVAL` when `addr` is not page-aligned, `len` is zero, or the range leaves the address
-    /// space.
+    /// space; `ENOMEM` when it would split a mapping in two at `vm.max_map_count` (Linux lets
+    /// the count pass the limit only through `mmap`), or no kernel memory for the bookkeeping.
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<Vec<Vma>, Errno> {
         let ts = self.layout.task_size;
         if addr & (PAGE - 1) != 0 || addr > ts || len > ts - addr {
@@ -750,7 +865,11 @@ impl VmMap {
         if end == addr {
             return Err(Errno::EINVAL);
         }
-        Ok(self.remove_range(addr, end))
+        if self.punch_exceeds_count(addr, end) {
+            return Err(Errno::ENOMEM);
+        }
+        self.reserve()?;
+        self.remove_range(addr, end)
     }
 
     /// `mprotect(addr, len, prot)`. Changes the mapped prefix of the range (Linux's behaviour)
@@ -791,22 +910,84 @@ impl VmMap {
         if new.write() && new.exec() && !self.allow_wx {
             return Err(Errno::EACCES);
         }
-        let (pieces, hole) = self.select(addr, end, true);
+        let (mut pieces, hole) = self.select(addr, end, true)?;
         let gains_x_outside =
             new.exec() && pieces.iter().any(|p| !p.prot.exec() && !self.inside_window(p.start, p.end));
         if gains_x_outside && self.window.strict {
             return Err(Errno::EACCES);
         }
-        let changes = pieces
-            .iter()
-            .filter(|p| p.prot != new)
-            .map(|p| ProtChange { start: p.start, end: p.end, old: p.prot, new })
-            .collect();
+        // Linux's mprotect_fixup, area by area: the areas before the first refusal change, and
+        // the call then fails with ENOMEM.
+        let refused = self.mprotect_refusal(&pieces, new);
+        if let Some(i) = refused {
+            pieces.truncate(i);
+        }
+        let mut changes = Vec::new();
+        for p in pieces.iter().filter(|p| p.prot != new) {
+            fallible::push(&mut changes, ProtChange { start: p.start, end: p.end, old: p.prot, new })?;
+        }
+        if !pieces.is_empty() {
+            self.reserve()?;
+        }
         self.rewrite(&pieces, |p| Vma { prot: new, ..*p });
-        if gains_x_outside {
+        if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
-        Ok(Protected { changes, error: hole.then_some(Errno::ENOMEM) })
+        let error = (refused.is_some() || hole).then_some(Errno::ENOMEM);
+        Ok(Protected { changes, error })
+    }
+
+    /// How many new areas rewriting piece `p` (of one mapping) as `changed` creates: one per end
+    /// of `p` strictly inside its mapping, unless, as Linux's `vma_merge` does first, the piece
+    /// reaches the mapping's other end and joins the neighbour there (the boundary moves).
+    fn splits_needed(&self, p: &Vma, changed: &Vma) -> usize {
+        let Some(whole) = self.tree.find(p.start).copied() else { return 0 };
+        let joins_prev = p.start == whole.start
+            && self
+                .tree
+                .last_starting_before(p.start)
+                .is_some_and(|v| v.end == p.start && v.same_attrs(changed));
+        let joins_next = p.end == whole.end
+            && self.tree.first_ending_after(p.end).is_some_and(|v| v.start == p.end && v.same_attrs(changed));
+        usize::from(whole.start < p.start && !joins_next) + usize::from(p.end < whole.end && !joins_prev)
+    }
+
+    /// The index of the first piece Linux's `mprotect_fixup` would refuse with `ENOMEM`: a split
+    /// at `vm.max_map_count` (`split_vma`), becoming data past `RLIMIT_AS`/`RLIMIT_DATA`, or
+    /// becoming writable (charged) while larger than RAM (the heuristic overcommit).
+    fn mprotect_refusal(&self, pieces: &[Vma], new: Prot) -> Option<usize> {
+        let (mut count, mut data) = (self.tree.len(), self.data);
+        let max = self.layout.max_map_count;
+        for (i, p) in pieces.iter().enumerate() {
+            if p.prot == new {
+                continue;
+            }
+            let splits = self.splits_needed(p, &Vma { prot: new, ..*p });
+            if splits > 0 && count + splits > max {
+                return Some(i);
+            }
+            count += splits;
+            let (was, becomes) = (is_data(p.prot, p.flags), is_data(new, p.flags));
+            if new.write() {
+                let fits = |d: bool| {
+                    self.mapped.saturating_add(p.len()) <= self.as_limit.cur
+                        && (!d || data.saturating_add(p.len()) <= self.data_limit.cur)
+                };
+                if !fits(becomes) && fits(was) {
+                    return Some(i);
+                }
+                let charged = !p.prot.write() && !p.flags.contains(VmaFlags::SHARED);
+                if charged && !self.enough_memory(p.len()) {
+                    return Some(i);
+                }
+            }
+            if becomes && !was {
+                data += p.len();
+            } else if was && !becomes {
+                data -= p.len();
+            }
+        }
+        None
     }
 
     /// `madvise(addr, len, advice)`.
@@ -848,7 +1029,7 @@ impl VmMap {
         if matches!(advice, MADV_HWPOISON | MADV_SOFT_OFFLINE) {
             return Err(Errno::EPERM);
         }
-        let (mut pieces, hole) = self.select(addr, end, false);
+        let (mut pieces, hole) = self.select(addr, end, false)?;
         let mut error = hole.then_some(Errno::ENOMEM);
         // Per-mapping refusals stop the walk at that mapping, as in Linux.
         let refuse = |v: &Vma| -> Option<Errno> {
@@ -883,19 +1064,39 @@ impl VmMap {
             }
             v
         };
+        // A split at vm.max_map_count stops the walk too: madvise_update_vma's ENOMEM, which
+        // madvise reports as EAGAIN ("kernel resources temporarily unavailable").
+        let mut count = self.tree.len();
+        for i in 0..pieces.len() {
+            let p = pieces[i];
+            let splits = if set(&p) == p { 0 } else { self.splits_needed(&p, &set(&p)) };
+            if splits > 0 && count + splits > self.layout.max_map_count {
+                error = Some(Errno::EAGAIN);
+                pieces.truncate(i);
+                break;
+            }
+            count += splits;
+        }
+        let mut ranges = Vec::new();
+        fallible::reserve(&mut ranges, pieces.len())?;
+        ranges.extend(pieces.iter().map(|p| (p.start, p.end)));
         if pieces.iter().any(|p| set(p) != *p) {
+            self.reserve()?;
             self.rewrite(&pieces, set);
         }
-        Ok(Madvised { action, ranges: pieces.iter().map(|p| (p.start, p.end)).collect(), error })
+        Ok(Madvised { action, ranges, error })
     }
 
     /// `brk(addr)`, as Linux: below the heap's start (e.g. `brk(0)`) returns the current break;
-    /// shrinking always succeeds; growing succeeds when `[old, new)` rounded to pages is free and
-    /// one page stays free before the next mapping; otherwise the old break is returned.
+    /// a heap larger than `RLIMIT_DATA` is refused (`check_data_rlimit`, counting the heap
+    /// only); shrinking succeeds; growing succeeds when `[old, new)` rounded to pages is free
+    /// and one page stays free before the next mapping, within `RLIMIT_AS`/`RLIMIT_DATA`,
+    /// `vm.max_map_count` and the heuristic overcommit (`do_brk_flags`); otherwise, or without
+    /// kernel memory for the bookkeeping, the old break is returned.
     pub fn brk(&mut self, addr: u64) -> BrkOutcome {
         let old = self.brk;
         let fail = BrkOutcome { brk: old, mapped: None, unmapped: Vec::new() };
-        if addr < self.layout.start_brk {
+        if addr < self.layout.start_brk || addr - self.layout.start_brk > self.data_limit.cur {
             return fail;
         }
         let (Some(newbrk), Some(oldbrk)) = (page_up(addr), page_up(old)) else { return fail };
@@ -904,7 +1105,9 @@ impl VmMap {
             return BrkOutcome { brk: addr, ..fail };
         }
         if addr <= old {
-            let unmapped = self.remove_range(newbrk, oldbrk);
+            let Ok(unmapped) = self.reserve().and_then(|()| self.remove_range(newbrk, oldbrk)) else {
+                return fail;
+            };
             self.brk = addr;
             return BrkOutcome { brk: addr, mapped: None, unmapped };
         }
@@ -913,6 +1116,14 @@ impl VmMap {
         }
         if let Some(next) = self.tree.first_ending_after(oldbrk)
             && newbrk.saturating_add(PAGE) > next.start
+        {
+            return fail;
+        }
+        let len = newbrk - oldbrk;
+        if !self.may_expand(true, len)
+            || self.tree.len() > self.layout.max_map_count
+            || !self.enough_memory(len)
+            || self.reserve().is_err()
         {
             return fail;
         }
@@ -978,7 +1189,8 @@ impl VmMap {
     /// # Errors
     /// `EINVAL` zero or overflowing `len`, `target` not page-aligned, unknown `prot` bits, or
     /// flags other than `MAP_PRIVATE | MAP_ANONYMOUS [| MAP_CODE]`; `EACCES` writable and
-    /// executable (W^X); `ENOMEM` no such free range (or too many mappings).
+    /// executable (W^X); `ENOMEM` no such free range, too many mappings, past `RLIMIT_AS` or
+    /// `RLIMIT_DATA`, larger than RAM (writable), or no kernel memory for the bookkeeping.
     pub fn map_near(
         &mut self,
         target: u64,
@@ -1008,6 +1220,11 @@ impl VmMap {
         }
         let at = self.find_near(target, len, radius, code)?;
         let vflags = if flags & MAP_CODE != 0 { VmaFlags::CODE } else { VmaFlags::empty() };
+        // As mmap: the address-space limits and the heuristic overcommit.
+        if !self.may_expand(is_data(p, vflags), len) || (p.write() && !self.enough_memory(len)) {
+            return Err(Errno::ENOMEM);
+        }
+        self.reserve()?;
         self.add_merge(Vma { start: at, end: at + len, prot: p, flags: vflags, advice: Advice::Normal });
         Ok(Mapped { addr: at, len, prot: p, replaced: Vec::new(), populate: false, outside_window: false })
     }
@@ -1017,8 +1234,11 @@ impl VmMap {
     pub fn check(&self) {
         self.tree.check();
         let mut prev: Option<Vma> = None;
-        let (mut mapped, mut used) = (0, 0);
+        let (mut mapped, mut used, mut data) = (0, 0, 0);
         for v in self.tree.iter() {
+            if is_data(v.prot, v.flags) {
+                data += v.len();
+            }
             if let Some(p) = prev {
                 assert!(!(p.end == v.start && p.same_attrs(v)), "unmerged {p:?} {v:?}");
             }
@@ -1034,6 +1254,8 @@ impl VmMap {
             prev = Some(*v);
         }
         assert_eq!(mapped, self.mapped, "mapped bytes");
+        assert_eq!(data, self.data, "data bytes");
+        assert!(self.tree.spares() <= SPARES + 1, "spare nodes held");
         assert_eq!(used, self.window.used, "window used bytes");
         if let Some((b, e)) = self.window_range() {
             assert!(

@@ -10,10 +10,14 @@
 //!   `madvise`, `brk`) with Linux's errno values, W^X, the code window (DESIGN.md §6) and near
 //!   placement ([`abi::SYS_MMAP_NEAR`]);
 //! - [`bench`](mod@bench): a host micro-benchmark of near placement against a probing loop;
-//! - [`abi`]: the user-visible ABI of the two extensions.
+//! - [`abi`]: the user-visible ABI of the two extensions;
+//! - [`limits`]: resource limits (`prlimit64`) and the thread limit, with Linux's rules;
+//! - [`fallible`]: the one way this module allocates, so running out of heap is `ENOMEM`.
 pub mod abi;
 pub mod bench;
 mod errno;
+pub mod fallible;
+pub mod limits;
 pub mod map;
 pub mod tree;
 
@@ -302,5 +306,7 @@ impl Vma {
     }
 }
 
+#[cfg(test)]
+mod limit_tests;
 #[cfg(test)]
 mod tests;

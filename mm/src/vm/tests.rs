@@ -9,8 +9,8 @@ use super::map::{MadviseAction, ProtChange, Protected, WINDOW_DEFAULT};
 use super::prot::*;
 use super::*;
 
-const A: u64 = 0x7000_0000_0000;
-const PRIV: u64 = MAP_PRIVATE | MAP_ANONYMOUS;
+pub(super) const A: u64 = 0x7000_0000_0000;
+pub(super) const PRIV: u64 = MAP_PRIVATE | MAP_ANONYMOUS;
 const RW: u64 = PROT_READ | PROT_WRITE;
 const RX: u64 = PROT_READ | PROT_EXEC;
 const MIB: u64 = 1 << 20;
@@ -18,7 +18,7 @@ const GIB: u64 = 1 << 30;
 
 /// A static program at 0x400000 (text RX, data RW), its window placed around the text, and two
 /// mappings A (RW, 4 pages) and B (R, 4 pages) with a 4-page hole between them.
-fn fixture() -> VmMap {
+pub(super) fn fixture() -> VmMap {
     let mut m = VmMap::new(Layout::linux(0x60_0000));
     m.map_kernel(0x40_0000, 0x2_0000, Prot::RX, VmaFlags::IMAGE).unwrap();
     m.map_kernel(0x42_0000, 0x1_0000, Prot::RW, VmaFlags::IMAGE).unwrap();
@@ -69,8 +69,14 @@ fn errno_table_from_the_man_pages() {
         ("mmap: MAP_SHARED | MAP_GROWSDOWN", Mmap(0, PAGE, RW, MAP_SHARED | MAP_ANONYMOUS | MAP_GROWSDOWN, -1, 0), Err(EINVAL)),
         ("mmap: MAP_FIXED address not aligned", Mmap(A + 1, PAGE, RW, PRIV | MAP_FIXED, -1, 0), Err(EINVAL)),
         ("mmap: MAP_FIXED_NOREPLACE address not aligned", Mmap(A + 1, PAGE, RW, PRIV | MAP_FIXED_NOREPLACE, -1, 0), Err(EINVAL)),
-        ("mmap: unknown prot bit", Mmap(0, PAGE, 0x40, PRIV, -1, 0), Err(EINVAL)),
-        ("mmap: PROT_MTE without MTE", Mmap(0, PAGE, RW | PROT_MTE, PRIV, -1, 0), Err(EINVAL)),
+        ("mmap: unknown prot bits are ignored (calc_vm_prot_bits)", Mmap(A + 0x60_0000, PAGE, RW | 0x40 | 0x8000_0000, PRIV, -1, 0), Ok(A + 0x60_0000)),
+        ("mmap: PROT_MTE without MTE is ignored", Mmap(A + 0x70_0000, PAGE, RW | PROT_MTE, PRIV, -1, 0), Ok(A + 0x70_0000)),
+        ("mmap: PROT_GROWSDOWN is ignored by mmap", Mmap(A + 0x80_0000, PAGE, RW | PROT_GROWSDOWN, PRIV, -1, 0), Ok(A + 0x80_0000)),
+        ("mmap: unaligned offset comes before EBADF (arm64 sys_mmap)", Mmap(0, PAGE, RW, MAP_PRIVATE, 3, 100), Err(EINVAL)),
+        ("mmap: unaligned offset comes before EBADF, fd -1", Mmap(0, PAGE, RW, MAP_PRIVATE, -1, 1), Err(EINVAL)),
+        ("mmap: no mapping type, executable", Mmap(0, PAGE, RX, MAP_ANONYMOUS, -1, 0), Err(EINVAL)),
+        ("mmap: no mapping type, MAP_CODE", Mmap(0, PAGE, RW, MAP_ANONYMOUS | MAP_CODE, -1, 0), Err(EINVAL)),
+        ("mmap: no mapping type, executable, MAP_FIXED", Mmap(0x10_0000, PAGE, RX, MAP_ANONYMOUS | MAP_FIXED, -1, 0), Err(EINVAL)),
         ("mmap: length overflows when rounded", Mmap(0, u64::MAX, RW, PRIV, -1, 0), Err(ENOMEM)),
         ("mmap: length larger than the address space", Mmap(0, top, RW, PRIV, -1, 0), Err(ENOMEM)),
         ("mmap: MAP_FIXED past TASK_SIZE", Mmap(top - PAGE, 2 * PAGE, RW, PRIV | MAP_FIXED, -1, 0), Err(ENOMEM)),
@@ -176,7 +182,7 @@ fn brk_as_linux() {
     assert_eq!((r.brk, r.mapped), (start + 100, Some((start, start + PAGE))));
     let r = m.brk(start + 3 * PAGE + 1);
     assert_eq!((r.brk, r.mapped), (start + 3 * PAGE + 1, Some((start + PAGE, start + 4 * PAGE))));
-    assert_eq!(m.mappings_in(start, start + 4 * PAGE).len(), 1, "the heap is one mapping");
+    assert_eq!(m.mappings_in(start, start + 4 * PAGE).count(), 1, "the heap is one mapping");
     // Shrinking within the same page maps and unmaps nothing.
     let r = m.brk(start + 3 * PAGE + 8);
     assert_eq!((r.brk, r.mapped, r.unmapped.len()), (start + 3 * PAGE + 8, None, 0));
@@ -201,7 +207,7 @@ fn map_fixed_returns_what_it_replaced() {
     let r = m.mmap(A + 2 * PAGE, 8 * PAGE, PROT_READ, PRIV | MAP_FIXED, -1, 0).unwrap();
     let rep: Vec<_> = r.replaced.iter().map(|v| (v.start, v.end, v.prot)).collect();
     assert_eq!(rep, [(A + 2 * PAGE, A + 4 * PAGE, Prot::RW), (A + 8 * PAGE, A + 10 * PAGE, Prot::READ)]);
-    let all: Vec<_> = m.mappings_in(A, A + 12 * PAGE).iter().map(|v| (v.start, v.end, v.prot)).collect();
+    let all: Vec<_> = m.mappings_in(A, A + 12 * PAGE).map(|v| (v.start, v.end, v.prot)).collect();
     // The new read-only mapping merged with the tail of B, which has the same attributes.
     assert_eq!(all, [(A, A + 2 * PAGE, Prot::RW), (A + 2 * PAGE, A + 12 * PAGE, Prot::READ)]);
     m.check();
@@ -218,7 +224,7 @@ fn mprotect_changes_the_prefix_before_a_hole_then_fails() {
     assert_eq!(m.find(A + 8 * PAGE).unwrap().prot, Prot::READ, "after the hole: unchanged");
     // Changing back merges the pieces again.
     m.mprotect(A, 4 * PAGE, RW).unwrap();
-    assert_eq!(m.mappings_in(A, A + 4 * PAGE).len(), 1);
+    assert_eq!(m.mappings_in(A, A + 4 * PAGE).count(), 1);
     m.check();
 }
 
@@ -233,9 +239,9 @@ fn madvise_applies_to_the_mapped_parts_and_reports_the_hole() {
     assert_eq!(r.error, Some(Errno::ENOMEM));
     assert_eq!(m.find(A + 8 * PAGE).unwrap().advice, Advice::Random);
     m.madvise(A + 2 * PAGE, PAGE, MADV_SEQUENTIAL).unwrap();
-    assert_eq!(m.mappings_in(A, A + 4 * PAGE).len(), 3, "advice splits");
+    assert_eq!(m.mappings_in(A, A + 4 * PAGE).count(), 3, "advice splits");
     m.madvise(A, 4 * PAGE, MADV_NORMAL).unwrap();
-    assert_eq!(m.mappings_in(A, A + 4 * PAGE).len(), 1, "and merges back");
+    assert_eq!(m.mappings_in(A, A + 4 * PAGE).count(), 1, "and merges back");
     m.check();
 }
 
@@ -359,6 +365,9 @@ fn a_full_window_places_outside_without_crossing_1gib_or_fails_in_strict_mode() 
     assert_eq!(m.mmap(0, PAGE, RW, PRIV | MAP_CODE, -1, 0).unwrap_err(), Errno::ENOMEM);
     assert!(m.mmap(0, PAGE, RW, PRIV, -1, 0).is_ok(), "data is not affected");
     assert_eq!(m.code_window().placed_outside, 2);
+    // A bad mapping type is Linux's EINVAL, not the full window's ENOMEM.
+    assert_eq!(m.mmap(0, PAGE, RX, MAP_ANONYMOUS, -1, 0).unwrap_err(), Errno::EINVAL);
+    assert_eq!(m.mmap(0, PAGE, RW, MAP_ANONYMOUS | MAP_CODE, -1, 0).unwrap_err(), Errno::EINVAL);
     m.check();
 }
 
@@ -523,7 +532,7 @@ fn near_brute(m: &VmMap, t: u64, len: u64, r: u64, code: bool) -> Option<u64> {
     best.map(|(_, a)| a)
 }
 
-fn small_layout() -> Layout {
+pub(super) fn small_layout() -> Layout {
     // 16 MiB address space: 4096 pages, window 2 MiB.
     Layout {
         mmap_min_addr: 16 * PAGE,
@@ -531,6 +540,7 @@ fn small_layout() -> Layout {
         mmap_base: 4000 * PAGE,
         start_brk: 100 * PAGE,
         max_map_count: 65530,
+        ram_pages: u64::MAX,
     }
 }
 
@@ -684,7 +694,7 @@ fn near_code_is_limited_to_the_window() {
 // ----- random operation sequences against a page model
 
 #[derive(Clone, Debug)]
-enum Op {
+pub(super) enum Op {
     Mmap { addr: u64, len: u64, prot: u64, fixed: u8, code: bool },
     Munmap { addr: u64, len: u64 },
     Mprotect { addr: u64, len: u64, prot: u64 },
@@ -693,7 +703,7 @@ enum Op {
     Brk { addr: u64 },
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub(super) fn op() -> impl Strategy<Value = Op> {
     let page = 0u64..4100;
     let len = 0u64..40;
     let prot = prop_oneof![Just(0u64), Just(1), Just(3), Just(5), Just(7)];

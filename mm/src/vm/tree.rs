@@ -17,12 +17,23 @@
 //! O(log n). A stronger alignment or the no-crossing filter is checked exactly on each candidate
 //! gap; a gap that is large enough but fails that check costs one more step (Linux instead
 //! searches for `len + align - page`, which is O(log n) but may miss an exactly aligned fit).
+//!
+//! Memory: no operation here can panic for want of heap. A node comes from a small pool of spare
+//! nodes ([`VmaTree::reserve`] fills it fallibly, a removal refills it), so a caller that must
+//! change several mappings as one step reserves first and then cannot fail half-way; a plain
+//! [`VmaTree::insert`] allocates fallibly. The in-order iterator keeps its path in a fixed array.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::cmp::max;
 
-use super::{PAGE, Vma};
+use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
+
+/// Most spare nodes kept after removals (what one [`super::VmMap`] call needs, and a little more).
+const SPARE_CAP: usize = 4;
+
+/// Height bound of an AVL tree of at most 2^64 nodes (1.44 log2 n), for the iterator's path.
+const MAX_HEIGHT: usize = 96;
 
 type Link = Option<Box<Node>>;
 
@@ -44,8 +55,8 @@ fn height(l: &Link) -> u8 {
 }
 
 impl Node {
-    fn new(vma: Vma) -> Box<Self> {
-        Box::new(Node { lo: vma.start, hi: vma.end, gap: 0, height: 1, vma, left: None, right: None })
+    const fn leaf(vma: Vma) -> Self {
+        Node { lo: vma.start, hi: vma.end, gap: 0, height: 1, vma, left: None, right: None }
     }
 
     fn update(&mut self) {
@@ -105,14 +116,15 @@ fn rebalance(mut n: Box<Node>) -> Box<Node> {
     n
 }
 
-fn insert(link: Link, vma: Vma) -> Box<Node> {
+/// Links the leaf `new` (a fresh node with no children) into the subtree.
+fn insert(link: Link, new: Box<Node>) -> Box<Node> {
     match link {
-        None => Node::new(vma),
+        None => new,
         Some(mut n) => {
-            if vma.start < n.vma.start {
-                n.left = Some(insert(n.left.take(), vma));
+            if new.vma.start < n.vma.start {
+                n.left = Some(insert(n.left.take(), new));
             } else {
-                n.right = Some(insert(n.right.take(), vma));
+                n.right = Some(insert(n.right.take(), new));
             }
             rebalance(n)
         }
@@ -131,15 +143,15 @@ fn take_min(mut n: Box<Node>) -> (Link, Box<Node>) {
     }
 }
 
-fn remove(link: Link, start: u64, out: &mut Option<Vma>) -> Link {
+/// Unlinks the node starting at `start`; it comes back in `out` (children detached).
+fn remove(link: Link, start: u64, out: &mut Link) -> Link {
     let mut n = link?;
     if start < n.vma.start {
         n.left = remove(n.left.take(), start, out);
     } else if start > n.vma.start {
         n.right = remove(n.right.take(), start, out);
     } else {
-        *out = Some(n.vma);
-        return match (n.left.take(), n.right.take()) {
+        let rest = match (n.left.take(), n.right.take()) {
             (None, r) => r,
             (l, None) => l,
             (l, Some(r)) => {
@@ -149,6 +161,8 @@ fn remove(link: Link, start: u64, out: &mut Option<Vma>) -> Link {
                 Some(rebalance(m))
             }
         };
+        *out = Some(n);
+        return rest;
     }
     Some(rebalance(n))
 }
@@ -271,12 +285,49 @@ fn search(link: &Link, r0: u64, r1: u64, q: &GapQuery) -> Option<u64> {
 pub struct VmaTree {
     root: Link,
     count: usize,
+    /// Spare nodes, chained through `left`.
+    spare: Link,
+    spares: usize,
 }
 
 impl VmaTree {
     /// An empty tree.
     pub const fn new() -> Self {
-        VmaTree { root: None, count: 0 }
+        VmaTree { root: None, count: 0, spare: None, spares: 0 }
+    }
+
+    /// Makes sure the next `nodes` insertions need no allocation: allocates the missing spare
+    /// nodes now, fallibly.
+    ///
+    /// # Errors
+    /// `ENOMEM` when the heap cannot hold them (the tree is unchanged; spares already made stay).
+    pub fn reserve(&mut self, nodes: usize) -> Result<(), Errno> {
+        let filler =
+            Vma { start: 0, end: 0, prot: Prot::NONE, flags: VmaFlags::empty(), advice: Advice::Normal };
+        while self.spares < nodes {
+            let node = fallible::boxed(Node::leaf(filler)).ok_or(Errno::ENOMEM)?;
+            self.put_spare(node);
+        }
+        Ok(())
+    }
+
+    /// Spare nodes available (each insertion uses one, each removal gives one back).
+    pub fn spares(&self) -> usize {
+        self.spares
+    }
+
+    fn put_spare(&mut self, mut node: Box<Node>) {
+        node.right = None;
+        node.left = self.spare.take();
+        self.spare = Some(node);
+        self.spares += 1;
+    }
+
+    fn take_spare(&mut self) -> Option<Box<Node>> {
+        let mut node = self.spare.take()?;
+        self.spare = node.left.take();
+        self.spares -= 1;
+        Some(node)
     }
 
     /// Number of mappings.
@@ -289,22 +340,37 @@ impl VmaTree {
         self.count == 0
     }
 
-    /// Inserts a mapping. The caller guarantees it overlaps none (checked in debug builds).
-    pub fn insert(&mut self, vma: Vma) {
+    /// Inserts a mapping, in a spare node if there is one, else in a new one. The caller
+    /// guarantees it overlaps none (checked in debug builds).
+    ///
+    /// # Errors
+    /// `ENOMEM` when there is no spare node and the heap cannot hold a new one (nothing changed).
+    pub fn insert(&mut self, vma: Vma) -> Result<(), Errno> {
         debug_assert!(vma.start < vma.end && vma.start.is_multiple_of(PAGE) && vma.end.is_multiple_of(PAGE));
         debug_assert!(self.first_overlap(vma.start, vma.end).is_none(), "overlapping insert {vma:?}");
-        self.root = Some(insert(self.root.take(), vma));
+        let node = match self.take_spare() {
+            Some(mut node) => {
+                *node = Node::leaf(vma);
+                node
+            }
+            None => fallible::boxed(Node::leaf(vma)).ok_or(Errno::ENOMEM)?,
+        };
+        self.root = Some(insert(self.root.take(), node));
         self.count += 1;
+        Ok(())
     }
 
-    /// Removes the mapping that starts at `start`, if any.
+    /// Removes the mapping that starts at `start`, if any; its node becomes a spare (up to a few).
     pub fn remove(&mut self, start: u64) -> Option<Vma> {
         let mut out = None;
         self.root = remove(self.root.take(), start, &mut out);
-        if out.is_some() {
-            self.count -= 1;
+        let node = out?;
+        self.count -= 1;
+        let vma = node.vma;
+        if self.spares < SPARE_CAP {
+            self.put_spare(node);
         }
-        out
+        Some(vma)
     }
 
     /// The mapping containing `addr`.
@@ -363,27 +429,38 @@ impl VmaTree {
     }
 
     /// The mappings overlapping `[start, end)`, in address order (O(log n + k)).
-    pub fn overlapping(&self, start: u64, end: u64) -> Vec<Vma> {
-        fn walk(l: &Link, s: u64, e: u64, out: &mut Vec<Vma>) {
-            let Some(n) = l else { return };
-            if n.hi <= s || n.lo >= e {
-                return;
-            }
-            walk(&n.left, s, e, out);
-            if n.vma.start < e && n.vma.end > s {
-                out.push(n.vma);
-            }
-            walk(&n.right, s, e, out);
-        }
+    ///
+    /// # Errors
+    /// `ENOMEM` when the heap cannot hold the list.
+    pub fn overlapping(&self, start: u64, end: u64) -> Result<Vec<Vma>, Errno> {
         let mut out = Vec::new();
-        walk(&self.root, start, end, &mut out);
-        out
+        for v in self.iter_from(start).take_while(|v| v.start < end) {
+            fallible::push(&mut out, *v)?;
+        }
+        Ok(out)
     }
 
     /// Every mapping, in address order.
     pub fn iter(&self) -> Iter<'_> {
-        let mut it = Iter { stack: Vec::new() };
+        let mut it = Iter { stack: [None; MAX_HEIGHT], depth: 0 };
         it.push_left(&self.root);
+        it
+    }
+
+    /// The mappings that end above `addr`, in address order (O(log n) to start).
+    pub fn iter_from(&self, addr: u64) -> Iter<'_> {
+        // The path to the first node ending above `addr`: every node where the walk went left is
+        // still to be visited (it and its right subtree come after what lies to its left).
+        let mut it = Iter { stack: [None; MAX_HEIGHT], depth: 0 };
+        let mut cur = &self.root;
+        while let Some(n) = cur {
+            if n.vma.end > addr {
+                it.push(n);
+                cur = &n.left;
+            } else {
+                cur = &n.right;
+            }
+        }
         it
     }
 
@@ -430,15 +507,24 @@ impl VmaTree {
     }
 }
 
-/// In-order iterator over a [`VmaTree`].
+/// In-order iterator over a [`VmaTree`]; its path lives in a fixed array (no allocation).
 pub struct Iter<'a> {
-    stack: Vec<&'a Node>,
+    stack: [Option<&'a Node>; MAX_HEIGHT],
+    depth: usize,
 }
 
 impl<'a> Iter<'a> {
+    fn push(&mut self, n: &'a Node) {
+        // An AVL tree's height stays below MAX_HEIGHT for any node count a u64 can hold.
+        if let Some(slot) = self.stack.get_mut(self.depth) {
+            *slot = Some(n);
+            self.depth += 1;
+        }
+    }
+
     fn push_left(&mut self, mut l: &'a Link) {
         while let Some(n) = l {
-            self.stack.push(n);
+            self.push(n);
             l = &n.left;
         }
     }
@@ -447,7 +533,8 @@ impl<'a> Iter<'a> {
 impl<'a> Iterator for Iter<'a> {
     type Item = &'a Vma;
     fn next(&mut self) -> Option<&'a Vma> {
-        let n = self.stack.pop()?;
+        self.depth = self.depth.checked_sub(1)?;
+        let n = self.stack[self.depth].take()?;
         self.push_left(&n.right);
         Some(&n.vma)
     }
@@ -506,7 +593,7 @@ mod tests {
                         model.remove(&v.start);
                     }
                 } else if t.is_free(s * PAGE, (s + l) * PAGE) {
-                    t.insert(vma(s, s + l));
+                    t.insert(vma(s, s + l)).unwrap();
                     model.insert(s * PAGE, (s + l) * PAGE);
                 }
                 t.check();
@@ -528,7 +615,7 @@ mod tests {
     fn edges_of_the_address_space_do_not_overflow() {
         let mut t = VmaTree::new();
         let top = !(PAGE - 1);
-        t.insert(Vma { start: top - 3 * PAGE, end: top - PAGE, ..vma(1, 2) });
+        t.insert(Vma { start: top - 3 * PAGE, end: top - PAGE, ..vma(1, 2) }).unwrap();
         t.check();
         let q = GapQuery::new(top - 8 * PAGE, top, PAGE, Dir::Highest);
         assert_eq!(t.find_gap(&q), Some(top - PAGE));
