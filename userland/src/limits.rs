@@ -297,3 +297,25 @@ pub fn run(ctx: &Ctx) -> bool {
     address_space_limit(ctx, &mut c);
     c.done()
 }
+
+/// The `oom` mode: maps 16 MiB at a time and writes every page until the machine has no frame
+/// left for a fault. Linux's out-of-memory killer then ends the process with SIGKILL (status
+/// 137); so does this kernel, which goes on running. It never returns normally: reaching the end
+/// (every mapping refused before memory ran out) is reported and exits 1.
+pub fn oom(ctx: &Ctx) -> bool {
+    say!("== oom: touching 16 MiB mappings until memory runs out (expect SIGKILL, status 137)");
+    let chunk = 16u64 << 20;
+    let mut touched = 0u64;
+    for _ in 0..4096 {
+        let Ok(base) = sys::mmap_anon(0, chunk, PROT_READ | PROT_WRITE, 0) else { break };
+        let mut p = 0;
+        while p < chunk {
+            // SAFETY: inside the fresh RW mapping.
+            unsafe { ((base + p) as *mut u64).write_volatile(p) };
+            p += ctx.page;
+        }
+        touched += chunk;
+    }
+    say!("  oom: {} MiB touched and every mapping refused before memory ran out", touched >> 20);
+    false
+}

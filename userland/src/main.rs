@@ -18,9 +18,9 @@
 //! `limits` (not part of `all`) floods the kernel with threads and mappings, and asks for more
 //! memory and address space than it may have, checking Linux's answers. `fuzz` (not part of
 //! `all` either) makes random memory calls from several threads and checks every page it touches
-//! (see `fuzz.rs`).
+//! (see `fuzz.rs`); `oom` touches memory until the kernel kills it (status 137).
 //!
-//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz]
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom]
 //! [--full] [--threads=N] [--calls=N]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
@@ -64,7 +64,7 @@ pub struct Ctx {
 /// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
-const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz] \
+const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom] \
                      [--full] [--threads=N] [--calls=N]";
 
 /// Invariant bookkeeping for one mode.
@@ -245,6 +245,13 @@ fn main(start: &rt::Start) -> u64 {
         ran += 1;
         if !fuzz::run(&ctx) {
             failed.push("fuzz");
+        }
+    }
+    // Not part of `all`: the process ends killed by the out-of-memory path.
+    if mode == b"oom" {
+        ran += 1;
+        if !limits::oom(&ctx) {
+            failed.push("oom");
         }
     }
     // Not part of `all`: it floods the kernel (threads, mappings) until it says no.
