@@ -237,7 +237,7 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
     mm.vm_mut()
         .map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK)
         .map_err(|e| format!("stack: {e:?}"))?;
-    // The code window contains the program's own text where it fits (DESIGN.md §6).
+    // The code window contains the program's own text where it fits (docs/mm.md §8).
     mm.vm_mut().init_code_window(exe.exec_range).map_err(|e| format!("code window: {e:?}"))?;
 
     let mut random = [0u8; 16];

@@ -1,7 +1,7 @@
 //! A host micro-benchmark of near placement against the probing loop user space needs without it
 //! (Node.js' `AllocateCodeNear`: one `MAP_FIXED_NOREPLACE` attempt per page, 16 or 1024 pages in
 //! each direction). It exists to show the cost is flat in the radius and in the number of
-//! mappings, as DESIGN.md §8 asks; the clock is the caller's, so the crate stays `no_std`.
+//! mappings, against the minimum a probing loop needs; the clock is the caller's, so the crate stays `no_std`.
 //!
 //! The probes here are in-process calls to [`VmMap::mmap`], so they cost a lookup each and none of
 //! a system call's entry and exit: the comparison favours probing.

@@ -6,7 +6,7 @@
 //! what the kernel must then do to the page tables (the pieces a `MAP_FIXED` replaced, the ranges
 //! whose protection changed, the pages `MADV_DONTNEED` drops), and the kernel applies it.
 //!
-//! Policy (DESIGN.md §6; the ABI is in [`super::abi`]):
+//! Policy (docs/mm.md §8; the ABI is in [`super::abi`]):
 //! - Linux arm64 semantics: top-down placement below [`Layout::mmap_base`] (then bottom-up from a
 //!   quarter of the address space, as Linux falls back), hints honoured exactly when the range is
 //!   free, 2 MiB alignment for unhinted anonymous mappings whose length is a multiple of 2 MiB

@@ -7,7 +7,7 @@
 //! - [`tree`]: the allocator, an AVL tree of mappings augmented with the largest free gap of each
 //!   subtree, so lowest, highest, aligned and nearest fits are each one O(log n) search;
 //! - [`map`]: [`VmMap`], the Linux system-call semantics (`mmap`, `munmap`, `mprotect`,
-//!   `madvise`, `brk`) with Linux's errno values, W^X, the code window (DESIGN.md §6) and near
+//!   `madvise`, `brk`) with Linux's errno values, W^X, the code window and near
 //!   placement ([`abi::SYS_MMAP_NEAR`]);
 //! - [`bench`](mod@bench): a host micro-benchmark of near placement against a probing loop;
 //! - [`abi`]: the user-visible ABI of the two extensions;
