@@ -63,7 +63,8 @@ use mm::tlb::compare::{
 use mm::tlb::{RANGE_BOUND_PAGES, Scope, TlbFeatures, TlbRequest, plan};
 
 /// Page counts of the TLBI table.
-const RANGES: [u64; 14] = [1, 2, 3, 16, 17, 64, 511, 512, 513, 2048, 65536, (1 << 20) - 1, 1 << 20, 1 << 21];
+const RANGES: [u64; 15] =
+    [1, 2, 3, 16, 17, 64, 511, 512, 513, 2048, 65536, 262_143, (1 << 20) - 1, 1 << 20, 1 << 21];
 /// First VA of every workload (1 GiB aligned, user half).
 const BASE_VA: u64 = 0x4000_0000;
 /// First PA mapped (the mapping is VA + this offset - BASE_VA, whatever the order of the calls).
