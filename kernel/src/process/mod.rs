@@ -225,11 +225,13 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
         let fill = |page: u64| {
             let file_start = seg.vaddr.max(page);
             let file_end = (seg.vaddr + seg.filesz).min(page + PAGE_SIZE);
-            (file_start < file_end).then(|| {
-                let from = (seg.offset + (file_start - seg.vaddr)) as usize;
-                let len = (file_end - file_start) as usize;
-                ((file_start - page) as usize, &bytes[from..from + len])
-            })
+            if file_start >= file_end {
+                return None;
+            }
+            // `exec` guarantees the segment's file bytes are inside `bytes`: `get` cannot miss.
+            let from = (seg.offset + (file_start - seg.vaddr)) as usize;
+            let len = (file_end - file_start) as usize;
+            Some(((file_start - page) as usize, bytes.get(from..from + len)?))
         };
         mm.map_image(start, end, prot, VmaFlags::IMAGE, fill)
             .map_err(|e| format!("mapping the segment at {:#x} failed: {e:?}", seg.vaddr))?;
@@ -245,7 +247,7 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
     let auxv = [
         (stack::at::PHDR, exe.phdr),
         (stack::at::PHENT, 56),
-        (stack::at::PHNUM, exe.phnum),
+        (stack::at::PHNUM, u64::from(exe.phnum)),
         (stack::at::PAGESZ, PAGE_SIZE),
         (stack::at::BASE, 0),
         (stack::at::FLAGS, 0),
@@ -258,6 +260,7 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
         (stack::at::HWCAP2, 0),
         (stack::at::CLKTCK, 100),
         (stack::at::SECURE, 0),
+        (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
     ];
     let (sp, image) = stack::build(STACK_TOP, argv, &["HOME=/", "TERM=dumb"], &auxv, random);
     mm.write(sp, &image).map_err(|e| format!("writing the initial stack failed: {e:?}"))?;

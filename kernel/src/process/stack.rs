@@ -1,7 +1,8 @@
 //! The initial user stack, as the Linux arm64 ABI lays it out (System V gABI §3.4, Linux
 //! `create_elf_tables`): from the stack pointer up, `argc`, the `argv` pointers and a NULL, the
-//! `envp` pointers and a NULL, the auxiliary vector ending with `AT_NULL`, then the strings and
-//! the 16 random bytes `AT_RANDOM` points to. SP is 16-byte aligned.
+//! `envp` pointers and a NULL, the auxiliary vector ending with `AT_NULL`, then the strings, the
+//! platform name `AT_PLATFORM` points to and the 16 random bytes `AT_RANDOM` points to. SP is
+//! 16-byte aligned.
 use alloc::vec::Vec;
 
 /// Auxiliary vector keys (Linux `include/uapi/linux/auxvec.h`).
@@ -32,6 +33,8 @@ pub mod at {
     pub const EGID: u64 = 14;
     /// CPU capabilities (arm64 `HWCAP_*`).
     pub const HWCAP: u64 = 16;
+    /// The platform name, a string (`ELF_PLATFORM`: "aarch64").
+    pub const PLATFORM: u64 = 15;
     /// Clock ticks per second.
     pub const CLKTCK: u64 = 17;
     /// Secure mode.
@@ -42,11 +45,21 @@ pub mod at {
     pub const HWCAP2: u64 = 26;
     /// Path of the program.
     pub const EXECFN: u64 = 31;
+    /// Stack a signal frame needs (arm64 `ARCH_DLINFO`).
+    pub const MINSIGSTKSZ: u64 = 51;
 }
 
+/// `AT_PLATFORM`'s string on arm64 (`ELF_PLATFORM`, arch/arm64/include/asm/elf.h).
+pub const PLATFORM: &str = "aarch64";
+
+/// `AT_MINSIGSTKSZ` as Linux computes it (`minsigstksz_setup`, arch/arm64/kernel/signal.c) for a
+/// CPU whose signal frame holds only the FPSIMD and ESR records (no SVE or SME is reported in
+/// `AT_HWCAP`): `sizeof(struct rt_sigframe)` (4688) + a frame record (16) + 16 of padding.
+pub const MINSIGSTKSZ: u64 = 4720;
+
 /// Builds the stack image that ends at `top` (exclusive) and returns `(sp, bytes)`: the bytes go
-/// at `[sp, top)`. `auxv` is given without the entries that point into the stack (`AT_RANDOM`,
-/// `AT_EXECFN`), which are added here.
+/// at `[sp, top)`. `auxv` is given without the entries that point into the stack (`AT_PLATFORM`,
+/// `AT_RANDOM`, `AT_EXECFN`), which are added here.
 pub fn build(
     top: u64,
     argv: &[&str],
@@ -62,6 +75,9 @@ pub fn build(
         strings.extend_from_slice(s.as_bytes());
         strings.push(0);
     }
+    let platform_offset = strings.len();
+    strings.extend_from_slice(PLATFORM.as_bytes());
+    strings.push(0);
     let random_offset = strings.len();
     strings.extend_from_slice(&random);
     let strings_start = (top - strings.len() as u64) & !15;
@@ -77,6 +93,7 @@ pub fn build(
     for &(key, value) in auxv {
         words.extend([key, value]);
     }
+    words.extend([at::PLATFORM, strings_start + platform_offset as u64]);
     words.extend([at::RANDOM, strings_start + random_offset as u64, at::EXECFN, execfn, at::NULL, 0]);
     let sp = (strings_start - words.len() as u64 * 8) & !15;
 

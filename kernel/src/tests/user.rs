@@ -148,6 +148,83 @@ kernel_test!(
     }
 );
 
+/// A program whose only data is .bss, linked by GNU ld (`exec/fixtures/bss-only.S`): its RW
+/// PT_LOAD has `p_filesz` 0 and a `p_offset` past the end of the file, as Linux allows.
+static BSS_ONLY: &[u8] = include_bytes!("../../../exec/fixtures/bss-only.elf");
+
+kernel_test!(
+    fn a_bss_only_program_linked_by_gnu_ld_runs() {
+        ensure_eq!(run(BSS_ONLY)?, 0, "it checks that its .bss reads as zero");
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn the_files_that_panicked_xmas_elf_are_refused_with_a_sentence() {
+        // The corruptions that once panicked the kernel inside xmas-elf: truncated headers,
+        // e_phoff past the end of the file, odd e_phentsize values. Each is one sentence now.
+        let mut bad: Vec<Vec<u8>> = (64..120).map(|len| BSS_ONLY[..len].to_vec()).collect();
+        for phoff in [BSS_ONLY.len() as u64, BSS_ONLY.len() as u64 - 57, u64::MAX] {
+            let mut f = BSS_ONLY.to_vec();
+            f[32..40].copy_from_slice(&phoff.to_le_bytes());
+            bad.push(f);
+        }
+        for phentsize in [0u16, 1, 55, 57, 0xffff] {
+            let mut f = BSS_ONLY.to_vec();
+            f[54..56].copy_from_slice(&phentsize.to_le_bytes());
+            bad.push(f);
+        }
+        for f in &bad {
+            let why = process::run(f, &["x"]).err().unwrap_or_default();
+            ensure!(why.split(' ').count() >= 5 && !why.contains('\n'), "{} bytes: {why:?}", f.len());
+        }
+        // An unaligned e_phoff is not wrong (Linux reads the table into a buffer): moved to
+        // an odd offset inside the file, the table still loads.
+        let mut moved = BSS_ONLY.to_vec();
+        let table = moved[64..64 + 2 * 56].to_vec();
+        moved.extend_from_slice(&[0; 3]);
+        let at = moved.len();
+        moved.extend_from_slice(&table);
+        moved[32..40].copy_from_slice(&(at as u64).to_le_bytes());
+        ensure_eq!(at % 8, 3);
+        ensure_eq!(run(&moved)?, 0);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn the_initial_stack_names_the_platform_and_the_program() {
+        use crate::process::stack::{self, at};
+        let top = 0x1_0000_0000u64;
+        let (sp, bytes) = stack::build(top, &["prog"], &["A=1"], &[(at::PAGESZ, 4096)], [7; 16]);
+        ensure_eq!(sp % 16, 0);
+        let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        // The NUL-terminated string at `addr`, if it is inside the image.
+        let string = |addr: u64| {
+            let tail = bytes.get(addr.checked_sub(sp)? as usize..)?;
+            let len = tail.iter().position(|&b| b == 0)?;
+            Some(alloc::string::String::from_utf8_lossy(&tail[..len]).into_owned())
+        };
+        ensure_eq!(word(0), 1, "argc");
+        let some = |s: &str| Some(alloc::string::String::from(s));
+        ensure_eq!(string(word(1)), some("prog"));
+        ensure_eq!((word(2), string(word(3)), word(4)), (0, some("A=1"), 0));
+        let mut auxv = alloc::collections::BTreeMap::new();
+        let mut i = 5;
+        while word(i) != at::NULL {
+            auxv.insert(word(i), word(i + 1));
+            i += 2;
+        }
+        ensure_eq!(auxv.get(&at::PAGESZ), Some(&4096));
+        let entry = |key| auxv.get(&key).copied().unwrap_or(0);
+        ensure_eq!(string(entry(at::PLATFORM)), some("aarch64"));
+        ensure_eq!(string(entry(at::EXECFN)), some("prog"));
+        let random = entry(at::RANDOM).wrapping_sub(sp) as usize;
+        ensure_eq!(bytes.get(random..random + 16), Some(&[7u8; 16][..]));
+        Ok(())
+    }
+);
+
 kernel_test!(
     fn munmap_gives_back_each_frame_once_and_only_user_frames() {
         // mmap 16 pages, touch each (demand paging: consecutive frames the address space may
