@@ -10,10 +10,10 @@
 //! `load_elf_binary` (fs/binfmt_elf.c), in its order, and they are few: the ELF header, the
 //! program header table, three program header types. A general ELF crate brings its own rules
 //! on top (xmas-elf, used before, casts the headers in place, so an unaligned or truncated
-//! table or an odd `e_phentsize` panicked inside it; the `elf` crate is panic-free but parses
-//! and refuses by rules of its own, and its errors would still need translating into Linux's
-//! order). Reading 13 fields by offset is shorter than either, and each check below names the
-//! Linux check it mirrors.
+//! table or an odd `e_phentsize` panicked inside it; the `elf` crate is panic-free but refuses
+//! by rules of its own, such as an `EI_VERSION` other than 1, which Linux never reads, and its
+//! errors would still need translating into Linux's order). Reading 16 fields by offset is
+//! shorter than either, and each check below names the Linux check it mirrors.
 //!
 //! What is checked, in Linux's order (an `ENOEXEC`/`EINVAL` there is a [`Refusal`] here):
 //! 1. the magic; ELFCLASS64 and ELFDATA2LSB (Linux checks only `e_machine`, read at the 64-bit
