@@ -52,10 +52,11 @@ pub mod at {
 /// `AT_PLATFORM`'s string on arm64 (`ELF_PLATFORM`, arch/arm64/include/asm/elf.h).
 pub const PLATFORM: &str = "aarch64";
 
-/// `AT_MINSIGSTKSZ` as Linux computes it (`minsigstksz_setup`, arch/arm64/kernel/signal.c) for a
-/// CPU whose signal frame holds only the FPSIMD and ESR records (no SVE or SME is reported in
-/// `AT_HWCAP`): `sizeof(struct rt_sigframe)` (4688) + a frame record (16) + 16 of padding.
-pub const MINSIGSTKSZ: u64 = 4720;
+/// `AT_MINSIGSTKSZ` as Linux computes it (`minsigstksz_setup`, arch/arm64/kernel/signal.c): the
+/// signal frame the kernel writes (`struct rt_sigframe` holding only the FPSIMD and ESR records, as
+/// no SVE or SME is reported in `AT_HWCAP`, and the frame record above it) + 16 bytes of the
+/// alignment padding Linux allows for: 4720.
+pub const MINSIGSTKSZ: u64 = signal::frame::TOTAL as u64 + 16;
 
 /// Builds the stack image that ends at `top` (exclusive) and returns `(sp, bytes)`: the bytes go
 /// at `[sp, top)`. `auxv` is given without the entries that point into the stack (`AT_PLATFORM`,
