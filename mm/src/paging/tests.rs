@@ -1,5 +1,8 @@
 //! Host tests of the table engine, over an emulated physical memory that catches leaks, double
 //! frees and accesses to frames that are not allocated.
+//!
+//! Long (one suite by topic, see the section rules) because every test shares the emulated memory,
+//! the invariant checker and the reference model defined at the top.
 
 use core::ptr::NonNull;
 use std::boxed::Box;
@@ -11,6 +14,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::addr::{BLOCK_1G, BLOCK_2M};
+use crate::descriptor::{DescriptorKind, level_size};
 use crate::descriptor::{MemoryType, UserAccess};
 
 const KIB64: u64 = 64 * 1024;
@@ -542,6 +546,63 @@ fn frame_at_physical_zero_is_linked_correctly() {
     assert_eq!(rec.detached_tables(), 10);
     rec.release(&mut mem);
     assert_eq!(mem.live_frames(), 0);
+}
+
+// ---- the end of a tree ----------------------------------------------------------------------------
+
+/// An [`EmuMem`] borrowed by a table, so that a test can look at the memory after the table is
+/// gone.
+struct Borrowed<'a>(&'a mut EmuMem);
+
+// SAFETY: every call is forwarded to the `EmuMem`, whose guarantees hold.
+unsafe impl Translation for Borrowed<'_> {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        self.0.allocate_table()
+    }
+    fn deallocate_table(&mut self, pa: PhysAddr) {
+        self.0.deallocate_table(pa);
+    }
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
+        self.0.table_ptr(pa)
+    }
+}
+
+/// Fills a table with blocks, pages and contiguous runs over several tables at every level.
+fn populate<T: Translation>(pt: &mut PageTable<T>) {
+    let a = Attributes::kernel_data();
+    pt.map(va(BLOCK_1G), pa(BLOCK_1G), BLOCK_1G + 3 * BLOCK_2M + 40 * PAGE_SIZE, a, Constraints::NONE)
+        .unwrap();
+    pt.map(va(7 << 39), pa(0), 3 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.map(va((3 << 39) + 5 * BLOCK_2M + PAGE_SIZE), pa(0), 2 * BLOCK_2M, a, Constraints::NO_BLOCKS).unwrap();
+}
+
+/// Dropping a table that is not live frees every frame it holds, the root included, once.
+#[test]
+fn dropping_a_table_that_is_not_live_frees_every_frame() {
+    let mut mem = EmuMem::new();
+    let mut pt = PageTable::new(Borrowed(&mut mem), VaRange::Lower).unwrap();
+    populate(&mut pt);
+    let tables = pt.stats().tables_in_use();
+    assert!(tables > 8, "{tables}");
+    // Live once, then no longer (the caller flushed): dropping it is fine.
+    pt.set_live(true);
+    pt.set_live(false);
+    drop(pt);
+    assert_eq!(mem.live_frames(), 0);
+    assert_eq!(mem.deallocations as u64, tables);
+}
+
+/// Dropping a live table frees nothing: its frames may still be cached, and only the owner of
+/// the TLB can flush them first (the memory is leaked, never freed under a walker).
+#[test]
+fn dropping_a_live_table_frees_nothing() {
+    let mut mem = EmuMem::new();
+    let mut pt = PageTable::new(Borrowed(&mut mem), VaRange::Lower).unwrap();
+    populate(&mut pt);
+    let tables = pt.stats().tables_in_use() as usize;
+    pt.set_live(true);
+    drop(pt);
+    assert_eq!((mem.live_frames(), mem.deallocations), (tables, 0));
 }
 
 // ---- protect ------------------------------------------------------------------------------------

@@ -1,0 +1,521 @@
+//! The modification engine: the one walk that unmaps, protects or demotes the leaves of a range,
+//! for `PageTable::unmap`/`protect` and for the staged break-before-make operations of `bbm.rs`.
+//!
+//! Why it is built this way: the two callers make the same decisions — which leaves the range
+//! covers, which block it cuts (split it), which contiguous run it cuts (unfold it), which reserved
+//! encodings it clears, which tables it empties (detach them) — and differ only in how a change
+//! is written and recorded, so the decisions are made once, here, and a [`Mode`] says how to
+//! write them:
+//! - [`Mode::Direct`] (`unmap`, `protect`, `destroy`, `Drop`): every change is final when the
+//!   walk returns; the record lists the leaves of the range that changed (at their size after
+//!   any split) and holds the detached table frames. On a table that is not live this is the
+//!   staged path with nothing to flush: a split, an unfold or a memory-type change is written in
+//!   place, because no walker or TLB holds the table. On a live table, [`bbm_violation`] first
+//!   refuses (changing nothing) any change that would need break-before-make, so the walk only
+//!   makes changes the architecture allows in place.
+//! - [`Mode::Staged`] (`bbm.rs`): what needs break-before-make is written staged-invalid, removed
+//!   leaves and emptied tables are marked for `finish`, and the record also lists the structural
+//!   changes (the block that was split, every entry of an unfolded run), because their old
+//!   translations may be in a TLB.
+//!
+//! Nothing here can fail: the frames for block splits are counted ([`count_splits`]: only blocks
+//! at the two ends of a range can be cut) and reserved before the first write. Level 3 has a
+//! loop without per-entry structure (no split or unfold can happen there once the two ends are
+//! known not to cut a run), shared by the one-region fast path of `unmap`/`protect` and the
+//! general walk.
+//!
+//! [`bbm_violation`]: PageTable::bbm_violation
+//! [`count_splits`]: PageTable::count_splits
+
+use crate::addr::{PAGE_SIZE, PhysAddr};
+use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
+
+use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
+use super::flush::{FrameList, PendingFlush};
+use super::walk::Entries;
+use super::{ENTRIES_PER_TABLE, PageTable, Translation, index_of};
+
+const RUN: usize = CONTIGUOUS_ENTRIES;
+/// The span of a contiguous run of pages (64 KiB).
+const RUN_SIZE: u64 = PAGE_SIZE * RUN as u64;
+
+/// What an operation does to the leaves in its range.
+pub(crate) enum StagedOp<F> {
+    /// Remove them.
+    Unmap,
+    /// Give them the attributes `f(old)` (`f` pure).
+    Protect(F),
+    /// Change nothing, but split a block partly in the range and clear the contiguous hint of a
+    /// run partly in it (staged only).
+    Demote,
+}
+
+impl<F: FnMut(Attributes) -> Attributes> StagedOp<F> {
+    /// The attributes of a leaf after the operation, or `None` if it is removed. For `Protect`
+    /// without effect, `Some(old)`.
+    pub(super) fn new_attrs(&mut self, old: Attributes) -> Option<Attributes> {
+        match self {
+            Self::Unmap => None,
+            Self::Protect(f) => Some(f(old)),
+            Self::Demote => Some(old),
+        }
+    }
+
+    /// Whether the operation does anything to a leaf with attributes `old`.
+    pub(super) fn touches(&mut self, old: Attributes) -> bool {
+        match self {
+            Self::Unmap | Self::Demote => true,
+            Self::Protect(f) => f(old) != old,
+        }
+    }
+
+    pub(super) const fn is_unmap(&self) -> bool {
+        matches!(self, Self::Unmap)
+    }
+}
+
+/// How the engine writes what it changes (module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    Direct,
+    Staged,
+}
+
+/// The state of one walk of the engine.
+pub(super) struct Engine<'a, F> {
+    pub op: StagedOp<F>,
+    pub mode: Mode,
+    pub record: &'a mut PendingFlush,
+    /// Frames reserved for block splits.
+    pub pool: FrameList,
+    pub counts: &'a mut BbmCounts,
+    /// Whether a split sets the contiguous hint on runs of the new table that allow it.
+    pub split_contiguous: bool,
+}
+
+/// Where one entry of a new (split) table or of a cut run stands relative to the range.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Outside,
+    Inside,
+    Partial,
+}
+
+const fn part(base: u64, size: u64, lo: u64, hi: u64) -> Part {
+    let end = base + size;
+    if end <= lo || base >= hi {
+        Part::Outside
+    } else if base >= lo && end <= hi {
+        Part::Inside
+    } else {
+        Part::Partial
+    }
+}
+
+/// The pages changed by one pass over a last-level table, for [`PendingFlush::add_pages`]: the
+/// attribute bits are ANDed and ORed so that the record's flags come out as `add_leaf` per page
+/// would make them, without per-page branches.
+struct PageRun {
+    lo: u64,
+    hi: u64,
+    count: u64,
+    /// AND and OR of the old attribute bits; AND of the new ones (`u64::MAX` for an unmap).
+    old_and: u64,
+    old_or: u64,
+    new_and: u64,
+}
+
+impl PageRun {
+    const fn new() -> Self {
+        Self { lo: 0, hi: 0, count: 0, old_and: u64::MAX, old_or: 0, new_and: u64::MAX }
+    }
+
+    /// Adds the page at offset `off`, whose attributes `old` were removed (`new == None`) or
+    /// replaced by `new`. Pages are added in ascending order.
+    #[inline(always)]
+    fn add(&mut self, off: u64, old: Attributes, new: Option<Attributes>) {
+        if self.count == 0 {
+            self.lo = off;
+        }
+        self.hi = off + PAGE_SIZE;
+        self.count += 1;
+        self.old_and &= old.bits();
+        self.old_or |= old.bits();
+        if let Some(new) = new {
+            self.new_and &= new.bits();
+        }
+    }
+
+    /// Adds the run to `record`.
+    #[inline(always)]
+    fn record(&self, record: &mut PendingFlush) {
+        if self.count == 0 {
+            return;
+        }
+        let (old_and, old_or) =
+            (Attributes::from_descriptor_bits(self.old_and), Attributes::from_descriptor_bits(self.old_or));
+        let new_and = Attributes::from_descriptor_bits(self.new_and);
+        // Some leaf was global (nG clear) iff nG is clear in the AND; some was non-global iff nG
+        // is set in the OR; some was (or became) executable iff PXN or UXN is clear in an AND.
+        let global = old_and.is_global();
+        let non_global = !old_or.is_global();
+        let executable = !old_and.pxn() || !old_and.uxn() || !new_and.pxn() || !new_and.uxn();
+        record.add_pages(self.lo, self.hi, self.count, global, non_global, executable);
+    }
+}
+
+impl<T: Translation> PageTable<T> {
+    // ---- the walk -----------------------------------------------------------------------------
+
+    /// Applies the engine's operation to `[lo, hi)`, inside the span of `table` at `level`.
+    pub(super) fn apply<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        level: u32,
+        lo: u64,
+        hi: u64,
+        e: &mut Engine<'_, F>,
+    ) {
+        if level == 3 && !self.cuts_a_touched_run(table, lo, hi, &mut e.op) {
+            self.apply_pages(table, lo, hi, e);
+            return;
+        }
+        let mut entries = Entries::new(level, lo, hi);
+        while let Some(x) = entries.next() {
+            let d = self.read(table, x.index);
+            match d.kind(level) {
+                DescriptorKind::Invalid => {}
+                DescriptorKind::Reserved => {
+                    // Translates nothing and is never in a TLB (the walker faults on it): an
+                    // unmap clears it when it lies wholly in the range, without a record, so
+                    // that the emptiness checks may take the entries inside the range as cleared.
+                    if e.op.is_unmap() && x.whole() {
+                        self.write(table, x.index, Descriptor::INVALID);
+                    }
+                }
+                DescriptorKind::Table => {
+                    let next = d.output_address();
+                    self.apply(next, level + 1, x.lo, x.hi, e);
+                    if e.op.is_unmap()
+                        && self.is_vacant(next, index_of(x.lo, level + 1), index_of(x.hi - 1, level + 1) + 1)
+                    {
+                        match e.mode {
+                            Mode::Direct => self.detach_now(table, x.index, next, e.record),
+                            Mode::Staged => {
+                                self.write(table, x.index, staged(d, MARK_DETACH));
+                                e.record.note_table_removed();
+                            }
+                        }
+                    }
+                }
+                DescriptorKind::Block | DescriptorKind::Page => {
+                    let old = d.attributes();
+                    if !e.op.touches(old) {
+                        continue;
+                    }
+                    if d.is_contiguous() {
+                        let run_size = x.size * RUN as u64;
+                        let run_base = x.base & !(run_size - 1);
+                        // `[lo, hi)` is the range clipped to this table, which holds the whole
+                        // run: the run is cut iff it is not inside `[lo, hi)`.
+                        if run_base < lo || run_base + run_size > hi {
+                            self.apply_run(table, level, x.index & !(RUN - 1), run_base, lo, hi, e);
+                            entries.skip_to(run_base + run_size);
+                            continue;
+                        }
+                    }
+                    let new = e.op.new_attrs(old);
+                    if x.whole() {
+                        self.change_leaf(table, x.index, d, level, x.base, new, e);
+                    } else {
+                        self.split(table, x.index, d, level, x.base, new, (lo, hi), e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `new` at `index` of `table`: final in direct mode and where the change needs no
+    /// break-before-make (`bbm == false`), staged-invalid otherwise.
+    #[inline(always)]
+    fn put(&mut self, table: PhysAddr, index: usize, new: Descriptor, bbm: bool, mode: Mode) {
+        let written = if bbm && mode == Mode::Staged { staged(new, MARK_MAKE) } else { new };
+        self.write(table, index, written);
+    }
+
+    /// Removes the leaf `d` at `index` of `table`: invalid in direct mode, marked for `finish`
+    /// to report (with its output address) when staged.
+    #[inline(always)]
+    fn remove_leaf(&mut self, table: PhysAddr, index: usize, d: Descriptor, mode: Mode) {
+        let written = match mode {
+            Mode::Direct => Descriptor::INVALID,
+            Mode::Staged => staged(d, MARK_UNMAP),
+        };
+        self.write(table, index, written);
+    }
+
+    /// Applies the operation to the leaf `d` (at `level`, translating from `base`), which lies
+    /// wholly in the range and in no run the range cuts; `new` is its new attributes.
+    #[allow(clippy::too_many_arguments)]
+    fn change_leaf<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        index: usize,
+        d: Descriptor,
+        level: u32,
+        base: u64,
+        new: Option<Attributes>,
+        e: &mut Engine<'_, F>,
+    ) {
+        let old = d.attributes();
+        match (&e.op, new) {
+            (StagedOp::Demote, _) => return, // A whole leaf: nothing to demote.
+            (_, None) => self.remove_leaf(table, index, d, e.mode),
+            (_, Some(new)) => {
+                self.put(table, index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode)
+            }
+        }
+        e.record.add_leaf(base, level_size(level), old, new);
+    }
+
+    /// Replaces the block `d` (at `level`, translating from `base`) that `range` cuts by a table
+    /// of next-level leaves with the operation applied ([`build_split`](Self::build_split)).
+    #[allow(clippy::too_many_arguments)]
+    fn split<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        index: usize,
+        d: Descriptor,
+        level: u32,
+        base: u64,
+        new: Option<Attributes>,
+        range: (u64, u64),
+        e: &mut Engine<'_, F>,
+    ) {
+        let new_table = self.build_split(d, level, base, range, e);
+        match e.mode {
+            Mode::Direct => {
+                self.translation.publish_barrier();
+                self.write(table, index, Descriptor::table(new_table));
+            }
+            Mode::Staged => {
+                self.write(table, index, staged(Descriptor::table(new_table), MARK_MAKE));
+                e.record.add_leaf(base, level_size(level), d.attributes(), new);
+            }
+        }
+        e.counts.splits += 1;
+    }
+
+    /// Unfolds the contiguous run of 16 entries at `first` (at `level`, translating from
+    /// `run_base`) that `[lo, hi)` cuts: every entry loses the hint, entries inside the range get
+    /// the operation, a block partly inside is split. Staged, every entry is written
+    /// staged-invalid (the hint changes) and recorded.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_run<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        level: u32,
+        first: usize,
+        run_base: u64,
+        lo: u64,
+        hi: u64,
+        e: &mut Engine<'_, F>,
+    ) {
+        let size = level_size(level);
+        e.counts.unfolds += 1;
+        for j in 0..RUN {
+            let index = first + j;
+            let d = self.read(table, index);
+            debug_assert!(d.is_leaf(level) && d.is_contiguous(), "incomplete contiguous run");
+            let base = run_base + j as u64 * size;
+            let old = d.attributes();
+            let plain = d.with_contiguous(false);
+            match part(base, size, lo, hi) {
+                Part::Outside => {
+                    self.put(table, index, plain, true, e.mode);
+                    if e.mode == Mode::Staged {
+                        e.record.add_leaf(base, size, old, Some(old));
+                    }
+                }
+                Part::Inside => {
+                    let new = e.op.new_attrs(old);
+                    match new {
+                        None => self.remove_leaf(table, index, plain, e.mode),
+                        Some(new) => self.put(table, index, plain.with_attributes(new), true, e.mode),
+                    }
+                    e.record.add_leaf(base, size, old, new);
+                }
+                Part::Partial => {
+                    let new = e.op.new_attrs(old);
+                    self.split(table, index, plain, level, base, new, (lo, hi), e);
+                }
+            }
+        }
+    }
+
+    /// Builds, in a reserved frame that no walker can reach yet, the table that replaces the
+    /// block `d` (at `level`, translating from `base`) when `(lo, hi)` cuts it: the leaves of the
+    /// next level with the operation applied to those inside the range (removed ones invalid,
+    /// or marked for `finish` when staged), nested splits for the ones partly inside, and the
+    /// contiguous hint on runs that are uniform (if `split_contiguous`, except for `Demote`).
+    /// In direct mode the leaves inside the range are recorded here, at their new size.
+    fn build_split<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        d: Descriptor,
+        level: u32,
+        base: u64,
+        (lo, hi): (u64, u64),
+        e: &mut Engine<'_, F>,
+    ) -> PhysAddr {
+        let table = self.take_reserved(&mut e.pool);
+        let sub = level + 1;
+        let sub_size = level_size(sub);
+        let old = d.attributes();
+        let pa0 = d.output_address().0;
+        let new = e.op.new_attrs(old);
+        let demote = matches!(e.op, StagedOp::Demote);
+        for run in 0..ENTRIES_PER_TABLE / RUN {
+            let first = run * RUN;
+            let part_of = |j: usize| part(base + (first + j) as u64 * sub_size, sub_size, lo, hi);
+            let all = |p: Part| (0..RUN).all(|j| part_of(j) == p);
+            let uniform = all(Part::Outside) || (all(Part::Inside) && new.is_some());
+            let cont = e.split_contiguous && !demote && uniform;
+            for j in 0..RUN {
+                let i = first + j;
+                let pa = PhysAddr(pa0 + i as u64 * sub_size);
+                let sub_base = base + i as u64 * sub_size;
+                let entry = match part_of(j) {
+                    Part::Outside => Descriptor::leaf(sub, pa, old, cont),
+                    Part::Inside => {
+                        if e.mode == Mode::Direct {
+                            e.record.add_leaf(sub_base, sub_size, old, new);
+                        }
+                        match (new, e.mode) {
+                            (Some(new), _) => Descriptor::leaf(sub, pa, new, cont),
+                            (None, Mode::Direct) => Descriptor::INVALID,
+                            (None, Mode::Staged) => staged(Descriptor::leaf(sub, pa, old, false), MARK_UNMAP),
+                        }
+                    }
+                    Part::Partial => {
+                        let nested = Descriptor::leaf(sub, pa, old, false);
+                        e.counts.splits += 1;
+                        Descriptor::table(self.build_split(nested, sub, sub_base, (lo, hi), e))
+                    }
+                };
+                self.write(table, i, entry);
+            }
+        }
+        table
+    }
+
+    /// Whether the contiguous run holding the first or the last page of `[lo, hi)` (inside the
+    /// last-level `table`) reaches out of the range and `op` touches it. The hint is only ever on
+    /// whole runs of 16 valid, uniform pages, so one entry speaks for its run, and only the runs
+    /// at the two ends can be cut. Reads only.
+    #[inline(always)]
+    fn cuts_a_touched_run<F: FnMut(Attributes) -> Attributes>(
+        &self,
+        table: PhysAddr,
+        lo: u64,
+        hi: u64,
+        op: &mut StagedOp<F>,
+    ) -> bool {
+        let mut cut = |off: u64| {
+            let d = self.read(table, index_of(off, 3));
+            let run_base = off & !(RUN_SIZE - 1);
+            d.is_leaf(3)
+                && d.is_contiguous()
+                && (run_base < lo || run_base + RUN_SIZE > hi)
+                && op.touches(d.attributes())
+        };
+        cut(lo) || cut(hi - PAGE_SIZE)
+    }
+
+    /// Applies the operation to the pages in `[lo, hi)` of the last-level `table`, where it cuts
+    /// no run ([`cuts_a_touched_run`](Self::cuts_a_touched_run)), and records them. Reserved
+    /// encodings are cleared by an unmap (without a record: no TLB holds them) and kept
+    /// otherwise.
+    #[inline(always)]
+    fn apply_pages<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        lo: u64,
+        hi: u64,
+        e: &mut Engine<'_, F>,
+    ) {
+        let mut changed = PageRun::new();
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            let d = self.read(table, i);
+            let (index, entry) = (i, off);
+            i += 1;
+            off += PAGE_SIZE;
+            if !d.is_leaf(3) {
+                if d.is_valid() && e.op.is_unmap() {
+                    self.write(table, index, Descriptor::INVALID);
+                }
+                continue;
+            }
+            let old = d.attributes();
+            match &mut e.op {
+                StagedOp::Unmap => {
+                    self.remove_leaf(table, index, d, e.mode);
+                    changed.add(entry, old, None);
+                }
+                StagedOp::Protect(f) => {
+                    let new = f(old);
+                    if new == old {
+                        continue;
+                    }
+                    self.put(table, index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode);
+                    changed.add(entry, old, Some(new));
+                }
+                StagedOp::Demote => {}
+            }
+        }
+        changed.record(e.record);
+    }
+
+    // ---- emptied tables ---------------------------------------------------------------------------
+
+    /// Whether `table` holds nothing after the operation, given that the entries strictly inside
+    /// `[lo, hi)` (indices) were emptied: the two end entries (which may be tables only partly
+    /// covered) and then the entries outside the range are read, nearest first, so a populated
+    /// table is recognised after a read or two and the whole table is read only when it is about
+    /// to be detached. An entry staged to become valid counts as occupied.
+    pub(super) fn is_vacant(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
+        let (mut below, mut above) = (lo + 1, (hi - 1).max(lo + 1));
+        let vacant = loop {
+            if above < ENTRIES_PER_TABLE {
+                if occupied(self.read(table, above)) {
+                    break false;
+                }
+                above += 1;
+            } else if below == 0 {
+                break true;
+            }
+            if below > 0 {
+                below -= 1;
+                if occupied(self.read(table, below)) {
+                    break false;
+                }
+            }
+        };
+        debug_assert!(!vacant || self.is_empty_table(table), "an entry inside the range was kept");
+        vacant
+    }
+
+    /// Detaches the empty `child` at `index` of `table` into `record`, now (direct mode).
+    pub(super) fn detach_now(
+        &mut self,
+        table: PhysAddr,
+        index: usize,
+        child: PhysAddr,
+        record: &mut PendingFlush,
+    ) {
+        debug_assert!(self.is_empty_table(child));
+        self.write(table, index, Descriptor::INVALID);
+        record.detach_table(child, &self.translation);
+        self.stats.tables_detached += 1;
+    }
+}

@@ -1,0 +1,314 @@
+//! `map`: the one operation that creates translations, and the frame bound a remap reserves.
+//!
+//! Why it is built this way: a map only ever turns invalid entries valid, so it needs no
+//! break-before-make and no record, and its only failures are an entry in the way
+//! (`AlreadyMapped`) and a table frame that cannot be allocated. The general path is therefore
+//! one walker run twice over the same entries ([`Entries`]): a dry run (`COMMIT = false`) that
+//! reads, finds the first mapped entry and counts the tables to create, then — after every frame
+//! is reserved — the commit, which cannot fail. Inside one 2 MiB region whose last-level table
+//! exists (the walk cache), nothing can fail but `AlreadyMapped`, so the fast path only checks
+//! the entries and writes; both paths share the last-level loops.
+
+use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
+
+use super::flush::FrameList;
+use super::walk::Entries;
+use super::{Constraints, MapError, PageTable, ROOT_LEVEL, Translation, index_of};
+
+/// The attributes of one `map` call, in the offset domain (offsets from the range base).
+struct MapArgs {
+    start: u64,
+    end: u64,
+    pa: u64,
+    attrs: Attributes,
+    constraints: Constraints,
+}
+
+impl MapArgs {
+    const fn pa_at(&self, off: u64) -> u64 {
+        self.pa + (off - self.start)
+    }
+}
+
+impl<T: Translation> PageTable<T> {
+    /// Maps `[va, va + size)` to `[pa, pa + size)` with `attrs`.
+    ///
+    /// Uses 1 GiB and 2 MiB blocks wherever the VA, the PA and the remaining size allow, and sets
+    /// the contiguous hint on runs of 16 entries (64 KiB of pages, 32 MiB of 2 MiB blocks) whose
+    /// VA and PA are aligned to the run and which lie wholly inside this call, unless
+    /// `constraints` forbids it. Only invalid entries are written, so mapping into a live table
+    /// needs no TLB maintenance (only `DSB ISHST; ISB` before use).
+    ///
+    /// # Errors
+    ///
+    /// - [`MapError::InvalidRange`]: empty range, wrong half of the address space, past the end,
+    ///   or a physical range beyond 2^48;
+    /// - [`MapError::Misaligned`]: `va`, `pa` or `size` not a multiple of 4 KiB;
+    /// - [`MapError::AlreadyMapped`]: part of the range is mapped;
+    /// - [`MapError::OutOfMemory`]: a table frame could not be allocated.
+    ///
+    /// On error nothing has changed and no frame is kept.
+    #[inline]
+    pub fn map(
+        &mut self,
+        va: VirtAddr,
+        pa: PhysAddr,
+        size: u64,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Result<(), MapError> {
+        let (start, end) = self.check_map(va, pa, size)?;
+        let args = MapArgs { start, end, pa: pa.0, attrs, constraints };
+        if let Some(table) = self.fast_path_table(start, end)
+            && self.map_pages_in(table, &args)
+        {
+            return Ok(());
+        }
+        let mut pool = FrameList::new();
+        let result = self.map_checked(&args, &mut pool, false);
+        self.free_reservation(pool);
+        result
+    }
+
+    /// The general `map` of checked arguments: dry run, reservation (frames already in `pool`
+    /// are used first; `bounded`: `pool` holds the [`map_tables_bound`](Self::map_tables_bound)),
+    /// commit. Frames left over stay in `pool`.
+    #[inline(never)]
+    fn map_checked(&mut self, args: &MapArgs, pool: &mut FrameList, bounded: bool) -> Result<(), MapError> {
+        let (start, end) = (args.start, args.end);
+        let needed = self.map_level::<false>(Some(self.root), ROOT_LEVEL, start, end, args, pool)?;
+        debug_assert!(!bounded || needed <= pool.len(), "map_tables_bound is not an upper bound");
+        if needed > pool.len() {
+            let more = self.reserve(needed - pool.len())?;
+            pool.append(more, &self.translation);
+        }
+        let result = self.map_level::<true>(Some(self.root), ROOT_LEVEL, start, end, args, pool);
+        debug_assert!(result.is_ok());
+        result.map(|_| ())
+    }
+
+    /// The fast path of `map`: writes the pages of `args` (inside one 2 MiB region) into the
+    /// existing last-level `table`. Returns `false`, having written nothing, if an entry of the
+    /// range is valid: the general path then reports the error exactly as usual. Otherwise
+    /// nothing can fail (no frame is needed), so there is no dry run; the leaves written, the
+    /// contiguous hints included, are those the general path would write for the same call.
+    #[inline(always)]
+    fn map_pages_in(&mut self, table: PhysAddr, args: &MapArgs) -> bool {
+        if args.end - args.start == PAGE_SIZE {
+            // One page (the common call): straight-line. A lone page is never contiguous.
+            let index = index_of(args.start, 3);
+            if self.read(table, index).is_valid() {
+                return false;
+            }
+            self.write(table, index, Descriptor::leaf(3, PhysAddr(args.pa), args.attrs, false));
+            return true;
+        }
+        if self.first_valid_page(table, args.start, args.end).is_some() {
+            return false;
+        }
+        self.write_pages(table, args.start, args.end, args);
+        true
+    }
+
+    /// The offset of the first valid entry of the last-level `table` in `[lo, hi)`.
+    #[inline(always)]
+    fn first_valid_page(&self, table: PhysAddr, lo: u64, hi: u64) -> Option<u64> {
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            if self.read(table, i).is_valid() {
+                return Some(off);
+            }
+            i += 1;
+            off += PAGE_SIZE;
+        }
+        None
+    }
+
+    /// Writes the pages of `args` in `[lo, hi)` into the last-level `table`, all of whose entries
+    /// there are invalid, with the contiguous hint on every run [`run_may_be_contiguous`]
+    /// allows (a run that starts before `lo` never gets it).
+    ///
+    /// [`run_may_be_contiguous`]: Self::run_may_be_contiguous
+    #[inline(always)]
+    fn write_pages(&mut self, table: PhysAddr, lo: u64, hi: u64, args: &MapArgs) {
+        let mut run_contiguous = false;
+        let (mut i, mut off) = (index_of(lo, 3), lo);
+        while off < hi {
+            if i.is_multiple_of(CONTIGUOUS_ENTRIES) {
+                run_contiguous = self.run_may_be_contiguous(table, 3, off, args);
+            }
+            let leaf = Descriptor::leaf(3, PhysAddr(args.pa_at(off)), args.attrs, run_contiguous);
+            self.write(table, i, leaf);
+            i += 1;
+            off += PAGE_SIZE;
+        }
+    }
+
+    /// Maps `[lo, hi)` into `table` at `level` (`None`: a table the commit will create, all
+    /// invalid). The dry run (`COMMIT = false`) writes nothing and returns the number of tables
+    /// the commit will allocate; the commit takes them from `pool` and cannot fail.
+    fn map_level<const COMMIT: bool>(
+        &mut self,
+        table: Option<PhysAddr>,
+        level: u32,
+        lo: u64,
+        hi: u64,
+        args: &MapArgs,
+        pool: &mut FrameList,
+    ) -> Result<usize, MapError> {
+        if level == 3 {
+            return match table {
+                None => Ok(0), // Pages always fit in an empty last-level table.
+                Some(table) if COMMIT => {
+                    self.write_pages(table, lo, hi, args);
+                    Ok(0)
+                }
+                Some(table) => match self.first_valid_page(table, lo, hi) {
+                    Some(off) => Err(MapError::AlreadyMapped(self.va(off))),
+                    None => Ok(0),
+                },
+            };
+        }
+        let mut needed = 0;
+        let mut run_contiguous = false;
+        for e in Entries::new(level, lo, hi) {
+            let d = match table {
+                Some(table) => self.read(table, e.index),
+                None => Descriptor::INVALID,
+            };
+            if let (true, Some(table)) = (COMMIT, table) {
+                if e.index.is_multiple_of(CONTIGUOUS_ENTRIES) {
+                    run_contiguous = self.run_may_be_contiguous(table, level, e.base, args);
+                } else if e.lo == lo {
+                    run_contiguous = false; // The call starts inside this run.
+                }
+            }
+            match d.kind(level) {
+                DescriptorKind::Table => {
+                    needed += self.map_level::<COMMIT>(
+                        Some(d.output_address()),
+                        level + 1,
+                        e.lo,
+                        e.hi,
+                        args,
+                        pool,
+                    )?;
+                }
+                DescriptorKind::Block | DescriptorKind::Page | DescriptorKind::Reserved => {
+                    return Err(MapError::AlreadyMapped(self.va(e.lo)));
+                }
+                DescriptorKind::Invalid => {
+                    let pa = args.pa_at(e.lo);
+                    if e.whole() && pa.is_multiple_of(e.size) && args.constraints.allows_leaf(level) {
+                        if let (true, Some(table)) = (COMMIT, table) {
+                            let leaf = Descriptor::leaf(level, PhysAddr(pa), args.attrs, run_contiguous);
+                            self.write(table, e.index, leaf);
+                        }
+                    } else if let (true, Some(table)) = (COMMIT, table) {
+                        let new = self.take_reserved(pool);
+                        self.zero(new);
+                        self.map_level::<true>(Some(new), level + 1, e.lo, e.hi, args, pool)?;
+                        self.translation.publish_barrier();
+                        self.write(table, e.index, Descriptor::table(new));
+                    } else {
+                        needed += 1 + self.map_level::<false>(None, level + 1, e.lo, e.hi, args, pool)?;
+                    }
+                }
+            }
+        }
+        Ok(needed)
+    }
+
+    /// Whether the 16-entry run starting at `run_base` (an entry of `table` at `level`) may carry
+    /// the contiguous hint: level 2 or 3, allowed by the constraints, wholly inside the call,
+    /// VA and PA aligned to the run, and all 16 entries invalid now (so this call writes all of
+    /// them, with the same attributes).
+    fn run_may_be_contiguous(&self, table: PhysAddr, level: u32, run_base: u64, args: &MapArgs) -> bool {
+        let run_size = level_size(level) * CONTIGUOUS_ENTRIES as u64;
+        if level < 2
+            || args.constraints.contains(Constraints::NO_CONTIGUOUS)
+            || !args.constraints.allows_leaf(level)
+        {
+            return false;
+        }
+        debug_assert!(run_base.is_multiple_of(run_size), "called at the first entry of a run");
+        if run_base < args.start || run_base + run_size > args.end {
+            return false;
+        }
+        if !args.pa_at(run_base).is_multiple_of(run_size) {
+            return false;
+        }
+        let first = index_of(run_base, level);
+        (first..first + CONTIGUOUS_ENTRIES).all(|i| !self.read(table, i).is_valid())
+    }
+
+    /// Checks the arguments of a `map` and returns the range as offsets from the range base.
+    #[inline(always)]
+    fn check_map(&self, va: VirtAddr, pa: PhysAddr, size: u64) -> Result<(u64, u64), MapError> {
+        let range = self.check_range(va, size)?;
+        if !pa.is_page_aligned() {
+            return Err(MapError::Misaligned);
+        }
+        match pa.0.checked_add(size) {
+            Some(pa_end) if pa_end <= 1 << crate::addr::PA_BITS => Ok(range),
+            _ => Err(MapError::InvalidRange),
+        }
+    }
+
+    /// Checks the arguments of a `map` of `[va, va + size)` to `pa` without mapping anything.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRange` or `Misaligned`, as [`map`](Self::map).
+    pub(crate) fn check_map_args(&self, va: VirtAddr, pa: PhysAddr, size: u64) -> Result<(), MapError> {
+        self.check_map(va, pa, size).map(|_| ())
+    }
+
+    /// An upper bound of the table frames [`map`](Self::map) of `[start, end)` to `pa` with
+    /// `constraints` needs once the range is empty: one table per entry of the level above that
+    /// the mapping does not fill with one leaf.
+    pub(crate) fn map_tables_bound(
+        &self,
+        va: VirtAddr,
+        pa: PhysAddr,
+        size: u64,
+        constraints: Constraints,
+    ) -> usize {
+        let Ok((start, end)) = self.check_range(va, size) else { return 0 };
+        let mut total = 0;
+        for parent in ROOT_LEVEL..3 {
+            let span = level_size(parent);
+            let overlapping = ((end - 1) / span - start / span + 1) as usize;
+            let first_whole = start.div_ceil(span);
+            let whole = (end / span).saturating_sub(first_whole) as usize;
+            let leaf_ok = parent >= 1
+                && constraints.allows_leaf(parent)
+                && (pa.0.wrapping_sub(start)).is_multiple_of(span);
+            total += if leaf_ok { overlapping - whole } else { overlapping };
+        }
+        total
+    }
+
+    /// [`map`](Self::map) taking its table frames from `pool` (reserved before the range was
+    /// emptied): the commit phase of a remap, which must not fail. Frames left over stay in
+    /// `pool`.
+    ///
+    /// # Errors
+    ///
+    /// As [`map`](Self::map); `OutOfMemory` only if `pool` is too small *and* the allocator
+    /// fails.
+    pub(crate) fn map_from_pool(
+        &mut self,
+        va: VirtAddr,
+        pa: PhysAddr,
+        size: u64,
+        attrs: Attributes,
+        constraints: Constraints,
+        pool: &mut FrameList,
+    ) -> Result<(), MapError> {
+        let (start, end) = self.check_map(va, pa, size)?;
+        let args = MapArgs { start, end, pa: pa.0, attrs, constraints };
+        self.map_checked(&args, pool, true)
+    }
+}

@@ -1,0 +1,229 @@
+//! How the table code moves through a tree: the one iterator over the entries of a table that
+//! translate part of a range, the walk from the root along one address, the one-entry walk
+//! cache, and the read-only queries built on them.
+//!
+//! Why it is built this way: every operation (map, the modification engine, finish, the
+//! queries) visits, at each level, the entries of one table that overlap its range, and needs
+//! for each the same four numbers: its index, the span it translates, and the part of the range
+//! inside that span. [`Entries`] computes them in one place from absolute offsets (an entry's
+//! index is bits `[47:12]` of its offset, so no walker carries the base of its table), and
+//! [`PageTable::descend`] is the one root-to-leaf walk behind `query`, the block-split count, the
+//! promotion and fold checks and the walk cache.
+
+use crate::addr::PhysAddr;
+use crate::descriptor::{Descriptor, DescriptorKind, level_size};
+
+use super::{Leaf, MapError, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, index_of};
+
+/// One entry of a table met by a walk over a range: where it sits and which part of the range it
+/// translates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Entry {
+    /// Index in its table.
+    pub index: usize,
+    /// The first offset the entry translates.
+    pub base: u64,
+    /// The span the entry translates (the size of a leaf at its level).
+    pub size: u64,
+    /// The part of the range inside the entry's span: `[lo, hi)`.
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl Entry {
+    /// Whether the range covers the entry's whole span.
+    #[inline(always)]
+    pub const fn whole(&self) -> bool {
+        self.lo == self.base && self.hi == self.base + self.size
+    }
+
+    /// The first offset past the entry's span.
+    #[inline(always)]
+    pub const fn end(&self) -> u64 {
+        self.base + self.size
+    }
+}
+
+/// The entries of one table at `level` that translate part of `[lo, hi)`, in ascending order.
+/// The range lies inside the span of that table (the walks clip it before they descend).
+#[derive(Clone, Debug)]
+pub(super) struct Entries {
+    shift: u32,
+    off: u64,
+    hi: u64,
+}
+
+impl Entries {
+    #[inline(always)]
+    pub const fn new(level: u32, lo: u64, hi: u64) -> Self {
+        debug_assert!(lo < hi && hi <= SPACE_SIZE);
+        Self { shift: crate::addr::PAGE_SHIFT + 9 * (3 - level), off: lo, hi }
+    }
+
+    /// Skips the entries below offset `off` (the rest of a contiguous run handled as a whole).
+    #[inline(always)]
+    pub fn skip_to(&mut self, off: u64) {
+        self.off = self.off.max(off);
+    }
+}
+
+impl Iterator for Entries {
+    type Item = Entry;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Entry> {
+        if self.off >= self.hi {
+            return None;
+        }
+        let size = 1u64 << self.shift;
+        let base = self.off & !(size - 1);
+        let hi = self.hi.min(base + size);
+        let entry =
+            Entry { index: ((self.off >> self.shift) & 0x1ff) as usize, base, size, lo: self.off, hi };
+        self.off = hi;
+        Some(entry)
+    }
+}
+
+/// The empty walk cache (no offset below 2^48 shifts to it).
+pub(super) const NO_WALK: u64 = u64::MAX;
+/// Log2 of the span of one last-level table (2 MiB).
+const L3_SPAN_SHIFT: u32 = 21;
+
+impl<T: Translation> PageTable<T> {
+    /// The walk from the root towards offset `off`, through table descriptors, stopping at
+    /// `max_level` or at the first entry that is not a table: that entry's level, the table
+    /// holding it and its descriptor.
+    #[inline(always)]
+    pub(super) fn descend(&self, off: u64, max_level: u32) -> (u32, PhysAddr, Descriptor) {
+        let (mut level, mut table) = (ROOT_LEVEL, self.root);
+        loop {
+            let d = self.read(table, index_of(off, level));
+            if level == max_level || !d.is_table(level) {
+                return (level, table, d);
+            }
+            table = d.output_address();
+            level += 1;
+        }
+    }
+
+    /// The table at `level` (1..=3) on the path to offset `off`, if every entry above it is a
+    /// table descriptor.
+    #[inline(always)]
+    pub(super) fn table_at(&self, off: u64, level: u32) -> Option<PhysAddr> {
+        let (at, _, d) = self.descend(off, level - 1);
+        (at == level - 1 && d.is_table(at)).then(|| d.output_address())
+    }
+
+    /// The valid leaf translating offset `off`: `(level, first offset, descriptor)`.
+    pub(super) fn leaf_at(&self, off: u64) -> Option<(u32, u64, Descriptor)> {
+        let (level, _, d) = self.descend(off, 3);
+        d.is_leaf(level).then(|| (level, off & !(level_size(level) - 1), d))
+    }
+
+    // ---- the walk cache ---------------------------------------------------------------------
+
+    /// The last-level table translating `[start, end)` if the range lies within one 2 MiB region
+    /// whose table already exists (every level above holds a table descriptor): the only case the
+    /// fast paths handle. `None` sends the call to the general path.
+    #[inline(always)]
+    pub(super) fn fast_path_table(&mut self, start: u64, end: u64) -> Option<PhysAddr> {
+        #[cfg(test)]
+        if self.general_only {
+            return None;
+        }
+        if (start ^ (end - 1)) >> L3_SPAN_SHIFT != 0 {
+            return None;
+        }
+        self.last_level_table(start)
+    }
+
+    /// The level-3 table translating offset `off`, if the walk from the root meets a table
+    /// descriptor at levels 0, 1 and 2.
+    ///
+    /// The walk cache remembers the answer for the 2 MiB region of `off`. It stays right as long
+    /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
+    /// entries into valid ones, and every operation that removes or replaces a table descriptor
+    /// (the modification engine when it may detach or split, the staged operations of `bbm.rs`,
+    /// `destroy`) first empties the cache with [`forget_walk`](Self::forget_walk). A table frame
+    /// is never freed while it is in the tree, so the cached frame is always one of this tree's.
+    #[inline(always)]
+    fn last_level_table(&mut self, off: u64) -> Option<PhysAddr> {
+        let key = off >> L3_SPAN_SHIFT;
+        if key == self.walk_key {
+            return Some(self.walk_table);
+        }
+        let table = self.table_at(off, 3)?;
+        self.walk_key = key;
+        self.walk_table = table;
+        Some(table)
+    }
+
+    /// Empties the walk cache. Called before any table descriptor is removed or replaced.
+    pub(crate) fn forget_walk(&mut self) {
+        self.walk_key = NO_WALK;
+    }
+
+    // ---- queries ------------------------------------------------------------------------------
+
+    /// The leaf translating `va`, if any.
+    pub fn query(&self, va: crate::addr::VirtAddr) -> Option<Leaf> {
+        if !self.range.contains(va) {
+            return None;
+        }
+        let off = va.0 & (SPACE_SIZE - 1);
+        let (level, base, d) = self.leaf_at(off)?;
+        Some(self.leaf(d, level, base))
+    }
+
+    /// The physical address `va` translates to, if it is mapped.
+    pub fn translate(&self, va: crate::addr::VirtAddr) -> Option<PhysAddr> {
+        self.query(va).map(|leaf| leaf.translate(va))
+    }
+
+    /// The [`Leaf`] that descriptor `d` at `level`, translating from offset `base`, is.
+    pub(super) fn leaf(&self, d: Descriptor, level: u32, base: u64) -> Leaf {
+        Leaf {
+            va: self.va(base),
+            pa: d.output_address(),
+            level,
+            size: level_size(level),
+            attrs: d.attributes(),
+            contiguous: d.is_contiguous(),
+        }
+    }
+
+    /// Calls `f` for every leaf overlapping `[va, va + size)`, in ascending address order. Leaves
+    /// are reported whole (a block may start before `va`).
+    ///
+    /// # Errors
+    ///
+    /// [`MapError::InvalidRange`] or [`MapError::Misaligned`] for a bad range, as for
+    /// [`map`](Self::map).
+    pub fn walk<F: FnMut(&Leaf)>(
+        &self,
+        va: crate::addr::VirtAddr,
+        size: u64,
+        mut f: F,
+    ) -> Result<(), MapError> {
+        let (start, end) = self.check_range(va, size)?;
+        self.walk_level(self.root, ROOT_LEVEL, start, end, &mut f);
+        Ok(())
+    }
+
+    /// Calls `f` for every leaf of the table, in ascending address order.
+    pub fn walk_all<F: FnMut(&Leaf)>(&self, mut f: F) {
+        self.walk_level(self.root, ROOT_LEVEL, 0, SPACE_SIZE, &mut f);
+    }
+
+    fn walk_level<F: FnMut(&Leaf)>(&self, table: PhysAddr, level: u32, lo: u64, hi: u64, f: &mut F) {
+        for e in Entries::new(level, lo, hi) {
+            let d = self.read(table, e.index);
+            match d.kind(level) {
+                DescriptorKind::Table => self.walk_level(d.output_address(), level + 1, e.lo, e.hi, f),
+                DescriptorKind::Block | DescriptorKind::Page => f(&self.leaf(d, level, e.base)),
+                DescriptorKind::Invalid | DescriptorKind::Reserved => {}
+            }
+        }
+    }
+}
