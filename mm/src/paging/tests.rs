@@ -548,6 +548,87 @@ fn frame_at_physical_zero_is_linked_correctly() {
     assert_eq!(mem.live_frames(), 0);
 }
 
+/// On a live table the general path refuses what needs break-before-make before it writes
+/// anything, naming the first address in ascending order that needs it: for an unmap, a block
+/// cut by either end of the range; for a protect, the first leaf whose change is more than a
+/// permission change (leaves the change does not touch are skipped).
+#[test]
+fn live_refusals_name_the_first_address_that_needs_bbm() {
+    let (data, ro) = (Attributes::kernel_data(), Attributes::kernel_rodata());
+    let block = 2 * BLOCK_1G + 4 * BLOCK_2M;
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(block - 4 * PAGE_SIZE), pa(0x10_0000), 4 * PAGE_SIZE, data, Constraints::NO_CONTIGUOUS)
+        .unwrap();
+    pt.map(va(block), pa(0x4000_0000), 2 * BLOCK_2M, data, Constraints::NONE).unwrap();
+    pt.map(va(block + 2 * BLOCK_2M), pa(0x20_0000), 4 * PAGE_SIZE, ro, Constraints::NO_CONTIGUOUS).unwrap();
+    assert_eq!(pt.query(va(block)).unwrap().level, 2);
+    pt.set_live(true);
+    let before = leaves(&pt);
+    // The end cuts the first block: refused at the block's first address in the range.
+    let cut_end = pt.unmap(va(block - 2 * PAGE_SIZE), 2 * PAGE_SIZE + BLOCK_2M / 2).unwrap_err();
+    assert_eq!(cut_end, MapError::BreakBeforeMakeRequired(va(block)));
+    // The start cuts the second block (the end, past the pages, cuts nothing).
+    let start = block + BLOCK_2M + PAGE_SIZE;
+    let cut_start = pt.unmap(va(start), BLOCK_2M + 2 * PAGE_SIZE).unwrap_err();
+    assert_eq!(cut_start, MapError::BreakBeforeMakeRequired(va(start)));
+    // A protect that makes read-only leaves device memory: the data pages and blocks before
+    // them are untouched, the first read-only page is refused.
+    let to_device = |a: Attributes| if a == ro { Attributes::device() } else { a };
+    let r =
+        pt.protect_with(va(block - 4 * PAGE_SIZE), 4 * PAGE_SIZE + 2 * BLOCK_2M + 4 * PAGE_SIZE, to_device);
+    assert_eq!(r.unwrap_err(), MapError::BreakBeforeMakeRequired(va(block + 2 * BLOCK_2M)));
+    assert_eq!(leaves(&pt), before, "a refused call changed something");
+    // Whole blocks and pages, permissions only: accepted.
+    let rec = pt.protect(va(block - 4 * PAGE_SIZE), 4 * PAGE_SIZE + 2 * BLOCK_2M, ro).unwrap();
+    assert_eq!((rec.leaves_changed(), rec.max_leaf_size()), (6, BLOCK_2M));
+    release(&mut pt, rec);
+    let rec = pt.unmap(va(block - 4 * PAGE_SIZE), 4 * PAGE_SIZE + 2 * BLOCK_2M + 4 * PAGE_SIZE).unwrap();
+    assert_eq!(rec.detached_tables(), 4); // Both last-level tables, the level-2 and level-1 ones.
+    release(&mut pt, rec);
+    assert_eq!(check_invariants(&pt), 1);
+    pt.set_live(false);
+}
+
+// ---- the entry iterator -----------------------------------------------------------------------------
+
+/// The iterator every walk uses yields, per entry of one table that `[lo, hi)` overlaps, its
+/// index, its span and the part of the range inside it, from absolute offsets; `skip_to` jumps
+/// over entries.
+#[test]
+fn entries_split_a_range_at_entry_boundaries() {
+    use super::walk::{Entries, Entry};
+    let e = |index, base, size, lo, hi| Entry { index, base, size, lo, hi };
+    // Level 2 (2 MiB entries) of the table covering [1 GiB, 2 GiB): from the middle of entry 1
+    // to the middle of entry 3.
+    let (lo, hi) = (BLOCK_1G + BLOCK_2M + 0x5000, BLOCK_1G + 3 * BLOCK_2M + 0x1000);
+    let got: Vec<Entry> = Entries::new(2, lo, hi).collect();
+    let m = BLOCK_2M;
+    assert_eq!(
+        got,
+        [
+            e(1, BLOCK_1G + m, m, lo, BLOCK_1G + 2 * m),
+            e(2, BLOCK_1G + 2 * m, m, BLOCK_1G + 2 * m, BLOCK_1G + 3 * m),
+            e(3, BLOCK_1G + 3 * m, m, BLOCK_1G + 3 * m, hi),
+        ]
+    );
+    assert_eq!(got.iter().map(Entry::whole).collect::<Vec<_>>(), [false, true, false]);
+    assert_eq!(got[1].end(), BLOCK_1G + 3 * m);
+    // Level 3 at the top of the space: the last entry, whole.
+    let top = (1u64 << 48) - PAGE_SIZE;
+    assert_eq!(Entries::new(3, top, 1 << 48).collect::<Vec<_>>(), [e(511, top, PAGE_SIZE, top, 1 << 48)]);
+    // Level 0 over the whole space: 512 whole entries of 512 GiB.
+    let all: Vec<Entry> = Entries::new(0, 0, 1 << 48).collect();
+    assert_eq!(all.len(), 512);
+    assert!(all.iter().enumerate().all(|(i, x)| x.index == i && x.whole() && x.base == i as u64 * (1 << 39)));
+    // Skipping: past entries 4..=6 of a level-3 range, and never backwards.
+    let mut it = Entries::new(3, 0x4000, 0xa000);
+    assert_eq!(it.next().map(|x| x.index), Some(4));
+    it.skip_to(0x7000);
+    assert_eq!(it.next().map(|x| x.index), Some(7));
+    it.skip_to(0x1000);
+    assert_eq!(it.map(|x| x.index).collect::<Vec<_>>(), [8, 9]);
+}
+
 // ---- the end of a tree ----------------------------------------------------------------------------
 
 /// An [`EmuMem`] borrowed by a table, so that a test can look at the memory after the table is
