@@ -32,7 +32,7 @@ use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKi
 
 use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
 use super::flush::{FrameList, PendingFlush};
-use super::walk::Entries;
+use super::walk::{Entries, Entry};
 use super::{ENTRIES_PER_TABLE, PageTable, Translation, index_of};
 
 const RUN: usize = CONTIGUOUS_ENTRIES;
@@ -219,16 +219,16 @@ impl<T: Translation> PageTable<T> {
                         // `[lo, hi)` is the range clipped to this table, which holds the whole
                         // run: the run is cut iff it is not inside `[lo, hi)`.
                         if run_base < lo || run_base + run_size > hi {
-                            self.apply_run(table, level, x.index & !(RUN - 1), run_base, lo, hi, e);
+                            self.apply_run(table, &x, (lo, hi), e);
                             entries.skip_to(run_base + run_size);
                             continue;
                         }
                     }
                     let new = e.op.new_attrs(old);
                     if x.whole() {
-                        self.change_leaf(table, x.index, d, level, x.base, new, e);
+                        self.change_leaf(table, &x, d, new, e);
                     } else {
-                        self.split(table, x.index, d, level, x.base, new, (lo, hi), e);
+                        self.split(table, &x, d, new, (lo, hi), e);
                     }
                 }
             }
@@ -254,74 +254,65 @@ impl<T: Translation> PageTable<T> {
         self.write(table, index, written);
     }
 
-    /// Applies the operation to the leaf `d` (at `level`, translating from `base`), which lies
-    /// wholly in the range and in no run the range cuts; `new` is its new attributes.
-    #[allow(clippy::too_many_arguments)]
+    /// Applies the operation to the leaf `d` of entry `x`, which lies wholly in the range and in
+    /// no run the range cuts; `new` is its new attributes.
     fn change_leaf<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         table: PhysAddr,
-        index: usize,
+        x: &Entry,
         d: Descriptor,
-        level: u32,
-        base: u64,
         new: Option<Attributes>,
         e: &mut Engine<'_, F>,
     ) {
         let old = d.attributes();
         match (&e.op, new) {
             (StagedOp::Demote, _) => return, // A whole leaf: nothing to demote.
-            (_, None) => self.remove_leaf(table, index, d, e.mode),
+            (_, None) => self.remove_leaf(table, x.index, d, e.mode),
             (_, Some(new)) => {
-                self.put(table, index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode)
+                self.put(table, x.index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode)
             }
         }
-        e.record.add_leaf(base, level_size(level), old, new);
+        e.record.add_leaf(x.base, x.size, old, new);
     }
 
-    /// Replaces the block `d` (at `level`, translating from `base`) that `range` cuts by a table
-    /// of next-level leaves with the operation applied ([`build_split`](Self::build_split)).
-    #[allow(clippy::too_many_arguments)]
+    /// Replaces the block `d` of entry `x`, which `range` cuts, by a table of next-level leaves
+    /// with the operation applied ([`build_split`](Self::build_split)).
     fn split<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         table: PhysAddr,
-        index: usize,
+        x: &Entry,
         d: Descriptor,
-        level: u32,
-        base: u64,
         new: Option<Attributes>,
         range: (u64, u64),
         e: &mut Engine<'_, F>,
     ) {
-        let new_table = self.build_split(d, level, base, range, e);
+        let new_table = self.build_split(d, x.level, x.base, range, e);
         match e.mode {
             Mode::Direct => {
                 self.translation.publish_barrier();
-                self.write(table, index, Descriptor::table(new_table));
+                self.write(table, x.index, Descriptor::table(new_table));
             }
             Mode::Staged => {
-                self.write(table, index, staged(Descriptor::table(new_table), MARK_MAKE));
-                e.record.add_leaf(base, level_size(level), d.attributes(), new);
+                self.write(table, x.index, staged(Descriptor::table(new_table), MARK_MAKE));
+                e.record.add_leaf(x.base, x.size, d.attributes(), new);
             }
         }
         e.counts.splits += 1;
     }
 
-    /// Unfolds the contiguous run of 16 entries at `first` (at `level`, translating from
-    /// `run_base`) that `[lo, hi)` cuts: every entry loses the hint, entries inside the range get
-    /// the operation, a block partly inside is split. Staged, every entry is written
-    /// staged-invalid (the hint changes) and recorded.
-    #[allow(clippy::too_many_arguments)]
+    /// Unfolds the contiguous run of 16 entries holding entry `x` that `(lo, hi)` cuts: every
+    /// entry loses the hint, entries inside the range get the operation, a block partly inside
+    /// is split. Staged, every entry is written staged-invalid (the hint changes) and recorded.
     fn apply_run<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         table: PhysAddr,
-        level: u32,
-        first: usize,
-        run_base: u64,
-        lo: u64,
-        hi: u64,
+        x: &Entry,
+        (lo, hi): (u64, u64),
         e: &mut Engine<'_, F>,
     ) {
-        let size = level_size(level);
+        let (level, size) = (x.level, x.size);
+        let first = x.index & !(RUN - 1);
+        let run_base = x.base & !(size * RUN as u64 - 1);
         e.counts.unfolds += 1;
         for j in 0..RUN {
             let index = first + j;
@@ -347,7 +338,8 @@ impl<T: Translation> PageTable<T> {
                 }
                 Part::Partial => {
                     let new = e.op.new_attrs(old);
-                    self.split(table, index, plain, level, base, new, (lo, hi), e);
+                    let piece = Entry { index, level, base, size, lo: lo.max(base), hi: hi.min(base + size) };
+                    self.split(table, &piece, plain, new, (lo, hi), e);
                 }
             }
         }

@@ -597,7 +597,7 @@ fn live_refusals_name_the_first_address_that_needs_bbm() {
 #[test]
 fn entries_split_a_range_at_entry_boundaries() {
     use super::walk::{Entries, Entry};
-    let e = |index, base, size, lo, hi| Entry { index, base, size, lo, hi };
+    let e = |index, level, base, size, lo, hi| Entry { index, level, base, size, lo, hi };
     // Level 2 (2 MiB entries) of the table covering [1 GiB, 2 GiB): from the middle of entry 1
     // to the middle of entry 3.
     let (lo, hi) = (BLOCK_1G + BLOCK_2M + 0x5000, BLOCK_1G + 3 * BLOCK_2M + 0x1000);
@@ -606,20 +606,24 @@ fn entries_split_a_range_at_entry_boundaries() {
     assert_eq!(
         got,
         [
-            e(1, BLOCK_1G + m, m, lo, BLOCK_1G + 2 * m),
-            e(2, BLOCK_1G + 2 * m, m, BLOCK_1G + 2 * m, BLOCK_1G + 3 * m),
-            e(3, BLOCK_1G + 3 * m, m, BLOCK_1G + 3 * m, hi),
+            e(1, 2, BLOCK_1G + m, m, lo, BLOCK_1G + 2 * m),
+            e(2, 2, BLOCK_1G + 2 * m, m, BLOCK_1G + 2 * m, BLOCK_1G + 3 * m),
+            e(3, 2, BLOCK_1G + 3 * m, m, BLOCK_1G + 3 * m, hi),
         ]
     );
     assert_eq!(got.iter().map(Entry::whole).collect::<Vec<_>>(), [false, true, false]);
     assert_eq!(got[1].end(), BLOCK_1G + 3 * m);
     // Level 3 at the top of the space: the last entry, whole.
     let top = (1u64 << 48) - PAGE_SIZE;
-    assert_eq!(Entries::new(3, top, 1 << 48).collect::<Vec<_>>(), [e(511, top, PAGE_SIZE, top, 1 << 48)]);
+    assert_eq!(Entries::new(3, top, 1 << 48).collect::<Vec<_>>(), [e(511, 3, top, PAGE_SIZE, top, 1 << 48)]);
     // Level 0 over the whole space: 512 whole entries of 512 GiB.
     let all: Vec<Entry> = Entries::new(0, 0, 1 << 48).collect();
     assert_eq!(all.len(), 512);
-    assert!(all.iter().enumerate().all(|(i, x)| x.index == i && x.whole() && x.base == i as u64 * (1 << 39)));
+    assert!(
+        all.iter()
+            .enumerate()
+            .all(|(i, x)| x.index == i && x.level == 0 && x.whole() && x.base == i as u64 * (1 << 39))
+    );
     // Skipping: past entries 4..=6 of a level-3 range, and never backwards.
     let mut it = Entries::new(3, 0x4000, 0xa000);
     assert_eq!(it.next().map(|x| x.index), Some(4));

@@ -19,8 +19,9 @@ use super::{Leaf, MapError, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, inde
 /// translates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Entry {
-    /// Index in its table.
+    /// Index in its table, and the table's level.
     pub index: usize,
+    pub level: u32,
     /// The first offset the entry translates.
     pub base: u64,
     /// The span the entry translates (the size of a leaf at its level).
@@ -48,6 +49,7 @@ impl Entry {
 /// The range lies inside the span of that table (the walks clip it before they descend).
 #[derive(Clone, Debug)]
 pub(super) struct Entries {
+    level: u32,
     shift: u32,
     off: u64,
     hi: u64,
@@ -57,7 +59,7 @@ impl Entries {
     #[inline(always)]
     pub const fn new(level: u32, lo: u64, hi: u64) -> Self {
         debug_assert!(lo < hi && hi <= SPACE_SIZE);
-        Self { shift: crate::addr::PAGE_SHIFT + 9 * (3 - level), off: lo, hi }
+        Self { level, shift: crate::addr::PAGE_SHIFT + 9 * (3 - level), off: lo, hi }
     }
 
     /// Skips the entries below offset `off` (the rest of a contiguous run handled as a whole).
@@ -78,8 +80,8 @@ impl Iterator for Entries {
         let size = 1u64 << self.shift;
         let base = self.off & !(size - 1);
         let hi = self.hi.min(base + size);
-        let entry =
-            Entry { index: ((self.off >> self.shift) & 0x1ff) as usize, base, size, lo: self.off, hi };
+        let index = ((self.off >> self.shift) & 0x1ff) as usize;
+        let entry = Entry { index, level: self.level, base, size, lo: self.off, hi };
         self.off = hi;
         Some(entry)
     }
