@@ -102,11 +102,28 @@ impl<T: Translation> PageTable<T> {
         table: PhysAddr,
         start: u64,
         end: u64,
-        mut op: StagedOp<F>,
+        op: StagedOp<F>,
     ) -> Result<PendingFlush, MapError> {
         // Built in place in the result: the record is returned without a copy.
         let mut result = Ok(PendingFlush::new(self.range));
-        let Ok(record) = &mut result else { unreachable!() };
+        if let Ok(record) = &mut result
+            && let Err(e) = self.modify_last_level_into(table, start, end, op, record)
+        {
+            return Err(e);
+        }
+        result
+    }
+
+    /// The body of [`modify_last_level`](Self::modify_last_level), recording into `record`.
+    #[inline(always)]
+    fn modify_last_level_into<F: FnMut(Attributes) -> Attributes>(
+        &mut self,
+        table: PhysAddr,
+        start: u64,
+        end: u64,
+        mut op: StagedOp<F>,
+        record: &mut PendingFlush,
+    ) -> Result<(), MapError> {
         let index = index_of(start, 3);
         let d = self.read(table, index);
         if op.is_unmap() && end - start == PAGE_SIZE && !d.is_contiguous() {
@@ -133,14 +150,13 @@ impl<T: Translation> PageTable<T> {
                 Engine { op, mode: Mode::Direct, record, pool, counts: &mut counts, split_contiguous };
             self.apply(table, 3, start, end, &mut e);
             if !e.op.is_unmap() {
-                return result;
+                return Ok(());
             }
         }
-        let Ok(record) = &mut result else { unreachable!() };
         if end - start == level_size(2) || self.is_vacant(table, index, index_of(end - 1, 3) + 1) {
             self.detach_emptied(start, record);
         }
-        result
+        Ok(())
     }
 
     /// The general `unmap`/`protect` of a checked range: check, reserve, then the engine.

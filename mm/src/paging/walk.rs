@@ -113,8 +113,17 @@ impl<T: Translation> PageTable<T> {
     /// table descriptor.
     #[inline(always)]
     pub(super) fn table_at(&self, off: u64, level: u32) -> Option<PhysAddr> {
-        let (at, _, d) = self.descend(off, level - 1);
-        (at == level - 1 && d.is_table(at)).then(|| d.output_address())
+        // Not through `descend`: this is the walk-cache miss of every small call, and a loop with
+        // a fixed trip count compiles to straight-line code.
+        let mut table = self.root;
+        for l in ROOT_LEVEL..level {
+            let d = self.read(table, index_of(off, l));
+            if !d.is_table(l) {
+                return None;
+            }
+            table = d.output_address();
+        }
+        Some(table)
     }
 
     /// The valid leaf translating offset `off`: `(level, first offset, descriptor)`.
