@@ -503,8 +503,8 @@ impl<T: Translation> PageTable<T> {
         }
     }
 
-    /// Takes a reserved frame. The dry run counted exactly the frames the commit needs, so the
-    /// reservation is never empty here.
+    /// Takes a reserved frame. The frames were counted exactly before the first write (`map`'s
+    /// dry run, `count_splits` for the engine), so the reservation is never empty here.
     fn take_reserved(&mut self, pool: &mut FrameList) -> PhysAddr {
         match pool.pop(&self.translation) {
             Some(pa) => pa,
