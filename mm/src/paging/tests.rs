@@ -589,6 +589,45 @@ fn live_refusals_name_the_first_address_that_needs_bbm() {
     pt.set_live(false);
 }
 
+/// On a live table, an unmap or a permission change that cuts a contiguous run, at whichever
+/// end and at whichever page of the run, is refused at the first page of the range inside a cut
+/// run, and changes nothing; ranges covering whole runs are accepted. Inside one 2 MiB region
+/// (the fast path) and across a 2 MiB boundary (the general path).
+#[test]
+fn live_cuts_of_contiguous_runs_are_refused_wherever_they_are() {
+    let a = Attributes::kernel_data();
+    for base in [BLOCK_1G, BLOCK_1G + BLOCK_2M - 16 * PAGE_SIZE] {
+        // (first page, pages, first page refused): two runs of 16 pages at `base`.
+        for (first, count, refused) in [
+            (14u64, 2u64, Some(14u64)),
+            (15, 2, Some(15)),
+            (1, 2, Some(1)),
+            (0, 17, Some(16)),
+            (16, 16, None),
+        ] {
+            let mut pt = new_pt(VaRange::Lower);
+            pt.map(va(base), pa(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+            assert!(pt.query(va(base + 31 * PAGE_SIZE)).unwrap().contiguous);
+            pt.set_live(true);
+            let before = leaves(&pt);
+            let (v, size) = (va(base + first * PAGE_SIZE), count * PAGE_SIZE);
+            let what = std::format!("{base:#x}: pages {first}+{count}");
+            let protect = pt.protect(v, size, Attributes::kernel_rodata()).map(|r| release(&mut pt, r));
+            let unmap = pt.unmap(v, size).map(|r| release(&mut pt, r));
+            match refused {
+                Some(at) => {
+                    let err = Err(MapError::BreakBeforeMakeRequired(va(base + at * PAGE_SIZE)));
+                    assert_eq!((protect, unmap), (err, err), "{what}");
+                    assert_eq!(leaves(&pt), before, "{what}: a refused call changed something");
+                }
+                None => assert_eq!((protect, unmap), (Ok(()), Ok(())), "{what}"),
+            }
+            check_invariants(&pt);
+            pt.set_live(false);
+        }
+    }
+}
+
 // ---- the entry iterator -----------------------------------------------------------------------------
 
 /// The iterator every walk uses yields, per entry of one table that `[lo, hi)` overlaps, its
