@@ -21,7 +21,7 @@
 //! (see `fuzz.rs`); `oom` touches memory until the kernel kills it (status 137).
 //!
 //! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom]
-//! [--full] [--threads=N] [--calls=N]` (default `all`, quick scale).
+//! [--full] [--threads=N] [--calls=N] [--seed=HEX]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
 #![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
@@ -65,7 +65,7 @@ pub struct Ctx {
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
 const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom] \
-                     [--full] [--threads=N] [--calls=N]";
+                     [--full] [--threads=N] [--calls=N] [--seed=HEX]";
 
 /// Invariant bookkeeping for one mode.
 pub struct Checks {
@@ -133,6 +133,7 @@ fn main(start: &rt::Start) -> u64 {
     let mut mode: &[u8] = b"all";
     let mut full = false;
     let mut threads = None;
+    let mut seed_arg = None;
     for i in 1..start.argc {
         match start.arg(i) {
             Some(b"--full") => full = true,
@@ -142,6 +143,16 @@ fn main(start: &rt::Start) -> u64 {
                     Some(n) if (2..=threads::MAX_THREADS as u32).contains(&n) => threads = Some(n),
                     _ => {
                         say!("{USAGE} (N from 2 to {})", threads::MAX_THREADS);
+                        return 2;
+                    }
+                }
+            }
+            Some(a) if a.starts_with(b"--seed=") => {
+                let hex = core::str::from_utf8(&a[7..]).ok().map(|h| h.trim_start_matches("0x"));
+                match hex.and_then(|h| u64::from_str_radix(h, 16).ok()) {
+                    Some(n) => seed_arg = Some(n),
+                    None => {
+                        say!("{USAGE}");
                         return 2;
                     }
                 }
@@ -162,7 +173,10 @@ fn main(start: &rt::Start) -> u64 {
     PAGE.store(start.page_size, Ordering::Relaxed);
     let t0 = rt::ticks();
     let ns0 = sys::monotonic_ns();
-    let (seed, seed_src) = seed(start);
+    let (seed, seed_src) = match seed_arg {
+        Some(s) => (s, "--seed"),
+        None => seed(start),
+    };
     let (ts, te) = layout::text();
     let (iline, dline, idc, dic) = jit::cache_lines();
     let window = layout::window();

@@ -8,7 +8,7 @@ use crate::process;
 use crate::{ensure, ensure_eq, kernel_test};
 
 kernel_test!(
-    fn userland_floods_end_in_eagain_and_enomem_and_every_frame_comes_back() {
+    fn floods_of_threads_and_mappings_end_in_eagain_and_enomem_and_every_frame_comes_back() {
         // The userland `limits` mode: threads until EAGAIN, mappings until ENOMEM, a 1 TiB
         // mapping, RLIMIT_AS; it exits non-zero if any answer was not Linux's.
         let program = crate::builtin_program();
