@@ -10,7 +10,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Access, Fault, UserFrames, UserMemory};
+use super::{Access, Fault, POPULATE_RESERVE_FRAMES, UserFrames, UserMemory};
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::Attributes;
 use crate::paging::{Constraints, Translation};
@@ -216,10 +216,18 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 return Err(Errno::ENOMEM);
             }
             let write = v.prot.write() && !v.flags.contains(VmaFlags::SHARED);
-            match self.populate(v.start, v.end, if write { Access::Write } else { Access::Read }) {
-                Ok(()) => {}
-                Err(Fault::OutOfMemory) => return Err(Errno::EAGAIN),
-                Err(_) => return Err(Errno::ENOMEM),
+            let access = if write { Access::Write } else { Access::Read };
+            for page in (v.start..v.end).step_by(PAGE_SIZE as usize) {
+                // As MAP_POPULATE: the machine's last frames stay for everyone's next fault, so
+                // a lock larger than what is free fails (EAGAIN) instead of starving them.
+                if self.frames.free_frames() <= POPULATE_RESERVE_FRAMES {
+                    return Err(Errno::EAGAIN);
+                }
+                match self.fault(page, access) {
+                    Ok(()) => {}
+                    Err(Fault::OutOfMemory) => return Err(Errno::EAGAIN),
+                    Err(_) => return Err(Errno::ENOMEM),
+                }
             }
         }
         Ok(())

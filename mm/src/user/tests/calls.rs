@@ -328,6 +328,14 @@ fn mlock_populates_and_refuses_reclaim_advice() {
     assert_eq!(m.mlock(n, P), Err(ENOMEM));
     m.frames_mut_for_test().limit = Some(2);
     assert_eq!(m.mlock(a, 8 * P), Err(EAGAIN));
+    // The machine's last frames are not taken by a lock (nor by MAP_LOCKED, best effort).
+    m.frames_mut_for_test().limit = None;
+    m.frames_mut_for_test().free_frames = POPULATE_RESERVE_FRAMES;
+    let before = m.stats().data_frames;
+    assert_eq!(m.mlock(a, 8 * P), Err(EAGAIN));
+    let l = m.mmap(0, 4 * P, RW, ANON | MAP_LOCKED, -1, 0).unwrap();
+    assert!(m.vm().find(l).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert_eq!(m.stats().data_frames, before);
     m.vm().check();
 }
 
