@@ -78,8 +78,24 @@ pub mod nr {
     pub const MMAP: u64 = 222;
     /// mprotect(addr, len, prot)
     pub const MPROTECT: u64 = 226;
+    /// mremap(addr, old_len, new_len, flags, new_addr)
+    pub const MREMAP: u64 = 216;
+    /// msync(addr, len, flags)
+    pub const MSYNC: u64 = 227;
+    /// mlock(addr, len)
+    pub const MLOCK: u64 = 228;
+    /// munlock(addr, len)
+    pub const MUNLOCK: u64 = 229;
+    /// mlockall(flags)
+    pub const MLOCKALL: u64 = 230;
+    /// munlockall()
+    pub const MUNLOCKALL: u64 = 231;
+    /// mincore(addr, len, vec)
+    pub const MINCORE: u64 = 232;
     /// madvise(addr, len, advice)
     pub const MADVISE: u64 = 233;
+    /// mlock2(addr, len, flags)
+    pub const MLOCK2: u64 = 284;
     /// getrandom(buf, len, flags)
     pub const GETRANDOM: u64 = 278;
     /// getrlimit(resource, rlim)
@@ -127,6 +143,14 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::MPROTECT => super::vm_syscalls::mprotect(&p, a[0], a[1], a[2]),
         nr::MADVISE => super::vm_syscalls::madvise(&p, a[0], a[1], a[2]),
         nr::BRK => super::vm_syscalls::brk(&p, a[0]),
+        nr::MREMAP => super::vm_syscalls::mremap(&p, a[0], a[1], a[2], a[3], a[4]),
+        nr::MSYNC => super::vm_syscalls::msync(&p, a[0], a[1], a[2]),
+        nr::MLOCK => super::vm_syscalls::mlock2(&p, a[0], a[1], 0),
+        nr::MUNLOCK => super::vm_syscalls::munlock(&p, a[0], a[1]),
+        nr::MLOCKALL => super::vm_syscalls::mlockall(&p, a[0]),
+        nr::MUNLOCKALL => super::vm_syscalls::munlockall(&p),
+        nr::MINCORE => super::vm_syscalls::mincore(&p, a[0], a[1], a[2]),
+        nr::MLOCK2 => super::vm_syscalls::mlock2(&p, a[0], a[1], a[2]),
         abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(&p, a[0], a[1], a[2], a[3], a[4]),
         abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(&p, a[0], a[1], a[2]),
         abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(&p, a[0], a[1]),

@@ -51,6 +51,78 @@ pub fn brk(p: &Process, addr: u64) -> i64 {
     with_mm(p, |mm| mm.brk(addr) as i64)
 }
 
+/// `mremap(addr, old_len, new_len, flags, new_addr)`: a move takes the page-table entries (one
+/// flush, no copy, no frame).
+pub fn mremap(p: &Process, addr: u64, old_len: u64, new_len: u64, flags: u64, new_addr: u64) -> i64 {
+    with_mm(p, |mm| mm.mremap(addr, old_len, new_len, flags, new_addr).map_or_else(errno, |a| a as i64))
+}
+
+/// `msync(addr, len, flags)` (anonymous memory: the checks only).
+pub fn msync(p: &Process, addr: u64, len: u64, flags: u64) -> i64 {
+    with_mm(p, |mm| ret(mm.msync(addr, len, flags)))
+}
+
+/// `mlock2(addr, len, flags)`; `mlock` is `mlock2` with flags 0, as in Linux.
+pub fn mlock2(p: &Process, addr: u64, len: u64, flags: u64) -> i64 {
+    with_mm(p, |mm| ret(mm.mlock2(addr, len, flags)))
+}
+
+/// `munlock(addr, len)`.
+pub fn munlock(p: &Process, addr: u64, len: u64) -> i64 {
+    with_mm(p, |mm| ret(mm.munlock(addr, len)))
+}
+
+/// `mlockall(flags)`.
+pub fn mlockall(p: &Process, flags: u64) -> i64 {
+    with_mm(p, |mm| ret(mm.mlockall(flags)))
+}
+
+/// `munlockall()`.
+pub fn munlockall(p: &Process) -> i64 {
+    with_mm(p, |mm| {
+        mm.munlockall();
+        0
+    })
+}
+
+/// `mincore(addr, len, vec)`, as Linux's loop: the residency of at most one page's worth of
+/// pages at a time is read under the memory lock into a kernel buffer, then copied out with the
+/// lock released (the copy may demand-page). `EFAULT` for a vector outside user space or a copy
+/// that faults; the errors of `mm::user::UserMemory::mincore` otherwise (after the prefix).
+pub fn mincore(p: &Process, addr: u64, len: u64, vec: u64) -> i64 {
+    let checked: Outcome<(u64, u64)> = with_mm(p, |mm| match mm.vm().mincore_pages(addr, len) {
+        Ok(pages) => Outcome::CopyOut((pages, mm.vm().layout().task_size)),
+        Err(e) => Outcome::Return(errno(e)),
+    });
+    let (pages, task_size) = match checked {
+        Outcome::Return(value) => return value,
+        Outcome::CopyOut(v) => v,
+    };
+    // Linux's access_ok(vec, pages).
+    if vec.checked_add(pages).is_none_or(|end| end > task_size) {
+        return -EFAULT;
+    }
+    let mut buf = [0u8; 4096];
+    let mut done = 0u64;
+    while done < pages {
+        let chunk = (pages - done).min(buf.len() as u64) as usize;
+        let start = addr + done * mm::addr::PAGE_SIZE;
+        let filled: Outcome<usize> = with_mm(p, |mm| match mm.mincore(start, &mut buf[..chunk]) {
+            Ok(n) => Outcome::CopyOut(n),
+            Err(e) => Outcome::Return(errno(e)),
+        });
+        let n = match filled {
+            Outcome::Return(value) => return value,
+            Outcome::CopyOut(n) => n,
+        };
+        if copy_out(p, vec + done, &buf[..n]).is_err() {
+            return -EFAULT;
+        }
+        done += n as u64;
+    }
+    0
+}
+
 /// `SYS_MMAP_NEAR(target, len, radius, prot, flags)` (this kernel's extension, see the ABI).
 pub fn mmap_near(p: &Process, target: u64, len: u64, radius: u64, prot: u64, map_flags: u64) -> i64 {
     with_mm(p, |mm| mm.map_near(target, len, radius, prot, map_flags).map_or_else(errno, |a| a as i64))

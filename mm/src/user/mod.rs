@@ -24,6 +24,7 @@
 //! program image) and goes back one page at a time, even when the space merged pages into a
 //! 2 MiB block or a contiguous run: [`UserStats::data_frames`] counts them.
 
+mod calls;
 #[cfg(test)]
 mod tests;
 
@@ -162,6 +163,8 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     fault_blocks: u64,
     data_frames: u64,
     large: LargeFaults,
+    /// `mlockall(MCL_FUTURE)`: the lock flags every new area gets (Linux's `mm->def_flags`).
+    lock_future: Option<VmaFlags>,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -220,6 +223,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             fault_blocks: 0,
             data_frames: 0,
             large: LargeFaults::ALL,
+            lock_future: None,
         }
     }
 
@@ -458,6 +462,13 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 page += PAGE_SIZE;
             }
         }
+        let mut lock = self.lock_future.unwrap_or(VmaFlags::empty());
+        if map_flags & flags::MAP_LOCKED != 0 {
+            lock = lock.union(VmaFlags::LOCKED);
+        }
+        if !lock.is_empty() {
+            self.lock_new(mapped.addr, mapped.addr + mapped.len, lock);
+        }
         Ok(mapped.addr)
     }
 
@@ -517,6 +528,27 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// As Linux.
     pub fn madvise(&mut self, addr: u64, len: u64, advice: u64) -> Result<(), Errno> {
+        use crate::vm::advice::{MADV_COLD, MADV_DONTNEED, MADV_FREE, MADV_PAGEOUT};
+        // Linux (`can_madv_lru_vma`): these stop with EINVAL at a locked area; the areas before
+        // it get the advice, and a hole before it does not change the answer.
+        let reclaim = matches!(advice, MADV_DONTNEED | MADV_FREE | MADV_COLD | MADV_PAGEOUT);
+        let end = addr.checked_add(len.checked_add(PAGE_SIZE - 1).unwrap_or(0) & !(PAGE_SIZE - 1));
+        if reclaim
+            && addr & (PAGE_SIZE - 1) == 0
+            && let Some(end) = end
+            && let Some(locked) = self.vm.first_locked(addr, end)
+        {
+            let upto = locked.start.max(addr);
+            return match self.madvise_unlocked(addr, upto - addr, advice) {
+                Err(e) if upto == addr || e != Errno::ENOMEM => Err(e),
+                _ => Err(Errno::EINVAL),
+            };
+        }
+        self.madvise_unlocked(addr, len, advice)
+    }
+
+    /// [`madvise`](Self::madvise) on a range holding no locked area the advice refuses.
+    fn madvise_unlocked(&mut self, addr: u64, len: u64, advice: u64) -> Result<(), Errno> {
         let advised = self.vm.madvise(addr, len, advice)?;
         match advised.action {
             MadviseAction::Discard | MadviseAction::Free => {
@@ -548,6 +580,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             let (start, end) = (first.start, last.end);
             self.unmap_range(start, end);
         }
+        if let (Some((start, end)), Some(lock)) = (outcome.mapped, self.lock_future) {
+            self.lock_new(start, end, lock);
+        }
         outcome.brk
     }
 
@@ -564,7 +599,11 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         prot: u64,
         map_flags: u64,
     ) -> Result<u64, Errno> {
-        Ok(self.vm.map_near(target, len, radius, prot, map_flags)?.addr)
+        let mapped = self.vm.map_near(target, len, radius, prot, map_flags)?;
+        if let Some(lock) = self.lock_future {
+            self.lock_new(mapped.addr, mapped.addr + mapped.len, lock);
+        }
+        Ok(mapped.addr)
     }
 
     /// `SYS_CODE_WINDOW(op, arg, …)`: the window's information for `WINDOW_GET`.

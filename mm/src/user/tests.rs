@@ -16,6 +16,8 @@ use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_WRITE, MADV_WILLNEED};
 use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_POPULATE, MAP_PRIVATE};
 use crate::vm::prot::{PROT_READ, PROT_WRITE};
 
+mod calls;
+
 /// Table frames from the heap.
 struct Heap;
 

@@ -58,6 +58,9 @@
 
 use alloc::vec::Vec;
 
+pub mod lock;
+pub mod remap;
+
 use super::abi::{self, CodeWindowInfo};
 use super::advice::*;
 use super::flags::*;

@@ -224,10 +224,20 @@ impl VmaFlags {
     pub const HUGEPAGE: VmaFlags = VmaFlags(128);
     /// `MADV_NOHUGEPAGE`: faults map single pages only (no 64 KiB runs, no 2 MiB blocks).
     pub const NOHUGEPAGE: VmaFlags = VmaFlags(256);
+    /// Locked in memory (`mlock`, `mlockall(MCL_CURRENT)`, `MCL_FUTURE` mappings): populated
+    /// when locked, and `MADV_DONTNEED`/`MADV_FREE` refuse it (`EINVAL`), as Linux's `VM_LOCKED`.
+    pub const LOCKED: VmaFlags = VmaFlags(512);
+    /// With [`LOCKED`](Self::LOCKED): locked on fault (`MLOCK_ONFAULT`, `MCL_ONFAULT`), so the
+    /// lock populates nothing, as Linux's `VM_LOCKONFAULT`.
+    pub const LOCKONFAULT: VmaFlags = VmaFlags(1024);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {
         VmaFlags(0)
+    }
+    /// Whether no flag is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
     }
     /// Whether every flag of `other` is set.
     pub const fn contains(self, other: VmaFlags) -> bool {
@@ -245,8 +255,19 @@ impl VmaFlags {
 
 impl core::fmt::Debug for VmaFlags {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let names =
-            ["shared", "code", "heap", "stack", "image", "dontfork", "wipeonfork", "hugepage", "nohugepage"];
+        let names = [
+            "shared",
+            "code",
+            "heap",
+            "stack",
+            "image",
+            "dontfork",
+            "wipeonfork",
+            "hugepage",
+            "nohugepage",
+            "locked",
+            "lockonfault",
+        ];
         let mut first = true;
         write!(f, "[")?;
         for (i, n) in names.iter().enumerate() {

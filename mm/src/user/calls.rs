@@ -1,0 +1,235 @@
+//! The table effects of `mremap`, `mincore`, `msync` and the `mlock` family (the area algebra
+//! is [`crate::vm::map::remap`] and [`crate::vm::map::lock`]).
+//!
+//! Why `mremap` moves entries rather than data: the frames already hold the data, so a move is
+//! the old range's leaves unmapped with one gathered flush and the same frames mapped at the
+//! new address (invalid to valid: no TLBI). No data frame is allocated, no byte copied, and a
+//! 2 MiB block or 64 KiB run stays one where the new address keeps the alignment (the space
+//! reports physically contiguous leaves as one extent, and mapping an extent uses the largest
+//! leaves its alignment allows).
+
+use alloc::vec::Vec;
+
+use super::{Access, Fault, POPULATE_RESERVE_FRAMES, UserFrames, UserMemory};
+use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use crate::descriptor::Attributes;
+use crate::paging::{Constraints, Translation};
+use crate::space::{FlushTargets, Unmapped};
+use crate::tlb::TlbHardware;
+use crate::vm::map::lock::{MCL_CURRENT, MCL_FUTURE, MCL_ONFAULT, MLOCK_ONFAULT, lock_flags};
+use crate::vm::map::remap::Move;
+use crate::vm::{Errno, VmaFlags};
+
+impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
+    /// `mremap(addr, old_len, new_len, flags, new_addr)`: returns the (new) address. Removed
+    /// ranges are unmapped and their frames freed after the flush; a move takes the source's
+    /// entries with one flush and maps the same frames at the destination; a locked area that
+    /// grew is populated.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::vm::VmMap::mremap`]; `ENOMEM` after the move if a table frame for the
+    /// destination could not be had (the pages that could not be mapped are freed: they read
+    /// zero).
+    pub fn mremap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u64,
+        new_addr: u64,
+    ) -> Result<u64, Errno> {
+        let r = self.vm.mremap(addr, old_len, new_len, flags, new_addr)?;
+        for &(start, end) in &r.unmapped {
+            self.unmap_range(start, end);
+        }
+        let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m));
+        if let Some((start, end)) = r.populate {
+            // Linux's mm_populate after the call: best effort.
+            let _ = self.populate_locked(start, end);
+        }
+        moved.map(|()| r.addr)
+    }
+
+    /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: one unmap with one flush, the
+    /// extents collected after it (their frames are not freed), then mapped at the destination.
+    fn move_entries(&mut self, m: Move) -> Result<(), Errno> {
+        let mut extents: Vec<Unmapped> = Vec::new();
+        let result = self.space.unmap(VirtAddr(m.from), m.len, |u| extents.push(u));
+        debug_assert!(result.is_ok(), "mremap: unmap of the source failed: {result:?}");
+        let constraints = if m.pages_only {
+            Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS)
+        } else {
+            Constraints::NO_1G_BLOCKS
+        };
+        let mut lost = false;
+        for u in extents {
+            let va = u.va.0 - m.from + m.to;
+            lost |= !self.map_moved(va, u.pa, u.size, u.attrs, constraints);
+        }
+        if lost { Err(Errno::ENOMEM) } else { Ok(()) }
+    }
+
+    /// Maps a moved extent at `va` (the destination is empty: no TLBI); page by page if the
+    /// whole extent cannot get its tables. A page that still cannot be mapped loses its frame
+    /// (freed, as it is unreachable since the flush). Returns whether every page was mapped.
+    fn map_moved(&mut self, va: u64, pa: PhysAddr, size: u64, attrs: Attributes, c: Constraints) -> bool {
+        if self.space.map(VirtAddr(va), pa, size, attrs, c).is_ok() {
+            return true;
+        }
+        let mut all = true;
+        for i in 0..size / PAGE_SIZE {
+            let (v, p) = (va + i * PAGE_SIZE, PhysAddr(pa.0 + i * PAGE_SIZE));
+            if self.space.map(VirtAddr(v), p, PAGE_SIZE, attrs, c).is_err() {
+                self.frames.free(p);
+                self.data_frames -= 1;
+                all = false;
+            }
+        }
+        all
+    }
+
+    /// `mincore`'s per-area step (Linux's `do_mincore`): the residency of up to `out.len()`
+    /// pages from `addr` (page-aligned), stopping at the end of the mapping that contains
+    /// `addr`: 1 for a page present in the tables, 0 for one never touched or dropped. Returns
+    /// how many entries it filled.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when no mapping contains `addr`.
+    pub fn mincore(&self, addr: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        let vma = self.vm.find(addr).ok_or(Errno::ENOMEM)?;
+        let want = (out.len() as u64).saturating_mul(PAGE_SIZE);
+        let end = vma.end.min(addr.saturating_add(want));
+        let n = ((end - addr) / PAGE_SIZE) as usize;
+        out[..n].fill(0);
+        let _ = self.space.table().walk(VirtAddr(addr), end - addr, |leaf| {
+            let (s, e) = (leaf.va.0.max(addr), (leaf.va.0 + leaf.size).min(end));
+            for page in (s..e).step_by(PAGE_SIZE as usize) {
+                out[((page - addr) / PAGE_SIZE) as usize] = 1;
+            }
+        });
+        Ok(n)
+    }
+
+    /// `msync(addr, len, flags)`: nothing to write back (anonymous memory), so only Linux's
+    /// checks.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::vm::VmMap::msync`].
+    pub fn msync(&self, addr: u64, len: u64, flags: u64) -> Result<(), Errno> {
+        self.vm.msync(addr, len, flags)
+    }
+
+    /// `mlock(addr, len)`: locks the areas and populates them.
+    ///
+    /// # Errors
+    ///
+    /// As [`mlock2`](Self::mlock2).
+    pub fn mlock(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        self.lock_and_populate(addr, len, VmaFlags::LOCKED)
+    }
+
+    /// `mlock2(addr, len, flags)`: `MLOCK_ONFAULT` locks without populating.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` unknown flags; then as Linux's `do_mlock`: `EINVAL` a wrapping range, `ENOMEM`
+    /// unmapped parts (after locking what precedes); populating: `ENOMEM` for a `PROT_NONE`
+    /// area, `EAGAIN` when frames run out (Linux's `__mlock_posix_error_return`).
+    pub fn mlock2(&mut self, addr: u64, len: u64, flags: u64) -> Result<(), Errno> {
+        if flags & !MLOCK_ONFAULT != 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.lock_and_populate(addr, len, lock_flags(flags & MLOCK_ONFAULT != 0))
+    }
+
+    /// `munlock(addr, len)`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` a wrapping range, `ENOMEM` unmapped parts (after unlocking what precedes).
+    pub fn munlock(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        self.vm.set_lock(addr, len, VmaFlags::empty()).map(|_| ())
+    }
+
+    /// `mlockall(flags)`: `MCL_CURRENT` locks (and populates, ignoring failures) every area,
+    /// `MCL_FUTURE` every later one (`mmap`, `brk`, `mremap` growth), `MCL_ONFAULT` on fault.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` no flag, unknown flags, or `MCL_ONFAULT` alone.
+    pub fn mlockall(&mut self, flags: u64) -> Result<(), Errno> {
+        if flags == 0 || flags & !(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0 || flags == MCL_ONFAULT {
+            return Err(Errno::EINVAL);
+        }
+        let lock = lock_flags(flags & MCL_ONFAULT != 0);
+        self.lock_future = (flags & MCL_FUTURE != 0).then_some(lock);
+        if flags & MCL_CURRENT != 0 {
+            // Linux ignores the errors of both steps (`apply_mlockall_flags`, `mm_populate`).
+            let _ = self.vm.set_lock_all(lock);
+            let mut cursor = 0;
+            loop {
+                let Some(v) = self.vm.mappings_in(cursor, u64::MAX).next() else { break };
+                cursor = v.end;
+                let _ = self.populate_locked(v.start, v.end);
+            }
+        }
+        Ok(())
+    }
+
+    /// `munlockall()`: every area unlocked, and later ones are not locked.
+    pub fn munlockall(&mut self) {
+        self.lock_future = None;
+        let _ = self.vm.set_lock_all(VmaFlags::empty());
+    }
+
+    /// `mlockall(MCL_FUTURE)` applied to a new area `[start, end)`: locked and populated (best
+    /// effort, as Linux's `mmap` of a `VM_LOCKED` area). `MAP_LOCKED` asks the same of one
+    /// mapping.
+    pub(super) fn lock_new(&mut self, start: u64, end: u64, lock: VmaFlags) {
+        if start < end && self.vm.set_lock(start, end - start, lock).is_ok() {
+            let _ = self.populate_locked(start, end);
+        }
+    }
+
+    fn lock_and_populate(&mut self, addr: u64, len: u64, lock: VmaFlags) -> Result<(), Errno> {
+        match self.vm.set_lock(addr, len, lock)? {
+            Some((start, end)) => self.populate_locked(start, end),
+            None => Ok(()),
+        }
+    }
+
+    /// Linux's `__mm_populate` over `[start, end)` for a lock: each locked area not locked on
+    /// fault is faulted in (for writing when private and writable). `ENOMEM` for a `PROT_NONE`
+    /// area, `EAGAIN` out of frames (the POSIX errors Linux's `mlock` returns).
+    fn populate_locked(&mut self, start: u64, end: u64) -> Result<(), Errno> {
+        let mut cursor = start;
+        loop {
+            let Some(v) = self.vm.mappings_in(cursor, end).next() else { break };
+            cursor = v.end;
+            if !v.flags.contains(VmaFlags::LOCKED) || v.flags.contains(VmaFlags::LOCKONFAULT) {
+                continue;
+            }
+            if v.prot.bits() & 0x7 == 0 {
+                return Err(Errno::ENOMEM);
+            }
+            let write = v.prot.write() && !v.flags.contains(VmaFlags::SHARED);
+            let access = if write { Access::Write } else { Access::Read };
+            for page in (v.start..v.end).step_by(PAGE_SIZE as usize) {
+                // As MAP_POPULATE: the machine's last frames stay for everyone's next fault, so
+                // a lock larger than what is free fails (EAGAIN) instead of starving them.
+                if self.frames.free_frames() <= POPULATE_RESERVE_FRAMES {
+                    return Err(Errno::EAGAIN);
+                }
+                match self.fault(page, access) {
+                    Ok(()) => {}
+                    Err(Fault::OutOfMemory) => return Err(Errno::EAGAIN),
+                    Err(_) => return Err(Errno::ENOMEM),
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,393 @@
+//! Host tests of `mremap`, `mincore`, `msync` and the `mlock` family: Linux 6.1's errno values
+//! in its order, and the table effects (a move takes the entries with one flush and allocates
+//! nothing; residency is read from the tables; a lock populates and refuses reclaim advice).
+
+use super::*;
+use crate::vm::advice::{MADV_DONTNEED_LOCKED, MADV_FREE};
+use crate::vm::flags::{MAP_LOCKED, MAP_SHARED};
+use crate::vm::map::lock::{
+    MCL_CURRENT, MCL_FUTURE, MCL_ONFAULT, MLOCK_ONFAULT, MS_ASYNC, MS_INVALIDATE, MS_SYNC,
+};
+use crate::vm::map::remap::{MREMAP_DONTUNMAP, MREMAP_FIXED, MREMAP_MAYMOVE};
+use crate::vm::prot::PROT_EXEC;
+
+const P: u64 = PAGE_SIZE;
+const MIB: u64 = 1 << 20;
+const MAYMOVE: u64 = MREMAP_MAYMOVE;
+
+/// One row of an errno table: what it checks, the arguments, the answer.
+type Row<A, R> = (&'static str, A, Result<R, Errno>);
+/// `mremap`'s five arguments.
+type RemapArgs = (u64, u64, u64, u64, u64);
+
+/// The bytes of the page at `va` as the program would read them (zero when not present).
+fn read_page(m: &Mem, va: u64) -> Vec<u8> {
+    match m.space().translate(VirtAddr(va)) {
+        Some(pa) => {
+            m.frames().contents.get(&(pa.0 & !(P - 1))).cloned().unwrap_or_else(|| std::vec![0; 4096])
+        }
+        None => std::vec![0; 4096],
+    }
+}
+
+/// `mincore` as the kernel loops it: the whole vector, or the errno after the filled prefix.
+fn mincore_all(m: &Mem, addr: u64, len: u64) -> (Vec<u8>, Result<(), Errno>) {
+    let pages = match m.vm().mincore_pages(addr, len) {
+        Ok(p) => p as usize,
+        Err(e) => return (Vec::new(), Err(e)),
+    };
+    let mut out = std::vec![0xffu8; pages];
+    let mut done = 0;
+    while done < pages {
+        let chunk = (pages - done).min(4096);
+        match m.mincore(addr + done as u64 * P, &mut out[done..done + chunk]) {
+            Ok(n) => done += n,
+            Err(e) => {
+                out.truncate(done);
+                return (out, Err(e));
+            }
+        }
+    }
+    (out, Ok(()))
+}
+
+#[test]
+fn mremap_errno_order_is_linux_6_1() {
+    use Errno::*;
+    let mut m = memory(true);
+    let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
+    // A second mapping right after the first, different protection (so no merge).
+    let b = a + 8 * P;
+    m.mmap(b, 4 * P, PROT_READ, ANON | MAP_FIXED, -1, 0).unwrap();
+    let far = 0x5000_0000_0000u64;
+    #[rustfmt::skip]
+    let table: &[Row<RemapArgs, u64>] = &[
+        ("unknown flag", (a, P, P, 8, 0), Err(EINVAL)),
+        ("FIXED without MAYMOVE", (a, P, P, MREMAP_FIXED, far), Err(EINVAL)),
+        ("DONTUNMAP without MAYMOVE", (a, P, P, MREMAP_DONTUNMAP, 0), Err(EINVAL)),
+        ("DONTUNMAP resizing", (a, P, 2 * P, MAYMOVE | MREMAP_DONTUNMAP, 0), Err(EINVAL)),
+        // Flag checks come before the alignment check, which comes before the lookup.
+        ("flags before alignment", (a + 1, P, P, 8, 0), Err(EINVAL)),
+        ("unaligned old", (a + 1, P, P, 0, 0), Err(EINVAL)),
+        ("new_len 0", (far, P, 0, 0, 0), Err(EINVAL)),
+        ("new_len wraps to 0", (a, P, u64::MAX - 10, MAYMOVE, 0), Err(EINVAL)),
+        ("no mapping at old", (far, P, 2 * P, MAYMOVE, 0), Err(EFAULT)),
+        ("old range past its mapping", (a, 12 * P, 16 * P, MAYMOVE, 0), Err(EFAULT)),
+        ("old_len 0 on private memory", (a, 0, P, MAYMOVE, 0), Err(EINVAL)),
+        // mremap_to's own checks, after the lookup.
+        ("FIXED unaligned new", (a, P, P, MAYMOVE | MREMAP_FIXED, far + 1), Err(EINVAL)),
+        ("FIXED past TASK_SIZE", (a, P, 2 * P, MAYMOVE | MREMAP_FIXED, (1 << 48) - P), Err(EINVAL)),
+        ("FIXED overlapping", (a, 4 * P, 4 * P, MAYMOVE | MREMAP_FIXED, a + 2 * P), Err(EINVAL)),
+        ("DONTUNMAP hint overlapping", (a, 4 * P, 4 * P, MAYMOVE | MREMAP_DONTUNMAP, a + 2 * P), Err(EINVAL)),
+        ("FIXED past its mapping", (a, 12 * P, 12 * P, MAYMOVE | MREMAP_FIXED, far), Err(EFAULT)),
+        ("FIXED below mmap_min_addr", (a, P, P, MAYMOVE | MREMAP_FIXED, 0x1000), Err(EPERM)),
+        // No room after `a` and no MAYMOVE.
+        ("grow without room", (a, 8 * P, 9 * P, 0, 0), Err(ENOMEM)),
+        // Equal lengths are a shrink by nothing: the address, even past the mapping's end.
+        ("same length", (a, 12 * P, 12 * P, 0, 0), Ok(a)),
+    ];
+    for &(what, (old, ol, nl, f, na), want) in table {
+        assert_eq!(m.mremap(old, ol, nl, f, na), want, "{what}");
+        m.vm().check();
+    }
+    // Nothing above changed the areas.
+    assert_eq!(m.vm().mappings_in(a, b + 4 * P).count(), 2);
+    // DONTUNMAP on shared memory: refused (see the module documentation of vm::map::remap).
+    let s = m.mmap(0, 2 * P, RW, MAP_SHARED | MAP_ANONYMOUS, -1, 0).unwrap();
+    assert_eq!(m.mremap(s, 2 * P, 2 * P, MAYMOVE | MREMAP_DONTUNMAP, 0), Err(EINVAL));
+}
+
+#[test]
+fn mremap_shrinks_grows_in_place_and_replaces_a_fixed_target() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 8 * P, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(m.stats().data_frames, 8);
+    // Shrink: the tail goes, its frames back after the flush.
+    assert_eq!(m.mremap(a, 8 * P, 3 * P, 0, 0), Ok(a));
+    assert_eq!((m.stats().data_frames, m.frames().live.len()), (3, 3));
+    assert!(m.vm().find(a + 3 * P).is_none());
+    // Grow in place into the freed space: same address, one area, old pages kept.
+    let kept = m.space().translate(VirtAddr(a)).unwrap();
+    assert_eq!(m.mremap(a, 3 * P, 6 * P, 0, 0), Ok(a));
+    assert_eq!(m.vm().find(a).unwrap().end, a + 6 * P);
+    assert_eq!(m.space().translate(VirtAddr(a)), Some(kept));
+    assert_eq!(m.stats().data_frames, 3);
+    // FIXED onto a populated target: the target's frames go, the source's frames move.
+    let t = m.mmap(0, 6 * P, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(m.frames().live.len(), 9);
+    m.write(a + 5, b"moved").unwrap();
+    let moved_pa = m.space().translate(VirtAddr(a)).unwrap();
+    assert_eq!(m.mremap(a, 6 * P, 6 * P, MAYMOVE | MREMAP_FIXED, t), Ok(t));
+    assert_eq!(m.space().translate(VirtAddr(t)), Some(moved_pa));
+    assert_eq!(&read_page(&m, t)[5..10], b"moved");
+    assert!(m.vm().find(a).is_none() && m.space().query(VirtAddr(a)).is_none());
+    // 9 frames before, the target's 6 freed, the source's 3 moved.
+    assert_eq!((m.stats().data_frames, m.frames().live.len()), (3, 3));
+    m.vm().check();
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty());
+}
+
+/// The point of moving entries: 64 MiB of 2 MiB blocks move with one flush and no data frame,
+/// and stay blocks; the data is where the program left it.
+#[test]
+fn a_64_mib_move_allocates_nothing_and_flushes_once() {
+    for range in [true, false] {
+        move_64_mib(range);
+    }
+}
+
+fn move_64_mib(range: bool) {
+    let mut m = memory(range);
+    m.set_large_faults(LargeFaults::ALL);
+    m.frames_mut_for_test().contiguous = true;
+    m.frames_mut_for_test().free_frames = 1 << 20;
+    let len = 64 * MIB;
+    let a = m.mmap(0, len, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(a % (2 * MIB), 0);
+    // Something right after it, so growing must move.
+    m.mmap(a + len, P, PROT_READ, ANON | MAP_FIXED, -1, 0).unwrap();
+    assert_eq!(m.stats().fault_blocks, 32);
+    for i in 0..64 {
+        m.write(a + i * MIB + 8, &(i as u32).to_le_bytes()).unwrap();
+    }
+    let (frames_before, next_before) = (m.stats().data_frames, m.frames().next);
+    let (flushes, tlbi_before) = (m.space().stats().flushes, tlbis(&m).len());
+    let b = m.mremap(a, len, len + 2 * MIB, MAYMOVE, 0).unwrap();
+    assert_ne!(b, a);
+    let tlbi_after = tlbis(&m).len();
+    std::println!(
+        "64 MiB mremap (FEAT_TLBIRANGE {range}): {} flush, TLBIs {:x?}, {} frames allocated",
+        m.space().stats().flushes - flushes,
+        &tlbis(&m)[tlbi_before..],
+        m.frames().next - next_before
+    );
+    // One range TLBI with FEAT_TLBIRANGE; without it one per 2 MiB block (32 leaves, within the
+    // planner's per-entry bound).
+    assert_eq!(tlbi_after - tlbi_before, if range { 1 } else { 32 });
+    assert_eq!(m.space().stats().flushes - flushes, 1, "one gathered flush");
+    assert_eq!(m.frames().next, next_before, "no frame allocated");
+    assert_eq!(m.stats().data_frames, frames_before);
+    for i in 0..64 {
+        assert_eq!(read_page(&m, b + i * MIB)[8..12], (i as u32).to_le_bytes(), "MiB {i}");
+        assert!(m.space().query(VirtAddr(a + i * MIB)).is_none());
+    }
+    for i in 0..32 {
+        assert_eq!(m.space().query(VirtAddr(b + i * 2 * MIB)).unwrap().size, 2 * MIB, "block {i}");
+    }
+    // The grown part is demand paged, zero.
+    assert!(m.space().query(VirtAddr(b + len)).is_none());
+    assert_eq!(m.vm().find(b).unwrap().end, b + len + 2 * MIB);
+    assert!(m.vm().find(a).is_none());
+    m.vm().check();
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty(), "every moved frame freed exactly once");
+}
+
+#[test]
+fn dontunmap_keeps_the_source_which_then_reads_zero() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 4 * P, RW, ANON, -1, 0).unwrap();
+    m.write(a + 3 * P, b"data").unwrap();
+    m.mlock(a, 4 * P).unwrap();
+    let b = m.mremap(a, 4 * P, 4 * P, MAYMOVE | MREMAP_DONTUNMAP, 0).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(&read_page(&m, b + 3 * P)[..4], b"data");
+    // The source stays mapped, unlocked, empty: a fault gives a zero page.
+    let src = m.vm().find(a).copied().unwrap();
+    assert!(!src.flags.contains(VmaFlags::LOCKED));
+    assert!(m.vm().find(b).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert!(m.space().query(VirtAddr(a + 3 * P)).is_none());
+    m.fault(a + 3 * P, Access::Read).unwrap();
+    assert_eq!(read_page(&m, a + 3 * P), std::vec![0u8; 4096]);
+    m.vm().check();
+}
+
+#[test]
+fn a_moved_code_area_stays_in_the_code_window() {
+    let mut m = memory(true);
+    let code = m.mmap(0, 4 * P, PROT_READ | PROT_EXEC, ANON, -1, 0).unwrap();
+    let (wb, we) = m.vm().code_window_range().unwrap();
+    assert!(wb <= code && code < we);
+    // Something right after it, so growing must move.
+    m.mmap(code + 4 * P, P, PROT_READ | PROT_EXEC, ANON | MAP_FIXED, -1, 0).unwrap();
+    m.mprotect(code + 4 * P, P, PROT_READ).unwrap();
+    let moved = m.mremap(code, 4 * P, 8 * P, MAYMOVE, 0).unwrap();
+    assert_ne!(moved, code);
+    assert!(wb <= moved && moved + 8 * P <= we, "{moved:#x} outside [{wb:#x}, {we:#x})");
+    assert_eq!(m.vm().code_window().placed_outside, 0);
+    // A data area never moves into the window.
+    let d = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    m.mmap(d + 2 * P, P, PROT_READ, ANON | MAP_FIXED, -1, 0).unwrap();
+    let dm = m.mremap(d, 2 * P, 4 * P, MAYMOVE, 0).unwrap();
+    assert!(dm >= we || dm + 4 * P <= wb);
+    m.vm().check();
+}
+
+#[test]
+fn mincore_reports_residency_from_the_tables() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
+    assert_eq!(mincore_all(&m, a, 8 * P), (std::vec![0; 8], Ok(())));
+    m.fault(a + P, Access::Write).unwrap();
+    m.fault(a + 6 * P, Access::Read).unwrap();
+    assert_eq!(mincore_all(&m, a, 8 * P), (std::vec![0, 1, 0, 0, 0, 0, 1, 0], Ok(())));
+    // A partial last page counts as a page.
+    assert_eq!(mincore_all(&m, a, P + 1), (std::vec![0, 1], Ok(())));
+    m.madvise(a, 8 * P, MADV_DONTNEED).unwrap();
+    assert_eq!(mincore_all(&m, a, 8 * P), (std::vec![0; 8], Ok(())));
+    // Errors: unaligned, out of the address space, a hole (after filling what precedes).
+    assert_eq!(mincore_all(&m, a + 1, P).1, Err(Errno::EINVAL));
+    assert_eq!(mincore_all(&m, (1 << 48) - P, 2 * P).1, Err(Errno::ENOMEM));
+    m.fault(a + 7 * P, Access::Write).unwrap();
+    assert_eq!(mincore_all(&m, a + 6 * P, 4 * P), (std::vec![0, 1], Err(Errno::ENOMEM)));
+    assert_eq!(mincore_all(&m, a - P, 2 * P), (Vec::new(), Err(Errno::ENOMEM)));
+    assert_eq!(mincore_all(&m, a, 0), (Vec::new(), Ok(())));
+    // A 2 MiB block reports all of its pages.
+    let mut l = large_memory();
+    let b = l.mmap(0, 4 * MIB, RW, ANON, -1, 0).unwrap();
+    l.fault(b, Access::Write).unwrap();
+    let (v, r) = mincore_all(&l, b, 4 * MIB);
+    assert_eq!(r, Ok(()));
+    assert_eq!(
+        (v[..512].iter().filter(|&&x| x == 1).count(), v[512..].iter().filter(|&&x| x == 1).count()),
+        (512, 0)
+    );
+}
+
+#[test]
+fn msync_checks_as_linux() {
+    use Errno::*;
+    let mut m = memory(true);
+    let a = m.mmap(0, 4 * P, RW, ANON, -1, 0).unwrap();
+    m.mmap(a + 6 * P, 2 * P, RW, ANON | MAP_FIXED, -1, 0).unwrap();
+    #[rustfmt::skip]
+    let table: &[Row<(u64, u64, u64), ()>] = &[
+        ("unknown flag", (a, P, 8), Err(EINVAL)),
+        ("unaligned", (a + 1, P, MS_SYNC), Err(EINVAL)),
+        ("ASYNC and SYNC", (a, P, MS_ASYNC | MS_SYNC), Err(EINVAL)),
+        ("zero length", (a + 1000 * P, 0, MS_SYNC), Ok(())),
+        ("wrapping", (a, u64::MAX - 2 * P, MS_SYNC), Err(ENOMEM)),
+        ("mapped", (a, 4 * P, MS_SYNC), Ok(())),
+        ("partial page", (a, 3 * P + 1, MS_ASYNC), Ok(())),
+        ("hole", (a, 8 * P, MS_SYNC), Err(ENOMEM)),
+        ("hole, ASYNC", (a, 8 * P, MS_ASYNC), Err(ENOMEM)),
+        ("past the end", (a + 6 * P, 4 * P, MS_INVALIDATE), Err(ENOMEM)),
+        ("unmapped", (a + 4 * P, P, 0), Err(ENOMEM)),
+    ];
+    for &(what, (addr, len, flags), want) in table {
+        assert_eq!(m.msync(addr, len, flags), want, "{what}");
+    }
+    // MS_INVALIDATE over a locked mapping is EBUSY, even after a hole.
+    m.mlock(a + 6 * P, 2 * P).unwrap();
+    assert_eq!(m.msync(a, 8 * P, MS_INVALIDATE), Err(EBUSY));
+    assert_eq!(m.msync(a, 8 * P, MS_SYNC), Err(ENOMEM));
+}
+
+#[test]
+fn mlock_populates_and_refuses_reclaim_advice() {
+    use Errno::*;
+    let mut m = memory(true);
+    let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
+    // An unaligned start widens to whole pages.
+    m.mlock(a + 10, 2 * P).unwrap();
+    assert_eq!(m.stats().data_frames, 3);
+    assert!(m.vm().find(a + 2 * P).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert!(!m.vm().find(a + 3 * P).unwrap().flags.contains(VmaFlags::LOCKED));
+    // Linux: DONTNEED, FREE stop with EINVAL at a locked area; what precedes gets the advice.
+    assert_eq!(m.madvise(a, 8 * P, MADV_DONTNEED), Err(EINVAL));
+    assert_eq!(m.madvise(a, P, MADV_FREE), Err(EINVAL));
+    assert_eq!(m.stats().data_frames, 3);
+    m.fault(a + 5 * P, Access::Write).unwrap();
+    assert_eq!(m.madvise(a + 5 * P, 3 * P, MADV_DONTNEED), Ok(()));
+    assert_eq!(m.stats().data_frames, 3);
+    // DONTNEED_LOCKED applies.
+    m.madvise(a + 2 * P, P, MADV_DONTNEED_LOCKED).unwrap();
+    assert_eq!(m.stats().data_frames, 2);
+    // munlock, then DONTNEED works.
+    m.munlock(a, 8 * P).unwrap();
+    m.madvise(a, 8 * P, MADV_DONTNEED).unwrap();
+    assert_eq!(m.stats().data_frames, 0);
+    m.vm().check();
+    // Errors in Linux's order.
+    assert_eq!(m.mlock2(a, P, 2), Err(EINVAL));
+    assert_eq!(m.mlock(a.wrapping_neg(), 2 * a), Err(EINVAL), "wrapping range");
+    assert_eq!(m.mlock(a, 0), Ok(()));
+    assert_eq!(m.mlock(a - P, 2 * P), Err(ENOMEM), "no mapping at the start");
+    // A hole: the prefix stays locked and the call fails before populating.
+    assert_eq!(m.mlock(a, 16 * P), Err(ENOMEM));
+    assert!(m.vm().find(a).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert_eq!(m.stats().data_frames, 0);
+    assert_eq!(m.munlock(a, 16 * P), Err(ENOMEM));
+    // ONFAULT locks without populating.
+    m.mlock2(a, 8 * P, MLOCK_ONFAULT).unwrap();
+    assert_eq!(m.stats().data_frames, 0);
+    assert!(m.vm().find(a).unwrap().flags.contains(VmaFlags::LOCKONFAULT));
+    // PROT_NONE cannot be populated: ENOMEM (Linux's EFAULT turned POSIX); out of frames EAGAIN.
+    let n = m.mmap(0, P, 0, ANON, -1, 0).unwrap();
+    assert_eq!(m.mlock(n, P), Err(ENOMEM));
+    m.frames_mut_for_test().limit = Some(2);
+    assert_eq!(m.mlock(a, 8 * P), Err(EAGAIN));
+    // The machine's last frames are not taken by a lock (nor by MAP_LOCKED, best effort).
+    m.frames_mut_for_test().limit = None;
+    m.frames_mut_for_test().free_frames = POPULATE_RESERVE_FRAMES;
+    let before = m.stats().data_frames;
+    assert_eq!(m.mlock(a, 8 * P), Err(EAGAIN));
+    let l = m.mmap(0, 4 * P, RW, ANON | MAP_LOCKED, -1, 0).unwrap();
+    assert!(m.vm().find(l).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert_eq!(m.stats().data_frames, before);
+    m.vm().check();
+}
+
+#[test]
+fn mlockall_locks_current_and_future_areas() {
+    use Errno::*;
+    let mut m = memory(true);
+    for bad in [0, MCL_ONFAULT, 8, MCL_CURRENT | 8] {
+        assert_eq!(m.mlockall(bad), Err(EINVAL), "{bad}");
+    }
+    let a = m.mmap(0, 4 * P, RW, ANON, -1, 0).unwrap();
+    m.mlockall(MCL_CURRENT).unwrap();
+    assert_eq!(m.stats().data_frames, 4);
+    // Not FUTURE: a new mapping is not locked.
+    let b = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    assert_eq!(m.stats().data_frames, 4);
+    m.mlockall(MCL_FUTURE).unwrap();
+    let c = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    assert!(m.vm().find(c).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert_eq!(m.stats().data_frames, 6);
+    // The heap grows locked too.
+    let brk = m.brk(0);
+    m.brk(brk + 2 * P);
+    assert_eq!(m.stats().data_frames, 8);
+    // FUTURE | ONFAULT: locked, not populated. MAP_LOCKED alone populates.
+    m.mlockall(MCL_FUTURE | MCL_ONFAULT).unwrap();
+    let d = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    assert!(m.vm().find(d).unwrap().flags.contains(VmaFlags::LOCKONFAULT));
+    assert_eq!(m.stats().data_frames, 8);
+    m.munlockall();
+    assert!(m.vm().iter().all(|v| !v.flags.contains(VmaFlags::LOCKED)));
+    let e = m.mmap(0, 2 * P, RW, ANON | MAP_LOCKED, -1, 0).unwrap();
+    assert!(m.vm().find(e).unwrap().flags.contains(VmaFlags::LOCKED));
+    assert_eq!(m.stats().data_frames, 10);
+    let _ = (a, b);
+    m.vm().check();
+}
+
+/// Growth is new address space: `RLIMIT_AS` refuses it as Linux's `vma_to_resize`
+/// (`may_expand_vm`) does, before anything changes; a shrink or a move of the same size passes.
+#[test]
+fn mremap_growth_is_charged_to_rlimit_as() {
+    use crate::vm::limits::Rlimit;
+    let mut m = memory(true);
+    let a = m.mmap(0, 4 * P, RW, ANON, -1, 0).unwrap();
+    let limit = Rlimit { cur: m.vm().mapped_bytes() + 2 * P, max: u64::MAX };
+    m.vm_mut().set_rlimits(limit, Rlimit::INFINITY);
+    assert_eq!(m.mremap(a, 4 * P, 8 * P, MAYMOVE, 0), Err(Errno::ENOMEM));
+    assert_eq!(m.vm().find(a).unwrap().end, a + 4 * P);
+    assert_eq!(m.mremap(a, 4 * P, 6 * P, MAYMOVE, 0), Ok(a));
+    // DONTUNMAP keeps the source, so its copy is charged too.
+    assert_eq!(m.mremap(a, 6 * P, 6 * P, MAYMOVE | MREMAP_DONTUNMAP, 0), Err(Errno::ENOMEM));
+    assert_eq!(m.mremap(a, 6 * P, 2 * P, 0, 0), Ok(a));
+    m.vm().check();
+}
