@@ -277,7 +277,7 @@ pub fn run(ctx: &Ctx) -> bool {
     let pages = if ctx.full { 4096 } else { 512 };
     match map(pages, PROT_READ | PROT_WRITE) {
         Ok(a) => {
-            // Warm up on memory of its own, in the same 2 MiB-aligned shape.
+            // Warm up (QEMU translates the fault path) on memory of its own, of the same size.
             if let Ok(w) = map(pages, PROT_READ | PROT_WRITE) {
                 touch(w, pages);
                 unmap(w, pages);
