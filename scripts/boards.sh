@@ -38,23 +38,43 @@ apt_fetch() {
     mkdir -p "$dir.tmp" && dpkg-deb -x "$deb" "$dir.tmp" && mv "$dir.tmp" "$dir"
 }
 
-# ensure_pi_dtbs: target/boards/bcm2837-rpi-3-b.dtb and bcm2711-rpi-4-b.dtb from the newest 6.1
-# arm64 kernel package apt-cache knows (the .deb is kept, about 60 MB, so this happens once).
-ensure_pi_dtbs() {
-    [ -f "$BOARDS/bcm2837-rpi-3-b.dtb" ] && [ -f "$BOARDS/bcm2711-rpi-4-b.dtb" ] && return 0
+# linux_deb: sets LINUX_DEB to the newest 6.1 arm64 kernel package apt-cache knows, downloaded
+# into $BOARDS (apt-get download, not installed; the .deb is kept, about 60 MB, so this happens once).
+linux_deb() {
     ensure_arm64_arch
     local pkg
     pkg=$(apt-cache search --names-only '^linux-image-6\.1\.[0-9]+-[0-9]+-arm64$' | awk '{print $1}' | sort -V | tail -n1)
     [ -n "$pkg" ] || die "apt-cache knows no linux-image-6.1.*-arm64 package (is arm64 in dpkg's architectures?)"
-    local deb
-    deb=$(ls "$BOARDS/${pkg}"_*.deb 2>/dev/null | head -n1 || true)
-    if [ -z "$deb" ]; then
+    LINUX_DEB=$(ls "$BOARDS/${pkg}"_*.deb 2>/dev/null | head -n1 || true)
+    if [ -z "$LINUX_DEB" ]; then
         mkdir -p "$BOARDS"
-        say "setup: downloading $pkg:arm64 from Debian for its device trees (apt-get download, not installed; ~60 MB, once)"
+        say "setup: downloading $pkg:arm64 from Debian (apt-get download, not installed; ~60 MB, once)"
         (cd "$BOARDS" && apt-get download -q "$pkg:arm64" >/tmp/apt-download.log 2>&1) \
             || { tail -n 5 /tmp/apt-download.log >&2; die "could not download $pkg:arm64"; }
-        deb=$(ls "$BOARDS/${pkg}"_*.deb | head -n1)
+        LINUX_DEB=$(ls "$BOARDS/${pkg}"_*.deb | head -n1)
     fi
+}
+
+# ensure_linux_image: sets LINUX_IMAGE to Debian's arm64 Linux kernel (the raw Image from the
+# package's /boot/vmlinuz-*), unpacked once into target/boards/linux/. scripts/bench boots it.
+ensure_linux_image() {
+    local dir="$BOARDS/linux"
+    LINUX_IMAGE=$(ls "$dir"/boot/vmlinuz-* 2>/dev/null | head -n1 || true)
+    [ -n "$LINUX_IMAGE" ] && return 0
+    linux_deb
+    rm -rf "$dir.tmp"; mkdir -p "$dir.tmp"
+    dpkg-deb --fsys-tarfile "$LINUX_DEB" | tar -x -C "$dir.tmp" --wildcards './boot/vmlinuz-*' './boot/config-*'
+    rm -rf "$dir"; mv "$dir.tmp" "$dir"
+    LINUX_IMAGE=$(ls "$dir"/boot/vmlinuz-* | head -n1)
+    say "setup: Linux kernel $(basename "$LINUX_IMAGE") from $(basename "$LINUX_DEB") in $dir"
+}
+
+# ensure_pi_dtbs: target/boards/bcm2837-rpi-3-b.dtb and bcm2711-rpi-4-b.dtb from the same package.
+ensure_pi_dtbs() {
+    [ -f "$BOARDS/bcm2837-rpi-3-b.dtb" ] && [ -f "$BOARDS/bcm2711-rpi-4-b.dtb" ] && return 0
+    linux_deb
+    local deb="$LINUX_DEB" pkg
+    pkg=$(basename "$deb" | cut -d_ -f1)
     # Only the two device trees are unpacked (dpkg-deb's data archive, filtered by tar).
     local tmp="$BOARDS/dtb.tmp" dtb
     rm -rf "$tmp"; mkdir -p "$tmp"

@@ -70,6 +70,8 @@ pub struct Booted {
     pub cpu: arch::cpu::CpuFeatures,
     /// Whether PAN was turned on.
     pub pan_enabled: bool,
+    /// PMU event counter 0 counts instructions retired and EL0 may read it (arch::pmu).
+    pub pmu_enabled: bool,
     /// Table pages the final map took from the static arena.
     pub arena_pages: usize,
     /// Counter values at the end of each boot phase, for the report's timeline.
@@ -263,6 +265,7 @@ extern "C" fn kernel_main(
     let cpu = arch::cpu::CpuFeatures::read();
     memory::asids::init();
     let pan_enabled = arch::cpu::enable_pan(&cpu);
+    let pmu_enabled = arch::pmu::enable_instruction_counter();
     process::init_el0_controls();
     set_phase(&"running");
     let booted = BOOTED.call_once(|| Booted {
@@ -271,6 +274,7 @@ extern "C" fn kernel_main(
         usable,
         cpu,
         pan_enabled,
+        pmu_enabled,
         arena_pages: mapped.arena_pages,
         timeline: [
             ("kernel_main", t_main),

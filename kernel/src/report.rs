@@ -88,14 +88,15 @@ pub fn print(b: &Booted) {
         m.cpus.len()
     );
     kprintln!(
-        "  mm features: FEAT_TLBIRANGE {}, ASID {} bits, PAN {} ({}), TTL {}, LPA2 {}, PA {} bits",
+        "  mm features: FEAT_TLBIRANGE {}, ASID {} bits, PAN {} ({}), TTL {}, LPA2 {}, PA {} bits, PMU instructions counter to EL0 {}",
         if cpu.has_range_tlbi() { "yes" } else { "no" },
         cpu.asid_bits,
         cpu.pan,
         if b.pan_enabled { "enabled" } else { "absent" },
         if cpu.ttl { "yes" } else { "no" },
         if cpu.gran4 == crate::arch::cpu::Granule::Yes52 { "yes" } else { "no" },
-        cpu.pa_bits
+        cpu.pa_bits,
+        if b.pmu_enabled { "yes" } else { "no" }
     );
     kprintln!("  granules: 4K {}, 16K {}, 64K {}", cpu.gran4, cpu.gran16, cpu.gran64);
     if !m.bootargs.is_empty() {

@@ -257,6 +257,7 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
     let features = crate::arch::cpu::CpuFeatures::read();
     crate::memory::tlb::add_cpu();
     crate::arch::cpu::enable_pan(&features);
+    crate::arch::pmu::enable_instruction_counter();
     crate::process::init_el0_controls();
     let irqs = crate::irq::init_cpu();
     kprintln!(

@@ -20,7 +20,10 @@
 //! `all` either) makes random memory calls from several threads and checks every page it touches
 //! (see `fuzz.rs`); `oom` touches memory until the kernel kills it (status 137).
 //!
-//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom]
+//! `ops` (not part of `all`) measures single system calls for scripts/bench's comparison with
+//! Linux (see `ops.rs`).
+//!
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom|ops]
 //! [--full] [--threads=N] [--calls=N] [--seed=HEX]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
@@ -36,6 +39,7 @@ mod jit;
 mod layout;
 mod limits;
 mod near;
+mod ops;
 mod rt;
 mod shootdown;
 mod sys;
@@ -64,7 +68,7 @@ pub struct Ctx {
 /// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
-const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom] \
+const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom|ops] \
                      [--full] [--threads=N] [--calls=N] [--seed=HEX]";
 
 /// Invariant bookkeeping for one mode.
@@ -227,6 +231,13 @@ fn main(start: &rt::Start) -> u64 {
         ran += 1;
         if !near::run(&ctx) {
             failed.push("near");
+        }
+    }
+    // Not part of `all`: a benchmark of single system calls for scripts/bench.
+    if mode == b"ops" {
+        ran += 1;
+        if !ops::run(&ctx) {
+            failed.push("ops");
         }
     }
     if all || mode == b"bench" {

@@ -12,6 +12,7 @@ pub use crate::abi::{
 
 /// Linux arm64 (asm-generic) system call numbers.
 pub mod nr {
+    pub const READ: u64 = 63;
     pub const WRITE: u64 = 64;
     pub const EXIT: u64 = 93;
     pub const EXIT_GROUP: u64 = 94;
@@ -20,14 +21,19 @@ pub mod nr {
     pub const SCHED_SETAFFINITY: u64 = 122;
     pub const SCHED_GETAFFINITY: u64 = 123;
     pub const SCHED_YIELD: u64 = 124;
+    pub const REBOOT: u64 = 142;
+    pub const GETRUSAGE: u64 = 165;
     pub const GETCPU: u64 = 168;
     pub const PRCTL: u64 = 167;
+    pub const GETPID: u64 = 172;
     pub const GETTID: u64 = 178;
+    pub const BRK: u64 = 214;
     pub const MUNMAP: u64 = 215;
     pub const CLONE: u64 = 220;
     pub const MMAP: u64 = 222;
     pub const MPROTECT: u64 = 226;
     pub const MADVISE: u64 = 233;
+    pub const PERF_EVENT_OPEN: u64 = 241;
     pub const GETRANDOM: u64 = 278;
 }
 
@@ -142,6 +148,14 @@ pub fn write_all(fd: u64, mut bytes: &[u8]) {
 pub fn exit(code: u64) -> ! {
     // SAFETY: `exit_group` ends the process and does not return.
     unsafe { asm!("svc #0", in("x0") code, in("x8") nr::EXIT_GROUP, options(noreturn, nostack)) }
+}
+
+/// Powers the machine off (`reboot(LINUX_REBOOT_CMD_POWER_OFF)`): what Linux's init does instead
+/// of exiting, which would panic the kernel. Returns only if refused (not init, not root).
+pub fn power_off() {
+    // SAFETY: reboot(LINUX_REBOOT_MAGIC1, LINUX_REBOOT_MAGIC2, LINUX_REBOOT_CMD_POWER_OFF) either
+    // stops the machine or fails; it touches no memory of ours.
+    let _ = unsafe { syscall6(nr::REBOOT, [0xfee1_dead, 672_274_793, 0x4321_fedc, 0, 0, 0]) };
 }
 
 /// Anonymous private `mmap`. A hint (`addr` without `MAP_FIXED*`) may be ignored by the kernel.

@@ -74,7 +74,15 @@ _start:
     msr     cptr_el2, x0
     msr     hstr_el2, xzr
     msr     vttbr_el2, xzr
-    mrs     x0, id_aa64pfr0_el1      // GICv3 system registers: let EL1 use them
+    mrs     x0, id_aa64dfr0_el1      // PMUv3 (PMUVer not 0 or 0xf): MDCR_EL2 = HPMN all counters,
+    ubfx    x0, x0, #8, #4           // no traps of PMU or debug registers (its other bits reset
+    cbz     x0, 2f                   // UNKNOWN; arch::pmu programs the PMU from EL1)
+    cmp     x0, #0xf
+    b.eq    2f
+    mrs     x0, pmcr_el0
+    ubfx    x0, x0, #11, #5
+    msr     mdcr_el2, x0
+2:  mrs     x0, id_aa64pfr0_el1      // GICv3 system registers: let EL1 use them
     ubfx    x0, x0, #24, #4
     cbz     x0, 1f
     mrs     x0, icc_sre_el2
@@ -92,7 +100,7 @@ _start:
     .endm
 
     // Entered at EL3: set up the minimum a non-secure EL2 needs and drop to EL2h at \target,
-    // DAIF masked (documented in docs/boards.md). CPTR_EL3 = 0: no FP/SIMD traps. CNTFRQ_EL0 is
+    // DAIF masked (documented in docs/boards.md). CPTR_EL3 = 0: no FP/SIMD traps; MDCR_EL3 = 0. CNTFRQ_EL0 is
     // left alone: only EL3 can write it, and it is the firmware's or the emulator's to know (QEMU
     // sets it; a board's boot ROM that leaves it 0 gives a report without a time line).
     // CNTVOFF_EL2 and the rest of EL2 are set by DROP_TO_EL1. GICv3: ICC_SRE_EL3 SRE|DFB|DIB|Enable
@@ -101,6 +109,7 @@ _start:
     ldr     x0, ={scr_el3}
     msr     scr_el3, x0
     msr     cptr_el3, xzr
+    msr     mdcr_el3, xzr            // no traps of PMU or debug registers to EL3
     ldr     x0, ={sctlr_el2_off}
     msr     sctlr_el2, x0
     mrs     x0, id_aa64pfr0_el1

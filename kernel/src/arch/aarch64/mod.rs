@@ -1,8 +1,9 @@
-//! AArch64: CPU identification, exceptions, MMU switching, PSCI and the generic timer.
+//! AArch64: CPU identification, exceptions, MMU switching, the PMU, PSCI and the generic timer.
 pub mod cache;
 pub mod cpu;
 pub mod exception;
 pub mod mmu;
+pub mod pmu;
 pub mod psci;
 pub mod time;
 pub mod user;
