@@ -214,11 +214,10 @@ impl Worker {
             }
             let plen = len.next_multiple_of(self.page);
             // A hint (or top-down placement) may put the mapping in a hole of some worker's arena
-            // (holes exist only between an arena munmap and its re-reservation).
-            // It is forgotten, not unmapped: the arena's worker maps over that hole with
-            // MAP_FIXED right after making it, and an munmap of ours arriving later (a thread may
-            // be preempted between two calls) would remove what the worker has mapped since.
+            // (holes exist only between an arena munmap and its re-reservation): give it back at
+            // once, so that no arena ever holds a mapping its worker does not know of.
             if in_any_arena(a, plen) {
+                let _ = raw(MUNMAP, [a, plen, 0, 0, 0, 0]);
                 return;
             }
             self.others.push((a, plen));
@@ -267,9 +266,11 @@ impl Worker {
             for p in first..first + pages {
                 self.shadow[p as usize] = Page::Unmapped;
             }
-            // Reserved again at once: a hole left open could be filled by another thread's
-            // mapping, which this worker's shadow would not know.
-            self.reserve(first, pages);
+            // Now and then the hole stays for a while (mprotect over it must fail); otherwise it
+            // is reserved again at once.
+            if self.rng.chance(70) {
+                self.reserve(first, pages);
+            }
         } else {
             self.broken(format_args!("munmap of an arena range failed"));
         }
