@@ -1108,6 +1108,10 @@ impl VmMap {
             return BrkOutcome { brk: addr, ..fail };
         }
         if addr <= old {
+            // Linux shrinks through `do_vmi_munmap`, which refuses a split at the map count.
+            if self.punch_exceeds_count(newbrk, oldbrk) {
+                return fail;
+            }
             let Ok(unmapped) = self.reserve().and_then(|()| self.remove_range(newbrk, oldbrk)) else {
                 return fail;
             };
