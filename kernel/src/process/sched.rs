@@ -1,5 +1,5 @@
-//! The scheduler: one run queue shared by every CPU, round-robin with a 10 ms tick, and futex
-//! wait queues.
+//! The scheduler: one run queue shared by every CPU, round-robin with a 10 ms tick, and the list
+//! of blocked threads (futex waits, sleeps, console reads: `linux_abi::futex::WaitList`).
 //!
 //! Each CPU runs [`run_cpu`]: take a runnable thread whose affinity allows this CPU, point TTBR0
 //! at its process (marking the CPU in the process's TLB set), and enter it. The thread runs until
@@ -8,12 +8,22 @@
 //! then saved and the CPU comes back here (`enter_user`/`leave_user` are the setjmp/longjmp pair).
 //! While no thread runs on a CPU, TTBR0 walks are disabled there, so no speculative walk can
 //! reach a page table that is being torn down.
+//!
+//! **Blocking.** A blocked thread sits in one wait list with what it waits for and an optional
+//! deadline (a counter value). Deadlines are checked whenever a CPU picks a thread and on every
+//! tick; an idle CPU also programs its timer for the earliest deadline, so a sleeper wakes within
+//! microseconds of it rather than at the next 10 ms tick, and no CPU spins while threads sleep.
+//! A console read that finds no input blocks on [`WaitFor::Input`]; when input arrives its
+//! system call is restarted (the PC goes back to the `svc`, the registers still hold the
+//! arguments), so it is served by the same code as a read that found data at once.
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
+
 use core::sync::atomic::{AtomicU64, Ordering};
+use linux_abi::futex::{BITSET_MATCH_ANY, Channel, WaitList, Waiter};
 
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
 use spin::Mutex;
@@ -35,14 +45,44 @@ static CURRENT: [Mutex<Option<Box<Thread>>>; MAX_CPUS] = [const { Mutex::new(Non
 /// CPUs waiting for work (bit per CPU).
 static IDLE: AtomicU64 = AtomicU64::new(0);
 
-/// A thread blocked in `FUTEX_WAIT`.
-struct Waiter {
-    uaddr: u64,
-    deadline: Option<u64>,
-    thread: Box<Thread>,
+/// Every blocked thread.
+static WAITING: Mutex<WaitList<Box<Thread>>> = Mutex::new(WaitList::new());
+/// Counter value when each CPU last entered or was charged for its current thread.
+static RUN_START: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// What a blocking system call waits for, and what it then returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    /// `FUTEX_WAIT(_BITSET)` on the word at `uaddr`, if it still holds `expected` when checked under
+    /// the wait list's lock (else EAGAIN). Returns 0 when woken, ETIMEDOUT at the deadline.
+    Futex {
+        /// User address of the word.
+        uaddr: u64,
+        /// The value the caller saw.
+        expected: u32,
+        /// Which wakes reach it.
+        bitset: u32,
+    },
+    /// Nothing but the deadline (`nanosleep`): returns 0.
+    Timer,
+    /// Console input: the call restarts when input arrives; returns 0 at the deadline (a poll
+    /// that timed out).
+    Input,
 }
 
-static FUTEX: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
+/// A blocking request: what, and until when (a counter value; `None` = no timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wait {
+    /// What wakes the thread.
+    pub what: WaitFor,
+    /// When it stops waiting anyway.
+    pub deadline: Option<u64>,
+}
+
+/// The futex key of a process's address space.
+fn space_key(process: &Arc<Process>) -> usize {
+    Arc::as_ptr(process) as usize
+}
 
 struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
 // SAFETY: each CPU uses only its own context (index = its CPU number).
@@ -66,11 +106,12 @@ fn wake_idle() {
 
 /// Whether a thread interrupted by a tick should give way (someone is waiting to run).
 pub fn should_preempt() -> bool {
+    expire_waits();
     !RUNQ.lock().is_empty()
 }
 
 fn pick(cpu: usize) -> Option<Box<Thread>> {
-    expire_futex_waits();
+    expire_waits();
     let mut q = RUNQ.lock();
     let index = q.iter().position(|t| t.affinity & (1 << cpu) != 0)?;
     q.remove(index)
@@ -129,6 +170,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         let regs = thread.regs.clone();
         let fp = thread.fp;
         *CURRENT[cpu].lock() = Some(thread);
+        RUN_START[cpu].store(crate::arch::time::counter(), Ordering::Relaxed);
         // SAFETY: TTBR0 holds the thread's address space; every exception from EL0 goes through
         // `handle`, which returns to the thread or leaves through this CPU's context.
         let code = unsafe { user::run_user(&regs, &fp, CONTEXTS.0[cpu].get()) };
@@ -138,7 +180,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         match (code, thread) {
             (CODE_YIELD, Some(t)) => enqueue(t),
             (CODE_EXIT, Some(t)) => finish(t),
-            _ => {} // blocked: the thread is in a futex queue
+            _ => {} // blocked: the thread is in the wait list
         }
     }
 }
@@ -149,6 +191,9 @@ fn idle_wait(cpu: usize) {
         return;
     }
     IDLE.fetch_or(1 << cpu, Ordering::AcqRel);
+    if let Some(deadline) = WAITING.lock().next_deadline() {
+        irq::wake_by(deadline);
+    }
     if RUNQ.lock().is_empty() && KERNEL_WORK[cpu].lock().is_none() {
         // WFI with IRQs still masked: a wake IPI sent after the check above is pending and ends
         // the WFI at once (WFI wakes on a pending interrupt whatever PSTATE.I says); only then
@@ -191,40 +236,90 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
             save_context(cpu, frame);
             switch_out(cpu, CODE_YIELD)
         }
-        Action::FutexWait { uaddr, expected } => {
-            let mut futex = FUTEX.lock();
-            let mut word = [0u8; 4];
-            // The word is re-read under the futex lock, so a waker that changed it and then called
-            // FUTEX_WAKE (which takes the same lock) cannot be missed.
-            match user::copy_from_user(&mut word, uaddr) {
-                Err(_) => frame.x[0] = (-EFAULT) as u64,
-                Ok(()) if u32::from_le_bytes(word) != expected => frame.x[0] = (-EAGAIN) as u64,
-                Ok(()) => {
-                    frame.x[0] = 0;
-                    save_context(cpu, frame);
-                    let deadline = PENDING_DEADLINE[cpu].swap(0, Ordering::AcqRel);
-                    if let Some(thread) = CURRENT[cpu].lock().take() {
-                        futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
-                    }
-                    drop(futex);
-                    switch_out(cpu, CODE_BLOCKED)
-                }
+        Action::Block(wait) => block(cpu, frame, wait),
+        Action::ExitThread => {
+            if let Some(thread) = CURRENT[cpu].lock().as_mut() {
+                charge(cpu, thread);
             }
+            switch_out(cpu, CODE_EXIT)
         }
-        Action::ExitThread => switch_out(cpu, CODE_EXIT),
     }
 }
 
 use super::syscall::errno::{EAGAIN, EFAULT, ETIMEDOUT};
 
-/// Deadline (counter value) of the futex wait this CPU's thread is entering, set by the system
-/// call just before it returns [`Action::FutexWait`].
-pub static PENDING_DEADLINE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Blocks the current thread as `wait` asks, or returns to it at once when the condition is
+/// already decided (the futex word changed, input is there).
+fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
+    let mut waiting = WAITING.lock();
+    let channel = match wait.what {
+        WaitFor::Futex { uaddr, expected, bitset } => {
+            let mut word = [0u8; 4];
+            // The word is re-read under the wait list's lock, so a waker that changed it and then
+            // called FUTEX_WAKE (which takes the same lock) cannot be missed.
+            match user::copy_from_user(&mut word, uaddr) {
+                Err(_) => {
+                    frame.x[0] = (-EFAULT) as u64;
+                    return;
+                }
+                Ok(()) if u32::from_le_bytes(word) != expected => {
+                    frame.x[0] = (-EAGAIN) as u64;
+                    return;
+                }
+                Ok(()) => {}
+            }
+            frame.x[0] = 0;
+            let Some(process) = CURRENT[cpu].lock().as_ref().map(|t| t.process.clone()) else { return };
+            Channel::Futex { space: space_key(&process), uaddr, bitset }
+        }
+        WaitFor::Timer => {
+            frame.x[0] = 0;
+            Channel::Timer
+        }
+        WaitFor::Input => {
+            // Checked under the wait list's lock: input that arrives after this wakes the thread.
+            if crate::tty::readable() {
+                frame.elr -= 4; // restart the call now: it finds the input
+                return;
+            }
+            Channel::Input
+        }
+    };
+    save_context(cpu, frame);
+    if let Some(thread) = CURRENT[cpu].lock().take() {
+        waiting.push(Waiter { channel, deadline: wait.deadline, item: thread });
+    }
+    drop(waiting);
+    switch_out(cpu, CODE_BLOCKED)
+}
+
+/// Charges the CPU time since the thread's slice (or last charge) began to it and its process.
+fn charge(cpu: usize, thread: &mut Thread) {
+    let now = crate::arch::time::counter();
+    let spent = now.saturating_sub(RUN_START[cpu].swap(now, Ordering::Relaxed));
+    thread.posix.cpu_ticks += spent;
+    thread.process.posix.charge(spent);
+}
+
+/// The CPU time (counter ticks) of `thread`, running on this CPU, including its current slice.
+pub fn thread_cpu_ticks(thread: &Thread) -> u64 {
+    thread.posix.cpu_ticks + current_slice()
+}
+
+/// The CPU time (counter ticks) of `process`, with the caller's current slice.
+pub fn process_cpu_ticks(process: &Process) -> u64 {
+    process.posix.cpu_ticks.load(Ordering::Relaxed) + current_slice()
+}
+
+fn current_slice() -> u64 {
+    crate::arch::time::counter().saturating_sub(RUN_START[current_cpu()].load(Ordering::Relaxed))
+}
 
 fn save_context(cpu: usize, frame: &mut TrapFrame) {
     // SAFETY: `frame` was built by the EL0 exception entry, which saved the FP state below it.
     let fp = unsafe { *FpState::below(frame) };
     if let Some(thread) = CURRENT[cpu].lock().as_mut() {
+        charge(cpu, thread);
         thread.regs.x = frame.x;
         thread.regs.sp = frame.sp_el0;
         thread.regs.pc = frame.elr;
@@ -240,45 +335,88 @@ fn switch_out(cpu: usize, code: u64) -> ! {
     unsafe { user::exit_user(code, CONTEXTS.0[cpu].get()) }
 }
 
-/// Wakes up to `count` threads of `process` waiting on `uaddr`; returns how many.
-pub fn futex_wake(process: &Arc<Process>, uaddr: u64, count: u64) -> u64 {
-    let mut woken = Vec::new();
-    {
-        let mut futex = FUTEX.lock();
-        let mut i = 0;
-        while i < futex.len() && (woken.len() as u64) < count {
-            if futex[i].uaddr == uaddr && Arc::ptr_eq(&futex[i].thread.process, process) {
-                woken.push(futex.swap_remove(i).thread);
-            } else {
-                i += 1;
-            }
-        }
-    }
+/// Wakes up to `count` threads of `process` waiting on `uaddr` with a bitset meeting `bitset`;
+/// returns how many.
+pub fn futex_wake(process: &Arc<Process>, uaddr: u64, bitset: u32, count: u64) -> u64 {
+    let woken = WAITING.lock().wake(space_key(process), uaddr, bitset, count);
     let n = woken.len() as u64;
-    for t in woken {
-        enqueue(t);
-    }
+    woken.into_iter().for_each(enqueue);
     n
 }
 
-fn expire_futex_waits() {
-    let now = crate::arch::time::counter();
-    let mut expired = Vec::new();
-    {
-        let mut futex = FUTEX.lock();
-        let mut i = 0;
-        while i < futex.len() {
-            if futex[i].deadline.is_some_and(|d| d <= now) {
-                let mut w = futex.swap_remove(i);
-                w.thread.regs.x[0] = (-ETIMEDOUT) as u64;
-                expired.push(w.thread);
-            } else {
-                i += 1;
-            }
+/// `FUTEX_CMP_REQUEUE` (`expected` = `Some`) and `FUTEX_REQUEUE`: if the word at `uaddr` still
+/// holds `expected` (checked under the wait list's lock, as a waiter checks it), wakes `nwake`
+/// waiters and moves up to `nrequeue` others to `uaddr2`. Returns woken + moved, or the errno.
+pub fn futex_requeue(
+    process: &Arc<Process>,
+    uaddr: u64,
+    uaddr2: u64,
+    nwake: u64,
+    nrequeue: u64,
+    expected: Option<u32>,
+) -> Result<u64, i64> {
+    let mut waiting = WAITING.lock();
+    if let Some(expected) = expected {
+        let mut word = [0u8; 4];
+        user::copy_from_user(&mut word, uaddr).map_err(|_| EFAULT)?;
+        if u32::from_le_bytes(word) != expected {
+            return Err(EAGAIN);
         }
     }
-    for t in expired {
+    let (woken, moved) = waiting.requeue(space_key(process), uaddr, uaddr2, nwake, nrequeue);
+    drop(waiting);
+    let n = woken.len() as u64;
+    woken.into_iter().for_each(enqueue);
+    Ok(n + moved)
+}
+
+/// `FUTEX_WAKE_OP`: under the wait list's lock, applies `op` to the word at `uaddr2`, wakes `nwake`
+/// waiters on `uaddr` and, if the old value passes `op`'s test, `nwake2` on `uaddr2`. The
+/// read-modify-write is atomic with respect to other futex calls, not to a user thread's own
+/// atomic instructions on that word (the kernel has no unprivileged exclusive access).
+pub fn futex_wake_op(
+    process: &Arc<Process>,
+    uaddr: u64,
+    uaddr2: u64,
+    nwake: u64,
+    nwake2: u64,
+    op: linux_abi::futex::WakeOp,
+) -> Result<u64, i64> {
+    let mut waiting = WAITING.lock();
+    let mut word = [0u8; 4];
+    user::copy_from_user(&mut word, uaddr2).map_err(|_| EFAULT)?;
+    let old = u32::from_le_bytes(word);
+    user::copy_to_user(uaddr2, &op.apply(old).to_le_bytes()).map_err(|_| EFAULT)?;
+    let key = space_key(process);
+    let mut woken = waiting.wake(key, uaddr, BITSET_MATCH_ANY, nwake);
+    if op.test(old) {
+        woken.extend(waiting.wake(key, uaddr2, BITSET_MATCH_ANY, nwake2));
+    }
+    drop(waiting);
+    let n = woken.len() as u64;
+    woken.into_iter().for_each(enqueue);
+    Ok(n)
+}
+
+/// Console input arrived: every thread waiting for it restarts its system call.
+pub fn wake_input_waiters() {
+    let woken = WAITING.lock().wake_channel(Channel::Input);
+    for mut t in woken {
+        t.regs.pc -= 4;
         enqueue(t);
+    }
+}
+
+fn expire_waits() {
+    let now = crate::arch::time::counter();
+    let expired = WAITING.lock().expire(now);
+    for mut w in expired {
+        if let Channel::Futex { .. } = w.channel {
+            w.item.regs.x[0] = (-ETIMEDOUT) as u64;
+        } else {
+            w.item.regs.x[0] = 0; // a sleep that ended, a poll that timed out
+        }
+        enqueue(w.item);
     }
 }
 
@@ -299,17 +437,7 @@ pub fn stop_process(process: &Arc<Process>) {
             }
         }
     }
-    {
-        let mut futex = FUTEX.lock();
-        let mut i = 0;
-        while i < futex.len() {
-            if Arc::ptr_eq(&futex[i].thread.process, process) {
-                stopped.push(futex.swap_remove(i).thread);
-            } else {
-                i += 1;
-            }
-        }
-    }
+    stopped.extend(WAITING.lock().take_where(|t| Arc::ptr_eq(&t.process, process)));
     for t in stopped {
         finish(t);
     }

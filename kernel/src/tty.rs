@@ -1,0 +1,124 @@
+//! The console as a terminal: the line discipline (`linux_abi::tty`) between the UART and the
+//! programs' descriptors 0, 1 and 2, the window size, and waking readers when input arrives.
+//!
+//! Input is polled: every CPU's 10 ms tick drains the UART's receive FIFO ([`poll_input`]), and a
+//! read polls once more before it decides to wait. Nothing is lost while nobody polls: a PL011
+//! or mini UART holds received bytes in its FIFO, and QEMU's serial back end stops taking input
+//! while the FIFO is full. Polling keeps the console free of an interrupt route that differs on
+//! every board (SPI 1 on QEMU virt, the BCM2835 AUX interrupt behind the GPU's controller on a
+//! Pi); the cost is up to 10 ms of latency per keystroke, invisible at a prompt.
+//!
+//! Echo goes straight to the UART from the tick, as Linux echoes from its receive path.
+use alloc::vec::Vec;
+
+use linux_abi::layout::Winsize;
+use linux_abi::tty::{LineDiscipline, Termios, oflag};
+use spin::Mutex;
+
+struct Tty {
+    line: LineDiscipline,
+    winsize: Winsize,
+    /// The foreground process group, once a session leader made the console its terminal.
+    foreground: u32,
+}
+
+static TTY: Mutex<Option<Tty>> = Mutex::new(None);
+
+fn with<R>(f: impl FnOnce(&mut Tty) -> R) -> R {
+    let mut tty = TTY.lock();
+    // A serial console reports no window size until someone sets one (Linux does the same).
+    f(tty.get_or_insert_with(|| Tty {
+        line: LineDiscipline::new(),
+        winsize: Winsize::default(),
+        foreground: 0,
+    }))
+}
+
+fn onlcr(t: &Termios) -> bool {
+    t.oflag & (oflag::OPOST | oflag::ONLCR) == (oflag::OPOST | oflag::ONLCR)
+}
+
+/// Drains the UART into the line discipline, echoes, and wakes readers if a read can now return.
+pub fn poll_input() {
+    let mut bytes = [0u8; 64];
+    let n = crate::console::receive(&mut bytes);
+    if n == 0 {
+        return;
+    }
+    let mut echo = Vec::new();
+    let (readable, onlcr) = with(|tty| {
+        for &b in &bytes[..n] {
+            tty.line.input(b, &mut |e: &[u8]| echo.extend_from_slice(e));
+        }
+        (tty.line.readable(), onlcr(&tty.line.termios))
+    });
+    if !echo.is_empty() {
+        crate::console::write_bytes(&echo, onlcr);
+    }
+    if readable {
+        crate::process::sched::wake_input_waiters();
+    }
+}
+
+/// Whether a read would return now.
+pub fn readable() -> bool {
+    with(|tty| tty.line.readable())
+}
+
+/// What one read returns into `out`, or `None` if the reader must wait.
+pub fn read(out: &mut [u8]) -> Option<usize> {
+    poll_input();
+    with(|tty| tty.line.read(out))
+}
+
+/// Bytes a read could take now (`FIONREAD`).
+pub fn available() -> usize {
+    poll_input();
+    with(|tty| tty.line.available())
+}
+
+/// Writes a program's output.
+pub fn write(bytes: &[u8]) {
+    let onlcr = with(|tty| onlcr(&tty.line.termios));
+    crate::console::write_bytes(bytes, onlcr);
+}
+
+/// `TCGETS`.
+pub fn termios() -> Termios {
+    with(|tty| tty.line.termios)
+}
+
+/// `TCSETS*`; `flush` drops unread input first (`TCSETSF`).
+pub fn set_termios(t: Termios, flush: bool) {
+    with(|tty| {
+        if flush {
+            tty.line.flush_input();
+        }
+        tty.line.set_termios(t);
+    });
+}
+
+/// `TCFLSH` of the input queue.
+pub fn flush_input() {
+    with(|tty| tty.line.flush_input());
+}
+
+/// `TIOCGWINSZ`.
+pub fn winsize() -> Winsize {
+    with(|tty| tty.winsize)
+}
+
+/// `TIOCSWINSZ`.
+pub fn set_winsize(w: Winsize) {
+    with(|tty| tty.winsize = w);
+}
+
+/// `TIOCGPGRP` (for a process whose controlling terminal this is).
+pub fn foreground() -> u32 {
+    with(|tty| tty.foreground)
+}
+
+/// `TIOCSPGRP`, `TIOCSCTTY`.
+pub fn set_foreground(pgrp: u32) {
+    with(|tty| tty.foreground = pgrp);
+}
