@@ -421,9 +421,11 @@ fn run_init(booted: &Booted) -> u64 {
     let envp: Vec<&str> = args.env.iter().map(String::as_str).collect();
     let name = init.path.as_str();
     kprintln!("kernel: running {} ({} bytes) as pid 1: {:?}", name, bytes.len(), argv);
+    let started = arch::time::counter();
     match process::run_with_env(bytes, &argv, &envp) {
         Ok(status) => {
-            kprintln!("kernel: {} exited with status {}", name, status);
+            let ms = arch::time::ticks_to_us(arch::time::counter() - started) / 1000;
+            kprintln!("kernel: {} exited with status {} after {} ms", name, status, ms);
             status
         }
         Err(why) => {
