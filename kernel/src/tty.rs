@@ -9,8 +9,6 @@
 //! Pi); the cost is up to 10 ms of latency per keystroke, invisible at a prompt.
 //!
 //! Echo goes straight to the UART from the tick, as Linux echoes from its receive path.
-use alloc::vec::Vec;
-
 use linux_abi::layout::Winsize;
 use linux_abi::tty::{LineDiscipline, Termios, oflag};
 use spin::Mutex;
@@ -45,15 +43,23 @@ pub fn poll_input() {
     if n == 0 {
         return;
     }
-    let mut echo = Vec::new();
+    // No allocation on this path (it runs in the tick's interrupt handler): an input byte echoes
+    // as at most 6 bytes (two backspace-space-backspace for an erased ^X).
+    let mut echo = [0u8; 64 * 6];
+    let mut echoed = 0;
     let (readable, onlcr) = with(|tty| {
         for &b in &bytes[..n] {
-            tty.line.input(b, &mut |e: &[u8]| echo.extend_from_slice(e));
+            tty.line.input(b, &mut |e: &[u8]| {
+                let room = echo.len() - echoed;
+                let take = e.len().min(room);
+                echo[echoed..echoed + take].copy_from_slice(&e[..take]);
+                echoed += take;
+            });
         }
         (tty.line.readable(), onlcr(&tty.line.termios))
     });
-    if !echo.is_empty() {
-        crate::console::write_bytes(&echo, onlcr);
+    if echoed > 0 {
+        crate::console::write_bytes(&echo[..echoed], onlcr);
     }
     if readable {
         crate::process::sched::wake_input_waiters();
