@@ -80,6 +80,12 @@ impl Uart {
             Uart::MiniUart(u) => u.get_byte(),
         }
     }
+
+    fn clear_receive_interrupt(&self) {
+        if let Uart::Pl011(u) = self {
+            u.clear_receive_interrupt();
+        }
+    }
 }
 
 struct Console {
@@ -185,7 +191,20 @@ pub fn receive(buf: &mut [u8]) -> usize {
         }
         n += 1;
     }
+    uart.clear_receive_interrupt();
     n
+}
+
+/// Makes the console UART interrupt when it receives (a PL011; the mini UART stays polled).
+/// Returns whether it will.
+pub fn enable_receive_interrupt() -> bool {
+    match &CONSOLE.lock().uart {
+        Some(Uart::Pl011(u)) => {
+            u.enable_receive_interrupt();
+            true
+        }
+        _ => false,
+    }
 }
 
 #[doc(hidden)]

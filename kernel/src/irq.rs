@@ -19,6 +19,8 @@ pub const IPI_WAKE: u32 = 0;
 /// SGI used by tests and shootdown bookkeeping: the receiver counts it.
 pub const IPI_PING: u32 = 1;
 
+/// The console UART's receive interrupt, once `tty::enable_interrupts` routed it (`u32::MAX`: none).
+pub static CONSOLE_INTID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
 /// Ticks taken per CPU.
 pub static TICKS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// Pings received per CPU.
@@ -67,6 +69,7 @@ pub fn handle() {
             IPI_PING => {
                 PINGS[cpu].fetch_add(1, Ordering::Relaxed);
             }
+            id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::tty::poll_input(),
             _ => {}
         }
         intc::end_of_interrupt(token);

@@ -275,6 +275,7 @@ extern "C" fn kernel_main(
         Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
     }
     kprintln!("  wall clock: {}", wallclock::init(&booted.machine.fdt));
+    kprintln!("  console input: {}", tty::enable_interrupts(&booted.machine));
     for (node, outcome) in smp::start_secondaries(&booted.machine.fdt, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {

@@ -1,12 +1,13 @@
 //! The console as a terminal: the line discipline (`linux_abi::tty`) between the UART and the
 //! programs' descriptors 0, 1 and 2, the window size, and waking readers when input arrives.
 //!
-//! Input is polled: every CPU's 10 ms tick drains the UART's receive FIFO ([`poll_input`]), and a
-//! read polls once more before it decides to wait. Nothing is lost while nobody polls: a PL011
-//! or mini UART holds received bytes in its FIFO, and QEMU's serial back end stops taking input
-//! while the FIFO is full. Polling keeps the console free of an interrupt route that differs on
-//! every board (SPI 1 on QEMU virt, the BCM2835 AUX interrupt behind the GPU's controller on a
-//! Pi); the cost is up to 10 ms of latency per keystroke, invisible at a prompt.
+//! Input is interrupt-driven where the device tree gives the console's interrupt and the
+//! controller can route it: a PL011 behind a GIC (QEMU virt: SPI 1, INTID 33), taken by the boot
+//! CPU ([`enable_interrupts`]). Everywhere else (the Pi's mini UART, whose AUX interrupt sits
+//! behind the GPU's controller) it is polled: every CPU's 10 ms tick drains the UART's receive
+//! FIFO ([`poll_input`]), and so does a read before it decides to wait; that costs up to 10 ms of
+//! latency per keystroke. Nothing is lost while nobody polls: the UART holds received bytes in its
+//! FIFO, and QEMU's serial back end stops taking input while the FIFO is full.
 //!
 //! Echo goes straight to the UART from the tick, as Linux echoes from its receive path.
 use linux_abi::layout::Winsize;
@@ -34,6 +35,45 @@ fn with<R>(f: impl FnOnce(&mut Tty) -> R) -> R {
 
 fn onlcr(t: &Termios) -> bool {
     t.oflag & (oflag::OPOST | oflag::ONLCR) == (oflag::OPOST | oflag::ONLCR)
+}
+
+/// Routes the console's receive interrupt, if it can; returns a line for the boot report.
+pub fn enable_interrupts(machine: &crate::devicetree::Machine) -> &'static str {
+    let Ok(console) = &machine.console else { return "polled (no console node)" };
+    let Some(node) = machine.fdt.find_node(&console.path) else { return "polled" };
+    // `interrupt-parent` is inherited: the node's own, else the nearest ancestor's.
+    let mut parent = node.interrupt_parent();
+    let mut path = console.path.as_str();
+    while parent.is_none() && !path.is_empty() {
+        path = path.rsplit_once('/').map_or("", |(up, _)| up);
+        parent = machine
+            .fdt
+            .find_node(if path.is_empty() { "/" } else { path })
+            .and_then(|n| n.interrupt_parent());
+    }
+    // A GIC's three cells: type (0 = SPI), number, flags.
+    let gic_parent = parent
+        .and_then(|p| p.compatible())
+        .is_some_and(|c| c.all().any(|s| crate::drivers::gic::COMPATIBLE.contains(&s)));
+    let cells = node.property("interrupts").map(|p| p.value).filter(|v| v.len() >= 12);
+    let (Some(cells), true) = (cells, gic_parent) else {
+        return "polled on the tick (no GIC interrupt for the console)";
+    };
+    let cell =
+        |i: usize| u32::from_be_bytes([cells[i * 4], cells[i * 4 + 1], cells[i * 4 + 2], cells[i * 4 + 3]]);
+    if cell(0) != 0 {
+        return "polled on the tick (the console's interrupt is not an SPI)";
+    }
+    let intid = 32 + cell(1);
+    if !crate::console::enable_receive_interrupt() {
+        return "polled on the tick (this UART's driver has no receive interrupt)";
+    }
+    crate::irq::CONSOLE_INTID.store(intid, core::sync::atomic::Ordering::Relaxed);
+    if !crate::drivers::intc::enable_shared(intid) {
+        crate::irq::CONSOLE_INTID.store(u32::MAX, core::sync::atomic::Ordering::Relaxed);
+        return "polled on the tick (the interrupt controller cannot route it)";
+    }
+    "interrupt-driven (the UART's receive interrupt)"
 }
 
 /// Drains the UART into the line discipline, echoes, and wakes readers if a read can now return.

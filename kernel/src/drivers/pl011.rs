@@ -34,6 +34,8 @@ register_structs! {
         (0x01c => _reserved1),
         (0x030 => cr: ReadWrite<u32, CR::Register>),
         (0x034 => _reserved2),
+        (0x038 => imsc: ReadWrite<u32>),
+        (0x03c => _reserved3),
         (0x044 => icr: WriteOnly<u32>),
         (0x048 => @END),
     }
@@ -77,6 +79,17 @@ impl Pl011 {
             core::hint::spin_loop();
         }
         self.regs().dr.set(u32::from(byte));
+    }
+
+    /// Raises the UART's interrupt when bytes arrive: the receive (RXIM) and receive-timeout
+    /// (RTIM) interrupts, unmasked in IMSC.
+    pub fn enable_receive_interrupt(&self) {
+        self.regs().imsc.set(self.regs().imsc.get() | (1 << 4) | (1 << 6));
+    }
+
+    /// Clears the receive and receive-timeout interrupts (after the FIFO was drained).
+    pub fn clear_receive_interrupt(&self) {
+        self.regs().icr.set((1 << 4) | (1 << 6));
     }
 
     /// A received byte, if one is waiting (errors in the upper bits of DR are dropped).
