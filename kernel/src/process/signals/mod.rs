@@ -44,10 +44,6 @@ const ENOMEM: i64 = 12;
 mod calls;
 pub use calls::{nr, syscall};
 
-/// Futex "address" of a thread parked in rt_sigsuspend or rt_sigtimedwait: odd, so no futex
-/// call (which requires 4-byte alignment) can ever match it.
-pub const SIGNAL_WAIT: u64 = 1;
-
 /// What a parked thread is waiting in, so its resumption can finish the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wait {
