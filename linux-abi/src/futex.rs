@@ -217,7 +217,8 @@ impl<T> WaitList<T> {
     }
 
     /// Removes, in arrival order, up to `max` waiters for which `want` holds, handing each to
-    /// `each`; returns how many.
+    /// `each`; returns how many. One pass over the list whatever the number taken (waking every
+    /// one of 30,000 waiters must not move the rest 30,000 times).
     fn take_each(
         &mut self,
         max: u64,
@@ -225,18 +226,16 @@ impl<T> WaitList<T> {
         mut each: impl FnMut(Waiter<T>),
     ) -> u64 {
         let mut taken = 0;
-        let mut i = 0;
-        while i < self.waiters.len() && taken < max {
-            if want(&self.waiters[i]) {
-                let w = self.waiters.remove(i);
-                if w.deadline.is_some() {
-                    self.timed -= 1;
-                }
-                each(w);
-                taken += 1;
-            } else {
-                i += 1;
+        let chosen = |w: &mut Waiter<T>| {
+            let pick = taken < max && want(w);
+            taken += u64::from(pick);
+            pick
+        };
+        for w in self.waiters.extract_if(.., chosen) {
+            if w.deadline.is_some() {
+                self.timed -= 1;
             }
+            each(w);
         }
         taken
     }
@@ -466,6 +465,19 @@ mod tests {
         assert_eq!(l.waiters.capacity(), room);
         assert!(l.try_reserve(10).is_ok()); // already room: nothing to do
         assert_eq!(l.waiters.capacity(), room);
+    }
+
+    #[test]
+    fn waking_every_waiter_of_a_long_list_keeps_the_others_in_order() {
+        let mut l = WaitList::new();
+        for i in 0..30_000u32 {
+            l.push(Waiter { channel: futex(1, 8 + u64::from(i % 2) * 4, !0), deadline: None, item: i });
+        }
+        let mut woken = Vec::new();
+        assert_eq!(l.wake_each(1, 8, BITSET_MATCH_ANY, u64::MAX, |t| woken.push(t)), 15_000);
+        assert!(woken.iter().copied().eq((0..30_000).step_by(2)));
+        assert!(l.wake(1, 12, BITSET_MATCH_ANY, u64::MAX).into_iter().eq((1..30_000).step_by(2)));
+        assert!(l.is_empty());
     }
 
     #[test]
