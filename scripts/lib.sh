@@ -95,3 +95,25 @@ finish_image() {
     cargo run -q -p image-check --bin kimage -- symbols "$2" >&2
     "$OBJCOPY" -O binary "$2" "$3"
 }
+
+# make_initramfs OUT FILE...: a cpio "newc" archive (the initramfs format) holding each FILE at
+# the root under its own name, executable. The kernel runs the one `rdinit=/NAME` names.
+make_initramfs() {
+    local out="$1"; shift
+    python3 - "$out" "$@" <<'PY'
+import os, sys
+out, files = sys.argv[1], sys.argv[2:]
+data = bytearray()
+def member(name, mode, body, ino):
+    global data
+    fields = [ino, mode, 0, 0, 1, 0, len(body), 0, 0, 0, 0, len(name) + 1, 0]
+    data += b"070701" + b"".join(b"%08x" % f for f in fields) + name.encode() + b"\0"
+    data += b"\0" * (-len(data) % 4)
+    data += body
+    data += b"\0" * (-len(data) % 4)
+for i, path in enumerate(files):
+    member(os.path.basename(path), 0o100755, open(path, "rb").read(), i + 1)
+member("TRAILER!!!", 0, b"", 0)
+open(out, "wb").write(data)
+PY
+}

@@ -5,7 +5,7 @@
 //! the console moves to that UART, mapped in the final kernel map: a PL011 or a BCM2835 mini UART.
 //! A console the kernel has no driver for leaves the kernel silent but running (the boot report,
 //! kept in memory by no one, still records the choice in [`kind`]). Output is polled; a lock keeps
-//! lines whole. The fatal paths (panic, exception report) take the console even if its lock is
+//! lines whole. Input is polled too ([`receive`], from `crate::tty` on each tick). The fatal paths (panic, exception report) take the console even if its lock is
 //! held, because a report that deadlocks is worse than one that interleaves.
 
 use core::fmt::{self, Write};
@@ -71,6 +71,19 @@ impl Uart {
         match self {
             Uart::Pl011(u) => u.flush(),
             Uart::MiniUart(u) => u.flush(),
+        }
+    }
+
+    fn get_byte(&self) -> Option<u8> {
+        match self {
+            Uart::Pl011(u) => u.get_byte(),
+            Uart::MiniUart(u) => u.get_byte(),
+        }
+    }
+
+    fn clear_receive_interrupt(&self) {
+        if let Uart::Pl011(u) = self {
+            u.clear_receive_interrupt();
         }
     }
 }
@@ -147,6 +160,50 @@ pub fn kind() -> ConsoleKind {
 pub fn flush() {
     if let Some(uart) = &CONSOLE.lock().uart {
         uart.flush();
+    }
+}
+
+/// Writes a program's bytes as they are (no UTF-8 check), turning `\n` into `\r\n` when `onlcr`
+/// (the tty's `OPOST | ONLCR`).
+pub fn write_bytes(bytes: &[u8], onlcr: bool) {
+    let console = CONSOLE.lock();
+    if let Some(uart) = &console.uart {
+        for &byte in bytes {
+            if byte == b'\n' && onlcr {
+                uart.put_byte(b'\r');
+            }
+            uart.put_byte(byte);
+        }
+    }
+}
+
+/// Moves the bytes the UART has received into `buf`; returns how many. Returns 0 at once if
+/// another CPU holds the console (the UART is polled again at the next tick).
+pub fn receive(buf: &mut [u8]) -> usize {
+    let Some(console) = CONSOLE.try_lock() else { return 0 };
+    let Some(uart) = &console.uart else { return 0 };
+    let mut n = 0;
+    // Bounded by `buf`: a UART that always reports data (a broken one) cannot hold the CPU.
+    while n < buf.len() {
+        match uart.get_byte() {
+            Some(byte) => buf[n] = byte,
+            None => break,
+        }
+        n += 1;
+    }
+    uart.clear_receive_interrupt();
+    n
+}
+
+/// Makes the console UART interrupt when it receives (a PL011; the mini UART stays polled).
+/// Returns whether it will.
+pub fn enable_receive_interrupt() -> bool {
+    match &CONSOLE.lock().uart {
+        Some(Uart::Pl011(u)) => {
+            u.enable_receive_interrupt();
+            true
+        }
+        _ => false,
     }
 }
 

@@ -5,6 +5,7 @@
 //! `devicetree` crate (devicetree/), which validates the whole blob before anything reads it and
 //! cannot panic on any input. What stays here is what needs the kernel's address space: checking
 //! that x0 points at something the early map shows, and bounding the blob by that window.
+pub use devicetree::machine::interrupt_parent;
 pub use devicetree::{
     CpuNode, EnableMethod, Fdt, Machine, PsciMethod, describe_interrupt_controller, find_compatible_path,
     reg_translated,

@@ -19,6 +19,8 @@ pub const IPI_WAKE: u32 = 0;
 /// SGI used by tests and shootdown bookkeeping: the receiver counts it.
 pub const IPI_PING: u32 = 1;
 
+/// The console UART's receive interrupt, once `tty::enable_interrupts` routed it (`u32::MAX`: none).
+pub static CONSOLE_INTID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
 /// Ticks taken per CPU.
 pub static TICKS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// Pings received per CPU.
@@ -61,13 +63,28 @@ pub fn handle() {
             TIMER_INTID => {
                 TICKS[cpu].fetch_add(1, Ordering::Relaxed);
                 arm_timer();
+                // The console's receive side is polled on the tick (see `crate::tty`).
+                crate::tty::poll_input();
             }
             IPI_PING => {
                 PINGS[cpu].fetch_add(1, Ordering::Relaxed);
             }
+            id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::tty::poll_input(),
             _ => {}
         }
         intc::end_of_interrupt(token);
+    }
+}
+
+/// Makes this CPU's timer fire no later than counter value `deadline` (a blocked thread's
+/// timeout), without delaying the next tick; the tick handler re-arms the periodic interval.
+pub fn wake_by(deadline: u64) {
+    let cval: u64;
+    // SAFETY: reads this CPU's EL1 virtual timer compare value; no memory is touched.
+    unsafe { core::arch::asm!("mrs {}, cntv_cval_el0", out(reg) cval, options(nomem, nostack)) };
+    if deadline < cval {
+        // SAFETY: moves this CPU's virtual timer compare value earlier; the timer stays enabled.
+        unsafe { core::arch::asm!("msr cntv_cval_el0, {}", "isb", in(reg) deadline, options(nostack)) };
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`drivers`]: device drivers (PL011 and mini UART consoles, GIC and BCM2836 interrupt controllers);
 //! - [`memory`]: layout, frames, heap and the kernel's own tables (through the `mm` crate);
 //! - [`console`], [`exit`], [`symbols`]: printing, ending a run, symbolising addresses;
+//! - [`tty`], [`wallclock`]: the console as the programs' terminal, and the time of day;
 //! - `ktest` and `tests` (test image only): the in-kernel test framework and the tests of the test image.
 #![no_std]
 #![no_main]
@@ -35,9 +36,12 @@ mod smp;
 mod symbols;
 #[cfg(feature = "test-image")]
 mod tests;
+mod tty;
+mod wallclock;
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use mm::addr::{PAGE_SIZE, PhysAddr};
 use mm::phys::RegionSet;
@@ -293,6 +297,8 @@ extern "C" fn kernel_main(
         ),
         Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
     }
+    kprintln!("  wall clock: {}", wallclock::init(&booted.machine.fdt));
+    kprintln!("  console input: {}", tty::enable_interrupts(&booted.machine));
     for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {
@@ -339,39 +345,111 @@ pub fn builtin_program() -> &'static [u8] {
     &BUILTIN_PROGRAM.0
 }
 
-/// The program to run first: the initrd when the device tree names one, else the built-in demo.
-/// Its arguments are the words of the command line after `--` (as Linux passes them to init).
-fn initial_program(booted: &Booted) -> (&'static [u8], &'static str) {
-    match booted.machine.initrd {
-        Some((start, end)) => {
-            // SAFETY: the initrd lies in RAM that the linear map covers (it was left out of the
-            // frame allocator), and nothing writes it.
-            let bytes = unsafe {
-                core::slice::from_raw_parts(
-                    layout::phys_to_linear(start) as *const u8,
-                    (end - start) as usize,
-                )
-            };
-            (bytes, "initrd")
+/// The first program: its bytes (8-byte aligned, as the ELF reader wants) and its path.
+struct Init {
+    bytes: InitBytes,
+    path: String,
+}
+
+/// Where the first program's bytes are.
+enum InitBytes {
+    /// In place: the whole initrd, or the built-in demo.
+    Static(&'static [u8]),
+    /// Copied out of a cpio archive (members are only 4-byte aligned there).
+    Copied(Vec<u64>, usize),
+}
+
+impl InitBytes {
+    fn get(&self) -> &[u8] {
+        match self {
+            Self::Static(b) => b,
+            Self::Copied(words, len) => {
+                // SAFETY: `words` holds at least `len` initialised bytes (see `copy_aligned`).
+                unsafe { core::slice::from_raw_parts(words.as_ptr().cast::<u8>(), *len) }
+            }
         }
-        None => (&BUILTIN_PROGRAM.0, "userland"),
+    }
+}
+
+fn copy_aligned(data: &[u8]) -> InitBytes {
+    let mut words = alloc::vec![0u64; data.len().div_ceil(8)];
+    for (word, chunk) in words.iter_mut().zip(data.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        *word = u64::from_le_bytes(b);
+    }
+    InitBytes::Copied(words, data.len())
+}
+
+/// The program to run first, as Linux chooses init: from an initramfs (a cpio archive), the
+/// file `rdinit=` names (default `/init`; an archive with a single file runs that file); an
+/// initrd that is not an archive is the program itself; without an initrd, the built-in demo.
+fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String> {
+    use linux_abi::cpio::{Archive, LookupError, is_cpio};
+    let Some((start, end)) = booted.machine.initrd else {
+        return Ok(Init { bytes: InitBytes::Static(&BUILTIN_PROGRAM.0), path: String::from("userland") });
+    };
+    // SAFETY: the initrd lies in RAM that the linear map covers (it was left out of the frame
+    // allocator), and nothing writes it.
+    let initrd = unsafe {
+        core::slice::from_raw_parts(layout::phys_to_linear(start) as *const u8, (end - start) as usize)
+    };
+    if !is_cpio(initrd) {
+        let path = String::from(rdinit.unwrap_or("/init"));
+        return Ok(Init { bytes: InitBytes::Static(initrd), path });
+    }
+    let archive = Archive(initrd);
+    let files = archive.file_names();
+    let path = match rdinit {
+        Some(p) => String::from(p),
+        None if files.len() == 1 && archive.lookup("/init").is_err() => alloc::format!("/{}", files[0]),
+        None => String::from("/init"),
+    };
+    match archive.lookup(&path) {
+        Ok(entry) if entry.is_file() => Ok(Init { bytes: copy_aligned(entry.data), path }),
+        Ok(_) => Err(alloc::format!("{path} in the initramfs is not a regular file")),
+        Err(LookupError::Cpio(e)) => Err(alloc::format!("the initramfs is malformed: {e}")),
+        Err(LookupError::TooManyLinks) => Err(alloc::format!("{path}: too many levels of symbolic links")),
+        Err(LookupError::NotFound(_)) => Err(alloc::format!(
+            "no {path} in the initramfs (it holds: {}); name the program with rdinit=PATH",
+            files.join(", ")
+        )),
     }
 }
 
 #[cfg_attr(feature = "test-image", allow(dead_code, reason = "the test image runs programs from its tests"))]
 fn run_init(booted: &Booted) -> u64 {
-    let (bytes, name) = initial_program(booted);
+    // The command line as Linux reads it for init: `rdinit=`, NAME=VALUE environment, arguments
+    // (linux_abi::cmdline documents the syntax).
+    let args = match linux_abi::cmdline::BootArgs::parse(booted.machine.bootargs) {
+        Ok(args) => args,
+        Err(why) => {
+            kprintln!("kernel: cannot read the command line: {why}");
+            return exit::FAILURE as u64;
+        }
+    };
+    let init = match initial_program(booted, args.rdinit.as_deref()) {
+        Ok(init) => init,
+        Err(why) => {
+            kprintln!("kernel: cannot run init: {why}");
+            return exit::FAILURE as u64;
+        }
+    };
+    let bytes = init.bytes.get();
     if bytes.is_empty() {
         kprintln!("kernel: no initrd and no built-in program (build through scripts/ to embed userland)");
         return 0;
     }
-    let mut argv = alloc::vec![name];
-    let args = booted.machine.bootargs.split_once("--").map_or("", |(_, rest)| rest);
-    argv.extend(args.split_ascii_whitespace());
+    let mut argv = alloc::vec![init.path.as_str()];
+    argv.extend(args.args.iter().map(String::as_str));
+    let envp: Vec<&str> = args.env.iter().map(String::as_str).collect();
+    let name = init.path.as_str();
     kprintln!("kernel: running {} ({} bytes) as pid 1: {:?}", name, bytes.len(), argv);
-    match process::run(bytes, &argv) {
+    let started = arch::time::counter();
+    match process::run_with_env(bytes, &argv, &envp) {
         Ok(status) => {
-            kprintln!("kernel: {} exited with status {}", name, status);
+            let ms = arch::time::ticks_to_us(arch::time::counter() - started) / 1000;
+            kprintln!("kernel: {} exited with status {} after {} ms", name, status, ms);
             status
         }
         Err(why) => {

@@ -254,6 +254,28 @@ static void *futex_waiter(void *arg) {
     return NULL;
 }
 
+/* Blocking calls other than futexes: a 10 s nanosleep and a console read (QEMU's stdin gives no
+ * input) each end with EINTR when a handler without SA_RESTART runs. */
+static void *nanosleeper(void *arg) {
+    (void)arg;
+    waiter_tid = gettid_();
+    struct timespec ts = {10, 0};
+    long r = syscall(SYS_nanosleep, &ts, NULL);
+    waiter_errno = errno;
+    waiter_result = r;
+    return NULL;
+}
+
+static void *console_reader(void *arg) {
+    (void)arg;
+    waiter_tid = gettid_();
+    char c;
+    long r = syscall(SYS_read, 0, &c, 1);
+    waiter_errno = errno;
+    waiter_result = r;
+    return NULL;
+}
+
 /* Up to 5 s for the waiter's FUTEX_WAIT to return (QEMU's CPUs may be slow on a loaded host). */
 static int wait_for_result(void) {
     for (int i = 0; i < 5000 && waiter_result == 1; i++) sleep_ms(1);
@@ -343,6 +365,21 @@ static void test_threads(void) {
     release_waiter(t);
     CHECK("futex-wait-sa_restart", still_waiting && (waiter_result == 0 || (waiter_result == -1 && waiter_errno == EAGAIN)),
           "still waiting %d result %ld errno %d hits %d", still_waiting, waiter_result, waiter_errno, hits);
+
+    /* nanosleep and a console read, interrupted (no SA_RESTART): EINTR long before 10 s. */
+    install(SIGUSR2, on_usr, 0);
+    void *(*const blockers[2])(void *) = {nanosleeper, console_reader};
+    const char *const names[2] = {"nanosleep-eintr", "console-read-eintr"};
+    for (int i = 0; i < 2; i++) {
+        waiter_tid = 0; waiter_result = 1; hits = 0;
+        pthread_create(&t, NULL, blockers[i], NULL);
+        wait_until_blocked();
+        tgkill_(getpid(), waiter_tid, SIGUSR2);
+        waited = wait_for_result();
+        CHECK(names[i], waited && waiter_result == -1 && waiter_errno == EINTR && hits == 1,
+              "result %ld errno %d hits %d", waiter_result, waiter_errno, hits);
+        if (waited) join(t, NULL); /* else it still blocks: leave it to exit_group */
+    }
     signal(SIGUSR2, SIG_DFL);
 }
 

@@ -207,6 +207,42 @@ pub fn enable_private(intid: u32) {
     }
 }
 
+/// Enables shared peripheral interrupt `intid` (32..1019, level-triggered, as the device tree's
+/// flags 4 say for a UART), routed to the calling CPU. Returns false if there is no GIC or
+/// `intid` is not an SPI of this distributor.
+pub fn enable_shared(intid: u32) -> bool {
+    let Some(gic) = active() else { return false };
+    let gicd = GICD.load(Ordering::Relaxed);
+    let lines = 32 * ((read32(gicd, 0x004) & 0x1f) + 1);
+    if !(32..lines.min(1020)).contains(&intid) {
+        return false;
+    }
+    let (word, bit) = (u64::from(intid / 32) * 4, intid % 32);
+    let byte_reg = u64::from(intid / 4) * 4;
+    let byte_shift = (intid % 4) * 8;
+    let set_byte = |offset: u64, value: u32| {
+        let old = read32(gicd, offset + byte_reg);
+        write32(gicd, offset + byte_reg, (old & !(0xff << byte_shift)) | (value << byte_shift));
+    };
+    set_byte(0x400, 0xa0); // IPRIORITYR: the priority of the timer and the IPIs
+    let cfg = 0xc00 + u64::from(intid / 16) * 4; // ICFGR: level-sensitive (bit 1 of the pair clear)
+    write32(gicd, cfg, read32(gicd, cfg) & !(2 << ((intid % 16) * 2)));
+    match gic {
+        Gic::V2 { .. } => set_byte(0x800, 1 << v2_interface_number()), // ITARGETSR: this CPU
+        Gic::V3 { .. } => {
+            use aarch64_cpu::registers::{MPIDR_EL1, Readable};
+            let mpidr = MPIDR_EL1.get();
+            write32(gicd, 0x080 + word, read32(gicd, 0x080 + word) | (1 << bit)); // IGROUPR: group 1
+            let route = ((mpidr >> 32) & 0xff) << 32 | (mpidr & 0xff_ffff); // IROUTER: this CPU
+            let at = 0x6000 + u64::from(intid) * 8;
+            write32(gicd, at, route as u32);
+            write32(gicd, at + 4, (route >> 32) as u32);
+        }
+    }
+    write32(gicd, 0x100 + word, 1 << bit); // ISENABLER
+    true
+}
+
 /// Acknowledges the highest-priority pending interrupt: its INTID (1023 = spurious) and the value
 /// to give back to [`end_of_interrupt`].
 pub fn acknowledge() -> (u32, u64) {

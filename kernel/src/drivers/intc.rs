@@ -81,6 +81,15 @@ pub fn enable_private(intid: u32) {
     }
 }
 
+/// Enables shared interrupt `intid` (a device's, GIC numbering), routed to the calling CPU;
+/// false where the controller cannot (the BCM2836 local controller has no device lines).
+pub fn enable_shared(intid: u32) -> bool {
+    match current() {
+        Some(InterruptController::Gic(_)) => gic::enable_shared(intid),
+        _ => false,
+    }
+}
+
 /// Acknowledges the highest-priority pending interrupt: its INTID (>= 1020 = nothing pending)
 /// and the token to give back to [`end_of_interrupt`].
 pub fn acknowledge() -> (u32, u64) {

@@ -26,6 +26,8 @@ use tock_registers::registers::{ReadOnly, ReadWrite};
 
 register_bitfields! [u32,
     LSR [
+        /// The receive FIFO holds at least one byte.
+        DATA_READY OFFSET(0) NUMBITS(1) [],
         /// The transmit FIFO can take at least one byte.
         TX_EMPTY OFFSET(5) NUMBITS(1) [],
         /// The transmit FIFO is empty and the transmitter idle.
@@ -81,10 +83,20 @@ impl MiniUart {
         unsafe { &*self.base }
     }
 
-    /// Makes sure the transmitter is enabled, without touching the baud rate or line settings.
+    /// Makes sure the transmitter and receiver are enabled, without touching the baud rate or
+    /// line settings.
     pub fn enable_transmit(&self) {
-        if !self.regs().cntl.is_set(CNTL::TX_ENABLE) {
-            self.regs().cntl.modify(CNTL::TX_ENABLE::SET);
+        if !self.regs().cntl.is_set(CNTL::TX_ENABLE) || !self.regs().cntl.is_set(CNTL::RX_ENABLE) {
+            self.regs().cntl.modify(CNTL::TX_ENABLE::SET + CNTL::RX_ENABLE::SET);
+        }
+    }
+
+    /// A received byte, if one is waiting.
+    pub fn get_byte(&self) -> Option<u8> {
+        if self.dead.load(Ordering::Relaxed) || !self.regs().lsr.is_set(LSR::DATA_READY) {
+            None
+        } else {
+            Some(self.regs().io.get() as u8)
         }
     }
 

@@ -3,6 +3,7 @@
 //!
 //! - consoles: [`pl011`] (QEMU `virt`, Pi 5's `uart10`, any PrimeCell UART) and [`mini_uart`]
 //!   (the BCM2835 mini UART, the Pi 3 and 4 console);
+//! - [`pl031`]: the real-time clock of QEMU virt (read once at boot, `wallclock`);
 //! - interrupt controllers behind one interface, [`intc`]: [`gic`] (GICv2, GICv3) and
 //!   [`bcm2836_local_intc`] (the Pi 3's per-core controller).
 pub mod bcm2836_local_intc;
@@ -10,3 +11,4 @@ pub mod gic;
 pub mod intc;
 pub mod mini_uart;
 pub mod pl011;
+pub mod pl031;

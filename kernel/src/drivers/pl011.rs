@@ -1,4 +1,4 @@
-//! Arm PrimeCell PL011 UART, polled transmit only (the console).
+//! Arm PrimeCell PL011 UART, polled (the console): transmit, and receive for the tty.
 //!
 //! The baud rate is left as the firmware or loader programmed it: the kernel does not know the
 //! UART's reference clock for certain on every board, and reprogramming it wrongly would turn a
@@ -13,6 +13,8 @@ register_bitfields! [u32,
     FR [
         /// Transmit FIFO full.
         TXFF OFFSET(5) NUMBITS(1) [],
+        /// Receive FIFO empty.
+        RXFE OFFSET(4) NUMBITS(1) [],
         /// UART busy transmitting.
         BUSY OFFSET(3) NUMBITS(1) []
     ],
@@ -32,6 +34,8 @@ register_structs! {
         (0x01c => _reserved1),
         (0x030 => cr: ReadWrite<u32, CR::Register>),
         (0x034 => _reserved2),
+        (0x038 => imsc: ReadWrite<u32>),
+        (0x03c => _reserved3),
         (0x044 => icr: WriteOnly<u32>),
         (0x048 => @END),
     }
@@ -59,10 +63,10 @@ impl Pl011 {
         unsafe { &*self.base }
     }
 
-    /// Makes sure the transmitter is enabled, without touching the baud rate.
+    /// Makes sure the transmitter and receiver are enabled, without touching the baud rate.
     pub fn enable_transmit(&self) {
         let cr = self.regs().cr.get();
-        let want = cr | (1 << 0) | (1 << 8);
+        let want = cr | (1 << 0) | (1 << 8) | (1 << 9);
         if cr != want {
             self.regs().cr.set(want);
         }
@@ -75,6 +79,22 @@ impl Pl011 {
             core::hint::spin_loop();
         }
         self.regs().dr.set(u32::from(byte));
+    }
+
+    /// Raises the UART's interrupt when bytes arrive: the receive (RXIM) and receive-timeout
+    /// (RTIM) interrupts, unmasked in IMSC.
+    pub fn enable_receive_interrupt(&self) {
+        self.regs().imsc.set(self.regs().imsc.get() | (1 << 4) | (1 << 6));
+    }
+
+    /// Clears the receive and receive-timeout interrupts (after the FIFO was drained).
+    pub fn clear_receive_interrupt(&self) {
+        self.regs().icr.set((1 << 4) | (1 << 6));
+    }
+
+    /// A received byte, if one is waiting (errors in the upper bits of DR are dropped).
+    pub fn get_byte(&self) -> Option<u8> {
+        if self.regs().fr.is_set(FR::RXFE) { None } else { Some(self.regs().dr.get() as u8) }
     }
 
     /// Waits until every queued byte has left the UART.

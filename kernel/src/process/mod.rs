@@ -10,10 +10,15 @@
 //! scheduler loop (`sched`). User memory is demand-paged and freed on munmap, MADV_DONTNEED and
 //! exit, always after the TLB flush that covers it.
 pub mod elf;
+mod files;
+mod futex;
+mod identity;
+pub mod posix;
 pub mod sched;
 pub mod signals;
 pub mod stack;
 pub mod syscall;
+mod time;
 pub mod tiny_elf;
 mod vm_syscalls;
 
@@ -95,6 +100,8 @@ pub struct Process {
     /// Its resource limits (`prlimit64`); `RLIMIT_AS` and `RLIMIT_DATA` are also in its `VmMap`.
     pub rlimits: Mutex<Rlimits>,
     next_tid: AtomicU32,
+    /// Ids, descriptors, CPU time (everything of the ABI that is not memory).
+    pub posix: posix::ProcessPosix,
 }
 
 /// A thread: a user context waiting to run, or running on one CPU.
@@ -113,6 +120,8 @@ pub struct Thread {
     pub clear_child_tid: u64,
     /// CPUs the thread may run on (bit per CPU).
     pub affinity: u64,
+    /// Name, robust list, CPU time.
+    pub posix: posix::ThreadPosix,
 }
 
 static NEXT_PID: AtomicU32 = AtomicU32::new(1);
@@ -139,7 +148,15 @@ pub fn init_el0_controls() {
 /// # Errors
 /// Why the program could not be started (bad ELF, out of memory).
 pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
-    let process = spawn(bytes, argv)?;
+    run_with_env(bytes, argv, linux_abi::cmdline::DEFAULT_ENV)
+}
+
+/// [`run`] with the environment `envp` (`NAME=VALUE` strings).
+///
+/// # Errors
+/// Why the program could not be started (bad ELF, out of memory).
+pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, String> {
+    let process = spawn(bytes, argv, envp)?;
     sched::run_cpu(Some(&process));
     Ok(process.status.load(Ordering::Acquire))
 }
@@ -148,7 +165,7 @@ pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
 ///
 /// # Errors
 /// Why the program could not be started.
-pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
+pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>, String> {
     let exe = elf::parse(bytes)?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     let table =
@@ -165,7 +182,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
     // The heuristic overcommit measures requests against the machine's RAM (no swap).
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
     let mut mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
-    let regs = match load(&mut mm, &exe, bytes, argv) {
+    let regs = match load(&mut mm, &exe, bytes, argv, envp) {
         Ok(regs) => regs,
         Err(e) => {
             free_mm(mm, None);
@@ -186,6 +203,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
         signals: signals::Signals::new(pid),
         rlimits: Mutex::new(Rlimits::init(frames::usage().1 as u64)),
         next_tid: AtomicU32::new(pid + 1),
+        posix: posix::ProcessPosix::first(),
     });
     let thread = Thread {
         tid: pid,
@@ -195,6 +213,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
         tpidr: 0,
         clear_child_tid: 0,
         affinity: u64::MAX,
+        posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = sched::admit(thread) {
         if let Some(mm) = process.mm.lock().take() {
@@ -206,7 +225,13 @@ pub fn spawn(bytes: &[u8], argv: &[&str]) -> Result<Arc<Process>, String> {
 }
 
 /// Maps the segments, the stack and the initial stack contents; returns the entry registers.
-fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Result<UserRegs, String> {
+fn load(
+    mm: &mut Mm,
+    exe: &elf::Executable,
+    bytes: &[u8],
+    argv: &[&str],
+    envp: &[&str],
+) -> Result<UserRegs, String> {
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
         let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
@@ -262,7 +287,7 @@ fn load(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8], argv: &[&str]) -> Resu
         (stack::at::SECURE, 0),
         (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
     ];
-    let (sp, image) = stack::build(STACK_TOP, argv, &["HOME=/", "TERM=dumb"], &auxv, random);
+    let (sp, image) = stack::build(STACK_TOP, argv, envp, &auxv, random);
     mm.write(sp, &image).map_err(|e| format!("writing the initial stack failed: {e:?}"))?;
     Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
 }
@@ -313,16 +338,9 @@ pub enum Action {
     Continue,
     /// Put the thread back in the run queue and run another (preemption, sched_yield, migration).
     Yield,
-    /// Block the thread on the futex word `uaddr` if it still holds `expected`.
-    FutexWait {
-        /// User address of the futex word.
-        uaddr: u64,
-        /// Value the caller saw.
-        expected: u32,
-    },
-    /// Park the thread until a signal it waits for (rt_sigsuspend, rt_sigtimedwait) or the
-    /// deadline the call left in `sched::PENDING_DEADLINE`.
-    SignalWait,
+    /// Block the thread until what `sched::Wait` names happens (futex wake, deadline, input,
+    /// a signal), or a signal interrupts it.
+    Block(sched::Wait),
     /// The thread exits.
     ExitThread,
 }

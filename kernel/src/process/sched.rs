@@ -1,5 +1,5 @@
-//! The scheduler: one run queue shared by every CPU, round-robin with a 10 ms tick, and futex
-//! wait queues.
+//! The scheduler: one run queue shared by every CPU, round-robin with a 10 ms tick, and the list
+//! of blocked threads (futex waits, sleeps, console reads: `linux_abi::futex::WaitList`).
 //!
 //! Each CPU runs [`run_cpu`]: take a runnable thread whose affinity allows this CPU, point TTBR0
 //! at its process (marking the CPU in the process's TLB set), and enter it. The thread runs until
@@ -9,18 +9,34 @@
 //! While no thread runs on a CPU, TTBR0 walks are disabled there, so no speculative walk can
 //! reach a page table that is being torn down.
 //!
-//! Memory: a thread enters the scheduler only through [`admit`], which counts it against the
+//! **Blocking.** A blocked thread sits in one wait list with what it waits for and an optional
+//! deadline (a counter value). Deadlines are checked whenever a CPU picks a thread and on every
+//! tick; an idle CPU also programs its timer for the earliest deadline, so a sleeper wakes within
+//! microseconds of it rather than at the next 10 ms tick, and no CPU spins while threads sleep.
+//! A console read that finds no input blocks on [`WaitFor::Input`]; when input arrives its
+//! system call is restarted (the PC goes back to the `svc`, the registers still hold the
+//! arguments), so it is served by the same code as a read that found data at once.
+//!
+//! **Signals.** A thread about to block checks, under the wait list's lock, whether a signal it
+//! can take is pending (`signals::may_park`); if so it goes back to the run queue with x0 =
+//! -EINTR instead. A sender queues the signal first, then takes a blocked target out of the list
+//! ([`interrupt`]) with x0 = -EINTR, whatever it waited for; the signal code finishes (or
+//! restarts, per `SA_RESTART`) the call when the thread resumes. `rt_sigsuspend` and
+//! `rt_sigtimedwait` block on [`WaitFor::Signal`], which only a signal or the deadline ends.
+//!
+//! **Memory.** A thread enters the scheduler only through [`admit`], which counts it against the
 //! thread limit (Linux's `threads-max`, `EAGAIN`), allocates it fallibly and makes the run queue
-//! and the futex queue able to hold every live thread (`ENOMEM` otherwise). From then on no
-//! scheduler operation allocates: a thread moving between queues never needs memory, so no
-//! program can make the scheduler panic for want of heap.
+//! and the wait list able to hold every live thread (`ENOMEM` otherwise). From then on no
+//! scheduler operation allocates: the wait list hands the threads it takes to a closure rather
+//! than collecting them, so a thread moving between the queues never needs memory and no program
+//! can make the scheduler panic for want of heap.
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use linux_abi::futex::{BITSET_MATCH_ANY, Channel, WaitList, Waiter};
 use mm::vm::{Errno, fallible, limits};
 
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
@@ -43,25 +59,46 @@ static CURRENT: [Mutex<Option<Box<Thread>>>; MAX_CPUS] = [const { Mutex::new(Non
 /// CPUs waiting for work (bit per CPU).
 static IDLE: AtomicU64 = AtomicU64::new(0);
 
-/// A thread blocked in `FUTEX_WAIT`.
-struct Waiter {
-    uaddr: u64,
-    deadline: Option<u64>,
-    thread: Box<Thread>,
+/// Every blocked thread.
+static WAITING: Mutex<WaitList<Box<Thread>>> = Mutex::new(WaitList::new());
+/// Counter value when each CPU last entered or was charged for its current thread.
+static RUN_START: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// What a blocking system call waits for, and what it then returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    /// `FUTEX_WAIT(_BITSET)` on the word at `uaddr`, if it still holds `expected` when checked under
+    /// the wait list's lock (else EAGAIN). Returns 0 when woken, ETIMEDOUT at the deadline.
+    Futex {
+        /// User address of the word.
+        uaddr: u64,
+        /// The value the caller saw.
+        expected: u32,
+        /// Which wakes reach it.
+        bitset: u32,
+    },
+    /// Nothing but the deadline (`nanosleep`): returns 0.
+    Timer,
+    /// Console input: the call restarts when input arrives; returns 0 at the deadline (a poll
+    /// that timed out).
+    Input,
+    /// A signal (`rt_sigsuspend`, `rt_sigtimedwait`): x0 is -EINTR when one came, -ETIMEDOUT at
+    /// the deadline; the signal code finishes the call as the thread resumes.
+    Signal,
 }
 
-static FUTEX: Mutex<Vec<Waiter>> = Mutex::new(Vec::new());
-/// Waiters in [`FUTEX`] with a deadline: the scheduler scans for expired ones only when there
-/// are some (thousands of untimed waiters must not cost every scheduling decision a scan).
-static TIMED_WAITERS: AtomicUsize = AtomicUsize::new(0);
+/// A blocking request: what, and until when (a counter value; `None` = no timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wait {
+    /// What wakes the thread.
+    pub what: WaitFor,
+    /// When it stops waiting anyway.
+    pub deadline: Option<u64>,
+}
 
-/// Removes waiter `i` (the caller holds the queue's lock), keeping [`TIMED_WAITERS`] exact.
-fn take_waiter(futex: &mut Vec<Waiter>, i: usize) -> Waiter {
-    let w = futex.swap_remove(i);
-    if w.deadline.is_some() {
-        TIMED_WAITERS.fetch_sub(1, Ordering::AcqRel);
-    }
-    w
+/// The futex key of a process's address space.
+fn space_key(process: &Arc<Process>) -> usize {
+    Arc::as_ptr(process) as usize
 }
 
 struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
@@ -111,15 +148,13 @@ pub fn admit(thread: Thread) -> Result<(), Errno> {
     }
 }
 
-/// Makes the run queue and the futex queue able to hold `live` threads without allocating.
+/// Makes the run queue and the wait list able to hold `live` threads without allocating.
 fn reserve_queues(live: usize) -> Result<(), Errno> {
     let mut q = RUNQ.lock();
     let need = live.saturating_sub(q.len());
     q.try_reserve(need).map_err(|_| Errno::ENOMEM)?;
     drop(q);
-    let mut f = FUTEX.lock();
-    let need = live.saturating_sub(f.len());
-    fallible::reserve(&mut f, need)
+    WAITING.lock().try_reserve(live).map_err(|_| Errno::ENOMEM)
 }
 
 /// Makes `thread` runnable and wakes an idle CPU. Never allocates: [`admit`] made room for every
@@ -140,11 +175,12 @@ fn wake_idle() {
 
 /// Whether a thread interrupted by a tick should give way (someone is waiting to run).
 pub fn should_preempt() -> bool {
+    expire_waits();
     !RUNQ.lock().is_empty()
 }
 
 fn pick(cpu: usize) -> Option<Box<Thread>> {
-    expire_futex_waits();
+    expire_waits();
     let mut q = RUNQ.lock();
     let index = q.iter().position(|t| t.affinity & (1 << cpu) != 0)?;
     q.remove(index)
@@ -212,6 +248,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         let regs = thread.regs.clone();
         let fp = thread.fp;
         *CURRENT[cpu].lock() = Some(thread);
+        RUN_START[cpu].store(crate::arch::time::counter(), Ordering::Relaxed);
         // SAFETY: TTBR0 holds the thread's address space; every exception from EL0 goes through
         // `handle`, which returns to the thread or leaves through this CPU's context.
         let code = unsafe { user::run_user(&regs, &fp, CONTEXTS.0[cpu].get()) };
@@ -221,7 +258,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         match (code, thread) {
             (CODE_YIELD, Some(t)) => enqueue(t),
             (CODE_EXIT, Some(t)) => finish(t),
-            _ => {} // blocked: the thread is in a futex queue
+            _ => {} // blocked: the thread is in the wait list
         }
     }
 }
@@ -232,6 +269,9 @@ fn idle_wait(cpu: usize) {
         return;
     }
     IDLE.fetch_or(1 << cpu, Ordering::AcqRel);
+    if let Some(deadline) = WAITING.lock().next_deadline() {
+        irq::wake_by(deadline);
+    }
     if RUNQ.lock().is_empty() && KERNEL_WORK[cpu].lock().is_none() {
         // WFI with IRQs still masked: a wake IPI sent after the check above is pending and ends
         // the WFI at once (WFI wakes on a pending interrupt whatever PSTATE.I says); only then
@@ -276,84 +316,103 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
             save_context(cpu, frame);
             switch_out(cpu, CODE_YIELD)
         }
-        Action::FutexWait { uaddr, expected } => {
-            let futex = FUTEX.lock();
-            let mut word = [0u8; 4];
-            // The word is re-read under the futex lock, so a waker that changed it and then called
-            // FUTEX_WAKE (which takes the same lock) cannot be missed.
-            match user::copy_from_user(&mut word, uaddr) {
-                Err(_) => frame.x[0] = (-EFAULT) as u64,
-                Ok(()) if u32::from_le_bytes(word) != expected => frame.x[0] = (-EAGAIN) as u64,
-                Ok(()) => {
-                    frame.x[0] = 0;
-                    park(cpu, frame, futex, uaddr)
-                }
+        Action::Block(wait) => block(cpu, frame, wait),
+        Action::ExitThread => {
+            if let Some(thread) = CURRENT[cpu].lock().as_mut() {
+                charge(cpu, thread);
             }
-        }
-        Action::SignalWait => park(cpu, frame, FUTEX.lock(), super::signals::SIGNAL_WAIT),
-        Action::ExitThread => switch_out(cpu, CODE_EXIT),
-    }
-}
-
-/// Saves the thread's context and parks it on `uaddr` (a futex word, or `signals::SIGNAL_WAIT`),
-/// with the deadline its call left in [`PENDING_DEADLINE`]. If a signal it can take is already
-/// pending it goes back to the run queue instead, with x0 = -EINTR: the signal code finishes or
-/// restarts the call before it runs again.
-fn park(cpu: usize, frame: &mut TrapFrame, mut futex: spin::MutexGuard<'_, Vec<Waiter>>, uaddr: u64) -> ! {
-    save_context(cpu, frame);
-    let deadline = PENDING_DEADLINE[cpu].swap(0, Ordering::AcqRel);
-    if let Some(mut thread) = CURRENT[cpu].lock().take() {
-        let futex_wait = (uaddr != super::signals::SIGNAL_WAIT).then_some((uaddr, deadline != 0));
-        if super::signals::may_park(&thread, futex_wait) {
-            if deadline != 0 {
-                TIMED_WAITERS.fetch_add(1, Ordering::AcqRel);
-            }
-            futex.push(Waiter { uaddr, deadline: (deadline != 0).then_some(deadline), thread });
-        } else {
-            thread.regs.x[0] = (-EINTR) as u64;
-            RUNQ.lock().push_back(thread);
-        }
-    }
-    drop(futex);
-    switch_out(cpu, CODE_BLOCKED)
-}
-
-/// A signal for thread `tid` of `process`: if it is parked (futex or signal wait) it goes back
-/// to the run queue with x0 = -EINTR; the signal code finishes its call when it resumes.
-pub fn interrupt(process: &Process, tid: u32) {
-    let woken = {
-        let mut futex = FUTEX.lock();
-        let at = futex.iter().position(|w| w.thread.tid == tid && core::ptr::eq(&*w.thread.process, process));
-        at.map(|i| take_waiter(&mut futex, i).thread)
-    };
-    if let Some(mut thread) = woken {
-        thread.regs.x[0] = (-EINTR) as u64;
-        enqueue(thread);
-    }
-}
-
-/// Interrupts the other CPUs that may be running threads of `process`, so each enters the
-/// kernel (and takes a signal just sent, or stops if the process is exiting).
-pub fn kick_cpus(process: &Process) {
-    let me = current_cpu();
-    let cpus = process.cpus.load(Ordering::Acquire);
-    for cpu in 0..MAX_CPUS {
-        if cpu != me && cpus & (1 << cpu) != 0 {
-            irq::send_ipi(cpu, irq::IPI_WAKE);
+            switch_out(cpu, CODE_EXIT)
         }
     }
 }
 
 use super::syscall::errno::{EAGAIN, EFAULT, EINTR, ETIMEDOUT};
 
-/// Deadline (counter value) of the futex wait this CPU's thread is entering, set by the system
-/// call just before it returns [`Action::FutexWait`].
-pub static PENDING_DEADLINE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Blocks the current thread as `wait` asks, or returns to it at once when the condition is
+/// already decided (the futex word changed, input is there). A thread with a signal it can take
+/// pending does not block: it goes back to the run queue with x0 = -EINTR, and the signal code
+/// finishes its call before it runs again.
+fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
+    let mut waiting = WAITING.lock();
+    let channel = match wait.what {
+        WaitFor::Futex { uaddr, expected, bitset } => {
+            let mut word = [0u8; 4];
+            // The word is re-read under the wait list's lock, so a waker that changed it and then
+            // called FUTEX_WAKE (which takes the same lock) cannot be missed.
+            match user::copy_from_user(&mut word, uaddr) {
+                Err(_) => {
+                    frame.x[0] = (-EFAULT) as u64;
+                    return;
+                }
+                Ok(()) if u32::from_le_bytes(word) != expected => {
+                    frame.x[0] = (-EAGAIN) as u64;
+                    return;
+                }
+                Ok(()) => {}
+            }
+            frame.x[0] = 0;
+            let Some(process) = CURRENT[cpu].lock().as_ref().map(|t| t.process.clone()) else { return };
+            Channel::Futex { space: space_key(&process), uaddr, bitset }
+        }
+        WaitFor::Timer => {
+            frame.x[0] = 0;
+            Channel::Timer
+        }
+        WaitFor::Input => {
+            // Checked under the wait list's lock: input that arrives after this wakes the thread.
+            if crate::tty::readable() {
+                frame.elr -= 4; // restart the call now: it finds the input
+                return;
+            }
+            Channel::Input
+        }
+        WaitFor::Signal => Channel::Signal,
+    };
+    save_context(cpu, frame);
+    if let Some(mut thread) = CURRENT[cpu].lock().take() {
+        let futex_wait = match wait.what {
+            WaitFor::Futex { uaddr, .. } => Some((uaddr, wait.deadline.is_some())),
+            _ => None,
+        };
+        if super::signals::may_park(&thread, futex_wait) {
+            // Never allocates: `admit` made room in the list for every live thread.
+            waiting.push(Waiter { channel, deadline: wait.deadline, item: thread });
+        } else {
+            thread.regs.x[0] = (-EINTR) as u64;
+            RUNQ.lock().push_back(thread);
+        }
+    }
+    drop(waiting);
+    switch_out(cpu, CODE_BLOCKED)
+}
+
+/// Charges the CPU time since the thread's slice (or last charge) began to it and its process.
+fn charge(cpu: usize, thread: &mut Thread) {
+    let now = crate::arch::time::counter();
+    let spent = now.saturating_sub(RUN_START[cpu].swap(now, Ordering::Relaxed));
+    thread.posix.cpu_ticks += spent;
+    thread.process.posix.charge(spent);
+}
+
+/// The CPU time (counter ticks) of `thread`, running on this CPU, including its current slice.
+pub fn thread_cpu_ticks(thread: &Thread) -> u64 {
+    thread.posix.cpu_ticks + current_slice()
+}
+
+/// The CPU time (counter ticks) of `process`, with the caller's current slice.
+pub fn process_cpu_ticks(process: &Process) -> u64 {
+    process.posix.cpu_ticks.load(Ordering::Relaxed) + current_slice()
+}
+
+fn current_slice() -> u64 {
+    crate::arch::time::counter().saturating_sub(RUN_START[current_cpu()].load(Ordering::Relaxed))
+}
 
 fn save_context(cpu: usize, frame: &mut TrapFrame) {
     // SAFETY: `frame` was built by the EL0 exception entry, which saved the FP state below it.
     let fp = unsafe { *FpState::below(frame) };
     if let Some(thread) = CURRENT[cpu].lock().as_mut() {
+        charge(cpu, thread);
         thread.regs.x = frame.x;
         thread.regs.sp = frame.sp_el0;
         thread.regs.pc = frame.elr;
@@ -369,49 +428,123 @@ fn switch_out(cpu: usize, code: u64) -> ! {
     unsafe { user::exit_user(code, CONTEXTS.0[cpu].get()) }
 }
 
-/// Wakes up to `count` threads of `process` waiting on `uaddr`; returns how many. Each moves
-/// from the futex queue straight to the run queue (locks taken in that order), so nothing is
-/// allocated.
-pub fn futex_wake(process: &Arc<Process>, uaddr: u64, count: u64) -> u64 {
-    let mut n = 0;
-    let mut futex = FUTEX.lock();
-    let mut i = 0;
-    while i < futex.len() && n < count {
-        if futex[i].uaddr == uaddr && Arc::ptr_eq(&futex[i].thread.process, process) {
-            RUNQ.lock().push_back(take_waiter(&mut futex, i).thread);
-            n += 1;
-        } else {
-            i += 1;
-        }
-    }
-    drop(futex);
+/// Wakes up to `count` threads of `process` waiting on `uaddr` with a bitset meeting `bitset`;
+/// returns how many.
+pub fn futex_wake(process: &Arc<Process>, uaddr: u64, bitset: u32, count: u64) -> u64 {
+    let n = WAITING.lock().wake_each(space_key(process), uaddr, bitset, count, make_runnable);
     if n > 0 {
         wake_idle();
     }
     n
 }
 
-fn expire_futex_waits() {
-    if TIMED_WAITERS.load(Ordering::Acquire) == 0 {
-        return;
-    }
-    let now = crate::arch::time::counter();
-    let mut futex = FUTEX.lock();
-    let mut i = 0;
-    let mut woke = false;
-    while i < futex.len() {
-        if futex[i].deadline.is_some_and(|d| d <= now) {
-            let mut w = take_waiter(&mut futex, i);
-            w.thread.regs.x[0] = (-ETIMEDOUT) as u64;
-            RUNQ.lock().push_back(w.thread);
-            woke = true;
-        } else {
-            i += 1;
+/// Puts a thread taken from the wait list in the run queue (the caller holds the wait list's
+/// lock: locks are taken in that order) without waking a CPU; the caller does once it is done.
+fn make_runnable(thread: Box<Thread>) {
+    RUNQ.lock().push_back(thread);
+}
+
+/// `FUTEX_CMP_REQUEUE` (`expected` = `Some`) and `FUTEX_REQUEUE`: if the word at `uaddr` still
+/// holds `expected` (checked under the wait list's lock, as a waiter checks it), wakes `nwake`
+/// waiters and moves up to `nrequeue` others to `uaddr2`. Returns woken + moved, or the errno.
+pub fn futex_requeue(
+    process: &Arc<Process>,
+    uaddr: u64,
+    uaddr2: u64,
+    nwake: u64,
+    nrequeue: u64,
+    expected: Option<u32>,
+) -> Result<u64, i64> {
+    let mut waiting = WAITING.lock();
+    if let Some(expected) = expected {
+        let mut word = [0u8; 4];
+        user::copy_from_user(&mut word, uaddr).map_err(|_| EFAULT)?;
+        if u32::from_le_bytes(word) != expected {
+            return Err(EAGAIN);
         }
     }
-    drop(futex);
-    if woke {
+    let (n, moved) = waiting.requeue_each(space_key(process), uaddr, uaddr2, nwake, nrequeue, make_runnable);
+    drop(waiting);
+    if n > 0 {
         wake_idle();
+    }
+    Ok(n + moved)
+}
+
+/// `FUTEX_WAKE_OP`: under the wait list's lock, applies `op` to the word at `uaddr2`, wakes `nwake`
+/// waiters on `uaddr` and, if the old value passes `op`'s test, `nwake2` on `uaddr2`. The
+/// read-modify-write is atomic with respect to other futex calls, not to a user thread's own
+/// atomic instructions on that word (the kernel has no unprivileged exclusive access).
+pub fn futex_wake_op(
+    process: &Arc<Process>,
+    uaddr: u64,
+    uaddr2: u64,
+    nwake: u64,
+    nwake2: u64,
+    op: linux_abi::futex::WakeOp,
+) -> Result<u64, i64> {
+    let mut waiting = WAITING.lock();
+    let mut word = [0u8; 4];
+    user::copy_from_user(&mut word, uaddr2).map_err(|_| EFAULT)?;
+    let old = u32::from_le_bytes(word);
+    user::copy_to_user(uaddr2, &op.apply(old).to_le_bytes()).map_err(|_| EFAULT)?;
+    let key = space_key(process);
+    let mut n = waiting.wake_each(key, uaddr, BITSET_MATCH_ANY, nwake, make_runnable);
+    if op.test(old) {
+        n += waiting.wake_each(key, uaddr2, BITSET_MATCH_ANY, nwake2, make_runnable);
+    }
+    drop(waiting);
+    if n > 0 {
+        wake_idle();
+    }
+    Ok(n)
+}
+
+/// Console input arrived: every thread waiting for it restarts its system call.
+pub fn wake_input_waiters() {
+    let n = WAITING.lock().wake_channel_each(Channel::Input, |mut t| {
+        t.regs.pc -= 4;
+        make_runnable(t);
+    });
+    if n > 0 {
+        wake_idle();
+    }
+}
+
+fn expire_waits() {
+    let now = crate::arch::time::counter();
+    let n = WAITING.lock().expire_each(now, |mut w| {
+        w.item.regs.x[0] = match w.channel {
+            Channel::Futex { .. } | Channel::Signal => (-ETIMEDOUT) as u64,
+            Channel::Timer | Channel::Input => 0, // a sleep that ended, a poll that timed out
+        };
+        make_runnable(w.item);
+    });
+    if n > 0 {
+        wake_idle();
+    }
+}
+
+/// A signal for thread `tid` of `process`: if it is blocked (whatever it waits for) it goes back
+/// to the run queue with x0 = -EINTR, not restarted as an input wake-up would; the signal code
+/// finishes its call when it resumes.
+pub fn interrupt(process: &Process, tid: u32) {
+    let woken = WAITING.lock().take_first(|t| t.tid == tid && core::ptr::eq(&*t.process, process));
+    if let Some(mut w) = woken {
+        w.item.regs.x[0] = (-EINTR) as u64;
+        enqueue(w.item);
+    }
+}
+
+/// Interrupts the other CPUs that may be running threads of `process`, so each enters the
+/// kernel (and takes a signal just sent, or stops if the process is exiting).
+pub fn kick_cpus(process: &Process) {
+    let me = current_cpu();
+    let cpus = process.cpus.load(Ordering::Acquire);
+    for cpu in 0..MAX_CPUS {
+        if cpu != me && cpus & (1 << cpu) != 0 {
+            irq::send_ipi(cpu, irq::IPI_WAKE);
+        }
     }
 }
 
@@ -429,13 +562,9 @@ pub fn stop_process(process: &Arc<Process>) {
         finish(t);
     }
     loop {
-        let waiting = {
-            let mut futex = FUTEX.lock();
-            let i = futex.iter().position(|w| Arc::ptr_eq(&w.thread.process, process));
-            i.map(|i| take_waiter(&mut futex, i))
-        };
+        let waiting = WAITING.lock().take_first(|t| Arc::ptr_eq(&t.process, process));
         let Some(w) = waiting else { break };
-        finish(w.thread);
+        finish(w.item);
     }
     kick_cpus(process);
 }

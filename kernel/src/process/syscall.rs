@@ -14,7 +14,8 @@ use crate::arch::aarch64::user::{Fault, copy_from_user, copy_to_user};
 use crate::smp::current_cpu;
 
 /// The errno values the system calls return, negated-ready as `i64`; the numbers are defined once,
-/// in `mm::vm::Errno` (Linux's asm-generic values).
+/// in `mm::vm::Errno` (the memory calls') and `linux_abi::errno` (the others), Linux's asm-generic
+/// values.
 pub mod errno {
     use mm::vm::Errno;
     /// No such process.
@@ -35,109 +36,172 @@ pub mod errno {
     pub const EINTR: i64 = ::signal::restart::EINTR;
     /// Timed out.
     pub const ETIMEDOUT: i64 = Errno::ETIMEDOUT.code() as i64;
+    /// Operation not permitted.
+    pub const EPERM: i64 = Errno::EPERM.code() as i64;
+    pub use linux_abi::errno::{EMFILE, ENAMETOOLONG, ENOENT, ENOTTY, ERANGE, ESPIPE};
 }
 use errno::*;
 
 /// Linux arm64 system call numbers (`include/uapi/asm-generic/unistd.h`).
+#[allow(missing_docs, reason = "each number is named after its Linux system call")]
 pub mod nr {
-    /// write(fd, buf, count)
+    pub const GETCWD: u64 = 17;
+    pub const DUP: u64 = 23;
+    pub const DUP3: u64 = 24;
+    pub const FCNTL: u64 = 25;
+    pub const IOCTL: u64 = 29;
+    pub const FACCESSAT: u64 = 48;
+    pub const OPENAT: u64 = 56;
+    pub const CLOSE: u64 = 57;
+    pub const LSEEK: u64 = 62;
+    pub const READ: u64 = 63;
     pub const WRITE: u64 = 64;
-    /// exit(status)
+    pub const READV: u64 = 65;
+    pub const WRITEV: u64 = 66;
+    pub const PSELECT6: u64 = 72;
+    pub const PPOLL: u64 = 73;
+    pub const READLINKAT: u64 = 78;
+    pub const NEWFSTATAT: u64 = 79;
+    pub const FSTAT: u64 = 80;
+    pub const PERSONALITY: u64 = 92;
     pub const EXIT: u64 = 93;
-    /// exit_group(status)
     pub const EXIT_GROUP: u64 = 94;
-    /// set_tid_address(tidptr)
     pub const SET_TID_ADDRESS: u64 = 96;
-    /// futex(uaddr, op, val, timeout, uaddr2, val3)
     pub const FUTEX: u64 = 98;
-    /// clock_gettime(clockid, tp)
+    pub const SET_ROBUST_LIST: u64 = 99;
+    pub const GET_ROBUST_LIST: u64 = 100;
+    pub const NANOSLEEP: u64 = 101;
     pub const CLOCK_GETTIME: u64 = 113;
-    /// sched_setaffinity(pid, len, mask)
+    pub const CLOCK_GETRES: u64 = 114;
+    pub const CLOCK_NANOSLEEP: u64 = 115;
+    pub const SCHED_GETSCHEDULER: u64 = 120;
+    pub const SCHED_GETPARAM: u64 = 121;
     pub const SCHED_SETAFFINITY: u64 = 122;
-    /// sched_getaffinity(pid, len, mask)
     pub const SCHED_GETAFFINITY: u64 = 123;
-    /// sched_yield()
     pub const SCHED_YIELD: u64 = 124;
-    /// uname(buf)
+    pub const SCHED_GET_PRIORITY_MAX: u64 = 125;
+    pub const SCHED_GET_PRIORITY_MIN: u64 = 126;
+    pub const TIMES: u64 = 153;
+    pub const SETPGID: u64 = 154;
+    pub const GETPGID: u64 = 155;
+    pub const GETSID: u64 = 156;
+    pub const SETSID: u64 = 157;
+    pub const GETGROUPS: u64 = 158;
     pub const UNAME: u64 = 160;
-    /// getcpu(cpu, node, cache)
-    pub const GETCPU: u64 = 168;
-    /// prctl(option, arg2, arg3, arg4, arg5)
-    pub const PRCTL: u64 = 167;
-    /// getpid()
-    pub const GETPID: u64 = 172;
-    /// gettid()
-    pub const GETTID: u64 = 178;
-    /// brk(addr)
-    pub const BRK: u64 = 214;
-    /// munmap(addr, len)
-    pub const MUNMAP: u64 = 215;
-    /// clone(flags, stack, parent_tid, tls, child_tid)
-    pub const CLONE: u64 = 220;
-    /// mmap(addr, len, prot, flags, fd, off)
-    pub const MMAP: u64 = 222;
-    /// mprotect(addr, len, prot)
-    pub const MPROTECT: u64 = 226;
-    /// mremap(addr, old_len, new_len, flags, new_addr)
-    pub const MREMAP: u64 = 216;
-    /// msync(addr, len, flags)
-    pub const MSYNC: u64 = 227;
-    /// mlock(addr, len)
-    pub const MLOCK: u64 = 228;
-    /// munlock(addr, len)
-    pub const MUNLOCK: u64 = 229;
-    /// mlockall(flags)
-    pub const MLOCKALL: u64 = 230;
-    /// munlockall()
-    pub const MUNLOCKALL: u64 = 231;
-    /// mincore(addr, len, vec)
-    pub const MINCORE: u64 = 232;
-    /// madvise(addr, len, advice)
-    pub const MADVISE: u64 = 233;
-    /// mlock2(addr, len, flags)
-    pub const MLOCK2: u64 = 284;
-    /// getrandom(buf, len, flags)
-    pub const GETRANDOM: u64 = 278;
-    /// getrlimit(resource, rlim)
     pub const GETRLIMIT: u64 = 163;
-    /// setrlimit(resource, rlim)
     pub const SETRLIMIT: u64 = 164;
-    /// prlimit64(pid, resource, new, old)
+    pub const GETRUSAGE: u64 = 165;
+    pub const PRCTL: u64 = 167;
+    pub const GETCPU: u64 = 168;
+    pub const GETTIMEOFDAY: u64 = 169;
+    pub const GETPID: u64 = 172;
+    pub const GETPPID: u64 = 173;
+    pub const GETUID: u64 = 174;
+    pub const GETEUID: u64 = 175;
+    pub const GETGID: u64 = 176;
+    pub const GETEGID: u64 = 177;
+    pub const GETTID: u64 = 178;
+    pub const SYSINFO: u64 = 179;
+    pub const BRK: u64 = 214;
+    pub const MUNMAP: u64 = 215;
+    pub const CLONE: u64 = 220;
+    pub const MMAP: u64 = 222;
+    pub const MPROTECT: u64 = 226;
+    pub const MREMAP: u64 = 216;
+    pub const MSYNC: u64 = 227;
+    pub const MLOCK: u64 = 228;
+    pub const MUNLOCK: u64 = 229;
+    pub const MLOCKALL: u64 = 230;
+    pub const MUNLOCKALL: u64 = 231;
+    pub const MINCORE: u64 = 232;
+    pub const MADVISE: u64 = 233;
     pub const PRLIMIT64: u64 = 261;
+    pub const GETRANDOM: u64 = 278;
+    pub const MLOCK2: u64 = 284;
+    pub const STATX: u64 = 291;
+    pub const FACCESSAT2: u64 = 439;
 }
 
 /// Handles the system call in `frame` for `thread`; tells the scheduler what to do next.
 pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
+    use super::{files, futex, identity, time};
     let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
     let p = thread.process.clone();
     let result: i64 = match frame.x[8] {
-        nr::WRITE => write(&p, a[0], a[1], a[2]),
+        // Descriptors and the console.
+        nr::READ => return files::read(&p, frame, a[0], files::one_buffer(a[1], a[2])),
+        nr::READV => return files::read(&p, frame, a[0], files::vector(&p, a[1], a[2])),
+        nr::WRITE => files::write(&p, a[0], files::one_buffer(a[1], a[2])),
+        nr::WRITEV => files::write(&p, a[0], files::vector(&p, a[1], a[2])),
+        nr::CLOSE => files::close(&p, a[0]),
+        nr::DUP => files::dup(&p, a[0]),
+        nr::DUP3 => files::dup3(&p, a[0], a[1], a[2]),
+        nr::FCNTL => files::fcntl(&p, a[0], a[1], a[2]),
+        nr::IOCTL => files::ioctl(&p, a[0], a[1], a[2]),
+        nr::FSTAT => files::fstat(&p, a[0], a[1]),
+        nr::NEWFSTATAT => files::newfstatat(&p, a[0], a[1], a[2], a[3]),
+        nr::STATX => files::statx(&p, a[0], a[1], a[2], a[4]),
+        nr::LSEEK => files::lseek(&p, a[0]),
+        nr::OPENAT | nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(&p, a[1]),
+        nr::READLINKAT => files::readlinkat(&p, a[1], a[3]),
+        nr::GETCWD => files::getcwd(&p, a[0], a[1]),
+        nr::PPOLL => return files::ppoll(&p, frame, a),
+        nr::PSELECT6 => return files::pselect6(&p, frame, a),
+        // Threads and futexes.
         nr::EXIT => return exit_thread(thread, a[0]),
         nr::EXIT_GROUP => return super::kill(&p, a[0] & 0xff),
         nr::SET_TID_ADDRESS => {
             thread.clear_child_tid = a[0];
             i64::from(thread.tid)
         }
-        nr::GETPID => i64::from(p.pid),
-        nr::GETTID => i64::from(thread.tid),
-        nr::CLOCK_GETTIME => clock_gettime(&p, a[0], a[1]),
-        nr::UNAME => uname(&p, a[0]),
-        nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
-        nr::GETCPU => getcpu(&p, a[0], a[1]),
-        nr::PRCTL => super::vm_syscalls::prctl(&p, a[0], a[1], a[2], a[3], a[4]),
-        nr::GETRLIMIT => prlimit(thread, 0, a[0], None, Some(a[1])),
-        nr::SETRLIMIT => prlimit(thread, 0, a[0], Some(a[1]), None),
-        nr::PRLIMIT64 => {
-            prlimit(thread, a[0], a[1], (a[2] != 0).then_some(a[2]), (a[3] != 0).then_some(a[3]))
-        }
+        nr::CLONE => clone(thread, frame, a[0], a[1], a[2], a[3], a[4]),
+        nr::FUTEX => return futex::futex(thread, frame, a),
+        nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
+        nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
         nr::SCHED_YIELD => {
             frame.x[0] = 0;
             return Action::Yield;
         }
         nr::SCHED_SETAFFINITY => return sched_setaffinity(thread, frame, a[0], a[1], a[2]),
         nr::SCHED_GETAFFINITY => sched_getaffinity(thread, a[0], a[1], a[2]),
-        nr::CLONE => clone(thread, frame, a[0], a[1], a[2], a[3], a[4]),
-        nr::FUTEX => return futex(thread, frame, a[0], a[1], a[2], a[3]),
+        nr::SCHED_GETSCHEDULER => identity::sched_getscheduler(thread, a[0]),
+        nr::SCHED_GETPARAM => identity::sched_getparam(thread, a[0], a[1]),
+        nr::SCHED_GET_PRIORITY_MAX => identity::sched_priority_bound(a[0], true),
+        nr::SCHED_GET_PRIORITY_MIN => identity::sched_priority_bound(a[0], false),
+        // Time.
+        nr::CLOCK_GETTIME => time::clock_gettime(thread, a[0], a[1]),
+        nr::CLOCK_GETRES => time::clock_getres(thread, a[0], a[1]),
+        nr::GETTIMEOFDAY => time::gettimeofday(&p, a[0], a[1]),
+        nr::NANOSLEEP => return time::nanosleep(thread, frame, a[0]),
+        nr::CLOCK_NANOSLEEP => return time::clock_nanosleep(thread, frame, a[0], a[1], a[2]),
+        nr::TIMES => time::times(thread, a[0]),
+        nr::GETRUSAGE => time::getrusage(thread, a[0], a[1]),
+        // Identity.
+        nr::GETPID => i64::from(p.pid),
+        nr::GETTID => i64::from(thread.tid),
+        nr::GETPPID => i64::from(p.posix.ppid),
+        nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => 0,
+        nr::GETGROUPS => identity::getgroups(a[0]),
+        nr::GETPGID => identity::getpgid(thread, a[0]),
+        nr::GETSID => identity::getsid(thread, a[0]),
+        nr::SETSID => identity::setsid(thread),
+        nr::SETPGID => identity::setpgid(thread, a[0], a[1]),
+        nr::SYSINFO => identity::sysinfo(thread, a[0]),
+        nr::PRCTL => match a[0] {
+            identity::PR_SET_NAME | identity::PR_GET_NAME => identity::prctl(thread, a[0], a[1]),
+            _ => super::vm_syscalls::prctl(&p, a[0], a[1], a[2], a[3], a[4]),
+        },
+        nr::PERSONALITY => identity::personality(thread, a[0]),
+        nr::UNAME => uname(&p, a[0]),
+        nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
+        nr::GETCPU => getcpu(&p, a[0], a[1]),
+        // Limits.
+        nr::GETRLIMIT => prlimit(thread, 0, a[0], None, Some(a[1])),
+        nr::SETRLIMIT => prlimit(thread, 0, a[0], Some(a[1]), None),
+        nr::PRLIMIT64 => {
+            prlimit(thread, a[0], a[1], (a[2] != 0).then_some(a[2]), (a[3] != 0).then_some(a[3]))
+        }
+        // Memory.
         nr::MMAP => super::vm_syscalls::mmap(&p, a[0], a[1], a[2], a[3], a[4], a[5]),
         nr::MUNMAP => super::vm_syscalls::munmap(&p, a[0], a[1]),
         nr::MPROTECT => super::vm_syscalls::mprotect(&p, a[0], a[1], a[2]),
@@ -154,10 +218,34 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(&p, a[0], a[1], a[2], a[3], a[4]),
         abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(&p, a[0], a[1], a[2]),
         abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(&p, a[0], a[1]),
-        _ => -ENOSYS,
+        other => unknown(thread, other),
     };
     frame.x[0] = result as u64;
     Action::Continue
+}
+
+/// A system call this kernel does not implement: ENOSYS, and one line on the console the first
+/// time each process makes it (up to `posix::REPORTS` of them), so a program that fails on it
+/// says why.
+fn unknown(thread: &Thread, nr: u64) -> i64 {
+    use super::posix::Report;
+    let p = &thread.process;
+    match p.posix.report_unknown(nr) {
+        Report::Name => crate::kprintln!(
+            "kernel: pid {} ({}): system call {} ({}) is not implemented: ENOSYS",
+            p.pid,
+            thread.posix.name_str(),
+            nr,
+            linux_abi::names::name(nr).unwrap_or("unknown to Linux")
+        ),
+        Report::LastOne => crate::kprintln!(
+            "kernel: pid {} ({}): more system calls that are not implemented; no longer reporting them",
+            p.pid,
+            thread.posix.name_str()
+        ),
+        Report::Silent => {}
+    }
+    -ENOSYS
 }
 
 /// Copies from user memory, demand-paging untouched pages first.
@@ -200,55 +288,6 @@ fn with_faults(
             }
         }
     }
-}
-
-fn write(p: &Process, fd: u64, buf: u64, count: u64) -> i64 {
-    if fd != 1 && fd != 2 {
-        return -EBADF;
-    }
-    let mut chunk = [0u8; 256];
-    let mut done = 0u64;
-    while done < count {
-        let n = (count - done).min(chunk.len() as u64) as usize;
-        if copy_in(p, &mut chunk[..n], buf.wrapping_add(done)).is_err() {
-            // Linux returns what was written before the fault, EFAULT if nothing was.
-            return if done == 0 { -EFAULT } else { done as i64 };
-        }
-        crate::kprint!("{}", Utf8Lossy(&chunk[..n]));
-        done += n as u64;
-    }
-    done as i64
-}
-
-/// Prints bytes as text, replacing invalid UTF-8 (a console, not a byte pipe).
-struct Utf8Lossy<'a>(&'a [u8]);
-
-impl core::fmt::Display for Utf8Lossy<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for chunk in self.0.utf8_chunks() {
-            f.write_str(chunk.valid())?;
-            if !chunk.invalid().is_empty() {
-                f.write_str("\u{fffd}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-fn clock_gettime(p: &Process, clock: u64, tp: u64) -> i64 {
-    // REALTIME, MONOTONIC, MONOTONIC_RAW, REALTIME_COARSE, MONOTONIC_COARSE, BOOTTIME. There is no
-    // wall clock yet: REALTIME counts from boot like MONOTONIC (documented in the README).
-    if !matches!(clock, 0 | 1 | 4 | 5 | 6 | 7) {
-        return -EINVAL;
-    }
-    let ticks = crate::arch::time::counter();
-    let freq = crate::arch::time::frequency().max(1);
-    let secs = ticks / freq;
-    let nanos = ((ticks % freq) as u128 * 1_000_000_000 / freq as u128) as u64;
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&secs.to_le_bytes());
-    out[8..].copy_from_slice(&nanos.to_le_bytes());
-    if copy_out(p, tp, &out).is_err() { -EFAULT } else { 0 }
 }
 
 fn uname(p: &Process, buf: u64) -> i64 {
@@ -347,14 +386,15 @@ fn prlimit(thread: &Thread, pid: u64, resource: u64, new: Option<u64>, old: Opti
     }
 }
 
-/// `exit`: this thread ends (its `clear_child_tid` word is zeroed and woken, as pthread_join
-/// expects); the process ends with it if it was the last.
+/// `exit`: this thread ends (its robust futexes are released, its `clear_child_tid` word is
+/// zeroed and woken, as pthread_join expects); the process ends with it if it was the last.
 fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     let p = thread.process.clone();
     p.status.store(status & 0xff, Ordering::Release);
+    super::futex::release_robust_list(thread);
     if thread.clear_child_tid != 0 {
         let _ = copy_out(&p, thread.clear_child_tid, &0u32.to_le_bytes());
-        super::sched::futex_wake(&p, thread.clear_child_tid, 1);
+        super::sched::futex_wake(&p, thread.clear_child_tid, linux_abi::futex::BITSET_MATCH_ANY, 1);
     }
     Action::ExitThread
 }
@@ -433,6 +473,8 @@ fn clone(
         tpidr: if flags & CLONE_SETTLS != 0 { tls } else { TPIDR_EL0.get() },
         clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
         affinity: thread.affinity,
+        // The name is inherited; the robust list is the new thread's to register (Linux clears it).
+        posix: super::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() },
     };
     // Counted before it can run (a child that exits at once must find itself counted).
     p.threads.fetch_add(1, Ordering::AcqRel);
@@ -445,55 +487,6 @@ fn clone(
             e.as_ret()
         }
     }
-}
-
-fn futex(thread: &mut Thread, frame: &mut TrapFrame, uaddr: u64, op: u64, val: u64, timeout: u64) -> Action {
-    const FUTEX_WAIT: u64 = 0;
-    const FUTEX_WAKE: u64 = 1;
-    const FUTEX_PRIVATE_FLAG: u64 = 128;
-    const FUTEX_CLOCK_REALTIME: u64 = 256;
-    let p = thread.process.clone();
-    let cmd = op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
-    let result = if !uaddr.is_multiple_of(4) {
-        -EINVAL
-    } else {
-        match cmd {
-            FUTEX_WAIT => {
-                let mut word = [0u8; 4];
-                if copy_in(&p, &mut word, uaddr).is_err() {
-                    -EFAULT
-                } else if u32::from_le_bytes(word) != val as u32 {
-                    -EAGAIN
-                } else {
-                    // Relative timeout (struct timespec), if any.
-                    let deadline = if timeout == 0 {
-                        0
-                    } else {
-                        let mut ts = [0u8; 16];
-                        if copy_in(&p, &mut ts, timeout).is_err() {
-                            frame.x[0] = (-EFAULT) as u64;
-                            return Action::Continue;
-                        }
-                        let secs = u64::from_le_bytes(ts[..8].try_into().unwrap_or_default());
-                        let nanos = u64::from_le_bytes(ts[8..].try_into().unwrap_or_default());
-                        if nanos >= 1_000_000_000 {
-                            frame.x[0] = (-EINVAL) as u64;
-                            return Action::Continue;
-                        }
-                        let freq = crate::arch::time::frequency();
-                        let ticks = secs.saturating_mul(freq).saturating_add(nanos * freq / 1_000_000_000);
-                        crate::arch::time::counter().saturating_add(ticks.max(1))
-                    };
-                    super::sched::PENDING_DEADLINE[current_cpu()].store(deadline, Ordering::Release);
-                    return Action::FutexWait { uaddr, expected: val as u32 };
-                }
-            }
-            FUTEX_WAKE => super::sched::futex_wake(&p, uaddr, val) as i64,
-            _ => -ENOSYS,
-        }
-    };
-    frame.x[0] = result as u64;
-    Action::Continue
 }
 
 fn online_mask() -> u64 {

@@ -106,7 +106,7 @@ impl Space {
 
     /// Maps page `i` of the window to `pa` (an invalid-to-valid change: no TLBI needed).
     fn map(&mut self, i: usize, pa: PhysAddr) -> Result<(), String> {
-        let va = VirtAddr(self.base() + i as u64 * PAGE_SIZE);
+        let va = VirtAddr(self.va(i));
         let attrs = self.attrs();
         let result = match self {
             // Through the live kernel space (it ends with DSB ISHST and ISB).
@@ -126,7 +126,7 @@ impl Space {
     /// Clears page `i` *without* any TLB maintenance (the point of the test). The pin page keeps
     /// the level-3 table alive, so no table is detached.
     fn unmap_silently(&mut self, i: usize) -> Result<(), String> {
-        let va = VirtAddr(self.base() + i as u64 * PAGE_SIZE);
+        let va = VirtAddr(self.va(i));
         match self {
             Space::Kernel => kernel_map::with_space(|space| {
                 // SAFETY: the scenario flushes the entry itself (that is what it tests) before it
@@ -156,8 +156,11 @@ impl Space {
         }
     }
 
+    /// Page `i` of the window: the test pages start [`FIRST_PAGE`] pages in; the pin page and
+    /// the control pages below it stay at the end of the 2 MiB region.
     fn va(&self, i: usize) -> u64 {
-        self.base() + i as u64 * PAGE_SIZE
+        let page = if i >= PIN - 2 { i } else { i + FIRST_PAGE.load(core::sync::atomic::Ordering::Relaxed) };
+        self.base() + page as u64 * PAGE_SIZE
     }
 }
 
@@ -173,12 +176,19 @@ fn unmap_one<T: mm::paging::Translation>(pt: &mut PageTable<T>, va: VirtAddr) ->
 /// Index of the pin page: the last page of the 2 MiB region, never remapped.
 const PIN: usize = 511;
 
+/// Where in the 2 MiB region a scenario's pages start. Each retry after QEMU evicted an entry
+/// moves them (QEMU's TLB is indexed by the low bits of the page number, so an entry evicted by
+/// an access that aliases it is evicted the same way on every retry at the same address; how
+/// often depends on the kernel's layout).
+static FIRST_PAGE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
 /// Runs one stale-read scenario over `n` pages: flushes pages `[0, covered)` with `flush` and
 /// checks that they read B and, when the plan is made of single-page ops (which QEMU applies
 /// exactly), that pages `[covered, n)` still read A.
 ///
 /// QEMU's software TLB may evict the entry before the remap (it is a small direct-mapped cache,
-/// resized with use): then the scenario cannot show anything and is run again, up to five times.
+/// resized with use): then the scenario cannot show anything and is run again, up to five times,
+/// each time on other pages of the region.
 fn scenario(
     make: impl Fn() -> Result<Space, String>,
     n: usize,
@@ -187,9 +197,11 @@ fn scenario(
     check_plan: impl Fn(&mm::tlb::TlbPlan) -> Result<(), String>,
 ) -> Result<(), String> {
     let mut last = Ok(());
-    for _ in 0..5 {
+    for attempt in 0..5 {
         let frames_before = super::frames_in_use();
+        FIRST_PAGE.store(attempt * 67, core::sync::atomic::Ordering::Relaxed); // n <= 6: below PIN - 2
         last = scenario_once(make()?, n, covered, &flush, &check_plan);
+        FIRST_PAGE.store(0, core::sync::atomic::Ordering::Relaxed);
         let leaked = super::frames_in_use().wrapping_sub(frames_before);
         if last.is_ok() && leaked != 0 {
             return Err(alloc::format!("the scenario left {leaked} frames allocated"));

@@ -18,9 +18,10 @@ use super::{
 };
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::kprintln;
+use crate::process::sched::{self, WaitFor};
 use crate::process::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
 use crate::process::syscall::{copy_in, copy_out};
-use crate::process::{Action, Process, Thread, sched};
+use crate::process::{Action, Process, Thread};
 
 /// Linux arm64 system call numbers of the signal calls.
 pub mod nr {
@@ -67,13 +68,15 @@ pub fn syscall(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::RT_SIGPENDING => sigpending(&p, tid, a[0], a[1]),
         nr::SIGALTSTACK => sigaltstack(&p, tid, a[0], a[1], frame.sp_el0),
         nr::RT_SIGSUSPEND => match sigsuspend(&p, tid, a[0], a[1]) {
-            Ok(()) => return Action::SignalWait,
+            Ok(()) => return Action::Block(sched::Wait { what: WaitFor::Signal, deadline: None }),
             Err(e) => e,
         },
         nr::RT_SIGTIMEDWAIT => match sigtimedwait(&p, tid, a[0], a[1], a[2], a[3]) {
             Ok(deadline) => {
-                sched::PENDING_DEADLINE[crate::smp::current_cpu()].store(deadline, Ordering::Release);
-                return Action::SignalWait;
+                return Action::Block(sched::Wait {
+                    what: WaitFor::Signal,
+                    deadline: (deadline != 0).then_some(deadline),
+                });
             }
             Err(v) => v,
         },

@@ -44,10 +44,6 @@ const ENOMEM: i64 = 12;
 mod calls;
 pub use calls::{nr, syscall};
 
-/// Futex "address" of a thread parked in rt_sigsuspend or rt_sigtimedwait: odd, so no futex
-/// call (which requires 4-byte alignment) can ever match it.
-pub const SIGNAL_WAIT: u64 = 1;
-
 /// What a parked thread is waiting in, so its resumption can finish the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wait {
@@ -183,7 +179,12 @@ impl Signals {
         {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
         }
-        st.threads.retain(|t| t.tid != tid);
+        // swap_remove: one move, not a shift of every later thread (32,000 threads exiting one
+        // after another made that quadratic). Only the first entry's place matters (the leader,
+        // whose mask decides discarding), and swap_remove keeps it unless it is the one leaving.
+        if let Some(i) = st.threads.iter().position(|t| t.tid == tid) {
+            st.threads.swap_remove(i);
+        }
         self.queued.store(st.queued(), Ordering::Release);
     }
 }

@@ -1,0 +1,565 @@
+//! Descriptors and the console: `read`, `readv`, `write`, `writev`, `close`, `dup`, `dup3`,
+//! `fcntl`, `ioctl`, `fstat`, `newfstatat`, `statx`, `lseek`, `ppoll`, `pselect6`, and the
+//! path calls of a machine without a file system (`openat`, `faccessat`, `readlinkat`: ENOENT;
+//! `getcwd`: "/").
+//!
+//! Every open file is the console (`crate::tty`), a character device like Linux's
+//! `/dev/console` (major 5, minor 1): `isatty` holds, so C libraries line-buffer standard output.
+//! A read that finds no input blocks the thread ([`WaitFor::Input`]) unless the description has
+//! `O_NONBLOCK` (EAGAIN). Checks come in Linux's order: the descriptor (EBADF) before the
+//! arguments, the arguments before the user memory (EFAULT).
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+use linux_abi::layout::{PollFd, S_IFCHR, Stat, Winsize, encode_dev, poll};
+use linux_abi::time::Timespec;
+use linux_abi::tty::{TERMIOS_SIZE, Termios};
+
+use super::posix::{FD_LIMIT, FdEntry, FileKind, O_APPEND, O_CLOEXEC, O_NONBLOCK, OpenFile};
+use super::sched::{Wait, WaitFor};
+use super::syscall::copy_in;
+use super::syscall::copy_out;
+use super::syscall::errno::*;
+use super::{Action, Process};
+use crate::arch::aarch64::exception::TrapFrame;
+
+/// Bytes moved per read (a canonical line is at most 4096).
+const READ_CHUNK: usize = 4096;
+/// `UIO_MAXIOV`.
+const IOV_MAX: u64 = 1024;
+/// `AT_FDCWD`.
+const AT_FDCWD: i64 = -100;
+/// `AT_EMPTY_PATH`.
+const AT_EMPTY_PATH: u64 = 0x1000;
+/// Longest path read from a program (`PATH_MAX`).
+const PATH_MAX: usize = 4096;
+
+fn file(p: &Process, fd: u64) -> Result<Arc<OpenFile>, i64> {
+    p.posix.files.lock().get(fd).map(|e| e.file.clone()).ok_or(EBADF)
+}
+
+fn fail(frame: &mut TrapFrame, errno: i64) -> Action {
+    frame.x[0] = (-errno) as u64;
+    Action::Continue
+}
+
+fn done(frame: &mut TrapFrame, value: i64) -> Action {
+    frame.x[0] = value as u64;
+    Action::Continue
+}
+
+/// One `struct iovec` array, read from the program.
+fn iovecs(p: &Process, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, i64> {
+    if count > IOV_MAX {
+        return Err(EINVAL);
+    }
+    let mut out = Vec::new();
+    let mut total: u64 = 0;
+    for i in 0..count {
+        let mut b = [0u8; 16];
+        copy_in(p, &mut b, iov.wrapping_add(i * 16)).map_err(|_| EFAULT)?;
+        let base = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        // Linux: a negative length, or a total past SSIZE_MAX, is EINVAL.
+        total = total.checked_add(len).filter(|t| *t <= i64::MAX as u64).ok_or(EINVAL)?;
+        out.push((base, len));
+    }
+    Ok(out)
+}
+
+/// `read(fd, buf, count)` and `readv(fd, iov, iovcnt)`: one console read scattered over the
+/// buffers; blocks (restarting the call) when nothing is there.
+pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u64, u64)>, i64>) -> Action {
+    let f = match file(p, fd) {
+        Ok(f) => f,
+        Err(e) => return fail(frame, e),
+    };
+    let buffers = match buffers {
+        Ok(b) => b,
+        Err(e) => return fail(frame, e),
+    };
+    let total = buffers.iter().map(|b| b.1).sum::<u64>().min(READ_CHUNK as u64) as usize;
+    if total == 0 {
+        return done(frame, 0);
+    }
+    let FileKind::Console = f.kind;
+    let mut data = alloc::vec![0u8; total];
+    let Some(n) = crate::tty::read(&mut data) else {
+        if f.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
+            return fail(frame, EAGAIN);
+        }
+        return Action::Block(Wait { what: WaitFor::Input, deadline: None });
+    };
+    let mut at = 0;
+    for (base, len) in buffers {
+        let take = (len as usize).min(n - at);
+        if take == 0 {
+            break;
+        }
+        if copy_out(p, base, &data[at..at + take]).is_err() {
+            // The bytes are gone from the line discipline, as with Linux's n_tty on a fault.
+            return if at == 0 { fail(frame, EFAULT) } else { done(frame, at as i64) };
+        }
+        at += take;
+    }
+    done(frame, at as i64)
+}
+
+/// The buffers of a plain `read`/`write`.
+pub fn one_buffer(buf: u64, count: u64) -> Result<Vec<(u64, u64)>, i64> {
+    // count is a size_t; Linux clamps it to MAX_RW_COUNT rather than failing.
+    Ok(alloc::vec![(buf, count.min(0x7fff_f000))])
+}
+
+/// `readv`'s and `writev`'s buffers.
+pub fn vector(p: &Process, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, i64> {
+    iovecs(p, iov, count)
+}
+
+/// `write(fd, buf, count)` and `writev(fd, iov, iovcnt)`: the bytes go to the console as they are.
+pub fn write(p: &Process, fd: u64, buffers: Result<Vec<(u64, u64)>, i64>) -> i64 {
+    if let Err(e) = file(p, fd) {
+        return -e;
+    }
+    let buffers = match buffers {
+        Ok(b) => b,
+        Err(e) => return -e,
+    };
+    let mut chunk = [0u8; 256];
+    let mut written = 0u64;
+    for (base, len) in buffers {
+        let mut off = 0u64;
+        while off < len {
+            let n = (len - off).min(chunk.len() as u64) as usize;
+            if copy_in(p, &mut chunk[..n], base.wrapping_add(off)).is_err() {
+                // Linux returns what was written before the fault, EFAULT if nothing was.
+                return if written == 0 { -EFAULT } else { written as i64 };
+            }
+            crate::tty::write(&chunk[..n]);
+            off += n as u64;
+            written += n as u64;
+        }
+    }
+    written as i64
+}
+
+/// `close(fd)`.
+pub fn close(p: &Process, fd: u64) -> i64 {
+    if p.posix.files.lock().close(fd) { 0 } else { -EBADF }
+}
+
+/// `dup(fd)`.
+pub fn dup(p: &Process, fd: u64) -> i64 {
+    let mut files = p.posix.files.lock();
+    let Some(entry) = files.get(fd).cloned() else { return -EBADF };
+    match files.install_lowest(0, FdEntry { cloexec: false, ..entry }) {
+        Some(n) => n as i64,
+        None => -EMFILE,
+    }
+}
+
+/// `dup3(old, new, flags)` (arm64 has no `dup2`: C libraries build it on `dup3` and `fcntl`).
+pub fn dup3(p: &Process, old: u64, new: u64, flags: u64) -> i64 {
+    if flags & !u64::from(O_CLOEXEC) != 0 {
+        return -EINVAL;
+    }
+    let mut files = p.posix.files.lock();
+    if old == new {
+        return -EINVAL;
+    }
+    let Some(entry) = files.get(old).cloned() else { return -EBADF };
+    if new >= FD_LIMIT as u64 {
+        return -EBADF;
+    }
+    files.install_at(new as usize, FdEntry { cloexec: flags != 0, ..entry });
+    new as i64
+}
+
+/// `fcntl(fd, cmd, arg)`: F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL.
+pub fn fcntl(p: &Process, fd: u64, cmd: u64, arg: u64) -> i64 {
+    const F_DUPFD: u64 = 0;
+    const F_GETFD: u64 = 1;
+    const F_SETFD: u64 = 2;
+    const F_GETFL: u64 = 3;
+    const F_SETFL: u64 = 4;
+    const F_DUPFD_CLOEXEC: u64 = 1030;
+    const FD_CLOEXEC: u64 = 1;
+    // The status flags F_SETFL may change (Linux SETFL_MASK, less O_ASYNC/O_DIRECT/O_NOATIME,
+    // which mean nothing for the console and are kept as given).
+    const SETFL_MASK: u32 = O_APPEND | O_NONBLOCK | 0o20_000 | 0o40_000 | 0o1_000_000;
+    let mut files = p.posix.files.lock();
+    let Some(entry) = files.get_mut(fd) else { return -EBADF };
+    match cmd {
+        F_DUPFD | F_DUPFD_CLOEXEC => {
+            let entry = FdEntry { cloexec: cmd == F_DUPFD_CLOEXEC, ..entry.clone() };
+            if arg >= FD_LIMIT as u64 {
+                return -EINVAL;
+            }
+            match files.install_lowest(arg as usize, entry) {
+                Some(n) => n as i64,
+                None => -EMFILE,
+            }
+        }
+        F_GETFD => i64::from(entry.cloexec),
+        F_SETFD => {
+            entry.cloexec = arg & FD_CLOEXEC != 0;
+            0
+        }
+        F_GETFL => i64::from(entry.file.flags.load(Ordering::Relaxed)),
+        F_SETFL => {
+            let old = entry.file.flags.load(Ordering::Relaxed);
+            entry.file.flags.store((old & !SETFL_MASK) | (arg as u32 & SETFL_MASK), Ordering::Relaxed);
+            0
+        }
+        _ => -EINVAL,
+    }
+}
+
+/// `ioctl(fd, request, arg)` on the console: the termios, window-size, process-group and queue
+/// requests of a tty; anything else is ENOTTY, as for Linux's tty driver.
+pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
+    const TCGETS: u64 = 0x5401;
+    const TCSETS: u64 = 0x5402;
+    const TCSETSW: u64 = 0x5403;
+    const TCSETSF: u64 = 0x5404;
+    const TCXONC: u64 = 0x540a;
+    const TCFLSH: u64 = 0x540b;
+    const TIOCSCTTY: u64 = 0x540e;
+    const TIOCGPGRP: u64 = 0x540f;
+    const TIOCSPGRP: u64 = 0x5410;
+    const TIOCOUTQ: u64 = 0x5411;
+    const TIOCGWINSZ: u64 = 0x5413;
+    const TIOCSWINSZ: u64 = 0x5414;
+    const FIONREAD: u64 = 0x541b;
+    const TIOCNOTTY: u64 = 0x5422;
+    const FIONBIO: u64 = 0x5421;
+    const TIOCGSID: u64 = 0x5429;
+    let f = match file(p, fd) {
+        Ok(f) => f,
+        Err(e) => return -e,
+    };
+    let out = |bytes: &[u8]| if copy_out(p, arg, bytes).is_err() { -EFAULT } else { 0 };
+    let in_u32 = || {
+        let mut b = [0u8; 4];
+        copy_in(p, &mut b, arg).map(|()| u32::from_le_bytes(b)).map_err(|_| EFAULT)
+    };
+    let ctty = p.posix.ctty.load(Ordering::Acquire);
+    match request as u32 as u64 {
+        TCGETS => out(&crate::tty::termios().to_bytes()),
+        TCSETS | TCSETSW | TCSETSF => {
+            let mut b = [0u8; TERMIOS_SIZE];
+            if copy_in(p, &mut b, arg).is_err() {
+                return -EFAULT;
+            }
+            // Output is written synchronously, so TCSETSW's drain has nothing to wait for.
+            crate::tty::set_termios(Termios::from_bytes(b), request == TCSETSF);
+            0
+        }
+        TIOCGWINSZ => out(&crate::tty::winsize().to_bytes()),
+        TIOCSWINSZ => {
+            let mut b = [0u8; 8];
+            if copy_in(p, &mut b, arg).is_err() {
+                return -EFAULT;
+            }
+            crate::tty::set_winsize(Winsize::from_bytes(b));
+            0
+        }
+        FIONREAD => out(&(crate::tty::available() as u32).to_le_bytes()),
+        TIOCOUTQ => out(&0u32.to_le_bytes()),
+        TCFLSH => {
+            if arg > 2 {
+                return -EINVAL;
+            }
+            if arg != 1 {
+                crate::tty::flush_input();
+            }
+            0
+        }
+        TCXONC => 0,
+        FIONBIO => match in_u32() {
+            Ok(on) => {
+                if on != 0 {
+                    f.flags.fetch_or(O_NONBLOCK, Ordering::Relaxed);
+                } else {
+                    f.flags.fetch_and(!O_NONBLOCK, Ordering::Relaxed);
+                }
+                0
+            }
+            Err(e) => -e,
+        },
+        // Job control: only for the session that made the console its controlling terminal
+        // (setsid, then TIOCSCTTY), as Linux; before that a shell learns "no job control".
+        TIOCSCTTY => {
+            if p.posix.sid.load(Ordering::Acquire) != p.pid {
+                return -EPERM;
+            }
+            p.posix.ctty.store(true, Ordering::Release);
+            crate::tty::set_foreground(p.posix.pgid.load(Ordering::Acquire));
+            0
+        }
+        TIOCNOTTY => {
+            if !ctty {
+                return -ENOTTY;
+            }
+            p.posix.ctty.store(false, Ordering::Release);
+            0
+        }
+        TIOCGPGRP if ctty => out(&crate::tty::foreground().to_le_bytes()),
+        TIOCGSID if ctty => out(&p.posix.sid.load(Ordering::Acquire).to_le_bytes()),
+        TIOCSPGRP if ctty => match in_u32() {
+            Ok(pgrp) if (pgrp as i32) < 0 => -EINVAL,
+            Ok(pgrp) if pgrp != p.posix.pgid.load(Ordering::Acquire) => -EPERM, // the only group
+            Ok(pgrp) => {
+                crate::tty::set_foreground(pgrp);
+                0
+            }
+            Err(e) => -e,
+        },
+        _ => -ENOTTY,
+    }
+}
+
+/// The console's `struct stat`: a character device 5:1, mode 0620, owned by root, on devtmpfs.
+fn console_stat() -> Stat {
+    let boot = Timespec::from_ns(crate::wallclock::realtime_offset_ns());
+    Stat {
+        dev: 6,
+        ino: 5,
+        mode: S_IFCHR | 0o620,
+        nlink: 1,
+        rdev: encode_dev(5, 1),
+        blksize: 1024,
+        times: [boot; 3],
+        ..Stat::default()
+    }
+}
+
+/// `fstat(fd, buf)`.
+pub fn fstat(p: &Process, fd: u64, buf: u64) -> i64 {
+    if let Err(e) = file(p, fd) {
+        return -e;
+    }
+    if copy_out(p, buf, &console_stat().to_bytes()).is_err() { -EFAULT } else { 0 }
+}
+
+/// Reads a NUL-terminated path; EFAULT, or ENAMETOOLONG past `PATH_MAX`.
+fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
+    let mut path = Vec::new();
+    loop {
+        let mut b = [0u8; 1];
+        copy_in(p, &mut b, addr.wrapping_add(path.len() as u64)).map_err(|_| EFAULT)?;
+        if b[0] == 0 {
+            return Ok(path);
+        }
+        if path.len() == PATH_MAX - 1 {
+            return Err(ENAMETOOLONG);
+        }
+        path.push(b[0]);
+    }
+}
+
+/// The descriptor a `*at` call names with an empty path and `AT_EMPTY_PATH`, or the error of a
+/// path lookup on a machine without files.
+fn at_target(p: &Process, dirfd: u64, path: u64, flags: u64) -> Result<(), i64> {
+    let path = read_path(p, path)?;
+    if !path.is_empty() {
+        return Err(ENOENT);
+    }
+    if flags & AT_EMPTY_PATH == 0 || dirfd as i64 == AT_FDCWD {
+        return Err(ENOENT);
+    }
+    file(p, dirfd).map(|_| ())
+}
+
+/// `newfstatat(dirfd, path, buf, flags)`.
+pub fn newfstatat(p: &Process, dirfd: u64, path: u64, buf: u64, flags: u64) -> i64 {
+    const KNOWN: u64 = 0x100 | 0x800 | AT_EMPTY_PATH; // SYMLINK_NOFOLLOW, NO_AUTOMOUNT
+    if flags & !KNOWN != 0 {
+        return -EINVAL;
+    }
+    match at_target(p, dirfd, path, flags) {
+        Ok(()) => fstat(p, dirfd, buf),
+        Err(e) => -e,
+    }
+}
+
+/// `statx(dirfd, path, flags, mask, buf)`: the same facts in `struct statx`.
+pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, buf: u64) -> i64 {
+    const KNOWN: u64 = 0x100 | 0x800 | AT_EMPTY_PATH | 0x6000; // ... and the AT_STATX_SYNC_* bits
+    if flags & !KNOWN != 0 || flags & 0x6000 == 0x6000 {
+        return -EINVAL;
+    }
+    if let Err(e) = at_target(p, dirfd, path, flags) {
+        return -e;
+    }
+    let s = console_stat();
+    let mut b = [0u8; 256];
+    const STATX_BASIC_STATS: u32 = 0x7ff;
+    b[0..4].copy_from_slice(&STATX_BASIC_STATS.to_le_bytes());
+    b[4..8].copy_from_slice(&(s.blksize as u32).to_le_bytes());
+    b[16..20].copy_from_slice(&s.nlink.to_le_bytes());
+    b[28..30].copy_from_slice(&(s.mode as u16).to_le_bytes());
+    b[32..40].copy_from_slice(&s.ino.to_le_bytes());
+    for at in [64, 96, 112] {
+        // atime, ctime, mtime (btime at 80 stays 0, and its mask bit is clear)
+        b[at..at + 8].copy_from_slice(&s.times[0].sec.to_le_bytes());
+        b[at + 8..at + 12].copy_from_slice(&(s.times[0].nsec as u32).to_le_bytes());
+    }
+    b[128..132].copy_from_slice(&5u32.to_le_bytes()); // rdev 5:1
+    b[132..136].copy_from_slice(&1u32.to_le_bytes());
+    b[140..144].copy_from_slice(&6u32.to_le_bytes()); // dev 0:6
+    if copy_out(p, buf, &b).is_err() { -EFAULT } else { 0 }
+}
+
+/// `lseek(fd, offset, whence)`: a tty cannot seek.
+pub fn lseek(p: &Process, fd: u64) -> i64 {
+    match file(p, fd) {
+        Ok(_) => -ESPIPE,
+        Err(e) => -e,
+    }
+}
+
+/// `openat`, `faccessat`, `faccessat2`: there is no file system, so every path is missing.
+pub fn no_such_path(p: &Process, path: u64) -> i64 {
+    match read_path(p, path) {
+        Ok(_) => -ENOENT,
+        Err(e) => -e,
+    }
+}
+
+/// `readlinkat(dirfd, path, buf, size)`.
+pub fn readlinkat(p: &Process, path: u64, size: u64) -> i64 {
+    if size as i64 <= 0 {
+        return -EINVAL;
+    }
+    no_such_path(p, path)
+}
+
+/// `getcwd(buf, size)`: the root; returns the length with the NUL, as the system call does.
+pub fn getcwd(p: &Process, buf: u64, size: u64) -> i64 {
+    if size < 2 {
+        return -ERANGE;
+    }
+    if copy_out(p, buf, b"/\0").is_err() { -EFAULT } else { 2 }
+}
+
+/// What the console is ready for now (POLLIN when a read would return, POLLOUT always).
+fn console_ready() -> u16 {
+    crate::tty::poll_input();
+    let input = if crate::tty::readable() { poll::POLLIN | poll::POLLRDNORM } else { 0 };
+    input | poll::POLLOUT | poll::POLLWRNORM
+}
+
+/// A poll timeout (`None`: wait forever).
+fn poll_deadline(p: &Process, tsp: u64) -> Result<Option<Timespec>, i64> {
+    if tsp == 0 { Ok(None) } else { super::time::read_valid_timespec(p, tsp).map(Some) }
+}
+
+/// `ppoll(fds, nfds, tsp, sigmask, sigsetsize)`. The signal mask is ignored (no signals yet);
+/// after an input wake-up the call restarts with its full timeout.
+pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+    let [fds, nfds, tsp, sigmask, sigsetsize, _] = a;
+    if nfds > FD_LIMIT as u64 {
+        return fail(frame, EINVAL);
+    }
+    let timeout = match poll_deadline(p, tsp) {
+        Ok(t) => t,
+        Err(e) => return fail(frame, e),
+    };
+    if sigmask != 0 && sigsetsize != 8 {
+        return fail(frame, EINVAL);
+    }
+    let mut entries = Vec::new();
+    for i in 0..nfds {
+        let mut b = [0u8; 8];
+        if copy_in(p, &mut b, fds.wrapping_add(i * 8)).is_err() {
+            return fail(frame, EFAULT);
+        }
+        entries.push(PollFd::from_bytes(b));
+    }
+    let mut ready = 0;
+    for e in &mut entries {
+        e.revents = if e.fd < 0 {
+            0
+        } else if file(p, e.fd as u64).is_err() {
+            poll::POLLNVAL
+        } else {
+            PollFd::answer(e.events, console_ready())
+        };
+        ready += u64::from(e.revents != 0);
+    }
+    for (i, e) in entries.iter().enumerate() {
+        if copy_out(p, fds.wrapping_add(i as u64 * 8), &e.to_bytes()).is_err() {
+            return fail(frame, EFAULT);
+        }
+    }
+    if ready > 0 || timeout.is_some_and(|t| t.to_ns() == 0) {
+        return done(frame, ready as i64);
+    }
+    block_for_input(timeout)
+}
+
+fn block_for_input(timeout: Option<Timespec>) -> Action {
+    let deadline = timeout.map(|t| crate::wallclock::deadline_after(t.to_ns()));
+    Action::Block(Wait { what: WaitFor::Input, deadline })
+}
+
+/// `pselect6(nfds, readfds, writefds, exceptfds, tsp, sigmask)`: descriptor sets of `nfds` bits;
+/// the remaining time is not written back.
+pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+    let [nfds, sets @ .., tsp, _] = a;
+    if nfds as i64 > FD_LIMIT as i64 || (nfds as i64) < 0 {
+        return fail(frame, EINVAL);
+    }
+    let timeout = match poll_deadline(p, tsp) {
+        Ok(t) => t,
+        Err(e) => return fail(frame, e),
+    };
+    let words = nfds.div_ceil(64) as usize;
+    let mut bits = [Vec::new(), Vec::new(), Vec::new()];
+    for (k, &set) in sets.iter().enumerate() {
+        if set == 0 {
+            continue;
+        }
+        let mut raw = alloc::vec![0u8; words * 8];
+        if copy_in(p, &mut raw, set).is_err() {
+            return fail(frame, EFAULT);
+        }
+        bits[k] = raw.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+    }
+    let ready_now = console_ready();
+    let mut out = [alloc::vec![0u64; words], alloc::vec![0u64; words], alloc::vec![0u64; words]];
+    let mut count = 0i64;
+    for fd in 0..nfds {
+        let (w, m) = ((fd / 64) as usize, 1u64 << (fd % 64));
+        let asked: [bool; 3] = core::array::from_fn(|k| bits[k].get(w).is_some_and(|b| b & m != 0));
+        if !asked.iter().any(|&a| a) {
+            continue;
+        }
+        if file(p, fd).is_err() {
+            return fail(frame, EBADF);
+        }
+        let got = [ready_now & poll::POLLIN != 0, ready_now & poll::POLLOUT != 0, false];
+        for k in 0..3 {
+            if asked[k] && got[k] {
+                out[k][w] |= m;
+                count += 1;
+            }
+        }
+    }
+    // Written back before a wait too: a timeout returns 0 with every set empty.
+    for (k, &set) in sets.iter().enumerate() {
+        if set == 0 {
+            continue;
+        }
+        let bytes: Vec<u8> = out[k].iter().flat_map(|w| w.to_le_bytes()).collect();
+        if copy_out(p, set, &bytes).is_err() {
+            return fail(frame, EFAULT);
+        }
+    }
+    if count == 0 && timeout.is_none_or(|t| t.to_ns() != 0) {
+        return block_for_input(timeout);
+    }
+    done(frame, count)
+}

@@ -1,0 +1,178 @@
+//! `futex`, `set_robust_list`, `get_robust_list`, and the robust-list cleanup at thread exit
+//! (Linux `kernel/futex/syscalls.c`, `waitwake.c`, `requeue.c`; the queue logic is
+//! `linux_abi::futex`, the blocking is `sched`).
+//!
+//! Every futex is private to its process here (no memory is shared between processes), so
+//! `FUTEX_PRIVATE_FLAG` changes nothing. Timeouts: `FUTEX_WAIT` takes a relative one (measured on
+//! CLOCK_MONOTONIC), `FUTEX_WAIT_BITSET` an absolute one on CLOCK_MONOTONIC, or on
+//! CLOCK_REALTIME with `FUTEX_CLOCK_REALTIME`. The checks come in Linux's order: the clock flag
+//! (ENOSYS), the timeout (EFAULT, EINVAL), the bitset (EINVAL), the alignment (EINVAL), the word
+//! (EFAULT, then EAGAIN when it differs).
+use linux_abi::futex::{self as f, Op, WakeOp};
+use linux_abi::robust::{self, UserWords};
+
+use super::sched::{Wait, WaitFor};
+use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS};
+use super::syscall::{copy_in, copy_out};
+use super::time::read_valid_timespec;
+use super::{Action, Process, Thread};
+use crate::arch::aarch64::exception::TrapFrame;
+use crate::wallclock;
+
+fn read_word(p: &Process, uaddr: u64) -> Result<u32, i64> {
+    let mut word = [0u8; 4];
+    copy_in(p, &mut word, uaddr).map_err(|_| EFAULT)?;
+    Ok(u32::from_le_bytes(word))
+}
+
+/// `futex(uaddr, op, val, timeout_or_val2, uaddr2, val3)`.
+pub fn futex(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+    let [uaddr, op, val, timeout, uaddr2, val3] = a;
+    let result = match futex_op(thread, uaddr, op as u32, val as u32, timeout, uaddr2, val3 as u32) {
+        Ok(Outcome::Block(wait)) => return Action::Block(wait),
+        Ok(Outcome::Done(n)) => n as i64,
+        Err(errno) => -errno,
+    };
+    frame.x[0] = result as u64;
+    Action::Continue
+}
+
+/// What a futex operation comes to.
+enum Outcome {
+    /// The thread waits.
+    Block(Wait),
+    /// The call returns this count.
+    Done(u64),
+}
+
+/// Runs one futex operation.
+fn futex_op(
+    thread: &mut Thread,
+    uaddr: u64,
+    op: u32,
+    val: u32,
+    timeout: u64,
+    uaddr2: u64,
+    val3: u32,
+) -> Result<Outcome, i64> {
+    let p = thread.process.clone();
+    let op = Op::decode(op);
+    if !op.clock_allowed() {
+        return Err(ENOSYS);
+    }
+    let result = match op.cmd {
+        f::WAIT | f::WAIT_BITSET => {
+            let deadline = if timeout == 0 {
+                None
+            } else {
+                let t = read_valid_timespec(&p, timeout)?.to_ns();
+                Some(if !op.absolute_timeout() {
+                    wallclock::deadline_after(t)
+                } else if op.realtime {
+                    wallclock::deadline_at_monotonic(t.saturating_sub(wallclock::realtime_offset_ns()))
+                } else {
+                    wallclock::deadline_at_monotonic(t)
+                })
+            };
+            let bitset = if op.cmd == f::WAIT { f::BITSET_MATCH_ANY } else { val3 };
+            if bitset == 0 || !uaddr.is_multiple_of(4) {
+                return Err(EINVAL);
+            }
+            if read_word(&p, uaddr)? != val {
+                return Err(EAGAIN);
+            }
+            return Ok(Outcome::Block(Wait {
+                what: WaitFor::Futex { uaddr, expected: val, bitset },
+                deadline,
+            }));
+        }
+        f::WAKE | f::WAKE_BITSET => {
+            let bitset = if op.cmd == f::WAKE { f::BITSET_MATCH_ANY } else { val3 };
+            if bitset == 0 || !uaddr.is_multiple_of(4) {
+                return Err(EINVAL);
+            }
+            super::sched::futex_wake(&p, uaddr, bitset, u64::from(val))
+        }
+        f::REQUEUE | f::CMP_REQUEUE => {
+            // val and val2 are ints: negative counts are EINVAL (Linux `futex_requeue`).
+            let nrequeue = timeout as u32;
+            if (val as i32) < 0 || (nrequeue as i32) < 0 {
+                return Err(EINVAL);
+            }
+            if !uaddr.is_multiple_of(4) || !uaddr2.is_multiple_of(4) {
+                return Err(EINVAL);
+            }
+            // Fault both words in first: the comparison runs under the wait list's lock, where
+            // demand paging cannot.
+            read_word(&p, uaddr)?;
+            read_word(&p, uaddr2)?;
+            let expected = (op.cmd == f::CMP_REQUEUE).then_some(val3);
+            super::sched::futex_requeue(&p, uaddr, uaddr2, u64::from(val), u64::from(nrequeue), expected)?
+        }
+        f::WAKE_OP => {
+            let wake_op = WakeOp::decode(val3).ok_or(ENOSYS)?;
+            if !uaddr.is_multiple_of(4) || !uaddr2.is_multiple_of(4) {
+                return Err(EINVAL);
+            }
+            let old = read_word(&p, uaddr2)?;
+            // Make the page present and writable before the locked read-modify-write.
+            copy_out(&p, uaddr2, &old.to_le_bytes()).map_err(|_| EFAULT)?;
+            let nwake2 = u64::from(timeout as u32);
+            super::sched::futex_wake_op(&p, uaddr, uaddr2, u64::from(val), nwake2, wake_op)?
+        }
+        _ => return Err(ENOSYS), // the PI operations and FUTEX_WAIT_REQUEUE_PI
+    };
+    Ok(Outcome::Done(result))
+}
+
+/// `set_robust_list(head, len)`: `len` must be the 64-bit head's size.
+pub fn set_robust_list(thread: &mut Thread, head: u64, len: u64) -> i64 {
+    if len != robust::HEAD_SIZE {
+        return -EINVAL;
+    }
+    thread.posix.robust_list = head;
+    0
+}
+
+/// `get_robust_list(pid, head_ptr, len_ptr)` for the calling thread (pid 0 or its own tid).
+pub fn get_robust_list(thread: &Thread, pid: u64, head_ptr: u64, len_ptr: u64) -> i64 {
+    if pid != 0 && pid != u64::from(thread.tid) {
+        return -super::syscall::errno::ESRCH;
+    }
+    let p = &thread.process;
+    if copy_out(p, head_ptr, &thread.posix.robust_list.to_le_bytes()).is_err()
+        || copy_out(p, len_ptr, &robust::HEAD_SIZE.to_le_bytes()).is_err()
+    {
+        return -EFAULT;
+    }
+    0
+}
+
+/// User memory of the exiting thread's process, for the robust-list walk.
+struct Words<'a>(&'a Process);
+
+impl UserWords for Words<'_> {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        let mut b = [0u8; 8];
+        copy_in(self.0, &mut b, addr).ok()?;
+        Some(u64::from_le_bytes(b))
+    }
+    fn read_u32(&mut self, addr: u64) -> Option<u32> {
+        read_word(self.0, addr).ok()
+    }
+    fn write_u32(&mut self, addr: u64, value: u32) -> Option<()> {
+        copy_out(self.0, addr, &value.to_le_bytes()).ok()
+    }
+}
+
+/// At thread exit: every robust futex the thread still holds is marked `FUTEX_OWNER_DIED` and one
+/// waiter of each is woken (see `linux_abi::robust`).
+pub fn release_robust_list(thread: &Thread) {
+    if thread.posix.robust_list == 0 {
+        return;
+    }
+    let p = thread.process.clone();
+    robust::release(&mut Words(&p), thread.posix.robust_list, thread.tid, |uaddr| {
+        super::sched::futex_wake(&p, uaddr, f::BITSET_MATCH_ANY, 1);
+    });
+}

@@ -1,0 +1,112 @@
+//! rust-std-test: the Rust standard library (aarch64-unknown-linux-musl, statically linked with
+//! rust-lld) on the kernel: output, arguments and environment, threads joined after sleeping,
+//! Mutex + Condvar, channels, Instant and SystemTime, and a panic caught in a thread. Prints
+//! "ok - NAME" / "FAIL - NAME: why" per case and "N passed, N failed" last (scripts/test counts
+//! it). Built by scripts/test; runs unchanged on Linux.
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+fn threads_sleep_and_join() -> Result<(), String> {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..8u64)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(120));
+                (i, t.elapsed())
+            })
+        })
+        .collect();
+    for (want, h) in handles.into_iter().enumerate() {
+        let (i, slept) = h.join().map_err(|_| "a thread panicked")?;
+        if i != want as u64 || slept < Duration::from_millis(120) {
+            return Err(format!("thread {i} slept {slept:?}"));
+        }
+    }
+    let took = start.elapsed();
+    println!("    8 threads slept 120 ms each in {} ms", took.as_millis());
+    if took >= Duration::from_millis(900) { Err(format!("took {took:?}: the sleeps did not overlap")) } else { Ok(()) }
+}
+
+fn mutex_and_condvar() -> Result<(), String> {
+    let pair = Arc::new((Mutex::new(0u32), Condvar::new()));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let pair = pair.clone();
+            std::thread::spawn(move || {
+                for _ in 0..5000 {
+                    *pair.0.lock().unwrap() += 1;
+                }
+                pair.1.notify_all();
+            })
+        })
+        .collect();
+    let (lock, cond) = &*pair;
+    let guard = cond.wait_while(lock.lock().unwrap(), |n| *n < 20_000).unwrap();
+    if *guard != 20_000 {
+        return Err(format!("count {}", *guard));
+    }
+    drop(guard);
+    workers.into_iter().for_each(|w| w.join().unwrap());
+    let (_guard, timeout) = cond.wait_timeout(lock.lock().unwrap(), Duration::from_millis(80)).unwrap();
+    if !timeout.timed_out() { Err("wait_timeout did not time out".into()) } else { Ok(()) }
+}
+
+fn channels() -> Result<(), String> {
+    let (tx, rx) = mpsc::channel();
+    for t in 0..3u64 {
+        let tx = tx.clone();
+        std::thread::spawn(move || (0..100).for_each(|i| tx.send(t * 1000 + i).unwrap()));
+    }
+    drop(tx);
+    let sum: u64 = rx.iter().sum();
+    if sum == 3 * 4950 + 100 * 3000 { Ok(()) } else { Err(format!("sum {sum}")) }
+}
+
+fn clocks() -> Result<(), String> {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
+    if secs < 1_704_067_200 {
+        return Err(format!("SystemTime says {secs} s since 1970 (before 2024)"));
+    }
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(50));
+    let e = t.elapsed();
+    if e < Duration::from_millis(50) || e > Duration::from_millis(300) { Err(format!("slept {e:?}")) } else { Ok(()) }
+}
+
+fn panic_in_a_thread_is_caught() -> Result<(), String> {
+    let r = std::thread::spawn(|| {
+        if std::hint::black_box(true) {
+            panic!("deliberate");
+        }
+    })
+    .join();
+    if r.is_err() { Ok(()) } else { Err("join did not report the panic".into()) }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    println!("    args {:?}, HOME={:?}", args, std::env::var("HOME").ok());
+    let cases: [(&str, fn() -> Result<(), String>); 5] = [
+        ("threads_sleep_and_join", threads_sleep_and_join),
+        ("mutex_and_condvar", mutex_and_condvar),
+        ("channels", channels),
+        ("clocks", clocks),
+        ("panic_in_a_thread_is_caught", panic_in_a_thread_is_caught),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for (name, case) in cases {
+        match case() {
+            Ok(()) => {
+                passed += 1;
+                println!("ok - {name}");
+            }
+            Err(why) => {
+                failed += 1;
+                println!("FAIL - {name}: {why}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    std::process::exit(i32::from(failed != 0));
+}
