@@ -1,8 +1,11 @@
 //! rust-std-test: the Rust standard library (aarch64-unknown-linux-musl, statically linked with
 //! rust-lld) on the kernel: output, arguments and environment, threads joined after sleeping,
-//! Mutex + Condvar, channels, Instant and SystemTime, and a panic caught in a thread. Prints
-//! "ok - NAME" / "FAIL - NAME: why" per case and "N passed, N failed" last (scripts/test counts
-//! it). Built by scripts/test; runs unchanged on Linux.
+//! Mutex + Condvar, channels, Instant and SystemTime, a HashMap (std's RandomState seeds it from
+//! getrandom), and a panic caught in a thread. Prints "ok - NAME" / "FAIL - NAME: why" per case
+//! and "N passed, N failed" last (scripts/test counts it). With the argument `panic` it panics
+//! in main instead, which std turns into exit status 101. Built by scripts/test; runs unchanged
+//! on Linux.
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -84,14 +87,34 @@ fn panic_in_a_thread_is_caught() -> Result<(), String> {
     if r.is_err() { Ok(()) } else { Err("join did not report the panic".into()) }
 }
 
+fn hash_map() -> Result<(), String> {
+    let mut m: HashMap<u64, String> = HashMap::new();
+    for i in 0..10_000u64 {
+        m.insert(i * 7919, format!("v{i}"));
+    }
+    for i in (0..10_000u64).step_by(2) {
+        m.remove(&(i * 7919));
+    }
+    let sum: u64 = m.keys().sum();
+    let want: u64 = (0..10_000u64).filter(|i| i % 2 == 1).map(|i| i * 7919).sum();
+    match (m.len(), m.get(&7919).map(String::as_str)) {
+        (5000, Some("v1")) if sum == want => Ok(()),
+        (len, one) => Err(format!("len {len}, m[7919] = {one:?}, key sum {sum} (want {want})")),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     println!("    args {:?}, HOME={:?}", args, std::env::var("HOME").ok());
-    let cases: [(&str, fn() -> Result<(), String>); 5] = [
+    if args.get(1).map(String::as_str) == Some("panic") {
+        panic!("deliberate panic in main");
+    }
+    let cases: [(&str, fn() -> Result<(), String>); 6] = [
         ("threads_sleep_and_join", threads_sleep_and_join),
         ("mutex_and_condvar", mutex_and_condvar),
         ("channels", channels),
         ("clocks", clocks),
+        ("hash_map", hash_map),
         ("panic_in_a_thread_is_caught", panic_in_a_thread_is_caught),
     ];
     let (mut passed, mut failed) = (0, 0);

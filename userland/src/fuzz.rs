@@ -15,6 +15,17 @@
 //! page-aligned user address, and when everything is unmapped again the process holds the data
 //! frames it held before (`SYS_MM_STATS`).
 //!
+//! Holes and the shadow. Several workers share one address space, so a worker's arena hole (the
+//! pages between an arena `munmap` and their re-reservation) is a place where another worker's
+//! non-fixed `mmap` may legitimately land; that worker would then own pages of the arena behind
+//! its owner's back, and the shadows would disagree with the kernel without any kernel fault.
+//! So holes are short and exclusive: a worker opens a hole, checks what a hole must do
+//! (`mprotect` over it fails, `MAP_FIXED_NOREPLACE` into it succeeds), and reserves it again,
+//! all under the write side of [`HOLES`]; every non-fixed `mmap` holds the read side from the
+//! call until its result is checked. Outside a write section no arena has a hole, so a
+//! non-fixed `mmap` that returns memory inside any arena placed a mapping over a live one: that
+//! is a kernel bug, and counted as one.
+//!
 //! Usage: `userland fuzz [--calls=N] [--threads=N]` (default 20,000 calls per worker, 2 workers).
 
 use alloc::vec::Vec;
@@ -41,6 +52,36 @@ const MAX_WORKERS: usize = 16;
 static ARENAS: [AtomicU64; 2 * MAX_WORKERS] = [const { AtomicU64::new(0) }; 2 * MAX_WORKERS];
 /// Set once every worker exists: no thread creation (which maps a stack) after that.
 static START: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Holes in arenas: the write side is held while a hole exists, the read side by every
+/// non-fixed `mmap` from the call until its result is checked (see the module documentation).
+/// A reader count with a writer bit; waiters yield the CPU (workers may outnumber CPUs).
+static HOLES: AtomicU64 = AtomicU64::new(0);
+const WRITER: u64 = 1 << 63;
+
+fn holes_read<R>(f: impl FnOnce() -> R) -> R {
+    loop {
+        let s = HOLES.load(Ordering::Relaxed);
+        if s & WRITER == 0
+            && HOLES.compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            break;
+        }
+        sys::sched_yield();
+    }
+    let r = f();
+    HOLES.fetch_sub(1, Ordering::Release);
+    r
+}
+
+fn holes_write<R>(f: impl FnOnce() -> R) -> R {
+    while HOLES.compare_exchange_weak(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        sys::sched_yield();
+    }
+    let r = f();
+    HOLES.store(0, Ordering::Release);
+    r
+}
 
 fn in_any_arena(a: u64, len: u64) -> bool {
     let end = a.saturating_add(len);
@@ -207,18 +248,25 @@ impl Worker {
         // Never able to replace a mapping outside the arena.
         flags &= !(MAP_FIXED | MAP_FIXED_NOREPLACE);
         let fd = if self.rng.chance(90) { u64::MAX } else { self.rng.below(8) };
-        if let Ok(a) = raw(MMAP, [hint, len, prot, flags, fd, 0]) {
+        let placed = holes_read(|| {
+            let a = raw(MMAP, [hint, len, prot, flags, fd, 0]).ok()?;
+            let plen = len.next_multiple_of(self.page);
+            // No arena has a hole now (holes exist only under the write side): a mapping placed
+            // inside one replaced live memory.
+            if in_any_arena(a, plen) {
+                self.broken(format_args!(
+                    "mmap without MAP_FIXED placed {plen:#x} bytes at {a:#x}, inside an arena"
+                ));
+            }
+            Some((a, plen))
+        });
+        if let Some((a, plen)) = placed {
             if a % self.page != 0 || a >= 1 << 48 {
                 self.broken(format_args!("mmap returned {a:#x}"));
                 return;
             }
-            let plen = len.next_multiple_of(self.page);
-            // A hint (or top-down placement) may put the mapping in a hole of some worker's arena
-            // (holes exist only between an arena munmap and its re-reservation): give it back at
-            // once, so that no arena ever holds a mapping its worker does not know of.
             if in_any_arena(a, plen) {
-                let _ = raw(MUNMAP, [a, plen, 0, 0, 0, 0]);
-                return;
+                return; // reported above; not unmapped, which would cut the arena
             }
             self.others.push((a, plen));
             if self.others.len() > 64 {
@@ -262,17 +310,55 @@ impl Worker {
             return;
         }
         let (first, pages) = self.arena_range();
-        if raw(MUNMAP, [self.arena + first * self.page, pages * self.page, 0, 0, 0, 0]).is_ok() {
-            for p in first..first + pages {
-                self.shadow[p as usize] = Page::Unmapped;
-            }
-            // Now and then the hole stays for a while (mprotect over it must fail); otherwise it
-            // is reserved again at once.
-            if self.rng.chance(70) {
-                self.reserve(first, pages);
-            }
-        } else {
+        holes_write(|| self.hole(first, pages));
+    }
+
+    /// Opens a hole of `pages` pages at `first`, checks what a hole must do, and closes it again
+    /// (called under the write side of [`HOLES`]: no other worker maps anything meanwhile).
+    fn hole(&mut self, first: u64, pages: u64) {
+        let (at, len) = (self.arena + first * self.page, pages * self.page);
+        if raw(MUNMAP, [at, len, 0, 0, 0, 0]).is_err() {
             self.broken(format_args!("munmap of an arena range failed"));
+            return;
+        }
+        for p in first..first + pages {
+            self.shadow[p as usize] = Page::Unmapped;
+        }
+        match self.rng.below(3) {
+            0 => {
+                if raw(MPROTECT, [at, len, PROT_READ, 0, 0, 0]).is_ok() {
+                    self.broken(format_args!("mprotect over a hole succeeded"));
+                }
+            }
+            1 => {
+                let flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE;
+                match raw(MMAP, [at, len, PROT_READ | PROT_WRITE, flags, u64::MAX, 0]) {
+                    Ok(a) if a == at => {
+                        for p in first..first + pages {
+                            self.shadow[p as usize] = Page::Mapped { prot: PROT_READ | PROT_WRITE, value: 0 };
+                        }
+                        self.touch_range(first, pages);
+                    }
+                    Ok(a) => self.broken(format_args!("MAP_FIXED_NOREPLACE at {at:#x} returned {a:#x}")),
+                    Err(Errno(17)) => self.broken(format_args!("MAP_FIXED_NOREPLACE: EEXIST over a hole")),
+                    Err(_) => {} // out of memory or the map count: nothing mapped
+                }
+            }
+            _ => {}
+        }
+        // The hole closes: whatever the range holds now is replaced by a fresh reservation.
+        self.reserve(first, pages);
+        // A reservation that failed (memory or the map count, both passing) is retried, so that
+        // no hole outlives the write section.
+        let mut tries = 0;
+        while (first..first + pages).any(|p| self.shadow[p as usize] == Page::Unmapped) {
+            tries += 1;
+            if tries == 1000 {
+                self.broken(format_args!("an arena hole at page {first} could not be reserved again"));
+                return;
+            }
+            sys::sched_yield();
+            self.reserve(first, pages);
         }
     }
 
@@ -364,8 +450,41 @@ impl Worker {
         }
     }
 
+    /// Writes and reads back word 0 of each page in `[first, first + pages)` that the shadow
+    /// says is writable.
+    fn touch_range(&mut self, first: u64, pages: u64) {
+        for p in first..first + pages.min(4) {
+            let Page::Mapped { prot, .. } = self.shadow[p as usize] else { continue };
+            if prot & PROT_WRITE == 0 {
+                continue;
+            }
+            let addr = (self.arena + p * self.page) as *mut u64;
+            self.generation += 1;
+            let v = self.generation << 16 | p;
+            // SAFETY: a writable page of our own arena, just mapped under the write side of HOLES.
+            let got = unsafe {
+                addr.write_volatile(v);
+                addr.read_volatile()
+            };
+            if got != v {
+                self.broken(format_args!("arena page {p} read {got:#x} right after writing {v:#x}"));
+            }
+            self.shadow[p as usize] = Page::Mapped { prot, value: v };
+        }
+    }
+
     fn finish(&mut self) {
-        let _ = raw(MUNMAP, [self.arena, ARENA_PAGES * self.page, 0, 0, 0, 0]);
+        // The arena leaves the list in the same write section that unmaps it: its range is free
+        // for other workers' mappings from then on.
+        holes_write(|| {
+            let _ = raw(MUNMAP, [self.arena, ARENA_PAGES * self.page, 0, 0, 0, 0]);
+            for i in 0..MAX_WORKERS {
+                if ARENAS[2 * i].load(Ordering::Relaxed) == self.arena {
+                    ARENAS[2 * i + 1].store(0, Ordering::Relaxed);
+                    ARENAS[2 * i].store(0, Ordering::Relaxed);
+                }
+            }
+        });
         for (a, l) in core::mem::take(&mut self.others) {
             let _ = raw(MUNMAP, [a, l, 0, 0, 0, 0]);
         }
