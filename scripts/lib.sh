@@ -69,6 +69,27 @@ build_c_program() {
     aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -o "$2" "$1" -lpthread
 }
 
+# build_linux_programs DIR: the static Linux programs of the suite in DIR, and DIR/initramfs.cpio
+# holding them all: abi-test and signals (glibc, Debian's cross compiler), rust-std-test (Rust
+# std for aarch64-unknown-linux-musl, linked by rust-lld), Debian's busybox-static, and
+# parity-init (the init of the Linux reference runs, tests/programs/parity-init.c).
+build_linux_programs() {
+    local dir="$1"
+    ensure_cross_gcc
+    source "$ROOT/scripts/boards.sh"
+    ensure_arm64_arch
+    apt_fetch busybox-static:arm64 "$BOARDS/busybox-static"
+    rm -rf "$dir"; mkdir -p "$dir"
+    aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$dir/abi-test" "$ROOT/tests/programs/abi-test.c"
+    build_c_program "$ROOT/tests/programs/signals.c" "$dir/signals"
+    build_c_program "$ROOT/tests/programs/parity-init.c" "$dir/parity-init"
+    cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
+    rustup target list --installed | grep -qx aarch64-unknown-linux-musl || rustup target add aarch64-unknown-linux-musl
+    rustc --edition 2024 --target aarch64-unknown-linux-musl -C opt-level=2 -C linker=rust-lld \
+        -C linker-flavor=ld.lld -o "$dir/rust-std-test" "$ROOT/tests/programs/rust_std.rs"
+    make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/busybox" "$dir/rust-std-test"
+}
+
 # build_images: the kernel (run image) and the test image, as ELF with symbols and raw Image.
 #   target/images/kernel.elf, Image          the kernel scripts/run boots
 #   target/images/kernel-test.elf, Image-test the test image scripts/test boots

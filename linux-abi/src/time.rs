@@ -65,6 +65,21 @@ pub fn ticks_to_ns(ticks: u64, freq: u64) -> u64 {
     u64::try_from(u128::from(ticks) * u128::from(NSEC_PER_SEC) / u128::from(freq)).unwrap_or(u64::MAX)
 }
 
+/// Whether `id` names one of the COARSE clocks (CLOCK_REALTIME_COARSE 5, CLOCK_MONOTONIC_COARSE
+/// 6). Linux serves them from the time of the last timer tick, and `clock_getres` reports one
+/// tick for them (`LOW_RES_NSEC`, `TICK_NSEC` in `kernel/time/posix-timers.c`), where the other
+/// clocks report the counter's resolution.
+pub fn is_coarse(id: i32) -> bool {
+    id == 5 || id == 6
+}
+
+/// A COARSE clock's reading: `ns` (the precise reading of the same clock) moved back to the
+/// last tick: the monotonic clock (read at the same moment, `monotonic_ns`) advances in steps of
+/// `tick_ns` from boot, and the clock keeps its offset from it.
+pub fn coarse_ns(ns: u64, monotonic_ns: u64, tick_ns: u64) -> u64 {
+    ns.saturating_sub(monotonic_ns % tick_ns.max(1))
+}
+
 /// A clock a program can name (`clockid_t`, Linux `include/uapi/linux/time.h` and the CPU-clock
 /// encoding of `include/linux/posix-timers.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +148,20 @@ pub fn civil_from_unix(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn coarse_clocks_are_five_and_six_and_step_with_the_tick() {
+        let coarse: [i32; 2] = [5, 6];
+        for id in -8..16 {
+            assert_eq!(is_coarse(id), coarse.contains(&id), "clock {id}");
+        }
+        // Monotonic 25 ms after boot with a 10 ms tick: the last tick was 5 ms ago.
+        assert_eq!(coarse_ns(25_000_000, 25_000_000, 10_000_000), 20_000_000);
+        // A realtime reading at the same moment moves back by the same 5 ms.
+        assert_eq!(coarse_ns(1_700_000_000_123_000_000, 25_000_000, 10_000_000), 1_700_000_000_118_000_000);
+        assert_eq!(coarse_ns(3, 7, 10), 0);
+        assert_eq!(coarse_ns(40, 40, 0), 40);
+    }
+
     use super::*;
 
     #[test]

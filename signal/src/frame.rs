@@ -231,6 +231,48 @@ pub struct Restored {
     pub stack: StackT,
 }
 
+/// The bytes of a frame that `rt_sigreturn` reads before it can find the frame bad: up to the
+/// end of `pstate` in the machine context.
+pub const REGISTERS_END: usize = PSTATE + 8;
+
+/// What a bad frame leaves behind. Linux's `restore_sigframe` (arch/arm64/kernel/signal.c)
+/// sets the signal mask and copies x0–x30, sp, pc and pstate from the frame *before* it checks
+/// pstate (`valid_user_regs`, which keeps only NZCV of an invalid pstate) and the records; on a
+/// bad frame `sys_rt_sigreturn` then raises SIGSEGV at the new sp. So the thread takes that
+/// SIGSEGV with the frame's registers, on the frame's stack; the FP/SIMD state stays as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clobbered {
+    /// `uc_sigmask` (SIGKILL and SIGSTOP removed).
+    pub mask: SigSet,
+    /// x0..x30 from the frame.
+    pub x: [u64; 31],
+    /// sp from the frame: where the SIGSEGV is reported and delivered.
+    pub sp: u64,
+    /// pc from the frame.
+    pub pc: u64,
+    /// pstate from the frame, made valid as Linux's `valid_native_regs` makes it.
+    pub pstate: u64,
+}
+
+/// The registers a bad frame whose first [`REGISTERS_END`] bytes were readable leaves behind
+/// (see [`Clobbered`]).
+pub fn clobbered(f: &[u8; FRAME_SIZE]) -> Clobbered {
+    let mut x = [0u64; 31];
+    for (i, r) in x.iter_mut().enumerate() {
+        *r = get_u64(f, REGS + 8 * i);
+    }
+    let pstate = get_u64(f, PSTATE);
+    let pstate =
+        if pstate & PSTATE_MUST_BE_ZERO != 0 { pstate & 0xf000_0000 } else { pstate & PSTATE_USER_BITS };
+    Clobbered {
+        mask: SigSet(get_u64(f, UC_SIGMASK)).blockable(),
+        x,
+        sp: get_u64(f, SP),
+        pc: get_u64(f, PC),
+        pstate,
+    }
+}
+
 /// Whether a frame may start at `sp` (Linux: 16-aligned, else a bad frame).
 pub fn frame_address_ok(sp: u64) -> bool {
     sp.is_multiple_of(16)
@@ -500,6 +542,23 @@ mod tests {
         assert!(parse(&f, FRAME_SIZE).is_ok()); // the zeros after it end the list
         assert_eq!(parse(&f, RESERVED - 1), Err(BadFrame::Truncated));
         assert_eq!(parse(&f, RESERVED + 4), Err(BadFrame::Truncated));
+    }
+
+    #[test]
+    fn a_bad_frame_leaves_its_registers_as_linux_does() {
+        let mut f = frame_of(&built(&sample(), &saved(None)));
+        put_u64(&mut f[..], PSTATE, u64::MAX);
+        assert!(parse(&f, FRAME_SIZE).is_err());
+        let c = clobbered(&f);
+        assert_eq!((c.x[0], c.x[30], c.sp, c.pc), (0x1000, 0x1000 + 30, 0x7fff_f000, 0x40_1234));
+        assert_eq!(c.pstate, 0xf000_0000, "an invalid pstate keeps only NZCV");
+        let all = [0xffu8; FRAME_SIZE];
+        let c = clobbered(&all);
+        assert_eq!((c.sp, c.pc, c.pstate), (u64::MAX, u64::MAX, 0xf000_0000));
+        assert!(!c.mask.contains(SIGKILL) && c.mask.contains(SIGSEGV));
+        let mut ok = frame_of(&built(&sample(), &saved(None)));
+        put_u64(&mut ok[..], PSTATE, 0x6000_0000);
+        assert_eq!(clobbered(&ok).pstate, 0x6000_0000, "a valid pstate is kept");
     }
 
     #[test]

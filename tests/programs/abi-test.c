@@ -164,15 +164,22 @@ static void test_malloc_of_many_sizes(void) {
 
 // ---- threads, mutexes, condition variables -------------------------------------------------------
 
+static pthread_barrier_t sleepers_ready;
+static int64_t sleep_start[8], sleep_end[8];
+
 static void *sleeper(void *arg) {
+    intptr_t i = (intptr_t)arg;
     struct timespec t = {0, 150 * 1000000};
-    int64_t t0 = now_ns(CLOCK_MONOTONIC);
+    pthread_barrier_wait(&sleepers_ready);
+    sleep_start[i] = now_ns(CLOCK_MONOTONIC);
     nanosleep(&t, NULL);
-    return (void *)(intptr_t)((now_ns(CLOCK_MONOTONIC) - t0 >= 150000000) ? (intptr_t)arg : -1);
+    sleep_end[i] = now_ns(CLOCK_MONOTONIC);
+    return (void *)((sleep_end[i] - sleep_start[i] >= 150000000) ? i : -1);
 }
 
 static void test_eight_threads_sleep_and_join(void) {
     pthread_t t[8];
+    pthread_barrier_init(&sleepers_ready, NULL, 8);
     int64_t t0 = now_ns(CLOCK_MONOTONIC);
     for (intptr_t i = 0; i < 8; i++) CHECK(pthread_create(&t[i], NULL, sleeper, (void *)i) == 0, "create");
     for (intptr_t i = 0; i < 8; i++) {
@@ -180,9 +187,15 @@ static void test_eight_threads_sleep_and_join(void) {
         CHECK(pthread_join(t[i], &r) == 0, "join");
         CHECK((intptr_t)r == i, "thread %ld returned %ld (slept too little?)", (long)i, (long)(intptr_t)r);
     }
-    int64_t took = now_ns(CLOCK_MONOTONIC) - t0;
-    // The sleeps overlap (a sleeping thread holds no CPU): far less than 8 x 150 ms.
-    CHECK(took >= 150000000 && took < 900000000, "took %lld ms", (long long)(took / 1000000));
+    int64_t took = now_ns(CLOCK_MONOTONIC) - t0, last_start = 0, first_end = INT64_MAX;
+    for (int i = 0; i < 8; i++) {
+        last_start = sleep_start[i] > last_start ? sleep_start[i] : last_start;
+        first_end = sleep_end[i] < first_end ? sleep_end[i] : first_end;
+    }
+    // The sleeps overlap (a sleeping thread holds no CPU): at one moment all eight were asleep,
+    // however slowly the machine runs.
+    CHECK(last_start < first_end, "the last sleep began %lld us after the first ended",
+          (long long)((last_start - first_end) / 1000));
     printf("    8 threads slept 150 ms each in %lld ms\n", (long long)(took / 1000000));
 }
 
@@ -366,7 +379,12 @@ static void test_sleeping_and_clocks(void) {
     clockid_t clocks[] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_REALTIME_COARSE,
                           CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_RAW, CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID};
     for (unsigned i = 0; i < sizeof clocks / sizeof clocks[0]; i++) {
-        CHECK(clock_getres(clocks[i], &res) == 0 && res.tv_sec == 0 && res.tv_nsec > 0 && res.tv_nsec <= 1000, "getres %d", clocks[i]);
+        /* The COARSE clocks step once a scheduler tick and say so (Linux: one jiffy, 1-10 ms
+         * for HZ 1000-100); the others have the counter's resolution. */
+        int coarse = clocks[i] == CLOCK_REALTIME_COARSE || clocks[i] == CLOCK_MONOTONIC_COARSE;
+        long lo = coarse ? 1000000 : 1, hi = coarse ? 10000000 : 1000;
+        CHECK(clock_getres(clocks[i], &res) == 0 && res.tv_sec == 0 && res.tv_nsec >= lo && res.tv_nsec <= hi,
+              "getres %d: %ld ns", clocks[i], res.tv_nsec);
         CHECK(clock_gettime(clocks[i], &res) == 0, "gettime %d", clocks[i]);
     }
     CHECK(clock_gettime(99, &res) == -1 && errno == EINVAL, "clock 99");
@@ -388,11 +406,15 @@ static void test_sleeping_and_clocks(void) {
 static void test_identity(void) {
     CHECK(getuid() == 0 && geteuid() == 0 && getgid() == 0 && getegid() == 0, "root");
     CHECK(getgroups(0, NULL) == 0, "groups");
-    CHECK(getpid() == 1, "pid %d", getpid());
-    CHECK(getppid() == 0, "ppid %d (init's parent is the kernel: 0)", getppid());
+    /* As init (pid 1) its parent is the kernel (ppid 0); started by another process (the Linux
+     * reference runs start it from parity-init, pid 1), it has that parent. Either way the
+     * process group and session are init's: 0, as Linux starts init. */
+    pid_t pid = getpid();
+    CHECK(pid == 1 || getppid() == 1, "pid %d ppid %d", pid, getppid());
+    CHECK(pid != 1 || getppid() == 0, "ppid %d (init's parent is the kernel: 0)", getppid());
     CHECK(getpgid(0) == 0 && getsid(0) == 0, "pgid %d sid %d", getpgid(0), getsid(0));
     CHECK(getpgid(12345) == -1 && errno == ESRCH, "another pid");
-    CHECK(setsid() == 1 && getsid(0) == 1 && getpgrp() == 1, "setsid");
+    CHECK(setsid() == pid && getsid(0) == pid && getpgrp() == pid, "setsid");
     CHECK(setsid() == -1 && errno == EPERM, "setsid as a group leader");
     CHECK(setpgid(0, 0) == -1 && errno == EPERM, "setpgid of a session leader");
     char name[16];

@@ -547,17 +547,37 @@ static void test_longjmp_and_bad_frame(void) {
     sigset_t m = current_mask();
     CHECK("siglongjmp-out-of-handler", jumped && segv_addr == 0 && !sigismember(&m, SIGSEGV), "jumped %d addr %p", jumped, segv_addr);
 
-    /* rt_sigreturn on a frame of 0xff bytes: SIGSEGV (si_addr = that sp), never a kernel panic. */
+    /* rt_sigreturn on a frame of 0xff bytes with an empty signal mask. As on Linux, the frame's
+     * mask and general registers are in place before the frame is found bad (its pstate is
+     * invalid), so the SIGSEGV reports the frame's sp (all ones) and can only be taken on the
+     * alternate stack; the handler jumps back. Never a kernel panic. */
     memset(junk, 0xff, sizeof junk);
     uint64_t *sp = &junk[1536];
+    sp[(128 + 40) / 8] = 0; /* uc_sigmask: siginfo (128 bytes), then uc_flags, uc_link, uc_stack */
+    static char bad_alt[64 * 1024];
+    stack_t ss = { .ss_sp = bad_alt, .ss_size = sizeof bad_alt, .ss_flags = 0 }, off = { .ss_flags = SS_DISABLE };
+    sigaltstack(&ss, NULL);
+    install(SIGSEGV, on_segv_jump, SA_ONSTACK);
     jumped = 0;
     if (sigsetjmp(jump, 1) == 0) {
         __asm__ volatile("mov sp, %0\n mov x8, %1\n svc #0" :: "r"(sp), "r"((long)SYS_rt_sigreturn) : "x8", "memory");
     } else {
         jumped = 1;
     }
-    CHECK("bad-sigreturn-frame-segv", jumped && segv_addr == sp, "jumped %d addr %p sp %p", jumped, segv_addr, (void *)sp);
+    sigaltstack(&off, NULL);
+    CHECK("bad-sigreturn-frame-segv-at-its-sp", jumped && segv_addr == (void *)UINTPTR_MAX, "jumped %d addr %p", jumped, segv_addr);
     signal(SIGSEGV, SIG_DFL);
+}
+
+/* `signals badframe`: rt_sigreturn on a frame of 0xff bytes (every signal masked, sp all ones)
+ * with a SIGSEGV handler installed: the forced SIGSEGV is blocked, so it takes its default
+ * action and the process ends with 139, on Linux as here. */
+static void bad_frame_ends_the_process(void) {
+    install(SIGSEGV, on_segv_jump, 0);
+    memset(junk, 0xff, sizeof junk);
+    printf("signals: rt_sigreturn on a frame of 0xff bytes\n");
+    __asm__ volatile("mov sp, %0\n mov x8, %1\n svc #0" :: "r"(&junk[1536]), "r"((long)SYS_rt_sigreturn) : "x8", "memory");
+    printf("signals: still running after a bad frame\n");
 }
 
 /* ---- sigaltstack, and a thread's stack overflow caught on it -------------------------------- */
@@ -676,6 +696,10 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "figures") == 0) {
         bench();
         return 0;
+    }
+    if (strcmp(mode, "badframe") == 0) {
+        bad_frame_ends_the_process();
+        return 1;
     }
     if (strcmp(mode, "segv") == 0) {
         printf("signals: loading from NULL with no handler\n");

@@ -325,11 +325,7 @@ impl Worker {
             self.shadow[p as usize] = Page::Unmapped;
         }
         match self.rng.below(3) {
-            0 => {
-                if raw(MPROTECT, [at, len, PROT_READ, 0, 0, 0]).is_ok() {
-                    self.broken(format_args!("mprotect over a hole succeeded"));
-                }
-            }
+            0 => self.mprotect_fails_over(at, len),
             1 => {
                 let flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE;
                 match raw(MMAP, [at, len, PROT_READ | PROT_WRITE, flags, u64::MAX, 0]) {
@@ -359,6 +355,13 @@ impl Worker {
             }
             sys::sched_yield();
             self.reserve(first, pages);
+        }
+    }
+
+    /// `mprotect` over the hole `[at, at + len)` must fail (ENOMEM).
+    fn mprotect_fails_over(&self, at: u64, len: u64) {
+        if raw(MPROTECT, [at, len, PROT_READ, 0, 0, 0]).is_ok() {
+            self.broken(format_args!("mprotect over a hole succeeded"));
         }
     }
 

@@ -3,12 +3,13 @@
 //!
 //! CLOCK_MONOTONIC (and BOOTTIME, RAW, COARSE) is the generic timer's counter since boot;
 //! CLOCK_REALTIME adds the offset read from the RTC at boot (`crate::wallclock`). The COARSE
-//! variants read the same counter (cheaper is not needed, and more precise is allowed). CPU-time
+//! variants are what Linux makes them: the time of the last scheduler tick, with one tick as
+//! their resolution (`clock_getres`), so a program that measures them sees Linux's steps. CPU-time
 //! clocks count the time a thread or process spent running at EL0 and in its system calls
 //! (`sched` charges each slice). A sleep blocks the thread on its deadline ([`WaitFor::Timer`]):
 //! it costs no CPU, and an idle CPU's timer is programmed for the deadline. With no signals, a
 //! sleep is never interrupted, so `rem` is never written.
-use linux_abi::time::{Clock, NSEC_PER_SEC, Timespec, ticks_to_ns};
+use linux_abi::time::{Clock, NSEC_PER_SEC, Timespec, coarse_ns, is_coarse, ticks_to_ns};
 
 use super::sched::{Wait, WaitFor};
 use super::syscall::errno::{EFAULT, EINVAL};
@@ -65,13 +66,23 @@ fn decode(clock: u64) -> Option<Clock> {
     Clock::decode(clock as i32)
 }
 
+/// One scheduler tick in nanoseconds: the COARSE clocks' step.
+const TICK_NS: u64 = NSEC_PER_SEC / crate::irq::TICK_HZ;
+
+/// The reading of `clock` (a `clockid_t` argument), COARSE clocks moved back to the last tick.
+fn read_clock(thread: &Thread, clock: u64) -> Option<u64> {
+    let ns = decode(clock).and_then(|c| now_ns(thread, c))?;
+    if is_coarse(clock as i32) { Some(coarse_ns(ns, wallclock::monotonic_ns(), TICK_NS)) } else { Some(ns) }
+}
+
 /// `clock_gettime(clockid, tp)`.
 pub fn clock_gettime(thread: &Thread, clock: u64, tp: u64) -> i64 {
-    let Some(ns) = decode(clock).and_then(|c| now_ns(thread, c)) else { return -EINVAL };
+    let Some(ns) = read_clock(thread, clock) else { return -EINVAL };
     if copy_out(&thread.process, tp, &Timespec::from_ns(ns).to_bytes()).is_err() { -EFAULT } else { 0 }
 }
 
-/// `clock_getres(clockid, res)`: one counter period (16 ns under QEMU), rounded up.
+/// `clock_getres(clockid, res)`: one counter period (16 ns under QEMU), rounded up; one tick
+/// for the COARSE clocks.
 pub fn clock_getres(thread: &Thread, clock: u64, res: u64) -> i64 {
     if decode(clock).and_then(|c| now_ns(thread, c)).is_none() {
         return -EINVAL;
@@ -79,7 +90,11 @@ pub fn clock_getres(thread: &Thread, clock: u64, res: u64) -> i64 {
     if res == 0 {
         return 0;
     }
-    let period = NSEC_PER_SEC.div_ceil(crate::arch::time::frequency().max(1));
+    let period = if is_coarse(clock as i32) {
+        TICK_NS
+    } else {
+        NSEC_PER_SEC.div_ceil(crate::arch::time::frequency().max(1))
+    };
     if copy_out(&thread.process, res, &Timespec::from_ns(period).to_bytes()).is_err() { -EFAULT } else { 0 }
 }
 

@@ -337,7 +337,11 @@ fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uin
 }
 
 /// rt_sigreturn: restores the registers, FP/SIMD state, mask and alternate stack from the frame
-/// at sp. A bad frame raises SIGSEGV (with si_addr = sp), which the program may handle.
+/// at sp. A bad frame raises SIGSEGV as Linux's does: a misaligned sp with the registers as they
+/// were (si_addr = sp); any other with the frame's mask and general registers already in place
+/// ([`frame::Clobbered`]; zeros where the frame could not be read), si_addr the new sp, and the
+/// signal delivered on that stack or the alternate one — so a garbage frame usually ends the
+/// process, on Linux as here.
 fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let sp = frame.sp_el0;
@@ -369,6 +373,7 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
             Action::Continue
         }
         Err(why) => {
+            let sp = if frame::frame_address_ok(sp) { clobber(thread, frame, &mut bytes, sp) } else { sp };
             let mapped = p.mm.lock().as_ref().is_some_and(|mm| mm.vm().find(sp).is_some());
             let code = if mapped { num::SEGV_ACCERR } else { num::SEGV_MAPERR };
             let fault = Fault { info: SigInfo::fault(num::SIGSEGV, code, sp), address: 0, esr: 0 };
@@ -387,4 +392,26 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
             }
         }
     }
+}
+
+/// Puts into `frame` (and the thread's mask) what a bad signal frame at `sp` leaves behind on
+/// Linux ([`frame::Clobbered`]); returns the new sp. Registers the frame could not give read as
+/// 0, as Linux's `__get_user_error` leaves them.
+fn clobber(thread: &Thread, frame: &mut TrapFrame, bytes: &mut [u8; frame::FRAME_SIZE], sp: u64) -> u64 {
+    let p = &thread.process;
+    let c = if copy_in(p, &mut bytes[..frame::REGISTERS_END], sp).is_ok() {
+        let c = frame::clobbered(bytes);
+        if let Some(t) = p.signals.state.lock().thread(thread.tid) {
+            t.blocked = c.mask;
+            t.restart_x0 = None;
+        }
+        c
+    } else {
+        frame::Clobbered { mask: SigSet(0), x: [0; 31], sp: 0, pc: 0, pstate: 0 }
+    };
+    frame.x = c.x;
+    frame.sp_el0 = c.sp;
+    frame.elr = c.pc;
+    frame.spsr = c.pstate;
+    c.sp
 }

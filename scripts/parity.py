@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Linux parity: the output of one program run, cut out of a boot log and normalised, compared
+with what the same program printed on Debian's Linux kernel in the same QEMU.
+
+    parity.py ours LOG PROG FILTER      print the normalised output of a run on this kernel
+    parity.py linux LOG FILTER          the same for a reference run on Linux (parity-init)
+    parity.py compare WANT GOT          exit 1 and print a diff when they differ
+
+A run on this kernel lies between "kernel: running PROG (" and "kernel: PROG exited with status
+N"; lines the kernel itself prints meanwhile ("kernel: ...") are left out. A Linux run is every
+console line that is not a kernel log line ("[   1.234567] ..."), up to "parity: exit N" from
+parity-init. FILTER keeps what is comparable: `all` (every line), `tests` (the "ok - NAME" /
+"FAIL - NAME" lines and the "N passed, N failed" summary of the repository's test programs), or
+`grep:REGEX` (the lines matching REGEX). The last line of the normalised output is "exit N".
+"""
+import difflib
+import re
+import sys
+
+KLOG = re.compile(r"^\[ *[0-9]+\.[0-9]+\] ")
+
+
+def keep(lines, flt):
+    if flt == "all":
+        return lines
+    if flt == "tests":
+        rx = re.compile(r"^(ok|FAIL)\b|^[0-9]+ passed, [0-9]+ failed$")
+    elif flt.startswith("grep:"):
+        rx = re.compile(flt[5:])
+    else:
+        sys.exit(f"parity.py: unknown filter {flt!r}")
+    return [l for l in lines if rx.search(l)]
+
+
+def read(path):
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    return [l.rstrip("\r") for l in text.split("\n")]
+
+
+def ours(log, prog, flt):
+    out, inside, status = [], False, None
+    for l in read(log):
+        if l.startswith(f"kernel: running {prog} ("):
+            inside = True
+            continue
+        m = re.match(rf"kernel: {re.escape(prog)} exited with status ([0-9]+)", l)
+        if m:
+            status = m.group(1)
+            break
+        if inside and not l.startswith("kernel: "):
+            out.append(l)
+    return keep(out, flt) + [f"exit {status if status is not None else 'none (no exit line)'}"]
+
+
+def linux(log, flt):
+    out, status = [], None
+    for l in read(log):
+        m = re.match(r"parity: exit ([0-9]+)$", l)
+        if m:
+            status = m.group(1)
+            break
+        if not KLOG.match(l):
+            out.append(l)
+    return keep(out, flt) + [f"exit {status if status is not None else 'none (no exit line)'}"]
+
+
+def main(argv):
+    if argv[1] == "ours":
+        print("\n".join(ours(argv[2], argv[3], argv[4])))
+    elif argv[1] == "linux":
+        print("\n".join(linux(argv[2], argv[3])))
+    elif argv[1] == "compare":
+        want, got = read(argv[2]), read(argv[3])
+        if want != got:
+            sys.stdout.writelines(l + "\n" for l in difflib.unified_diff(want, got, "Linux", "this kernel", lineterm=""))
+            return 1
+    else:
+        sys.exit(__doc__)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
