@@ -104,11 +104,10 @@ impl mm::user::UserFrames for UserFrames {
     fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
         let frame = alloc(1)?;
         // SAFETY: a fresh frame of PAGE_SIZE bytes, owned by nobody else, reached through the
-        // linear map.
+        // linear map (Normal memory).
         unsafe {
-            core::ptr::write_bytes(
-                crate::memory::layout::phys_to_linear(frame.0) as *mut u8,
-                0,
+            crate::arch::aarch64::cache::zero(
+                crate::memory::layout::phys_to_linear(frame.0) as usize,
                 PAGE_SIZE as usize,
             )
         };
@@ -139,9 +138,9 @@ impl mm::user::UserFrames for UserFrames {
         let first = alloc(pages as usize)?;
         let bytes = (pages * PAGE_SIZE) as usize;
         // SAFETY: `pages` fresh frames, physically contiguous, owned by nobody else, reached
-        // through the linear map.
+        // through the linear map (Normal memory).
         unsafe {
-            core::ptr::write_bytes(crate::memory::layout::phys_to_linear(first.0) as *mut u8, 0, bytes)
+            crate::arch::aarch64::cache::zero(crate::memory::layout::phys_to_linear(first.0) as usize, bytes)
         };
         Some(first)
     }

@@ -145,3 +145,41 @@ kernel_test!(
         Ok(())
     }
 );
+
+kernel_test!(
+    fn zeroing_clears_exactly_its_range_by_blocks_and_otherwise() {
+        use mm::user::UserFrames as _;
+        let pa = frames::alloc(2).ok_or("no frames")?;
+        let va = layout::phys_to_linear(pa.0) as usize;
+        let bytes = 2 * PAGE_SIZE as usize;
+        // SAFETY: two fresh frames owned by this test, through the linear map.
+        let mem = unsafe { core::slice::from_raw_parts_mut(va as *mut u8, bytes) };
+        // Whole blocks (DC ZVA where allowed), then an unaligned range (the write_bytes path).
+        for (start, len) in [(PAGE_SIZE as usize, PAGE_SIZE as usize), (100, 301)] {
+            mem.fill(0xa5);
+            // SAFETY: inside the two frames owned by this test.
+            unsafe { crate::arch::aarch64::cache::zero(va + start, len) };
+            let wrong = mem
+                .iter()
+                .enumerate()
+                .find(|&(i, &b)| b != if (start..start + len).contains(&i) { 0 } else { 0xa5 });
+            ensure!(wrong.is_none(), "zero({start}, {len}): byte {:?} wrong", wrong);
+        }
+        frames::free(pa, 2);
+        // And what user memory gets: a frame dirtied, freed and allocated again reads zero.
+        let mut uf = frames::UserFrames;
+        let f = uf.alloc_zeroed().ok_or("no frame")?;
+        // SAFETY: a frame this test owns, through the linear map.
+        unsafe { core::ptr::write_bytes(layout::phys_to_linear(f.0) as *mut u8, 0x5a, PAGE_SIZE as usize) };
+        uf.free(f);
+        let g = uf.alloc_zeroed().ok_or("no frame")?;
+        // SAFETY: as above.
+        let page = unsafe {
+            core::slice::from_raw_parts(layout::phys_to_linear(g.0) as *const u8, PAGE_SIZE as usize)
+        };
+        let dirty = page.iter().any(|&b| b != 0);
+        uf.free(g);
+        ensure!(!dirty, "a frame from alloc_zeroed held old bytes");
+        Ok(())
+    }
+);
