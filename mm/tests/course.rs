@@ -1,6 +1,7 @@
-//! The figures of the course (docs/translation.md, docs/invalidation.md) as tests: the VA split
-//! into table indices, a walk through four levels read descriptor by descriptor, and the example
-//! program that unmaps 511 pages and checks the two range operations of its flush.
+//! The figures of the course (docs/translation.md, docs/invalidation.md, docs/address-space.md) as
+//! tests: the VA split into table indices, a walk through four levels read descriptor by
+//! descriptor, the example program that unmaps 511 pages and checks the two range operations of
+//! its flush, and the gap tree's searches for the lowest fit and the nearest placement.
 
 #[path = "../examples/map_unmap_flush.rs"]
 #[allow(dead_code, reason = "the example's `main` is run by a test below, not as a binary")]
@@ -61,4 +62,35 @@ fn a_walk_reads_one_table_descriptor_per_level_then_the_page() {
 #[test]
 fn the_example_unmaps_511_pages_with_two_range_operations() {
     example::main();
+}
+
+/// The gap-tree figure of docs/address-space.md: seven mappings, in pages from `BASE`.
+fn figure_map() -> mm::vm::VmMap {
+    use mm::vm::{Layout, Prot, VmMap, VmaFlags};
+    let mut map = VmMap::new(Layout::linux(0x1000_0000));
+    for (first, end) in [(1, 2), (3, 4), (5, 8), (12, 13), (14, 15), (20, 22), (23, 24)] {
+        map.map_kernel(page(first), (end - first) * PAGE_SIZE, Prot::RW, VmaFlags::default()).unwrap();
+    }
+    map
+}
+
+/// Base of the figure's page numbers (above `mmap_min_addr`, no code window placed).
+const BASE: u64 = 0x4000_0000;
+
+fn page(n: u64) -> u64 {
+    BASE + n * PAGE_SIZE
+}
+
+#[test]
+fn the_gap_tree_figure_finds_the_lowest_fits_and_the_nearest_placement() {
+    use mm::vm::tree::{Dir, GapQuery};
+    let map = figure_map();
+    let lowest =
+        |len: u64| map.tree().find_gap(&GapQuery::new(page(0), page(30), len * PAGE_SIZE, Dir::Lowest));
+    assert_eq!(lowest(1), Some(page(0)));
+    assert_eq!(lowest(3), Some(page(8)));
+    assert_eq!(lowest(5), Some(page(15)));
+    assert_eq!(lowest(6), Some(page(24)));
+    // Near placement: target page 18, two pages, radius ten pages: [17, 19), distance 1.
+    assert_eq!(map.find_near(page(18), 2 * PAGE_SIZE, 10 * PAGE_SIZE, false), Ok(page(17)));
 }
