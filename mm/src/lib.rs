@@ -20,7 +20,7 @@
 //!   [`space`], generic over the kernel's seams so the host model can prove its flushes;
 //! - [`vm`]: user address spaces: areas, gaps, the code window and near placement.
 #![no_std]
-#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 extern crate alloc;
 #[cfg(test)]
@@ -62,3 +62,8 @@ pub mod vm;
 
 #[cfg(test)]
 mod model;
+
+// The example of the crate's README, compiled and run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -31,7 +31,7 @@
 
 extern crate alloc;
 
-mod abi;
+use ext_abi as abi;
 mod bench;
 mod code_region;
 mod fuzz;

@@ -1,7 +1,7 @@
 //! Raw Linux arm64 system calls (`svc #0`, number in x8, arguments in x0..x5, result in x0 with
 //! `-errno` for failure) and the few wrappers the demo needs. Nothing here is specific to this
-//! kernel except the three extension calls, whose numbers and layouts come from `crate::abi` (a checked copy of `mm::vm::abi`);
-//! Linux answers them with `-ENOSYS`.
+//! kernel except the three extension calls, whose numbers and layouts come from the `ext-abi`
+//! crate (their one definition, which the kernel uses too); Linux answers them with `-ENOSYS`.
 
 use core::arch::asm;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -87,7 +87,7 @@ impl<T: Translation> PageTable<T> {
         let (start, end) = self.check_range(va, size)?;
         let needed = self.count_splits(start, end, &mut op);
         let pool = self.reserve(needed)?;
-        // Staging may cut off or replace table descriptors (the walk cache must not keep them).
+        // Staging may cut off or replace table descriptors (the last-table cache must not keep them).
         self.forget_walk();
         let mut e = Engine { op, mode: Mode::Staged, record, pool, counts, split_contiguous };
         self.apply(self.root, ROOT_LEVEL, start, end, &mut e);

@@ -6,7 +6,7 @@
 //! one walker run twice over the same entries ([`Entries`]): a dry run (`COMMIT = false`) that
 //! reads, finds the first mapped entry and counts the tables to create, then — after every frame
 //! is reserved — the commit, which cannot fail. Inside one 2 MiB region whose last-level table
-//! exists (the walk cache), nothing can fail but `AlreadyMapped`, so the fast path only checks
+//! exists (the last-table cache), nothing can fail but `AlreadyMapped`, so the fast path only checks
 //! the entries and writes; both paths share the last-level loops.
 
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};

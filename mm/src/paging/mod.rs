@@ -30,8 +30,9 @@
 //!   (`AlreadyMapped`; a change needing break-before-make on a live table). The fast path does
 //!   that look, then runs the same last-level code as the general path on that one table; a
 //!   `map` that finds an entry in the way goes to the general path, which reports it as usual.
-//!   The last-level table is found through a one-entry software walk cache keyed by `VA >> 21`
-//!   (two plain fields: no atomics, no heap), emptied before any table descriptor is removed or
+//!   The last-level table is found through a one-entry software *last-table cache* (not to be
+//!   confused with the hardware's walk cache of table entries) keyed by `VA >> 21` (two plain
+//!   fields: no atomics, no heap), emptied before any table descriptor is removed or
 //!   replaced (an `unmap` detaching a table, every staged operation of `bbm.rs`); `map` only
 //!   turns invalid entries valid, so it never makes a cached path wrong. An `unmap` that empties
 //!   the table detaches it and the tables above it that it empties, as the general path does.
@@ -62,7 +63,7 @@
 //!   freed only after a flush that only the TLB's owner can issue, so `Drop` leaks them (safe)
 //!   and the rule is that a live table ends with [`PageTable::destroy`]: see the `Drop` impl.
 //!
-//! Files: `walk.rs` (the entry iterator, the root-to-leaf walk, the walk cache, queries),
+//! Files: `walk.rs` (the entry iterator, the root-to-leaf walk, the last-table cache, queries),
 //! `map.rs`, `engine.rs` (the modification engine), `modify.rs` (direct `unmap`/`protect` and the
 //! checks before a modification), `bbm.rs` (staging marks, promotion, fold, finish), `flush.rs`
 //! (the record of what a flush must cover).
@@ -333,7 +334,7 @@ pub struct PageTable<T: Translation> {
     range: VaRange,
     live: bool,
     stats: Stats,
-    /// The walk cache: `walk_key` is `off >> 21` of the 2 MiB region whose last-level table is
+    /// The last-table cache: `walk_key` is `off >> 21` of the 2 MiB region whose last-level table is
     /// `walk_table`, or `NO_WALK` when empty (see `walk.rs`).
     walk_key: u64,
     walk_table: PhysAddr,

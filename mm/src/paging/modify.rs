@@ -5,7 +5,7 @@
 //! mode, preceded by the only checks that can fail — on a live table, that nothing needs
 //! break-before-make ([`bbm_violation`](PageTable::bbm_violation)), and that the frames for
 //! block splits can be reserved ([`count_splits`](PageTable::count_splits), shared with the
-//! staged path). A call inside one 2 MiB region whose last-level table exists (the walk cache)
+//! staged path). A call inside one 2 MiB region whose last-level table exists (the last-table cache)
 //! needs no frame: it runs the engine on that table alone (the fast path), with a straight-line
 //! case for the most common call of all, unmapping one page.
 

@@ -351,7 +351,7 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
         let pa = |i: u64| PhysAddr(0x8000_0000 + i * PAGE_SIZE);
         pt.map(va(0), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
         let l3 = pt.table_at(region, 3).unwrap().0;
-        pt.map(va(1), pa(1), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fills the walk cache.
+        pt.map(va(1), pa(1), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fills the last-table cache.
         pt.translation().take_touched();
         pt.map(va(2), pa(2), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         assert_eq!(pt.translation().take_touched(), [l3], "map in region {region:#x}");
@@ -430,7 +430,7 @@ fn whole_runs_inside_one_region_stay_on_the_fast_path() {
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
     pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
     let l3 = pt.table_at(region, 3).unwrap().0;
-    // A page elsewhere in the region keeps the table, and fills the walk cache.
+    // A page elsewhere in the region keeps the table, and fills the last-table cache.
     pt.map(VirtAddr(region + 0x10_0000), PhysAddr(0x9000_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
     assert!(pt.query(VirtAddr(region)).unwrap().contiguous);
     pt.translation().take_touched();

@@ -1239,7 +1239,7 @@ fn bench_map_unmap_pages() {
     );
 }
 
-// ---- the single-walk fast paths and the walk cache ---------------------------------------------
+// ---- the single-walk fast paths and the last-table cache ---------------------------------------
 
 /// The record's observable contents, to compare two records.
 fn record_summary(rec: &PendingFlush) -> (Option<FlushRange>, bool, u64, u64, u64, bool, bool, bool, usize) {
@@ -1430,7 +1430,7 @@ fn fast_path_unmap_detaches_every_table_it_empties() {
     release(&mut pt, rec);
     assert_eq!(pt.stats().tables_in_use(), 1);
     assert_eq!(pt.translation().live_frames(), 1);
-    // The walk cache forgot the freed tables: mapping there again builds new ones.
+    // The last-table cache forgot the freed tables: mapping there again builds new ones.
     pt.map(va(lone), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
     assert_eq!(pt.stats().tables_in_use(), 4);
     check_invariants(&pt);
@@ -1491,12 +1491,12 @@ fn fast_path_falls_back_for_contiguous_runs_and_bbm() {
 }
 
 #[test]
-fn walk_cache_forgets_a_table_replaced_by_a_promotion() {
+fn last_table_cache_forgets_a_table_replaced_by_a_promotion() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
     let base = BLOCK_1G;
     // 512 pages mapping one aligned 2 MiB physical range: promotable. The last call takes the
-    // fast path, so the walk cache holds the level-3 table.
+    // fast path, so the last-table cache holds the level-3 table.
     pt.map(va(base), pa(BLOCK_2M), BLOCK_2M - PAGE_SIZE, a, Constraints::NO_BLOCKS).unwrap();
     pt.map(va(base + BLOCK_2M - PAGE_SIZE), pa(2 * BLOCK_2M - PAGE_SIZE), PAGE_SIZE, a, Constraints::NONE)
         .unwrap();
@@ -1518,7 +1518,7 @@ fn walk_cache_forgets_a_table_replaced_by_a_promotion() {
 }
 
 #[test]
-fn walk_cache_follows_tables_freed_and_reused() {
+fn last_table_cache_follows_tables_freed_and_reused() {
     // The emulated memory hands the last freed frame out first, so a stale cache would point
     // into a frame now used at another level or for another region.
     let mut pt = new_pt(VaRange::Lower);

@@ -8,7 +8,7 @@
 //! inside that span. [`Entries`] computes them in one place from absolute offsets (an entry's
 //! index is bits `[47:12]` of its offset, so no walker carries the base of its table), and
 //! [`PageTable::descend`] is the one root-to-leaf walk behind `query`, the block-split count, the
-//! promotion and fold checks and the walk cache.
+//! promotion and fold checks and the last-table cache.
 
 use crate::addr::PhysAddr;
 use crate::descriptor::{Descriptor, DescriptorKind, level_size};
@@ -87,7 +87,7 @@ impl Iterator for Entries {
     }
 }
 
-/// The empty walk cache (no offset below 2^48 shifts to it).
+/// The empty last-table cache (no offset below 2^48 shifts to it).
 pub(super) const NO_WALK: u64 = u64::MAX;
 /// Log2 of the span of one last-level table (2 MiB).
 const L3_SPAN_SHIFT: u32 = 21;
@@ -113,7 +113,7 @@ impl<T: Translation> PageTable<T> {
     /// table descriptor.
     #[inline(always)]
     pub(super) fn table_at(&self, off: u64, level: u32) -> Option<PhysAddr> {
-        // Not through `descend`: this is the walk-cache miss of every small call, and a loop with
+        // Not through `descend`: this is the last-table-cache miss of every small call, and a loop with
         // a fixed trip count compiles to straight-line code.
         let mut table = self.root;
         for l in ROOT_LEVEL..level {
@@ -132,7 +132,7 @@ impl<T: Translation> PageTable<T> {
         d.is_leaf(level).then(|| (level, off & !(level_size(level) - 1), d))
     }
 
-    // ---- the walk cache ---------------------------------------------------------------------
+    // ---- the last-table cache ---------------------------------------------------------------
 
     /// The last-level table translating `[start, end)` if the range lies within one 2 MiB region
     /// whose table already exists (every level above holds a table descriptor): the only case the
@@ -152,7 +152,7 @@ impl<T: Translation> PageTable<T> {
     /// The level-3 table translating offset `off`, if the walk from the root meets a table
     /// descriptor at levels 0, 1 and 2.
     ///
-    /// The walk cache remembers the answer for the 2 MiB region of `off`. It stays right as long
+    /// The last-table cache remembers the answer for the 2 MiB region of `off`. It stays right as long
     /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
     /// entries into valid ones, and every operation that removes or replaces a table descriptor
     /// (the modification engine when it may detach or split, the staged operations of `bbm.rs`,
@@ -170,7 +170,7 @@ impl<T: Translation> PageTable<T> {
         Some(table)
     }
 
-    /// Empties the walk cache. Called before any table descriptor is removed or replaced.
+    /// Empties the last-table cache. Called before any table descriptor is removed or replaced.
     pub(crate) fn forget_walk(&mut self) {
         self.walk_key = NO_WALK;
     }

@@ -9,9 +9,10 @@
 //! - [`issue`](mod@issue): [`TlbHardware`] (the only machine-touching seam), [`issue()`], [`TlbIssuer`],
 //!   errata detection ([`repeat_tlbi_needed`]) and, on aarch64, the real `issue::Aarch64Tlb`;
 //! - [`stats`]: counters of issued instructions ([`TlbStats`]);
-//! - [`model`]: a decoder that applies an instruction to a model TLB following the Arm rules, used
-//!   by the tests here and by the page-table tests;
-//! - [`compare`]: instruction counts of other designs (Linux, one-per-leaf), for benchmarks.
+//! - `model` (tests and the `testing` feature): a decoder that applies an instruction to a model
+//!   TLB following the Arm rules, used by the tests here and by the page-table tests;
+//! - `compare` (tests and the `testing` feature): instruction counts of other designs (Linux,
+//!   one-per-leaf), for benchmarks (`tools/mm-bench`).
 //!
 //! # The planner
 //! A request ([`TlbRequest`]) names a virtual range `[start, end)`, the stride at which entries
@@ -63,8 +64,12 @@
 //! repeated get `TLBI; DSB ISH; TLBI` for each instruction, as Linux's
 //! `ARM64_WORKAROUND_REPEAT_TLBI`.
 
+// Test scaffolding, not part of the design: built for this crate's tests and, with the `testing`
+// feature, for the benchmarks and other crates' tests.
+#[cfg(any(test, feature = "testing"))]
 pub mod compare;
 pub mod issue;
+#[cfg(any(test, feature = "testing"))]
 pub mod model;
 pub mod op;
 pub mod operand;

@@ -9,11 +9,14 @@
 //! - [`map`]: [`VmMap`], the Linux system-call semantics (`mmap`, `munmap`, `mprotect`,
 //!   `madvise`, `brk`) with Linux's errno values, W^X, the code window and near
 //!   placement ([`abi::SYS_MMAP_NEAR`]);
-//! - [`bench`](mod@bench): a host micro-benchmark of near placement against a probing loop;
-//! - [`abi`]: the user-visible ABI of the two extensions;
+//! - `bench` (with the `testing` feature): a host micro-benchmark of near placement against a
+//!   probing loop;
+//! - [`abi`]: the user-visible ABI of the extensions (a re-export of the `ext-abi` crate, their
+//!   one definition, which user programs depend on directly);
 //! - [`limits`]: resource limits (`prlimit64`) and the thread limit, with Linux's rules;
 //! - [`fallible`]: the one way this module allocates, so running out of heap is `ENOMEM`.
-pub mod abi;
+pub use ext_abi as abi;
+#[cfg(any(test, feature = "testing"))]
 pub mod bench;
 mod errno;
 pub mod fallible;

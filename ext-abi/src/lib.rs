@@ -1,5 +1,9 @@
-//! The user-visible ABI of this kernel's two placement extensions, shared by the kernel (which
-//! implements them) and `userland/` (which uses them). Everything else is the Linux arm64 ABI.
+//! The user-visible ABI of this kernel's extensions to the Linux arm64 system-call ABI: the
+//! `MAP_CODE` flag, the code window, near placement and the memory-management counters. This
+//! crate is their one definition: the kernel (through `mm::vm::abi`, a re-export) implements them
+//! and user programs (`userland/`) call them, so the two cannot disagree. It has no dependencies
+//! and no code, only constants and `#[repr(C)]` structures, so a user program depends on it
+//! without building any of the kernel. Everything else is the Linux arm64 ABI.
 //!
 //! Design rules:
 //! - a program that does not use the extensions sees plain Linux behaviour;
@@ -8,6 +12,9 @@
 //!   extra system calls have numbers Linux answers with `-ENOSYS`, which is how a program tells
 //!   which kernel it runs on and falls back (for near placement: probing with
 //!   `MAP_FIXED_NOREPLACE`, as Node.js does).
+
+#![no_std]
+#![deny(missing_docs)]
 
 /// `mmap` flag: this mapping is meant for code (a JIT's staging area, like macOS' `MAP_JIT`), so it
 /// is placed in the code window even while it is not executable. Bit 25: free in Linux's flag space
@@ -105,3 +112,7 @@ pub struct MmStats {
     /// Free frames in the machine now.
     pub free_frames: u64,
 }
+
+// The layouts user programs rely on: `u64` fields only, no padding.
+const _: () = assert!(core::mem::size_of::<CodeWindowInfo>() == 5 * 8);
+const _: () = assert!(core::mem::size_of::<MmStats>() == 16 * 8);
