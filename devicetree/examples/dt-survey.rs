@@ -179,7 +179,7 @@ fn main() -> ExitCode {
     for (count, why) in missing.iter().take(10) {
         println!("  interrupt controller: {why} ({count})");
     }
-    let pct = |part: usize, whole: usize| if whole == 0 { 0 } else { part * 100 / whole };
+    let pct = |part: usize, whole: usize| (part * 100).checked_div(whole).unwrap_or(0);
     println!(
         "{named} of {n} trees name a console: {}% have its driver; interrupt controller {}%, CPUs startable {}% of all",
         pct(console, named),
