@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use devicetree::support::{cpu_start_problem, interrupt_controller, uart_config};
+use devicetree::support::{IntcFamily, cpu_start_problem, gicv3_layout, interrupt_controller, uart_config};
 use devicetree::{Fdt, Machine};
 
 fn dtbs(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -74,6 +74,20 @@ fn survey(blob: &[u8]) -> Tree {
         }
     };
     let intc = match interrupt_controller(&m.fdt) {
+        Ok((IntcFamily::GicV3, path, node)) => match gicv3_layout(&m.fdt, &path, &node) {
+            Ok(l) => {
+                t.intc = true;
+                let stride = l.stride.map_or(String::new(), |s| format!(", stride {s:#x}"));
+                format!(
+                    "intc {path} GICv3 supported ({} redistributor regions{stride})",
+                    l.redistributor_regions.len()
+                )
+            }
+            Err(why) => {
+                t.missing_intc = Some(why.clone());
+                format!("intc unsupported: {why}")
+            }
+        },
         Ok((family, path, _)) => {
             t.intc = true;
             format!("intc {path} {} supported", family.name())

@@ -320,3 +320,60 @@ pub fn cpu_start_problem(machine: &Machine<'_>, cpu: &CpuNode) -> Option<String>
         EnableMethod::Missing => Some(String::from("no enable-method")),
     }
 }
+
+/// Where a GICv3's register frames are (binding arm,gic-v3.yaml): the distributor, then
+/// `#redistributor-regions` redistributor regions (1 without the property), each a run of
+/// redistributors `stride` apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GicV3Layout {
+    /// Distributor (GICD): CPU physical address and size (0x1_0000 when the tree gives none).
+    pub distributor: (u64, u64),
+    /// Redistributor regions (GICR): CPU physical address and size each.
+    pub redistributor_regions: Vec<(u64, u64)>,
+    /// `redistributor-stride`, when the tree sets one (padding pages between redistributors);
+    /// otherwise each redistributor's own GICR_TYPER says (two 64 KiB frames, four with VLPIs).
+    pub stride: Option<u64>,
+}
+
+/// The most redistributor regions read (a GICv3 with more is not described by any tree known).
+pub const MAX_REDISTRIBUTOR_REGIONS: u32 = 64;
+
+/// Reads the GICv3 register layout of the node at `path`.
+///
+/// # Errors
+/// A message naming the node when a frame is missing or untranslatable, the region count is out
+/// of range, or the stride is not a non-zero multiple of 64 KiB.
+pub fn gicv3_layout(fdt: &Fdt<'_>, path: &str, node: &Node<'_>) -> Result<GicV3Layout, String> {
+    let regions = match node.property("#redistributor-regions") {
+        None => 1,
+        Some(p) => p.as_u32().ok_or_else(|| format!("{path}: #redistributor-regions is not one cell"))?,
+    };
+    if regions == 0 || regions > MAX_REDISTRIBUTOR_REGIONS {
+        return Err(format!(
+            "{path}: #redistributor-regions {regions} is not between 1 and {MAX_REDISTRIBUTOR_REGIONS}"
+        ));
+    }
+    let frame = |index: usize, what: &str| {
+        reg_translated(fdt, path, *node, index)
+            .map(|(pa, size)| (pa, if size == 0 { 0x1_0000 } else { size }))
+            .map_err(|e| format!("{what}: {e}"))
+    };
+    let distributor = frame(0, "GICv3 distributor")?;
+    let redistributor_regions = (1..=regions as usize)
+        .map(|i| frame(i, "GICv3 redistributor region"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stride = match node.property("redistributor-stride") {
+        None => None,
+        Some(p) => {
+            let stride =
+                p.as_u64().ok_or_else(|| format!("{path}: redistributor-stride is not one or two cells"))?;
+            if stride == 0 || !stride.is_multiple_of(0x1_0000) {
+                return Err(format!(
+                    "{path}: redistributor-stride {stride:#x} is not a non-zero multiple of 64 KiB"
+                ));
+            }
+            Some(stride)
+        }
+    };
+    Ok(GicV3Layout { distributor, redistributor_regions, stride })
+}
