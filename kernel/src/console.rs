@@ -57,7 +57,7 @@ impl UartDriver {
 
     /// The driver `devicetree::support::uart_config` chose for a node.
     pub fn from_config(config: &devicetree::support::UartConfig) -> Self {
-        Self { family: config.family, reg_shift: config.reg_shift, reg_io_width: config.reg_io_width }
+        Self { reg_shift: config.reg_shift, reg_io_width: config.reg_io_width, ..Self::plain(config.family) }
     }
 }
 
