@@ -35,6 +35,8 @@ pub enum UartFamily {
     Lpuart,
     /// Cadence UART (Xilinx Zynq and ZynqMP).
     Cadence,
+    /// Marvell Armada 3700 standard UART.
+    Mvebu,
     /// Qualcomm GENI serial engine as the debug UART.
     QcomGeni,
     /// Qualcomm UARTDM (msm_serial, version 1.3 and 1.4).
@@ -58,6 +60,7 @@ impl UartFamily {
             Self::Imx => "i.MX UART",
             Self::Lpuart => "LPUART",
             Self::Cadence => "Cadence UART",
+            Self::Mvebu => "Armada 3700 UART",
             Self::QcomGeni => "Qualcomm GENI debug UART",
             Self::QcomUartDm => "Qualcomm UARTDM",
             Self::Exynos => "Exynos UART",
@@ -77,6 +80,7 @@ impl UartFamily {
             Self::Imx => 0xb8,
             Self::Lpuart => 0x20,
             Self::Cadence => 0x48,
+            Self::Mvebu => 0x10,
             Self::QcomGeni => 0x800,
             Self::QcomUartDm => 0x74,
             Self::Exynos | Self::AppleS5l => 0x2c,
@@ -130,6 +134,8 @@ pub const UART_COMPATIBLES: &[(&str, UartFamily)] = &[
     ("cdns,uart-r1p12", UartFamily::Cadence),
     ("xlnx,xuartps", UartFamily::Cadence),
     ("cdns,uart-r1p8", UartFamily::Cadence),
+    // mvebu-uart.c (the standard UART; the "-ext" one has another layout)
+    ("marvell,armada-3700-uart", UartFamily::Mvebu),
     // qcom_geni_serial.c (only the debug UART has an earlycon)
     ("qcom,geni-debug-uart", UartFamily::QcomGeni),
     // msm_serial.c

@@ -59,6 +59,10 @@ fn the_whole_compatible_list_is_walked_most_specific_first() {
     assert_eq!(config(&blob).unwrap().family, UartFamily::Cadence);
     let blob = uart_tree(&["qcom,msm-uartdm-v1.4", "qcom,msm-uartdm"], with_reg);
     assert_eq!(config(&blob).unwrap().family, UartFamily::QcomUartDm);
+    let blob = uart_tree(&["marvell,armada-3700-uart"], with_reg);
+    assert_eq!(config(&blob).unwrap().family, UartFamily::Mvebu);
+    // The Armada 3700's extended UART has another layout: not taken.
+    assert!(config(&uart_tree(&["marvell,armada-3700-uart-ext"], with_reg)).is_err());
 }
 
 #[test]

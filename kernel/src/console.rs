@@ -17,8 +17,8 @@ use spin::Mutex;
 use crate::drivers::mini_uart::MiniUart;
 use crate::drivers::pl011::Pl011;
 use crate::drivers::uart::{
-    Serial, cadence::Cadence, imx::Imx, lpuart::Lpuart, meson::Meson, ns16550::Ns16550, qcom_geni::QcomGeni,
-    qcom_uartdm::QcomUartDm, samsung, samsung::Samsung,
+    Serial, cadence::Cadence, imx::Imx, lpuart::Lpuart, meson::Meson, mvebu::Mvebu, ns16550::Ns16550,
+    qcom_geni::QcomGeni, qcom_uartdm::QcomUartDm, samsung, samsung::Samsung,
 };
 pub use devicetree::support::UartFamily;
 
@@ -71,6 +71,7 @@ enum Uart {
     Imx(Imx),
     Lpuart(Lpuart),
     Cadence(Cadence),
+    Mvebu(Mvebu),
     QcomGeni(QcomGeni),
     QcomUartDm(QcomUartDm),
     Samsung(Samsung),
@@ -86,6 +87,7 @@ impl Uart {
             Uart::Imx(u) => u,
             Uart::Lpuart(u) => u,
             Uart::Cadence(u) => u,
+            Uart::Mvebu(u) => u,
             Uart::QcomGeni(u) => u,
             Uart::QcomUartDm(u) => u,
             Uart::Samsung(u) => u,
@@ -188,6 +190,8 @@ pub unsafe fn use_uart(driver: UartDriver, va: u64, kind: ConsoleKind) {
             }
             Uart::Cadence(u)
         }
+        // SAFETY: see above.
+        UartFamily::Mvebu => Uart::Mvebu(unsafe { Mvebu::new(va) }),
         // SAFETY: see above.
         UartFamily::QcomGeni => Uart::QcomGeni(unsafe { QcomGeni::new(va) }),
         // SAFETY: see above.

@@ -9,6 +9,7 @@ use uart_check::uart::cadence::Cadence;
 use uart_check::uart::imx::Imx;
 use uart_check::uart::lpuart::Lpuart;
 use uart_check::uart::meson::Meson;
+use uart_check::uart::mvebu::Mvebu;
 use uart_check::uart::ns16550::Ns16550;
 use uart_check::uart::qcom_geni::QcomGeni;
 use uart_check::uart::qcom_uartdm::QcomUartDm;
@@ -343,4 +344,12 @@ fn samsung_layouts_differ_in_their_fifo_status_bits() {
     m.w32(0x18, 1 << 5); // in Apple's TX count field, not its RX count
     assert_eq!(apple(&m).get_byte(), None);
     assert_eq!(exynos(&m).get_byte(), Some(0x41));
+}
+
+#[test]
+fn mvebu_waits_while_tx_fifo_full_and_reads_on_rx_ready() {
+    // SAFETY: the model block covers the Armada 3700 UART registers.
+    let make = |m: &Model| -> Box<dyn Serial> { Box::new(unsafe { Mvebu::new(m.base()) }) };
+    transmit_is_gated(make, 0x04, Gate { off: 0x0c, bit: 11, ready_when_set: false }, |_| {});
+    receive_is_gated(make, 0x00, Gate { off: 0x0c, bit: 4, ready_when_set: true }, |_| {});
 }
