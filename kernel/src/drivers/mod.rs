@@ -3,7 +3,7 @@
 //!
 //! - consoles: [`pl011`] (QEMU `virt`, Pi 5's `uart10`, any PrimeCell UART, and the SBSA generic
 //!   UART), [`mini_uart`] (the BCM2835 mini UART, the Pi 3 and 4 console), and [`uart`]: the
-//!   16550 family, Amlogic, i.MX, LPUART, Cadence (QEMU `xlnx-zcu102`), Qualcomm and
+//!   16550 family, Amlogic, i.MX, LPUART, Cadence (QEMU `xlnx-zcu102`), Armada 3700, Qualcomm and
 //!   Samsung/Apple layouts, host-tested against register models (tools/uart-check);
 //! - [`pl031`]: the real-time clock of QEMU virt (read once at boot, `wallclock`);
 //! - interrupt controllers behind one interface, [`intc`]: [`gic`] (GICv2, GICv3) and
