@@ -4,7 +4,9 @@
 //!   checked (`FDT_NOP` anywhere, blocks in any order, no panic on any input);
 //! - [`machine`]: what the kernel needs from it (RAM, reservations, console, CPUs and their enable
 //!   methods, PSCI, interrupt controller, initrd, command line), with messages naming anything
-//!   missing.
+//!   missing;
+//! - [`support`]: which of the kernel's drivers a tree needs (console UART, interrupt
+//!   controller) and whether its CPUs can be started: shared by the kernel and the host survey.
 //!
 //! Why a reader of our own rather than a crate: the `fdt` crate the kernel used (0.1.5) stops
 //! reading a node's children at the first `FDT_NOP` it meets where a node may start, so a tree in
@@ -21,6 +23,7 @@ mod error;
 pub mod fdt;
 pub mod machine;
 mod node;
+pub mod support;
 
 pub use fdt::{Error, FDT_MAGIC, Fdt, Node, Property, Region};
 pub use machine::{

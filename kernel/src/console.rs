@@ -2,7 +2,9 @@
 //!
 //! Before the device tree is read, the console is the board's fallback UART (if the build has one,
 //! see `board`), reached through the early map. Once the device tree names `/chosen/stdout-path`,
-//! the console moves to that UART, mapped in the final kernel map: a PL011 or a BCM2835 mini UART.
+//! the console moves to that UART, mapped in the final kernel map, with the driver the node's
+//! `compatible` list chooses (`devicetree::support::uart_config`): a PL011, a BCM2835 mini UART,
+//! or one of `drivers::uart`.
 //! A console the kernel has no driver for leaves the kernel silent but running (the boot report,
 //! kept in memory by no one, still records the choice in [`kind`]). Output is polled; a lock keeps
 //! lines whole. Input is polled too ([`receive`], from `crate::tty` on each tick). The fatal paths (panic, exception report) take the console even if its lock is
@@ -14,6 +16,11 @@ use spin::Mutex;
 
 use crate::drivers::mini_uart::MiniUart;
 use crate::drivers::pl011::Pl011;
+use crate::drivers::uart::{
+    Serial, cadence::Cadence, imx::Imx, lpuart::Lpuart, meson::Meson, mvebu::Mvebu, ns16550::Ns16550,
+    qcom_geni::QcomGeni, qcom_uartdm::QcomUartDm, samsung, samsung::Samsung,
+};
+pub use devicetree::support::UartFamily;
 
 /// What the console is, for the boot report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,67 +29,85 @@ pub enum ConsoleKind {
     None,
     /// The board's fallback UART through the early map.
     Fallback,
-    /// The PL011 named by the device tree.
-    Pl011 {
-        /// Its physical address.
-        pa: u64,
-    },
-    /// The BCM2835 mini UART named by the device tree.
-    MiniUart {
-        /// Its physical address.
+    /// The UART the device tree names, with the driver its `compatible` list chose.
+    Device {
+        /// Its driver.
+        family: UartFamily,
+        /// Its physical address (the node's first `reg`).
         pa: u64,
     },
 }
 
-/// Which driver a UART needs.
+/// Which driver a UART needs, and the register layout the 16550 driver needs with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UartDriver {
-    /// Arm PrimeCell PL011.
-    Pl011,
-    /// BCM2835 auxiliary mini UART.
-    MiniUart,
+pub struct UartDriver {
+    /// The register layout.
+    pub family: UartFamily,
+    /// 16550 only: register `n` at `n << reg_shift`.
+    pub reg_shift: u32,
+    /// 16550 only: access width in bytes.
+    pub reg_io_width: u32,
 }
 
 impl UartDriver {
-    /// The driver for a device-tree `compatible` string, if this kernel has one.
-    pub fn for_compatible(compatible: &str) -> Option<Self> {
-        match compatible {
-            "arm,pl011" | "arm,primecell" => Some(Self::Pl011),
-            "brcm,bcm2835-aux-uart" => Some(Self::MiniUart),
-            _ => None,
-        }
+    /// A driver with the default layout (32-bit registers; only the 16550 reads these).
+    pub const fn plain(family: UartFamily) -> Self {
+        Self { family, reg_shift: 0, reg_io_width: 4 }
+    }
+
+    /// The driver `devicetree::support::uart_config` chose for a node.
+    pub fn from_config(config: &devicetree::support::UartConfig) -> Self {
+        Self { reg_shift: config.reg_shift, reg_io_width: config.reg_io_width, ..Self::plain(config.family) }
     }
 }
 
 enum Uart {
     Pl011(Pl011),
+    /// A PL011 whose control registers are not there to program (SBSA generic UART).
+    Sbsa(Pl011),
     MiniUart(MiniUart),
+    Ns16550(Ns16550),
+    Meson(Meson),
+    Imx(Imx),
+    Lpuart(Lpuart),
+    Cadence(Cadence),
+    Mvebu(Mvebu),
+    QcomGeni(QcomGeni),
+    QcomUartDm(QcomUartDm),
+    Samsung(Samsung),
 }
 
 impl Uart {
-    fn put_byte(&self, byte: u8) {
+    fn serial(&self) -> &dyn Serial {
         match self {
-            Uart::Pl011(u) => u.put_byte(byte),
-            Uart::MiniUart(u) => u.put_byte(byte),
+            Uart::Pl011(u) | Uart::Sbsa(u) => u,
+            Uart::MiniUart(u) => u,
+            Uart::Ns16550(u) => u,
+            Uart::Meson(u) => u,
+            Uart::Imx(u) => u,
+            Uart::Lpuart(u) => u,
+            Uart::Cadence(u) => u,
+            Uart::Mvebu(u) => u,
+            Uart::QcomGeni(u) => u,
+            Uart::QcomUartDm(u) => u,
+            Uart::Samsung(u) => u,
         }
+    }
+
+    fn put_byte(&self, byte: u8) {
+        self.serial().put_byte(byte);
     }
 
     fn flush(&self) {
-        match self {
-            Uart::Pl011(u) => u.flush(),
-            Uart::MiniUart(u) => u.flush(),
-        }
+        self.serial().flush();
     }
 
     fn get_byte(&self) -> Option<u8> {
-        match self {
-            Uart::Pl011(u) => u.get_byte(),
-            Uart::MiniUart(u) => u.get_byte(),
-        }
+        self.serial().get_byte()
     }
 
     fn clear_receive_interrupt(&self) {
-        if let Uart::Pl011(u) = self {
+        if let Uart::Pl011(u) | Uart::Sbsa(u) = self {
             u.clear_receive_interrupt();
         }
     }
@@ -120,23 +145,61 @@ impl Write for Console {
 /// kernel's life (or until the console is switched again).
 pub unsafe fn use_uart(driver: UartDriver, va: u64, kind: ConsoleKind) {
     let enable = kind != ConsoleKind::Fallback;
-    let uart = match driver {
-        UartDriver::Pl011 => {
-            // SAFETY: forwarded from the caller.
+    // SAFETY (every arm): forwarded from the caller: `va` maps a register block of the kind
+    // `driver.family` names, with the layout `driver` gives.
+    let uart = match driver.family {
+        UartFamily::Pl011 => {
+            // SAFETY: see above.
             let u = unsafe { Pl011::new(va) };
             if enable {
                 u.enable_transmit();
             }
             Uart::Pl011(u)
         }
-        UartDriver::MiniUart => {
-            // SAFETY: forwarded from the caller.
+        // SAFETY: see above.
+        UartFamily::SbsaUart => Uart::Sbsa(unsafe { Pl011::new(va) }),
+        UartFamily::MiniUart => {
+            // SAFETY: see above.
             let u = unsafe { MiniUart::new(va) };
             if enable {
                 u.enable_transmit();
             }
             Uart::MiniUart(u)
         }
+        UartFamily::Ns16550 => {
+            // SAFETY: see above; `reg_shift` and `reg_io_width` were checked by `uart_config`.
+            Uart::Ns16550(unsafe { Ns16550::new(va, driver.reg_shift, driver.reg_io_width) })
+        }
+        UartFamily::Meson => {
+            // SAFETY: see above.
+            let u = unsafe { Meson::new(va) };
+            if enable {
+                u.enable();
+            }
+            Uart::Meson(u)
+        }
+        // SAFETY: see above.
+        UartFamily::Imx => Uart::Imx(unsafe { Imx::new(va) }),
+        // SAFETY: see above (`va` is past the i.MX identification words).
+        UartFamily::Lpuart => Uart::Lpuart(unsafe { Lpuart::new(va) }),
+        UartFamily::Cadence => {
+            // SAFETY: see above.
+            let u = unsafe { Cadence::new(va) };
+            if enable {
+                u.enable();
+            }
+            Uart::Cadence(u)
+        }
+        // SAFETY: see above.
+        UartFamily::Mvebu => Uart::Mvebu(unsafe { Mvebu::new(va) }),
+        // SAFETY: see above.
+        UartFamily::QcomGeni => Uart::QcomGeni(unsafe { QcomGeni::new(va) }),
+        // SAFETY: see above.
+        UartFamily::QcomUartDm => Uart::QcomUartDm(unsafe { QcomUartDm::new(va) }),
+        // SAFETY: see above.
+        UartFamily::Exynos => Uart::Samsung(unsafe { Samsung::new(va, samsung::Layout::Exynos) }),
+        // SAFETY: see above.
+        UartFamily::AppleS5l => Uart::Samsung(unsafe { Samsung::new(va, samsung::Layout::AppleS5l) }),
     };
     let mut console = CONSOLE.lock();
     console.uart = Some(uart);
@@ -195,11 +258,12 @@ pub fn receive(buf: &mut [u8]) -> usize {
     n
 }
 
-/// Makes the console UART interrupt when it receives (a PL011; the mini UART stays polled).
+/// Makes the console UART interrupt when it receives (a PL011 or SBSA UART; the others stay
+/// polled on the tick).
 /// Returns whether it will.
 pub fn enable_receive_interrupt() -> bool {
     match &CONSOLE.lock().uart {
-        Some(Uart::Pl011(u)) => {
+        Some(Uart::Pl011(u) | Uart::Sbsa(u)) => {
             u.enable_receive_interrupt();
             true
         }

@@ -7,8 +7,7 @@
 //! that x0 points at something the early map shows, and bounding the blob by that window.
 pub use devicetree::machine::interrupt_parent;
 pub use devicetree::{
-    CpuNode, EnableMethod, Fdt, Machine, PsciMethod, describe_interrupt_controller, find_compatible_path,
-    reg_translated,
+    CpuNode, EnableMethod, Fdt, Machine, Node, PsciMethod, find_compatible_path, reg_translated,
 };
 
 pub use devicetree::FDT_MAGIC;
@@ -74,4 +73,19 @@ pub unsafe fn open(va: u64, window: usize) -> Result<Fdt<'static>, FdtProblem> {
     // SAFETY: `size` bytes from `va` lie inside the mapped, immutable window.
     let bytes = unsafe { core::slice::from_raw_parts(va as *const u8, size as usize) };
     Fdt::new(bytes).map_err(FdtProblem::Rejected)
+}
+
+/// The driver and register layout of the console the tree names (its whole `compatible` list
+/// walked), or why there is none.
+///
+/// # Errors
+/// The tree's own problem with the console (no stdout-path, ...), or the reason no driver takes
+/// the node.
+pub fn console_uart(machine: &Machine<'_>) -> Result<devicetree::support::UartConfig, alloc::string::String> {
+    let console = machine.console.as_ref().map_err(alloc::string::String::clone)?;
+    let node = machine
+        .fdt
+        .find_node(&console.path)
+        .ok_or_else(|| alloc::format!("console node {} vanished", console.path))?;
+    devicetree::support::uart_config(&machine.fdt, &console.path, &node)
 }

@@ -184,15 +184,20 @@ extern "C" fn kernel_main(
     // `console::kind` and the device tree) names it. No stdout-path at all is bad input.
     // Without a driver, the build's fallback UART (when this board has it: not RAM here) keeps the
     // output; otherwise the kernel runs silently.
-    let console = match &machine.console {
-        Ok(c) => match console::UartDriver::for_compatible(&c.compatible) {
-            Some(driver) => Some((driver, c.pa, false)),
-            None if console::kind() == ConsoleKind::Fallback => {
-                board::FALLBACK_UART.map(|(driver, pa)| (driver, pa, true))
-            }
-            None => None,
-        },
-        Err(why) => boot_failure(format_args!("no usable console in the device tree: {why}")),
+    // The driver comes from the node's whole compatible list; a node no driver takes, or whose
+    // layout properties no driver can use, leaves the fallback UART (or silence), and the report
+    // says why.
+    let console = match (&machine.console, devicetree::console_uart(&machine)) {
+        (Err(why), _) => boot_failure(format_args!("no usable console in the device tree: {why}")),
+        (Ok(_), Ok(config)) => {
+            let va_offset = config.reg_offset;
+            let span = config.reg_offset + config.family.span(config.reg_shift, config.reg_io_width);
+            Some((console::UartDriver::from_config(&config), config.pa, va_offset, span, false))
+        }
+        (Ok(_), Err(_)) if console::kind() == ConsoleKind::Fallback => {
+            board::FALLBACK_UART.map(|(driver, pa)| (driver, pa, 0, 0x1000, true))
+        }
+        (Ok(_), Err(_)) => None,
     };
     let fdt_size = machine.fdt.total_size() as u64;
     let mut usable = machine.memory.clone();
@@ -227,22 +232,23 @@ extern "C" fn kernel_main(
         memory: &machine.memory,
         no_map: &no_map,
         fdt: (fdt_pa, fdt_size),
-        console_pa: console.map(|(_, pa, _)| pa),
+        console: console.map(|(_, pa, _, span, _)| (pa, span)),
     };
     let mapped = match kernel_map::build_and_switch(&inputs) {
         Ok(m) => m,
         Err(e) => boot_failure(format_args!("building the kernel map failed: {e:?}")),
     };
     match (console, mapped.console_va) {
-        (Some((driver, pa, fallback)), Some(va)) => {
-            let kind = match driver {
-                _ if fallback => ConsoleKind::Fallback,
-                console::UartDriver::Pl011 => ConsoleKind::Pl011 { pa },
-                console::UartDriver::MiniUart => ConsoleKind::MiniUart { pa },
+        (Some((driver, pa, va_offset, _, fallback)), Some(va)) => {
+            let kind = if fallback {
+                ConsoleKind::Fallback
+            } else {
+                ConsoleKind::Device { family: driver.family, pa }
             };
-            // SAFETY: the final map shows the console's register page as device memory at `va`,
-            // permanently, and `driver` matches the node's compatible.
-            unsafe { console::use_uart(driver, va, kind) };
+            // SAFETY: the final map shows the console's registers (every page the driver
+            // touches) as device memory at `va`, permanently, and `driver` is the one the
+            // node's compatible list and layout properties chose.
+            unsafe { console::use_uart(driver, va + va_offset, kind) };
         }
         // No driver for the device tree's console: silent from here on (the early map and its
         // fallback UART are gone).

@@ -51,19 +51,54 @@ pub fn print(b: &Booted) {
         heap.chunks,
         heap.ceiling >> 10
     );
-    match (console::kind(), &m.console) {
-        (ConsoleKind::Pl011 { pa }, Ok(c)) => kprintln!("  console: PL011 at {:#x} ({})", pa, c.path),
-        (ConsoleKind::MiniUart { pa }, Ok(c)) => {
-            kprintln!("  console: BCM2835 mini UART at {:#x} ({})", pa, c.path)
+    match (console::kind(), &m.console, crate::devicetree::console_uart(m)) {
+        (ConsoleKind::Device { family, pa }, Ok(c), config) => {
+            kprintln!("  console: {} at {:#x} ({})", family.name(), pa, c.path);
+            if let Ok(config) = config {
+                if config.reg_shift != 0 || config.reg_io_width != 4 {
+                    kprintln!(
+                        "  console registers: reg-shift {}, reg-io-width {}",
+                        config.reg_shift,
+                        config.reg_io_width
+                    );
+                }
+                for note in &config.notes {
+                    kprintln!("  console: {note}");
+                }
+            }
         }
-        (kind, Ok(c)) => kprintln!(
-            "  console: {} ({}) at {:#x} has no driver in this kernel; {}",
-            c.path,
-            c.compatible,
-            c.pa,
-            if kind == ConsoleKind::Fallback { "staying on the fallback UART" } else { "running silently" }
-        ),
-        (kind, Err(why)) => kprintln!("  console: {:?} ({})", kind, why),
+        (kind, Ok(c), config) => {
+            let after = if kind == ConsoleKind::Fallback {
+                "staying on the fallback UART"
+            } else {
+                "running silently"
+            };
+            match config {
+                Err(why)
+                    if m.fdt
+                        .find_node(&c.path)
+                        .and_then(|n| devicetree::support::uart_family(&n))
+                        .is_some() =>
+                {
+                    kprintln!(
+                        "  console: {} ({}) at {:#x} cannot be driven: {}; {}",
+                        c.path,
+                        c.compatible,
+                        c.pa,
+                        why,
+                        after
+                    )
+                }
+                _ => kprintln!(
+                    "  console: {} ({}) at {:#x} has no driver in this kernel; {}",
+                    c.path,
+                    c.compatible,
+                    c.pa,
+                    after
+                ),
+            }
+        }
+        (kind, Err(why), _) => kprintln!("  console: {:?} ({})", kind, why),
     }
     kprintln!("  board build: {} (fallback console)", crate::board::NAME);
     match (crate::arch::psci::conduit(), crate::arch::psci::version()) {

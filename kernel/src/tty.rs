@@ -44,7 +44,7 @@ pub fn enable_interrupts(machine: &crate::devicetree::Machine) -> &'static str {
     // `interrupt-parent` is inherited: the node's own, else the nearest ancestor's.
     let parent = crate::devicetree::interrupt_parent(&machine.fdt, &console.path);
     // A GIC's three cells: type (0 = SPI), number, flags.
-    let gic_parent = parent.is_some_and(|p| p.is_compatible(&crate::drivers::gic::COMPATIBLE));
+    let gic_parent = parent.is_some_and(|p| crate::drivers::gic::is_gic(&p));
     let cells = node.property("interrupts").map(|p| p.value).filter(|v| v.len() >= 12);
     let (Some(cells), true) = (cells, gic_parent) else {
         return "polled on the tick (no GIC interrupt for the console)";

@@ -40,16 +40,20 @@ use crate::console::UartDriver;
 
 /// The fallback console's driver and physical address, if this build has one.
 #[cfg(feature = "board-qemu-virt")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> = Some((UartDriver::Pl011, 0x0900_0000));
+pub const FALLBACK_UART: Option<(UartDriver, u64)> =
+    Some((UartDriver::plain(crate::console::UartFamily::Pl011), 0x0900_0000));
 /// The fallback console's driver and physical address, if this build has one.
 #[cfg(feature = "board-raspi3")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> = Some((UartDriver::MiniUart, 0x3f21_5040));
+pub const FALLBACK_UART: Option<(UartDriver, u64)> =
+    Some((UartDriver::plain(crate::console::UartFamily::MiniUart), 0x3f21_5040));
 /// The fallback console's driver and physical address, if this build has one.
 #[cfg(feature = "board-raspi4")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> = Some((UartDriver::MiniUart, 0xfe21_5040));
+pub const FALLBACK_UART: Option<(UartDriver, u64)> =
+    Some((UartDriver::plain(crate::console::UartFamily::MiniUart), 0xfe21_5040));
 /// The fallback console's driver and physical address, if this build has one.
 #[cfg(feature = "board-raspi5")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> = Some((UartDriver::Pl011, 0x10_7d00_1000));
+pub const FALLBACK_UART: Option<(UartDriver, u64)> =
+    Some((UartDriver::plain(crate::console::UartFamily::Pl011), 0x10_7d00_1000));
 /// The fallback console's driver and physical address, if this build has one.
 #[cfg(not(any(
     feature = "board-qemu-virt",

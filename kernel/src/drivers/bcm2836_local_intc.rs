@@ -18,12 +18,9 @@
 //! The core number is MPIDR.Aff0 (0..3 on a Pi 3).
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::devicetree::Fdt;
+use crate::devicetree::{Fdt, Node};
 
 use crate::memory::kernel_map;
-
-/// The device-tree compatible strings of this controller.
-pub const COMPATIBLE: [&str; 1] = ["brcm,bcm2836-l1-intc"];
 
 /// INTID reported for the virtual timer (the GIC's PPI 27, so `irq` needs no special case).
 const TIMER_INTID: u32 = 27;
@@ -62,14 +59,12 @@ pub fn base() -> Option<u64> {
     }
 }
 
-/// Finds the controller in the device tree and maps it.
+/// Maps the controller at `path` (found by `devicetree::support::interrupt_controller`).
 ///
 /// # Errors
 /// A message if it is absent or cannot be mapped.
-pub fn init(fdt: &Fdt<'_>) -> Result<u64, alloc::string::String> {
-    let (path, node) = crate::devicetree::find_compatible_path(fdt, &COMPATIBLE)
-        .ok_or("no brcm,bcm2836-l1-intc node in the device tree")?;
-    let (pa, size) = crate::devicetree::reg_translated(fdt, &path, node, 0)?;
+pub fn init(fdt: &Fdt<'_>, path: &str, node: Node<'_>) -> Result<u64, alloc::string::String> {
+    let (pa, size) = crate::devicetree::reg_translated(fdt, path, node, 0)?;
     let va = kernel_map::map_device(pa, size.max(0x100))
         .map_err(|e| alloc::format!("mapping the BCM2836 local controller failed: {e:?}"))?;
     BASE.store(va, Ordering::Release);

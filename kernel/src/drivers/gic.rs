@@ -1,14 +1,18 @@
 //! The Arm Generic Interrupt Controller, versions 2 and 3, found in the device tree.
 //!
 //! Only what the kernel needs: per-CPU private interrupts (the timer's PPI) and software-generated
-//! interrupts (IPIs), all group 1 non-secure, one priority. GICv2 is driven through its memory-
-//! mapped CPU interface; GICv3 through the ICC system registers and a redistributor per CPU
-//! (found by matching GICR_TYPER's affinity with the CPU's MPIDR). Register blocks are reached
-//! through pointers to device memory mapped by `kernel_map::map_device`.
+//! interrupts (IPIs), all group 1 non-secure, one priority. GICv2 (and Qualcomm's QGIC2, the same
+//! design) is driven through its memory-mapped CPU interface; GICv3 through the ICC system
+//! registers and a redistributor per CPU, found by matching GICR_TYPER's affinity with the CPU's
+//! MPIDR across every redistributor region the tree lists (`#redistributor-regions`), stepping
+//! by `redistributor-stride` when the tree sets one, else by what each GICR_TYPER says (two 64 KiB
+//! frames, four with VLPIs), as Linux's irq-gic-v3.c `gic_iterate_rdists` does. Register blocks
+//! are reached through pointers to device memory mapped by `kernel_map::map_device`.
 use core::arch::asm;
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use crate::devicetree::Fdt;
+use crate::devicetree::{Fdt, Node};
+use devicetree::support::IntcFamily;
 
 use crate::memory::kernel_map;
 
@@ -22,13 +26,9 @@ pub enum Gic {
         /// CPU interface (GICC) virtual address.
         gicc: u64,
     },
-    /// GICv3: the redistributor region (the distributor is only touched by `init`).
-    V3 {
-        /// Redistributor region virtual address.
-        gicr: u64,
-        /// Size of the redistributor region.
-        gicr_size: u64,
-    },
+    /// GICv3: the distributor is only touched by `init`; the redistributor regions are kept in
+    /// this module.
+    V3,
 }
 
 impl Gic {
@@ -36,15 +36,23 @@ impl Gic {
     pub fn name(&self) -> &'static str {
         match self {
             Gic::V2 { .. } => "GICv2",
-            Gic::V3 { .. } => "GICv3",
+            Gic::V3 => "GICv3",
         }
     }
 }
 
+/// The most GICv3 redistributor regions mapped (trees have 1 to 4).
+pub const MAX_REGIONS: usize = 8;
+
 static KIND: AtomicU8 = AtomicU8::new(0);
 static GICD: AtomicU64 = AtomicU64::new(0);
-static GICC_OR_GICR: AtomicU64 = AtomicU64::new(0);
-static GICR_SIZE: AtomicU64 = AtomicU64::new(0);
+static GICC: AtomicU64 = AtomicU64::new(0);
+/// GICv3 redistributor regions: mapped virtual address and size each.
+static REGIONS: [(AtomicU64, AtomicU64); MAX_REGIONS] =
+    [const { (AtomicU64::new(0), AtomicU64::new(0)) }; MAX_REGIONS];
+static REGION_COUNT: AtomicU64 = AtomicU64::new(0);
+/// `redistributor-stride` from the tree (0: each GICR_TYPER says).
+static STRIDE: AtomicU64 = AtomicU64::new(0);
 
 fn reg32(base: u64, offset: u64) -> *mut u32 {
     (base + offset) as *mut u32
@@ -69,11 +77,8 @@ fn read64(base: u64, offset: u64) -> u64 {
 /// The GIC in use, if `init` found one.
 pub fn active() -> Option<Gic> {
     match KIND.load(Ordering::Acquire) {
-        2 => Some(Gic::V2 { gicd: GICD.load(Ordering::Relaxed), gicc: GICC_OR_GICR.load(Ordering::Relaxed) }),
-        3 => Some(Gic::V3 {
-            gicr: GICC_OR_GICR.load(Ordering::Relaxed),
-            gicr_size: GICR_SIZE.load(Ordering::Relaxed),
-        }),
+        2 => Some(Gic::V2 { gicd: GICD.load(Ordering::Relaxed), gicc: GICC.load(Ordering::Relaxed) }),
+        3 => Some(Gic::V3),
         _ => None,
     }
 }
@@ -85,34 +90,58 @@ pub fn current() -> Option<super::intc::InterruptController> {
     super::intc::current()
 }
 
-/// The GICv2 and GICv3 `compatible` strings this driver knows.
-pub const COMPATIBLE: [&str; 5] =
-    ["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a9-gic", "arm,cortex-a7-gic", "arm,gic-v3"];
+/// Whether `node` is a GIC this driver takes (v2, QGIC2 or v3).
+pub fn is_gic(node: &crate::devicetree::Node<'_>) -> bool {
+    node.is_compatible(IntcFamily::GicV2.compatibles()) || node.is_compatible(IntcFamily::GicV3.compatibles())
+}
 
-/// Finds the GIC in the device tree, maps it and initialises the distributor.
+fn map(what: &str, (pa, size): (u64, u64)) -> Result<u64, alloc::string::String> {
+    kernel_map::map_device(pa, if size == 0 { 0x1_0000 } else { size })
+        .map_err(|e| alloc::format!("mapping the {what} at {pa:#x} failed: {e:?}"))
+}
+
+/// Maps and initialises the GIC at `path` (found by `devicetree::support::interrupt_controller`
+/// as `family`): the distributor, and on GICv3 the redistributor regions.
 ///
 /// # Errors
-/// A message naming what is missing or unsupported (the kernel then runs without interrupts).
-pub fn init(fdt: &Fdt<'_>) -> Result<Gic, alloc::string::String> {
-    let v2 = &COMPATIBLE[..4];
-    let node = crate::devicetree::find_compatible_path(fdt, v2)
-        .map(|n| (2, n))
-        .or_else(|| crate::devicetree::find_compatible_path(fdt, &["arm,gic-v3"]).map(|n| (3, n)));
-    let Some((version, (path, node))) = node else {
-        return Err("no GICv2 or GICv3 node in the device tree".into());
+/// A message naming what is missing, malformed or unmappable (the kernel then runs without
+/// interrupts).
+pub fn init(
+    fdt: &Fdt<'_>,
+    family: IntcFamily,
+    path: &str,
+    node: Node<'_>,
+) -> Result<Gic, alloc::string::String> {
+    let version = match family {
+        IntcFamily::GicV2 => 2,
+        IntcFamily::GicV3 => 3,
+        IntcFamily::Bcm2836 => return Err("not a GIC".into()),
     };
-    // Bus addresses translated through the parents' `ranges` (a Pi 4's GIC-400 sits under /soc).
-    let d = crate::devicetree::reg_translated(fdt, &path, node, 0)?;
-    let c = crate::devicetree::reg_translated(fdt, &path, node, 1)?;
-    let map = |(pa, size): (u64, u64)| {
-        kernel_map::map_device(pa, if size == 0 { 0x1_0000 } else { size })
-            .map_err(|e| alloc::format!("mapping the GIC failed: {e:?}"))
+    let gicd = if version == 2 {
+        // Bus addresses translated through the parents' `ranges` (a Pi 4's GIC-400 sits under /soc).
+        let d = crate::devicetree::reg_translated(fdt, path, node, 0)?;
+        let c = crate::devicetree::reg_translated(fdt, path, node, 1)?;
+        let gicd = map("GIC distributor", d)?;
+        GICC.store(map("GIC CPU interface", c)?, Ordering::Relaxed);
+        gicd
+    } else {
+        let layout = devicetree::support::gicv3_layout(fdt, path, &node)?;
+        if layout.redistributor_regions.len() > MAX_REGIONS {
+            return Err(alloc::format!(
+                "{path}: {} redistributor regions, more than the {MAX_REGIONS} this driver maps",
+                layout.redistributor_regions.len()
+            ));
+        }
+        let gicd = map("GICv3 distributor", layout.distributor)?;
+        for (slot, &(pa, size)) in REGIONS.iter().zip(&layout.redistributor_regions) {
+            slot.0.store(map("GICv3 redistributor region", (pa, size))?, Ordering::Relaxed);
+            slot.1.store(size, Ordering::Relaxed);
+        }
+        REGION_COUNT.store(layout.redistributor_regions.len() as u64, Ordering::Relaxed);
+        STRIDE.store(layout.stride.unwrap_or(0), Ordering::Relaxed);
+        gicd
     };
-    let gicd = map(d)?;
-    let second = map(c)?;
     GICD.store(gicd, Ordering::Relaxed);
-    GICC_OR_GICR.store(second, Ordering::Relaxed);
-    GICR_SIZE.store(c.1, Ordering::Relaxed);
     // Distributor: off, every shared interrupt disabled, then on. (Only PPIs and SGIs are used.)
     let lines = 32 * ((read32(gicd, 0x004) & 0x1f) + 1);
     write32(gicd, 0x000, 0);
@@ -129,7 +158,7 @@ pub fn init(fdt: &Fdt<'_>) -> Result<Gic, alloc::string::String> {
         }
     }
     KIND.store(version, Ordering::Release);
-    Ok(active().expect("just set"))
+    active().ok_or_else(|| "GIC state lost".into())
 }
 
 /// Initialises this CPU's interface (and, on GICv3, its redistributor). Call on every CPU.
@@ -146,8 +175,8 @@ pub fn init_cpu() -> Result<(), alloc::string::String> {
             write32(gicc, 0x000, 1); // CTLR: enable
             Ok(())
         }
-        Some(Gic::V3 { gicr, gicr_size, .. }) => {
-            let rd = redistributor(gicr, gicr_size).ok_or("no redistributor for this CPU")?;
+        Some(Gic::V3) => {
+            let rd = redistributor().ok_or("no redistributor for this CPU in any region")?;
             // Wake it: clear ProcessorSleep, wait for ChildrenAsleep to clear.
             let waker = read32(rd, 0x014) & !(1 << 1);
             write32(rd, 0x014, waker);
@@ -175,21 +204,32 @@ pub fn init_cpu() -> Result<(), alloc::string::String> {
     }
 }
 
-/// This CPU's redistributor (RD_base), by affinity.
-fn redistributor(gicr: u64, size: u64) -> Option<u64> {
+/// This CPU's redistributor (RD_base), by affinity, searched through every region.
+fn redistributor() -> Option<u64> {
     use aarch64_cpu::registers::{MPIDR_EL1, Readable};
     let mpidr = MPIDR_EL1.get();
     let affinity = ((mpidr >> 32) & 0xff) << 24 | (mpidr & 0xff_ffff);
-    let mut rd = gicr;
-    while rd < gicr + size.max(0x2_0000) {
-        let typer = read64(rd, 0x008);
-        if typer >> 32 == affinity {
-            return Some(rd);
+    let stride = STRIDE.load(Ordering::Relaxed);
+    let count = REGION_COUNT.load(Ordering::Relaxed) as usize;
+    for (base, size) in REGIONS.iter().take(count) {
+        let (base, size) = (base.load(Ordering::Relaxed), size.load(Ordering::Relaxed));
+        let mut rd = base;
+        // Each redistributor needs at least its RD and SGI frames inside the region.
+        while rd + 0x2_0000 <= base + size.max(0x2_0000) {
+            let typer = read64(rd, 0x008);
+            if typer >> 32 == affinity {
+                return Some(rd);
+            }
+            if typer & (1 << 4) != 0 {
+                break; // Last in this region
+            }
+            // GICR_TYPER.VLPIS (bit 1): two more frames for virtual LPIs.
+            rd += match stride {
+                0 if typer & (1 << 1) != 0 => 0x4_0000,
+                0 => 0x2_0000,
+                s => s,
+            };
         }
-        if typer & (1 << 4) != 0 {
-            break; // Last
-        }
-        rd += 0x2_0000;
     }
     None
 }
@@ -198,8 +238,8 @@ fn redistributor(gicr: u64, size: u64) -> Option<u64> {
 pub fn enable_private(intid: u32) {
     match active() {
         Some(Gic::V2 { gicd, .. }) => write32(gicd, 0x100, 1 << intid), // ISENABLER0 (banked)
-        Some(Gic::V3 { gicr, gicr_size, .. }) => {
-            if let Some(rd) = redistributor(gicr, gicr_size) {
+        Some(Gic::V3) => {
+            if let Some(rd) = redistributor() {
                 write32(rd + 0x1_0000, 0x100, 1 << intid);
             }
         }
@@ -229,7 +269,7 @@ pub fn enable_shared(intid: u32) -> bool {
     write32(gicd, cfg, read32(gicd, cfg) & !(2 << ((intid % 16) * 2)));
     match gic {
         Gic::V2 { .. } => set_byte(0x800, 1 << v2_interface_number()), // ITARGETSR: this CPU
-        Gic::V3 { .. } => {
+        Gic::V3 => {
             use aarch64_cpu::registers::{MPIDR_EL1, Readable};
             let mpidr = MPIDR_EL1.get();
             write32(gicd, 0x080 + word, read32(gicd, 0x080 + word) | (1 << bit)); // IGROUPR: group 1
@@ -251,7 +291,7 @@ pub fn acknowledge() -> (u32, u64) {
             let iar = read32(gicc, 0x00c);
             (iar & 0x3ff, u64::from(iar))
         }
-        Some(Gic::V3 { .. }) => {
+        Some(Gic::V3) => {
             let iar: u64;
             // SAFETY: reading ICC_IAR1_EL1 acknowledges the interrupt; no memory is touched.
             unsafe { asm!("mrs {}, icc_iar1_el1", out(reg) iar, options(nomem, nostack)) };
@@ -265,7 +305,7 @@ pub fn acknowledge() -> (u32, u64) {
 pub fn end_of_interrupt(token: u64) {
     match active() {
         Some(Gic::V2 { gicc, .. }) => write32(gicc, 0x010, token as u32),
-        Some(Gic::V3 { .. }) => {
+        Some(Gic::V3) => {
             // SAFETY: writing ICC_EOIR1_EL1 ends the interrupt; no memory is touched.
             unsafe { asm!("msr icc_eoir1_el1, {}", "isb", in(reg) token, options(nostack)) };
         }
@@ -281,7 +321,7 @@ pub fn send_sgi(intid: u32, mpidr: u64, v2_target: u8) {
             aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
             write32(gicd, 0xf00, (1 << (16 + u32::from(v2_target))) | intid);
         }
-        Some(Gic::V3 { .. }) => {
+        Some(Gic::V3) => {
             let aff0 = mpidr & 0xf;
             let value = ((mpidr >> 32) & 0xff) << 48
                 | ((mpidr >> 16) & 0xff) << 32

@@ -5,13 +5,15 @@
 //!
 //! | variant | found by `compatible` | boards |
 //! | --- | --- | --- |
-//! | GICv2 | `arm,cortex-a15-gic`, `arm,gic-400`, ... | QEMU `virt`, Pi 4, Pi 5 |
-//! | GICv3 | `arm,gic-v3` | QEMU `virt,gic-version=3`, most newer boards |
+//! | GICv2 | `arm,cortex-a15-gic`, `arm,gic-400`, `qcom,msm-qgic2`, ... | QEMU `virt`, `xlnx-zcu102`, Pi 4, Pi 5, older Snapdragons |
+//! | GICv3 | `arm,gic-v3` (redistributor regions and stride from the tree) | QEMU `virt,gic-version=3`, most newer boards |
 //! | BCM2836 | `brcm,bcm2836-l1-intc` | Pi 2, Pi 3 (QEMU `raspi3b`) |
 //!
-//! Anything else (Apple's AIC, for example) is reported by name and the kernel runs without
+//! The compatible strings and the order of preference are `devicetree::support`'s, shared with
+//! the host survey. Anything else (Apple's AIC, for example) is reported by name and the kernel runs without
 //! interrupts: one CPU taking work, polling console, no preemption.
 use crate::devicetree::Fdt;
+use devicetree::support::IntcFamily;
 
 use super::{bcm2836_local_intc as bcm, gic};
 
@@ -44,17 +46,14 @@ pub fn current() -> Option<InterruptController> {
 /// # Errors
 /// A message naming what is missing or unsupported (by compatible), for the boot report.
 pub fn init(fdt: &Fdt<'_>) -> Result<InterruptController, alloc::string::String> {
-    if crate::devicetree::find_compatible_path(fdt, &gic::COMPATIBLE).is_some() {
-        return gic::init(fdt).map(InterruptController::Gic);
+    // The same choice the host survey counts (devicetree::support, examples/dt-survey.rs).
+    let (family, path, node) = devicetree::support::interrupt_controller(fdt)?;
+    match family {
+        IntcFamily::GicV2 | IntcFamily::GicV3 => {
+            gic::init(fdt, family, &path, node).map(InterruptController::Gic)
+        }
+        IntcFamily::Bcm2836 => bcm::init(fdt, &path, node).map(|_| InterruptController::Bcm2836),
     }
-    if crate::devicetree::find_compatible_path(fdt, &bcm::COMPATIBLE).is_some() {
-        return bcm::init(fdt).map(|_| InterruptController::Bcm2836);
-    }
-    // Name what the tree has instead (the controller the timer would need, if it says).
-    Err(match crate::devicetree::describe_interrupt_controller(fdt) {
-        Some(what) => alloc::format!("unsupported interrupt controller {what}"),
-        None => alloc::string::String::from("no interrupt controller in the device tree"),
-    })
 }
 
 /// Prepares this CPU's side of the controller. Call on every CPU after `init`.

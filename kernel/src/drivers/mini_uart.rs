@@ -129,3 +129,17 @@ impl MiniUart {
         }
     }
 }
+
+impl super::uart::Serial for MiniUart {
+    fn put_byte(&self, byte: u8) {
+        MiniUart::put_byte(self, byte);
+    }
+
+    fn get_byte(&self) -> Option<u8> {
+        MiniUart::get_byte(self)
+    }
+
+    fn flush(&self) {
+        MiniUart::flush(self);
+    }
+}

@@ -104,3 +104,17 @@ impl Pl011 {
         }
     }
 }
+
+impl super::uart::Serial for Pl011 {
+    fn put_byte(&self, byte: u8) {
+        Pl011::put_byte(self, byte);
+    }
+
+    fn get_byte(&self) -> Option<u8> {
+        Pl011::get_byte(self)
+    }
+
+    fn flush(&self) {
+        Pl011::flush(self);
+    }
+}

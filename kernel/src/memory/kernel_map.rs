@@ -174,8 +174,8 @@ pub struct MapInputs<'a> {
     pub no_map: &'a [(u64, u64)],
     /// The device tree blob: physical address and size.
     pub fdt: (u64, u64),
-    /// The console's registers, if any.
-    pub console_pa: Option<u64>,
+    /// The console's registers, if any: physical address and the bytes its driver touches.
+    pub console: Option<(u64, u64)>,
 }
 
 /// Where the final map put things.
@@ -244,12 +244,14 @@ pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
     map(&mut pt, window_va, fdt_page, fdt_end - fdt_page, ro)?;
 
     let mut console_va = None;
-    if let Some(pa) = inputs.console_pa {
+    if let Some((pa, len)) = inputs.console {
         let mut next = NEXT_DEVICE_VA.lock();
         let page = pa & !(PAGE_SIZE - 1);
-        map(&mut pt, *next, page, PAGE_SIZE, Attributes::device())?;
+        // Every page the driver's registers reach (a GENI engine's TX FIFO is 0x700 in).
+        let pages_len = (pa + len.max(1)).next_multiple_of(PAGE_SIZE) - page;
+        map(&mut pt, *next, page, pages_len, Attributes::device())?;
         console_va = Some(*next + (pa - page));
-        *next += PAGE_SIZE;
+        *next += pages_len;
     }
 
     let empty_pa = (&raw const EMPTY_TABLE) as u64 - image_offset;
