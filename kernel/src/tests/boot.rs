@@ -3,7 +3,7 @@ use aarch64_cpu::registers::{CurrentEL, Readable, SCTLR_EL1, TCR_EL1, VBAR_EL1};
 
 use crate::arch::exception::probe_read;
 use crate::boot::early_map::KIMAGE_VADDR;
-use crate::boot::head::IMAGE_FLAGS;
+use crate::boot::head::{IMAGE_FLAGS, MZ_NOP};
 use crate::memory::layout;
 use crate::{booted, ensure, ensure_eq, kernel_test};
 
@@ -75,7 +75,43 @@ kernel_test!(
         ensure_eq!(word(2), layout::image().end - layout::image().start); // image_size
         ensure_eq!(word(3), IMAGE_FLAGS);
         ensure_eq!(word(7) & 0xffff_ffff, 0x644d_5241); // "ARM\x64"
-        ensure_eq!(word(0) as u32 >> 26, 0b000101); // code0 is a B instruction
+        ensure_eq!(word(0) as u32, MZ_NOP); // code0: "MZ", a harmless ccmp
+        ensure_eq!((word(0) >> 32) as u32 >> 26, 0b000101); // code1 is a B instruction
+        // res5: the PE header's offset, inside the first page, where "PE\0\0" and the arm64
+        // machine type are.
+        let pe = (word(7) >> 32) as usize;
+        ensure!(pe >= 64 && pe.is_multiple_of(8) && pe < 4096, "PE header offset {pe:#x}");
+        ensure_eq!(word(pe / 8) & 0xffff_ffff_ffff, 0xaa64_0000_4550);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn uefi_memory_map_replaced_the_device_tree_memory() {
+        let b = booted();
+        let Some(h) = &b.uefi else {
+            // A raw-Image boot: the handover record is the linked one.
+            ensure!(crate::firmware::efi_stub::handoff().is_none());
+            return Ok(());
+        };
+        // RAM is the map's usable memory and the ACPI tables, nothing the firmware keeps.
+        ensure!(h.memory.descriptors > 0);
+        ensure!(h.memory.usable.total() > 0);
+        let mut expected = h.memory.usable.clone();
+        for &(s, e) in h.memory.acpi.ranges() {
+            ensure!(expected.add(s, e).is_ok());
+        }
+        ensure_eq!(b.machine.memory.ranges(), expected.ranges());
+        for r in b.usable.ranges() {
+            ensure!(
+                h.memory.usable.ranges().iter().any(|u| u.0 <= r.0 && r.1 <= u.1),
+                "usable {r:x?} not in the map's usable memory"
+            );
+        }
+        // The Image runs where the stub put it: 2 MiB aligned, inside the map's usable memory.
+        ensure!(b.boot.load_pa.is_multiple_of(2 << 20));
+        ensure!(h.memory.usable.contains(b.boot.load_pa));
+        ensure_eq!(b.boot.fdt_pa, h.fdt);
         Ok(())
     }
 );
