@@ -5,6 +5,8 @@
 //! stack. The stub does what Linux's arm64 EFI stub does (drivers/firmware/efi/libstub/ and
 //! arch/arm64/kernel/efi-entry.S), and no more:
 //! 1. finds the device tree (DEVICE_TREE_GUID) and the ACPI 2.0 RSDP in the configuration table;
+//!    without a device tree, reads the ACPI tables and writes one describing them
+//!    (`firmware::acpi`, `firmware::acpi_dt`);
 //! 2. moves the Image to a 2 MiB boundary if the firmware put it elsewhere (the arm64 boot
 //!    protocol, and `boot::early_map`, want one);
 //! 3. reads the memory map, calls ExitBootServices with its key (reading the map again and
@@ -205,16 +207,21 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
             rsdp = entry.vendor_table as u64;
         }
     }
-    console.say(b"EFI stub: device tree ");
+    console.say(b"EFI stub: running at ");
+    console.hex((&raw const __image_start) as u64);
+    console.say(b"; device tree ");
     console.hex(fdt);
     console.say(b", ACPI RSDP ");
     console.hex(rsdp);
     console.say(b"\n");
-    let fdt_bytes = fdt_size(fdt);
-    if fdt != 0 && fdt_bytes == 0 {
+    if fdt != 0 && fdt_size(fdt) == 0 {
         console.say(b"EFI stub: the configuration table's device tree has no FDT header; ignored\n");
         fdt = 0;
     }
+    if fdt == 0 && rsdp != 0 {
+        fdt = device_tree_from_acpi(bs, rsdp, &console);
+    }
+    let fdt_bytes = fdt_size(fdt);
 
     // 2. A 2 MiB-aligned Image.
     let base = (&raw const __image_start) as u64;
@@ -260,6 +267,61 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
     // SAFETY: boot services are gone, the Image is complete at `target` (2 MiB aligned), and
     // `efi_enter_kernel` makes memory coherent for the MMU-off entry before branching to it.
     unsafe { efi_enter_kernel(target, fdt, image_bytes, fdt_bytes) }
+}
+
+/// Physical memory through the firmware's identity map (UEFI 2.10 §2.3.6: AArch64 firmware runs
+/// with a 1:1 mapping of all memory it describes).
+struct IdentityMap;
+
+impl firmware::acpi::PhysMem for IdentityMap {
+    fn read(&self, pa: u64, len: usize) -> Option<&[u8]> {
+        if pa == 0 || pa.checked_add(len as u64)? > 1 << 48 {
+            return None;
+        }
+        // SAFETY: the address comes from the firmware's ACPI tables (the RSDP from its
+        // configuration table, the rest from checksummed tables), which lie in memory the
+        // identity map covers; nothing writes them while the stub runs.
+        Some(unsafe { core::slice::from_raw_parts(pa as *const u8, len) })
+    }
+}
+
+/// Pages for the device tree made from ACPI.
+const ACPI_DT_PAGES: usize = 4;
+
+/// Reads the ACPI tables and writes a device tree describing them (`firmware::acpi_dt`) into
+/// pages allocated for it; returns its address, or 0 (said on the console) when the tables are
+/// unusable.
+fn device_tree_from_acpi(bs: &BootServices, rsdp: u64, console: &Console) -> u64 {
+    let platform = match firmware::acpi::Platform::read(&IdentityMap, rsdp) {
+        Ok(p) => p,
+        Err(_) => {
+            console.say(b"EFI stub: the ACPI tables are malformed (a bad checksum, length or entry); no device tree\n");
+            return 0;
+        }
+    };
+    let mut at = 0u64;
+    // SAFETY: a boot service with an out-pointer to a local.
+    let status =
+        unsafe { (bs.allocate_pages)(ALLOCATE_ANY_PAGES, memory_type::LOADER_DATA, ACPI_DT_PAGES, &mut at) };
+    if status != SUCCESS {
+        console.say(b"EFI stub: cannot allocate memory for the device tree made from ACPI\n");
+        return 0;
+    }
+    // SAFETY: the pages were just allocated for this and nothing else uses them.
+    let buf = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, ACPI_DT_PAGES * 4096) };
+    match firmware::acpi_dt::build(&platform, b"", buf) {
+        Some(_) => {
+            console
+                .say(b"EFI stub: no device tree; made one from the ACPI tables (MADT, GTDT, SPCR, FADT) at ");
+            console.hex(at);
+            console.say(b"\n");
+            at
+        }
+        None => {
+            console.say(b"EFI stub: the device tree made from ACPI does not fit\n");
+            0
+        }
+    }
 }
 
 /// The device tree's `totalsize` (big-endian, at offset 4) if `fdt` starts with the FDT magic;

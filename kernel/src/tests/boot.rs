@@ -149,3 +149,40 @@ fn kernel_main_address() -> u64 {
     }
     kernel_main as *const () as u64
 }
+
+/// The ACPI tables through the kernel's linear map (ACPI reclaim memory is RAM the map covers).
+struct LinearMap;
+
+impl ::firmware::acpi::PhysMem for LinearMap {
+    fn read(&self, pa: u64, len: usize) -> Option<&[u8]> {
+        let m = &booted().machine.memory;
+        let end = pa.checked_add(len as u64)?;
+        if !m.ranges().iter().any(|&(s, e)| s <= pa && end <= e) {
+            return None;
+        }
+        // SAFETY: [pa, pa + len) lies in one range of RAM, which the linear map covers (the
+        // ACPI tables are reserved, never allocated, so nothing writes them).
+        Some(unsafe { core::slice::from_raw_parts(layout::phys_to_linear(pa) as *const u8, len) })
+    }
+}
+
+kernel_test!(
+    fn a_machine_described_by_acpi_is_what_the_tables_say() {
+        let b = booted();
+        let Some(h) = b.uefi.as_ref().filter(|h| h.rsdp != 0) else { return Ok(()) };
+        if b.machine.model.as_bytes() != ::firmware::acpi_dt::MODEL {
+            return Ok(()); // the firmware gave a device tree too: it was used
+        }
+        // Read again, by the kernel, through its own map: the tree the stub made agrees.
+        let p = ::firmware::acpi::Platform::read(&LinearMap, h.rsdp).map_err(|e| alloc::format!("{e:?}"))?;
+        ensure_eq!(p.cpus().len(), b.machine.cpus.len());
+        for (cpu, node) in p.cpus().iter().zip(&b.machine.cpus) {
+            ensure_eq!(cpu.mpidr, node.mpidr);
+        }
+        let console = b.machine.console.as_ref().map_err(|e| e.clone())?;
+        ensure_eq!(Some(console.pa), p.console.map(|c| c.base));
+        ensure_eq!(b.machine.psci.is_some(), p.psci.is_some());
+        ensure_eq!(b.machine.interrupt_controller.as_ref().map(|i| i.1), p.gicd.map(|g| g.0));
+        Ok(())
+    }
+);
