@@ -259,6 +259,7 @@ pub fn check(image: &[u8], elf_bytes: &[u8], options: &Options) -> Vec<Outcome> 
         out.push(crate::early::check_early_code(elf_bytes, info));
         if options.efi {
             out.extend(crate::pe::check_pe(image, elf_bytes, info, &header));
+            out.push(crate::early::check_efi_stub_code(elf_bytes, info));
         }
     }
     out

@@ -121,7 +121,7 @@ fn efi_image_passes_every_check() {
     }
     let names: Vec<_> = outcomes.iter().map(|o| o.name).collect();
     assert_eq!(&names[2..4], ["code0", "code1"]);
-    assert_eq!(&names[names.len() - 3..], ["pe-header", "pe-sections", "pe-entry"]);
+    assert_eq!(&names[names.len() - 4..], ["pe-header", "pe-sections", "pe-entry", "efi-stub-code"]);
     let pe = PeHeader::parse(&t.image(), 0x40).unwrap();
     assert_eq!(pe.sections.len(), 3);
     assert_eq!(pe.entry, 0x10c0);
@@ -134,7 +134,7 @@ fn the_plain_checks_refuse_an_efi_image_and_the_efi_checks_a_plain_one() {
     assert_eq!(raw, ["code0", "reserved"]);
     let plain = TestElf::kernel();
     let outcomes = check::check(&plain.image(), &plain.build(), &Options::default());
-    assert_eq!(failures(&outcomes), ["code0", "code1", "pe-header"]);
+    assert_eq!(failures(&outcomes), ["code0", "code1", "pe-header", "efi-stub-code"]);
     assert!(detail(&outcomes, "code0").contains("--no-efi"));
     assert!(detail(&outcomes, "pe-header").contains("no \"PE\\0\\0\" signature"));
 }
@@ -158,7 +158,7 @@ fn a_wrong_entry_point_fails() {
     // No efi_pe_entry symbol at all.
     let mut t = good();
     t.syms.retain(|s| s.name != "efi_pe_entry");
-    assert_eq!(efi_failures(&t), ["pe-entry"]);
+    assert_eq!(efi_failures(&t), ["pe-entry", "efi-stub-code"]);
 }
 
 #[test]
@@ -212,4 +212,53 @@ fn a_pe_offset_past_the_file_or_cut_headers_fail_without_panicking() {
     // Cut after it: the header reads, the sections run past the file.
     let outcomes = check::check(&image[..0x1800], &t.build(), &Options::default());
     assert!(failures(&outcomes).contains(&"pe-sections"));
+}
+
+/// `efi_pe_entry` (at +0x10c0 of the EFI fixture) replaced by `code` (instruction `i` at `pc(i)`).
+fn with_stub(code: impl FnOnce(&dyn Fn(u64) -> u64) -> Vec<u32>) -> TestElf {
+    let mut t = good();
+    let words = code(&|i| BASE + 0x10c0 + 4 * i);
+    early::put_code(&mut t.segs[0].data, 0x10c0, &words);
+    t
+}
+
+fn stub_outcome(t: &TestElf) -> Outcome {
+    check::check(&t.image(), &t.build(), &Options::default())
+        .into_iter()
+        .find(|o| o.name == "efi-stub-code")
+        .unwrap()
+}
+
+#[test]
+fn the_stub_may_call_the_firmware_but_not_load_link_addresses() {
+    use early::{RET, adrp, blr, ldr_imm};
+    // Calls through a register (the firmware's tables) are allowed; the rest is the early rule.
+    let t = with_stub(|_| vec![blr(8), RET]);
+    assert!(stub_outcome(&t).ok, "{}", stub_outcome(&t));
+    let t = with_stub(|_| vec![0xd61f_0100, RET]); // br x8
+    assert!(!stub_outcome(&t).ok);
+    // A table of slices in .rodata (SOME_TABLE, now at +0x2010) holding a link address.
+    let mut t = with_stub(|pc| vec![adrp(1, pc(0), BASE + 0x2000), ldr_imm(2, 1, 0x10), RET]);
+    assert!(stub_outcome(&t).ok, "no link address in the table yet");
+    t.segs[1].data[0x10..0x18].copy_from_slice(&(BASE + 0x1080).to_le_bytes());
+    let o = stub_outcome(&t);
+    assert!(!o.ok && o.detail.contains("a link address"), "{o}");
+}
+
+#[test]
+fn the_stub_scan_stops_at_its_exit_and_at_panics() {
+    use early::{RET, bl};
+    // The stub calls the function at +0x1100, which branches through a register.
+    let stub = |t: &mut TestElf| {
+        early::put_code(&mut t.segs[0].data, 0x1100, &[0xd61f_02a0]); // br x21
+    };
+    let mut t = with_stub(|pc| vec![bl(pc(0), BASE + 0x1100), RET]);
+    stub(&mut t);
+    assert!(!stub_outcome(&t).ok, "kernel::boot::el2_to_el1 is not an exit");
+    for name in ["efi_enter_kernel", "_ZN4core9panicking5panic17h0123456789abcdefE"] {
+        let mut t = with_stub(|pc| vec![bl(pc(0), BASE + 0x1100), RET]);
+        stub(&mut t);
+        t.syms.iter_mut().find(|s| s.value == BASE + 0x1100).unwrap().name = name.to_string();
+        assert!(stub_outcome(&t).ok, "{name}: {}", stub_outcome(&t));
+    }
 }
