@@ -47,6 +47,27 @@ pub const DEVICE_TREE_GUID: Guid =
 pub const ACPI_20_TABLE_GUID: Guid =
     Guid::new(0x8868_e871, 0xe4f1, 0x11d3, [0xbc, 0x22, 0x00, 0x80, 0xc7, 0x3c, 0x88, 0x81]);
 
+/// `EFI_LOADED_IMAGE_PROTOCOL_GUID` (UEFI §9.1): 5b1b31a1-9562-11d2-8e3f-00a0c969723b. Its
+/// `LoadOptions` are the image's command line (edk2 passes QEMU's `-append` there).
+pub const LOADED_IMAGE_PROTOCOL_GUID: Guid =
+    Guid::new(0x5b1b_31a1, 0x9562, 0x11d2, [0x8e, 0x3f, 0x00, 0xa0, 0xc9, 0x69, 0x72, 0x3b]);
+
+/// A UCS-2 command line (`LoadOptions`, `LoadOptionsSize` bytes) as ASCII into `out`: up to the
+/// first NUL or `out`'s length, anything outside printable ASCII (a tab becomes a space) as `?`.
+/// Returns the bytes written.
+pub fn load_options_to_ascii(options: &[u16], out: &mut [u8]) -> usize {
+    let mut n = 0;
+    for (&c, slot) in options.iter().take_while(|&&c| c != 0).zip(out.iter_mut()) {
+        *slot = match c {
+            0x09 => b' ',
+            0x20..=0x7e => c as u8,
+            _ => b'?',
+        };
+        n += 1;
+    }
+    n
+}
+
 /// `EFI_MEMORY_TYPE` values (UEFI §7.2, `EFI_BOOT_SERVICES.AllocatePages`).
 pub mod memory_type {
     /// EfiReservedMemoryType.

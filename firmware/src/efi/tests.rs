@@ -183,3 +183,16 @@ fn an_unfilled_handoff_is_not_valid() {
     assert!(h.is_valid());
     assert_eq!(&HANDOFF_MAGIC.to_le_bytes(), b"EFISTUB1");
 }
+
+#[test]
+fn load_options_become_ascii_up_to_the_nul_and_the_buffer() {
+    let wide: Vec<u16> = "test=boot:: console=ttyAMA0\t\u{e9}".encode_utf16().chain([0, 0x41]).collect();
+    let mut out = [0u8; 64];
+    let n = load_options_to_ascii(&wide, &mut out);
+    assert_eq!(&out[..n], b"test=boot:: console=ttyAMA0 ?");
+    let mut small = [0u8; 4];
+    assert_eq!(load_options_to_ascii(&wide, &mut small), 4);
+    assert_eq!(&small, b"test");
+    assert_eq!(load_options_to_ascii(&[], &mut out), 0);
+    assert_eq!(LOADED_IMAGE_PROTOCOL_GUID.0[..4], [0xa1, 0x31, 0x1b, 0x5b]);
+}

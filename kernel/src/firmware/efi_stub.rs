@@ -29,7 +29,8 @@ use core::cell::UnsafeCell;
 use core::ffi::c_void;
 
 use firmware::efi::{
-    ACPI_20_TABLE_GUID, DEVICE_TREE_GUID, Guid, HANDOFF_MAGIC, Handoff, MemoryLayout, memory_type,
+    ACPI_20_TABLE_GUID, DEVICE_TREE_GUID, Guid, HANDOFF_MAGIC, Handoff, LOADED_IMAGE_PROTOCOL_GUID,
+    MemoryLayout, memory_type,
 };
 
 /// `EFI_STATUS`.
@@ -95,9 +96,44 @@ struct BootServices {
         unsafe extern "efiapi" fn(*mut usize, *mut u8, *mut usize, *mut usize, *mut u32) -> Status,
     allocate_pool: unsafe extern "efiapi" fn(u32, usize, *mut *mut u8) -> Status,
     free_pool: unsafe extern "efiapi" fn(*mut u8) -> Status,
-    // CreateEvent .. UnloadImage: 19 services not used here.
-    unused: [usize; 19],
+    // CreateEvent .. UninstallProtocolInterface: not used here.
+    unused_before_handle_protocol: [usize; 9],
+    handle_protocol: unsafe extern "efiapi" fn(*mut c_void, *const Guid, *mut *mut c_void) -> Status,
+    // Reserved .. UnloadImage: not used here.
+    unused_after_handle_protocol: [usize; 9],
     exit_boot_services: unsafe extern "efiapi" fn(*mut c_void, usize) -> Status,
+}
+
+/// `EFI_LOADED_IMAGE_PROTOCOL`, up to LoadOptions (UEFI §9.1).
+#[repr(C)]
+struct LoadedImage {
+    revision: u32,
+    parent_handle: *mut c_void,
+    system_table: *mut c_void,
+    device_handle: *mut c_void,
+    file_path: *mut c_void,
+    reserved: *mut c_void,
+    load_options_size: u32,
+    load_options: *const u16,
+}
+
+/// The image's command line (LoadOptions) as ASCII in `out`; returns its length (0 without).
+fn command_line(bs: &BootServices, image_handle: *mut c_void, out: &mut [u8]) -> usize {
+    let mut interface = core::ptr::null_mut();
+    // SAFETY: a boot service with the image's own handle, a GUID and an out-pointer to a local.
+    let status = unsafe { (bs.handle_protocol)(image_handle, &LOADED_IMAGE_PROTOCOL_GUID, &mut interface) };
+    if status != SUCCESS || interface.is_null() {
+        return 0;
+    }
+    // SAFETY: the firmware returned its EFI_LOADED_IMAGE_PROTOCOL for this image.
+    let loaded = unsafe { &*interface.cast::<LoadedImage>() };
+    if loaded.load_options.is_null() || !(loaded.load_options as usize).is_multiple_of(2) {
+        return 0;
+    }
+    // SAFETY: LoadOptions holds LoadOptionsSize bytes (UEFI §9.1), alive until ExitBootServices.
+    let wide =
+        unsafe { core::slice::from_raw_parts(loaded.load_options, loaded.load_options_size as usize / 2) };
+    firmware::efi::load_options_to_ascii(wide, out)
 }
 
 /// `AllocateAnyPages` (EFI_ALLOCATE_TYPE).
@@ -219,7 +255,9 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
         fdt = 0;
     }
     if fdt == 0 && rsdp != 0 {
-        fdt = device_tree_from_acpi(bs, rsdp, &console);
+        let mut bootargs = [0u8; 1024];
+        let n = command_line(bs, image_handle, &mut bootargs);
+        fdt = device_tree_from_acpi(bs, rsdp, &bootargs[..n], &console);
     }
     let fdt_bytes = fdt_size(fdt);
 
@@ -288,10 +326,11 @@ impl firmware::acpi::PhysMem for IdentityMap {
 /// Pages for the device tree made from ACPI.
 const ACPI_DT_PAGES: usize = 4;
 
-/// Reads the ACPI tables and writes a device tree describing them (`firmware::acpi_dt`) into
+/// Reads the ACPI tables and writes a device tree describing them (`firmware::acpi_dt`, with the
+/// image's command line as `/chosen/bootargs`) into
 /// pages allocated for it; returns its address, or 0 (said on the console) when the tables are
 /// unusable.
-fn device_tree_from_acpi(bs: &BootServices, rsdp: u64, console: &Console) -> u64 {
+fn device_tree_from_acpi(bs: &BootServices, rsdp: u64, bootargs: &[u8], console: &Console) -> u64 {
     let platform = match firmware::acpi::Platform::read(&IdentityMap, rsdp) {
         Ok(p) => p,
         Err(_) => {
@@ -309,7 +348,7 @@ fn device_tree_from_acpi(bs: &BootServices, rsdp: u64, console: &Console) -> u64
     }
     // SAFETY: the pages were just allocated for this and nothing else uses them.
     let buf = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, ACPI_DT_PAGES * 4096) };
-    match firmware::acpi_dt::build(&platform, b"", buf) {
+    match firmware::acpi_dt::build(&platform, bootargs, buf) {
         Some(_) => {
             console
                 .say(b"EFI stub: no device tree; made one from the ACPI tables (MADT, GTDT, SPCR, FADT) at ");
