@@ -2,6 +2,7 @@
 //!
 //! Module map (generic code above `arch` and `board`):
 //! - [`boot`]: the Image header, the entry code and the early page tables;
+//! - [`firmware`]: the EFI stub (the Image started as a UEFI application);
 //! - [`arch`]: AArch64 specifics (exceptions, MMU switch, PSCI, timer, CPU features);
 //! - [`board`]: the few facts the device tree cannot give (the fallback console);
 //! - [`devicetree`]: what the machine is, from the device tree;
@@ -24,6 +25,7 @@ mod console;
 mod devicetree;
 mod drivers;
 mod exit;
+mod firmware;
 mod irq;
 #[cfg(feature = "test-image")]
 mod ktest;
@@ -68,6 +70,8 @@ pub struct Booted {
     pub boot: BootInfo,
     /// From the device tree.
     pub machine: Machine<'static>,
+    /// What the EFI stub handed over, when the Image was started as a UEFI application.
+    pub uefi: Option<::firmware::efi::Handoff>,
     /// RAM given to the frame allocator.
     pub usable: RegionSet<64>,
     /// Boot CPU features.
@@ -141,7 +145,15 @@ extern "C" fn kernel_main(
         )),
     };
     set_phase(&"reading the device tree");
-    let machine = Machine::from_fdt(fdt);
+    let mut machine = Machine::from_fdt(fdt);
+    // Booted through the EFI stub: RAM is what the UEFI memory map declares usable (plus the ACPI
+    // tables, mapped but reserved), not the device tree's memory nodes, which also cover the
+    // firmware's runtime services and reservations (Linux's EFI stub deletes them for the same
+    // reason, drivers/firmware/efi/libstub/fdt.c).
+    let uefi = firmware::efi_stub::handoff();
+    if let Some(h) = &uefi {
+        use_uefi_memory(&mut machine, &h.memory);
+    }
     // A tree whose memory covers its own console's registers contradicts itself (a corrupt
     // memory node, say one at 0 on QEMU virt): fatal, and said on the fallback UART when that is
     // the tree's console too (then it is a device after all). Otherwise a fallback UART inside
@@ -281,6 +293,7 @@ extern "C" fn kernel_main(
     let booted = BOOTED.call_once(|| Booted {
         boot,
         machine,
+        uefi,
         usable,
         cpu,
         pan_enabled,
@@ -336,6 +349,24 @@ extern "C" fn kernel_main(
         let status = run_init(booted);
         exit::exit(status as u32)
     }
+}
+
+/// Replaces the device tree's memory by the UEFI memory map's: the usable ranges and the ACPI
+/// tables are RAM; the tables are also reserved (mapped, never allocated). Firmware-owned ranges
+/// are left out of RAM altogether, so neither the allocator nor the linear map touches them.
+fn use_uefi_memory(machine: &mut Machine<'static>, layout: &::firmware::efi::MemoryLayout) {
+    let mut memory = layout.usable.clone();
+    for &(start, end) in layout.acpi.ranges() {
+        if memory.add(start, end).is_ok() {
+            machine.reserved.push(::devicetree::machine::Reserved {
+                start,
+                end,
+                what: String::from("UEFI memory map: ACPI tables"),
+                no_map: false,
+            });
+        }
+    }
+    machine.memory = memory;
 }
 
 /// The built-in user program (userland/, embedded by kernel/build.rs when scripts/lib.sh names it).

@@ -16,6 +16,18 @@ pub fn print(b: &Booted) {
         b.boot.load_pa,
         crate::boot::early_map::KIMAGE_VADDR
     );
+    if let Some(h) = &b.uefi {
+        let mem = &h.memory;
+        kprintln!(
+            "  booted through UEFI: EFI stub at EL{}, ACPI RSDP {:#x}; memory from the UEFI map: {} descriptors, \
+             {} KiB firmware-owned left out, {} dropped",
+            h.firmware_el,
+            h.rsdp,
+            mem.descriptors,
+            mem.firmware_bytes >> 10,
+            mem.dropped
+        );
+    }
     kprintln!("  device tree at {:#x} ({} bytes), model \"{}\"", b.boot.fdt_pa, m.fdt.total_size(), m.model);
     for &(start, end) in m.memory.ranges() {
         kprintln!("  memory: [{:#x}, {:#x}) {} MiB", start, end, (end - start) >> 20);

@@ -4,6 +4,10 @@
 //! addressing (`adr`, `adrp`) until the MMU is on; the one absolute address (`high_entry`) is
 //! loaded from a literal and used only after the MMU maps the link address.
 //!
+//! The header is both the arm64 Image header and a PE/COFF header, so UEFI firmware can start
+//! the same file as an EFI application (`firmware::efi_stub`), which enters `primary_entry` as a
+//! raw-Image loader would.
+//!
 //! Secondary CPUs enter at `secondary_entry` (started by `smp`), which shares the EL2 set-up.
 //!
 //! Register use across the entry code: x19 = x0 from the loader (device tree), x20 = load
@@ -16,6 +20,11 @@ use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON, TCR_
 /// Image flags: bit 0 = 0 (little-endian), bits 1-2 = 1 (4 KiB pages), bit 3 = 1 (the Image may be
 /// placed anywhere in physical memory, on a 2 MiB boundary).
 pub const IMAGE_FLAGS: u64 = (1 << 1) | (1 << 3);
+
+/// code0: `ccmp x18, #0, #0xd, pl`, whose first two bytes are "MZ" (0x4d 0x5a), the MS-DOS
+/// signature PE/COFF loaders look for. Executed by a raw-Image loader's jump, it only sets the
+/// flags; code1 then branches to the entry code.
+pub const MZ_NOP: u32 = 0xfa40_5a4d;
 
 /// HCR_EL2 for an EL1 kernel: RW (EL1 is AArch64), APK and API (no traps of pointer-auth keys and
 /// instructions to EL2, which this kernel never handles).
@@ -44,8 +53,11 @@ global_asm!(
     .section .head.text, "ax"
     .global _start
 _start:
-    b       primary_entry           // code0: branch to the entry code
-    .long   0                       // code1
+    // The arm64 Image header (booting.rst), which is also the MS-DOS stub header of a PE/COFF
+    // image: "MZ" in its first two bytes, the PE header's offset at 0x3c (res5). Linux does the
+    // same (arch/arm64/kernel/head.S, efi_signature_nop).
+    .long   {mz_nop}                // code0: "MZ", as ccmp x18, #0, #0xd, pl (only sets flags)
+    b       primary_entry           // code1: branch to the entry code
     .quad   0                       // text_offset
     .quad   __image_size            // image_size: up to __image_end, bss and stacks included
     .quad   {flags}                 // flags
@@ -53,7 +65,79 @@ _start:
     .quad   0                       // res3
     .quad   0                       // res4
     .ascii  "ARM\x64"               // magic
-    .long   0                       // res5 (no PE/COFF header)
+    .long   pe_header - _start      // res5: offset of the PE header (e_lfanew)
+
+    // The PE/COFF header (Microsoft PE/COFF specification; UEFI 2.10 §2.1.1 for the
+    // subsystem), laid out as Linux's arch/arm64/kernel/efi-header.S: no relocations (the
+    // firmware may load the image anywhere: everything the stub runs is PC-relative), three
+    // sections at file offsets equal to their RVAs, the entry point the EFI stub.
+    .balign 8
+pe_header:
+    .ascii  "PE\0\0"
+    .short  0xaa64                  // Machine: IMAGE_FILE_MACHINE_ARM64
+    .short  3                       // NumberOfSections
+    .long   0                       // TimeDateStamp
+    .long   0                       // PointerToSymbolTable
+    .long   0                       // NumberOfSymbols
+    .short  pe_sections - pe_optional_header // SizeOfOptionalHeader
+    .short  0x206                   // Characteristics: EXECUTABLE_IMAGE, LINE_NUMS_STRIPPED, DEBUG_STRIPPED
+pe_optional_header:
+    .short  0x20b                   // Magic: PE32+
+    .byte   0, 0                    // Major/MinorLinkerVersion
+    .long   __pe_text_size          // SizeOfCode
+    .long   __pe_initialized_size   // SizeOfInitializedData
+    .long   __pe_uninitialized_size // SizeOfUninitializedData
+    .long   __pe_entry              // AddressOfEntryPoint: efi_pe_entry
+    .long   __pe_header_size        // BaseOfCode
+    .quad   0                       // ImageBase
+    .long   4096                    // SectionAlignment
+    .long   4096                    // FileAlignment
+    .short  0, 0                    // Major/MinorOperatingSystemVersion
+    .short  0, 0                    // Major/MinorImageVersion
+    .short  0, 0                    // Major/MinorSubsystemVersion
+    .long   0                       // Win32VersionValue
+    .long   __image_size            // SizeOfImage
+    .long   __pe_header_size        // SizeOfHeaders
+    .long   0                       // CheckSum
+    .short  10                      // Subsystem: IMAGE_SUBSYSTEM_EFI_APPLICATION
+    .short  0                       // DllCharacteristics
+    .quad   0                       // SizeOfStackReserve
+    .quad   0                       // SizeOfStackCommit
+    .quad   0                       // SizeOfHeapReserve
+    .quad   0                       // SizeOfHeapCommit
+    .long   0                       // LoaderFlags
+    .long   6                       // NumberOfRvaAndSizes
+    .quad   0                       // export table
+    .quad   0                       // import table
+    .quad   0                       // resource table
+    .quad   0                       // exception table
+    .quad   0                       // certificate table
+    .quad   0                       // base relocation table: none
+pe_sections:
+    .ascii  ".text\0\0\0"
+    .long   __pe_text_size          // VirtualSize
+    .long   __pe_header_size        // VirtualAddress
+    .long   __pe_text_size          // SizeOfRawData
+    .long   __pe_header_size        // PointerToRawData
+    .long   0, 0                    // PointerToRelocations, PointerToLinenumbers
+    .short  0, 0                    // NumberOfRelocations, NumberOfLinenumbers
+    .long   0x60000020              // CNT_CODE | MEM_EXECUTE | MEM_READ
+    .ascii  ".rodata\0"
+    .long   __pe_rodata_size
+    .long   __pe_rodata_offset
+    .long   __pe_rodata_size
+    .long   __pe_rodata_offset
+    .long   0, 0
+    .short  0, 0
+    .long   0x40000040              // CNT_INITIALIZED_DATA | MEM_READ
+    .ascii  ".data\0\0\0"
+    .long   __pe_data_memory_size   // .data, .bss and the stacks
+    .long   __pe_data_offset
+    .long   __pe_data_file_size     // the file's part; the loader zero-fills the rest
+    .long   __pe_data_offset
+    .long   0, 0
+    .short  0, 0
+    .long   0xc0000040              // CNT_INITIALIZED_DATA | MEM_READ | MEM_WRITE
 
     .section .text.boot, "ax"
     // Configure EL2 just enough for an EL1 kernel, then drop to EL1 at \target. Used by the
@@ -317,6 +401,7 @@ secondary_high:
     b       secondary_park
 "#,
     flags = const IMAGE_FLAGS,
+    mz_nop = const MZ_NOP,
     hcr = const HCR_EL2_VALUE,
     spsr = const SPSR_EL1H_MASKED,
     spsr_el2 = const SPSR_EL2H_MASKED,

@@ -3,7 +3,7 @@ use aarch64_cpu::registers::{CurrentEL, Readable, SCTLR_EL1, TCR_EL1, VBAR_EL1};
 
 use crate::arch::exception::probe_read;
 use crate::boot::early_map::KIMAGE_VADDR;
-use crate::boot::head::IMAGE_FLAGS;
+use crate::boot::head::{IMAGE_FLAGS, MZ_NOP};
 use crate::memory::layout;
 use crate::{booted, ensure, ensure_eq, kernel_test};
 
@@ -75,7 +75,43 @@ kernel_test!(
         ensure_eq!(word(2), layout::image().end - layout::image().start); // image_size
         ensure_eq!(word(3), IMAGE_FLAGS);
         ensure_eq!(word(7) & 0xffff_ffff, 0x644d_5241); // "ARM\x64"
-        ensure_eq!(word(0) as u32 >> 26, 0b000101); // code0 is a B instruction
+        ensure_eq!(word(0) as u32, MZ_NOP); // code0: "MZ", a harmless ccmp
+        ensure_eq!((word(0) >> 32) as u32 >> 26, 0b000101); // code1 is a B instruction
+        // res5: the PE header's offset, inside the first page, where "PE\0\0" and the arm64
+        // machine type are.
+        let pe = (word(7) >> 32) as usize;
+        ensure!(pe >= 64 && pe.is_multiple_of(8) && pe < 4096, "PE header offset {pe:#x}");
+        ensure_eq!(word(pe / 8) & 0xffff_ffff_ffff, 0xaa64_0000_4550);
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn uefi_memory_map_replaced_the_device_tree_memory() {
+        let b = booted();
+        let Some(h) = &b.uefi else {
+            // A raw-Image boot: the handover record is the linked one.
+            ensure!(crate::firmware::efi_stub::handoff().is_none());
+            return Ok(());
+        };
+        // RAM is the map's usable memory and the ACPI tables, nothing the firmware keeps.
+        ensure!(h.memory.descriptors > 0);
+        ensure!(h.memory.usable.total() > 0);
+        let mut expected = h.memory.usable.clone();
+        for &(s, e) in h.memory.acpi.ranges() {
+            ensure!(expected.add(s, e).is_ok());
+        }
+        ensure_eq!(b.machine.memory.ranges(), expected.ranges());
+        for r in b.usable.ranges() {
+            ensure!(
+                h.memory.usable.ranges().iter().any(|u| u.0 <= r.0 && r.1 <= u.1),
+                "usable {r:x?} not in the map's usable memory"
+            );
+        }
+        // The Image runs where the stub put it: 2 MiB aligned, inside the map's usable memory.
+        ensure!(b.boot.load_pa.is_multiple_of(2 << 20));
+        ensure!(h.memory.usable.contains(b.boot.load_pa));
+        ensure_eq!(b.boot.fdt_pa, h.fdt);
         Ok(())
     }
 );
@@ -113,3 +149,40 @@ fn kernel_main_address() -> u64 {
     }
     kernel_main as *const () as u64
 }
+
+/// The ACPI tables through the kernel's linear map (ACPI reclaim memory is RAM the map covers).
+struct LinearMap;
+
+impl ::firmware::acpi::PhysMem for LinearMap {
+    fn read(&self, pa: u64, len: usize) -> Option<&[u8]> {
+        let m = &booted().machine.memory;
+        let end = pa.checked_add(len as u64)?;
+        if !m.ranges().iter().any(|&(s, e)| s <= pa && end <= e) {
+            return None;
+        }
+        // SAFETY: [pa, pa + len) lies in one range of RAM, which the linear map covers (the
+        // ACPI tables are reserved, never allocated, so nothing writes them).
+        Some(unsafe { core::slice::from_raw_parts(layout::phys_to_linear(pa) as *const u8, len) })
+    }
+}
+
+kernel_test!(
+    fn a_machine_described_by_acpi_is_what_the_tables_say() {
+        let b = booted();
+        let Some(h) = b.uefi.as_ref().filter(|h| h.rsdp != 0) else { return Ok(()) };
+        if b.machine.model.as_bytes() != ::firmware::acpi_dt::MODEL {
+            return Ok(()); // the firmware gave a device tree too: it was used
+        }
+        // Read again, by the kernel, through its own map: the tree the stub made agrees.
+        let p = ::firmware::acpi::Platform::read(&LinearMap, h.rsdp).map_err(|e| alloc::format!("{e:?}"))?;
+        ensure_eq!(p.cpus().len(), b.machine.cpus.len());
+        for (cpu, node) in p.cpus().iter().zip(&b.machine.cpus) {
+            ensure_eq!(cpu.mpidr, node.mpidr);
+        }
+        let console = b.machine.console.as_ref().map_err(|e| e.clone())?;
+        ensure_eq!(Some(console.pa), p.console.map(|c| c.base));
+        ensure_eq!(b.machine.psci.is_some(), p.psci.is_some());
+        ensure_eq!(b.machine.interrupt_controller.as_ref().map(|i| i.1), p.gicd.map(|g| g.0));
+        Ok(())
+    }
+);

@@ -8,14 +8,16 @@
 //!
 //! | offset | field | required value |
 //! |---|---|---|
-//! | 0 | code0 (u32) | `B` to the ELF entry point |
-//! | 4 | code1 (u32) | anything |
+//! | 0 | code0 (u32) | `0xfa405a4d`: "MZ", the PE/COFF signature, as a harmless `ccmp` (`--no-efi`: `B` to the ELF entry point) |
+//! | 4 | code1 (u32) | `B` to the ELF entry point (`--no-efi`: anything) |
 //! | 8 | text_offset (u64) | 0 |
 //! | 16 | image_size (u64) | memory extent (including .bss), rounded up; ≥ the file length |
 //! | 24 | flags (u64) | `0xA`: little-endian, 4 KiB pages, any physical placement |
 //! | 32, 40, 48 | res2, res3, res4 (u64) | 0 |
 //! | 56 | magic (u32) | `0x644d5241` (`"ARM\x64"`) |
-//! | 60 | res5 (u32) | 0 (no PE/COFF header) |
+//! | 60 | res5 (u32) | offset of the PE/COFF header (checked by [`crate::pe`]; `--no-efi`: 0) |
+//!
+//! The PE/COFF header that makes the same file an EFI application is checked by [`crate::pe`].
 
 use std::fmt;
 
@@ -38,11 +40,15 @@ pub const DEFAULT_SIZE_ALIGN: u64 = 4096;
 pub struct Options {
     /// `image_size` must equal the memory extent rounded up to this (a power of two).
     pub size_align: u64,
+    /// The Image is also an EFI application (the default): code0 is the "MZ" no-op, code1 the
+    /// branch, res5 the PE header's offset, and the `pe-*` checks run. `false` checks a plain
+    /// Image: code0 the branch, res5 0.
+    pub efi: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { size_align: DEFAULT_SIZE_ALIGN }
+        Options { size_align: DEFAULT_SIZE_ALIGN, efi: true }
     }
 }
 
@@ -85,7 +91,7 @@ pub struct Header {
     pub res2_4: [u64; 3],
     /// `"ARM\x64"`.
     pub magic: u32,
-    /// Reserved (PE/COFF header offset for EFI images).
+    /// Offset of the PE/COFF header (EFI images; Linux calls it res5 too).
     pub res5: u32,
 }
 
@@ -204,7 +210,12 @@ pub fn check(image: &[u8], elf_bytes: &[u8], options: &Options) -> Vec<Outcome> 
     ));
 
     if let Some(info) = &info {
-        out.push(check_code0(&header, info));
+        if options.efi {
+            out.push(check_mz(&header));
+            out.push(check_branch("code1", 4, header.code1, info));
+        } else {
+            out.push(check_branch("code0", 0, header.code0, info));
+        }
     }
     out.push(outcome(
         "text_offset",
@@ -227,7 +238,7 @@ pub fn check(image: &[u8], elf_bytes: &[u8], options: &Options) -> Vec<Outcome> 
             format!("expected {}, found {}", describe_flags(EXPECTED_FLAGS), describe_flags(header.flags))
         },
     ));
-    out.push(check_reserved(&header));
+    out.push(check_reserved(&header, options.efi));
     out.push(outcome(
         "magic",
         header.magic == IMAGE_MAGIC,
@@ -246,6 +257,10 @@ pub fn check(image: &[u8], elf_bytes: &[u8], options: &Options) -> Vec<Outcome> 
         out.push(check_wx(info));
         out.push(check_base_alignment(info));
         out.push(crate::early::check_early_code(elf_bytes, info));
+        if options.efi {
+            out.extend(crate::pe::check_pe(image, elf_bytes, info, &header));
+            out.push(crate::early::check_efi_stub_code(elf_bytes, info));
+        }
     }
     out
 }
@@ -255,36 +270,59 @@ fn low(info: &ElfInfo) -> u64 {
     info.lowest_vaddr().unwrap_or(0)
 }
 
-fn check_code0(header: &Header, info: &ElfInfo) -> Outcome {
-    let start = low(info);
-    let Some(expected) = info.entry.checked_sub(start) else {
-        return outcome(
-            "code0",
-            false,
-            format!("expected the entry point {:#x} at or above the Image start {start:#x}", info.entry),
-        );
-    };
-    let found = match branch_offset(header.code0) {
-        Some(offset) => format!("{:#010x} (b to offset {offset:#x})", header.code0),
-        None => format!("{:#010x}, not an unconditional B", header.code0),
-    };
-    let ok = branch_offset(header.code0).is_some_and(|o| i128::from(o) == i128::from(expected));
+fn check_mz(header: &Header) -> Outcome {
+    let ok = header.code0 == crate::pe::MZ_NOP;
     let detail = if ok {
-        format!("{found} = entry {:#x} - Image start {start:#x}", info.entry)
+        format!("{:#010x}: \"MZ\" (PE/COFF signature) as ccmp x18, #0, #0xd, pl", header.code0)
     } else {
-        let hint = if expected == 0 && branch_offset(header.code0).is_some() {
-            "; the ELF entry is the Image start (the header itself): name the code that code0 \
-             branches to in ENTRY() of the linker script"
+        let hint = if branch_offset(header.code0).is_some() {
+            " (a B: an Image without the PE/COFF header; --no-efi checks one)"
         } else {
             ""
         };
         format!(
-            "expected b to offset {expected:#x} (entry {:#x} - Image start {start:#x}), found \
+            "expected {:#010x} (\"MZ\" as a harmless ccmp), found {:#010x}{hint}",
+            crate::pe::MZ_NOP,
+            header.code0
+        )
+    };
+    outcome("code0", ok, detail)
+}
+
+/// `insn`, at byte `at` of the header (code0 or code1), must be a `B` to the ELF entry point.
+fn check_branch(name: &'static str, at: u64, insn: u32, info: &ElfInfo) -> Outcome {
+    let start = low(info);
+    let Some(expected) = info.entry.checked_sub(start + at) else {
+        return outcome(
+            name,
+            false,
+            format!(
+                "expected the entry point {:#x} at or above the Image start {start:#x} + {at}",
+                info.entry
+            ),
+        );
+    };
+    let found = match branch_offset(insn) {
+        Some(offset) => format!("{insn:#010x} (b to offset {offset:#x})"),
+        None => format!("{insn:#010x}, not an unconditional B"),
+    };
+    let ok = branch_offset(insn).is_some_and(|o| i128::from(o) == i128::from(expected));
+    let detail = if ok {
+        format!("{found} = entry {:#x} - Image start {start:#x} - {at}", info.entry)
+    } else {
+        let hint = if expected == 0 && branch_offset(insn).is_some() {
+            "; the ELF entry is the header itself: name the code that the header branches to in \
+             ENTRY() of the linker script"
+        } else {
+            ""
+        };
+        format!(
+            "expected b to offset {expected:#x} (entry {:#x} - Image start {start:#x} - {at}), found \
              {found}{hint}",
             info.entry
         )
     };
-    outcome("code0", ok, detail)
+    outcome(name, ok, detail)
 }
 
 fn check_image_size(header: &Header, info: &ElfInfo, file_len: u64, options: &Options) -> Outcome {
@@ -312,20 +350,21 @@ fn check_image_size(header: &Header, info: &ElfInfo, file_len: u64, options: &Op
     outcome("image_size", ok, detail)
 }
 
-fn check_reserved(header: &Header) -> Outcome {
+fn check_reserved(header: &Header, efi: bool) -> Outcome {
     let mut nonzero = Vec::new();
     for (i, word) in header.res2_4.iter().enumerate() {
         if *word != 0 {
             nonzero.push(format!("res{} = {word:#x}", i + 2));
         }
     }
-    if header.res5 != 0 {
+    if !efi && header.res5 != 0 {
         nonzero.push(format!("res5 = {:#x}", header.res5));
     }
+    let fields = if efi { "res2..res4 (res5 is the PE header's offset)" } else { "res2..res5" };
     if nonzero.is_empty() {
-        outcome("reserved", true, "res2..res5 are 0".to_string())
+        outcome("reserved", true, format!("{fields} are 0"))
     } else {
-        outcome("reserved", false, format!("expected res2..res5 = 0, found {}", nonzero.join(", ")))
+        outcome("reserved", false, format!("expected {fields} = 0, found {}", nonzero.join(", ")))
     }
 }
 

@@ -41,23 +41,58 @@ use crate::symbols::{self, RawSymbol};
 /// The function the entry code calls with the MMU off.
 pub const EARLY_ENTRY: &str = "early_map";
 
+/// The EFI stub's entry point: it runs at the address the firmware chose, before the kernel's
+/// map exists, so the same rule holds, except that it calls the firmware through the function
+/// pointers of the firmware's tables (`BLR`; those are run-time values the firmware gave, not
+/// link addresses). `BR` stays refused.
+pub const EFI_ENTRY: &str = "efi_pe_entry";
+
+/// Where the EFI stub leaves for the kernel: hand-written assembly whose one `BR` goes to
+/// `primary_entry` at an address formed with `ADR` (kernel/src/firmware/efi_stub.rs); the scan
+/// stops there.
+pub const EFI_EXIT: &str = "efi_enter_kernel";
+
+/// Whether `name` is where a failed bounds check, `unwrap` or overflow check goes. The EFI scan
+/// does not follow them: the stub's code is written not to reach them (and a panic there ends
+/// in an exception the firmware reports, at a link address), while the generic code it shares
+/// with the kernel (`RegionSet`, slices) keeps its checks. `early-code` follows them, because
+/// `early_map` has no such paths at all.
+fn is_panic_path(name: &str) -> bool {
+    name.starts_with("core::panicking::")
+        || (name.starts_with("core::slice::index::") && name.ends_with("_fail"))
+        || name.starts_with("core::option::unwrap_failed")
+        || name.starts_with("core::option::expect_failed")
+        || name.starts_with("core::result::unwrap_failed")
+        || name.starts_with("core::cell::panic_already")
+}
+
 /// At most this many functions are followed (a guard against a runaway call graph).
-const MAX_FUNCTIONS: usize = 64;
+const MAX_FUNCTIONS: usize = 128;
 
 /// Runs the check on the ELF file `elf_bytes` (already known to be an AArch64 ELF64).
 pub fn check_early_code(elf_bytes: &[u8], info: &ElfInfo) -> Outcome {
-    let (ok, detail) = match scan(elf_bytes, info) {
+    check_from(elf_bytes, info, "early-code", EARLY_ENTRY, false)
+}
+
+/// The same check from [`EFI_ENTRY`], with calls through registers allowed (`efi-stub-code`).
+pub fn check_efi_stub_code(elf_bytes: &[u8], info: &ElfInfo) -> Outcome {
+    check_from(elf_bytes, info, "efi-stub-code", EFI_ENTRY, true)
+}
+
+fn check_from(elf_bytes: &[u8], info: &ElfInfo, name: &'static str, entry: &str, calls: bool) -> Outcome {
+    let (ok, detail) = match scan(elf_bytes, info, entry, calls) {
         Ok(functions) => (
             true,
             format!(
-                "{EARLY_ENTRY} and the {} function(s) it reaches load no link address and branch \
-                 only PC-relatively",
-                functions.len() - 1
+                "{entry} and the {} function(s) it reaches load no link address and branch \
+                 only PC-relatively{}",
+                functions.len() - 1,
+                if calls { " (or call the firmware through BLR)" } else { "" }
             ),
         ),
         Err(why) => (false, why),
     };
-    Outcome { name: "early-code", ok, detail }
+    Outcome { name, ok, detail }
 }
 
 /// The ELF's bytes at a virtual address, through its sections.
@@ -146,8 +181,8 @@ fn sext(value: u64, bits: u32) -> i64 {
     ((value << shift) as i64) >> shift
 }
 
-/// Every function reached from [`EARLY_ENTRY`], or why the code is refused.
-fn scan(elf_bytes: &[u8], info: &ElfInfo) -> Result<Vec<u64>, String> {
+/// Every function reached from `entry`, or why the code is refused; `calls`: BLR is allowed.
+fn scan(elf_bytes: &[u8], info: &ElfInfo, entry_name: &str, calls: bool) -> Result<Vec<u64>, String> {
     let symbols = symbols::collect(elf_bytes)?;
     let file = elf::open(elf_bytes)?;
     let sections = elf::sections(&file);
@@ -165,15 +200,18 @@ fn scan(elf_bytes: &[u8], info: &ElfInfo) -> Result<Vec<u64>, String> {
     };
     let entry = symbols
         .iter()
-        .find(|s| s.name == EARLY_ENTRY)
-        .ok_or_else(|| format!("no code symbol {EARLY_ENTRY} in the ELF"))?;
+        .find(|s| s.name == entry_name)
+        .ok_or_else(|| format!("no code symbol {entry_name} in the ELF"))?;
     let mut seen = BTreeSet::from([entry.address]);
     let mut work = vec![entry.clone()];
     while let Some(function) = work.pop() {
-        for callee in scan_function(&memory, &symbols, &function)? {
+        if calls && (function.name == EFI_EXIT || is_panic_path(&function.name)) {
+            continue;
+        }
+        for callee in scan_function(&memory, &symbols, &function, calls)? {
             if seen.insert(callee.address) {
                 if seen.len() > MAX_FUNCTIONS {
-                    return Err(format!("{EARLY_ENTRY} reaches more than {MAX_FUNCTIONS} functions"));
+                    return Err(format!("{entry_name} reaches more than {MAX_FUNCTIONS} functions"));
                 }
                 work.push(callee);
             }
@@ -187,6 +225,7 @@ fn scan_function(
     memory: &Memory<'_>,
     symbols: &[RawSymbol],
     f: &RawSymbol,
+    calls: bool,
 ) -> Result<Vec<RawSymbol>, String> {
     let end = f.address + u64::from(f.size);
     let code = memory
@@ -230,8 +269,12 @@ fn scan_function(
             let target = pc.wrapping_add_signed(sext(u64::from((w >> 5) & 0x3fff), 14) * 4);
             branch_to(target, pc, &mut callees)?;
         } else if w & 0xfe00_0000 == 0xd600_0000 {
-            // Unconditional branch (register): only RET (opc 0b0010) is position-independent.
-            if (w >> 21) & 0xf != 0b0010 {
+            // Unconditional branch (register): only RET (opc 0b0010) is position-independent;
+            // plain BLR (opc 0b0001, no pointer authentication) when calls are allowed.
+            let opc = (w >> 21) & 0xf;
+            if calls && opc == 0b0001 && w & 0xffff_fc1f == 0xd63f_0000 {
+                regs = [None; 32];
+            } else if opc != 0b0010 {
                 return Err(format!(
                     "{} has an indirect branch at {pc:#x} ({w:#010x}): its target is a run-time \
                      value, a link address if it came from a table or a vtable",

@@ -8,6 +8,7 @@
 //! Module map:
 //! - [`elf`]: the facts read from an ELF file with `xmas-elf` (segments, sections), bounds-checked;
 //! - [`check`]: the Image header checks;
+//! - [`pe`]: the PE/COFF header checks (the Image as an EFI application);
 //! - [`early`]: the check that the code run with the MMU off uses no link address;
 //! - [`symbols`]: symbol collection, demangling, encoding and the `.ksyms` patch;
 //! - [`ksyms_format`]: the blob layout and its decoder, shared verbatim with the kernel.
@@ -17,6 +18,7 @@ pub mod check;
 pub mod early;
 pub mod elf;
 pub mod ksyms_format;
+pub mod pe;
 pub mod symbols;
 
 #[cfg(test)]

@@ -12,11 +12,13 @@ use image_check::symbols;
 /// Printed for no arguments, `-h`/`--help`, and argument errors.
 const USAGE: &str = "\
 usage:
-  kimage check [--size-align BYTES] <Image> <ELF>
+  kimage check [--no-efi] [--size-align BYTES] <Image> <ELF>
       Check the arm64 Image header and layout against the ELF it was made from
-      (llvm-objcopy -O binary). One line per check, then 'N passed, N failed';
-      exit status 1 if any check failed. image_size must equal the memory extent
-      rounded up to BYTES (default 4096, as linker.ld rounds the image end).
+      (llvm-objcopy -O binary), and the PE/COFF header that makes it an EFI
+      application. One line per check, then 'N passed, N failed'; exit status 1
+      if any check failed. image_size must equal the memory extent rounded up to
+      BYTES (default 4096, as linker.ld rounds the image end). --no-efi checks a
+      plain Image instead: code0 a branch to the entry, res5 0, no PE header.
   kimage symbols <ELF>
       Write the kernel symbol table into the ELF's .ksyms section, in place
       (before objcopy makes the Image).";
@@ -43,9 +45,16 @@ fn usage_error() -> ExitCode {
     ExitCode::from(2)
 }
 
-/// `[--size-align BYTES] <Image> <ELF>`.
+/// `[--no-efi] [--size-align BYTES] <Image> <ELF>`.
 fn parse_check<'a>(args: &[&'a str]) -> Option<(Options, &'a str, &'a str)> {
     let mut options = Options::default();
+    let args = match args {
+        ["--no-efi", rest @ ..] => {
+            options.efi = false;
+            rest
+        }
+        rest => rest,
+    };
     let rest = match args {
         ["--size-align", value, rest @ ..] => {
             let value = value.trim();
@@ -126,6 +135,9 @@ mod tests {
         assert_eq!(options.size_align, 0x10000);
         let (options, ..) = parse_check(&["--size-align", "2097152", "a", "b"]).unwrap();
         assert_eq!(options.size_align, 2 << 20);
+        let (options, _, _) = parse_check(&["--no-efi", "--size-align", "4096", "a", "b"]).unwrap();
+        assert_eq!(options, Options { size_align: 4096, efi: false });
+        assert!(parse_check(&["--size-align", "4096", "--no-efi", "a", "b"]).is_none());
         assert!(parse_check(&["--size-align", "3000", "a", "b"]).is_none());
         assert!(parse_check(&["a"]).is_none());
         assert!(parse_check(&["a", "b", "c"]).is_none());

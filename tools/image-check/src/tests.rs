@@ -9,6 +9,7 @@ use crate::ksyms_format::{self, Table};
 use crate::symbols::{self, RawSymbol, TRUNCATED_NAME_LEN};
 
 mod early;
+mod pe;
 
 const BASE: u64 = 0xffff_8000_0000_0000;
 const PHYS: u64 = 0x4000_0000;
@@ -274,9 +275,13 @@ fn sym(name: &str, value: u64, size: u64, kind: u8, section: Option<usize>) -> S
     Sym { name: name.to_string(), value, size, kind, section }
 }
 
+/// The plain-Image checks (`--no-efi`): the fixtures below have no PE/COFF header; `tests::pe`
+/// has those that do.
 fn run(image: &[u8], elf: &[u8]) -> Vec<Outcome> {
-    check::check(image, elf, &Options::default())
+    check::check(image, elf, &RAW)
 }
+
+const RAW: Options = Options { size_align: check::DEFAULT_SIZE_ALIGN, efi: false };
 
 /// Names of the failed checks.
 fn failures(outcomes: &[Outcome]) -> Vec<&'static str> {
@@ -402,7 +407,7 @@ fn image_size_too_small_fails() {
     t.set_header(|h| h.image_size = 0x5000);
     assert_eq!(failures_of(&t), Vec::<&str>::new());
     // A coarser rounding is an option.
-    let outcomes = check::check(&t.image(), &t.build(), &Options { size_align: 0x10000 });
+    let outcomes = check::check(&t.image(), &t.build(), &Options { size_align: 0x10000, ..RAW });
     assert_eq!(failures(&outcomes), ["image_size"]);
 }
 

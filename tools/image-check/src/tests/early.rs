@@ -8,9 +8,9 @@ use super::*;
 /// Where `early_map` starts in the text segment of [`TestElf::kernel`].
 const EARLY: u64 = 0x180;
 const NOP: u32 = 0xd503_201f;
-const RET: u32 = 0xd65f_03c0;
+pub(super) const RET: u32 = 0xd65f_03c0;
 
-fn adrp(rd: u32, pc: u64, target: u64) -> u32 {
+pub(super) fn adrp(rd: u32, pc: u64, target: u64) -> u32 {
     let pages = ((target >> 12) as i64 - (pc >> 12) as i64) as u32 & 0x1f_ffff;
     0x9000_0000 | ((pages & 3) << 29) | ((pages >> 2) << 5) | rd
 }
@@ -19,7 +19,7 @@ fn add_imm(rd: u32, rn: u32, imm: u32) -> u32 {
     0x9100_0000 | (imm << 10) | (rn << 5) | rd
 }
 
-fn ldr_imm(rt: u32, rn: u32, offset: u32) -> u32 {
+pub(super) fn ldr_imm(rt: u32, rn: u32, offset: u32) -> u32 {
     0xf940_0000 | ((offset / 8) << 10) | (rn << 5) | rt
 }
 
@@ -43,11 +43,11 @@ fn add_shifted(rd: u32, rn: u32, rm: u32) -> u32 {
     0x8b00_1000 | (rm << 16) | (rn << 5) | rd
 }
 
-fn bl(pc: u64, target: u64) -> u32 {
+pub(super) fn bl(pc: u64, target: u64) -> u32 {
     0x9400_0000 | (((target as i64 - pc as i64) / 4) as u32 & 0x03ff_ffff)
 }
 
-fn blr(rn: u32) -> u32 {
+pub(super) fn blr(rn: u32) -> u32 {
     0xd63f_0000 | (rn << 5)
 }
 
