@@ -273,6 +273,9 @@ extern "C" fn kernel_main(
         frames::add_range(PhysAddr(start), PhysAddr(end));
     }
     kernel_map::frames_ready();
+    // The reference counts of frames shared by fork, made before anything measures frames in
+    // use (a table made at the first fork would look like a leak of the program that forked).
+    frames::init_shared_counts();
     // The heap starts with a main region of about 1/32 of RAM and grows from frames up to a
     // quarter of RAM (memory::heap).
     heap::set_ceiling((usable.total() / 4) as usize);
@@ -431,6 +434,7 @@ fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String
     let initrd = unsafe {
         core::slice::from_raw_parts(layout::phys_to_linear(start) as *const u8, (end - start) as usize)
     };
+    process::set_initramfs(initrd);
     if !is_cpio(initrd) {
         let path = String::from(rdinit.unwrap_or("/init"));
         return Ok(Init { bytes: InitBytes::Static(initrd), path });

@@ -344,7 +344,7 @@ pub fn fstat(p: &Process, fd: u64, buf: u64) -> i64 {
 }
 
 /// Reads a NUL-terminated path; EFAULT, or ENAMETOOLONG past `PATH_MAX`.
-fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
+pub(super) fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
     let mut path = Vec::new();
     loop {
         let mut b = [0u8; 1];

@@ -90,6 +90,24 @@ impl FdTable {
         self.fds[fd] = Some(entry);
     }
 
+    /// A copy (the same descriptions, each descriptor's own flag), or `None` when the heap cannot
+    /// hold it.
+    pub fn try_clone(&self) -> Option<Self> {
+        let mut fds = Vec::new();
+        fds.try_reserve_exact(self.fds.len()).ok()?;
+        fds.extend(self.fds.iter().cloned());
+        Some(Self { fds })
+    }
+
+    /// `execve`: closes every close-on-exec descriptor.
+    pub fn close_on_exec(&mut self) {
+        for slot in &mut self.fds {
+            if slot.as_ref().is_some_and(|e| e.cloexec) {
+                *slot = None;
+            }
+        }
+    }
+
     /// Closes `fd`; false if it was not open.
     pub fn close(&mut self, fd: u64) -> bool {
         let Ok(i) = usize::try_from(fd) else { return false };
@@ -99,8 +117,6 @@ impl FdTable {
 
 /// Ids, descriptors and accounting of a process.
 pub struct ProcessPosix {
-    /// Parent's pid: 0 for a process the kernel started (Linux gives init ppid 0).
-    pub ppid: u32,
     /// Process group (0 until `setsid`/`setpgid`, as for a Linux init started by the kernel).
     pub pgid: AtomicU32,
     /// Session (0 likewise).
@@ -121,7 +137,6 @@ impl ProcessPosix {
     /// The state of a process the kernel starts: ppid 0, console descriptors.
     pub fn first() -> Self {
         Self {
-            ppid: 0,
             pgid: AtomicU32::new(0),
             sid: AtomicU32::new(0),
             ctty: AtomicBool::new(false),
@@ -130,6 +145,23 @@ impl ProcessPosix {
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
         }
+    }
+
+    /// The state of a child forked by this process: the same process group and session, a copy
+    /// of the descriptor table (sharing the open file descriptions, as Linux's `dup_fd`), the
+    /// personality; no CPU time; the unknown calls already reported stay reported. `None` when
+    /// the heap cannot hold the table.
+    pub fn forked(&self) -> Option<Self> {
+        let files = self.files.lock().try_clone()?;
+        Some(Self {
+            pgid: AtomicU32::new(self.pgid.load(Ordering::Acquire)),
+            sid: AtomicU32::new(self.sid.load(Ordering::Acquire)),
+            ctty: AtomicBool::new(false),
+            files: Mutex::new(files),
+            personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
+            cpu_ticks: AtomicU64::new(0),
+            reported: Mutex::new(*self.reported.lock()),
+        })
     }
 
     /// Whether unknown system call `nr` is reported now, and how: the first time for each number

@@ -122,4 +122,9 @@ impl UserFrames for ModelFrames {
     fn write(&mut self, pa: PhysAddr, _offset: usize, _data: &[u8]) {
         assert!(self.0.borrow().data_live.contains(&pa.0), "write to data frame {:#x}, not allocated", pa.0);
     }
+
+    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
+        let m = self.0.borrow();
+        assert!(m.data_live.contains(&dst.0) && m.data_live.contains(&src.0), "copy between frames not held");
+    }
 }
