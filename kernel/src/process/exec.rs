@@ -120,7 +120,10 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         return done(frame, -ENOENT);
     }
     let Some(archive) = *INITRAMFS.lock() else { return done(frame, -ENOENT) };
-    let Ok(name) = core::str::from_utf8(&path) else { return done(frame, -ENOENT) };
+    // `/proc/self/exe` (busybox runs its applets through it) names the program running now.
+    let (exe, exe_len) = p.posix.exe();
+    let path = if path == b"/proc/self/exe" { &exe[..exe_len] } else { &path[..] };
+    let Ok(name) = core::str::from_utf8(path) else { return done(frame, -ENOENT) };
     let entry = match Archive(archive).lookup(name) {
         Ok(entry) if entry.is_file() => entry,
         Ok(_) => return done(frame, -EACCES),
@@ -196,6 +199,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     p.signals.exec_reset();
     p.posix.files.lock().close_on_exec();
     thread.posix.name = super::posix::name_from_path(name);
+    p.posix.set_exe(name.as_bytes());
     thread.posix.robust_list = 0;
     thread.clear_child_tid = 0;
     {

@@ -15,6 +15,7 @@ pub mod family;
 mod files;
 mod futex;
 mod identity;
+mod pipe;
 pub mod posix;
 pub mod sched;
 pub mod signals;
@@ -212,6 +213,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         posix: posix::ProcessPosix::first(),
         family: family::Family::first(),
     });
+    process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
     family::started();
     let thread = Thread {
         tid: pid,
@@ -397,7 +399,10 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             let fsc = iss & 0x3f;
             let mut guard = process.mm.lock();
             let Some(mm) = guard.as_mut() else { return Action::ExitThread };
-            let why = if (0x04..=0x07).contains(&fsc) {
+            // Translation faults (demand paging) and write permission faults (copy-on-write)
+            // are memory's to resolve.
+            let resolvable = (0x04..=0x07).contains(&fsc) || (0x0d..=0x0f).contains(&fsc) && access == Access::Write;
+            let why = if resolvable {
                 match mm.fault(frame.far, access) {
                     Ok(()) => {
                         PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);

@@ -26,10 +26,12 @@ pub const O_NONBLOCK: u32 = 0o4000;
 pub const O_CLOEXEC: u32 = 0o2_000_000;
 
 /// What an open file is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum FileKind {
     /// The console (`/dev/console`): the UART through the line discipline (`crate::tty`).
     Console,
+    /// One end of a pipe (`super::pipe`).
+    Pipe(super::pipe::PipeEnd),
 }
 
 /// An open file description.
@@ -131,6 +133,8 @@ pub struct ProcessPosix {
     pub cpu_ticks: AtomicU64,
     /// System-call numbers (below 1024) already reported as unknown.
     reported: Mutex<[u64; 16]>,
+    /// The path of the program it runs (what `/proc/self/exe` names), up to 255 bytes.
+    exe: Mutex<([u8; 255], u8)>,
 }
 
 impl ProcessPosix {
@@ -144,6 +148,7 @@ impl ProcessPosix {
             personality: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
+            exe: Mutex::new(([0; 255], 0)),
         }
     }
 
@@ -161,7 +166,22 @@ impl ProcessPosix {
             personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),
+            exe: Mutex::new(*self.exe.lock()),
         })
+    }
+
+    /// Records the path of the program now running (cut to 255 bytes).
+    pub fn set_exe(&self, path: &[u8]) {
+        let mut exe = self.exe.lock();
+        let n = path.len().min(255);
+        exe.0[..n].copy_from_slice(&path[..n]);
+        exe.1 = n as u8;
+    }
+
+    /// The path of the program it runs.
+    pub fn exe(&self) -> ([u8; 255], usize) {
+        let exe = self.exe.lock();
+        (exe.0, usize::from(exe.1))
     }
 
     /// Whether unknown system call `nr` is reported now, and how: the first time for each number

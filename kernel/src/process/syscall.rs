@@ -63,6 +63,7 @@ pub mod nr {
     pub const FACCESSAT: u64 = 48;
     pub const OPENAT: u64 = 56;
     pub const CLOSE: u64 = 57;
+    pub const PIPE2: u64 = 59;
     pub const LSEEK: u64 = 62;
     pub const READ: u64 = 63;
     pub const WRITE: u64 = 64;
@@ -144,8 +145,9 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         // Descriptors and the console.
         nr::READ => return files::read(&p, frame, a[0], files::one_buffer(a[1], a[2])),
         nr::READV => return files::read(&p, frame, a[0], files::vector(&p, a[1], a[2])),
-        nr::WRITE => files::write(&p, a[0], files::one_buffer(a[1], a[2])),
-        nr::WRITEV => files::write(&p, a[0], files::vector(&p, a[1], a[2])),
+        nr::WRITE => return files::write(&p, frame, a[0], files::one_buffer(a[1], a[2])),
+        nr::WRITEV => return files::write(&p, frame, a[0], files::vector(&p, a[1], a[2])),
+        nr::PIPE2 => super::pipe::pipe2(&p, a[0], a[1]),
         nr::CLOSE => files::close(&p, a[0]),
         nr::DUP => files::dup(&p, a[0]),
         nr::DUP3 => files::dup3(&p, a[0], a[1], a[2]),

@@ -16,6 +16,8 @@
 //! Frames are reference counted by the provider ([`UserFrames::share`]); `free` drops one
 //! reference, always after the flush that removed the translation it stood for.
 //! `MADV_DONTFORK` areas are not given to the child, `MADV_WIPEONFORK` ones are given empty.
+//! `MAP_SHARED|MAP_ANONYMOUS` areas are populated in the parent at fork (so both sides hold the
+//! same frames) and never copied: a write fault there only makes the page writable.
 
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::{Access as Ap, Attributes};
@@ -64,13 +66,24 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         targets: P,
         frames: D,
     ) -> Result<Self, Errno> {
+        // Shared memory is one object for parent and child: its pages must exist before the
+        // fork to be the same frames in both (there is no shared page cache to find them in
+        // later), so the parent's are populated first.
+        let mut cursor = 0;
+        while let Some(area) = self.vm.tree().first_ending_after(cursor).copied() {
+            cursor = area.end;
+            let fork_shared = area.flags.contains(VmaFlags::SHARED) && !area.flags.contains(VmaFlags::DONTFORK);
+            if fork_shared && super::allows(area.prot, super::Access::Read) {
+                self.populate(area.start, area.end, super::Access::Read).map_err(|_| Errno::ENOMEM)?;
+            }
+        }
         let vm = self.vm.fork_copy()?;
         let mut child = Self::new(table, issuer, features, targets, frames, *self.vm.layout());
         child.vm = vm;
         child.large = self.large;
         child.shares = true;
         let mut span: Option<(u64, u64)> = None;
-        let mut cursor = 0;
+        cursor = 0;
         let mut result = Ok(());
         while let Some(area) = child.vm.tree().first_ending_after(cursor).copied() {
             cursor = area.end;

@@ -212,6 +212,7 @@ fn dontfork_wipeonfork_and_shared_memory() {
     let gone = p.mmap(0, PAGE_SIZE, RW, ANON, -1, 0).unwrap();
     let wiped = p.mmap(0, PAGE_SIZE, RW, ANON, -1, 0).unwrap();
     let shared = p.mmap(0, PAGE_SIZE, RW, MAP_SHARED | MAP_ANONYMOUS, -1, 0).unwrap();
+    let untouched = p.mmap(0, PAGE_SIZE, RW, MAP_SHARED | MAP_ANONYMOUS, -1, 0).unwrap();
     for (va, b) in [(keep, 1), (gone, 2), (wiped, 3), (shared, 4)] {
         p.write(va, &[b]).unwrap();
     }
@@ -221,7 +222,9 @@ fn dontfork_wipeonfork_and_shared_memory() {
     c.vm().check();
     assert!(c.vm().find(gone).is_none() && c.vm().find(wiped).is_some());
     assert_eq!((peek(&c, &pool, keep), peek(&c, &pool, wiped), peek(&p, &pool, wiped)), (1, 0, 3));
-    assert_eq!(c.stats().data_frames, 2, "the kept page and the shared one");
+    assert_eq!(c.stats().data_frames, 3, "the kept page and the shared ones");
+    c.write(untouched, &[7]).unwrap();
+    assert_eq!(peek(&p, &pool, untouched), 7, "shared memory untouched before the fork is shared too");
     c.write(shared, &[5]).unwrap();
     assert_eq!(peek(&p, &pool, shared), 5, "shared memory: the parent sees the child's write");
     p.write(shared, &[6]).unwrap();
