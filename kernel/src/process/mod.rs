@@ -337,6 +337,10 @@ pub fn thread_exited(process: &Arc<Process>) {
             mm.vm().check();
             free_mm(mm, Some(&process.asid));
         }
+        // Descriptors close at exit, not when the zombie is reaped (Linux's exit_files): a
+        // pipe's reader sees end of file as soon as its last writer has exited.
+        let files = core::mem::take(&mut *process.posix.files.lock());
+        drop(files);
         process.cpus.store(0, Ordering::Release);
         process.done.store(true, Ordering::Release);
         family::exited(process);
