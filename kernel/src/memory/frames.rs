@@ -226,8 +226,10 @@ mod refs {
             return false;
         }
         counter(pa).is_some_and(|c| {
-            c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_add(1).filter(|&n| n < u32::MAX))
-                .is_ok()
+            c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                n.checked_add(1).filter(|&n| n < u32::MAX)
+            })
+            .is_ok()
         })
     }
 

@@ -137,7 +137,9 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     let mut budget = (stack / 4).clamp(128 << 10, 6 << 20) as usize;
     let mut args = Strings { bytes: Vec::new(), starts: Vec::new() };
     let mut env = Strings { bytes: Vec::new(), starts: Vec::new() };
-    if let Err(e) = copy_vector(&p, argv, &mut args, &mut budget).and_then(|()| copy_vector(&p, envp, &mut env, &mut budget)) {
+    if let Err(e) = copy_vector(&p, argv, &mut args, &mut budget)
+        .and_then(|()| copy_vector(&p, envp, &mut env, &mut budget))
+    {
         return done(frame, e);
     }
     if args.starts.is_empty() {
@@ -169,7 +171,14 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
     let targets = AsidTargets::new(p.asid.clone());
-    let mut mm = Mm::new(table, TlbIssuer::new(Aarch64Tlb, features.errata), features, targets, frames::UserFrames, layout);
+    let mut mm = Mm::new(
+        table,
+        TlbIssuer::new(Aarch64Tlb, features.errata),
+        features,
+        targets,
+        frames::UserFrames,
+        layout,
+    );
     let regs = match super::load(&mut mm, &exe, bytes, &argv, &envp) {
         Ok(regs) => regs,
         Err(_) => {

@@ -124,7 +124,11 @@ fn children_key(p: &Process) -> usize {
 /// number for a fatal signal (no core dumps here, so never the 0x80 bit).
 pub fn wait_status(p: &Process) -> u32 {
     let status = p.status.load(Ordering::Acquire) as u32;
-    if p.family.killed.load(Ordering::Acquire) { status.saturating_sub(128) & 0x7f } else { (status & 0xff) << 8 }
+    if p.family.killed.load(Ordering::Acquire) {
+        status.saturating_sub(128) & 0x7f
+    } else {
+        (status & 0xff) << 8
+    }
 }
 
 /// Makes `p` the first process (orphans go to it).
@@ -318,7 +322,8 @@ pub fn exited(p: &Arc<Process>) {
             parent.family.children.lock().retain(|c| !Arc::ptr_eq(c, p));
         } else if p.family.exit_signal != 0 {
             let killed = p.family.killed.load(Ordering::Acquire);
-            let mut info = SigInfo::sent(p.family.exit_signal, if killed { CLD_KILLED } else { CLD_EXITED }, p.pid, 0);
+            let mut info =
+                SigInfo::sent(p.family.exit_signal, if killed { CLD_KILLED } else { CLD_EXITED }, p.pid, 0);
             let status = if killed { wait_status(p) } else { wait_status(p) >> 8 };
             info.0[24..28].copy_from_slice(&status.to_le_bytes());
             super::signals::send_to_process(&parent, info);
@@ -373,7 +378,9 @@ fn find(p: &Process, which: Which, keep: bool) -> Found {
         if children[i].done.load(Ordering::Acquire) {
             let c = if keep { children[i].clone() } else { children.swap_remove(i) };
             if !keep {
-                p.family.children_ticks.fetch_add(c.posix.cpu_ticks.load(Ordering::Relaxed), Ordering::Relaxed);
+                p.family
+                    .children_ticks
+                    .fetch_add(c.posix.cpu_ticks.load(Ordering::Relaxed), Ordering::Relaxed);
             }
             return Found::Zombie(c);
         }
@@ -396,7 +403,14 @@ const WCLONE: u64 = 0x8000_0000;
 /// options, `ESRCH` for `INT_MIN`, `ECHILD` when no child matches, 0 with `WNOHANG` while they
 /// all run; else the reaped child's pid, its status written (`EFAULT` if that fails: the child
 /// is reaped all the same, as on Linux) and the rusage zeroed.
-pub fn wait4(thread: &Thread, frame: &mut TrapFrame, pid: u64, wstatus: u64, options: u64, rusage: u64) -> Action {
+pub fn wait4(
+    thread: &Thread,
+    frame: &mut TrapFrame,
+    pid: u64,
+    wstatus: u64,
+    options: u64,
+    rusage: u64,
+) -> Action {
     let p = &thread.process;
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0 {
         return done(frame, -EINVAL);
@@ -491,7 +505,10 @@ pub fn waitid(
 }
 
 fn block_for_children(p: &Process, generation: u32) -> Action {
-    Action::Block(sched::Wait { what: sched::WaitFor::Event { key: children_key(p), generation }, deadline: None })
+    Action::Block(sched::Wait {
+        what: sched::WaitFor::Event { key: children_key(p), generation },
+        deadline: None,
+    })
 }
 
 fn done(frame: &mut TrapFrame, value: i64) -> Action {

@@ -590,7 +590,11 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
             Ok(f) => ready_of(&f),
             Err(_) => return fail(frame, EBADF),
         };
-        let got = [ready_now & (poll::POLLIN | poll::POLLHUP) != 0, ready_now & (poll::POLLOUT | poll::POLLERR) != 0, false];
+        let got = [
+            ready_now & (poll::POLLIN | poll::POLLHUP) != 0,
+            ready_now & (poll::POLLOUT | poll::POLLERR) != 0,
+            false,
+        ];
         for k in 0..3 {
             if asked[k] && got[k] {
                 out[k][w] |= m;

@@ -405,7 +405,8 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             let Some(mm) = guard.as_mut() else { return Action::ExitThread };
             // Translation faults (demand paging) and write permission faults (copy-on-write)
             // are memory's to resolve.
-            let resolvable = (0x04..=0x07).contains(&fsc) || (0x0d..=0x0f).contains(&fsc) && access == Access::Write;
+            let resolvable =
+                (0x04..=0x07).contains(&fsc) || (0x0d..=0x0f).contains(&fsc) && access == Access::Write;
             let why = if resolvable {
                 match mm.fault(frame.far, access) {
                     Ok(()) => {

@@ -129,7 +129,13 @@ pub fn pipe2(p: &Process, fds: u64, flags: u64) -> i64 {
 }
 
 /// `read` on a pipe's read end (a write end reads as `EBADF`, as Linux's `FMODE_READ` check).
-pub fn read(p: &Process, frame: &mut TrapFrame, file: &OpenFile, end: &PipeEnd, buffers: &[(u64, u64)]) -> Action {
+pub fn read(
+    p: &Process,
+    frame: &mut TrapFrame,
+    file: &OpenFile,
+    end: &PipeEnd,
+    buffers: &[(u64, u64)],
+) -> Action {
     if end.write {
         return done(frame, -super::syscall::errno::EBADF);
     }
@@ -173,7 +179,13 @@ pub fn read(p: &Process, frame: &mut TrapFrame, file: &OpenFile, end: &PipeEnd, 
 }
 
 /// `write` on a pipe's write end.
-pub fn write(p: &Process, frame: &mut TrapFrame, file: &OpenFile, end: &PipeEnd, buffers: &[(u64, u64)]) -> Action {
+pub fn write(
+    p: &Process,
+    frame: &mut TrapFrame,
+    file: &OpenFile,
+    end: &PipeEnd,
+    buffers: &[(u64, u64)],
+) -> Action {
     if !end.write {
         return done(frame, -super::syscall::errno::EBADF);
     }
@@ -197,7 +209,12 @@ pub fn write(p: &Process, frame: &mut TrapFrame, file: &OpenFile, end: &PipeEnd,
                     if written > 0 {
                         return wrote(frame, &end.pipe, written);
                     }
-                    let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
+                    let info = ::signal::info::SigInfo::sent(
+                        ::signal::num::SIGPIPE,
+                        ::signal::num::SI_USER,
+                        p.pid,
+                        0,
+                    );
                     super::signals::send_to_process(p, info);
                     return done(frame, -EPIPE);
                 }
@@ -242,11 +259,7 @@ pub fn available(end: &PipeEnd) -> usize {
 /// What a poll of this end reports ready: (readable or at end of file, writable or broken).
 pub fn ready(end: &PipeEnd) -> (bool, bool) {
     let st = end.pipe.state.lock();
-    if end.write {
-        (false, st.readers == 0 || st.buf.len() < PIPE_SIZE)
-    } else {
-        (!st.buf.is_empty(), false)
-    }
+    if end.write { (false, st.readers == 0 || st.buf.len() < PIPE_SIZE) } else { (!st.buf.is_empty(), false) }
 }
 
 /// `POLLHUP` for a read end without writers, `POLLERR` for a write end without readers.

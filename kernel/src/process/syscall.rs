@@ -453,7 +453,9 @@ fn fork_or_thread(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Ac
         clone(thread, frame, flags, a[1], a[2], a[3], a[4])
     } else if flags & 0xff != 0 && !::signal::num::valid(flags & 0xff) {
         -EINVAL
-    } else if flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0 || flags & (CLONE_FILES | CLONE_SIGHAND | CLONE_PARENT) != 0 {
+    } else if flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0
+        || flags & (CLONE_FILES | CLONE_SIGHAND | CLONE_PARENT) != 0
+    {
         unknown(thread, nr::CLONE)
     } else {
         let vfork = flags & CLONE_VFORK != 0;

@@ -72,7 +72,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         let mut cursor = 0;
         while let Some(area) = self.vm.tree().first_ending_after(cursor).copied() {
             cursor = area.end;
-            let fork_shared = area.flags.contains(VmaFlags::SHARED) && !area.flags.contains(VmaFlags::DONTFORK);
+            let fork_shared =
+                area.flags.contains(VmaFlags::SHARED) && !area.flags.contains(VmaFlags::DONTFORK);
             if fork_shared && super::allows(area.prot, super::Access::Read) {
                 self.populate(area.start, area.end, super::Access::Read).map_err(|_| Errno::ENOMEM)?;
             }

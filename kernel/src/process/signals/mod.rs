@@ -156,8 +156,11 @@ impl Signals {
         let mut threads = Vec::new();
         threads.try_reserve(1).ok()?;
         let st = self.state.lock();
-        let (blocked, altstack) =
-            st.threads.iter().find(|t| t.tid == tid).map_or((SigSet::EMPTY, AltStack::default()), |t| (t.blocked, t.altstack));
+        let (blocked, altstack) = st
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or((SigSet::EMPTY, AltStack::default()), |t| (t.blocked, t.altstack));
         let mut me = PerThread::new(child, blocked);
         me.altstack = altstack;
         threads.push(me);

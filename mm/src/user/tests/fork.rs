@@ -256,7 +256,10 @@ fn blocks_are_shared_whole_and_split_only_when_written() {
     c.write(block + 5 * PAGE_SIZE, &[2]).unwrap();
     let leaf = c.space().query(VirtAddr(block + 5 * PAGE_SIZE)).unwrap();
     assert_eq!(leaf.size, PAGE_SIZE);
-    assert!(c.space().query(VirtAddr(block + (1 << 20))).unwrap().contiguous, "untouched runs keep their hint");
+    assert!(
+        c.space().query(VirtAddr(block + (1 << 20))).unwrap().contiguous,
+        "untouched runs keep their hint"
+    );
     assert_eq!((live(&pool), peek(&p, &pool, block + 5 * PAGE_SIZE)), (513, 0));
     drop(c.destroy());
     // Every frame of the parent's block is its own again: one permission change, still a block.
