@@ -487,10 +487,15 @@ fn run_init(booted: &Booted) -> u64 {
     let name = init.path.as_str();
     kprintln!("kernel: running {} ({} bytes) as pid 1: {:?}", name, bytes.len(), argv);
     let started = arch::time::counter();
+    // Frames outside the heap's grown chunks (which the heap keeps while any allocation lives
+    // there): every frame init and the processes it started took must be back at the end.
+    let in_use = || frames::usage().0 - heap::usage().grown_frames;
+    let before = in_use();
     match process::run_with_env(bytes, &argv, &envp) {
         Ok(status) => {
             let ms = arch::time::ticks_to_us(arch::time::counter() - started) / 1000;
             kprintln!("kernel: {} exited with status {} after {} ms", name, status, ms);
+            kprintln!("kernel: frames in use: {} before, {} after", before, in_use());
             status
         }
         Err(why) => {
