@@ -52,6 +52,7 @@ fn assert_covered(r: &Report) {
     assert!(r.machine.local_tlbis > 0 && r.machine.tlbis > r.machine.local_tlbis, "{r:?}");
     assert!(r.machine.rollover_flushes > 0 && r.exits > 0, "{r:?}");
     assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
+    assert!(r.forks > 0 && r.user.cow_copies > 0 && r.user.cow_reuses > 0, "no fork or copy-on-write: {r:?}");
 }
 
 #[test]
