@@ -119,6 +119,20 @@ fn planted_fault_flush_that_ignores_the_target_is_caught() {
     }
 }
 
+/// A fork that write-protects the parent without the flush: CPUs running the parent keep
+/// writable entries for frames the child now shares (a write through one would reach the
+/// child's memory).
+#[test]
+fn planted_fork_without_the_parent_flush_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0500);
+        cfg.ops = 5_000;
+        let e = caught_with(Mutation::ForkWithoutFlush, cfg, 4);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fork without the parent's flush was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
 /// (b) "Local forms after a migration": the reach decision looks only at where the process
 /// runs now. A process that left a CPU leaves its entries there; a local flush on the CPU it
 /// runs on now misses them.

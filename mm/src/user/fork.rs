@@ -132,7 +132,17 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             // Permission-only: written in place, one flush for the whole span. A split cannot be
             // needed (the span begins and ends at area boundaries, which no leaf crosses), so
             // this cannot fail.
-            let r = self.space.protect_with(VirtAddr(start), end - start, write_protected);
+            let r = mutant!(
+                self.space.protect_with(VirtAddr(start), end - start, write_protected),
+                ForkWithoutFlush => {
+                    // SAFETY: test builds only, with this mutation active: the entries left
+                    // stale are what the multi-CPU model must catch.
+                    let table = unsafe { self.space.table_mut_unflushed() };
+                    table.protect_with(VirtAddr(start), end - start, write_protected).map(|pending| {
+                        pending.release(table.translation_mut());
+                    })
+                }
+            );
             debug_assert!(r.is_ok(), "write-protecting the parent failed: {r:?}");
         }
         self.shares = true;
