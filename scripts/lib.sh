@@ -83,11 +83,13 @@ build_linux_programs() {
     aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$dir/abi-test" "$ROOT/tests/programs/abi-test.c"
     build_c_program "$ROOT/tests/programs/signals.c" "$dir/signals"
     build_c_program "$ROOT/tests/programs/parity-init.c" "$dir/parity-init"
+    build_c_program "$ROOT/tests/programs/fork.c" "$dir/fork-test"
     cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
     rustup target list --installed | grep -qx aarch64-unknown-linux-musl || rustup target add aarch64-unknown-linux-musl
     rustc --edition 2024 --target aarch64-unknown-linux-musl -C opt-level=2 -C linker=rust-lld \
         -C linker-flavor=ld.lld -o "$dir/rust-std-test" "$ROOT/tests/programs/rust_std.rs"
-    make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/busybox" "$dir/rust-std-test"
+    make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/busybox" \
+        "$dir/rust-std-test"
 }
 
 # build_images: the kernel (run image) and the test image, as ELF with symbols and raw Image.

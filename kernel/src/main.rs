@@ -273,6 +273,9 @@ extern "C" fn kernel_main(
         frames::add_range(PhysAddr(start), PhysAddr(end));
     }
     kernel_map::frames_ready();
+    // The reference counts of frames shared by fork, made before anything measures frames in
+    // use (a table made at the first fork would look like a leak of the program that forked).
+    frames::init_shared_counts();
     // The heap starts with a main region of about 1/32 of RAM and grows from frames up to a
     // quarter of RAM (memory::heap).
     heap::set_ceiling((usable.total() / 4) as usize);
@@ -431,6 +434,7 @@ fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String
     let initrd = unsafe {
         core::slice::from_raw_parts(layout::phys_to_linear(start) as *const u8, (end - start) as usize)
     };
+    process::set_initramfs(initrd);
     if !is_cpio(initrd) {
         let path = String::from(rdinit.unwrap_or("/init"));
         return Ok(Init { bytes: InitBytes::Static(initrd), path });
@@ -483,10 +487,15 @@ fn run_init(booted: &Booted) -> u64 {
     let name = init.path.as_str();
     kprintln!("kernel: running {} ({} bytes) as pid 1: {:?}", name, bytes.len(), argv);
     let started = arch::time::counter();
+    // Frames outside the heap's grown chunks (which the heap keeps while any allocation lives
+    // there): every frame init and the processes it started took must be back at the end.
+    let in_use = || frames::usage().0 - heap::usage().grown_frames;
+    let before = in_use();
     match process::run_with_env(bytes, &argv, &envp) {
         Ok(status) => {
             let ms = arch::time::ticks_to_us(arch::time::counter() - started) / 1000;
             kprintln!("kernel: {} exited with status {} after {} ms", name, status, ms);
+            kprintln!("kernel: frames in use: {} before, {} after", before, in_use());
             status
         }
         Err(why) => {

@@ -20,9 +20,13 @@ struct Frames {
     buddy: FrameAllocator<40>,
     total: usize,
     allocated: usize,
+    /// The lowest and one past the highest frame number given to the allocator (the span the
+    /// reference counts cover).
+    span: (u64, u64),
 }
 
-static FRAMES: Mutex<Frames> = Mutex::new(Frames { buddy: FrameAllocator::new(), total: 0, allocated: 0 });
+static FRAMES: Mutex<Frames> =
+    Mutex::new(Frames { buddy: FrameAllocator::new(), total: 0, allocated: 0, span: (u64::MAX, 0) });
 
 /// The CPU holding [`FRAMES`] (`usize::MAX`: none).
 static OWNER: AtomicUsize = AtomicUsize::new(usize::MAX);
@@ -72,6 +76,8 @@ pub fn add_range(start: PhysAddr, end: PhysAddr) {
     let mut frames = lock();
     frames.buddy.add_frame((start.0 >> PAGE_SHIFT) as usize, (end.0 >> PAGE_SHIFT) as usize);
     frames.total += ((end.0 - start.0) / PAGE_SIZE) as usize;
+    let (lo, hi) = frames.span;
+    frames.span = (lo.min(start.0 >> PAGE_SHIFT), hi.max(end.0 >> PAGE_SHIFT));
 }
 
 /// Allocates `count` physically contiguous frames (the buddy rounds up to a power of two
@@ -115,7 +121,25 @@ impl mm::user::UserFrames for UserFrames {
     }
 
     fn free(&mut self, pa: PhysAddr) {
-        free(pa, 1);
+        if refs::release(pa) {
+            free(pa, 1);
+        }
+    }
+
+    fn share(&mut self, pa: PhysAddr) -> bool {
+        refs::share(pa)
+    }
+
+    fn is_shared(&self, pa: PhysAddr) -> bool {
+        refs::is_shared(pa)
+    }
+
+    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
+        let to = crate::memory::layout::phys_to_linear(dst.0) as *mut u8;
+        let from = crate::memory::layout::phys_to_linear(src.0) as *const u8;
+        // SAFETY: two distinct frames this user memory holds (mm::user copies into a fresh one),
+        // each PAGE_SIZE bytes of RAM reached through the linear map.
+        unsafe { core::ptr::copy_nonoverlapping(from, to, PAGE_SIZE as usize) };
     }
 
     fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]) {
@@ -148,5 +172,77 @@ impl mm::user::UserFrames for UserFrames {
     fn free_frames(&self) -> u64 {
         let (allocated, total) = usage();
         (total - allocated) as u64
+    }
+}
+
+/// Makes the reference-count table of shared frames (once, at boot, after every RAM range is
+/// added); without it (no frames for it) every fork fails with `ENOMEM`.
+pub fn init_shared_counts() {
+    let _ = refs::table();
+}
+
+/// Reference counts of user frames shared by `fork` (copy-on-write): one counter per frame of
+/// RAM holding the references beyond the first (0: one owner, as every frame starts and every
+/// free frame is). The table is made from frames at boot (4 bytes per frame of RAM); if it cannot be made, `share` fails and so does the fork (`ENOMEM`).
+/// Counters are atomic: the holders of one frame are different processes, each under its own
+/// memory lock.
+mod refs {
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    use mm::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
+    use spin::Mutex;
+
+    /// The counters: the first frame number covered and the table.
+    static TABLE: Mutex<Option<(u64, &'static [AtomicU32])>> = Mutex::new(None);
+
+    pub(super) fn table() -> Option<(u64, &'static [AtomicU32])> {
+        let mut t = TABLE.lock();
+        if t.is_none() {
+            let (lo, hi) = super::FRAMES.lock().span;
+            let count = hi.checked_sub(lo)? as usize;
+            let bytes = count * core::mem::size_of::<AtomicU32>();
+            let pages = bytes.div_ceil(PAGE_SIZE as usize);
+            let first = super::alloc(pages)?;
+            let ptr = crate::memory::layout::phys_to_linear(first.0) as *mut AtomicU32;
+            // SAFETY: `pages` fresh frames, never freed, owned by this table alone; zeroed here
+            // before the slice is made (an all-zero AtomicU32 is 0).
+            let slice = unsafe {
+                core::ptr::write_bytes(ptr.cast::<u8>(), 0, pages * PAGE_SIZE as usize);
+                core::slice::from_raw_parts(ptr, count)
+            };
+            *t = Some((lo, slice));
+        }
+        *t
+    }
+
+    fn counter(pa: PhysAddr) -> Option<&'static AtomicU32> {
+        let (lo, table) = *TABLE.lock().as_ref()?;
+        table.get(usize::try_from((pa.0 >> PAGE_SHIFT).checked_sub(lo)?).ok()?)
+    }
+
+    /// Adds a reference; false if the table cannot be made or the count is at its maximum.
+    pub fn share(pa: PhysAddr) -> bool {
+        if table().is_none() {
+            return false;
+        }
+        counter(pa).is_some_and(|c| {
+            c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                n.checked_add(1).filter(|&n| n < u32::MAX)
+            })
+            .is_ok()
+        })
+    }
+
+    /// Whether the frame has more than one reference.
+    pub fn is_shared(pa: PhysAddr) -> bool {
+        counter(pa).is_some_and(|c| c.load(Ordering::Acquire) > 0)
+    }
+
+    /// Drops one reference; true if it was the last (the frame is to be freed).
+    pub fn release(pa: PhysAddr) -> bool {
+        match counter(pa) {
+            None => true,
+            Some(c) => c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_err(),
+        }
     }
 }

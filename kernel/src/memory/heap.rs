@@ -226,7 +226,6 @@ fn grow_by_a_chunk(need: usize) -> bool {
 
 /// What the heap holds.
 #[derive(Clone, Copy, Debug)]
-#[cfg_attr(not(feature = "test-image"), expect(dead_code, reason = "read by the tests"))]
 pub struct Usage {
     /// Bytes allocated now (chunks and bootstrap).
     pub used: usize,

@@ -79,11 +79,13 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u6
         Ok(b) => b,
         Err(e) => return fail(frame, e),
     };
+    if let FileKind::Pipe(end) = &f.kind {
+        return super::pipe::read(p, frame, &f, end, &buffers);
+    }
     let total = buffers.iter().map(|b| b.1).sum::<u64>().min(READ_CHUNK as u64) as usize;
     if total == 0 {
         return done(frame, 0);
     }
-    let FileKind::Console = f.kind;
     let mut data = alloc::vec![0u8; total];
     let Some(n) = crate::tty::read(&mut data) else {
         if f.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
@@ -117,18 +119,27 @@ pub fn vector(p: &Process, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, i64>
     iovecs(p, iov, count)
 }
 
-/// `write(fd, buf, count)` and `writev(fd, iov, iovcnt)`: the bytes go to the console as they are.
-pub fn write(p: &Process, fd: u64, buffers: Result<Vec<(u64, u64)>, i64>) -> i64 {
-    if let Err(e) = file(p, fd) {
-        return -e;
-    }
+/// `write(fd, buf, count)` and `writev(fd, iov, iovcnt)`: the bytes go to the console as they
+/// are, or into a pipe (which may block).
+pub fn write(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u64, u64)>, i64>) -> Action {
+    let f = match file(p, fd) {
+        Ok(f) => f,
+        Err(e) => return fail(frame, e),
+    };
     let buffers = match buffers {
         Ok(b) => b,
-        Err(e) => return -e,
+        Err(e) => return fail(frame, e),
     };
+    if let FileKind::Pipe(end) = &f.kind {
+        return super::pipe::write(p, frame, &f, end, &buffers);
+    }
+    done(frame, write_console(p, &buffers))
+}
+
+fn write_console(p: &Process, buffers: &[(u64, u64)]) -> i64 {
     let mut chunk = [0u8; 256];
     let mut written = 0u64;
-    for (base, len) in buffers {
+    for &(base, len) in buffers {
         let mut off = 0u64;
         while off < len {
             let n = (len - off).min(chunk.len() as u64) as usize;
@@ -240,6 +251,25 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
         Err(e) => return -e,
     };
     let out = |bytes: &[u8]| if copy_out(p, arg, bytes).is_err() { -EFAULT } else { 0 };
+    if let FileKind::Pipe(end) = &f.kind {
+        // A pipe is no terminal: only the queue size (and FIONBIO, below) are known to it.
+        return match request as u32 as u64 {
+            FIONREAD => out(&(super::pipe::available(end) as u32).to_le_bytes()),
+            FIONBIO => {
+                let mut b = [0u8; 4];
+                if copy_in(p, &mut b, arg).is_err() {
+                    return -EFAULT;
+                }
+                if u32::from_le_bytes(b) != 0 {
+                    f.flags.fetch_or(O_NONBLOCK, Ordering::Relaxed);
+                } else {
+                    f.flags.fetch_and(!O_NONBLOCK, Ordering::Relaxed);
+                }
+                0
+            }
+            _ => -ENOTTY,
+        };
+    }
     let in_u32 = || {
         let mut b = [0u8; 4];
         copy_in(p, &mut b, arg).map(|()| u32::from_le_bytes(b)).map_err(|_| EFAULT)
@@ -344,7 +374,7 @@ pub fn fstat(p: &Process, fd: u64, buf: u64) -> i64 {
 }
 
 /// Reads a NUL-terminated path; EFAULT, or ENAMETOOLONG past `PATH_MAX`.
-fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
+pub(super) fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
     let mut path = Vec::new();
     loop {
         let mut b = [0u8; 1];
@@ -451,6 +481,25 @@ fn console_ready() -> u16 {
     input | poll::POLLOUT | poll::POLLWRNORM
 }
 
+/// What `f` is ready for now: the console's state, or a pipe end's (`POLLHUP` for a read end
+/// whose writers are gone, `POLLERR` for a write end whose readers are).
+fn ready_of(f: &OpenFile) -> u16 {
+    match &f.kind {
+        FileKind::Console => console_ready(),
+        FileKind::Pipe(end) => {
+            let (readable, writable) = super::pipe::ready(end);
+            let mut r = 0;
+            if readable {
+                r |= poll::POLLIN | poll::POLLRDNORM;
+            }
+            if writable {
+                r |= poll::POLLOUT | poll::POLLWRNORM;
+            }
+            r | super::pipe::hangup(end)
+        }
+    }
+}
+
 /// A poll timeout (`None`: wait forever).
 fn poll_deadline(p: &Process, tsp: u64) -> Result<Option<Timespec>, i64> {
     if tsp == 0 { Ok(None) } else { super::time::read_valid_timespec(p, tsp).map(Some) }
@@ -482,10 +531,11 @@ pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
     for e in &mut entries {
         e.revents = if e.fd < 0 {
             0
-        } else if file(p, e.fd as u64).is_err() {
-            poll::POLLNVAL
         } else {
-            PollFd::answer(e.events, console_ready())
+            match file(p, e.fd as u64) {
+                Err(_) => poll::POLLNVAL,
+                Ok(f) => PollFd::answer(e.events, ready_of(&f)),
+            }
         };
         ready += u64::from(e.revents != 0);
     }
@@ -528,7 +578,6 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
         }
         bits[k] = raw.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
     }
-    let ready_now = console_ready();
     let mut out = [alloc::vec![0u64; words], alloc::vec![0u64; words], alloc::vec![0u64; words]];
     let mut count = 0i64;
     for fd in 0..nfds {
@@ -537,10 +586,15 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
         if !asked.iter().any(|&a| a) {
             continue;
         }
-        if file(p, fd).is_err() {
-            return fail(frame, EBADF);
-        }
-        let got = [ready_now & poll::POLLIN != 0, ready_now & poll::POLLOUT != 0, false];
+        let ready_now = match file(p, fd) {
+            Ok(f) => ready_of(&f),
+            Err(_) => return fail(frame, EBADF),
+        };
+        let got = [
+            ready_now & (poll::POLLIN | poll::POLLHUP) != 0,
+            ready_now & (poll::POLLOUT | poll::POLLERR) != 0,
+            false,
+        ];
         for k in 0..3 {
             if asked[k] && got[k] {
                 out[k][w] |= m;

@@ -10,9 +10,12 @@
 //! scheduler loop (`sched`). User memory is demand-paged and freed on munmap, MADV_DONTNEED and
 //! exit, always after the TLB flush that covers it.
 pub mod elf;
+mod exec;
+pub mod family;
 mod files;
 mod futex;
 mod identity;
+mod pipe;
 pub mod posix;
 pub mod sched;
 pub mod signals;
@@ -47,6 +50,7 @@ use crate::kprintln;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{asids, frames, tlb};
+pub use exec::set_initramfs;
 pub use sched::handle as handle_user_exception;
 
 /// Top of the user stack (exclusive); the stack area ends here, one page below the end of the
@@ -81,8 +85,8 @@ pub struct Process {
     /// Its ASID and the CPUs that may cache it (`mm::asid`, through `memory::asids`); shared
     /// with the flush-target provider of its address space.
     pub asid: Arc<Mutex<AsidContext>>,
-    /// Physical address of its page table's root (for TTBR0).
-    pub root: u64,
+    /// Physical address of its page table's root (for TTBR0; `execve` replaces the table).
+    pub root: AtomicU64,
     /// Its memory (`None` once torn down).
     pub mm: Mutex<Option<Mm>>,
     /// CPUs a thread of the process has run on (bit per CPU), to interrupt when it exits.
@@ -102,6 +106,8 @@ pub struct Process {
     next_tid: AtomicU32,
     /// Ids, descriptors, CPU time (everything of the ABI that is not memory).
     pub posix: posix::ProcessPosix,
+    /// Parent, children, zombies, the exit signal, vfork (`family`).
+    pub family: family::Family,
 }
 
 /// A thread: a user context waiting to run, or running on one CPU.
@@ -157,6 +163,7 @@ pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
 /// Why the program could not be started (bad ELF, out of memory).
 pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, String> {
     let process = spawn(bytes, argv, envp)?;
+    family::set_root(&process);
     sched::run_cpu(Some(&process));
     Ok(process.status.load(Ordering::Acquire))
 }
@@ -193,7 +200,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let process = Arc::new(Process {
         pid,
         asid,
-        root,
+        root: AtomicU64::new(root),
         mm: Mutex::new(Some(mm)),
         cpus: AtomicU64::new(0),
         threads: AtomicUsize::new(1),
@@ -204,7 +211,10 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         rlimits: Mutex::new(Rlimits::init(frames::usage().1 as u64)),
         next_tid: AtomicU32::new(pid + 1),
         posix: posix::ProcessPosix::first(),
+        family: family::Family::first(),
     });
+    process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
+    family::started();
     let thread = Thread {
         tid: pid,
         process: process.clone(),
@@ -219,18 +229,19 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         if let Some(mm) = process.mm.lock().take() {
             free_mm(mm, None);
         }
+        family::ended();
         return Err(format!("cannot start its first thread: {e}"));
     }
     Ok(process)
 }
 
 /// Maps the segments, the stack and the initial stack contents; returns the entry registers.
-fn load(
+fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
     exe: &elf::Executable,
     bytes: &[u8],
-    argv: &[&str],
-    envp: &[&str],
+    argv: &[S],
+    envp: &[S],
 ) -> Result<UserRegs, String> {
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
@@ -326,8 +337,13 @@ pub fn thread_exited(process: &Arc<Process>) {
             mm.vm().check();
             free_mm(mm, Some(&process.asid));
         }
+        // Descriptors close at exit, not when the zombie is reaped (Linux's exit_files): a
+        // pipe's reader sees end of file as soon as its last writer has exited.
+        let files = core::mem::take(&mut *process.posix.files.lock());
+        drop(files);
         process.cpus.store(0, Ordering::Release);
         process.done.store(true, Ordering::Release);
+        family::exited(process);
     }
 }
 
@@ -387,7 +403,11 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             let fsc = iss & 0x3f;
             let mut guard = process.mm.lock();
             let Some(mm) = guard.as_mut() else { return Action::ExitThread };
-            let why = if (0x04..=0x07).contains(&fsc) {
+            // Translation faults (demand paging) and write permission faults (copy-on-write)
+            // are memory's to resolve.
+            let resolvable =
+                (0x04..=0x07).contains(&fsc) || (0x0d..=0x0f).contains(&fsc) && access == Access::Write;
+            let why = if resolvable {
                 match mm.fault(frame.far, access) {
                     Ok(()) => {
                         PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
@@ -516,10 +536,17 @@ fn exception_signal(frame: &TrapFrame, ec: u64) -> signals::Fault {
     signals::Fault { info: SigInfo::fault(sig, code, addr), address: 0, esr }
 }
 
-/// Ends the whole process with `status` (exit_group, or a fatal fault).
+/// Ends the whole process with `status` (128 + the signal: a fatal signal or fault).
 pub fn kill(process: &Arc<Process>, status: u64) -> Action {
+    kill_with(process, status, false)
+}
+
+/// Ends the whole process with `status`: an exit code (`exit_group`: `exited` true) or 128 + a
+/// fatal signal, which decides the status its parent's `wait4` reads.
+pub fn kill_with(process: &Arc<Process>, status: u64, exited: bool) -> Action {
     if !process.exiting.swap(true, Ordering::AcqRel) {
         process.status.store(status, Ordering::Release);
+        process.family.set_killed(!exited);
     }
     sched::stop_process(process);
     Action::ExitThread

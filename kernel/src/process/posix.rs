@@ -26,10 +26,12 @@ pub const O_NONBLOCK: u32 = 0o4000;
 pub const O_CLOEXEC: u32 = 0o2_000_000;
 
 /// What an open file is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum FileKind {
     /// The console (`/dev/console`): the UART through the line discipline (`crate::tty`).
     Console,
+    /// One end of a pipe (`super::pipe`).
+    Pipe(super::pipe::PipeEnd),
 }
 
 /// An open file description.
@@ -90,6 +92,24 @@ impl FdTable {
         self.fds[fd] = Some(entry);
     }
 
+    /// A copy (the same descriptions, each descriptor's own flag), or `None` when the heap cannot
+    /// hold it.
+    pub fn try_clone(&self) -> Option<Self> {
+        let mut fds = Vec::new();
+        fds.try_reserve_exact(self.fds.len()).ok()?;
+        fds.extend(self.fds.iter().cloned());
+        Some(Self { fds })
+    }
+
+    /// `execve`: closes every close-on-exec descriptor.
+    pub fn close_on_exec(&mut self) {
+        for slot in &mut self.fds {
+            if slot.as_ref().is_some_and(|e| e.cloexec) {
+                *slot = None;
+            }
+        }
+    }
+
     /// Closes `fd`; false if it was not open.
     pub fn close(&mut self, fd: u64) -> bool {
         let Ok(i) = usize::try_from(fd) else { return false };
@@ -99,8 +119,6 @@ impl FdTable {
 
 /// Ids, descriptors and accounting of a process.
 pub struct ProcessPosix {
-    /// Parent's pid: 0 for a process the kernel started (Linux gives init ppid 0).
-    pub ppid: u32,
     /// Process group (0 until `setsid`/`setpgid`, as for a Linux init started by the kernel).
     pub pgid: AtomicU32,
     /// Session (0 likewise).
@@ -115,13 +133,14 @@ pub struct ProcessPosix {
     pub cpu_ticks: AtomicU64,
     /// System-call numbers (below 1024) already reported as unknown.
     reported: Mutex<[u64; 16]>,
+    /// The path of the program it runs (what `/proc/self/exe` names), up to 255 bytes.
+    exe: Mutex<([u8; 255], u8)>,
 }
 
 impl ProcessPosix {
     /// The state of a process the kernel starts: ppid 0, console descriptors.
     pub fn first() -> Self {
         Self {
-            ppid: 0,
             pgid: AtomicU32::new(0),
             sid: AtomicU32::new(0),
             ctty: AtomicBool::new(false),
@@ -129,7 +148,40 @@ impl ProcessPosix {
             personality: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
+            exe: Mutex::new(([0; 255], 0)),
         }
+    }
+
+    /// The state of a child forked by this process: the same process group and session, a copy
+    /// of the descriptor table (sharing the open file descriptions, as Linux's `dup_fd`), the
+    /// personality; no CPU time; the unknown calls already reported stay reported. `None` when
+    /// the heap cannot hold the table.
+    pub fn forked(&self) -> Option<Self> {
+        let files = self.files.lock().try_clone()?;
+        Some(Self {
+            pgid: AtomicU32::new(self.pgid.load(Ordering::Acquire)),
+            sid: AtomicU32::new(self.sid.load(Ordering::Acquire)),
+            ctty: AtomicBool::new(false),
+            files: Mutex::new(files),
+            personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
+            cpu_ticks: AtomicU64::new(0),
+            reported: Mutex::new(*self.reported.lock()),
+            exe: Mutex::new(*self.exe.lock()),
+        })
+    }
+
+    /// Records the path of the program now running (cut to 255 bytes).
+    pub fn set_exe(&self, path: &[u8]) {
+        let mut exe = self.exe.lock();
+        let n = path.len().min(255);
+        exe.0[..n].copy_from_slice(&path[..n]);
+        exe.1 = n as u8;
+    }
+
+    /// The path of the program it runs.
+    pub fn exe(&self) -> ([u8; 255], usize) {
+        let exe = self.exe.lock();
+        (exe.0, usize::from(exe.1))
     }
 
     /// Whether unknown system call `nr` is reported now, and how: the first time for each number

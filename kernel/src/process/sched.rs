@@ -35,7 +35,7 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use linux_abi::futex::{BITSET_MATCH_ANY, Channel, WaitList, Waiter};
 use mm::vm::{Errno, fallible, limits};
 
@@ -85,6 +85,47 @@ pub enum WaitFor {
     /// A signal (`rt_sigsuspend`, `rt_sigtimedwait`): x0 is -EINTR when one came, -ETIMEDOUT at
     /// the deadline; the signal code finishes the call as the thread resumes.
     Signal,
+    /// A kernel event on `key` ([`notify`]: a child exited, a pipe changed), if none happened
+    /// since the caller read [`event_generation`] as `generation` (checked under the wait
+    /// list's lock, as a futex word is). The call restarts when woken, so it is served by the
+    /// same code as one that found its condition at once; a signal ends it with -EINTR.
+    Event {
+        /// What is waited for (an odd or offset address: never a user futex's key).
+        key: usize,
+        /// The event count the caller saw before it looked.
+        generation: u32,
+    },
+    /// `vfork`: the parent's thread is parked in the child (`family::park_vfork_parent`) until
+    /// the child execs or exits; signals do not end the wait (Linux's killable wait). x0 holds
+    /// the child's pid.
+    Vfork {
+        /// The child.
+        pid: u32,
+    },
+}
+
+/// Kernel events so far ([`WaitFor::Event`]).
+static EVENTS: AtomicU32 = AtomicU32::new(0);
+
+/// The count of kernel events: read it before checking a condition, then block on
+/// [`WaitFor::Event`] with it.
+pub fn event_generation() -> u32 {
+    EVENTS.load(Ordering::Acquire)
+}
+
+/// A kernel event on `key` happened (the caller changed the state first): every thread blocked
+/// on it restarts its system call.
+pub fn notify(key: usize) {
+    let mut waiting = WAITING.lock();
+    EVENTS.fetch_add(1, Ordering::AcqRel);
+    let n = waiting.wake_each(key, 0, BITSET_MATCH_ANY, u64::MAX, |mut t| {
+        t.regs.pc -= 4;
+        make_runnable(t);
+    });
+    drop(waiting);
+    if n > 0 {
+        wake_idle();
+    }
 }
 
 /// A blocking request: what, and until when (a counter value; `None` = no timeout).
@@ -213,7 +254,8 @@ pub fn run_on(cpu: usize, work: fn()) -> bool {
 pub fn run_cpu(until: Option<&Arc<Process>>) {
     let cpu = current_cpu();
     loop {
-        if until.is_some_and(|p| p.done.load(Ordering::Acquire)) {
+        // The first process and every process it started (orphans are its children).
+        if until.is_some_and(|p| p.done.load(Ordering::Acquire) && super::family::live() == 0) {
             return;
         }
         let work = KERNEL_WORK[cpu].lock().take();
@@ -232,7 +274,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         let process = thread.process.clone();
         process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
         let asid = crate::memory::asids::switch_to(&process.asid, cpu);
-        TTBR0_EL1.set(process.root | (u64::from(asid) << 48));
+        TTBR0_EL1.set(process.root.load(Ordering::Acquire) | (u64::from(asid) << 48));
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         TPIDR_EL0.set(thread.tpidr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
@@ -367,6 +409,26 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
             Channel::Input
         }
         WaitFor::Signal => Channel::Signal,
+        WaitFor::Event { key, generation } => {
+            if EVENTS.load(Ordering::Acquire) != generation {
+                frame.elr -= 4; // something happened since the caller looked: look again
+                return;
+            }
+            Channel::Futex { space: key, uaddr: 0, bitset: BITSET_MATCH_ANY }
+        }
+        WaitFor::Vfork { pid } => {
+            drop(waiting);
+            save_context(cpu, frame);
+            let Some(thread) = CURRENT[cpu].lock().take() else { return };
+            match super::family::park_vfork_parent(thread, pid) {
+                Ok(()) => switch_out(cpu, CODE_BLOCKED),
+                // The child already let go: the thread runs on at once.
+                Err(thread) => {
+                    *CURRENT[cpu].lock() = Some(thread);
+                    return;
+                }
+            }
+        }
     };
     save_context(cpu, frame);
     if let Some(mut thread) = CURRENT[cpu].lock().take() {

@@ -61,10 +61,10 @@ pub const MINSIGSTKSZ: u64 = signal::frame::TOTAL as u64 + 16;
 /// Builds the stack image that ends at `top` (exclusive) and returns `(sp, bytes)`: the bytes go
 /// at `[sp, top)`. `auxv` is given without the entries that point into the stack (`AT_PLATFORM`,
 /// `AT_RANDOM`, `AT_EXECFN`), which are added here.
-pub fn build(
+pub fn build<S: AsRef<[u8]>>(
     top: u64,
-    argv: &[&str],
-    envp: &[&str],
+    argv: &[S],
+    envp: &[S],
     auxv: &[(u64, u64)],
     random: [u8; 16],
 ) -> (u64, Vec<u8>) {
@@ -73,7 +73,7 @@ pub fn build(
     let mut offsets = Vec::new();
     for s in argv.iter().chain(envp) {
         offsets.push(strings.len());
-        strings.extend_from_slice(s.as_bytes());
+        strings.extend_from_slice(s.as_ref());
         strings.push(0);
     }
     let platform_offset = strings.len();

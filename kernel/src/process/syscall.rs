@@ -39,6 +39,16 @@ pub mod errno {
     /// Operation not permitted.
     pub const EPERM: i64 = Errno::EPERM.code() as i64;
     pub use linux_abi::errno::{EMFILE, ENAMETOOLONG, ENOENT, ENOTTY, ERANGE, ESPIPE};
+    /// Argument list too long.
+    pub const E2BIG: i64 = 7;
+    /// Exec format error.
+    pub const ENOEXEC: i64 = 8;
+    /// No child processes.
+    pub const ECHILD: i64 = 10;
+    /// Permission denied.
+    pub const EACCES: i64 = 13;
+    /// Broken pipe.
+    pub const EPIPE: i64 = 32;
 }
 use errno::*;
 
@@ -53,6 +63,7 @@ pub mod nr {
     pub const FACCESSAT: u64 = 48;
     pub const OPENAT: u64 = 56;
     pub const CLOSE: u64 = 57;
+    pub const PIPE2: u64 = 59;
     pub const LSEEK: u64 = 62;
     pub const READ: u64 = 63;
     pub const WRITE: u64 = 64;
@@ -105,6 +116,9 @@ pub mod nr {
     pub const BRK: u64 = 214;
     pub const MUNMAP: u64 = 215;
     pub const CLONE: u64 = 220;
+    pub const EXECVE: u64 = 221;
+    pub const WAIT4: u64 = 260;
+    pub const WAITID: u64 = 95;
     pub const MMAP: u64 = 222;
     pub const MPROTECT: u64 = 226;
     pub const MREMAP: u64 = 216;
@@ -131,8 +145,9 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         // Descriptors and the console.
         nr::READ => return files::read(&p, frame, a[0], files::one_buffer(a[1], a[2])),
         nr::READV => return files::read(&p, frame, a[0], files::vector(&p, a[1], a[2])),
-        nr::WRITE => files::write(&p, a[0], files::one_buffer(a[1], a[2])),
-        nr::WRITEV => files::write(&p, a[0], files::vector(&p, a[1], a[2])),
+        nr::WRITE => return files::write(&p, frame, a[0], files::one_buffer(a[1], a[2])),
+        nr::WRITEV => return files::write(&p, frame, a[0], files::vector(&p, a[1], a[2])),
+        nr::PIPE2 => super::pipe::pipe2(&p, a[0], a[1]),
         nr::CLOSE => files::close(&p, a[0]),
         nr::DUP => files::dup(&p, a[0]),
         nr::DUP3 => files::dup3(&p, a[0], a[1], a[2]),
@@ -149,12 +164,15 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::PSELECT6 => return files::pselect6(&p, frame, a),
         // Threads and futexes.
         nr::EXIT => return exit_thread(thread, a[0]),
-        nr::EXIT_GROUP => return super::kill(&p, a[0] & 0xff),
+        nr::EXIT_GROUP => return super::kill_with(&p, a[0] & 0xff, true),
         nr::SET_TID_ADDRESS => {
             thread.clear_child_tid = a[0];
             i64::from(thread.tid)
         }
-        nr::CLONE => clone(thread, frame, a[0], a[1], a[2], a[3], a[4]),
+        nr::CLONE => return fork_or_thread(thread, frame, a),
+        nr::WAIT4 => return super::family::wait4(thread, frame, a[0], a[1], a[2], a[3]),
+        nr::WAITID => return super::family::waitid(thread, frame, a[0], a[1], a[2], a[3], a[4]),
+        nr::EXECVE => return super::exec::execve(thread, frame, a[0], a[1], a[2]),
         nr::FUTEX => return futex::futex(thread, frame, a),
         nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
         nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
@@ -179,7 +197,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         // Identity.
         nr::GETPID => i64::from(p.pid),
         nr::GETTID => i64::from(thread.tid),
-        nr::GETPPID => i64::from(p.posix.ppid),
+        nr::GETPPID => i64::from(p.family.ppid()),
         nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => 0,
         nr::GETGROUPS => identity::getgroups(a[0]),
         nr::GETPGID => identity::getpgid(thread, a[0]),
@@ -390,7 +408,9 @@ fn prlimit(thread: &Thread, pid: u64, resource: u64, new: Option<u64>, old: Opti
 /// zeroed and woken, as pthread_join expects); the process ends with it if it was the last.
 fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     let p = thread.process.clone();
-    p.status.store(status & 0xff, Ordering::Release);
+    if !p.exiting.load(Ordering::Acquire) {
+        p.status.store(status & 0xff, Ordering::Release);
+    }
     super::futex::release_robust_list(thread);
     if thread.clear_child_tid != 0 {
         let _ = copy_out(&p, thread.clear_child_tid, &0u32.to_le_bytes());
@@ -399,8 +419,11 @@ fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     Action::ExitThread
 }
 
-/// Linux `clone` flags this kernel implements: a thread in the same address space.
-mod clone_flags {
+/// Linux `clone` flags this kernel implements: a thread in the same address space, or a new
+/// process (fork, vfork).
+pub(super) mod clone_flags {
+    pub const CLONE_VFORK: u64 = 0x4000;
+    pub const CLONE_PARENT: u64 = 0x8000;
     pub const CLONE_VM: u64 = 0x100;
     pub const CLONE_FS: u64 = 0x200;
     pub const CLONE_FILES: u64 = 0x400;
@@ -412,6 +435,34 @@ mod clone_flags {
     pub const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
     pub const CLONE_DETACHED: u64 = 0x40_0000;
     pub const CLONE_CHILD_SETTID: u64 = 0x100_0000;
+}
+
+/// `clone(flags, stack, ptid, tls, ctid)`: a thread (`CLONE_THREAD`, in this address space) or a
+/// process (`family::fork`), with Linux's flag checks in its order (`copy_process`): `EINVAL`
+/// for `CLONE_THREAD` without `CLONE_SIGHAND`, `CLONE_SIGHAND` without `CLONE_VM`, an exit
+/// signal that is not a signal; `ENOSYS` (reported) for what a process cannot share here
+/// (`CLONE_VM` without `CLONE_VFORK`, `CLONE_FILES`, `CLONE_SIGHAND`).
+fn fork_or_thread(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+    use clone_flags::*;
+    let flags = a[0];
+    let result = if flags & CLONE_THREAD != 0 && flags & CLONE_SIGHAND == 0
+        || flags & CLONE_SIGHAND != 0 && flags & CLONE_VM == 0
+    {
+        -EINVAL
+    } else if flags & CLONE_THREAD != 0 {
+        clone(thread, frame, flags, a[1], a[2], a[3], a[4])
+    } else if flags & 0xff != 0 && !::signal::num::valid(flags & 0xff) {
+        -EINVAL
+    } else if flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0
+        || flags & (CLONE_FILES | CLONE_SIGHAND | CLONE_PARENT) != 0
+    {
+        unknown(thread, nr::CLONE)
+    } else {
+        let vfork = flags & CLONE_VFORK != 0;
+        return super::family::fork(thread, frame, flags, a[1], a[2], a[3], a[4], vfork);
+    };
+    frame.x[0] = result as u64;
+    Action::Continue
 }
 
 fn clone(
@@ -436,7 +487,7 @@ fn clone(
         | CLONE_DETACHED
         | CLONE_CHILD_SETTID;
     if flags & (CLONE_VM | CLONE_THREAD | CLONE_SIGHAND) != (CLONE_VM | CLONE_THREAD | CLONE_SIGHAND) {
-        return -ENOSYS; // fork-like clones: processes are started by the kernel only
+        return -ENOSYS; // not a thread: `fork_or_thread` sends processes to `family::fork`
     }
     if flags & !(supported | 0xff) != 0 {
         return -EINVAL;

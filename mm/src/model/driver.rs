@@ -73,6 +73,7 @@ pub(super) struct Report {
     pub(super) user: UserStats,
     pub(super) rollovers: u64,
     pub(super) exits: u64,
+    pub(super) forks: u64,
 }
 
 pub(super) struct Driver {
@@ -88,6 +89,9 @@ pub(super) struct Driver {
     spawned: u64,
     /// Counters of the processes that exited.
     user: UserStats,
+    /// Each slot's window (a forked child has its parent's).
+    lo: std::vec::Vec<u64>,
+    forks: u64,
 }
 
 fn lo_of(slot: usize) -> u64 {
@@ -100,6 +104,8 @@ fn add(total: &mut UserStats, s: &UserStats) {
     total.demotions += s.demotions;
     total.folds += s.folds;
     total.unfolds += s.unfolds;
+    total.cow_copies += s.cow_copies;
+    total.cow_reuses += s.cow_reuses;
 }
 
 impl Driver {
@@ -119,6 +125,8 @@ impl Driver {
             exits: 0,
             spawned: 0,
             user: UserStats::default(),
+            lo: (0..cfg.slots).map(lo_of).collect(),
+            forks: 0,
         };
         for s in 0..cfg.slots {
             d.slots.push(None);
@@ -147,6 +155,7 @@ impl Driver {
         let layout = Layout::linux(0x40_0000);
         self.slots[slot] = Some(UserMemory::new(table, issuer, self.features, targets, frames, layout));
         self.spawned += 1;
+        self.lo[slot] = lo_of(slot);
         let mut m = self.m.borrow_mut();
         let threads = 1 + m.rng.below(2) as usize;
         m.procs[slot] = Proc {
@@ -196,6 +205,7 @@ impl Driver {
             user,
             rollovers: m.alloc.rollovers(),
             exits: self.exits,
+            forks: self.forks,
         })
     }
 
@@ -238,13 +248,13 @@ impl Driver {
             }
             47..=51 => {
                 let (page, pages) = self.random_range(page);
-                let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
                 let r = self.operate(slot, page, pages, |mem| mem.munmap(va, len));
                 format!("munmap slot {slot} pages {page:#x}+{pages}: {r:?}")
             }
             52..=57 => {
                 let (page, pages) = self.random_range(page);
-                let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
                 let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, MADV_DONTNEED));
                 format!("madvise(DONTNEED) slot {slot} pages {page:#x}+{pages}: {r:?}")
             }
@@ -253,10 +263,11 @@ impl Driver {
                 let prot = PROTS[self.rand(3) as usize];
                 self.mmap(slot, page, pages, prot)
             }
-            63..=89 => {
+            63..=86 => {
                 self.m.borrow_mut().random_switch(false);
                 String::from("switch")
             }
+            87..=89 => self.fork(slot),
             _ if r < 90 + self.cfg.exit_percent => self.exit(slot),
             _ => {
                 self.m.borrow_mut().noise(8);
@@ -279,12 +290,13 @@ impl Driver {
             Step::Fault { slot, page, cursor } => {
                 let access = [Access::Read, Access::Write, Access::Execute][self.rand(3) as usize];
                 self.m.borrow_mut().cursor = cursor.then_some((slot, page));
-                let r = self.operate(slot, page, 1, |mem| mem.fault(lo_of(slot) + page * PAGE_SIZE, access));
+                let va = self.lo[slot] + page * PAGE_SIZE;
+                let r = self.operate(slot, page, 1, |mem| mem.fault(va, access));
                 format!("fault slot {slot} page {page:#x} {access:?}: {r:?}")
             }
             Step::Populate { slot, page, pages } => {
                 self.m.borrow_mut().cursor = Some((slot, page));
-                let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+                let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
                 let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, MADV_POPULATE_READ));
                 format!("populate slot {slot} pages {page:#x}+{pages}: {r:?}")
             }
@@ -315,13 +327,13 @@ impl Driver {
             let mut m = self.m.borrow_mut();
             m.current = cpu;
             m.in_op = Some(slot);
-            m.hot = Some((slot, lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE));
+            m.hot = Some((slot, self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE));
             if self.cfg.decided_before {
                 m.decided = Some(m.alloc.flush_target(&m.procs[slot].ctx, cpu));
             }
         }
         let r = f(mem);
-        let (lo, hi) = (lo_of(slot) + page * PAGE_SIZE, lo_of(slot) + (page + pages) * PAGE_SIZE);
+        let (lo, hi) = (self.lo[slot] + page * PAGE_SIZE, self.lo[slot] + (page + pages) * PAGE_SIZE);
         self.changed = Some(match self.changed {
             Some((s, l, h)) if s == slot => (slot, l.min(lo), h.max(hi)),
             _ => (slot, lo, hi),
@@ -335,7 +347,7 @@ impl Driver {
     }
 
     fn mmap(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
-        let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
         let r = self.operate(slot, page, pages, |mem| {
             mem.mmap(va, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
         });
@@ -344,7 +356,7 @@ impl Driver {
     }
 
     fn mprotect(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
-        let (va, len) = (lo_of(slot) + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
         let r = self.operate(slot, page, pages, |mem| mem.mprotect(va, len, prot));
         format!("mprotect slot {slot} pages {page:#x}+{pages} prot {prot:#x}: {r:?}")
     }
@@ -352,6 +364,53 @@ impl Driver {
     /// The process in `slot` exits: its threads stop, a CPU destroys its memory (every frame
     /// back after the flush), and a new process takes the slot.
     fn exit(&mut self, slot: usize) -> String {
+        let cpu = self.end(slot);
+        self.spawn(slot);
+        format!("exit and respawn of slot {slot} on CPU {cpu}")
+    }
+
+    /// `fork` by the process in `parent`: the process of another slot exits and the child takes
+    /// that slot, with the parent's window; the fork runs on a CPU running the parent (its
+    /// write protection is one flush, aimed at the parent's CPUs at that moment). Later steps
+    /// fault, write (copy-on-write), unmap and exit either side on any CPU.
+    fn fork(&mut self, parent: usize) -> String {
+        if self.cfg.slots < 2 {
+            return String::from("no fork (one slot)");
+        }
+        let child = (parent + 1 + self.rand(self.cfg.slots as u64 - 1) as usize) % self.cfg.slots;
+        self.end(child);
+        let table = PageTable::new(ModelMem(self.m.clone()), VaRange::Lower).expect("root table");
+        let root = table.root_pa().0;
+        let issuer = TlbIssuer::new(ModelHw(self.m.clone()), Errata::NONE);
+        let targets = ModelTargets { m: self.m.clone(), slot: child };
+        let frames = ModelFrames(self.m.clone());
+        self.spawned += 1;
+        self.forks += 1;
+        self.lo[child] = self.lo[parent];
+        {
+            let mut m = self.m.borrow_mut();
+            let threads = 1 + m.rng.below(2) as usize;
+            m.procs[child] = Proc {
+                uid: self.spawned,
+                root,
+                lo: self.lo[parent],
+                pages: WINDOW_PAGES,
+                ctx: crate::asid::AsidContext::new(),
+                threads,
+                alive: true,
+            };
+        }
+        let features = self.features;
+        let r =
+            self.operate(parent, 0, WINDOW_PAGES, |mem| mem.fork(table, issuer, features, targets, frames));
+        let mem = r.expect("the model's frames and tables never run out");
+        self.slots[child] = Some(mem);
+        format!("fork of slot {parent} into slot {child}")
+    }
+
+    /// The process in `slot` ends: its threads stop and a CPU destroys its memory (every frame
+    /// back after the flush, a shared one when its last reference goes). Returns the CPU.
+    fn end(&mut self, slot: usize) -> usize {
         self.exits += 1;
         let cpu = {
             let mut m = self.m.borrow_mut();
@@ -369,7 +428,6 @@ impl Driver {
         let mem = self.slots[slot].take().expect("live slot");
         add(&mut self.user, &mem.stats());
         let _ = mem.destroy();
-        self.spawn(slot);
-        format!("exit and respawn of slot {slot} on CPU {cpu}")
+        cpu
     }
 }

@@ -113,7 +113,13 @@ impl UserFrames for ModelFrames {
 
     fn free(&mut self, pa: PhysAddr) {
         let mut m = self.0.borrow_mut();
-        m.free_data(pa.0);
+        match m.data_refs.get_mut(&pa.0) {
+            Some(1) => {
+                m.data_refs.remove(&pa.0);
+            }
+            Some(n) => *n -= 1,
+            None => m.free_data(pa.0),
+        }
         if m.rng.chance(10) {
             m.noise(1);
         }
@@ -121,5 +127,21 @@ impl UserFrames for ModelFrames {
 
     fn write(&mut self, pa: PhysAddr, _offset: usize, _data: &[u8]) {
         assert!(self.0.borrow().data_live.contains(&pa.0), "write to data frame {:#x}, not allocated", pa.0);
+    }
+
+    fn share(&mut self, pa: PhysAddr) -> bool {
+        let mut m = self.0.borrow_mut();
+        assert!(m.data_live.contains(&pa.0), "sharing data frame {:#x}, not allocated", pa.0);
+        *m.data_refs.entry(pa.0).or_insert(0) += 1;
+        true
+    }
+
+    fn is_shared(&self, pa: PhysAddr) -> bool {
+        self.0.borrow().data_refs.contains_key(&pa.0)
+    }
+
+    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
+        let m = self.0.borrow();
+        assert!(m.data_live.contains(&dst.0) && m.data_live.contains(&src.0), "copy between frames not held");
     }
 }

@@ -184,6 +184,8 @@ pub(super) struct Machine {
     table_free: Vec<usize>,
     /// Data frames currently allocated.
     pub(super) data_live: HashSet<u64>,
+    /// References to a data frame beyond the first (frames shared by fork).
+    pub(super) data_refs: std::collections::HashMap<u64, u32>,
     /// Where the next data frame goes: `(slot, page)` (see [`Machine::alloc_data`]).
     pub(super) cursor: Option<(usize, u64)>,
     pool_next: u64,
@@ -226,6 +228,7 @@ impl Machine {
             table_live: Vec::new(),
             table_free: Vec::new(),
             data_live: HashSet::new(),
+            data_refs: std::collections::HashMap::new(),
             cursor: None,
             pool_next: 0,
             pool_free: Vec::new(),

@@ -52,6 +52,7 @@ fn assert_covered(r: &Report) {
     assert!(r.machine.local_tlbis > 0 && r.machine.tlbis > r.machine.local_tlbis, "{r:?}");
     assert!(r.machine.rollover_flushes > 0 && r.exits > 0, "{r:?}");
     assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
+    assert!(r.forks > 0 && r.user.cow_copies > 0 && r.user.cow_reuses > 0, "no fork or copy-on-write: {r:?}");
 }
 
 #[test]
@@ -114,6 +115,20 @@ fn planted_fault_flush_that_ignores_the_target_is_caught() {
         cfg.ops = 5_000;
         let e = caught_with(Mutation::FaultFlushIgnoresTarget, cfg, 4);
         let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fault flush with a stale target was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
+/// A fork that write-protects the parent without the flush: CPUs running the parent keep
+/// writable entries for frames the child now shares (a write through one would reach the
+/// child's memory).
+#[test]
+fn planted_fork_without_the_parent_flush_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0500);
+        cfg.ops = 5_000;
+        let e = caught_with(Mutation::ForkWithoutFlush, cfg, 4);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fork without the parent's flush was not caught"));
         println!("caught: {}", e.lines().next().unwrap_or_default());
     }
 }

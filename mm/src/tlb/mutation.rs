@@ -55,6 +55,9 @@ pub(crate) enum Mutation {
     /// A switch after an ASID rollover does not ask for the CPU's full local flush, so a
     /// recycled ASID meets the entries its previous owner left.
     RolloverFlushSkipped,
+    /// `fork` write-protects the parent's pages in the tables without the flush, so CPUs keep
+    /// writable entries for frames now shared with the child.
+    ForkWithoutFlush,
 }
 
 impl Mutation {

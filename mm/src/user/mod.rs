@@ -25,6 +25,7 @@
 //! 2 MiB block or a contiguous run: [`UserStats::data_frames`] counts them.
 
 mod calls;
+mod fork;
 #[cfg(test)]
 mod tests;
 
@@ -45,8 +46,25 @@ pub trait UserFrames {
     /// One zeroed 4 KiB frame, or `None` when memory is exhausted.
     fn alloc_zeroed(&mut self) -> Option<PhysAddr>;
 
-    /// Gives back a frame from [`alloc_zeroed`](Self::alloc_zeroed).
+    /// Drops one reference to a frame from [`alloc_zeroed`](Self::alloc_zeroed): the frame
+    /// goes back when it was the last ([`share`](Self::share) adds references).
     fn free(&mut self, pa: PhysAddr);
+
+    /// Adds a reference to a frame this layer holds (`fork` shares it with a child); `false`
+    /// when the count cannot be kept (no memory for it: `fork` fails with `ENOMEM`). The
+    /// default keeps no counts, so a provider without them cannot fork.
+    fn share(&mut self, _pa: PhysAddr) -> bool {
+        false
+    }
+
+    /// Whether the frame has another reference than the caller's (a copy-on-write fault copies
+    /// it then, and reuses it when not). The default: never.
+    fn is_shared(&self, _pa: PhysAddr) -> bool {
+        false
+    }
+
+    /// Copies the 4 KiB frame `src` into `dst` (a copy-on-write fault; `dst` is fresh).
+    fn copy(&mut self, dst: PhysAddr, src: PhysAddr);
 
     /// Writes `data` into the frame at `pa`, from byte `offset` (`offset + data.len() <= 4096`).
     fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]);
@@ -147,7 +165,11 @@ pub struct UserStats {
     pub folds: u64,
     /// Contiguous runs whose hint was cleared.
     pub unfolds: u64,
-    /// Data frames held now.
+    /// Copy-on-write faults that copied the page.
+    pub cow_copies: u64,
+    /// Copy-on-write faults that found the last reference and only made it writable.
+    pub cow_reuses: u64,
+    /// Data frames held now (a frame shared with another memory counts in each).
     pub data_frames: u64,
     /// Table frames held now (the root included).
     pub table_frames: u64,
@@ -165,6 +187,11 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     large: LargeFaults,
     /// `mlockall(MCL_FUTURE)`: the lock flags every new area gets (Linux's `mm->def_flags`).
     lock_future: Option<VmaFlags>,
+    /// Took part in a fork: its private pages may be shared, so `mprotect` leaves them
+    /// read-only and the first write decides (copy or reuse).
+    shares: bool,
+    cow_copies: u64,
+    cow_reuses: u64,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -224,6 +251,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             data_frames: 0,
             large: LargeFaults::ALL,
             lock_future: None,
+            shares: false,
+            cow_copies: 0,
+            cow_reuses: 0,
         }
     }
 
@@ -269,6 +299,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             demotions: s.demotions,
             folds: s.folds,
             unfolds: s.unfolds,
+            cow_copies: self.cow_copies,
+            cow_reuses: self.cow_reuses,
             data_frames: self.data_frames,
             table_frames: self.space.table().stats().tables_in_use(),
         }
@@ -292,7 +324,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return Err(Fault::Protection { prot });
         }
         let page = addr & !(PAGE_SIZE - 1);
-        if self.space.query(VirtAddr(page)).is_some() {
+        if let Some(leaf) = self.space.query(VirtAddr(page)) {
+            if access == Access::Write && !leaf.attrs.access().writable() {
+                let shared = vma.flags.contains(VmaFlags::SHARED);
+                let range = (vma.start, vma.end);
+                return self.write_fault(page, range, prot, shared);
+            }
             return Ok(());
         }
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
@@ -413,7 +450,13 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if start >= end {
             return Ok(());
         }
-        let attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
+        let mut attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
+        if self.shares {
+            // A page may be shared with a parent or child: it stays read-only, and the first
+            // write copies it or, if it is the last reference, makes it writable (Linux keeps
+            // such pages read-only in `mprotect` too, `can_change_pte_writable`).
+            attrs = fork::write_protected(attrs);
+        }
         self.space.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs))
     }
 

@@ -17,6 +17,7 @@ use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_POPULATE, MAP_PRIVATE};
 use crate::vm::prot::{PROT_READ, PROT_WRITE};
 
 mod calls;
+mod fork;
 
 /// Table frames from the heap.
 struct Heap;
@@ -113,6 +114,12 @@ impl UserFrames for Frames {
     }
     fn free_frames(&self) -> u64 {
         self.free_frames
+    }
+    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
+        let page = self.contents.get(&src.0).cloned();
+        if let Some(page) = page {
+            self.contents.insert(dst.0, page);
+        }
     }
     fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]) {
         assert!(self.live.contains(&pa.0), "write to a frame not held");

@@ -58,6 +58,7 @@
 
 use alloc::vec::Vec;
 
+mod fork;
 pub mod lock;
 pub mod remap;
 

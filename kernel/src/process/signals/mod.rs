@@ -148,6 +148,53 @@ impl Signals {
         }
     }
 
+    /// The signal state of a process forked by thread `tid` of this one, whose thread is
+    /// `child`: the actions, the thread's mask and alternate stack are copied; nothing is
+    /// pending (Linux's `copy_sighand`, `copy_signal` and `init_sigpending`). `None` when the
+    /// heap cannot hold it.
+    pub fn forked(&self, tid: u32, child: u32) -> Option<Self> {
+        let mut threads = Vec::new();
+        threads.try_reserve(1).ok()?;
+        let st = self.state.lock();
+        let (blocked, altstack) = st
+            .threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map_or((SigSet::EMPTY, AltStack::default()), |t| (t.blocked, t.altstack));
+        let mut me = PerThread::new(child, blocked);
+        me.altstack = altstack;
+        threads.push(me);
+        Some(Self {
+            state: Mutex::new(State { actions: st.actions, shared: Pending::new(), threads }),
+            queued: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            trampoline: AtomicU64::new(0),
+        })
+    }
+
+    /// `execve`: handled signals go back to their default action (ignored ones stay ignored),
+    /// the alternate stack is gone, the `rt_sigreturn` stub with the old memory (Linux's
+    /// `flush_signal_handlers`); masks and pending signals stay.
+    pub fn exec_reset(&self) {
+        let mut st = self.state.lock();
+        for a in st.actions.iter_mut() {
+            if a.handler != num::SIG_IGN {
+                *a = SigAction::DEFAULT;
+            } else {
+                a.flags = 0;
+            }
+        }
+        for t in st.threads.iter_mut() {
+            t.altstack = AltStack::default();
+        }
+        self.trampoline.store(0, Ordering::Release);
+    }
+
+    /// The action of signal `sig` (1..=64).
+    pub fn action_of(&self, sig: u32) -> SigAction {
+        self.state.lock().action(sig)
+    }
+
     /// A thread `child` created by `parent`: it inherits the mask; no alternate stack (CLONE_VM).
     pub fn thread_created(&self, parent: u32, child: u32) {
         let mut st = self.state.lock();
@@ -255,6 +302,12 @@ fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
     }
     super::sched::kick_cpus(p);
     Ok(())
+}
+
+/// Sends `info` to process `p` from the kernel (`SIGCHLD` to a parent, `SIGPIPE` to a writer),
+/// as Linux's `send_sig_info`; a full queue drops it.
+pub fn send_to_process(p: &Process, info: SigInfo) {
+    let _ = send(p, Target::Process, info);
 }
 
 /// Whether the thread about to park may sleep: not if a signal it can take is pending (then it

@@ -1,0 +1,517 @@
+//! Processes as a family, after Linux's kernel/fork.c and kernel/exit.c: `fork` (`clone`
+//! without `CLONE_VM`) and `vfork`, the parent and children of each process, zombies, the exit
+//! signal, `wait4` and `waitid` with Linux's status encodings, and orphans.
+//!
+//! - **fork** copies the memory copy-on-write (`mm::user::UserMemory::fork`: one flush for the
+//!   parent, no frame copied), the descriptors (shared open file descriptions), the signal
+//!   actions, mask and alternate stack, the limits and the ids; the child gets its own ASID at
+//!   its first switch and returns 0 from `clone`.
+//! - **vfork** (`CLONE_VFORK`): the parent's thread is parked in the child until the child execs
+//!   or exits (not interruptible by signals, as Linux's killable wait). The child's memory is a
+//!   copy-on-write fork rather than the parent's own (`CLONE_VM` without `CLONE_THREAD` is not
+//!   shared here): a correct vfork child only execs or exits, so it cannot tell; a parent that
+//!   reads what its child wrote before `execve` failed (glibc's `posix_spawn` error report)
+//!   does not see it.
+//! - **Zombies**: a process whose last thread ended has given back every frame, but stays in its
+//!   parent's list with its status until the parent reaps it with `wait4`/`waitid`. A parent
+//!   that ignores `SIGCHLD` (or set `SA_NOCLDWAIT`) gets no zombies, as on Linux.
+//! - **Orphans** are given to the first process (the kernel's init); when it ends, every process
+//!   left is killed, and `process::run` returns once all have been torn down.
+//!
+//! Waiting uses the scheduler's kernel events ([`sched::WaitFor::Event`]): a parent reads the
+//! event count, looks at its children, and blocks with that count; a child's exit changes the
+//! state first, then notifies, so no exit is missed.
+use alloc::boxed::Box;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use ::signal::info::SigInfo;
+use ::signal::num;
+use mm::asid::AsidContext;
+use mm::paging::{PageTable, VaRange};
+use mm::tlb::TlbIssuer;
+use mm::tlb::issue::Aarch64Tlb;
+use spin::Mutex;
+
+use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, ESRCH};
+use super::syscall::{copy_out, errno::ECHILD};
+use super::{Action, Mm, Process, Thread, sched};
+use crate::arch::aarch64::exception::{FpState, TrapFrame};
+use crate::memory::asids::AsidTargets;
+use crate::memory::kernel_map::FrameTranslation;
+use crate::memory::{frames, tlb};
+
+/// Processes started and not yet torn down.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The first process: orphans' new parent.
+static ROOT: Mutex<Option<Weak<Process>>> = Mutex::new(None);
+
+/// Processes not yet torn down.
+pub fn live() -> usize {
+    LIVE.load(Ordering::Acquire)
+}
+
+/// A process was created.
+pub fn started() {
+    LIVE.fetch_add(1, Ordering::AcqRel);
+}
+
+/// A process that was counted by [`started`] was given up before it ran.
+pub fn ended() {
+    LIVE.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// A vfork child's hold on its parent's thread.
+#[derive(Default)]
+struct Vfork {
+    /// The child has execed or exited: the parent runs on.
+    released: bool,
+    /// The parent's thread, parked until then.
+    parent: Option<Box<Thread>>,
+}
+
+/// A process's place in its family.
+pub struct Family {
+    parent: Mutex<Option<Weak<Process>>>,
+    ppid: AtomicU32,
+    /// Children not yet reaped (running ones and zombies).
+    children: Mutex<Vec<Arc<Process>>>,
+    /// The signal the parent gets at exit (`clone`'s `CSIGNAL` byte; 0: none).
+    exit_signal: u32,
+    /// Ended by a signal (its status is 128 + the signal), not by `exit`/`exit_group`.
+    killed: AtomicBool,
+    vfork: Mutex<Vfork>,
+    /// CPU time of reaped children (counter ticks), for `times`/`getrusage(RUSAGE_CHILDREN)`.
+    pub children_ticks: AtomicU64,
+}
+
+impl Family {
+    /// The kernel's first process: no parent (ppid 0).
+    pub fn first() -> Self {
+        Self::with(None, 0, 0)
+    }
+
+    fn with(parent: Option<Weak<Process>>, ppid: u32, exit_signal: u32) -> Self {
+        Self {
+            parent: Mutex::new(parent),
+            ppid: AtomicU32::new(ppid),
+            children: Mutex::new(Vec::new()),
+            exit_signal,
+            killed: AtomicBool::new(false),
+            vfork: Mutex::new(Vfork::default()),
+            children_ticks: AtomicU64::new(0),
+        }
+    }
+
+    /// `getppid`.
+    pub fn ppid(&self) -> u32 {
+        self.ppid.load(Ordering::Acquire)
+    }
+
+    /// Records how the process ends (set once, by the first `exit_group` or fatal signal).
+    pub fn set_killed(&self, killed: bool) {
+        self.killed.store(killed, Ordering::Release);
+    }
+}
+
+/// The event key of `p`'s children (odd: never a user futex's key, which is a pointer).
+fn children_key(p: &Process) -> usize {
+    core::ptr::from_ref(p) as usize | 1
+}
+
+/// The wait status of an ended process, Linux's encoding: `code << 8` for an exit, the signal
+/// number for a fatal signal (no core dumps here, so never the 0x80 bit).
+pub fn wait_status(p: &Process) -> u32 {
+    let status = p.status.load(Ordering::Acquire) as u32;
+    if p.family.killed.load(Ordering::Acquire) {
+        status.saturating_sub(128) & 0x7f
+    } else {
+        (status & 0xff) << 8
+    }
+}
+
+/// Makes `p` the first process (orphans go to it).
+pub fn set_root(p: &Arc<Process>) {
+    *ROOT.lock() = Some(Arc::downgrade(p));
+}
+
+/// `clone` without `CLONE_THREAD`: fork (and vfork with `CLONE_VFORK`). `flags` are checked by
+/// the caller; `exit_signal` is their low byte.
+#[allow(clippy::too_many_arguments, reason = "clone's arguments, decoded")]
+pub fn fork(
+    thread: &mut Thread,
+    frame: &mut TrapFrame,
+    flags: u64,
+    stack: u64,
+    ptid: u64,
+    tls: u64,
+    ctid: u64,
+    vfork: bool,
+) -> Action {
+    use super::syscall::clone_flags::*;
+    let result = fork_child(thread, frame, flags, stack, tls, ctid);
+    let child = match result {
+        Ok(child) => child,
+        Err(e) => {
+            frame.x[0] = e as u64;
+            return Action::Continue;
+        }
+    };
+    let pid = child.pid;
+    if flags & CLONE_PARENT_SETTID != 0 {
+        let _ = copy_out(&thread.process, ptid, &pid.to_le_bytes());
+    }
+    frame.x[0] = u64::from(pid);
+    if vfork {
+        return Action::Block(sched::Wait { what: sched::WaitFor::Vfork { pid }, deadline: None });
+    }
+    Action::Continue
+}
+
+fn fork_child(
+    thread: &mut Thread,
+    frame: &mut TrapFrame,
+    flags: u64,
+    stack: u64,
+    tls: u64,
+    ctid: u64,
+) -> Result<Arc<Process>, i64> {
+    use super::syscall::clone_flags::*;
+    let p = thread.process.clone();
+    if p.exiting.load(Ordering::Acquire) {
+        return Err(-EAGAIN);
+    }
+    // Linux's copy_process checks the thread limit before anything is copied.
+    if sched::live_threads() >= sched::max_threads() {
+        return Err(-EAGAIN);
+    }
+    let mut children = p.family.children.lock();
+    children.try_reserve(1).map_err(|_| -ENOMEM)?;
+    drop(children);
+    let pid = super::NEXT_PID.fetch_add(1, Ordering::Relaxed);
+    let asid = Arc::new(Mutex::new(AsidContext::new()));
+    let signals = p.signals.forked(thread.tid, pid).ok_or(-ENOMEM)?;
+    let posix = p.posix.forked().ok_or(-ENOMEM)?;
+    let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| -ENOMEM)?;
+    let features = tlb::features();
+    let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
+    let mut guard = p.mm.lock();
+    let parent_mm = guard.as_mut().ok_or(-EAGAIN)?;
+    let mut mm: Mm = parent_mm
+        .fork(table, issuer, features, AsidTargets::new(asid.clone()), frames::UserFrames)
+        .map_err(|e| e.as_ret())?;
+    drop(guard);
+    if flags & CLONE_CHILD_SETTID != 0 {
+        // Written into the child's memory (a copy-on-write break there), as Linux's
+        // `schedule_tail` does; a bad address is ignored, as there.
+        let _ = mm.write(ctid, &pid.to_le_bytes());
+    }
+    let root = mm.space().table().root_pa().0;
+    let rlimits = *p.rlimits.lock();
+    let child = Arc::new(Process {
+        pid,
+        asid,
+        root: AtomicU64::new(root),
+        mm: Mutex::new(Some(mm)),
+        cpus: AtomicU64::new(0),
+        threads: AtomicUsize::new(1),
+        exiting: AtomicBool::new(false),
+        status: AtomicU64::new(0),
+        done: AtomicBool::new(false),
+        signals,
+        rlimits: Mutex::new(rlimits),
+        next_tid: AtomicU32::new(pid + 1),
+        posix,
+        family: Family::with(Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32),
+    });
+    let mut regs = thread.regs.clone();
+    regs.x = frame.x;
+    regs.x[0] = 0;
+    regs.sp = if stack != 0 { stack } else { frame.sp_el0 };
+    regs.pc = frame.elr;
+    regs.pstate = frame.spsr;
+    // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it.
+    let fp = unsafe { *FpState::below(frame) };
+    use aarch64_cpu::registers::{Readable, TPIDR_EL0};
+    let child_thread = Thread {
+        tid: pid,
+        process: child.clone(),
+        regs,
+        fp,
+        tpidr: if flags & CLONE_SETTLS != 0 { tls } else { TPIDR_EL0.get() },
+        clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
+        affinity: thread.affinity,
+        posix: super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() },
+    };
+    started();
+    // Room was reserved above; only this thread of the parent adds children.
+    p.family.children.lock().push(child.clone());
+    if let Err(e) = sched::admit(child_thread) {
+        p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
+        if let Some(mm) = child.mm.lock().take() {
+            super::free_mm(mm, None);
+        }
+        ended();
+        return Err(e.as_ret());
+    }
+    Ok(child)
+}
+
+/// Parks the vfork parent's `thread` in child `pid` until the child releases it; gives the
+/// thread back if it already has (or there is no such child).
+pub fn park_vfork_parent(thread: Box<Thread>, pid: u32) -> Result<(), Box<Thread>> {
+    let child = thread.process.family.children.lock().iter().find(|c| c.pid == pid).cloned();
+    let Some(child) = child else { return Err(thread) };
+    let mut v = child.family.vfork.lock();
+    if v.released {
+        return Err(thread);
+    }
+    v.parent = Some(thread);
+    Ok(())
+}
+
+/// The vfork child `p` execs or exits: its parent's thread runs on.
+pub fn release_vfork(p: &Process) {
+    let parked = {
+        let mut v = p.family.vfork.lock();
+        v.released = true;
+        v.parent.take()
+    };
+    if let Some(t) = parked {
+        sched::enqueue(t);
+    }
+}
+
+/// Whether `p` asked for no zombies: `SIGCHLD` ignored or `SA_NOCLDWAIT`.
+fn no_zombies(p: &Process) -> bool {
+    let a = p.signals.action_of(num::SIGCHLD);
+    a.handler == num::SIG_IGN || a.flags & num::SA_NOCLDWAIT != 0
+}
+
+/// After the teardown of `p` (every frame back): a vfork parent runs on, its children go to
+/// the first process (or are killed when it is gone), and its parent is told (`SIGCHLD`, a
+/// wake-up of its waits) or, asking for no zombies, forgets it.
+pub fn exited(p: &Arc<Process>) {
+    release_vfork(p);
+    let orphans = core::mem::take(&mut *p.family.children.lock());
+    let root = ROOT.lock().as_ref().and_then(Weak::upgrade).filter(|r| !Arc::ptr_eq(r, p));
+    for c in orphans {
+        let adopted = root.as_ref().is_some_and(|r| {
+            let mut list = r.family.children.lock();
+            if r.done.load(Ordering::Acquire) || list.try_reserve(1).is_err() {
+                return false;
+            }
+            let mut parent = c.family.parent.lock();
+            *parent = Some(Arc::downgrade(r));
+            c.family.ppid.store(r.pid, Ordering::Release);
+            list.push(c.clone());
+            true
+        });
+        if let (true, Some(r)) = (adopted, &root) {
+            sched::notify(children_key(r));
+        } else if !c.done.load(Ordering::Acquire) {
+            // No reaper left: the orphan ends (Linux would have init reap it).
+            super::kill(&c, ::signal::action::killed_status(num::SIGKILL));
+        }
+    }
+    // Under the parent link's lock, so an adoption cannot slip between the look and the signal.
+    let link = p.family.parent.lock();
+    if let Some(parent) = link.as_ref().and_then(Weak::upgrade) {
+        if no_zombies(&parent) {
+            parent.family.children.lock().retain(|c| !Arc::ptr_eq(c, p));
+        } else if p.family.exit_signal != 0 {
+            let killed = p.family.killed.load(Ordering::Acquire);
+            let mut info =
+                SigInfo::sent(p.family.exit_signal, if killed { CLD_KILLED } else { CLD_EXITED }, p.pid, 0);
+            let status = if killed { wait_status(p) } else { wait_status(p) >> 8 };
+            info.0[24..28].copy_from_slice(&status.to_le_bytes());
+            super::signals::send_to_process(&parent, info);
+        }
+        drop(link);
+        sched::notify(children_key(&parent));
+    }
+    LIVE.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// `si_code` of `SIGCHLD`: the child exited.
+const CLD_EXITED: i32 = 1;
+/// `si_code` of `SIGCHLD`: the child was killed by a signal.
+const CLD_KILLED: i32 = 2;
+
+/// Which children a wait is for.
+#[derive(Clone, Copy)]
+enum Which {
+    Any,
+    Pid(u32),
+    Group(u32),
+}
+
+impl Which {
+    fn matches(self, c: &Process) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Pid(pid) => c.pid == pid,
+            Self::Group(g) => c.posix.pgid.load(Ordering::Acquire) == g,
+        }
+    }
+}
+
+/// What a wait found.
+enum Found {
+    /// A zombie (reaped unless `WNOWAIT`).
+    Zombie(Arc<Process>),
+    /// Matching children, none ended yet.
+    Running,
+    /// No matching child.
+    None,
+}
+
+fn find(p: &Process, which: Which, keep: bool) -> Found {
+    let mut children = p.family.children.lock();
+    let mut any = false;
+    for i in 0..children.len() {
+        if !which.matches(&children[i]) {
+            continue;
+        }
+        any = true;
+        if children[i].done.load(Ordering::Acquire) {
+            let c = if keep { children[i].clone() } else { children.swap_remove(i) };
+            if !keep {
+                p.family
+                    .children_ticks
+                    .fetch_add(c.posix.cpu_ticks.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            return Found::Zombie(c);
+        }
+    }
+    if any { Found::Running } else { Found::None }
+}
+
+/// `wait4` options.
+const WNOHANG: u64 = 1;
+const WUNTRACED: u64 = 2;
+const WSTOPPED: u64 = 2;
+const WEXITED: u64 = 4;
+const WCONTINUED: u64 = 8;
+const WNOWAIT: u64 = 0x0100_0000;
+const WNOTHREAD: u64 = 0x2000_0000;
+const WALL: u64 = 0x4000_0000;
+const WCLONE: u64 = 0x8000_0000;
+
+/// `wait4(pid, wstatus, options, rusage)`, as Linux's `kernel_wait4`: `EINVAL` for unknown
+/// options, `ESRCH` for `INT_MIN`, `ECHILD` when no child matches, 0 with `WNOHANG` while they
+/// all run; else the reaped child's pid, its status written (`EFAULT` if that fails: the child
+/// is reaped all the same, as on Linux) and the rusage zeroed.
+pub fn wait4(
+    thread: &Thread,
+    frame: &mut TrapFrame,
+    pid: u64,
+    wstatus: u64,
+    options: u64,
+    rusage: u64,
+) -> Action {
+    let p = &thread.process;
+    if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0 {
+        return done(frame, -EINVAL);
+    }
+    let pid = pid as i32;
+    if pid == i32::MIN {
+        return done(frame, -ESRCH);
+    }
+    let which = match pid {
+        -1 => Which::Any,
+        0 => Which::Group(p.posix.pgid.load(Ordering::Acquire)),
+        n if n < 0 => Which::Group(n.unsigned_abs()),
+        n => Which::Pid(n as u32),
+    };
+    let generation = sched::event_generation();
+    match find(p, which, false) {
+        Found::Zombie(c) => {
+            let status = wait_status(&c);
+            if wstatus != 0 && copy_out(p, wstatus, &status.to_le_bytes()).is_err() {
+                return done(frame, -EFAULT);
+            }
+            if rusage != 0 && copy_out(p, rusage, &[0u8; 144]).is_err() {
+                return done(frame, -EFAULT);
+            }
+            done(frame, i64::from(c.pid))
+        }
+        Found::None => done(frame, -ECHILD),
+        Found::Running if options & WNOHANG != 0 => done(frame, 0),
+        Found::Running => block_for_children(p, generation),
+    }
+}
+
+/// `waitid(idtype, id, infop, options, rusage)`, as Linux's `kernel_waitid`: `P_ALL`, `P_PID`,
+/// `P_PGID` (`P_PIDFD` is `EINVAL`: no pidfds); `WEXITED` required among the events (stops and
+/// continues never happen here); `WNOWAIT` leaves the zombie. The siginfo is Linux's for
+/// `SIGCHLD` (all zero when `WNOHANG` finds nothing).
+#[allow(clippy::too_many_arguments, reason = "waitid's arguments")]
+pub fn waitid(
+    thread: &Thread,
+    frame: &mut TrapFrame,
+    idtype: u64,
+    id: u64,
+    infop: u64,
+    options: u64,
+    rusage: u64,
+) -> Action {
+    const P_ALL: u64 = 0;
+    const P_PID: u64 = 1;
+    const P_PGID: u64 = 2;
+    let p = &thread.process;
+    if options & !(WNOHANG | WNOWAIT | WEXITED | WSTOPPED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0
+        || options & (WEXITED | WSTOPPED | WCONTINUED) == 0
+    {
+        return done(frame, -EINVAL);
+    }
+    let id = id as u32;
+    let which = match idtype {
+        P_ALL => Which::Any,
+        P_PID if (id as i32) > 0 => Which::Pid(id),
+        P_PGID if (id as i32) >= 0 => {
+            Which::Group(if id == 0 { p.posix.pgid.load(Ordering::Acquire) } else { id })
+        }
+        _ => return done(frame, -EINVAL),
+    };
+    if options & WEXITED == 0 {
+        // Only stops or continues asked for: they never happen here.
+        return if options & WNOHANG != 0 { done(frame, 0) } else { done(frame, -ECHILD) };
+    }
+    let generation = sched::event_generation();
+    let found = find(p, which, options & WNOWAIT != 0);
+    let mut info = [0u8; 128];
+    match found {
+        Found::Zombie(c) => {
+            let killed = c.family.killed.load(Ordering::Acquire);
+            let status = if killed { wait_status(&c) } else { wait_status(&c) >> 8 };
+            info[0..4].copy_from_slice(&num::SIGCHLD.to_le_bytes());
+            info[8..12].copy_from_slice(&(if killed { CLD_KILLED } else { CLD_EXITED }).to_le_bytes());
+            info[16..20].copy_from_slice(&c.pid.to_le_bytes());
+            info[24..28].copy_from_slice(&status.to_le_bytes());
+        }
+        Found::None => return done(frame, -ECHILD),
+        Found::Running if options & WNOHANG != 0 => {}
+        Found::Running => return block_for_children(p, generation),
+    }
+    if infop != 0 && copy_out(p, infop, &info).is_err() {
+        return done(frame, -EFAULT);
+    }
+    if rusage != 0 && copy_out(p, rusage, &[0u8; 144]).is_err() {
+        return done(frame, -EFAULT);
+    }
+    done(frame, 0)
+}
+
+fn block_for_children(p: &Process, generation: u32) -> Action {
+    Action::Block(sched::Wait {
+        what: sched::WaitFor::Event { key: children_key(p), generation },
+        deadline: None,
+    })
+}
+
+fn done(frame: &mut TrapFrame, value: i64) -> Action {
+    frame.x[0] = value as u64;
+    Action::Continue
+}

@@ -1,0 +1,274 @@
+//! Pipes, after Linux's fs/pipe.c: `pipe2` makes a 64 KiB buffer with a read end and a write
+//! end, each an open file description that `dup`, `fork` and `execve` share like any other.
+//!
+//! - A read takes what is there (up to the buffers' size); with nothing there it returns 0
+//!   (end of file) once no write end is open, `EAGAIN` with `O_NONBLOCK`, else blocks.
+//! - A write of up to `PIPE_BUF` (4096) bytes is atomic: it waits until it fits whole. A larger
+//!   one writes what fits; when the pipe is full it returns what it wrote so far (a short
+//!   write, which C libraries and busybox loop on) or, having written nothing, blocks. With no
+//!   read end open it fails with `EPIPE` and the writer gets `SIGPIPE`.
+//! - The ends are counted per open file description: the last `close` of an end (its
+//!   description dropped) wakes the other side, which then sees end of file or `EPIPE`.
+//!
+//! Blocking uses the scheduler's kernel events (`sched::WaitFor::Event`): the caller reads the
+//! event count before it looks at the pipe and blocks with it; every change of a pipe notifies
+//! its key, so a change between the look and the block restarts the call at once.
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use spin::Mutex;
+
+use super::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
+use super::sched::{self, Wait, WaitFor};
+use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, EMFILE, ENOMEM, EPIPE};
+use super::syscall::{copy_in, copy_out};
+use super::{Action, Process};
+use crate::arch::aarch64::exception::TrapFrame;
+
+/// The buffer of a pipe (Linux's default: 16 pages).
+pub const PIPE_SIZE: usize = 64 << 10;
+/// Writes up to this size are atomic.
+pub const PIPE_BUF: usize = 4096;
+/// `O_DIRECT` (packet mode: accepted, the pipe stays a byte stream).
+const O_DIRECT: u32 = 0o40_000;
+/// `O_WRONLY`.
+const O_WRONLY: u32 = 1;
+
+struct State {
+    buf: VecDeque<u8>,
+    readers: usize,
+    writers: usize,
+}
+
+/// A pipe's buffer and the count of its open ends.
+pub struct Pipe {
+    state: Mutex<State>,
+}
+
+impl core::fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Pipe")
+    }
+}
+
+impl Pipe {
+    /// The event key of this pipe (offset by 2: never a user futex's key, nor a family's).
+    fn key(&self) -> usize {
+        core::ptr::from_ref(self) as usize | 2
+    }
+}
+
+/// One end of a pipe, held by its open file description.
+#[derive(Debug)]
+pub struct PipeEnd {
+    pipe: Arc<Pipe>,
+    write: bool,
+}
+
+impl Drop for PipeEnd {
+    fn drop(&mut self) {
+        {
+            let mut st = self.pipe.state.lock();
+            if self.write {
+                st.writers -= 1;
+            } else {
+                st.readers -= 1;
+            }
+        }
+        sched::notify(self.pipe.key());
+    }
+}
+
+fn done(frame: &mut TrapFrame, value: i64) -> Action {
+    frame.x[0] = value as u64;
+    Action::Continue
+}
+
+fn block(pipe: &Pipe, generation: u32) -> Action {
+    Action::Block(Wait { what: WaitFor::Event { key: pipe.key(), generation }, deadline: None })
+}
+
+/// `pipe2(fds, flags)`: `EINVAL` for other flags than `O_CLOEXEC`, `O_NONBLOCK`, `O_DIRECT`;
+/// `EMFILE`; `ENOMEM`; `EFAULT` (both descriptors closed again, as Linux).
+pub fn pipe2(p: &Process, fds: u64, flags: u64) -> i64 {
+    let known = u64::from(O_CLOEXEC | O_NONBLOCK | O_DIRECT);
+    if flags & !known != 0 {
+        return -EINVAL;
+    }
+    let mut buf = VecDeque::new();
+    if buf.try_reserve_exact(PIPE_SIZE).is_err() {
+        return -ENOMEM;
+    }
+    let pipe = Arc::new(Pipe { state: Mutex::new(State { buf, readers: 1, writers: 1 }) });
+    let status = flags as u32 & (O_NONBLOCK | O_DIRECT);
+    let end = |write: bool| {
+        let kind = FileKind::Pipe(PipeEnd { pipe: pipe.clone(), write });
+        let mode = if write { O_WRONLY } else { 0 };
+        Arc::new(OpenFile { kind, flags: AtomicU32::new(mode | status) })
+    };
+    let cloexec = flags & u64::from(O_CLOEXEC) != 0;
+    let (read_end, write_end) = (end(false), end(true));
+    let mut files = p.posix.files.lock();
+    let Some(r) = files.install_lowest(0, FdEntry { file: read_end, cloexec }) else { return -EMFILE };
+    let Some(w) = files.install_lowest(0, FdEntry { file: write_end, cloexec }) else {
+        files.close(r as u64);
+        return -EMFILE;
+    };
+    drop(files);
+    let mut out = [0u8; 8];
+    out[..4].copy_from_slice(&(r as u32).to_le_bytes());
+    out[4..].copy_from_slice(&(w as u32).to_le_bytes());
+    if copy_out(p, fds, &out).is_err() {
+        let mut files = p.posix.files.lock();
+        files.close(r as u64);
+        files.close(w as u64);
+        return -EFAULT;
+    }
+    0
+}
+
+/// `read` on a pipe's read end (a write end reads as `EBADF`, as Linux's `FMODE_READ` check).
+pub fn read(
+    p: &Process,
+    frame: &mut TrapFrame,
+    file: &OpenFile,
+    end: &PipeEnd,
+    buffers: &[(u64, u64)],
+) -> Action {
+    if end.write {
+        return done(frame, -super::syscall::errno::EBADF);
+    }
+    let total = buffers.iter().map(|b| b.1).sum::<u64>().min(PIPE_SIZE as u64) as usize;
+    if total == 0 {
+        return done(frame, 0);
+    }
+    let generation = sched::event_generation();
+    let mut data = alloc::vec::Vec::new();
+    if data.try_reserve_exact(total).is_err() {
+        return done(frame, -ENOMEM);
+    }
+    {
+        let mut st = end.pipe.state.lock();
+        if st.buf.is_empty() {
+            if st.writers == 0 {
+                return done(frame, 0);
+            }
+            drop(st);
+            if file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
+                return done(frame, -EAGAIN);
+            }
+            return block(&end.pipe, generation);
+        }
+        let n = total.min(st.buf.len());
+        data.extend(st.buf.drain(..n));
+    }
+    sched::notify(end.pipe.key());
+    let mut at = 0;
+    for &(base, len) in buffers {
+        let take = (len as usize).min(data.len() - at);
+        if take == 0 {
+            break;
+        }
+        if copy_out(p, base, &data[at..at + take]).is_err() {
+            return done(frame, if at == 0 { -EFAULT } else { at as i64 });
+        }
+        at += take;
+    }
+    done(frame, at as i64)
+}
+
+/// `write` on a pipe's write end.
+pub fn write(
+    p: &Process,
+    frame: &mut TrapFrame,
+    file: &OpenFile,
+    end: &PipeEnd,
+    buffers: &[(u64, u64)],
+) -> Action {
+    if !end.write {
+        return done(frame, -super::syscall::errno::EBADF);
+    }
+    let total: u64 = buffers.iter().map(|b| b.1).sum();
+    if total == 0 {
+        return done(frame, 0);
+    }
+    let generation = sched::event_generation();
+    let nonblock = file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0;
+    // What must fit before anything is written: all of an atomic write, else one byte.
+    let need = if total as usize <= PIPE_BUF { total as usize } else { 1 };
+    let mut written = 0u64;
+    let mut chunk = [0u8; 512];
+    for &(base, len) in buffers {
+        let mut off = 0u64;
+        while off < len {
+            let space = {
+                let st = end.pipe.state.lock();
+                if st.readers == 0 {
+                    drop(st);
+                    if written > 0 {
+                        return wrote(frame, &end.pipe, written);
+                    }
+                    let info = ::signal::info::SigInfo::sent(
+                        ::signal::num::SIGPIPE,
+                        ::signal::num::SI_USER,
+                        p.pid,
+                        0,
+                    );
+                    super::signals::send_to_process(p, info);
+                    return done(frame, -EPIPE);
+                }
+                PIPE_SIZE - st.buf.len()
+            };
+            if space < if written == 0 { need } else { 1 } {
+                if written > 0 {
+                    return wrote(frame, &end.pipe, written);
+                }
+                return if nonblock { done(frame, -EAGAIN) } else { block(&end.pipe, generation) };
+            }
+            let n = ((len - off) as usize).min(chunk.len()).min(space);
+            if copy_in(p, &mut chunk[..n], base.wrapping_add(off)).is_err() {
+                return if written == 0 { done(frame, -EFAULT) } else { wrote(frame, &end.pipe, written) };
+            }
+            let pushed = {
+                let mut st = end.pipe.state.lock();
+                let fit = n.min(PIPE_SIZE - st.buf.len());
+                st.buf.extend(&chunk[..fit]);
+                fit
+            };
+            written += pushed as u64;
+            off += pushed as u64;
+            if pushed < n {
+                return wrote(frame, &end.pipe, written);
+            }
+        }
+    }
+    wrote(frame, &end.pipe, written)
+}
+
+fn wrote(frame: &mut TrapFrame, pipe: &Pipe, n: u64) -> Action {
+    sched::notify(pipe.key());
+    done(frame, n as i64)
+}
+
+/// Bytes waiting in the pipe (`FIONREAD`).
+pub fn available(end: &PipeEnd) -> usize {
+    end.pipe.state.lock().buf.len()
+}
+
+/// What a poll of this end reports ready: (readable or at end of file, writable or broken).
+pub fn ready(end: &PipeEnd) -> (bool, bool) {
+    let st = end.pipe.state.lock();
+    if end.write { (false, st.readers == 0 || st.buf.len() < PIPE_SIZE) } else { (!st.buf.is_empty(), false) }
+}
+
+/// `POLLHUP` for a read end without writers, `POLLERR` for a write end without readers.
+pub fn hangup(end: &PipeEnd) -> u16 {
+    use linux_abi::layout::poll;
+    let st = end.pipe.state.lock();
+    match (end.write, st.readers, st.writers) {
+        (false, _, 0) => poll::POLLHUP,
+        (true, 0, _) => poll::POLLERR,
+        _ => 0,
+    }
+}

@@ -1,0 +1,230 @@
+//! `fork` and copy-on-write, as Linux does them (`dup_mmap` and `copy_present_pte` in
+//! kernel/fork.c and mm/memory.c, `do_wp_page` in mm/memory.c), with the TLB work a memory
+//! manager should do and no more:
+//! - the child gets the parent's areas (`VmMap::fork_copy`) and every present page of them,
+//!   the same frames mapped in its own table (invalid to valid: no TLBI), private writable ones
+//!   read-only; physically contiguous pages are mapped in one call, so 2 MiB blocks and 64 KiB
+//!   runs stay blocks and runs in the child;
+//! - the parent's writable pages are write-protected in place (a permission change needs no
+//!   break-before-make) with ONE flush for the whole address space, aimed where its
+//!   [`FlushTargets`] says at that moment (its ASID, local or broadcast by its CPU set);
+//! - a write fault on such a page copies it into a new frame, replacing the entry with
+//!   break-before-make (a new output address for a valid entry), or, when the frame has become
+//!   the last reference, makes it writable in place; a 2 MiB block or a contiguous run is split
+//!   only then, and kept whole when every frame of it is the last reference.
+//!
+//! Frames are reference counted by the provider ([`UserFrames::share`]); `free` drops one
+//! reference, always after the flush that removed the translation it stood for.
+//! `MADV_DONTFORK` areas are not given to the child, `MADV_WIPEONFORK` ones are given empty.
+//! `MAP_SHARED|MAP_ANONYMOUS` areas are populated in the parent at fork (so both sides hold the
+//! same frames) and never copied: a write fault there only makes the page writable.
+
+use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use crate::descriptor::{Access as Ap, Attributes};
+use crate::paging::{Constraints, PageTable, Translation};
+use crate::space::FlushTargets;
+use crate::tlb::{TlbFeatures, TlbHardware, TlbIssuer};
+use crate::vm::{Errno, VmaFlags};
+
+use super::{Fault, UserFrames, UserMemory, user_attrs};
+use crate::vm::Prot;
+
+/// `attrs` without write permission (what fork leaves in the parent and gives the child for a
+/// private writable page).
+pub(super) const fn write_protected(attrs: Attributes) -> Attributes {
+    match attrs.access() {
+        Ap::UserRw => attrs.with_access(Ap::UserRo),
+        Ap::KernelRw => attrs.with_access(Ap::KernelRo),
+        _ => attrs,
+    }
+}
+
+/// A run of pages the child is given in one call: virtually and physically contiguous, uniform.
+#[derive(Clone, Copy)]
+struct Extent {
+    va: u64,
+    pa: u64,
+    len: u64,
+    attrs: Attributes,
+}
+
+impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
+    /// `fork`: a child memory over `table` (a fresh lower-half table; the child's own ASID comes
+    /// with `targets`) holding this memory's areas and sharing every private page copy-on-write
+    /// (module documentation). The parent's writable pages become read-only with one flush.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when the child's areas, its table frames or a frame's reference count cannot be
+    /// had; then the child is destroyed (every reference it took dropped) and the parent is as
+    /// it was.
+    pub fn fork(
+        &mut self,
+        table: PageTable<T>,
+        issuer: TlbIssuer<H>,
+        features: TlbFeatures,
+        targets: P,
+        frames: D,
+    ) -> Result<Self, Errno> {
+        // Shared memory is one object for parent and child: its pages must exist before the
+        // fork to be the same frames in both (there is no shared page cache to find them in
+        // later), so the parent's are populated first.
+        let mut cursor = 0;
+        while let Some(area) = self.vm.tree().first_ending_after(cursor).copied() {
+            cursor = area.end;
+            let fork_shared =
+                area.flags.contains(VmaFlags::SHARED) && !area.flags.contains(VmaFlags::DONTFORK);
+            if fork_shared && super::allows(area.prot, super::Access::Read) {
+                self.populate(area.start, area.end, super::Access::Read).map_err(|_| Errno::ENOMEM)?;
+            }
+        }
+        let vm = self.vm.fork_copy()?;
+        let mut child = Self::new(table, issuer, features, targets, frames, *self.vm.layout());
+        child.vm = vm;
+        child.large = self.large;
+        child.shares = true;
+        let mut span: Option<(u64, u64)> = None;
+        cursor = 0;
+        let mut result = Ok(());
+        while let Some(area) = child.vm.tree().first_ending_after(cursor).copied() {
+            cursor = area.end;
+            if area.flags.contains(VmaFlags::WIPEONFORK) {
+                continue;
+            }
+            let private = !area.flags.contains(VmaFlags::SHARED);
+            if private && area.prot.write() {
+                span = Some(span.map_or((area.start, area.end), |(s, _)| (s, area.end)));
+            }
+            let Self { space, frames, .. } = self;
+            let mut run: Option<Extent> = None;
+            let _ = space.table().walk(VirtAddr(area.start), area.len(), |leaf| {
+                if result.is_err() {
+                    return;
+                }
+                let start = leaf.va.0.max(area.start);
+                let end = (leaf.va.0 + leaf.size).min(area.end);
+                let pa = leaf.translate(VirtAddr(start)).0;
+                let attrs = if private { write_protected(leaf.attrs) } else { leaf.attrs };
+                match &mut run {
+                    Some(r) if r.va + r.len == start && r.pa + r.len == pa && r.attrs == attrs => {
+                        r.len += end - start;
+                    }
+                    _ => {
+                        if let Some(r) = run.take() {
+                            result = child.adopt(frames, r);
+                        }
+                        run = Some(Extent { va: start, pa, len: end - start, attrs });
+                    }
+                }
+            });
+            if let (Ok(()), Some(r)) = (result, run) {
+                result = child.adopt(&mut self.frames, r);
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = result {
+            let _ = child.destroy();
+            return Err(e);
+        }
+        if let Some((start, end)) = span {
+            // Permission-only: written in place, one flush for the whole span. A split cannot be
+            // needed (the span begins and ends at area boundaries, which no leaf crosses), so
+            // this cannot fail.
+            let r = mutant!(
+                self.space.protect_with(VirtAddr(start), end - start, write_protected),
+                ForkWithoutFlush => {
+                    // SAFETY: test builds only, with this mutation active: the entries left
+                    // stale are what the multi-CPU model must catch.
+                    let table = unsafe { self.space.table_mut_unflushed() };
+                    table.protect_with(VirtAddr(start), end - start, write_protected).map(|pending| {
+                        pending.release(table.translation_mut());
+                    })
+                }
+            );
+            debug_assert!(r.is_ok(), "write-protecting the parent failed: {r:?}");
+        }
+        self.shares = true;
+        Ok(child)
+    }
+
+    /// Maps `r` in this (child) memory, one more reference to each of its frames taken from the
+    /// parent's provider. On error nothing of `r` stays.
+    fn adopt(&mut self, frames: &mut D, r: Extent) -> Result<(), Errno> {
+        let pages = r.len / PAGE_SIZE;
+        for i in 0..pages {
+            if !frames.share(PhysAddr(r.pa + i * PAGE_SIZE)) {
+                for j in 0..i {
+                    frames.free(PhysAddr(r.pa + j * PAGE_SIZE));
+                }
+                return Err(Errno::ENOMEM);
+            }
+        }
+        if self.space.map(VirtAddr(r.va), PhysAddr(r.pa), r.len, r.attrs, Constraints::NONE).is_err() {
+            for i in 0..pages {
+                frames.free(PhysAddr(r.pa + i * PAGE_SIZE));
+            }
+            return Err(Errno::ENOMEM);
+        }
+        self.data_frames += pages;
+        Ok(())
+    }
+
+    /// A write to the present, read-only page `page` of a writable area `[vstart, vend)`:
+    /// copy-on-write (module documentation).
+    pub(super) fn write_fault(
+        &mut self,
+        page: u64,
+        (vstart, vend): (u64, u64),
+        prot: Prot,
+        shared_area: bool,
+    ) -> Result<(), Fault> {
+        let leaf = self.space.query(VirtAddr(page)).ok_or(Fault::OutOfMemory)?;
+        let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
+        let start = leaf.va.0.max(vstart);
+        let end = (leaf.va.0 + leaf.size).min(vend);
+        let first = leaf.translate(VirtAddr(start)).0;
+        let last_reference = |frames: &D, from: u64, len: u64| {
+            (0..len / PAGE_SIZE).all(|i| !frames.is_shared(PhysAddr(from + i * PAGE_SIZE)))
+        };
+        // Shared memory is never copied; a private leaf all of whose frames are this memory's
+        // alone is reused whole (a block stays a block).
+        let (reuse_va, reuse_len) = if shared_area || last_reference(&self.frames, first, end - start) {
+            (start, end - start)
+        } else if last_reference(&self.frames, leaf.translate(VirtAddr(page)).0, PAGE_SIZE) {
+            (page, PAGE_SIZE)
+        } else {
+            (0, 0)
+        };
+        if reuse_len != 0 {
+            self.space
+                .protect_with(VirtAddr(reuse_va), reuse_len, |a| a.with_permissions_of(attrs))
+                .map_err(|_| Fault::OutOfMemory)?;
+            self.cow_reuses += 1;
+            self.faults += 1;
+            return Ok(());
+        }
+        let old = leaf.translate(VirtAddr(page));
+        let new = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
+        self.frames.copy(new, old);
+        if prot.exec() {
+            self.frames.sync_icache(new);
+        }
+        let frames = &mut self.frames;
+        // A new output address for a valid entry: break-before-make, one flush; the old frame's
+        // reference is dropped after it.
+        let replaced = self.space.remap(VirtAddr(page), new, PAGE_SIZE, attrs, Constraints::NONE, |u| {
+            for i in 0..u.size / PAGE_SIZE {
+                frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
+            }
+        });
+        if replaced.is_err() {
+            self.frames.free(new);
+            return Err(Fault::OutOfMemory);
+        }
+        self.cow_copies += 1;
+        self.faults += 1;
+        Ok(())
+    }
+}
