@@ -60,9 +60,11 @@
 //!   `lpa2 ? 16 : PAGE_SHIFT`, FreeBSD's `TLBI_RANGE_VA_SHIFT()` likewise). A range op then
 //!   starts on a 64 KiB boundary: the pages before the first boundary get single ops (at most 15
 //!   with 4 KiB pages, 3 with 16 KiB), as in Linux's `__flush_tlb_range_op`, and so does an odd
-//!   last page (range ops cover an even count from an even page); between them the same two
-//!   overlapping ops as above, both multiples of 64 KiB, and one op for a shorter even tail:
-//!   at most 19 / 7 instructions ([`range_plan_ops_bound`]);
+//!   last page (range ops cover an even count from an even page); between them one op if that
+//!   part is one op's size, else the same two overlapping ops as above when it is a multiple of
+//!   64 KiB, else a last SCALE 0 op that ends it from a 64 KiB boundary and one or two ops before
+//!   it: at most 19 / 7 instructions ([`range_plan_ops_bound`]), never more than Linux issues
+//!   (`compare::linux_plan_count_in`);
 //! - **the range bound** stays 4 GiB less one page *in bytes*, because QEMU's 32-bit length is
 //!   in bytes: 2^20 − 1, 2^18 − 1 and 2^16 − 1 pages ([`range_bound_pages`]); at SCALE 3 that
 //!   leaves 15, 3 and no units, and with 64 KiB pages SCALE 2 stops at NUM 30. Two ops still
@@ -147,7 +149,8 @@ pub const MAX_RANGE_PLAN_OPS: usize = 2;
 
 /// Most instructions in a range plan for `format`: [`MAX_RANGE_PLAN_OPS`] without `DS`; with it
 /// also the single ops before the first 64 KiB boundary (15 with 4 KiB pages, 3 with 16 KiB),
-/// one range op for the even tail and one single op for an odd last page: 19 and 7.
+/// a third range op when the range ends off a 64 KiB boundary and one single op for an odd last
+/// page: 19 and 7.
 #[inline]
 pub const fn range_plan_ops_bound(format: Format) -> usize {
     let per_unit = 1usize << (format.range_base_shift() - format.granule.shift());

@@ -14,7 +14,7 @@ use crate::addr::VirtAddr;
 use crate::granule::Format;
 
 /// Room for the fixed instructions of a range plan: two range ops, and with `DS` one more range
-/// op for the even tail below the last 64 KiB boundary and one single op for an odd last page.
+/// op when the range ends off a 64 KiB boundary and one single op for an odd last page.
 const MAX_FIXED_OPS: usize = 4;
 
 /// The shape of a plan.
@@ -24,8 +24,8 @@ pub enum PlanShape {
     Empty,
     /// Range ops (only with FEAT_TLBIRANGE): one single-page op, or one or two range ops of one
     /// size, possibly overlapping, at most [`super::MAX_RANGE_PLAN_OPS`]; with `DS` also up to 15
-    /// (4 KiB) or 3 (16 KiB) single ops before the first 64 KiB boundary, one range op for the
-    /// even tail after the last one and a single op for an odd last page
+    /// (4 KiB) or 3 (16 KiB) single ops before the first 64 KiB boundary, a third range op when
+    /// the range ends off a 64 KiB boundary and a single op for an odd last page
     /// ([`super::range_plan_ops_bound`]).
     Ranges,
     /// One single-VA op per stride step, at most `MAX_DVM_OPS - 1` (no FEAT_TLBIRANGE).
@@ -213,21 +213,20 @@ fn extent(req: &TlbRequest, format: Format) -> Option<(u64, u128)> {
     Some((start, len))
 }
 
-/// The largest range op of at most `pages` pages (`pages >= 2`) that stays below 4 GiB and whose
-/// page count is a multiple of `align` (1, or the pages in 64 KiB with `DS`, so that an op that
-/// starts on a 64 KiB boundary ends on one), as `(SCALE, units)`: the op covers `units *
-/// 2^(5*SCALE+1)` pages, `1 <= units <= 32` (NUM = units − 1), and at each SCALE at most as many
-/// units as stay below 4 GiB ([`range_bound_pages`]: 15 at SCALE 3 with 4 KiB pages, 3 with
-/// 16 KiB, none with 64 KiB, where SCALE 2 stops at 31).
+/// The largest range op of at most `pages` pages (`pages >= 2`) that stays below 4 GiB, as
+/// `(SCALE, units)`: the op covers `units * 2^(5*SCALE+1)` pages, `1 <= units <= 32` (NUM =
+/// units − 1), and at each SCALE at most as many units as stay below 4 GiB
+/// ([`range_bound_pages`]: 15 at SCALE 3 with 4 KiB pages, 3 with 16 KiB, none with 64 KiB,
+/// where SCALE 2 stops at 31).
 ///
-/// It is at least half of `pages` when `pages` is at most the range bound and a multiple of
-/// `align`: for `pages` in `[2^(5s+1), 2^(5s+6))`, `s >= 1`, the op at SCALE `s` is `pages` rounded
-/// down to a multiple of `2^(5s+1)` (a multiple of 64, so of `align`), more than `pages −
-/// 2^(5s+1)` and at least `2^(5s+1)`, so at least `pages / 2`, and the 4 GiB cap only cuts units
-/// that `pages` below the bound does not reach except at SCALE 3 with 4 KiB pages, where 15 units
-/// (983,040 pages) are more than half of 2^20; below 64 pages the op at SCALE 0 is `pages` itself.
-/// Hence two ops always suffice.
-fn largest_range_op(format: Format, pages: u64, align: u64) -> (u32, u64) {
+/// It is at least half of `pages` up to the range bound: for `pages` in `[2^(5s+1), 2^(5s+6))`
+/// the op at SCALE `s` is `pages` rounded down to a multiple of `2^(5s+1)`, more than `pages −
+/// 2^(5s+1)` and at least `2^(5s+1)`, so at least `pages / 2`; the 4 GiB cap only cuts units
+/// that `pages` below the bound does not reach, except at SCALE 3 with 4 KiB pages, where 15
+/// units (983,040 pages) are more than half of 2^20. Hence two ops always suffice. From 64 pages
+/// on it is a multiple of 64 pages, so of 64 KiB: an op of that size from a 64 KiB boundary ends
+/// on one (what `DS` needs).
+fn largest_range_op(format: Format, pages: u64) -> (u32, u64) {
     let bound = range_bound_pages(format);
     let mut best = (0, 0, 0u64);
     let scales: &[u32] = mutant!(&[3, 2, 1, 0], ScaleCappedAt2 => &[2, 1, 0]);
@@ -235,9 +234,6 @@ fn largest_range_op(format: Format, pages: u64, align: u64) -> (u32, u64) {
         let shift = 5 * scale + 1;
         let cap = mutant!((bound >> shift).min(32), LinuxRangeBound => 32);
         let units = mutant!((pages >> shift).min(cap), LinuxNumMask => (pages >> shift) & 0x1f);
-        // Units that keep the op a multiple of `align` (only SCALE 0 ops can miss it).
-        let step = (align >> shift).max(1);
-        let units = units / step * step;
         let covered = units << shift;
         if covered > best.2 {
             best = (scale, units, covered);
@@ -260,9 +256,10 @@ pub fn plan(req: &TlbRequest, features: TlbFeatures) -> TlbPlan {
 /// least once and nothing outside it; with range ops there are at most 2 instructions up to
 /// [`range_bound_pages`] without `DS` — the minimum over all covers whose ops may overlap but
 /// stay inside the range — and no single op reaches 4 GiB; with `DS` the single ops before the
-/// first 64 KiB boundary (which no range op can reach: its BaseADDR is in 64 KiB units), at most
-/// two range ops, one for the even tail and one single op for an odd last page (no range op can
-/// end there: they start on even pages and cover even counts); without range ops one per stride
+/// first 64 KiB boundary (which no range op can reach: its BaseADDR is in 64 KiB units), one
+/// range op if the rest is one op's size, two if it is a multiple of 64 KiB, at most three
+/// otherwise, and one single op for an odd last page (no range op can end there: they start on
+/// even pages and cover even counts); without range ops one per stride
 /// step, at most 511; above the bounds exactly one whole flush of the right kind.
 pub fn plan_in(format: Format, req: &TlbRequest, features: TlbFeatures) -> TlbPlan {
     let b = req.reach.is_broadcast();
@@ -309,39 +306,57 @@ pub fn plan_in(format: Format, req: &TlbRequest, features: TlbFeatures) -> TlbPl
         // With DS every range op starts and ends on an even page, so an odd last page is a single.
         let odd = if align > 1 { rest % 2 } else { 0 };
         let body = rest - odd;
-        let middle = body / align * align;
-        let tail = body - middle;
         let body_start = start.wrapping_add(head << page_shift);
         let mut ops = [TlbInstr { op: TlbiOp::Vmalle1is, operand: 0 }; MAX_FIXED_OPS];
         let mut n = 0;
-        if middle > 0 {
-            // The largest single op that fits: then ceil(middle / m) ops, which is at most 2 (see
-            // `largest_range_op`), cover it, the last one moved back so that it ends at the end:
-            // the two may overlap, never leave the range, and (m and middle being multiples of
-            // `align`) both start on a unit boundary.
-            let (scale, units) = largest_range_op(format, middle, align);
+        let mut place = |first: u64, scale: u32, units: u64| {
+            let num = mutant!(units - 1, NumOffByOne => units);
+            let va = VirtAddr(body_start.wrapping_add(first << page_shift));
+            let operand = RangeOperand::new_in(format, asid, va, scale, num as u32).encode();
+            ops[n] = TlbInstr { op: range_op, operand };
+            n += 1;
+        };
+        if body > 0 {
+            // The largest single op that fits, m: one op if it is the whole body; else two ops of
+            // m pages (at least half the body, see `largest_range_op`), the second moved back to
+            // end at the end: they may overlap, never leave the range. With DS both must start on
+            // a unit boundary, which holds when the body is a multiple of the unit (m is one of
+            // 64 pages from 64 pages on, and below 64 the body is itself an op).
+            let (scale, units) = largest_range_op(format, body);
             if units == 0 {
                 // Only a planted bug gets here (NUM masked to 5 bits): it invalidates nothing, as
                 // Linux did before e3ba51ab24fd.
                 return TlbPlan::fixed(&[], false, b);
             }
             let m = range_pages(scale, (units - 1) as u32);
-            let count = middle.div_ceil(m).min(2);
-            let num = mutant!(units - 1, NumOffByOne => units);
-            for i in 0..count {
-                let first = mutant!((i * m).min(middle - m), SecondOpNotClamped => i * m);
-                let va = VirtAddr(body_start.wrapping_add(first << page_shift));
-                let operand = RangeOperand::new_in(format, asid, va, scale, num as u32).encode();
-                ops[n] = TlbInstr { op: range_op, operand };
-                n += 1;
+            if m == body {
+                place(0, scale, units);
+            } else if body.is_multiple_of(align) {
+                place(0, scale, units);
+                place(mutant!(body - m, SecondOpNotClamped => m), scale, units);
+            } else {
+                // DS, and the body ends off a unit boundary: the last op is the largest SCALE 0 op
+                // that ends there from a boundary (≤ 64 pages, as long as the body modulo the
+                // unit); the part before it is a multiple of the unit, covered by the first op if
+                // that reaches it, else by the two ops above for that part. At most three.
+                let r = body % align;
+                let last = r + align * ((64 - r) / align);
+                let before = body - last;
+                if before <= m {
+                    place(0, scale, units);
+                } else {
+                    let (s2, u2) = largest_range_op(format, before);
+                    if u2 == 0 {
+                        return TlbPlan::fixed(&[], false, b);
+                    }
+                    let m2 = range_pages(s2, (u2 - 1) as u32);
+                    place(0, s2, u2);
+                    if m2 < before {
+                        place(before - m2, s2, u2);
+                    }
+                }
+                place(before, 0, last / 2);
             }
-        }
-        if tail > 0 {
-            // Fewer pages than one 64 KiB unit, an even count from a unit boundary: one SCALE 0 op.
-            let va = VirtAddr(body_start.wrapping_add(middle << page_shift));
-            let operand = RangeOperand::new_in(format, asid, va, 0, (tail / 2 - 1) as u32).encode();
-            ops[n] = TlbInstr { op: range_op, operand };
-            n += 1;
         }
         if odd > 0 {
             let va = VirtAddr(body_start.wrapping_add(body << page_shift));
