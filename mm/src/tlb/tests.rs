@@ -586,3 +586,35 @@ fn random_ranges() {
         }
     }
 }
+
+/// The figures of the report: TLBI instructions per range, ours against Linux's formula, for
+/// every format, from a 2 MiB-aligned start and from one page past it (where LPA2 needs its
+/// single ops), with FEAT_TLBIRANGE (and ours without it); `*` marks a whole flush. Prints a
+/// table and checks ours <= Linux on each row. Run with
+/// `cargo test -p mm --release -- --ignored --nocapture tlbi_counts_per_format`.
+#[test]
+#[ignore]
+fn tlbi_counts_per_format() {
+    use std::println;
+    let counts = [1u64, 2, 3, 15, 16, 17, 64, 100, 511, 512, 1000, 2048, 65_535, 65_536, 262_143, 1 << 20];
+    for f in Format::ALL {
+        println!(
+            "{}: pages | from aligned: ours, Linux | from +1 page: ours, Linux | ours without range",
+            f.name()
+        );
+        for pages in counts {
+            let mut row = std::format!("  {pages:>9}");
+            for offset in [0, page(f)] {
+                let start = BASES[1] + offset;
+                let p = plan_f(f, &req(f, start, pages, Scope::Asid(1)), RANGE);
+                let linux = compare::linux_plan_count_in(f, VirtAddr(start), pages, 1, true);
+                assert!(p.len() as u64 <= linux, "{} {pages} pages", f.name());
+                let star = if p.is_full_flush() { "*" } else { " " };
+                row += &std::format!(" | {:>3}{star} {linux:>4}", p.len());
+            }
+            let n = plan_f(f, &req(f, BASES[1], pages, Scope::Asid(1)), NO_RANGE);
+            row += &std::format!(" | {:>3}{}", n.len(), if n.is_full_flush() { "*" } else { " " });
+            println!("{row}");
+        }
+    }
+}
