@@ -1,21 +1,22 @@
 //! Strong types for addresses, so that a physical address is never used where a virtual one is
 //! meant (the commonest bug in page-table code) and page alignment is checked in one place.
 
+use crate::granule::Format;
 use core::fmt;
 
-/// log2 of the translation granule. The tables and the planner take the granule from here; 16 KiB
-/// and 64 KiB granules are a later goal.
-pub const PAGE_SHIFT: u32 = 12;
+/// log2 of the translation granule (12: 4 KiB), from the build's [`Format`]. The tables take
+/// the granule from here; [`crate::granule`] has the other granules.
+pub const PAGE_SHIFT: u32 = Format::BUILD.granule.shift();
 /// Size of a translation granule (a "page") in bytes.
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 /// Size of a level-2 block (2 MiB with the 4 KiB granule).
-pub const BLOCK_2M: u64 = 1 << 21;
+pub const BLOCK_2M: u64 = Format::BUILD.block_size(2).unwrap();
 /// Size of a level-1 block (1 GiB with the 4 KiB granule).
-pub const BLOCK_1G: u64 = 1 << 30;
+pub const BLOCK_1G: u64 = Format::BUILD.block_size(1).unwrap();
 /// Number of virtual-address bits translated by one TTBR (48: 4 levels of 9 bits + 12).
-pub const VA_BITS: u32 = 48;
+pub const VA_BITS: u32 = Format::BUILD.va_bits();
 /// Number of physical-address bits a descriptor can hold without FEAT_LPA/LPA2.
-pub const PA_BITS: u32 = 48;
+pub const PA_BITS: u32 = Format::BUILD.pa_bits();
 
 macro_rules! address_type {
     ($(#[$doc:meta])* $name:ident) => {
@@ -110,7 +111,7 @@ impl VirtAddr {
     /// Index into the table at `level` (0..=3) for this address.
     #[inline]
     pub const fn table_index(self, level: u32) -> usize {
-        ((self.0 >> (PAGE_SHIFT + 9 * (3 - level))) & 0x1ff) as usize
+        Format::BUILD.table_index(self.0, level as i32)
     }
 }
 

@@ -1,4 +1,6 @@
-//! Stage-1 translation-table descriptors (VMSAv8-64, 4 KiB granule, 48-bit addresses).
+//! Stage-1 translation-table descriptors (VMSAv8-64): the build's 4 KiB granule with 48-bit
+//! addresses, and through the `*_in` constructors and accessors every [`Format`] (16 and 64 KiB
+//! granules, 52-bit addresses).
 //!
 //! Why it is built this way: a descriptor is a plain `u64` newtype, and the attributes of a leaf
 //! are a second newtype holding only the attribute bits. Everything here is `const` and free of
@@ -27,8 +29,19 @@
 //! | 53        | PXN                                    | ignored                            |
 //! | 54        | UXN                                    | ignored                            |
 //! | `[63:59]` | ignored                                | APTable, XNTable, NSTable (kept 0) |
+//!
+//! Other formats ([`crate::granule`]): the address field starts at the entry's size (bit 14 for
+//! 16 KiB pages, 16 for 64 KiB); with `TCR_EL1.DS` (FEAT_LPA2, 4 and 16 KiB pages, 52 bits) it
+//! runs to bit 49 and bits `[9:8]` hold `OA[51:50]` instead of SH (shareability then comes from
+//! `TCR_EL1.SH0/SH1`, so the `*_in` constructors leave SH out); with 64 KiB pages and 52 bits,
+//! bits `[15:12]` hold `OA[51:48]`. Blocks exist where
+//! [`Format::block_size`] allows them (a level-0 block with 4 KiB pages and `DS`, a level-1
+//! block with 16 KiB pages and `DS` or 64 KiB pages and 52 bits). The `*_in` forms return `None`
+//! for what the format cannot express instead of dropping bits, so that no caller can build a
+//! descriptor that maps somewhere else.
 
 use crate::addr::PhysAddr;
+use crate::granule::Format;
 
 /// The value to program into `MAIR_EL1`. Attribute index `i` (bits `[8i+7:8i]`) is the encoding
 /// of [`MemoryType`] with discriminant `i`:
@@ -41,8 +54,9 @@ use crate::addr::PhysAddr;
 /// | 3     | Device-nGnRnE         | `0x00`   |
 pub const MAIR_EL1_VALUE: u64 = 0xff | (0x44 << 8) | (0x04 << 16);
 
-/// Bits `[47:12]`: the output address of a page or block, or the address of the next-level table.
-pub const OUTPUT_ADDRESS_MASK: u64 = 0x0000_ffff_ffff_f000;
+/// Bits `[47:12]`: the output address of a page or block, or the address of the next-level table
+/// (the build's format, [`Format::oa_field_mask`]).
+pub const OUTPUT_ADDRESS_MASK: u64 = Format::BUILD.oa_field_mask(Format::BUILD.granule.shift());
 
 const VALID: u64 = 1 << 0;
 const TYPE_TABLE_OR_PAGE: u64 = 1 << 1;
@@ -71,8 +85,12 @@ const ATTRIBUTE_MASK: u64 = ATTR_INDEX_MASK | NS | AP_MASK | SH_MASK | AF | NG |
 /// output address, block size, contiguous hint) needs break-before-make.
 pub const BBM_FREE_MASK: u64 = AP_MASK | PXN | UXN;
 
-/// The number of entries of a contiguous run (4 KiB granule, levels 2 and 3).
-pub const CONTIGUOUS_ENTRIES: usize = 16;
+/// The number of entries of a contiguous run (4 KiB granule, levels 2 and 3; other granules:
+/// [`crate::granule::Granule::contiguous_entries`]).
+pub const CONTIGUOUS_ENTRIES: usize = match Format::BUILD.granule.contiguous_entries(3) {
+    Some(n) => n as usize,
+    None => panic!("every granule has contiguous pages"),
+};
 
 /// Memory type of a mapping, i.e. its `AttrIndx` into [`MAIR_EL1_VALUE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -487,10 +505,99 @@ impl Descriptor {
     }
 }
 
-/// The span of one entry of a table at `level` (0..=3): 512 GiB, 1 GiB, 2 MiB, 4 KiB.
+/// The span of one entry of a table at `level` (0..=3): 512 GiB, 1 GiB, 2 MiB, 4 KiB (the
+/// build's format, [`Format::entry_span`]).
 pub const fn level_size(level: u32) -> u64 {
-    1 << (crate::addr::PAGE_SHIFT + 9 * (3 - level))
+    Format::BUILD.entry_span(level as i32)
 }
+
+/// Descriptors of any [`Format`]. The build's format has the plain constructors above, which
+/// these equal for it (tested).
+impl Descriptor {
+    /// A table descriptor for `format` pointing at the next-level table at `table`, or `None` if
+    /// `table` is not page-aligned or beyond the format's output-address bits.
+    pub const fn table_in(format: Format, table: PhysAddr) -> Option<Self> {
+        let shift = format.granule.shift();
+        if !format.oa_fits(table.0, shift) {
+            return None;
+        }
+        Some(Self(format.encode_oa(table.0, shift) | TYPE_TABLE_OR_PAGE | VALID))
+    }
+
+    /// A leaf of `format` at `level` (a page at level 3, a block where the format allows one)
+    /// mapping `pa` with `attrs`, and the contiguous hint if `contiguous`. `None` if the format
+    /// has no leaf at `level`, `pa` is not aligned to the leaf's size or beyond the output-address
+    /// bits, or `contiguous` is asked where `mm` builds no contiguous runs
+    /// ([`crate::granule::Granule::contiguous_entries`]). With `DS` the SH bits of `attrs` are
+    /// left out: bits `[9:8]` hold `OA[51:50]`.
+    pub const fn leaf_in(
+        format: Format,
+        level: i32,
+        pa: PhysAddr,
+        attrs: Attributes,
+        contiguous: bool,
+    ) -> Option<Self> {
+        if !format.leaf_allowed(level) {
+            return None;
+        }
+        if contiguous && format.granule.contiguous_entries(level).is_none() {
+            return None;
+        }
+        let shift = format.granule.level_shift(level);
+        if !format.oa_fits(pa.0, shift) {
+            return None;
+        }
+        let ty = if level == 3 { TYPE_TABLE_OR_PAGE | VALID } else { VALID };
+        let cont = if contiguous { CONTIGUOUS } else { 0 };
+        Some(Self(format.encode_oa(pa.0, shift) | attributes_bits_in(format, attrs) | cont | ty))
+    }
+
+    /// The kind of descriptor this is in a table of `format` at `level`: a block encoding is a
+    /// block only where [`Format::block_size`] allows one (`AArch64.BlockDescSupported()`), and
+    /// reserved elsewhere.
+    pub const fn kind_in(self, format: Format, level: i32) -> DescriptorKind {
+        if !self.is_valid() {
+            DescriptorKind::Invalid
+        } else if self.0 & TYPE_TABLE_OR_PAGE != 0 {
+            if level == 3 { DescriptorKind::Page } else { DescriptorKind::Table }
+        } else if format.block_size(level).is_some() {
+            DescriptorKind::Block
+        } else {
+            DescriptorKind::Reserved
+        }
+    }
+
+    /// The output address in `format` of this descriptor at `level`: the mapped address of a
+    /// page or block (bits below the block size ignored), or the next-level table of a table
+    /// descriptor.
+    pub const fn output_address_in(self, format: Format, level: i32) -> PhysAddr {
+        let shift = match self.kind_in(format, level) {
+            DescriptorKind::Block => format.granule.level_shift(level),
+            _ => format.granule.shift(),
+        };
+        PhysAddr(format.decode_oa(self.0, shift))
+    }
+
+    /// The leaf attributes in `format` (with `DS` the SH field is not there, and reads as 0).
+    pub const fn attributes_in(self, format: Format) -> Attributes {
+        Attributes(attributes_bits_in(format, Attributes::from_descriptor_bits(self.0)))
+    }
+
+    /// The same leaf of `format` with other attributes (output address, type and contiguous hint
+    /// kept; with `DS` the address bits `[9:8]` too).
+    pub const fn with_attributes_in(self, format: Format, attrs: Attributes) -> Self {
+        let mask = if format.ds() { ATTRIBUTE_MASK & !SH_MASK } else { ATTRIBUTE_MASK };
+        Self((self.0 & !mask) | attributes_bits_in(format, attrs))
+    }
+}
+
+/// The descriptor bits of `attrs` in `format`: all of them, or without SH with `DS`.
+const fn attributes_bits_in(format: Format, attrs: Attributes) -> u64 {
+    if format.ds() { attrs.0 & !SH_MASK } else { attrs.0 }
+}
+
+#[cfg(test)]
+mod format_tests;
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,8 @@
 //! - [`addr`]: strong types for physical and virtual addresses and page counts;
 //! - [`asid`]: ASID allocation with generation rollover, and where each address space may be cached;
 //! - [`descriptor`]: stage-1 descriptors (table, block, page) and their attributes;
+//! - [`granule`]: the translation granule (4, 16, 64 KiB) and the address width (48 or 52 bits):
+//!   every number that differs between them, in one place;
 //! - [`paging`]: 4-level, 4 KiB-granule translation tables: map, unmap, protect, query;
 //! - [`phys`]: sets of physical ranges (usable RAM = memory minus reservations);
 //! - [`space`]: live address spaces: break-before-make, one gathered flush per call, superpages;
@@ -53,6 +55,7 @@ macro_rules! mutant {
 pub mod addr;
 pub mod asid;
 pub mod descriptor;
+pub mod granule;
 pub mod paging;
 pub mod phys;
 pub mod space;

@@ -4,6 +4,7 @@
 
 use super::{TlbFeatures, TlbRequest, plan};
 use crate::addr::VirtAddr;
+use crate::granule::Format;
 
 /// Linux's `MAX_TLBI_RANGE_PAGES` for the 4 KiB granule: `__TLBI_RANGE_PAGES(31, 3)` = 2^21.
 pub const LINUX_MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
@@ -46,6 +47,58 @@ pub fn linux_plan_count(pages: u64, stride_pages: u64, has_range: bool) -> u64 {
         scale -= 1;
         if scale < 0 && rem > 1 {
             // Unreachable for pages <= MAX_TLBI_RANGE_PAGES; guards against a changed bound.
+            break;
+        }
+    }
+    count
+}
+
+/// Number of TLBI instructions Linux issues for `pages` pages of `format` from `start` at a
+/// stride of `stride_pages` pages: as [`linux_plan_count`], with the granule's `MAX_DVM_OPS` =
+/// `PTRS_PER_PTE` (512, 2048, 8192), `MAX_TLBI_RANGE_PAGES` = 2^21 pages for every granule, and
+/// the LPA2 rule of `__flush_tlb_range_op` (`lpa2_is_enabled()`, i.e. `DS`): single ops while the
+/// start is not 64 KiB-aligned.
+pub fn linux_plan_count_in(
+    format: Format,
+    start: VirtAddr,
+    pages: u64,
+    stride_pages: u64,
+    has_range: bool,
+) -> u64 {
+    let stride_pages = stride_pages.max(1);
+    let page_shift = format.granule.shift();
+    if pages == 0 {
+        return 0;
+    }
+    let max_dvm_ops = format.granule.entries() as u64;
+    if (!has_range && pages >= max_dvm_ops * stride_pages)
+        || (has_range && pages > LINUX_MAX_TLBI_RANGE_PAGES)
+    {
+        return 1;
+    }
+    let lpa2 = format.ds();
+    let mut addr = start.as_u64();
+    let mut count = 0;
+    let mut rem = pages;
+    let mut scale: i32 = 3;
+    while rem > 0 {
+        if !has_range || rem == 1 || (lpa2 && !addr.is_multiple_of(64 << 10)) {
+            count += 1;
+            addr = addr.wrapping_add(stride_pages << page_shift);
+            rem = rem.saturating_sub(stride_pages);
+            continue;
+        }
+        let shift = 5 * scale as u32 + 1;
+        let clamped = rem.min(32 << shift);
+        let num = (clamped >> shift) as i64 - 1;
+        if num >= 0 {
+            count += 1;
+            let covered = ((num as u64) + 1) << shift;
+            addr = addr.wrapping_add(covered << page_shift);
+            rem -= covered;
+        }
+        scale -= 1;
+        if scale < 0 && rem > 1 {
             break;
         }
     }

@@ -50,6 +50,33 @@
 //! would then see stale entries that real hardware would not have. Past 4 GiB a whole-ASID flush
 //! is cheap anyway: the range is then a large part of any address space we run.
 //!
+//! # Granules and LPA2
+//! The planner is written once for every translation format ([`crate::granule::Format`]):
+//! [`plan_in`] takes the format, [`plan()`] is it with the build's (4 KiB pages, 48 bits). What
+//! changes with the format, and why:
+//! - **units**: range ops count pages of the granule, `TG` names it (0b01, 0b10, 0b11), and
+//!   `BaseADDR` is the first VA in pages, except with `TCR_EL1.DS` (FEAT_LPA2, 52 bits with 4 or
+//!   16 KiB pages), where it is in 64 KiB units (Arm ARM C5.5; Linux `__tlbi_range()` shifts by
+//!   `lpa2 ? 16 : PAGE_SHIFT`, FreeBSD's `TLBI_RANGE_VA_SHIFT()` likewise). A range op then
+//!   starts on a 64 KiB boundary: the pages before the first boundary get single ops (at most 15
+//!   with 4 KiB pages, 3 with 16 KiB), as in Linux's `__flush_tlb_range_op`, and so does an odd
+//!   last page (range ops cover an even count from an even page); between them one op if that
+//!   part is one op's size, else the same two overlapping ops as above when it is a multiple of
+//!   64 KiB, else a last SCALE 0 op that ends it from a 64 KiB boundary and one or two ops before
+//!   it: at most 19 / 7 instructions ([`range_plan_ops_bound`]), never more than Linux issues
+//!   (`compare::linux_plan_count_in`);
+//! - **the range bound** stays 4 GiB less one page *in bytes*, because QEMU's 32-bit length is
+//!   in bytes: 2^20 − 1, 2^18 − 1 and 2^16 − 1 pages ([`range_bound_pages`]); at SCALE 3 that
+//!   leaves 15, 3 and no units, and with 64 KiB pages SCALE 2 stops at NUM 30. Two ops still
+//!   cover every count up to the bound (the argument above only uses scales the bound reaches);
+//! - **the per-step limit** without range ops stays 511 instructions ([`MAX_DVM_OPS`]), not
+//!   Linux's `PTRS_PER_PTE` (2048, 8192): the cost it bounds is per broadcast instruction;
+//! - **TTL**: never set by the planner; the model decodes the hint of every granule
+//!   (`TTL[3:2]` = TG, `TTL[1:0]` = level, 0b00 reserved except for level 0 of 4 KiB with DS,
+//!   [`crate::granule::Format::ttl`]) and treats a hint for another granule as no invalidation;
+//! - **strides**: [`Stride::Block2M`] and [`Stride::Block1G`] are the format's level-2 and
+//!   level-1 entries (32 MiB and 64 GiB with 16 KiB pages, 512 MiB and 4 TiB with 64 KiB).
+//!
 //! # Operands
 //! Every field is masked before it is shifted into place, so no value spills into a neighbour:
 //! a TTBR1 (kernel, `0xffff_…`) address shifted right by 12 still has its sign bits set, and
@@ -77,6 +104,8 @@ pub mod plan;
 pub mod stats;
 
 #[cfg(test)]
+mod check;
+#[cfg(test)]
 mod mutant_tests;
 #[cfg(test)]
 pub(crate) mod mutation;
@@ -87,22 +116,46 @@ mod tests;
 
 pub use issue::{Errata, TlbHardware, TlbIssuer, issue, repeat_tlbi_needed};
 pub use op::{OpKind, TlbInstr, TlbiOp};
-pub use plan::{PlanIter, PlanShape, TlbPlan, plan};
+pub use plan::{PlanIter, PlanShape, TlbPlan, plan, plan_in};
 pub use stats::TlbStats;
 
-use crate::addr::{BLOCK_1G, BLOCK_2M, PAGE_SHIFT, PAGE_SIZE, VirtAddr};
+use crate::addr::{PAGE_SHIFT, VirtAddr};
+use crate::granule::Format;
 
-/// Largest page count planned with range ops: 2^20 − 1 pages (4 GiB − 4 KiB). From 2^20 pages
-/// the plan is one whole flush. See the module documentation for why it is not Linux's 2^21.
-pub const RANGE_BOUND_PAGES: u64 = (1 << 20) - 1;
+/// Largest page count planned with range ops with the build's format: 2^20 − 1 pages (4 GiB −
+/// 4 KiB). From 2^20 pages the plan is one whole flush. See the module documentation for why it
+/// is not Linux's 2^21, and [`range_bound_pages`] for the other granules.
+pub const RANGE_BOUND_PAGES: u64 = range_bound_pages(Format::BUILD);
 
-/// Number of stride steps from which a plan without range ops becomes one whole flush (Linux's
-/// `MAX_DVM_OPS` = `PTRS_PER_PTE`): at most 511 single ops are issued.
+/// Largest page count planned with range ops for `format`: 4 GiB less one page, in its pages
+/// (2^20 − 1 with 4 KiB pages, 2^18 − 1 with 16 KiB, 2^16 − 1 with 64 KiB). The bound is in
+/// bytes because the reason for it is: QEMU 7.2 computes a range op's length in bytes in 32
+/// bits, so no single op may reach 4 GiB, whatever the page size (module documentation).
+#[inline]
+pub const fn range_bound_pages(format: Format) -> u64 {
+    (1 << (32 - format.granule.shift())) - 1
+}
+
+/// Number of stride steps from which a plan without range ops becomes one whole flush: at most
+/// 511 single ops are issued, for every granule. Linux's `MAX_DVM_OPS` is `PTRS_PER_PTE`, 512
+/// with 4 KiB pages but 2048 and 8192 with 16 and 64 KiB; we keep 512 because what the bound
+/// guards against (a DVM storm, a soft lock-up on a big machine) grows with the number of
+/// broadcast instructions, not with the bytes they cover.
 pub const MAX_DVM_OPS: u64 = 512;
 
-/// Most instructions in a plan that is not a per-step loop: two range ops (the largest op that
-/// fits is at least half the range, see the planner).
+/// Most instructions in a range plan without `DS`: two range ops (the largest op that fits is at
+/// least half the range, see the planner). [`range_plan_ops_bound`] gives the bound with `DS`.
 pub const MAX_RANGE_PLAN_OPS: usize = 2;
+
+/// Most instructions in a range plan for `format`: [`MAX_RANGE_PLAN_OPS`] without `DS`; with it
+/// also the single ops before the first 64 KiB boundary (15 with 4 KiB pages, 3 with 16 KiB),
+/// a third range op when the range ends off a 64 KiB boundary and one single op for an odd last
+/// page: 19 and 7.
+#[inline]
+pub const fn range_plan_ops_bound(format: Format) -> usize {
+    let per_unit = 1usize << (format.range_base_shift() - format.granule.shift());
+    if per_unit > 1 { per_unit - 1 + MAX_RANGE_PLAN_OPS + 2 } else { MAX_RANGE_PLAN_OPS }
+}
 
 /// Which TLB entries a request concerns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -116,24 +169,32 @@ pub enum Scope {
 }
 
 /// The step at which entries changed: the planner issues at most one non-range op per step.
+/// The names are the sizes with the 4 KiB granule; with another granule the steps are its page
+/// and its level-2 and level-1 entries ([`Stride::bytes_in`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stride {
-    /// 4 KiB pages (or a mix of pages and blocks).
+    /// Pages (or a mix of pages and blocks).
     Page,
-    /// Only 2 MiB level-2 blocks changed.
+    /// Only level-2 blocks changed: 2 MiB (4 KiB granule), 32 MiB (16 KiB), 512 MiB (64 KiB).
     Block2M,
-    /// Only 1 GiB level-1 blocks changed.
+    /// Only level-1 entries changed: 1 GiB (4 KiB granule), 64 GiB (16 KiB), 4 TiB (64 KiB).
     Block1G,
 }
 
 impl Stride {
-    /// Size of one step in bytes.
+    /// Size of one step in bytes, with the build's format.
     #[inline]
     pub const fn bytes(self) -> u64 {
+        self.bytes_in(Format::BUILD)
+    }
+
+    /// Size of one step in bytes with `format`.
+    #[inline]
+    pub const fn bytes_in(self, format: Format) -> u64 {
         match self {
-            Stride::Page => PAGE_SIZE,
-            Stride::Block2M => BLOCK_2M,
-            Stride::Block1G => BLOCK_1G,
+            Stride::Page => format.granule.size(),
+            Stride::Block2M => format.entry_span(2),
+            Stride::Block1G => format.entry_span(1),
         }
     }
 

@@ -7,10 +7,15 @@
 //!
 //! The model TLB itself is the caller's collection of [`ModelEntry`], e.g.
 //! `entries.retain(|e| !inv.hits(e))`.
+//!
+//! The rules depend on the translation format ([`Format`]): the granule the `TG` and `TTL` fields
+//! must name, the page a single-VA op removes, the unit of a range op's BaseADDR. [`decode_in`]
+//! takes it; [`decode`] is the build's format.
 
 use super::op::{OpKind, TlbInstr, TlbiOp};
-use super::operand::{RangeOperand, TG, page_operand_ttl, page_operand_va};
-use crate::addr::{PAGE_SHIFT, VirtAddr};
+use super::operand::{RangeOperand, page_operand_ttl, page_operand_va};
+use crate::addr::VirtAddr;
+use crate::granule::{Format, Granule};
 
 /// A cached translation in the model TLB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -27,9 +32,15 @@ pub struct ModelEntry {
 }
 
 impl ModelEntry {
-    /// Bytes of VA the entry translates: 4 KiB at level 3, 2 MiB at 2, 1 GiB at 1, 512 GiB at 0.
+    /// Bytes of VA the entry translates with the build's format: 4 KiB at level 3, 2 MiB at 2,
+    /// 1 GiB at 1, 512 GiB at 0.
     pub const fn size(&self) -> u64 {
-        1 << (PAGE_SHIFT + 9 * (3 - self.level as u32))
+        self.size_in(Format::BUILD.granule)
+    }
+
+    /// Bytes of VA the entry translates with `granule`.
+    pub const fn size_in(&self, granule: Granule) -> u64 {
+        1 << granule.level_shift(self.level as i32)
     }
 }
 
@@ -72,12 +83,22 @@ pub struct Invalidation {
     /// Level hint from the TTL field, `None` for "any level".
     pub level_hint: Option<u8>,
     /// `false` when the operand makes the instruction invalidate nothing: TG not the granule in
-    /// use (range ops), or a TTL that names another granule (single-VA ops).
+    /// use (range ops), or a TTL that names another granule or a reserved level (single-VA ops).
     pub effective: bool,
+    /// The granule of the regime, for the sizes of the entries it is matched against.
+    pub granule: Granule,
 }
 
-/// Decodes one instruction (see the module documentation for the rules applied).
+/// Decodes one instruction with the build's format (see [`decode_in`]).
 pub fn decode(instr: TlbInstr) -> Invalidation {
+    decode_in(Format::BUILD, instr)
+}
+
+/// Decodes one instruction for a regime whose tables use `format` (see the module
+/// documentation for the rules applied).
+pub fn decode_in(format: Format, instr: TlbInstr) -> Invalidation {
+    let granule = format.granule;
+    let tg = granule.tlbi_tg();
     let op = instr.op;
     let x = instr.operand;
     let asid_field = (x >> 48) as u16;
@@ -90,39 +111,50 @@ pub fn decode(instr: TlbInstr) -> Invalidation {
     };
     let leaf_only = op.is_leaf_only();
     match op.kind() {
-        OpKind::All | OpKind::Asid => {
-            Invalidation { op, va: VaMatch::All, asid, leaf_only: false, level_hint: None, effective: true }
-        }
+        OpKind::All | OpKind::Asid => Invalidation {
+            op,
+            va: VaMatch::All,
+            asid,
+            leaf_only: false,
+            level_hint: None,
+            effective: true,
+            granule,
+        },
         OpKind::Page => {
-            // TTL [47:44]: 0b00xx no hint; 0b01xx 4 KiB level xx; 0b10xx / 0b11xx name the 16 KiB
-            // / 64 KiB granules, and "no entries are required to be invalidated" (C5.5.60).
+            // TTL [47:44]: 0b00xx no hint; TTL[3:2] = the granule in use, TTL[1:0] = the level,
+            // where 0b00 is reserved except for level 0 of the 4 KiB granule with DS; a TTL that
+            // names another granule or a reserved level: "no entries are required to be
+            // invalidated" (C5.5.60).
             let ttl = page_operand_ttl(x);
-            let granule = ttl >> 2;
-            let (effective, level_hint) = match granule {
+            let (effective, level_hint) = match ttl >> 2 {
                 0 => (true, None),
-                g if g == TG => (true, Some((ttl & 3) as u8)),
+                g if g == tg && format.ttl((ttl & 3) as i32) == Some(ttl) => (true, Some((ttl & 3) as u8)),
                 _ => (false, None),
             };
+            // The op removes the entry that translates the VA: the page containing it.
+            let start = page_operand_va(x).align_down(granule.size());
             Invalidation {
                 op,
-                va: VaMatch::Range { start: page_operand_va(x), len: 1 << PAGE_SHIFT },
+                va: VaMatch::Range { start, len: u128::from(granule.size()) },
                 asid,
                 leaf_only,
                 level_hint,
                 effective,
+                granule,
             }
         }
         OpKind::Range => {
             let r = RangeOperand::decode(x);
             Invalidation {
                 op,
-                va: VaMatch::Range { start: r.start(), len: u128::from(r.pages()) << PAGE_SHIFT },
+                va: VaMatch::Range { start: r.start_in(format), len: r.bytes_in(format) },
                 asid,
                 leaf_only,
                 level_hint: if r.ttl == 0 { None } else { Some(r.ttl) },
                 // TLBIRange(): TG 0b00 is invalid, any other value that is not the granule in
                 // use makes the op invalidate nothing that the tests can rely on.
-                effective: u64::from(r.tg) == TG,
+                effective: u64::from(r.tg) == tg,
+                granule,
             }
         }
     }
@@ -159,7 +191,7 @@ impl Invalidation {
                 // partly overlaps is hit too).
                 let (s, e) = self.va_bounds_inner(start, len);
                 let es = u128::from(entry.va.as_u64());
-                let ee = es + u128::from(entry.size());
+                let ee = es + u128::from(entry.size_in(self.granule));
                 es < e && s < ee
             }
         }

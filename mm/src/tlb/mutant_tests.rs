@@ -3,12 +3,13 @@
 //! did not pin down (the operand layout as a bijection, the TTL decoding of the model, which
 //! ops take a register, the behaviour of a reversed request in release builds).
 
-use super::model::decode;
+use super::model::{decode, decode_in};
 use super::op::{OpKind, TlbInstr, TlbiOp};
 use super::operand::{RangeOperand, page_operand, page_operand_ttl};
 use super::test_caps::{Caps, plan};
 use super::{Scope, TlbRequest};
 use crate::addr::VirtAddr;
+use crate::granule::Format;
 
 /// A deterministic xorshift generator: the properties below hold for every 64-bit value.
 fn values(n: usize) -> impl Iterator<Item = u64> {
@@ -59,20 +60,41 @@ fn range_operand_fields_tile_the_register() {
 /// invalidate anything. The checker relies on this to reject plans with TTL bits set.
 #[test]
 fn single_va_ttl_is_decoded() {
-    let va = VirtAddr(0x0000_7fff_1234_5000);
+    let va = VirtAddr(0x0000_7fff_1234_0000);
     let base = page_operand(0x42, va);
     assert_eq!(page_operand_ttl(base), 0);
-    for ttl in 0..16u64 {
-        let x = base | ttl << 44;
-        assert_eq!(page_operand_ttl(x), ttl);
-        let inv = decode(TlbInstr { op: TlbiOp::Vae1is, operand: x });
-        let (effective, hint) = match ttl >> 2 {
-            0 => (true, None),
-            1 => (true, Some((ttl & 3) as u8)),
-            _ => (false, None),
-        };
-        assert_eq!((inv.effective, inv.level_hint), (effective, hint), "TTL {ttl:#06b}");
+    // Per format, the TTL values that hint a level (all others but 0b00xx name another granule
+    // or a reserved level): TG in [3:2], level in [1:0], level 0 only for 4 KiB with DS.
+    let hinted: [(Format, &[u64]); 6] = [
+        (Format::K4, &[0b0101, 0b0110, 0b0111]),
+        (Format::K4_LPA2, &[0b0100, 0b0101, 0b0110, 0b0111]),
+        (Format::K16, &[0b1001, 0b1010, 0b1011]),
+        (Format::K16_LPA2, &[0b1001, 0b1010, 0b1011]),
+        (Format::K64, &[0b1101, 0b1110, 0b1111]),
+        (Format::K64_52, &[0b1101, 0b1110, 0b1111]),
+    ];
+    for (format, hinted) in hinted {
+        for ttl in 0..16u64 {
+            let x = base | ttl << 44;
+            assert_eq!(page_operand_ttl(x), ttl);
+            let inv = decode_in(format, TlbInstr { op: TlbiOp::Vae1is, operand: x });
+            let (effective, hint) = if ttl >> 2 == 0 {
+                (true, None)
+            } else if hinted.contains(&ttl) {
+                (true, Some((ttl & 3) as u8))
+            } else {
+                (false, None)
+            };
+            assert_eq!(
+                (inv.effective, inv.level_hint),
+                (effective, hint),
+                "{} TTL {ttl:#06b}",
+                format.name()
+            );
+        }
     }
+    // The build's decoder is the 4 KiB one.
+    assert!(!decode(TlbInstr { op: TlbiOp::Vae1is, operand: base | 0b1001 << 44 }).effective);
     // Bits outside [47:44] do not leak into the TTL.
     assert_eq!(page_operand_ttl(!(0xf << 44)), 0);
     assert_eq!(page_operand_ttl(0xf << 44), 0xf);

@@ -39,6 +39,14 @@ pub(crate) enum Mutation {
     TgZero,
     /// BaseADDR computed with `>> 14` instead of `>> 12`.
     BaseShift14,
+    /// BaseADDR in pages even with `TCR_EL1.DS`, where it is in 64 KiB units (the FreeBSD review's
+    /// `TLBI_RANGE_VA_SHIFT()`: 16 with LPA2, `PAGE_SHIFT` otherwise).
+    BaseShiftIgnoresDs,
+    /// TG always the 4 KiB encoding: the 16 KiB and 64 KiB arms of the encoder dead again.
+    TgOfBuild,
+    /// With `DS`, range ops placed at starts that are not multiples of 64 KiB (BaseADDR drops the
+    /// low bits, so the op starts below the range; Linux issues single ops until it is aligned).
+    Lpa2UnalignedRangeStart,
     /// ASID left out of the operands.
     AsidOmitted,
     /// The final `DSB ISH` is missing.
@@ -63,7 +71,7 @@ pub(crate) enum Mutation {
 impl Mutation {
     /// Every mutation of the planner, the operands and the issuer (the planner's battery
     /// catches each of them).
-    pub(crate) const ALL: [Mutation; 18] = [
+    pub(crate) const ALL: [Mutation; 21] = [
         Mutation::NumOffByOne,
         Mutation::ScaleCappedAt2,
         Mutation::SinglePageDropped,
@@ -79,6 +87,9 @@ impl Mutation {
         Mutation::RangeBaseUnmasked,
         Mutation::TgZero,
         Mutation::BaseShift14,
+        Mutation::BaseShiftIgnoresDs,
+        Mutation::TgOfBuild,
+        Mutation::Lpa2UnalignedRangeStart,
         Mutation::AsidOmitted,
         Mutation::MissingFinalDsb,
         Mutation::IgnoreRepeatErratum,
