@@ -91,6 +91,7 @@ mod map;
 mod modify;
 #[cfg(test)]
 mod mutant_tests;
+mod occupancy;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -335,8 +336,10 @@ pub struct PageTable<T: Translation> {
     live: bool,
     stats: Stats,
     /// The last-table cache: `walk_key` is `off >> 21` of the 2 MiB region whose last-level table is
-    /// `walk_table`, or `NO_WALK` when empty (see `walk.rs`).
+    /// `walk_table`, pointed at by an entry of the level-2 table `walk_parent`, or `NO_WALK`
+    /// when empty (see `walk.rs`).
     walk_key: u64,
+    walk_parent: PhysAddr,
     walk_table: PhysAddr,
     /// Test switch: send every call to the general path (to compare the two).
     #[cfg(test)]
@@ -370,6 +373,7 @@ impl<T: Translation> PageTable<T> {
             live: false,
             stats: Stats { tables_allocated: 1, ..Stats::default() },
             walk_key: walk::NO_WALK,
+            walk_parent: PhysAddr(0),
             walk_table: PhysAddr(0),
             #[cfg(test)]
             general_only: false,

@@ -10,6 +10,8 @@ use std::boxed::Box;
 use std::collections::BTreeSet;
 use std::vec::Vec;
 
+use super::bbm::occupied;
+use super::occupancy::{occupancy, with_occupancy};
 use super::*;
 use crate::descriptor::{DescriptorKind, level_size};
 
@@ -351,21 +353,25 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
         let pa = |i: u64| PhysAddr(0x8000_0000 + i * PAGE_SIZE);
         pt.map(va(0), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
         let l3 = pt.table_at(region, 3).unwrap().0;
+        // A map or unmap also updates the last-level table's occupancy count, in the level-2
+        // table above it (`occupancy.rs`); a protect changes no count.
+        let l2 = pt.table_at(region, 2).unwrap().0;
+        let counted = [l2.min(l3), l2.max(l3)];
         pt.map(va(1), pa(1), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fills the last-table cache.
         pt.translation().take_touched();
         pt.map(va(2), pa(2), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
-        assert_eq!(pt.translation().take_touched(), [l3], "map in region {region:#x}");
+        assert_eq!(pt.translation().take_touched(), counted, "map in region {region:#x}");
         let r = pt.protect(va(2), PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
         assert_eq!(pt.translation().take_touched(), [l3], "protect in region {region:#x}");
         r.release(pt.translation_mut());
         let r = pt.unmap(va(3), PAGE_SIZE).unwrap();
-        assert_eq!(pt.translation().take_touched(), [l3], "unmap in region {region:#x}");
+        assert_eq!(pt.translation().take_touched(), counted, "unmap in region {region:#x}");
         r.release(pt.translation_mut());
         // Several pages, not contiguous (a run of 2), one of them a hole.
         pt.map(va(5), pa(5), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         pt.translation().take_touched();
         let r = pt.unmap(va(4), 3 * PAGE_SIZE).unwrap();
-        assert_eq!(pt.translation().take_touched(), [l3], "unmap of 3 pages in region {region:#x}");
+        assert_eq!(pt.translation().take_touched(), counted, "unmap of 3 pages in region {region:#x}");
         assert_eq!(r.leaves_changed(), 2);
         r.release(pt.translation_mut());
         assert_eq!(pt.translate(va(2)), Some(pa(2)));
@@ -420,7 +426,7 @@ fn partial_unmaps_that_empty_tables_detach_them() {
 }
 
 /// Calls on many pages inside one 2 MiB region stay on the fast path too (only the last-level
-/// table is touched) when nothing needs the general path: protecting whole contiguous runs,
+/// table is touched, and for an unmap the level-2 entry holding its count) when nothing needs the general path: protecting whole contiguous runs,
 /// in place or (on a table that is not live) with a change of memory type, and unmapping whole
 /// runs, one or several.
 #[test]
@@ -448,8 +454,11 @@ fn whole_runs_inside_one_region_stay_on_the_fast_path() {
     assert_eq!(pt.translation().take_touched(), [l3], "protect of one whole run");
     assert_eq!(r.leaves_changed(), 16);
     r.release(pt.translation_mut());
+    // The unmap also updates the table's occupancy count, in the level-2 table above it.
+    let l2 = pt.table_at(region, 2).unwrap().0;
+    pt.translation().take_touched();
     let r = pt.unmap(VirtAddr(region), 32 * PAGE_SIZE).unwrap();
-    assert_eq!(pt.translation().take_touched(), [l3], "unmap of two whole runs");
+    assert_eq!(pt.translation().take_touched(), [l2.min(l3), l2.max(l3)], "unmap of two whole runs");
     assert_eq!(r.leaves_changed(), 32);
     r.release(pt.translation_mut());
     assert_eq!(pt.translate(VirtAddr(region)), None);
@@ -492,6 +501,19 @@ fn unmapping_part_of_a_run_unfolds_it_everywhere() {
 /// invalid, on the fast path (one 2 MiB region), on the general path (a range crossing regions
 /// or covering whole tables), and when staged on a live table. One outside the range keeps its
 /// table.
+/// Writes `d` into the last-level entry translating offset `off` (its table must exist), keeping
+/// the table's occupancy count right: how a test plants an encoding the crate never writes.
+fn plant<T: Translation>(pt: &mut PageTable<T>, off: u64, d: Descriptor) {
+    let l2 = pt.table_at(off, 2).unwrap();
+    let l3 = pt.table_at(off, 3).unwrap();
+    let old = pt.read(l3, index_of(off, 3));
+    pt.write(l3, index_of(off, 3), d);
+    let parent = pt.read(l2, index_of(off, 2));
+    let count = occupancy(parent) + usize::from(occupied(d)) - usize::from(occupied(old));
+    pt.write(l2, index_of(off, 2), with_occupancy(parent, count));
+    pt.check_occupancy();
+}
+
 #[test]
 fn unmap_clears_reserved_entries_in_its_range() {
     const MB2: u64 = crate::addr::BLOCK_2M;
@@ -513,8 +535,7 @@ fn unmap_clears_reserved_entries_in_its_range() {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
             let page = |i: u64| VirtAddr(region + i * PAGE_SIZE);
             pt.map(page(first), PhysAddr(0x8000_0000), count * PAGE_SIZE, a, Constraints::NONE).unwrap();
-            let l3 = pt.table_at(page(at).0 & !(MB2 - 1), 3).unwrap();
-            pt.write(l3, index_of(page(at).0, 3), reserved);
+            plant(&mut pt, page(at).0, reserved);
             let r = unmap_via(&mut pt, staged, page(lo).0, n * PAGE_SIZE);
             r.release(pt.translation_mut());
             assert_eq!(pt.stats().tables_in_use(), 1, "{what}: only the root is left");
@@ -555,7 +576,7 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
         pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 4 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         let l3 = pt.table_at(region, 3).unwrap();
-        pt.write(l3, 9, reserved);
+        plant(&mut pt, region + 9 * PAGE_SIZE, reserved);
         let r = unmap_via(&mut pt, staged, region, 4 * PAGE_SIZE);
         assert_eq!(r.detached_tables(), 0);
         r.release(pt.translation_mut());
