@@ -90,7 +90,8 @@ impl<T: Translation> PageTable<T> {
         // Staging may cut off or replace table descriptors (the last-table cache must not keep them).
         self.forget_walk();
         let mut e = Engine { op, mode: Mode::Staged, record, pool, counts, split_contiguous };
-        self.apply(self.root, ROOT_LEVEL, start, end, &mut e);
+        // The root's entries are not counted (nothing points at the root).
+        let _ = self.apply(self.root, ROOT_LEVEL, start, end, &mut e);
         debug_assert!(e.pool.is_empty(), "split reservation and staging disagree");
         self.free_reservation(e.pool);
         Ok(())

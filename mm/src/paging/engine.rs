@@ -32,6 +32,7 @@ use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKi
 
 use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
 use super::flush::{FrameList, PendingFlush};
+use super::occupancy::{minus_occupants, occupancy, table_descriptor, with_occupancy};
 use super::walk::{Entries, Entry};
 use super::{ENTRIES_PER_TABLE, PageTable, Translation, index_of};
 
@@ -168,6 +169,8 @@ impl<T: Translation> PageTable<T> {
     // ---- the walk -----------------------------------------------------------------------------
 
     /// Applies the engine's operation to `[lo, hi)`, inside the span of `table` at `level`.
+    /// Returns how many entries of `table` it vacated (`occupancy.rs`: the caller keeps the
+    /// count of `table`); tables it empties below `table` are detached here.
     pub(super) fn apply<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         table: PhysAddr,
@@ -175,11 +178,11 @@ impl<T: Translation> PageTable<T> {
         lo: u64,
         hi: u64,
         e: &mut Engine<'_, F>,
-    ) {
+    ) -> usize {
         if level == 3 && !self.cuts_a_touched_run(table, lo, hi, &mut e.op) {
-            self.apply_pages(table, lo, hi, e);
-            return;
+            return self.apply_pages(table, lo, hi, e);
         }
+        let mut vacated = 0;
         let mut entries = Entries::new(level, lo, hi);
         while let Some(x) = entries.next() {
             let d = self.read(table, x.index);
@@ -191,20 +194,26 @@ impl<T: Translation> PageTable<T> {
                     // that the emptiness checks may take the entries inside the range as cleared.
                     if e.op.is_unmap() && x.whole() {
                         self.write(table, x.index, Descriptor::INVALID);
+                        vacated += 1;
                     }
                 }
                 DescriptorKind::Table => {
                     let next = d.output_address();
-                    self.apply(next, level + 1, x.lo, x.hi, e);
-                    if e.op.is_unmap()
-                        && self.is_vacant(next, index_of(x.lo, level + 1), index_of(x.hi - 1, level + 1) + 1)
-                    {
-                        match e.mode {
-                            Mode::Direct => self.detach_now(table, x.index, next, e.record),
-                            Mode::Staged => {
-                                self.write(table, x.index, staged(d, MARK_DETACH));
-                                e.record.note_table_removed();
-                            }
+                    let emptied = self.apply(next, level + 1, x.lo, x.hi, e);
+                    if emptied == 0 {
+                        continue;
+                    }
+                    // Only an unmap vacates entries, and it detaches what it empties.
+                    if occupancy(d) > emptied {
+                        self.write(table, x.index, minus_occupants(d, emptied));
+                        continue;
+                    }
+                    vacated += 1;
+                    match e.mode {
+                        Mode::Direct => self.detach_now(table, x.index, next, e.record),
+                        Mode::Staged => {
+                            self.write(table, x.index, staged(with_occupancy(d, 0), MARK_DETACH));
+                            e.record.note_table_removed();
                         }
                     }
                 }
@@ -219,20 +228,21 @@ impl<T: Translation> PageTable<T> {
                         // `[lo, hi)` is the range clipped to this table, which holds the whole
                         // run: the run is cut iff it is not inside `[lo, hi)`.
                         if run_base < lo || run_base + run_size > hi {
-                            self.apply_run(table, &x, (lo, hi), e);
+                            vacated += self.apply_run(table, &x, (lo, hi), e);
                             entries.skip_to(run_base + run_size);
                             continue;
                         }
                     }
                     let new = e.op.new_attrs(old);
                     if x.whole() {
-                        self.change_leaf(table, &x, d, new, e);
+                        vacated += self.change_leaf(table, &x, d, new, e);
                     } else {
                         self.split(table, &x, d, new, (lo, hi), e);
                     }
                 }
             }
         }
+        vacated
     }
 
     /// Writes `new` at `index` of `table`: final in direct mode and where the change needs no
@@ -255,7 +265,7 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// Applies the operation to the leaf `d` of entry `x`, which lies wholly in the range and in
-    /// no run the range cuts; `new` is its new attributes.
+    /// no run the range cuts; `new` is its new attributes. Returns the entries vacated (0 or 1).
     fn change_leaf<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         table: PhysAddr,
@@ -263,16 +273,21 @@ impl<T: Translation> PageTable<T> {
         d: Descriptor,
         new: Option<Attributes>,
         e: &mut Engine<'_, F>,
-    ) {
+    ) -> usize {
         let old = d.attributes();
-        match (&e.op, new) {
-            (StagedOp::Demote, _) => return, // A whole leaf: nothing to demote.
-            (_, None) => self.remove_leaf(table, x.index, d, e.mode),
-            (_, Some(new)) => {
-                self.put(table, x.index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode)
+        let vacated = match (&e.op, new) {
+            (StagedOp::Demote, _) => return 0, // A whole leaf: nothing to demote.
+            (_, None) => {
+                self.remove_leaf(table, x.index, d, e.mode);
+                1
             }
-        }
+            (_, Some(new)) => {
+                self.put(table, x.index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode);
+                0
+            }
+        };
         e.record.add_leaf(x.base, x.size, old, new);
+        vacated
     }
 
     /// Replaces the block `d` of entry `x`, which `range` cuts, by a table of next-level leaves
@@ -286,14 +301,16 @@ impl<T: Translation> PageTable<T> {
         range: (u64, u64),
         e: &mut Engine<'_, F>,
     ) {
+        // A block partly outside the range leaves at least one entry occupied: the parent's
+        // count does not change (one leaf becomes one table).
         let new_table = self.build_split(d, x.level, x.base, range, e);
         match e.mode {
             Mode::Direct => {
                 self.translation.publish_barrier();
-                self.write(table, x.index, Descriptor::table(new_table));
+                self.write(table, x.index, new_table);
             }
             Mode::Staged => {
-                self.write(table, x.index, staged(Descriptor::table(new_table), MARK_MAKE));
+                self.write(table, x.index, staged(new_table, MARK_MAKE));
                 e.record.add_leaf(x.base, x.size, d.attributes(), new);
             }
         }
@@ -303,13 +320,15 @@ impl<T: Translation> PageTable<T> {
     /// Unfolds the contiguous run of 16 entries holding entry `x` that `(lo, hi)` cuts: every
     /// entry loses the hint, entries inside the range get the operation, a block partly inside
     /// is split. Staged, every entry is written staged-invalid (the hint changes) and recorded.
+    /// Returns the entries vacated.
     fn apply_run<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         table: PhysAddr,
         x: &Entry,
         (lo, hi): (u64, u64),
         e: &mut Engine<'_, F>,
-    ) {
+    ) -> usize {
+        let mut vacated = 0;
         let (level, size) = (x.level, x.size);
         let first = x.index & !(RUN - 1);
         let run_base = x.base & !(size * RUN as u64 - 1);
@@ -331,7 +350,10 @@ impl<T: Translation> PageTable<T> {
                 Part::Inside => {
                     let new = e.op.new_attrs(old);
                     match new {
-                        None => self.remove_leaf(table, index, plain, e.mode),
+                        None => {
+                            self.remove_leaf(table, index, plain, e.mode);
+                            vacated += 1;
+                        }
                         Some(new) => self.put(table, index, plain.with_attributes(new), true, e.mode),
                     }
                     e.record.add_leaf(base, size, old, new);
@@ -343,6 +365,7 @@ impl<T: Translation> PageTable<T> {
                 }
             }
         }
+        vacated
     }
 
     /// Builds, in a reserved frame that no walker can reach yet, the table that replaces the
@@ -350,7 +373,8 @@ impl<T: Translation> PageTable<T> {
     /// next level with the operation applied to those inside the range (removed ones invalid,
     /// or marked for `finish` when staged), nested splits for the ones partly inside, and the
     /// contiguous hint on runs that are uniform (if `split_contiguous`, except for `Demote`).
-    /// In direct mode the leaves inside the range are recorded here, at their new size.
+    /// In direct mode the leaves inside the range are recorded here, at their new size. Returns
+    /// the table descriptor for it, with its occupancy count.
     fn build_split<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         d: Descriptor,
@@ -358,8 +382,9 @@ impl<T: Translation> PageTable<T> {
         base: u64,
         (lo, hi): (u64, u64),
         e: &mut Engine<'_, F>,
-    ) -> PhysAddr {
+    ) -> Descriptor {
         let table = self.take_reserved(&mut e.pool);
+        let mut occupants = 0;
         let sub = level + 1;
         let sub_size = level_size(sub);
         let old = d.attributes();
@@ -391,13 +416,14 @@ impl<T: Translation> PageTable<T> {
                     Part::Partial => {
                         let nested = Descriptor::leaf(sub, pa, old, false);
                         e.counts.splits += 1;
-                        Descriptor::table(self.build_split(nested, sub, sub_base, (lo, hi), e))
+                        self.build_split(nested, sub, sub_base, (lo, hi), e)
                     }
                 };
+                occupants += usize::from(occupied(entry));
                 self.write(table, i, entry);
             }
         }
-        table
+        table_descriptor(table, occupants)
     }
 
     /// Whether the contiguous run holding the first or the last page of `[lo, hi)` (inside the
@@ -426,7 +452,7 @@ impl<T: Translation> PageTable<T> {
     /// Applies the operation to the pages in `[lo, hi)` of the last-level `table`, where it cuts
     /// no run ([`cuts_a_touched_run`](Self::cuts_a_touched_run)), and records them. Reserved
     /// encodings are cleared by an unmap (without a record: no TLB holds them) and kept
-    /// otherwise.
+    /// otherwise. Returns the entries vacated.
     #[inline(always)]
     fn apply_pages<F: FnMut(Attributes) -> Attributes>(
         &mut self,
@@ -434,8 +460,9 @@ impl<T: Translation> PageTable<T> {
         lo: u64,
         hi: u64,
         e: &mut Engine<'_, F>,
-    ) {
+    ) -> usize {
         let mut changed = PageRun::new();
+        let mut reserved_cleared = 0;
         let (mut i, mut off) = (index_of(lo, 3), lo);
         while off < hi {
             let d = self.read(table, i);
@@ -445,6 +472,7 @@ impl<T: Translation> PageTable<T> {
             if !d.is_leaf(3) {
                 if d.is_valid() && e.op.is_unmap() {
                     self.write(table, index, Descriptor::INVALID);
+                    reserved_cleared += 1;
                 }
                 continue;
             }
@@ -466,36 +494,12 @@ impl<T: Translation> PageTable<T> {
             }
         }
         changed.record(e.record);
+        // Only an unmap changes pages in a way that vacates them.
+        let removed = if e.op.is_unmap() { changed.count as usize } else { 0 };
+        removed + reserved_cleared
     }
 
     // ---- emptied tables ---------------------------------------------------------------------------
-
-    /// Whether `table` holds nothing after the operation, given that the entries strictly inside
-    /// `[lo, hi)` (indices) were emptied: the two end entries (which may be tables only partly
-    /// covered) and then the entries outside the range are read, nearest first, so a populated
-    /// table is recognised after a read or two and the whole table is read only when it is about
-    /// to be detached. An entry staged to become valid counts as occupied.
-    pub(super) fn is_vacant(&self, table: PhysAddr, lo: usize, hi: usize) -> bool {
-        let (mut below, mut above) = (lo + 1, (hi - 1).max(lo + 1));
-        let vacant = loop {
-            if above < ENTRIES_PER_TABLE {
-                if occupied(self.read(table, above)) {
-                    break false;
-                }
-                above += 1;
-            } else if below == 0 {
-                break true;
-            }
-            if below > 0 {
-                below -= 1;
-                if occupied(self.read(table, below)) {
-                    break false;
-                }
-            }
-        };
-        debug_assert!(!vacant || self.is_empty_table(table), "an entry inside the range was kept");
-        vacant
-    }
 
     /// Detaches the empty `child` at `index` of `table` into `record`, now (direct mode).
     pub(super) fn detach_now(
@@ -505,7 +509,7 @@ impl<T: Translation> PageTable<T> {
         child: PhysAddr,
         record: &mut PendingFlush,
     ) {
-        debug_assert!(self.is_empty_table(child));
+        debug_assert!(self.is_empty_table(child), "a table with occupied entries is detached");
         self.write(table, index, Descriptor::INVALID);
         record.detach_table(child, &self.translation);
         self.stats.tables_detached += 1;

@@ -13,7 +13,8 @@ use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
 
 use super::flush::FrameList;
-use super::walk::Entries;
+use super::occupancy::{plus_occupants, table_descriptor};
+use super::walk::{Entries, LastLevel};
 use super::{Constraints, MapError, PageTable, ROOT_LEVEL, Translation, index_of};
 
 /// The attributes of one `map` call, in the offset domain (offsets from the range base).
@@ -60,8 +61,8 @@ impl<T: Translation> PageTable<T> {
     ) -> Result<(), MapError> {
         let (start, end) = self.check_map(va, pa, size)?;
         let args = MapArgs { start, end, pa: pa.0, attrs, constraints };
-        if let Some(table) = self.fast_path_table(start, end)
-            && self.map_pages_in(table, &args)
+        if let Some(last) = self.fast_path_table(start, end)
+            && self.map_pages_in(last, &args)
         {
             return Ok(());
         }
@@ -83,6 +84,7 @@ impl<T: Translation> PageTable<T> {
             let more = self.reserve(needed - pool.len())?;
             pool.append(more, &self.translation);
         }
+        // The root's entries are not counted (nothing points at the root).
         let result = self.map_level::<true>(Some(self.root), ROOT_LEVEL, start, end, args, pool);
         debug_assert!(result.is_ok());
         result.map(|_| ())
@@ -94,20 +96,23 @@ impl<T: Translation> PageTable<T> {
     /// nothing can fail (no frame is needed), so there is no dry run; the leaves written, the
     /// contiguous hints included, are those the general path would write for the same call.
     #[inline(always)]
-    fn map_pages_in(&mut self, table: PhysAddr, args: &MapArgs) -> bool {
-        if args.end - args.start == PAGE_SIZE {
+    fn map_pages_in(&mut self, last: LastLevel, args: &MapArgs) -> bool {
+        let table = last.table;
+        let filled = if args.end - args.start == PAGE_SIZE {
             // One page (the common call): straight-line. A lone page is never contiguous.
             let index = index_of(args.start, 3);
             if self.read(table, index).is_valid() {
                 return false;
             }
             self.write(table, index, Descriptor::leaf(3, PhysAddr(args.pa), args.attrs, false));
-            return true;
-        }
-        if self.first_valid_page(table, args.start, args.end).is_some() {
-            return false;
-        }
-        self.write_pages(table, args.start, args.end, args);
+            1
+        } else {
+            if self.first_valid_page(table, args.start, args.end).is_some() {
+                return false;
+            }
+            self.write_pages(table, args.start, args.end, args)
+        };
+        self.add_occupants(last.parent, index_of(args.start, 2), filled);
         true
     }
 
@@ -127,11 +132,11 @@ impl<T: Translation> PageTable<T> {
 
     /// Writes the pages of `args` in `[lo, hi)` into the last-level `table`, all of whose entries
     /// there are invalid, with the contiguous hint on every run [`run_may_be_contiguous`]
-    /// allows (a run that starts before `lo` never gets it).
+    /// allows (a run that starts before `lo` never gets it). Returns the number of pages written.
     ///
     /// [`run_may_be_contiguous`]: Self::run_may_be_contiguous
     #[inline(always)]
-    fn write_pages(&mut self, table: PhysAddr, lo: u64, hi: u64, args: &MapArgs) {
+    fn write_pages(&mut self, table: PhysAddr, lo: u64, hi: u64, args: &MapArgs) -> usize {
         let mut run_contiguous = false;
         let (mut i, mut off) = (index_of(lo, 3), lo);
         while off < hi {
@@ -143,11 +148,13 @@ impl<T: Translation> PageTable<T> {
             i += 1;
             off += PAGE_SIZE;
         }
+        ((hi - lo) / PAGE_SIZE) as usize
     }
 
     /// Maps `[lo, hi)` into `table` at `level` (`None`: a table the commit will create, all
     /// invalid). The dry run (`COMMIT = false`) writes nothing and returns the number of tables
-    /// the commit will allocate; the commit takes them from `pool` and cannot fail.
+    /// the commit will allocate; the commit takes them from `pool`, cannot fail, and returns the
+    /// number of entries of `table` it filled (for its occupancy count, `occupancy.rs`).
     fn map_level<const COMMIT: bool>(
         &mut self,
         table: Option<PhysAddr>,
@@ -160,17 +167,16 @@ impl<T: Translation> PageTable<T> {
         if level == 3 {
             return match table {
                 None => Ok(0), // Pages always fit in an empty last-level table.
-                Some(table) if COMMIT => {
-                    self.write_pages(table, lo, hi, args);
-                    Ok(0)
-                }
+                Some(table) if COMMIT => Ok(self.write_pages(table, lo, hi, args)),
                 Some(table) => match self.first_valid_page(table, lo, hi) {
                     Some(off) => Err(MapError::AlreadyMapped(self.va(off))),
                     None => Ok(0),
                 },
             };
         }
+        // The dry run's frames needed, or the commit's entries filled.
         let mut needed = 0;
+        let mut filled = 0;
         let mut run_contiguous = false;
         for e in Entries::new(level, lo, hi) {
             let d = match table {
@@ -186,7 +192,7 @@ impl<T: Translation> PageTable<T> {
             }
             match d.kind(level) {
                 DescriptorKind::Table => {
-                    needed += self.map_level::<COMMIT>(
+                    let below = self.map_level::<COMMIT>(
                         Some(d.output_address()),
                         level + 1,
                         e.lo,
@@ -194,6 +200,10 @@ impl<T: Translation> PageTable<T> {
                         args,
                         pool,
                     )?;
+                    match table {
+                        Some(table) if COMMIT => self.write(table, e.index, plus_occupants(d, below)),
+                        _ => needed += below,
+                    }
                 }
                 DescriptorKind::Block | DescriptorKind::Page | DescriptorKind::Reserved => {
                     return Err(MapError::AlreadyMapped(self.va(e.lo)));
@@ -204,20 +214,22 @@ impl<T: Translation> PageTable<T> {
                         if let (true, Some(table)) = (COMMIT, table) {
                             let leaf = Descriptor::leaf(level, PhysAddr(pa), args.attrs, run_contiguous);
                             self.write(table, e.index, leaf);
+                            filled += 1;
                         }
                     } else if let (true, Some(table)) = (COMMIT, table) {
                         let new = self.take_reserved(pool);
                         self.zero(new);
-                        self.map_level::<true>(Some(new), level + 1, e.lo, e.hi, args, pool)?;
+                        let count = self.map_level::<true>(Some(new), level + 1, e.lo, e.hi, args, pool)?;
                         self.translation.publish_barrier();
-                        self.write(table, e.index, Descriptor::table(new));
+                        self.write(table, e.index, table_descriptor(new, count));
+                        filled += 1;
                     } else {
                         needed += 1 + self.map_level::<false>(None, level + 1, e.lo, e.hi, args, pool)?;
                     }
                 }
             }
         }
-        Ok(needed)
+        Ok(if COMMIT { filled } else { needed })
     }
 
     /// Whether the 16-entry run starting at `run_base` (an entry of `table` at `level`) may carry

@@ -34,8 +34,10 @@
 //!   confused with the hardware's walk cache of table entries) keyed by `VA >> 21` (two plain
 //!   fields: no atomics, no heap), emptied before any table descriptor is removed or
 //!   replaced (an `unmap` detaching a table, every staged operation of `bbm.rs`); `map` only
-//!   turns invalid entries valid, so it never makes a cached path wrong. An `unmap` that empties
-//!   the table detaches it and the tables above it that it empties, as the general path does.
+//!   turns invalid entries valid, so it never makes a cached path wrong. The cache also keeps the
+//!   level-2 table, whose entry holds the last-level table's occupancy count. An `unmap` that
+//!   empties the table detaches it and the tables above it that it empties, as the general path
+//!   does.
 //!   The differential property test in `tests.rs` runs every operation both ways and compares
 //!   tables, records, errors and frames.
 //! - **Frames freed only after the flush that covers them** (Asterinas' rule). `unmap` and
@@ -66,7 +68,9 @@
 //! Files: `walk.rs` (the entry iterator, the root-to-leaf walk, the last-table cache, queries),
 //! `map.rs`, `engine.rs` (the modification engine), `modify.rs` (direct `unmap`/`protect` and the
 //! checks before a modification), `bbm.rs` (staging marks, promotion, fold, finish), `flush.rs`
-//! (the record of what a flush must cover).
+//! (the record of what a flush must cover), `occupancy.rs` (each table's count of occupied
+//! entries, kept in ignored bits of the table descriptor above it, which decides when a table
+//! is empty without reading it).
 //!
 //! Memory ordering: every table write is one aligned `u64` volatile store, in the order the source
 //! says, and a new table is completely written (zeroed and filled) before the descriptor that
@@ -91,6 +95,7 @@ mod map;
 mod modify;
 #[cfg(test)]
 mod mutant_tests;
+mod occupancy;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -335,8 +340,10 @@ pub struct PageTable<T: Translation> {
     live: bool,
     stats: Stats,
     /// The last-table cache: `walk_key` is `off >> 21` of the 2 MiB region whose last-level table is
-    /// `walk_table`, or `NO_WALK` when empty (see `walk.rs`).
+    /// `walk_table`, pointed at by an entry of the level-2 table `walk_parent`, or `NO_WALK`
+    /// when empty (see `walk.rs`).
     walk_key: u64,
+    walk_parent: PhysAddr,
     walk_table: PhysAddr,
     /// Test switch: send every call to the general path (to compare the two).
     #[cfg(test)]
@@ -370,6 +377,7 @@ impl<T: Translation> PageTable<T> {
             live: false,
             stats: Stats { tables_allocated: 1, ..Stats::default() },
             walk_key: walk::NO_WALK,
+            walk_parent: PhysAddr(0),
             walk_table: PhysAddr(0),
             #[cfg(test)]
             general_only: false,

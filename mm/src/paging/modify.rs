@@ -15,7 +15,8 @@ use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKi
 use super::bbm::BbmCounts;
 use super::engine::{Engine, Mode, StagedOp};
 use super::flush::{FrameList, PendingFlush};
-use super::walk::Entries;
+use super::occupancy::{minus_occupants, occupancy};
+use super::walk::{Entries, LastLevel};
 use super::{MapError, PageTable, ROOT_LEVEL, Translation, index_of};
 
 const RUN: usize = CONTIGUOUS_ENTRIES;
@@ -87,7 +88,7 @@ impl<T: Translation> PageTable<T> {
     ) -> Result<PendingFlush, MapError> {
         let (start, end) = self.check_range(va, size)?;
         match self.fast_path_table(start, end) {
-            Some(table) => self.modify_last_level(table, start, end, op),
+            Some(last) => self.modify_last_level(last, start, end, op),
             None => self.modify_checked(start, end, op),
         }
     }
@@ -99,7 +100,7 @@ impl<T: Translation> PageTable<T> {
     #[inline(always)]
     fn modify_last_level<F: FnMut(Attributes) -> Attributes>(
         &mut self,
-        table: PhysAddr,
+        last: LastLevel,
         start: u64,
         end: u64,
         op: StagedOp<F>,
@@ -107,7 +108,7 @@ impl<T: Translation> PageTable<T> {
         // Built in place in the result: the record is returned without a copy.
         let mut result = Ok(PendingFlush::new(self.range));
         if let Ok(record) = &mut result
-            && let Err(e) = self.modify_last_level_into(table, start, end, op, record)
+            && let Err(e) = self.modify_last_level_into(last, start, end, op, record)
         {
             return Err(e);
         }
@@ -118,14 +119,16 @@ impl<T: Translation> PageTable<T> {
     #[inline(always)]
     fn modify_last_level_into<F: FnMut(Attributes) -> Attributes>(
         &mut self,
-        table: PhysAddr,
+        last: LastLevel,
         start: u64,
         end: u64,
         mut op: StagedOp<F>,
         record: &mut PendingFlush,
     ) -> Result<(), MapError> {
+        let table = last.table;
         let index = index_of(start, 3);
         let d = self.read(table, index);
+        let vacated;
         if op.is_unmap() && end - start == PAGE_SIZE && !d.is_contiguous() {
             // Unmapping one page (the common call): straight-line. A page outside a run cuts
             // nothing, so nothing needs break-before-make.
@@ -135,9 +138,11 @@ impl<T: Translation> PageTable<T> {
                 record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
             }
             // A reserved encoding is cleared too, without a record (see `apply_pages`).
-            if d.is_valid() {
-                self.write(table, index, Descriptor::INVALID);
+            if !d.is_valid() {
+                return Ok(());
             }
+            self.write(table, index, Descriptor::INVALID);
+            vacated = 1;
         } else {
             if self.live
                 && let Some(at) = self.bbm_violation(table, 3, start, end, &mut op)
@@ -148,13 +153,17 @@ impl<T: Translation> PageTable<T> {
             let (pool, split_contiguous) = (FrameList::new(), false);
             let mut e =
                 Engine { op, mode: Mode::Direct, record, pool, counts: &mut counts, split_contiguous };
-            self.apply(table, 3, start, end, &mut e);
-            if !e.op.is_unmap() {
+            vacated = self.apply(table, 3, start, end, &mut e);
+            if vacated == 0 {
                 return Ok(());
             }
         }
-        if end - start == level_size(2) || self.is_vacant(table, index, index_of(end - 1, 3) + 1) {
+        let parent_index = index_of(start, 2);
+        let d = self.read(last.parent, parent_index);
+        if occupancy(d) == vacated {
             self.detach_emptied(start, record);
+        } else {
+            self.write(last.parent, parent_index, minus_occupants(d, vacated));
         }
         Ok(())
     }
@@ -187,7 +196,8 @@ impl<T: Translation> PageTable<T> {
             counts: &mut counts,
             split_contiguous: false,
         };
-        self.apply(self.root, ROOT_LEVEL, start, end, &mut e);
+        // The root's entries are not counted (nothing points at the root).
+        let _ = self.apply(self.root, ROOT_LEVEL, start, end, &mut e);
         let pool = e.pool;
         debug_assert!(pool.is_empty(), "split reservation and engine disagree");
         self.free_reservation(pool);
@@ -209,7 +219,7 @@ impl<T: Translation> PageTable<T> {
             counts: &mut counts,
             split_contiguous: false,
         };
-        self.apply(self.root, ROOT_LEVEL, 0, super::SPACE_SIZE, &mut e);
+        let _ = self.apply(self.root, ROOT_LEVEL, 0, super::SPACE_SIZE, &mut e);
         record.detach_table(self.root, &self.translation);
         record
     }
@@ -292,8 +302,8 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// Detaches the (now empty) last-level table translating `off`, then each table above it,
-    /// below the root, that this leaves empty: what the engine does on its way back up for a
-    /// range inside one 2 MiB region, in the same order.
+    /// below the root, that this leaves empty, keeping the counts of the tables that stay: what
+    /// the engine does on its way back up for a range inside one 2 MiB region, in the same order.
     #[cold]
     #[inline(never)]
     fn detach_emptied(&mut self, off: u64, record: &mut PendingFlush) {
@@ -305,9 +315,15 @@ impl<T: Translation> PageTable<T> {
         let mut level = 2;
         loop {
             let (table, child) = (path[level as usize], path[level as usize + 1]);
-            let index = index_of(off, level);
-            self.detach_now(table, index, child, record);
-            if level == ROOT_LEVEL || !self.is_vacant(table, index, index + 1) {
+            self.detach_now(table, index_of(off, level), child, record);
+            if level == ROOT_LEVEL {
+                break;
+            }
+            // `table` lost an entry: its count is in the entry above that points at it.
+            let (parent, index) = (path[level as usize - 1], index_of(off, level - 1));
+            let d = self.read(parent, index);
+            if occupancy(d) > 1 {
+                self.write(parent, index, minus_occupants(d, 1));
                 break;
             }
             level -= 1;

@@ -10,6 +10,8 @@ use std::boxed::Box;
 use std::collections::BTreeSet;
 use std::vec::Vec;
 
+use super::bbm::occupied;
+use super::occupancy::{occupancy, with_occupancy};
 use super::*;
 use crate::descriptor::{DescriptorKind, level_size};
 
@@ -351,21 +353,25 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
         let pa = |i: u64| PhysAddr(0x8000_0000 + i * PAGE_SIZE);
         pt.map(va(0), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
         let l3 = pt.table_at(region, 3).unwrap().0;
+        // A map or unmap also updates the last-level table's occupancy count, in the level-2
+        // table above it (`occupancy.rs`); a protect changes no count.
+        let l2 = pt.table_at(region, 2).unwrap().0;
+        let counted = [l2.min(l3), l2.max(l3)];
         pt.map(va(1), pa(1), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fills the last-table cache.
         pt.translation().take_touched();
         pt.map(va(2), pa(2), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
-        assert_eq!(pt.translation().take_touched(), [l3], "map in region {region:#x}");
+        assert_eq!(pt.translation().take_touched(), counted, "map in region {region:#x}");
         let r = pt.protect(va(2), PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
         assert_eq!(pt.translation().take_touched(), [l3], "protect in region {region:#x}");
         r.release(pt.translation_mut());
         let r = pt.unmap(va(3), PAGE_SIZE).unwrap();
-        assert_eq!(pt.translation().take_touched(), [l3], "unmap in region {region:#x}");
+        assert_eq!(pt.translation().take_touched(), counted, "unmap in region {region:#x}");
         r.release(pt.translation_mut());
         // Several pages, not contiguous (a run of 2), one of them a hole.
         pt.map(va(5), pa(5), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         pt.translation().take_touched();
         let r = pt.unmap(va(4), 3 * PAGE_SIZE).unwrap();
-        assert_eq!(pt.translation().take_touched(), [l3], "unmap of 3 pages in region {region:#x}");
+        assert_eq!(pt.translation().take_touched(), counted, "unmap of 3 pages in region {region:#x}");
         assert_eq!(r.leaves_changed(), 2);
         r.release(pt.translation_mut());
         assert_eq!(pt.translate(va(2)), Some(pa(2)));
@@ -420,7 +426,7 @@ fn partial_unmaps_that_empty_tables_detach_them() {
 }
 
 /// Calls on many pages inside one 2 MiB region stay on the fast path too (only the last-level
-/// table is touched) when nothing needs the general path: protecting whole contiguous runs,
+/// table is touched, and for an unmap the level-2 entry holding its count) when nothing needs the general path: protecting whole contiguous runs,
 /// in place or (on a table that is not live) with a change of memory type, and unmapping whole
 /// runs, one or several.
 #[test]
@@ -448,8 +454,11 @@ fn whole_runs_inside_one_region_stay_on_the_fast_path() {
     assert_eq!(pt.translation().take_touched(), [l3], "protect of one whole run");
     assert_eq!(r.leaves_changed(), 16);
     r.release(pt.translation_mut());
+    // The unmap also updates the table's occupancy count, in the level-2 table above it.
+    let l2 = pt.table_at(region, 2).unwrap().0;
+    pt.translation().take_touched();
     let r = pt.unmap(VirtAddr(region), 32 * PAGE_SIZE).unwrap();
-    assert_eq!(pt.translation().take_touched(), [l3], "unmap of two whole runs");
+    assert_eq!(pt.translation().take_touched(), [l2.min(l3), l2.max(l3)], "unmap of two whole runs");
     assert_eq!(r.leaves_changed(), 32);
     r.release(pt.translation_mut());
     assert_eq!(pt.translate(VirtAddr(region)), None);
@@ -492,9 +501,21 @@ fn unmapping_part_of_a_run_unfolds_it_everywhere() {
 /// invalid, on the fast path (one 2 MiB region), on the general path (a range crossing regions
 /// or covering whole tables), and when staged on a live table. One outside the range keeps its
 /// table.
+/// Writes `d` into the last-level entry translating offset `off` (its table must exist), keeping
+/// the table's occupancy count right: how a test plants an encoding the crate never writes.
+fn plant<T: Translation>(pt: &mut PageTable<T>, off: u64, d: Descriptor) {
+    let l2 = pt.table_at(off, 2).unwrap();
+    let l3 = pt.table_at(off, 3).unwrap();
+    let old = pt.read(l3, index_of(off, 3));
+    pt.write(l3, index_of(off, 3), d);
+    let parent = pt.read(l2, index_of(off, 2));
+    let count = occupancy(parent) + usize::from(occupied(d)) - usize::from(occupied(old));
+    pt.write(l2, index_of(off, 2), with_occupancy(parent, count));
+    pt.check_occupancy();
+}
+
 #[test]
 fn unmap_clears_reserved_entries_in_its_range() {
-    const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
     let reserved = Descriptor::from_bits(0b01);
     assert_eq!(reserved.kind(3), DescriptorKind::Reserved);
@@ -513,8 +534,7 @@ fn unmap_clears_reserved_entries_in_its_range() {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
             let page = |i: u64| VirtAddr(region + i * PAGE_SIZE);
             pt.map(page(first), PhysAddr(0x8000_0000), count * PAGE_SIZE, a, Constraints::NONE).unwrap();
-            let l3 = pt.table_at(page(at).0 & !(MB2 - 1), 3).unwrap();
-            pt.write(l3, index_of(page(at).0, 3), reserved);
+            plant(&mut pt, page(at).0, reserved);
             let r = unmap_via(&mut pt, staged, page(lo).0, n * PAGE_SIZE);
             r.release(pt.translation_mut());
             assert_eq!(pt.stats().tables_in_use(), 1, "{what}: only the root is left");
@@ -555,7 +575,7 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
         pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 4 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         let l3 = pt.table_at(region, 3).unwrap();
-        pt.write(l3, 9, reserved);
+        plant(&mut pt, region + 9 * PAGE_SIZE, reserved);
         let r = unmap_via(&mut pt, staged, region, 4 * PAGE_SIZE);
         assert_eq!(r.detached_tables(), 0);
         r.release(pt.translation_mut());
@@ -834,4 +854,97 @@ fn absorb_keeps_every_flag_of_either_record() {
         assert!(x.needs_flush());
     }
     assert!(!empty().needs_flush());
+}
+
+/// The occupancy count of the table translating `off` at `level` (2 or 3), read from the table
+/// descriptor above it.
+fn count_at<T: Translation>(pt: &PageTable<T>, off: u64, level: u32) -> usize {
+    let parent = pt.table_at(off, level - 1).unwrap();
+    let d = pt.read(parent, index_of(off, level - 1));
+    assert!(d.is_table(level - 1), "no table at level {level} for {off:#x}");
+    occupancy(d)
+}
+
+/// The occupancy counts (`occupancy.rs`) take exact values through maps, unmaps, protects and
+/// splits, on the fast path and the general path, directly and staged; they reach a full table
+/// (512) and leave the rest of the descriptor as the walker reads it.
+#[test]
+fn occupancy_counts_follow_every_operation() {
+    const MB2: u64 = crate::addr::BLOCK_2M;
+    let a = Attributes::kernel_data();
+    let region = 0x4000_0000u64;
+    let page = |i: u64| VirtAddr(region + i * PAGE_SIZE);
+    for staged in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(page(0), PhysAddr(0x8000_0000), 3 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        assert_eq!((count_at(&pt, region, 2), count_at(&pt, region, 3)), (1, 3), "staged {staged}");
+        // The fast path (the walk cache holds the table now): one page, then several.
+        pt.map(page(10), PhysAddr(0x9000_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.map(page(20), PhysAddr(0x9100_0000), 5 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        assert_eq!(count_at(&pt, region, 3), 9);
+        // A protect changes no count.
+        let r = pt.protect(page(0), 30 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+        r.release(pt.translation_mut());
+        assert_eq!(count_at(&pt, region, 3), 9);
+        // A map into the next region, across the boundary (general path): a new table of 1.
+        pt.map(page(511), PhysAddr(0xa000_0000), 2 * PAGE_SIZE, a, Constraints::NO_BLOCKS).unwrap();
+        assert_eq!((count_at(&pt, region, 3), count_at(&pt, region + MB2, 3)), (10, 1));
+        assert_eq!(count_at(&pt, region, 2), 2);
+        // Unmaps: one page (fast), a range with holes (fast), across the boundary (general).
+        let r = unmap_via(&mut pt, staged, page(10).0, PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(count_at(&pt, region, 3), 9, "staged {staged}");
+        let r = unmap_via(&mut pt, staged, page(1).0, 21 * PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(count_at(&pt, region, 3), 5, "staged {staged}: pages 0, 22, 23, 24, 511");
+        let r = unmap_via(&mut pt, staged, page(511).0, 2 * PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(count_at(&pt, region, 3), 4, "staged {staged}");
+        assert_eq!(count_at(&pt, region, 2), 1, "staged {staged}: the emptied table is detached");
+        pt.check_occupancy();
+        drop(pt);
+
+        // A full table, and a 2 MiB block split by an unmap of one page: 511 left.
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(page(0), PhysAddr(0x8000_0000), MB2, a, Constraints::NO_BLOCKS).unwrap();
+        assert_eq!(count_at(&pt, region, 3), ENTRIES_PER_TABLE);
+        pt.map(page(512), PhysAddr(0x8020_0000), MB2, a, Constraints::NONE).unwrap();
+        assert_eq!(pt.query(page(512)).unwrap().level, 2);
+        let r = unmap_via(&mut pt, staged, page(512 + 7).0, PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(count_at(&pt, region + MB2, 3), ENTRIES_PER_TABLE - 1, "staged {staged}");
+        assert_eq!(count_at(&pt, region, 3), ENTRIES_PER_TABLE);
+        assert_eq!(count_at(&pt, region, 2), 2);
+        // The count is invisible to the walker: the same table descriptor with its count cleared.
+        let l2 = pt.table_at(region, 2).unwrap();
+        let d = pt.read(l2, index_of(region, 2));
+        assert_eq!(with_occupancy(d, 0), Descriptor::table(d.output_address()));
+        assert_eq!(d.output_address(), pt.table_at(region, 3).unwrap());
+        pt.check_occupancy();
+    }
+}
+
+/// A reserved encoding inside a range whose last-level walk takes the per-entry loop (the range
+/// cuts a contiguous run) is cleared and leaves the table's count, directly and staged, so the
+/// table is detached when nothing else is left in it.
+#[test]
+fn a_reserved_entry_beside_a_cut_run_leaves_the_count() {
+    let a = Attributes::kernel_data();
+    let region = 0x4000_0000u64;
+    let page = |i: u64| region + i * PAGE_SIZE;
+    for staged in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(page(0)), PhysAddr(0x8000_0000), 16 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        assert!(pt.query(VirtAddr(page(0))).unwrap().contiguous);
+        plant(&mut pt, page(20), Descriptor::from_bits(0b01));
+        assert_eq!(count_at(&pt, region, 3), 17);
+        // Cuts the run (pages 8..16 of it) and covers the reserved entry.
+        let r = unmap_via(&mut pt, staged, page(8), 16 * PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(count_at(&pt, region, 3), 8, "staged {staged}");
+        pt.check_occupancy();
+        let r = unmap_via(&mut pt, staged, page(0), 8 * PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(pt.stats().tables_in_use(), 1, "staged {staged}: only the root is left");
+    }
 }

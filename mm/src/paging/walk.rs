@@ -87,6 +87,14 @@ impl Iterator for Entries {
     }
 }
 
+/// A last-level table found by the last-table cache, and the level-2 table whose entry points at it
+/// (which holds its occupancy count).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LastLevel {
+    pub parent: PhysAddr,
+    pub table: PhysAddr,
+}
+
 /// The empty last-table cache (no offset below 2^48 shifts to it).
 pub(super) const NO_WALK: u64 = u64::MAX;
 /// Log2 of the span of one last-level table (2 MiB).
@@ -138,7 +146,7 @@ impl<T: Translation> PageTable<T> {
     /// whose table already exists (every level above holds a table descriptor): the only case the
     /// fast paths handle. `None` sends the call to the general path.
     #[inline(always)]
-    pub(super) fn fast_path_table(&mut self, start: u64, end: u64) -> Option<PhysAddr> {
+    pub(super) fn fast_path_table(&mut self, start: u64, end: u64) -> Option<LastLevel> {
         #[cfg(test)]
         if self.general_only {
             return None;
@@ -149,8 +157,8 @@ impl<T: Translation> PageTable<T> {
         self.last_level_table(start)
     }
 
-    /// The level-3 table translating offset `off`, if the walk from the root meets a table
-    /// descriptor at levels 0, 1 and 2.
+    /// The level-3 table translating offset `off` and the level-2 table pointing at it, if the
+    /// walk from the root meets a table descriptor at levels 0, 1 and 2.
     ///
     /// The last-table cache remembers the answer for the 2 MiB region of `off`. It stays right as long
     /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
@@ -159,15 +167,21 @@ impl<T: Translation> PageTable<T> {
     /// `destroy`) first empties the cache with [`forget_walk`](Self::forget_walk). A table frame
     /// is never freed while it is in the tree, so the cached frame is always one of this tree's.
     #[inline(always)]
-    fn last_level_table(&mut self, off: u64) -> Option<PhysAddr> {
+    fn last_level_table(&mut self, off: u64) -> Option<LastLevel> {
         let key = off >> L3_SPAN_SHIFT;
         if key == self.walk_key {
-            return Some(self.walk_table);
+            return Some(LastLevel { parent: self.walk_parent, table: self.walk_table });
         }
-        let table = self.table_at(off, 3)?;
+        let parent = self.table_at(off, 2)?;
+        let d = self.read(parent, index_of(off, 2));
+        if !d.is_table(2) {
+            return None;
+        }
+        let table = d.output_address();
         self.walk_key = key;
+        self.walk_parent = parent;
         self.walk_table = table;
-        Some(table)
+        Some(LastLevel { parent, table })
     }
 
     /// Empties the last-table cache. Called before any table descriptor is removed or replaced.

@@ -1342,6 +1342,7 @@ impl Harness {
         self.check_tlb(None);
         let mut reachable = 0;
         for s in 0..self.spaces.len() {
+            self.spaces[s].table().check_occupancy();
             let (lo, len) = (self.lo(s), self.pages(s) * PAGE_SIZE);
             let snap = self.snapshot(s, lo, len);
             self.check_reference(s, &snap, lo, len, &Op::Switch { cpu: 0, space: None });

@@ -37,6 +37,8 @@
 //! ```text
 //! cargo run --release -p mm-bench              # N = 2^20 pages (4 GiB of VA), 5 runs each
 //! cargo run --release -p mm-bench -- --quick   # N = 2^16 pages, 1 run each
+//! cargo run --release -p mm-bench -- --only shuffled   # one workload (sequential, shuffled,
+//!                                                      # one-call), without the TLBI table
 //! ```
 //!
 //! The full run takes a few seconds on a 2-core machine.
@@ -69,18 +71,29 @@ const RANGES: [u64; 15] =
 const BASE_VA: u64 = 0x4000_0000;
 /// First PA mapped (the mapping is VA + this offset - BASE_VA, whatever the order of the calls).
 const BASE_PA: u64 = 0x8_0000_0000;
+/// The workloads of the throughput table, as `--only` names them.
+const WORKLOADS: [&str; 3] = ["sequential", "shuffled", "one-call"];
 /// Seed of the shuffle.
 const SEED: u64 = 0x6d6d_2d62_656e_6368;
 
 fn main() -> ExitCode {
-    let quick = match std::env::args().nth(1).as_deref() {
-        None => false,
-        Some("--quick") => true,
-        Some(_) => {
-            eprintln!("usage: mm-bench [--quick]");
-            return ExitCode::from(2);
+    let (mut quick, mut only) = (false, None);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        match (args[i].as_str(), args.get(i + 1).map(String::as_str)) {
+            ("--quick", _) => quick = true,
+            ("--only", Some(name)) if WORKLOADS.contains(&name) => {
+                only = Some(name.to_string());
+                i += 1;
+            }
+            _ => {
+                eprintln!("usage: mm-bench [--quick] [--only {}]", WORKLOADS.join("|"));
+                return ExitCode::from(2);
+            }
         }
-    };
+        i += 1;
+    }
     let (pages, runs) = if quick { (1usize << 16, 1) } else { (1usize << 20, 5) };
     if cfg!(debug_assertions) {
         eprintln!("warning: debug build; use `cargo run --release -p mm-bench`");
@@ -89,9 +102,11 @@ fn main() -> ExitCode {
     println!("mm-bench  {}", utc_now());
     println!("machine   {}, {} logical CPUs", cpu_model(), logical_cpus());
     println!();
-    tlbi_table();
-    println!();
-    if !throughput(pages, runs) {
+    if only.is_none() {
+        tlbi_table();
+        println!();
+    }
+    if !throughput(pages, runs, only.as_deref()) {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -245,7 +260,10 @@ fn sample_pages(vas: &[u64], len: u64) -> [u64; 3] {
 }
 
 /// Maps `len` bytes at every VA of `vas` (one call each, in that order), then unmaps them in the
-/// same order. Returns the run and the leaf descriptors of the [`sample_pages`].
+/// same order. Returns the run and the leaf descriptors of the [`sample_pages`]. Not inlined, so
+/// that an instruction counter can be aimed at each crate's runs (`docs/BENCHMARKS.md`:
+/// `valgrind --tool=callgrind --toggle-collect=mm_bench::run_mm`).
+#[inline(never)]
 fn run_mm(vas: &[u64], len: u64) -> (RunResult, [u64; 3]) {
     let mut pt = PageTable::new(HeapFrames::default(), VaRange::Lower).expect("root table");
     let t0 = Instant::now();
@@ -274,7 +292,9 @@ fn run_mm(vas: &[u64], len: u64) -> (RunResult, [u64; 3]) {
     (RunResult { map, unmap, allocated: frames.allocated, peak: frames.peak, left }, samples)
 }
 
-/// The same workload in `aarch64-paging`, with the same descriptor bits.
+/// The same workload in `aarch64-paging`, with the same descriptor bits (not inlined, as
+/// [`run_mm`]).
+#[inline(never)]
 fn run_ap(vas: &[u64], len: u64) -> (RunResult, [u64; 3]) {
     let flags = El1Attributes::from_bits_retain(ATTRS.bits() as usize) | El1Attributes::VALID;
     let translation = CountingId { inner: IdTranslation::new(), allocated: 0, live: 0, peak: 0 };
@@ -315,7 +335,7 @@ fn run_ap(vas: &[u64], len: u64) -> (RunResult, [u64; 3]) {
 }
 
 /// Runs and prints the throughput comparison; `false` if a run left tables behind.
-fn throughput(pages: usize, runs: usize) -> bool {
+fn throughput(pages: usize, runs: usize, only: Option<&str>) -> bool {
     let sequential: Vec<u64> = (0..pages as u64).map(|i| BASE_VA + i * PAGE_SIZE).collect();
     let mut shuffled = sequential.clone();
     let mut rng = XorShift(SEED);
@@ -338,6 +358,9 @@ fn throughput(pages: usize, runs: usize) -> bool {
         ("shuffled", &shuffled[..], PAGE_SIZE),
         ("one call", &whole[..], pages as u64 * PAGE_SIZE),
     ] {
+        if only.is_some_and(|only| only != name.replace(' ', "-")) {
+            continue;
+        }
         let (mut ours, mut theirs) = (None, None);
         for _ in 0..runs {
             let (run, our_samples) = run_mm(vas, len);
