@@ -1,5 +1,6 @@
 //! `fuzz`: a bounded system-call fuzzer for the memory and thread calls. Every worker thread
-//! makes random `mmap`, `munmap`, `mprotect`, `madvise` and `brk(0)` calls with biased
+//! makes random `mmap`, `munmap`, `mprotect`, `madvise` and `brk(0)` calls, and thread calls
+//! (`futex`, affinity, `sched_yield`, `getcpu`, `tgkill` with signal 0; see `thread_call`), with biased
 //! arguments — addresses near its own mappings, near 0, near 2^47 and 2^48, unaligned; lengths
 //! 0, 1, 4095, one page, many pages, huge and −1; random protection and flag bits — and touches
 //! its pages between calls, checking every read against a shadow of what it wrote.
@@ -139,8 +140,9 @@ fn raw(n: u64, a: [u64; 6]) -> Result<u64, Errno> {
     CALLS.fetch_add(1, Ordering::Relaxed);
     // SAFETY: every call the fuzzer makes either targets its own arena (whose contents only the
     // shadow cares about) or passes arguments the kernel must refuse without changing anything,
-    // or maps new memory without MAP_FIXED (which cannot replace a mapping): see the module
-    // documentation. No memory the program itself uses changes.
+    // or maps new memory without MAP_FIXED (which cannot replace a mapping), or is a thread call
+    // that at most reads memory, waits 1 µs or changes this thread's affinity: see the module
+    // documentation and `thread_call`. No memory the program itself uses changes.
     let r = unsafe { sys::syscall6(n, a) };
     if r.is_err() {
         REFUSED.fetch_add(1, Ordering::Relaxed);
@@ -153,6 +155,14 @@ const MUNMAP: u64 = 215;
 const MPROTECT: u64 = 226;
 const MADVISE: u64 = 233;
 const BRK: u64 = 214;
+const FUTEX: u64 = 98;
+const SCHED_SETAFFINITY: u64 = 122;
+const SCHED_GETAFFINITY: u64 = 123;
+const SCHED_YIELD: u64 = 124;
+const GETCPU: u64 = 168;
+const GETPID: u64 = 172;
+const GETTID: u64 = 178;
+const TGKILL: u64 = 131;
 
 impl Worker {
     fn new(seed: u64, page: u64) -> Result<Self, Errno> {
@@ -230,6 +240,7 @@ impl Worker {
             71..=72 => {
                 let _ = raw(BRK, [0; 6]);
             }
+            73..=78 => self.thread_call(),
             _ => self.touch(),
         }
     }
@@ -429,6 +440,74 @@ impl Worker {
         }
     }
 
+    /// A thread call with biased arguments, none able to block for long or to change memory:
+    /// futex waits (always with a 1 µs timeout, at own, unaligned, null, non-canonical and
+    /// kernel addresses, with random flag bits and bitsets), wakes, unknown futex operations, affinity
+    /// masks (restored at once), `sched_yield`, `getcpu`, `gettid`, `tgkill` with signal 0. The
+    /// futex operations that move waiters or write memory (REQUEUE, CMP_REQUEUE, WAKE_OP) are
+    /// left out: at random addresses they could strand the join of a worker thread.
+    fn thread_call(&mut self) {
+        static TIMEOUT: [u64; 2] = [0, 1000];
+        let arena_word = self.arena + self.rng.below(ARENA_PAGES) * self.page;
+        let uaddr = match self.rng.below(6) {
+            0 => arena_word,
+            1 => arena_word + 1 + self.rng.below(3),
+            2 => 0,
+            3 => 0xffff_8000_0000_0000 + self.rng.below(1 << 30),
+            // Past the user half. (Not any user address: a futex read of a page the program
+            // never touched faults it in here, where Linux maps its shared zero page, and the
+            // frame would then count as held at the end.)
+            _ => (1 << 48) + (self.rng.next() >> 16),
+        };
+        let flags = if self.rng.chance(30) { 128 } else { 0 } | if self.rng.chance(10) { 256 } else { 0 };
+        let value = if self.rng.chance(50) { 0 } else { self.rng.next() };
+        let bitset = [u64::from(u32::MAX), 0, self.rng.next()][self.rng.below(3) as usize];
+        let timeout = (&raw const TIMEOUT) as u64;
+        match self.rng.below(8) {
+            // FUTEX_WAIT, FUTEX_WAIT_BITSET: a mismatch is EAGAIN, a match waits out the timeout.
+            0 => {
+                let _ = raw(FUTEX, [uaddr, flags, value, timeout, 0, 0]);
+            }
+            1 => {
+                let _ = raw(FUTEX, [uaddr, 9 | flags, value, timeout, 0, bitset]);
+            }
+            // FUTEX_WAKE, FUTEX_WAKE_BITSET: wakes nobody or a spurious waiter (joins re-check).
+            2 => {
+                let _ = raw(FUTEX, [uaddr, 1 | flags, self.rng.below(4), 0, 0, 0]);
+            }
+            3 => {
+                let _ = raw(FUTEX, [uaddr, 10 | flags, 1, 0, 0, bitset]);
+            }
+            // An operation Linux does not have (ENOSYS), or a clock flag it refuses (ENOSYS).
+            4 => {
+                let op = 14 + self.rng.below(100);
+                if raw(FUTEX, [uaddr, op | flags, value, timeout, 0, 0]).is_ok() {
+                    self.broken(format_args!("futex op {op} succeeded"));
+                }
+            }
+            5 => {
+                let mut mask = 0u64;
+                let mine = raw(SCHED_GETAFFINITY, [0, 8, (&raw mut mask) as u64, 0, 0, 0]);
+                let try_mask = self.rng.next() >> self.rng.below(64);
+                let _ = raw(SCHED_SETAFFINITY, [0, 8, (&raw const try_mask) as u64, 0, 0, 0]);
+                if mine.is_ok() {
+                    let _ = raw(SCHED_SETAFFINITY, [0, 8, (&raw const mask) as u64, 0, 0, 0]);
+                }
+            }
+            6 => {
+                let _ = raw(SCHED_YIELD, [0; 6]);
+                let _ = raw(GETCPU, [0, 0, 0, 0, 0, 0]);
+            }
+            _ => {
+                let tid = raw(GETTID, [0; 6]).unwrap_or(0);
+                let pid = raw(GETPID, [0; 6]).unwrap_or(0);
+                if raw(TGKILL, [pid, tid, 0, 0, 0, 0]).is_err() {
+                    self.broken(format_args!("tgkill({pid}, {tid}, 0) failed"));
+                }
+            }
+        }
+    }
+
     /// Reads (and, where writable, writes) a few pages of the arena, checking them.
     fn touch(&mut self) {
         for _ in 0..4 {
@@ -510,6 +589,18 @@ extern "C" fn worker_main(arg: u64) -> u64 {
     0
 }
 
+/// Faults in `bytes` of this thread's stack below the caller's frame.
+#[inline(never)]
+fn touch_stack(bytes: usize) {
+    let mut area = [0u8; 64 * 1024];
+    let n = bytes.min(area.len());
+    for i in (0..n).step_by(4096) {
+        // SAFETY: a byte of a local array; volatile so the stores are not optimised away.
+        unsafe { (&raw mut area[i]).write_volatile(1) };
+    }
+    core::hint::black_box(&area);
+}
+
 /// The `fuzz` mode.
 pub fn run(ctx: &Ctx) -> bool {
     let mut c = Checks::new("fuzz");
@@ -532,7 +623,10 @@ pub fn run(ctx: &Ctx) -> bool {
         }
     }
     // The frames held now: the workers are allocated (the heap keeps its pages), their arenas
-    // hold none yet, the threads' stacks are mapped later and unmapped at the joins.
+    // hold none yet, the threads' stacks are mapped later and unmapped at the joins. This thread
+    // is a worker too, and its stack is never unmapped: the pages a worker's deepest call path
+    // reaches are faulted in first, so they do not count as frames held at the end.
+    touch_stack(64 * 1024);
     let before = sys::mm_stats().ok();
     let mine = ready.pop();
     let mut threads = Vec::new();
