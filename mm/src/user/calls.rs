@@ -39,11 +39,16 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         flags: u64,
         new_addr: u64,
     ) -> Result<u64, Errno> {
+        // Room for every extent a move can produce, reserved before anything changes: the move
+        // gathers them inside the page-table walk, where running out of heap could not be
+        // undone.
+        let mut extents: Vec<Unmapped> = Vec::new();
+        crate::vm::fallible::reserve(&mut extents, self.extent_bound(addr, old_len))?;
         let r = self.vm.mremap(addr, old_len, new_len, flags, new_addr)?;
         for &(start, end) in &r.unmapped {
             self.unmap_range(start, end);
         }
-        let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m));
+        let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m, extents));
         if let Some((start, end)) = r.populate {
             // Linux's mm_populate after the call: best effort.
             let _ = self.populate_locked(start, end);
@@ -51,12 +56,39 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         moved.map(|()| r.addr)
     }
 
+    /// The most extents unmapping any part of `[addr, addr + len)` can yield: one per leaf
+    /// wholly inside, and one per page inside for a leaf the range cuts (a block or run split
+    /// at the edge). 0 for a range that is not page-aligned or wraps (mremap refuses it anyway).
+    fn extent_bound(&self, addr: u64, len: u64) -> usize {
+        let Some(end) = addr.checked_add(len) else { return 0 };
+        if !addr.is_multiple_of(PAGE_SIZE) || len == 0 {
+            return 0;
+        }
+        let mut bound = 0usize;
+        let _ = self.space.table().walk(VirtAddr(addr), len, |leaf| {
+            let (s, e) = (leaf.va.0.max(addr), (leaf.va.0 + leaf.size).min(end));
+            let whole = s == leaf.va.0 && e == leaf.va.0 + leaf.size;
+            bound += if whole { 1 } else { e.saturating_sub(s).div_ceil(PAGE_SIZE) as usize };
+        });
+        bound
+    }
+
     /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: one unmap with one flush, the
     /// extents collected after it (their frames are not freed), then mapped at the destination.
-    fn move_entries(&mut self, m: Move) -> Result<(), Errno> {
-        let mut extents: Vec<Unmapped> = Vec::new();
-        let result = self.space.unmap(VirtAddr(m.from), m.len, |u| extents.push(u));
+    ///
+    /// `extents` comes with room for [`extent_bound`](Self::extent_bound) of the old range, so
+    /// gathering never allocates.
+    fn move_entries(&mut self, m: Move, mut extents: Vec<Unmapped>) -> Result<(), Errno> {
+        let mut beyond = 0usize;
+        let result = self.space.unmap(VirtAddr(m.from), m.len, |u| {
+            if extents.len() < extents.capacity() {
+                extents.push(u); // within the reserved capacity: no allocation
+            } else {
+                beyond += 1;
+            }
+        });
         debug_assert!(result.is_ok(), "mremap: unmap of the source failed: {result:?}");
+        debug_assert_eq!(beyond, 0, "mremap: more extents than extent_bound said");
         let constraints = if m.pages_only {
             Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS)
         } else {

@@ -391,3 +391,34 @@ fn mremap_growth_is_charged_to_rlimit_as() {
     assert_eq!(m.mremap(a, 6 * P, 2 * P, 0, 0), Ok(a));
     m.vm().check();
 }
+
+/// A move gathers its extents into room reserved before anything changes: a move whose range
+/// cuts a 2 MiB block at its start moves every page (the bound counts the cut block's pages),
+/// and when that room cannot be had the call is ENOMEM with nothing changed.
+#[test]
+fn mremap_reserves_its_extents_before_it_changes_anything() {
+    let mut m = large_memory();
+    let a = m.mmap(0, 4 * MIB, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(a % (2 * MIB), 0);
+    assert_eq!(m.stats().fault_blocks, 2);
+    let from = a + MIB; // inside the first block: the move splits it
+    m.write(from + 3, b"cut").unwrap();
+    let frames = m.stats().data_frames;
+    crate::vm::fallible::fail_after(Some(0));
+    let refused = m.mremap(from, 2 * MIB, 2 * MIB, MAYMOVE | MREMAP_FIXED, a + 8 * MIB);
+    crate::vm::fallible::fail_after(None);
+    assert_eq!(refused, Err(Errno::ENOMEM));
+    assert_eq!(m.vm().find(from).map(|v| (v.start, v.end)), Some((a, a + 4 * MIB)), "the map is unchanged");
+    assert_eq!(&read_page(&m, from)[3..6], b"cut");
+    let to = m.mremap(from, 2 * MIB, 2 * MIB, MAYMOVE | MREMAP_FIXED, a + 8 * MIB).unwrap();
+    assert_eq!(to, a + 8 * MIB);
+    assert_eq!(&read_page(&m, to)[3..6], b"cut");
+    for p in 0..(2 * MIB / P) {
+        assert!(m.space().translate(VirtAddr(to + p * P)).is_some(), "page {p} moved");
+        assert!(m.space().translate(VirtAddr(from + p * P)).is_none(), "page {p} left the source");
+    }
+    assert_eq!(m.stats().data_frames, frames, "moved, not copied or lost");
+    m.vm().check();
+    let (_, _, f) = m.destroy();
+    assert!(f.live.is_empty());
+}
