@@ -1504,7 +1504,7 @@ fn tlbis_of(h: &mut Harness, f: impl FnOnce(&mut Harness)) -> Vec<TlbInstr> {
         .collect()
 }
 
-/// Seed 001: a 2 MiB promotion under break-before-make is one range TLBI with FEAT_TLBIRANGE
+/// A 2 MiB promotion under break-before-make is one range TLBI with FEAT_TLBIRANGE
 /// (512 per-page TLBIs before). Without it, 512 pages exceed the per-page bound (511): one
 /// whole-ASID (user) or whole-TLB (kernel) flush.
 #[test]
