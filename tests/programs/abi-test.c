@@ -30,17 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failed_here;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("    check failed (line %d): %s: ", __LINE__, #cond);                           \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failed_here = 1;                                                                       \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static int64_t now_ns(clockid_t clock) {
     struct timespec t;
@@ -439,12 +429,7 @@ static void test_arguments_and_environment(int argc, char **argv) {
     CHECK(getenv("HOME") && strcmp(getenv("HOME"), "/") == 0, "HOME");
 }
 
-struct test {
-    const char *name;
-    void (*run)(void);
-};
-
-static const struct test tests[] = {
+static const struct test_case tests[] = {
     {"stdout_is_a_line_buffered_tty", test_stdout_is_a_line_buffered_tty},
     {"writev_gathers", test_writev_gathers},
     {"descriptors", test_descriptors},
@@ -474,17 +459,6 @@ int main(int argc, char **argv) {
     }
     failed_here = 0;
     test_arguments_and_environment(argc, argv);
-    printf("%s - arguments_and_environment\n", failed_here ? "FAIL" : "ok");
-    failed_here ? failed++ : passed++;
-    for (unsigned i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        int wanted = argc == 1;
-        for (int a = 1; a < argc; a++) wanted |= strcmp(argv[a], tests[i].name) == 0;
-        if (!wanted) continue;
-        failed_here = 0;
-        tests[i].run();
-        printf("%s - %s\n", failed_here ? "FAIL" : "ok", tests[i].name);
-        failed_here ? failed++ : passed++;
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    case_done("arguments_and_environment", &passed, &failed);
+    return run_cases(tests, sizeof tests / sizeof tests[0], argc, argv, passed, failed);
 }

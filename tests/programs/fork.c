@@ -21,17 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failed_here;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("    check failed (line %d): %s: ", __LINE__, #cond);                           \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failed_here = 1;                                                                       \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static char *self_path = "/fork-test";
 
@@ -392,10 +382,7 @@ static void bench(int blocks, int child_writes) {
     munmap(a, len);
 }
 
-static const struct {
-    const char *name;
-    void (*run)(void);
-} tests[] = {
+static const struct test_case tests[] = {
     {"fork_isolates_memory", test_fork_isolates_memory},
     {"wait_statuses", test_wait_statuses},
     {"many_children_and_sigchld", test_many_children_and_sigchld},
@@ -424,15 +411,5 @@ int main(int argc, char **argv) {
     }
     if (argv[0][0] == '/') self_path = argv[0];
     int passed = 0, failed = 0;
-    for (unsigned i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        int wanted = argc == 1;
-        for (int a = 1; a < argc; a++) wanted |= strcmp(argv[a], tests[i].name) == 0;
-        if (!wanted) continue;
-        failed_here = 0;
-        tests[i].run();
-        printf("%s - %s\n", failed_here ? "FAIL" : "ok", tests[i].name);
-        failed_here ? failed++ : passed++;
-    }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed != 0;
+    return run_cases(tests, sizeof tests / sizeof tests[0], argc, argv, passed, failed);
 }

@@ -37,7 +37,7 @@ use spin::Mutex;
 use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, ESRCH};
 use super::syscall::{copy_out, errno::ECHILD};
 use super::{Action, Mm, Process, Thread, sched};
-use crate::arch::aarch64::exception::{FpState, TrapFrame};
+use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{frames, tlb};
@@ -207,43 +207,12 @@ fn fork_child(
         // `schedule_tail` does; a bad address is ignored, as there.
         let _ = mm.write(ctid, &pid.to_le_bytes());
     }
-    let root = mm.space().table().root_pa().0;
     let rlimits = *p.rlimits.lock();
-    let child = Arc::new(Process {
-        pid,
-        asid,
-        root: AtomicU64::new(root),
-        mm: Mutex::new(Some(mm)),
-        cpus: AtomicU64::new(0),
-        threads: AtomicUsize::new(1),
-        exiting: AtomicBool::new(false),
-        status: AtomicU64::new(0),
-        done: AtomicBool::new(false),
-        signals,
-        rlimits: Mutex::new(rlimits),
-        next_tid: AtomicU32::new(pid + 1),
-        posix,
-        family: Family::with(Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32),
-    });
-    let mut regs = thread.regs.clone();
-    regs.x = frame.x;
-    regs.x[0] = 0;
-    regs.sp = if stack != 0 { stack } else { frame.sp_el0 };
-    regs.pc = frame.elr;
-    regs.pstate = frame.spsr;
-    // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it.
-    let fp = unsafe { *FpState::below(frame) };
-    use aarch64_cpu::registers::{Readable, TPIDR_EL0};
-    let child_thread = Thread {
-        tid: pid,
-        process: child.clone(),
-        regs,
-        fp,
-        tpidr: if flags & CLONE_SETTLS != 0 { tls } else { TPIDR_EL0.get() },
-        clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
-        affinity: thread.affinity,
-        posix: super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() },
-    };
+    let family = Family::with(Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
+    let child = Process::new(pid, asid, mm, signals, rlimits, posix, family);
+    let clone = super::syscall::CloneArgs { flags, stack, tls, ctid };
+    let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
+    let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();
     // Room was reserved above; only this thread of the parent adds children.
     p.family.children.lock().push(child.clone());

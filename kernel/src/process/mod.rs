@@ -110,6 +110,38 @@ pub struct Process {
     pub family: family::Family,
 }
 
+impl Process {
+    /// A process with one thread to come, neither run nor exiting: what the first program and
+    /// every fork start as. The root comes from `mm`'s table.
+    fn new(
+        pid: u32,
+        asid: Arc<Mutex<AsidContext>>,
+        mm: Mm,
+        signals: signals::Signals,
+        rlimits: Rlimits,
+        posix: posix::ProcessPosix,
+        family: family::Family,
+    ) -> Arc<Process> {
+        let root = mm.space().table().root_pa().0;
+        Arc::new(Process {
+            pid,
+            asid,
+            root: AtomicU64::new(root),
+            mm: Mutex::new(Some(mm)),
+            cpus: AtomicU64::new(0),
+            threads: AtomicUsize::new(1),
+            exiting: AtomicBool::new(false),
+            status: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            signals,
+            rlimits: Mutex::new(rlimits),
+            next_tid: AtomicU32::new(pid + 1),
+            posix,
+            family,
+        })
+    }
+}
+
 /// A thread: a user context waiting to run, or running on one CPU.
 pub struct Thread {
     /// Thread id (the first thread's is the pid).
@@ -196,23 +228,15 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
             return Err(e);
         }
     };
-    let root = mm.space().table().root_pa().0;
-    let process = Arc::new(Process {
+    let process = Process::new(
         pid,
         asid,
-        root: AtomicU64::new(root),
-        mm: Mutex::new(Some(mm)),
-        cpus: AtomicU64::new(0),
-        threads: AtomicUsize::new(1),
-        exiting: AtomicBool::new(false),
-        status: AtomicU64::new(0),
-        done: AtomicBool::new(false),
-        signals: signals::Signals::new(pid),
-        rlimits: Mutex::new(Rlimits::init(frames::usage().1 as u64)),
-        next_tid: AtomicU32::new(pid + 1),
-        posix: posix::ProcessPosix::first(),
-        family: family::Family::first(),
-    });
+        mm,
+        signals::Signals::new(pid),
+        Rlimits::init(frames::usage().1 as u64),
+        posix::ProcessPosix::first(),
+        family::Family::first(),
+    );
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
     family::started();
     let thread = Thread {

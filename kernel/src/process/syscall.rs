@@ -507,26 +507,10 @@ fn clone(
     if flags & CLONE_CHILD_SETTID != 0 && copy_out(&p, ctid, &tid.to_le_bytes()).is_err() {
         return -EFAULT;
     }
-    let mut regs = thread.regs.clone();
-    regs.x = frame.x;
-    regs.x[0] = 0;
-    regs.sp = if stack != 0 { stack } else { frame.sp_el0 };
-    regs.pc = frame.elr;
-    regs.pstate = frame.spsr;
-    // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it.
-    let fp = unsafe { *FpState::below(frame) };
-    use aarch64_cpu::registers::{Readable, TPIDR_EL0};
-    let child = Thread {
-        tid,
-        process: p.clone(),
-        regs,
-        fp,
-        tpidr: if flags & CLONE_SETTLS != 0 { tls } else { TPIDR_EL0.get() },
-        clear_child_tid: if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 },
-        affinity: thread.affinity,
-        // The name is inherited; the robust list is the new thread's to register (Linux clears it).
-        posix: super::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() },
-    };
+    let clone = CloneArgs { flags, stack, tls, ctid };
+    // The name is inherited; the robust list is the new thread's to register (Linux clears it).
+    let posix = super::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() };
+    let child = clone.child(thread, frame, tid, p.clone(), posix);
     // Counted before it can run (a child that exits at once must find itself counted).
     p.threads.fetch_add(1, Ordering::AcqRel);
     p.signals.thread_created(thread.tid, tid);
@@ -588,4 +572,49 @@ fn sched_getaffinity(thread: &Thread, pid: u64, len: u64, mask: u64) -> i64 {
     }
     let bytes = (thread.affinity & online_mask()).to_le_bytes();
     if copy_out(&thread.process, mask, &bytes).is_err() { -EFAULT } else { 8 }
+}
+
+/// What `clone` says about the new thread's start, for a thread and a forked process alike.
+pub(super) struct CloneArgs {
+    /// The clone flags (`CLONE_SETTLS`, `CLONE_CHILD_CLEARTID` matter here).
+    pub flags: u64,
+    /// The new stack pointer (0: the caller's).
+    pub stack: u64,
+    /// The new thread pointer, with `CLONE_SETTLS`.
+    pub tls: u64,
+    /// The `clear_child_tid` address, with `CLONE_CHILD_CLEARTID`.
+    pub ctid: u64,
+}
+
+impl CloneArgs {
+    /// The new thread `tid` of `process`: the caller's registers as it entered the call (from
+    /// `frame`), returning 0, on its own stack and thread pointer if given, with the caller's
+    /// affinity and the `posix` state the caller decides.
+    pub(super) fn child(
+        &self,
+        caller: &Thread,
+        frame: &mut TrapFrame,
+        tid: u32,
+        process: Arc<super::Process>,
+        posix: super::posix::ThreadPosix,
+    ) -> Thread {
+        use aarch64_cpu::registers::{Readable, TPIDR_EL0};
+        let mut regs = caller.regs.clone();
+        regs.x = frame.x;
+        regs.x[0] = 0;
+        regs.sp = if self.stack != 0 { self.stack } else { frame.sp_el0 };
+        regs.pc = frame.elr;
+        regs.pstate = frame.spsr;
+        Thread {
+            tid,
+            process,
+            regs,
+            // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it.
+            fp: unsafe { *FpState::below(frame) },
+            tpidr: if self.flags & clone_flags::CLONE_SETTLS != 0 { self.tls } else { TPIDR_EL0.get() },
+            clear_child_tid: if self.flags & clone_flags::CLONE_CHILD_CLEARTID != 0 { self.ctid } else { 0 },
+            affinity: caller.affinity,
+            posix,
+        }
+    }
 }
