@@ -66,6 +66,13 @@ impl<T: Translation> PageTable<T> {
         {
             return Ok(());
         }
+        self.map_general(args)
+    }
+
+    /// The general path of [`map`](Self::map), out of line and taking `args` by value: the
+    /// fast path then keeps them in registers, and only this call stores them to memory.
+    #[inline(never)]
+    fn map_general(&mut self, args: MapArgs) -> Result<(), MapError> {
         let mut pool = FrameList::new();
         let result = self.map_checked(&args, &mut pool, false);
         self.free_reservation(pool);

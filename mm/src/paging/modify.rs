@@ -87,37 +87,28 @@ impl<T: Translation> PageTable<T> {
         op: StagedOp<F>,
     ) -> Result<PendingFlush, MapError> {
         let (start, end) = self.check_range(va, size)?;
-        match self.fast_path_table(start, end) {
-            Some(last) => self.modify_last_level(last, start, end, op),
-            None => self.modify_checked(start, end, op),
-        }
-    }
-
-    /// The fast path of `unmap` and `protect`: `[start, end)` lies in one 2 MiB region whose
-    /// last-level table is `table`, so nothing needs a frame and only a break-before-make refusal
-    /// can fail. Makes the changes as the general walk does at level 3, then detaches the table
-    /// (and the tables above it) if an unmap emptied it.
-    #[inline(always)]
-    fn modify_last_level<F: FnMut(Attributes) -> Attributes>(
-        &mut self,
-        last: LastLevel,
-        start: u64,
-        end: u64,
-        op: StagedOp<F>,
-    ) -> Result<PendingFlush, MapError> {
-        // Built in place in the result: the record is returned without a copy.
+        // Built in place in the result, which both paths fill: the record is returned without a
+        // copy (a copy is six stores more per call, and stores are what a call waiting for a
+        // cache miss runs out of first).
         let mut result = Ok(PendingFlush::new(self.range));
-        if let Ok(record) = &mut result
-            && let Err(e) = self.modify_last_level_into(last, start, end, op, record)
-        {
-            return Err(e);
+        if let Ok(record) = &mut result {
+            let done = match self.fast_path_table(start, end) {
+                Some(last) => self.modify_last_level(last, start, end, op, record),
+                None => self.modify_checked(start, end, op, record),
+            };
+            if let Err(e) = done {
+                result = Err(e);
+            }
         }
         result
     }
 
-    /// The body of [`modify_last_level`](Self::modify_last_level), recording into `record`.
+    /// The fast path of `unmap` and `protect`, recording into `record`: `[start, end)` lies in
+    /// one 2 MiB region whose last-level table is `last.table`, so nothing needs a frame and only
+    /// a break-before-make refusal can fail. Makes the changes as the general walk does at level
+    /// 3, then detaches the table (and the tables above it) if an unmap emptied it.
     #[inline(always)]
-    fn modify_last_level_into<F: FnMut(Attributes) -> Attributes>(
+    fn modify_last_level<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         last: LastLevel,
         start: u64,
@@ -168,14 +159,16 @@ impl<T: Translation> PageTable<T> {
         Ok(())
     }
 
-    /// The general `unmap`/`protect` of a checked range: check, reserve, then the engine.
+    /// The general `unmap`/`protect` of a checked range, recording into the empty `record`:
+    /// check, reserve, then the engine.
     #[inline(never)]
     fn modify_checked<F: FnMut(Attributes) -> Attributes>(
         &mut self,
         start: u64,
         end: u64,
         mut op: StagedOp<F>,
-    ) -> Result<PendingFlush, MapError> {
+        record: &mut PendingFlush,
+    ) -> Result<(), MapError> {
         if self.live
             && let Some(at) = self.bbm_violation(self.root, ROOT_LEVEL, start, end, &mut op)
         {
@@ -186,22 +179,15 @@ impl<T: Translation> PageTable<T> {
         let pool = self.reserve(needed)?;
         // The engine may detach tables (or split blocks into new ones).
         self.forget_walk();
-        let mut record = PendingFlush::new(self.range);
         let mut counts = BbmCounts::default();
-        let mut e = Engine {
-            op,
-            mode: Mode::Direct,
-            record: &mut record,
-            pool,
-            counts: &mut counts,
-            split_contiguous: false,
-        };
+        let mut e =
+            Engine { op, mode: Mode::Direct, record, pool, counts: &mut counts, split_contiguous: false };
         // The root's entries are not counted (nothing points at the root).
         let _ = self.apply(self.root, ROOT_LEVEL, start, end, &mut e);
         let pool = e.pool;
         debug_assert!(pool.is_empty(), "split reservation and engine disagree");
         self.free_reservation(pool);
-        Ok(record)
+        Ok(())
     }
 
     /// Unmaps the whole space into a record, the root detached too (for `destroy` and `Drop`):

@@ -39,6 +39,8 @@
 //! cargo run --release -p mm-bench -- --quick   # N = 2^16 pages, 1 run each
 //! cargo run --release -p mm-bench -- --only shuffled   # one workload (sequential, shuffled,
 //!                                                      # one-call), without the TLBI table
+//! cargo run --release -p mm-bench -- --pages 18 --runs 1   # 2^18 pages, 1 run each (for
+//!                                                          # cachegrind and callgrind)
 //! ```
 //!
 //! The full run takes a few seconds on a 2-core machine.
@@ -77,7 +79,7 @@ const WORKLOADS: [&str; 3] = ["sequential", "shuffled", "one-call"];
 const SEED: u64 = 0x6d6d_2d62_656e_6368;
 
 fn main() -> ExitCode {
-    let (mut quick, mut only) = (false, None);
+    let (mut quick, mut only, mut log2_pages, mut runs) = (false, None, None, None);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -87,14 +89,27 @@ fn main() -> ExitCode {
                 only = Some(name.to_string());
                 i += 1;
             }
+            ("--pages", Some(n)) if n.parse::<u32>().is_ok_and(|n| (4..=24).contains(&n)) => {
+                log2_pages = n.parse::<u32>().ok();
+                i += 1;
+            }
+            ("--runs", Some(n)) if n.parse::<usize>().is_ok_and(|n| n > 0) => {
+                runs = n.parse::<usize>().ok();
+                i += 1;
+            }
             _ => {
-                eprintln!("usage: mm-bench [--quick] [--only {}]", WORKLOADS.join("|"));
+                eprintln!(
+                    "usage: mm-bench [--quick] [--only {}] [--pages LOG2 (4..=24)] [--runs N]",
+                    WORKLOADS.join("|")
+                );
                 return ExitCode::from(2);
             }
         }
         i += 1;
     }
-    let (pages, runs) = if quick { (1usize << 16, 1) } else { (1usize << 20, 5) };
+    let (pages, default_runs) = if quick { (1usize << 16, 1) } else { (1usize << 20, 5) };
+    let pages = log2_pages.map_or(pages, |n| 1usize << n);
+    let runs = runs.unwrap_or(default_runs);
     if cfg!(debug_assertions) {
         eprintln!("warning: debug build; use `cargo run --release -p mm-bench`");
     }
