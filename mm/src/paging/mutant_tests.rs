@@ -393,6 +393,47 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
     r.release(pt.translation_mut());
 }
 
+/// The last-table cache's level-2 table serves its whole 1 GiB region: a call in another 2 MiB
+/// region of it reads only the level-2 table and that region's last-level table, a call in
+/// another 1 GiB region walks from the root, and once the tables of the region have been
+/// detached a call there builds its path again from the root.
+#[test]
+fn the_cached_level_2_table_serves_its_whole_1gib_region() {
+    let a = Attributes::kernel_data();
+    let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+    let (r0, r1, far) = (0x4000_0000u64, 0x4060_0000u64, 0x8000_0000u64);
+    let pa = |va: u64| PhysAddr(va + 0x1_0000_0000);
+    let map =
+        |pt: &mut PageTable<Frames>, va: u64| pt.map(VirtAddr(va), pa(va), PAGE_SIZE, a, Constraints::NONE);
+    for va in [r0, r1, far] {
+        map(&mut pt, va).unwrap();
+    }
+    let root = pt.root_pa().0;
+    let l2 = pt.table_at(r0, 2).unwrap().0;
+    let (l3_r0, l3_r1) = (pt.table_at(r0, 3).unwrap().0, pt.table_at(r1, 3).unwrap().0);
+    let sorted = |a: u64, b: u64| [a.min(b), a.max(b)];
+    map(&mut pt, r0 + PAGE_SIZE).unwrap(); // The cache holds r0's region.
+    pt.translation().take_touched();
+    map(&mut pt, r1 + PAGE_SIZE).unwrap();
+    assert_eq!(pt.translation().take_touched(), sorted(l2, l3_r1), "map in another 2 MiB region");
+    let r = pt.unmap(VirtAddr(r0 + PAGE_SIZE), PAGE_SIZE).unwrap();
+    assert_eq!(pt.translation().take_touched(), sorted(l2, l3_r0), "unmap in another 2 MiB region");
+    r.release(pt.translation_mut());
+    map(&mut pt, far + PAGE_SIZE).unwrap();
+    assert!(pt.translation().take_touched().contains(&root), "another 1 GiB region walks from the root");
+    // Empty the 1 GiB region of r0 and r1: its level-2 table is detached.
+    let r = pt.unmap(VirtAddr(r0), 0x4000_0000).unwrap();
+    r.release(pt.translation_mut());
+    assert_eq!(pt.table_at(r0, 2), None);
+    map(&mut pt, r1).unwrap();
+    assert_eq!(pt.translate(VirtAddr(r1)), Some(pa(r1)));
+    assert_eq!(pt.translate(VirtAddr(r0)), None);
+    map(&mut pt, r0).unwrap();
+    assert_eq!(pt.translate(VirtAddr(r0)), Some(pa(r0)));
+    assert_ne!(pt.table_at(r0, 2), None);
+    pt.check_occupancy();
+}
+
 /// Unmapping the last pages of a table by a range that covers only part of it detaches the
 /// emptied tables, level by level up to (not including) the root, through the fast path (one
 /// 2 MiB region) and the general path (a range crossing regions) alike.

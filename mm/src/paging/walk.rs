@@ -95,10 +95,12 @@ pub(super) struct LastLevel {
     pub table: PhysAddr,
 }
 
-/// The empty last-table cache (no offset below 2^48 shifts to it).
+/// The empty last-table cache (no offset below 2^48 shifts to it, nor to its 1 GiB region).
 pub(super) const NO_WALK: u64 = u64::MAX;
 /// Log2 of the span of one last-level table (2 MiB).
 const L3_SPAN_SHIFT: u32 = 21;
+/// Log2 of the number of last-level tables one level-2 table points at (1 GiB / 2 MiB).
+const L3_PER_L2_SHIFT: u32 = super::ENTRIES_PER_TABLE.trailing_zeros();
 
 impl<T: Translation> PageTable<T> {
     /// The walk from the root towards offset `off`, through table descriptors, stopping at
@@ -160,7 +162,8 @@ impl<T: Translation> PageTable<T> {
     /// The level-3 table translating offset `off` and the level-2 table pointing at it, if the
     /// walk from the root meets a table descriptor at levels 0, 1 and 2.
     ///
-    /// The last-table cache remembers the answer for the 2 MiB region of `off`. It stays right as long
+    /// The last-table cache remembers the answer for the 2 MiB region of `off`; its level-2 table
+    /// also serves the rest of that 1 GiB region. It stays right as long
     /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
     /// entries into valid ones, and every operation that removes or replaces a table descriptor
     /// (the modification engine when it may detach or split, the staged operations of `bbm.rs`,
@@ -172,7 +175,14 @@ impl<T: Translation> PageTable<T> {
         if key == self.walk_key {
             return Some(LastLevel { parent: self.walk_parent, table: self.walk_table });
         }
-        let parent = self.table_at(off, 2)?;
+        // The cached level-2 table also translates the other 2 MiB regions of its 1 GiB region
+        // (the path above it is the same, and kept as right as the rest of the entry): only the
+        // level-2 entry is read then, not the three levels from the root.
+        let parent = if key >> L3_PER_L2_SHIFT == self.walk_key >> L3_PER_L2_SHIFT {
+            self.walk_parent
+        } else {
+            self.table_at(off, 2)?
+        };
         let d = self.read(parent, index_of(off, 2));
         if !d.is_table(2) {
             return None;
