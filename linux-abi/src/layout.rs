@@ -6,6 +6,8 @@ use crate::time::Timespec;
 
 /// `S_IFCHR`: a character device.
 pub const S_IFCHR: u32 = 0o020_000;
+/// `S_IFREG`: a regular file.
+pub const S_IFREG: u32 = 0o100_000;
 
 /// The fields of `struct stat` (asm-generic `stat.h`) this kernel fills.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

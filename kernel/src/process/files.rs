@@ -82,6 +82,9 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u6
     if let FileKind::Pipe(end) = &f.kind {
         return super::pipe::read(p, frame, &f, end, &buffers);
     }
+    if let FileKind::Listing(listing) = &f.kind {
+        return done(frame, super::procfs::read(p, listing, &buffers));
+    }
     let total = buffers.iter().map(|b| b.1).sum::<u64>().min(READ_CHUNK as u64) as usize;
     if total == 0 {
         return done(frame, 0);
@@ -132,6 +135,9 @@ pub fn write(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u
     };
     if let FileKind::Pipe(end) = &f.kind {
         return super::pipe::write(p, frame, &f, end, &buffers);
+    }
+    if let FileKind::Listing(_) = &f.kind {
+        return fail(frame, super::procfs::write_error(&f));
     }
     done(frame, write_console(p, &buffers))
 }
@@ -251,6 +257,9 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
         Err(e) => return -e,
     };
     let out = |bytes: &[u8]| if copy_out(p, arg, bytes).is_err() { -EFAULT } else { 0 };
+    if let FileKind::Listing(_) = &f.kind {
+        return -ENOTTY;
+    }
     if let FileKind::Pipe(end) = &f.kind {
         // A pipe is no terminal: only the queue size (and FIONBIO, below) are known to it.
         return match request as u32 as u64 {
@@ -367,10 +376,12 @@ fn console_stat() -> Stat {
 
 /// `fstat(fd, buf)`.
 pub fn fstat(p: &Process, fd: u64, buf: u64) -> i64 {
-    if let Err(e) = file(p, fd) {
-        return -e;
-    }
-    if copy_out(p, buf, &console_stat().to_bytes()).is_err() { -EFAULT } else { 0 }
+    let stat = match file(p, fd) {
+        Ok(f) if matches!(f.kind, FileKind::Listing(_)) => super::procfs::stat(),
+        Ok(_) => console_stat(),
+        Err(e) => return -e,
+    };
+    if copy_out(p, buf, &stat.to_bytes()).is_err() { -EFAULT } else { 0 }
 }
 
 /// Reads a NUL-terminated path; EFAULT, or ENAMETOOLONG past `PATH_MAX`.
@@ -486,6 +497,8 @@ fn console_ready() -> u16 {
 fn ready_of(f: &OpenFile) -> u16 {
     match &f.kind {
         FileKind::Console => console_ready(),
+        // A regular file is always ready, as Linux's poll says for files without a poll method.
+        FileKind::Listing(_) => poll::POLLIN | poll::POLLRDNORM | poll::POLLOUT | poll::POLLWRNORM,
         FileKind::Pipe(end) => {
             let (readable, writable) = super::pipe::ready(end);
             let mut r = 0;

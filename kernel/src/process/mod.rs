@@ -17,6 +17,7 @@ mod futex;
 mod identity;
 mod pipe;
 pub mod posix;
+pub mod procfs;
 pub mod sched;
 pub mod signals;
 pub mod stack;

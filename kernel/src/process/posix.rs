@@ -32,6 +32,8 @@ pub enum FileKind {
     Console,
     /// One end of a pipe (`super::pipe`).
     Pipe(super::pipe::PipeEnd),
+    /// `/proc/self/maps` (`super::procfs`).
+    Listing(super::procfs::Listing),
 }
 
 /// An open file description.

@@ -1,0 +1,222 @@
+//! `/proc/self/maps`: the process's memory map, in the format of Linux's `fs/proc/task_mmu.c`
+//! (`show_map_vma`), so that a program, a debugger or `scripts/pictures.py` reads this kernel's
+//! layout with the parser it uses on Linux. It is the only file `openat` finds: the machine has
+//! no file system (every other path is ENOENT, as `files::no_such_path` answers the other path
+//! calls).
+//!
+//! One line per area, ascending (tests/programs/maps.c on this kernel):
+//!
+//! ```text
+//! 00010000-00011000 r-xp 00000000 00:00 0
+//! 00400000-00491000 r-xp 00000000 00:00 0                                  /maps-test
+//! 004ac000-004b0000 r--p 00000000 00:00 0                                  /maps-test
+//! 004b0000-005b8000 rw-p 00000000 00:00 0                                  /maps-test
+//! 20000000-20032000 rw-p 00000000 00:00 0                                  [heap]
+//! fffff7eef000-fffff7ef0000 rw-s 00000000 00:00 0                          /dev/zero (deleted)
+//! fffff7ef0000-fffff7ff0000 ---p 00000000 00:00 0
+//! fffff7ff0000-fffff8000000 rw-p 00000000 00:00 0
+//! ffffff7ff000-fffffffff000 rw-p 00000000 00:00 0                          [stack]
+//! ```
+//!
+//! Start and end in at least 8 lower-case hex digits; `r`/`w`/`x` or `-`, then `s` (shared) or
+//! `p` (private); the file offset, device and inode, which are 0 here: the loader copies the
+//! program's segments into anonymous memory and records neither their file offsets nor a file
+//! (Linux prints the segment's offset and the initramfs file's device and inode, and lists the
+//! bss beyond the file's last page as an anonymous area of its own). A named area's line is
+//! padded with spaces to 72 characters (`seq_pad`), then a space and the name: the program's
+//! path for its segments, `[heap]` for the `brk` area, `[stack]` for the initial stack, and
+//! `/dev/zero (deleted)` for shared anonymous memory (Linux backs it with an unlinked shmem
+//! file). Anonymous lines end with the space after the inode, as Linux's do. There is no
+//! `[vdso]` or `[vvar]`: this kernel maps neither.
+//!
+//! Linux generates the text as it is read (`seq_file`); here it is generated when a read starts
+//! at offset 0 and kept until the descriptor is closed, so a mapping made between `open` and the
+//! first `read` shows, as on Linux, and one made while a long listing is half read does not.
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use core::sync::atomic::AtomicU32;
+
+use alloc::sync::Arc;
+use mm::vm::{Vma, VmaFlags};
+use spin::Mutex;
+
+use super::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
+use super::syscall::copy_out;
+use super::syscall::errno::*;
+use super::{Process, STACK_TOP};
+use linux_abi::layout::{S_IFREG, Stat};
+
+/// `EEXIST`.
+const EEXIST: i64 = 17;
+/// `ENOTDIR`.
+const ENOTDIR: i64 = 20;
+/// `O_CREAT`, `O_EXCL`, `O_DIRECTORY`, `O_ACCMODE` (arm64 values, asm-generic/fcntl.h).
+const O_CREAT: u64 = 0o100;
+const O_EXCL: u64 = 0o200;
+const O_DIRECTORY: u64 = 0o40000;
+const O_ACCMODE: u32 = 3;
+/// Width the line is padded to before the space and the name (Linux: `seq_setwidth` with
+/// `25 + sizeof(void *) * 6 - 1`).
+const NAME_COLUMN: usize = 72;
+
+/// An open `/proc/self/maps`: the listing of the process it was opened in, and how far it was read.
+/// It holds its process weakly: the process's descriptor table holds the listing.
+pub struct Listing {
+    process: alloc::sync::Weak<Process>,
+    /// The text, and the offset of the next read.
+    state: Mutex<(Vec<u8>, usize)>,
+}
+
+impl fmt::Debug for Listing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Listing(/proc/self/maps)")
+    }
+}
+
+/// `openat(dirfd, path, flags, mode)`: `/proc/self/maps` or `/proc/PID/maps` of the caller;
+/// every other path is missing (ENOENT). An absolute path ignores `dirfd`, as on Linux; a
+/// relative one is taken from the root, the only working directory there is.
+pub fn openat(p: &Arc<Process>, path: u64, flags: u64) -> i64 {
+    let path = match super::files::read_path(p, path) {
+        Ok(path) => path,
+        Err(e) => return -e,
+    };
+    let mut parts = path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".");
+    // Linux's `name_to_int`: decimal digits without a leading zero.
+    let number = |c: &[u8]| {
+        if c.first() == Some(&b'0') { None } else { core::str::from_utf8(c).ok()?.parse::<u32>().ok() }
+    };
+    let own_pid = |c: &[u8]| c == b"self" || number(c) == Some(p.pid);
+    let found = parts.next() == Some(b"proc")
+        && parts.next().is_some_and(own_pid)
+        && parts.next() == Some(b"maps")
+        && parts.next().is_none();
+    if !found {
+        return -ENOENT;
+    }
+    if flags & O_DIRECTORY != 0 {
+        return -ENOTDIR;
+    }
+    if flags & (O_CREAT | O_EXCL) == O_CREAT | O_EXCL {
+        return -EEXIST;
+    }
+    let listing = Listing { process: Arc::downgrade(p), state: Mutex::new((Vec::new(), 0)) };
+    // The access mode and O_NONBLOCK are kept (fcntl F_GETFL reads them); programs run as root,
+    // so a write-mode open succeeds as on Linux and only the write fails (`write_error`).
+    let status = flags as u32 & (O_ACCMODE | O_NONBLOCK);
+    let file = Arc::new(OpenFile { kind: FileKind::Listing(listing), flags: AtomicU32::new(status) });
+    let cloexec = flags & u64::from(O_CLOEXEC) != 0;
+    match p.posix.files.lock().install_lowest(0, FdEntry { file, cloexec }) {
+        Some(fd) => fd as i64,
+        None => -EMFILE,
+    }
+}
+
+/// `read`/`readv` of a listing: the next bytes, 0 at the end; ENOMEM if the heap cannot hold the
+/// text (a program with very many mappings on a full heap).
+pub fn read(p: &Process, listing: &Listing, buffers: &[(u64, u64)]) -> i64 {
+    let mut state = listing.state.lock();
+    if state.1 == 0 {
+        let Some(owner) = listing.process.upgrade() else { return 0 };
+        match generate(&owner) {
+            Ok(text) => state.0 = text,
+            Err(fmt::Error) => return -ENOMEM,
+        }
+    }
+    let (text, pos) = &mut *state;
+    let mut done = 0usize;
+    for &(base, len) in buffers {
+        let take = (len as usize).min(text.len() - *pos);
+        if take == 0 {
+            break;
+        }
+        if copy_out(p, base, &text[*pos..*pos + take]).is_err() {
+            return if done == 0 { -EFAULT } else { done as i64 };
+        }
+        *pos += take;
+        done += take;
+    }
+    done as i64
+}
+
+/// The errno of a write to a listing: EBADF when opened read-only, else EINVAL (Linux's
+/// `vfs_write` for a file without a write method).
+pub fn write_error(file: &OpenFile) -> i64 {
+    let mode = file.flags.load(core::sync::atomic::Ordering::Relaxed) & O_ACCMODE;
+    if mode == 0 { EBADF } else { EINVAL }
+}
+
+/// A listing's `struct stat`: a regular file of size 0, mode 0444, as Linux's procfs reports.
+pub fn stat() -> Stat {
+    Stat { dev: 22, ino: 4026531840, mode: S_IFREG | 0o444, nlink: 1, blksize: 1024, ..Stat::default() }
+}
+
+/// A `fmt::Write` into a vector that fails instead of aborting when the heap is full.
+struct Text(Vec<u8>);
+
+impl Write for Text {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.try_reserve(s.len()).map_err(|_| fmt::Error)?;
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// The whole listing of `p`'s memory map. The text is built under the memory lock and copied
+/// out after it is released (a copy may demand-page, which takes the same lock).
+fn generate(p: &Process) -> Result<Vec<u8>, fmt::Error> {
+    let (exe, exe_len) = p.posix.exe();
+    let exe = core::str::from_utf8(&exe[..exe_len]).unwrap_or("");
+    let mut out = Text(Vec::new());
+    let guard = p.mm.lock();
+    let Some(mm) = guard.as_ref() else { return Ok(Vec::new()) };
+    for vma in mm.vm().iter() {
+        line(&mut out, vma, name(vma, exe))?;
+    }
+    Ok(out.0)
+}
+
+/// What Linux would name `vma` (`show_map_vma`), if anything.
+fn name<'a>(vma: &Vma, exe: &'a str) -> Option<&'a str> {
+    if vma.flags.contains(VmaFlags::IMAGE) {
+        Some(exe)
+    } else if vma.flags.contains(VmaFlags::SHARED) {
+        // Linux backs shared anonymous memory with an unlinked shmem file (`shmem_zero_setup`).
+        Some("/dev/zero (deleted)")
+    } else if vma.flags.contains(VmaFlags::HEAP) {
+        Some("[heap]")
+    } else if vma.flags.contains(VmaFlags::STACK) && vma.start < STACK_TOP && STACK_TOP <= vma.end {
+        // Linux names the area holding `mm->start_stack`; thread stacks stay anonymous.
+        Some("[stack]")
+    } else {
+        None
+    }
+}
+
+/// One line of the listing (Linux's `show_vma_header_prefix` and `show_map_vma`).
+fn line(out: &mut Text, vma: &Vma, name: Option<&str>) -> fmt::Result {
+    let at = out.0.len();
+    let flag = |on: bool, c: char| if on { c } else { '-' };
+    let p = vma.prot;
+    let shared = if vma.flags.contains(VmaFlags::SHARED) { 's' } else { 'p' };
+    write!(out, "{:08x}-{:08x} ", vma.start, vma.end)?;
+    write!(
+        out,
+        "{}{}{}{shared} {:08x} {:02x}:{:02x} {} ",
+        flag(p.read(), 'r'),
+        flag(p.write(), 'w'),
+        flag(p.exec(), 'x'),
+        0,
+        0,
+        0,
+        0
+    )?;
+    if let Some(name) = name {
+        let width = out.0.len() - at;
+        for _ in width..NAME_COLUMN {
+            out.write_str(" ")?;
+        }
+        write!(out, " {name}")?;
+    }
+    out.write_str("\n")
+}
