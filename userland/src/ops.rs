@@ -248,7 +248,7 @@ pub fn run(ctx: &Ctx) -> bool {
     let n = if ctx.full { 1000 } else { 100 };
     let insns = Insns::open(ctx.ext);
     say!(
-        "== ops: per-operation guest time and instructions (source: {}), n = {n}, growth at 10 and {many} mappings",
+        "== ops: per-operation guest time and instructions (source: {}), n = {n}, growth at 10 to {many} mappings",
         match insns {
             Insns::Perf(_) => "perf_event_open",
             Insns::Pmu => "PMEVCNTR0_EL0",
@@ -305,7 +305,13 @@ pub fn run(ctx: &Ctx) -> bool {
 
     let held = hold(10);
     growth_pair(&b, &mut c, "10", n);
-    let more = hold(many - 10);
+    // The points between draw the growth curve (scripts/pictures.py growth).
+    let mut more = Vec::new();
+    for point in [100, 1000, 10_000].into_iter().filter(|&p| p < many) {
+        more.extend(hold(point - 10 - more.len()));
+        growth_pair(&b, &mut c, &alloc::format!("{point}"), n);
+    }
+    more.extend(hold(many - 10 - more.len()));
     check!(c, more.len() == many - 10, "could not hold {many} mappings");
     growth_pair(&b, &mut c, "many", n);
     say!("ops: held {} mappings", held.len() + more.len());
