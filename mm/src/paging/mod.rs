@@ -93,6 +93,7 @@ use crate::descriptor::{Attributes, Descriptor};
 mod bbm;
 mod engine;
 mod flush;
+mod listing;
 mod map;
 mod modify;
 #[cfg(test)]
@@ -106,6 +107,7 @@ pub(crate) use bbm::BbmCounts;
 pub(crate) use engine::StagedOp;
 
 pub use flush::{FlushRange, FrameList, PendingFlush};
+pub use listing::Mappings;
 
 /// The index of the entry translating offset `off` in a table at `level`.
 const fn index_of(off: u64, level: u32) -> usize {
@@ -359,7 +361,9 @@ impl<T: Translation> core::fmt::Debug for PageTable<T> {
             .field("range", &self.range)
             .field("live", &self.live)
             .field("stats", &self.stats)
-            .finish()
+            .finish()?;
+        // Then the mappings, one run per line (`listing`), as golden tests compare them.
+        write!(f, "\n{}", self.mappings())
     }
 }
 
