@@ -215,12 +215,20 @@ def maps(out, columns):
 COLOURS = ["#e4572e", "#4a90d9", "#29a19c", "#8e6bbf", "#9bc53d", "#555555"]
 
 
-def line_plot(out, title, xlabel, ylabel, series, xlog=True, ylog=True):
-    """series: [(name, [(x, y, hollow)])]. Log axes in powers of two (x) and ten (y)."""
-    w, h, left, right, top, bottom = 760, 430, 70, 200, 34, 50
+def line_plot(out, title, xlabel, ylabel, series, xlog=True, ylog=True, width=600, legend=190):
+    """One plot in its own file (see `plot`)."""
+    w, h, body = plot(0, title, xlabel, ylabel, series, xlog, ylog, width, legend)
+    open(out, "w").write(svg(w, h, body))
+
+
+def plot(x0, title, xlabel, ylabel, series, xlog=True, ylog=True, width=600, legend=190):
+    """(width, height, elements) of a plot placed at x offset `x0`. series: [(name, [(x, y,
+    hollow)])]; log axes in powers of two (x; xlog=10: powers of ten) and ten (y). Later series
+    are drawn with smaller markers, so points where designs agree show as rings."""
+    w, h, left, right, top, bottom = width, 430, 70, legend, 34, 50
     pts = [p for _, s in series for p in s]
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    fx = (lambda v: math.log2(v)) if xlog else (lambda v: v)
+    fx = (lambda v: math.log(v, 10 if xlog == 10 else 2)) if xlog else (lambda v: v)
     fy = (lambda v: math.log10(v)) if ylog else (lambda v: v)
     x_lo, x_hi = fx(min(xs)), fx(max(xs))
     y_lo, y_hi = (0.0, math.ceil(fy(max(ys)))) if ylog else (0.0, max(ys) * 1.1)
@@ -228,13 +236,14 @@ def line_plot(out, title, xlabel, ylabel, series, xlog=True, ylog=True):
         x_hi = x_lo + 1
 
     def px(v):
-        return left + (fx(v) - x_lo) / (x_hi - x_lo) * (w - left - right)
+        return x0 + left + (fx(v) - x_lo) / (x_hi - x_lo) * (w - left - right)
 
     def py(v):
         return h - bottom - (fy(v) - y_lo) / ((y_hi - y_lo) or 1) * (h - top - bottom)
 
-    body = [text(left, 20, title, size=13, weight="bold"),
-            f'<rect x="{left}" y="{top}" width="{w - left - right}" height="{h - top - bottom}" fill="none" stroke="#999"/>']
+    L, R = x0 + left, x0 + w - right
+    body = [text(L, 20, title, size=12, weight="bold"),
+            f'<rect x="{L}" y="{top}" width="{w - left - right}" height="{h - top - bottom}" fill="none" stroke="#999"/>']
     # Grid and ticks.
     if ylog:
         yticks = [10 ** k for k in range(int(y_lo), int(y_hi) + 1)]
@@ -243,32 +252,37 @@ def line_plot(out, title, xlabel, ylabel, series, xlog=True, ylog=True):
         yticks = [k * step for k in range(0, int(max(ys) * 1.1 / step) + 1)]
     for t in yticks:
         y = py(t)
-        body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{w - right}" y2="{y:.1f}" stroke="#eee"/>')
-        body.append(text(left - 6, y + 4, f"{t:,.0f}", anchor="end", size=10))
+        body.append(f'<line x1="{L}" y1="{y:.1f}" x2="{R}" y2="{y:.1f}" stroke="#eee"/>')
+        body.append(text(L - 6, y + 4, f"{t:,.0f}", anchor="end", size=10))
     xticks = sorted(set(xs))
-    if xlog:
+    if xlog == 10:
+        xticks = [10 ** k for k in range(math.ceil(x_lo), int(x_hi) + 1)]
+    elif xlog:
         xticks = [1 << k for k in range(int(x_lo), int(x_hi) + 1, 2 if x_hi - x_lo > 12 else 1)]
     for t in xticks:
         x = px(t)
         body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{h - bottom}" stroke="#f2f2f2"/>')
-        label = f"2^{int(math.log2(t))}" if xlog else f"{t:,}"
+        label = f"2^{int(math.log2(t))}" if xlog and xlog != 10 else f"{t:,}"
         body.append(text(x, h - bottom + 14, label, anchor="middle", size=10))
-    body.append(text((left + w - right) / 2, h - 12, xlabel, anchor="middle", size=11))
-    body.append(f'<text x="16" y="{(top + h - bottom) / 2:.1f}" transform="rotate(-90 16 {(top + h - bottom) / 2:.1f})" '
+    body.append(text((L + R) / 2, h - 12, xlabel, anchor="middle", size=11))
+    yl = x0 + 16
+    body.append(f'<text x="{yl}" y="{(top + h - bottom) / 2:.1f}" transform="rotate(-90 {yl} {(top + h - bottom) / 2:.1f})" '
                 f'text-anchor="middle" font-size="11">{escape(ylabel)}</text>')
     for i, (name, s) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
         dash = ' stroke-dasharray="5,3"' if i % 2 else ""
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _ in s)
         body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.6"{dash}/>')
+        r = max(1.8, 5 - 1.2 * i)
         for x, y, hollow in s:
             fill = "white" if hollow else colour
-            body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{fill}" stroke="{colour}"/>')
+            body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{r:.1f}" fill="{fill}" stroke="{colour}"/>')
         ly = top + 14 + i * 18
-        body.append(f'<line x1="{w - right + 12}" y1="{ly - 4}" x2="{w - right + 36}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>')
-        body.append(text(w - right + 40, ly, name, size=10))
-    body.append(text(w - right + 12, top + 14 + len(series) * 18 + 8, "hollow: whole-ASID flush", size=9, fill="#777"))
-    open(out, "w").write(svg(w, h, body))
+        body.append(f'<line x1="{R + 12}" y1="{ly - 4}" x2="{R + 36}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>')
+        body.append(text(R + 40, ly, name, size=10))
+    if any(p[2] for _, s in series for p in s):
+        body.append(text(R + 12, top + 14 + len(series) * 18 + 8, "hollow: whole-ASID flush", size=9, fill="#777"))
+    return w, h, body
 
 
 def tlbi(out, path):
@@ -283,9 +297,14 @@ def tlbi(out, path):
                 series[i][1].append((pages, int(cell.rstrip("*")), cell.endswith("*")))
     if not series[0][1]:
         raise SystemExit(f"pictures.py: no TLBI table in {path}")
-    # Partition equals mm except at a few counts; drawn all the same, as the table has them.
-    line_plot(out, "TLBI instructions to invalidate N pages of 4 KiB (planned, user ASID)", "pages in the range (N)",
-              "TLBI instructions", series)
+    # Two panels: the designs with range operations (a few instructions: a linear axis), and
+    # those without, against one per leaf (up to 2^21: a log axis).
+    ranged = [series[0], series[1], series[3]]
+    unranged = [series[2], series[4], series[5]]
+    w1, h1, left = plot(0, "With FEAT_TLBIRANGE (planned TLBIs, user ASID)", "pages in the range (N, 4 KiB)",
+                        "TLBI instructions", ranged, ylog=False)
+    w2, h2, right = plot(w1, "Without range operations", "pages in the range (N, 4 KiB)", "TLBI instructions", unranged)
+    open(out, "w").write(svg(w1 + w2, max(h1, h2), left + right))
 
 
 def growth(out, path):
@@ -300,7 +319,7 @@ def growth(out, path):
     series = [(f"{'this kernel' if k == 'ours' else 'Linux'}: {labels.get(op, op)}", sorted(v))
               for (k, op), v in sorted(data.items(), key=lambda kv: (kv[0][1], kv[0][0] != "ours"))]
     line_plot(out, "Guest instructions per operation against mappings held", "mappings held",
-              "instructions per operation (kernel + user)", series, ylog=False)
+              "instructions per operation (kernel + user)", series, xlog=10, ylog=False, width=820, legend=290)
 
 
 if __name__ == "__main__":
