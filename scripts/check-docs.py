@@ -27,6 +27,7 @@ import sys
 OUTSIDE = {
     "can_change_pte_writable",  # Linux mm/mprotect.c
     "efi_exit_boot_services",  # Linux drivers/firmware/efi/libstub
+    "ptep_set_access_flags",  # Linux arch/arm64/mm/fault.c
 }
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
