@@ -257,6 +257,9 @@ pub enum IntcFamily {
     GicV3,
     /// The BCM2836 per-core local controller (Pi 2, Pi 3).
     Bcm2836,
+    /// Apple's AIC (`apple,aic`, M1) and AIC2 (`apple,aic2`, M1 Pro/Max/Ultra, M2): device
+    /// interrupts through it, the timer and fast IPIs as FIQs.
+    AppleAic,
 }
 
 impl IntcFamily {
@@ -266,6 +269,7 @@ impl IntcFamily {
             Self::GicV2 => "GICv2",
             Self::GicV3 => "GICv3",
             Self::Bcm2836 => "BCM2836 local interrupt controller",
+            Self::AppleAic => "Apple AIC",
         }
     }
 
@@ -282,13 +286,15 @@ impl IntcFamily {
             ],
             Self::GicV3 => &["arm,gic-v3"],
             Self::Bcm2836 => &["brcm,bcm2836-l1-intc"],
+            Self::AppleAic => &["apple,aic", "apple,aic2"],
         }
     }
 }
 
 /// The families in the order the kernel looks for them: a tree with a GIC and a BCM2836-style
 /// local block (the Pi 4's has both) gets the GIC, which routes its devices.
-pub const INTC_PREFERENCE: [IntcFamily; 3] = [IntcFamily::GicV2, IntcFamily::GicV3, IntcFamily::Bcm2836];
+pub const INTC_PREFERENCE: [IntcFamily; 4] =
+    [IntcFamily::GicV2, IntcFamily::GicV3, IntcFamily::Bcm2836, IntcFamily::AppleAic];
 
 /// The interrupt controller the kernel would drive: its family, node path and node.
 ///

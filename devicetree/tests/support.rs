@@ -261,7 +261,7 @@ fn odd_gicv3_layouts_are_messages() {
 }
 
 #[test]
-fn qcom_qgic2_is_driven_as_gicv2_and_unknown_controllers_are_named() {
+fn qcom_qgic2_is_driven_as_gicv2_apple_aic_as_aic_and_unknown_controllers_are_named() {
     let tree = |compatible: &str| {
         let mut b = Builder::new();
         b.begin("").cells("#address-cells", &[1]).cells("#size-cells", &[1]).cells("interrupt-parent", &[1]);
@@ -278,11 +278,17 @@ fn qcom_qgic2_is_driven_as_gicv2_and_unknown_controllers_are_named() {
     let fdt = Fdt::new(&blob).unwrap();
     let (family, path, _) = interrupt_controller(&fdt).unwrap();
     assert_eq!((family, path.as_str()), (IntcFamily::GicV2, "/interrupt-controller@b000000"));
-    let blob = tree("apple,aic");
+    // Apple's AIC and AIC2 are driven (by their generic strings, as the trees list them second).
+    for compatible in ["apple,aic", "apple,aic2"] {
+        let blob = tree(compatible);
+        let fdt = Fdt::new(&blob).unwrap();
+        assert_eq!(interrupt_controller(&fdt).unwrap().0, IntcFamily::AppleAic, "{compatible}");
+    }
+    let blob = tree("acme,mystery-intc");
     let fdt = Fdt::new(&blob).unwrap();
     assert_eq!(
         interrupt_controller(&fdt).unwrap_err(),
-        "unsupported interrupt controller interrupt-controller@b000000 (apple,aic)"
+        "unsupported interrupt controller interrupt-controller@b000000 (acme,mystery-intc)"
     );
 }
 

@@ -1,10 +1,12 @@
-//! Interrupts: the interrupt controller's acknowledge/dispatch/end loop (GIC or BCM2836, through
-//! `drivers::intc`), the per-CPU tick and inter-processor
-//! interrupts.
+//! Interrupts: the interrupt controller's acknowledge/dispatch/end loop (GIC, BCM2836 or Apple
+//! AIC, through `drivers::intc`), the FIQ path of the controllers that deliver the timer and IPIs
+//! as FIQs (the AIC), the per-CPU tick and inter-processor interrupts.
 //!
-//! The kernel itself runs with IRQs masked; they are taken only where the kernel waits (the idle
-//! loop, [`wait_with_interrupts`]) and, from the scheduler on, while user code runs. Handlers run
-//! on the CPU's exception stack and must not block.
+//! The kernel itself runs with IRQs (and FIQs) masked; they are taken only where the kernel
+//! waits (the idle loop, [`wait_with_interrupts`]) and, from the scheduler on, while user code
+//! runs. FIQs are unmasked with IRQs only where the controller uses them ([`intc::uses_fiqs`]);
+//! elsewhere F stays set in the kernel. Handlers run on the CPU's exception stack and must not
+//! block.
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::drivers::intc;
@@ -51,6 +53,28 @@ pub fn init_cpu() -> Result<(), alloc::string::String> {
     Ok(())
 }
 
+/// Test image only: a test has a GICv3 signal group 0 as FIQs (`gic::group0_test`), which
+/// [`handle_fiq`] then takes.
+#[cfg(feature = "test-image")]
+pub static FIQ_TEST: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+fn dispatch(intid: u32) {
+    let cpu = current_cpu();
+    match intid {
+        TIMER_INTID => {
+            TICKS[cpu].fetch_add(1, Ordering::Relaxed);
+            arm_timer();
+            // The console's receive side is polled on the tick (see `crate::tty`).
+            crate::tty::poll_input();
+        }
+        IPI_PING => {
+            PINGS[cpu].fetch_add(1, Ordering::Relaxed);
+        }
+        id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::tty::poll_input(),
+        _ => {}
+    }
+}
+
 /// Called by the vectors for every IRQ.
 pub fn handle() {
     loop {
@@ -58,22 +82,26 @@ pub fn handle() {
         if intid >= 1020 {
             return; // spurious: nothing (more) pending
         }
-        let cpu = current_cpu();
-        match intid {
-            TIMER_INTID => {
-                TICKS[cpu].fetch_add(1, Ordering::Relaxed);
-                arm_timer();
-                // The console's receive side is polled on the tick (see `crate::tty`).
-                crate::tty::poll_input();
-            }
-            IPI_PING => {
-                PINGS[cpu].fetch_add(1, Ordering::Relaxed);
-            }
-            id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::tty::poll_input(),
-            _ => {}
-        }
+        dispatch(intid);
         intc::end_of_interrupt(token);
     }
+}
+
+/// Called by the vectors for every FIQ: the tick and the IPIs it carried, on a controller that
+/// delivers them as FIQs. False where FIQs have no use (the vectors then report it as unexpected).
+pub fn handle_fiq() -> bool {
+    #[cfg(feature = "test-image")]
+    if FIQ_TEST.load(Ordering::Acquire) && crate::drivers::gic::group0_test::take() {
+        return true;
+    }
+    let Some(tick) = intc::fiq() else { return false };
+    if tick {
+        dispatch(TIMER_INTID);
+    }
+    while let Some(ipi) = intc::next_ipi() {
+        dispatch(ipi);
+    }
+    true
 }
 
 /// Makes this CPU's timer fire no later than counter value `deadline` (a blocked thread's
@@ -91,7 +119,7 @@ pub fn wake_by(deadline: u64) {
 /// Sends `intid` (an SGI) to CPU `cpu`.
 pub fn send_ipi(cpu: usize, intid: u32) {
     let mpidr = CPUS[cpu].mpidr.load(Ordering::Relaxed);
-    intc::send_ipi(intid, mpidr, GIC_TARGET[cpu].load(Ordering::Relaxed) as u8);
+    intc::send_ipi(intid, cpu, mpidr, GIC_TARGET[cpu].load(Ordering::Relaxed) as u8);
 }
 
 #[cfg_attr(
@@ -115,8 +143,24 @@ pub fn wait_with_interrupts(timeout_us: u64, mut done: impl FnMut() -> bool) -> 
 /// masked: an interrupt that arrives after the caller's last check (a wake IPI, a tick) is
 /// pending and ends the WFI at once (WFI wakes on a pending interrupt whatever PSTATE.I says);
 /// only then are IRQs unmasked so the handler runs. Unmasking first would let it be taken just
-/// before the WFI, which would then sleep until the next one.
+/// before the WFI, which would then sleep until the next one. Where the controller delivers the
+/// timer and IPIs as FIQs, F is unmasked and masked with I (a pending FIQ would otherwise end
+/// every WFI without ever being taken).
 pub fn wait_for_interrupt() {
+    if intc::uses_fiqs() {
+        // SAFETY: as below, for IRQs and FIQs.
+        unsafe {
+            core::arch::asm!(
+                "wfi",
+                "msr daifclr, #3",
+                "isb",
+                "msr daifset, #3",
+                options(nostack),
+                clobber_abi("C")
+            )
+        };
+        return;
+    }
     // SAFETY: the handler is ordinary Rust, so caller-saved registers (FP/SIMD included) are
     // declared clobbered; IRQs are masked again before returning.
     unsafe {

@@ -115,7 +115,7 @@ pub fn init(
     let version = match family {
         IntcFamily::GicV2 => 2,
         IntcFamily::GicV3 => 3,
-        IntcFamily::Bcm2836 => return Err("not a GIC".into()),
+        IntcFamily::Bcm2836 | IntcFamily::AppleAic => return Err("not a GIC".into()),
     };
     let gicd = if version == 2 {
         // Bus addresses translated through the parents' `ranges` (a Pi 4's GIC-400 sits under /soc).
@@ -343,5 +343,89 @@ pub fn v2_interface_number() -> u8 {
             if mask == 0 { 0 } else { mask.trailing_zeros() as u8 }
         }
         _ => 0,
+    }
+}
+
+/// Test image only: a group-0 SGI, which a GICv3 signals as a **FIQ**, so that the test image
+/// can prove on QEMU that the kernel keeps FIQs masked where it waits with IRQs open, and that the
+/// vector table's FIQ entries reach `irq::handle_fiq` and return (the path Apple's AIC uses).
+/// Needs a GICv3 without security (GICD_CTLR.DS = 1, QEMU `virt` without `secure=on`), where
+/// non-secure EL1 owns group 0.
+#[cfg(feature = "test-image")]
+pub mod group0_test {
+    use core::arch::asm;
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    use super::{GICD, Gic, active, read32, redistributor, write32};
+
+    /// FIQs taken through [`take`].
+    pub static TAKEN: AtomicU32 = AtomicU32::new(0);
+
+    fn wait_rwp(gicd: u64) {
+        while read32(gicd, 0x000) & (1 << 31) != 0 {
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Puts SGI `intid` in group 0 and enables group 0 (`on`), or undoes that. False where
+    /// there is no GICv3 or security is on (group 0 is then not EL1's).
+    pub fn configure(intid: u32, on: bool) -> bool {
+        let (Some(Gic::V3), Some(rd)) = (active(), redistributor()) else { return false };
+        let gicd = GICD.load(Ordering::Relaxed);
+        if read32(gicd, 0x000) & (1 << 6) == 0 {
+            return false; // DS = 0
+        }
+        let sgi = rd + 0x1_0000;
+        let group = read32(sgi, 0x080);
+        if on {
+            write32(sgi, 0x080, group & !(1 << intid)); // IGROUPR0: group 0
+            write32(sgi, 0x100, 1 << intid); // ISENABLER0
+            write32(gicd, 0x000, read32(gicd, 0x000) | 1); // EnableGrp0
+        } else {
+            write32(sgi, 0x180, 1 << intid); // ICENABLER0
+            write32(sgi, 0x080, group | (1 << intid));
+            write32(gicd, 0x000, read32(gicd, 0x000) & !1);
+        }
+        wait_rwp(gicd);
+        let enable = u64::from(on);
+        // SAFETY: ICC_IGRPEN0_EL1 enables group 0 at this CPU interface (EL1 owns it with DS = 1).
+        unsafe { asm!("msr icc_igrpen0_el1, {}", "isb", in(reg) enable, options(nostack)) };
+        true
+    }
+
+    /// Raises group-0 SGI `intid` on this CPU (ICC_SGI0R_EL1, target list = this CPU's Aff0).
+    pub fn raise(intid: u32) {
+        use aarch64_cpu::registers::{MPIDR_EL1, Readable};
+        let mpidr = MPIDR_EL1.get();
+        let value = ((mpidr >> 32) & 0xff) << 48
+            | ((mpidr >> 16) & 0xff) << 32
+            | u64::from(intid) << 24
+            | ((mpidr >> 8) & 0xff) << 16
+            | (1 << (mpidr & 0xf));
+        // SAFETY: raises an SGI on this CPU; no memory is touched.
+        unsafe { asm!("dsb ishst", "msr icc_sgi0r_el1, {}", "isb", in(reg) value, options(nostack)) };
+    }
+
+    /// The highest-priority pending group-0 interrupt (ICC_HPPIR0_EL1; 1023: none).
+    pub fn pending() -> u32 {
+        let v: u64;
+        // SAFETY: a read without side effects.
+        unsafe { asm!("mrs {}, icc_hppir0_el1", out(reg) v, options(nomem, nostack)) };
+        (v & 0xff_ffff) as u32
+    }
+
+    /// Called on a FIQ while a test has group 0 on: acknowledges and ends one group-0
+    /// interrupt; false if none was pending.
+    pub fn take() -> bool {
+        let iar: u64;
+        // SAFETY: acknowledges the highest-priority group-0 interrupt; no memory is touched.
+        unsafe { asm!("mrs {}, icc_iar0_el1", out(reg) iar, options(nomem, nostack)) };
+        if iar & 0xff_ffff >= 1020 {
+            return false;
+        }
+        TAKEN.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: ends the interrupt just acknowledged.
+        unsafe { asm!("msr icc_eoir0_el1, {}", "isb", in(reg) iar, options(nostack)) };
+        true
     }
 }

@@ -6,15 +6,13 @@
 //!   16550 family, Amlogic, i.MX, LPUART, Cadence (QEMU `xlnx-zcu102`), Armada 3700, Qualcomm and
 //!   Samsung/Apple layouts, host-tested against register models (tools/uart-check);
 //! - [`pl031`]: the real-time clock of QEMU virt (read once at boot, `wallclock`);
-//! - interrupt controllers behind one interface, [`intc`]: [`gic`] (GICv2, GICv3) and
-//!   [`bcm2836_local_intc`] (the Pi 3's per-core controller); [`aic`], Apple's AIC and AIC2 at the
-//!   register level, host-tested, not yet behind `intc`.
-// Host-tested (tools/uart-check) but not yet used: see its module doc.
-#[expect(
-    dead_code,
-    reason = "not wired into intc until the vectors take FIQs, which carry the Apple timer and fast IPIs"
-)]
+//! - interrupt controllers behind one interface, [`intc`]: [`gic`] (GICv2, GICv3),
+//!   [`bcm2836_local_intc`] (the Pi 3's per-core controller) and Apple's AIC ([`apple_intc`]
+//!   over [`aic`], the register level, and [`apple_fiq`], the FIQ sources), the last two
+//!   host-tested against register models (tools/uart-check).
 pub mod aic;
+pub mod apple_fiq;
+pub mod apple_intc;
 pub mod bcm2836_local_intc;
 pub mod gic;
 pub mod intc;

@@ -315,21 +315,9 @@ fn idle_wait(cpu: usize) {
         irq::wake_by(deadline);
     }
     if RUNQ.lock().is_empty() && KERNEL_WORK[cpu].lock().is_none() {
-        // WFI with IRQs still masked: a wake IPI sent after the check above is pending and ends
-        // the WFI at once (WFI wakes on a pending interrupt whatever PSTATE.I says); only then
-        // are IRQs unmasked so the handler runs. Unmasking first would let the IPI be taken just
-        // before the WFI, which would then sleep until the next tick.
-        // SAFETY: the handler is ordinary Rust, so caller-saved registers are declared clobbered.
-        unsafe {
-            core::arch::asm!(
-                "wfi",
-                "msr daifclr, #2",
-                "isb",
-                "msr daifset, #2",
-                options(nostack),
-                clobber_abi("C")
-            )
-        };
+        // WFI with interrupts still masked, then unmasked for the handler: a wake IPI sent after
+        // the check above ends the WFI at once (see `irq::wait_for_interrupt`).
+        irq::wait_for_interrupt();
     }
     IDLE.fetch_and(!(1 << cpu), Ordering::AcqRel);
 }

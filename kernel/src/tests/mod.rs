@@ -1,5 +1,6 @@
 //! The test image's in-kernel tests (built with the `test-image` feature).
 mod boot;
+mod fiq;
 mod irq;
 mod kernel_map;
 mod limits;

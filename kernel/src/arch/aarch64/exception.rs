@@ -343,6 +343,18 @@ extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64) {
             return;
         }
     }
+    // A FIQ is an interrupt where the controller delivers them (Apple's AIC: the timer and fast
+    // IPIs); it is then passed on as the IRQ of the same source (kind - 1), so the scheduler's
+    // preemption sees no difference. Elsewhere FIQs have no use and end as unexpected below
+    // (from EL0 the process is ended with a message, as for any other exception it cannot cause).
+    let kind = if kind & 3 == 2 && crate::irq::handle_fiq() {
+        if kind < 8 {
+            return;
+        }
+        kind - 1
+    } else {
+        kind
+    };
     if kind >= 8 {
         crate::process::handle_user_exception(frame, kind);
         return;
