@@ -37,7 +37,8 @@ pub enum UartFamily {
     Cadence,
     /// Marvell Armada 3700 standard UART.
     Mvebu,
-    /// Qualcomm GENI serial engine as the debug UART.
+    /// Qualcomm GENI serial engine as a UART (the debug UART, or a high-speed one the loader
+    /// used as its console).
     QcomGeni,
     /// Qualcomm UARTDM (msm_serial, version 1.3 and 1.4).
     QcomUartDm,
@@ -46,6 +47,8 @@ pub enum UartFamily {
     /// Apple's S5L UART (the Samsung S3C layout with the older FIFO status bits): the console
     /// m1n1 hands over on Apple silicon.
     AppleS5l,
+    /// Renesas SCIF and HSCIF (R-Car, RZ/G2).
+    Scif,
 }
 
 impl UartFamily {
@@ -61,10 +64,11 @@ impl UartFamily {
             Self::Lpuart => "LPUART",
             Self::Cadence => "Cadence UART",
             Self::Mvebu => "Armada 3700 UART",
-            Self::QcomGeni => "Qualcomm GENI debug UART",
+            Self::QcomGeni => "Qualcomm GENI UART",
             Self::QcomUartDm => "Qualcomm UARTDM",
             Self::Exynos => "Exynos UART",
             Self::AppleS5l => "Apple S5L UART",
+            Self::Scif => "Renesas SCIF",
         }
     }
 
@@ -84,6 +88,7 @@ impl UartFamily {
             Self::QcomGeni => 0x800,
             Self::QcomUartDm => 0x74,
             Self::Exynos | Self::AppleS5l => 0x2c,
+            Self::Scif => 0x28,
         }
     }
 }
@@ -136,8 +141,10 @@ pub const UART_COMPATIBLES: &[(&str, UartFamily)] = &[
     ("cdns,uart-r1p8", UartFamily::Cadence),
     // mvebu-uart.c (the standard UART; the "-ext" one has another layout)
     ("marvell,armada-3700-uart", UartFamily::Mvebu),
-    // qcom_geni_serial.c (only the debug UART has an earlycon)
+    // qcom_geni_serial.c: only the debug UART has an earlycon, but a high-speed GENI UART is the
+    // same serial engine, and one named as the console was left in FIFO mode by the loader.
     ("qcom,geni-debug-uart", UartFamily::QcomGeni),
+    ("qcom,geni-uart", UartFamily::QcomGeni),
     // msm_serial.c
     ("qcom,msm-uartdm", UartFamily::QcomUartDm),
     ("qcom,msm-uartdm-v1.3", UartFamily::QcomUartDm),
@@ -147,6 +154,18 @@ pub const UART_COMPATIBLES: &[(&str, UartFamily)] = &[
     ("samsung,exynos5433-uart", UartFamily::Exynos),
     ("samsung,exynos850-uart", UartFamily::Exynos),
     ("apple,s5l-uart", UartFamily::AppleS5l),
+    // sh-sci.c's earlycons (`renesas,scif`, `renesas,hscif`) and the R-Car family strings,
+    // which share SCIF's register layout up to SCLSR. Not RZ/G2L's `renesas,scif-r9a07g044`:
+    // another layout (`SCIx_RZ_SCIFA_REGTYPE`).
+    ("renesas,scif", UartFamily::Scif),
+    ("renesas,rcar-gen1-scif", UartFamily::Scif),
+    ("renesas,rcar-gen2-scif", UartFamily::Scif),
+    ("renesas,rcar-gen3-scif", UartFamily::Scif),
+    ("renesas,rcar-gen4-scif", UartFamily::Scif),
+    ("renesas,hscif", UartFamily::Scif),
+    ("renesas,rcar-gen2-hscif", UartFamily::Scif),
+    ("renesas,rcar-gen3-hscif", UartFamily::Scif),
+    ("renesas,rcar-gen4-hscif", UartFamily::Scif),
 ];
 
 /// The driver `node` needs, and the `compatible` string that chose it.

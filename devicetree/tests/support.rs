@@ -57,6 +57,24 @@ fn the_whole_compatible_list_is_walked_most_specific_first() {
     assert_eq!(config(&blob).unwrap().compatible, "amlogic,meson-gx-uart");
     let blob = uart_tree(&["xlnx,zynqmp-uart", "cdns,uart-r1p12"], with_reg);
     assert_eq!(config(&blob).unwrap().family, UartFamily::Cadence);
+    // Renesas R-Car: the SoC string, the generation's, then the generic SCIF.
+    let blob = uart_tree(&["renesas,scif-r8a774a1", "renesas,rcar-gen3-scif", "renesas,scif"], with_reg);
+    assert_eq!(
+        (config(&blob).unwrap().family, config(&blob).unwrap().compatible.as_str()),
+        (UartFamily::Scif, "renesas,rcar-gen3-scif")
+    );
+    let blob = uart_tree(&["renesas,hscif-r8a7795", "renesas,rcar-gen3-hscif", "renesas,hscif"], with_reg);
+    assert_eq!(config(&blob).unwrap().family, UartFamily::Scif);
+    // RZ/G2L's SCIF has another layout: not taken for a SCIF.
+    let blob = uart_tree(&["renesas,scif-r9a07g044"], with_reg);
+    assert!(config(&blob).is_err());
+    // A high-speed GENI UART named as the console is driven like the debug one.
+    let blob = uart_tree(&["qcom,geni-uart"], with_reg);
+    assert!(config(&blob).is_err(), "a 0x100 reg is smaller than the GENI registers");
+    let blob = uart_tree(&["qcom,geni-uart"], |b| {
+        b.cells("reg", &[0, 0x0089_8000, 0x4000]);
+    });
+    assert_eq!(config(&blob).unwrap().family, UartFamily::QcomGeni);
     let blob = uart_tree(&["qcom,msm-uartdm-v1.4", "qcom,msm-uartdm"], with_reg);
     assert_eq!(config(&blob).unwrap().family, UartFamily::QcomUartDm);
     let blob = uart_tree(&["marvell,armada-3700-uart"], with_reg);

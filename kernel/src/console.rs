@@ -18,7 +18,7 @@ use crate::drivers::mini_uart::MiniUart;
 use crate::drivers::pl011::Pl011;
 use crate::drivers::uart::{
     Serial, cadence::Cadence, imx::Imx, lpuart::Lpuart, meson::Meson, mvebu::Mvebu, ns16550::Ns16550,
-    qcom_geni::QcomGeni, qcom_uartdm::QcomUartDm, samsung, samsung::Samsung,
+    qcom_geni::QcomGeni, qcom_uartdm::QcomUartDm, samsung, samsung::Samsung, scif::Scif,
 };
 pub use devicetree::support::UartFamily;
 
@@ -75,6 +75,7 @@ enum Uart {
     QcomGeni(QcomGeni),
     QcomUartDm(QcomUartDm),
     Samsung(Samsung),
+    Scif(Scif),
 }
 
 impl Uart {
@@ -91,6 +92,7 @@ impl Uart {
             Uart::QcomGeni(u) => u,
             Uart::QcomUartDm(u) => u,
             Uart::Samsung(u) => u,
+            Uart::Scif(u) => u,
         }
     }
 
@@ -200,6 +202,14 @@ pub unsafe fn use_uart(driver: UartDriver, va: u64, kind: ConsoleKind) {
         UartFamily::Exynos => Uart::Samsung(unsafe { Samsung::new(va, samsung::Layout::Exynos) }),
         // SAFETY: see above.
         UartFamily::AppleS5l => Uart::Samsung(unsafe { Samsung::new(va, samsung::Layout::AppleS5l) }),
+        UartFamily::Scif => {
+            // SAFETY: see above.
+            let u = unsafe { Scif::new(va) };
+            if enable {
+                u.enable();
+            }
+            Uart::Scif(u)
+        }
     };
     let mut console = CONSOLE.lock();
     console.uart = Some(uart);

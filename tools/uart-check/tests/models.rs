@@ -14,6 +14,7 @@ use uart_check::uart::ns16550::Ns16550;
 use uart_check::uart::qcom_geni::QcomGeni;
 use uart_check::uart::qcom_uartdm::QcomUartDm;
 use uart_check::uart::samsung::{self, Samsung};
+use uart_check::uart::scif::Scif;
 use uart_check::uart::{Patience, SPIN_LIMIT, Serial};
 
 /// A register block in host memory, read and written only through raw pointers (as the drivers
@@ -47,6 +48,18 @@ impl Model {
         assert!(off < MODEL_SIZE);
         // SAFETY: inside the block.
         unsafe { self.ptr.add(off).write_volatile(v) }
+    }
+
+    fn r16(&self, off: usize) -> u16 {
+        assert!(off + 2 <= MODEL_SIZE && off.is_multiple_of(2));
+        // SAFETY: inside the block, aligned.
+        unsafe { (self.ptr.add(off) as *const u16).read_volatile() }
+    }
+
+    fn w16(&self, off: usize, v: u16) {
+        assert!(off + 2 <= MODEL_SIZE && off.is_multiple_of(2));
+        // SAFETY: inside the block, aligned.
+        unsafe { (self.ptr.add(off) as *mut u16).write_volatile(v) }
     }
 
     fn r32(&self, off: usize) -> u32 {
@@ -352,4 +365,50 @@ fn mvebu_waits_while_tx_fifo_full_and_reads_on_rx_ready() {
     let make = |m: &Model| -> Box<dyn Serial> { Box::new(unsafe { Mvebu::new(m.base()) }) };
     transmit_is_gated(make, 0x04, Gate { off: 0x0c, bit: 11, ready_when_set: false }, |_| {});
     receive_is_gated(make, 0x00, Gate { off: 0x0c, bit: 4, ready_when_set: true }, |_| {});
+}
+
+#[test]
+fn renesas_scif_enables_keeps_the_loaders_bits_and_uses_16_and_8_bit_registers() {
+    let m = Model::new();
+    m.w16(0x08, 0x0002); // SCSCR: the loader's clock select (CKE1..0 = 2), TE and RE off
+    // SAFETY: the model block covers the SCIF registers (to SCLSR at 0x24).
+    let uart = unsafe { Scif::new(m.base()) };
+    uart.enable();
+    assert_eq!(m.r16(0x08), 0x0032, "SCSCR: TE | RE added, clock select kept");
+    // Transmit: SCFSR.TDFE says the FIFO has room; the byte goes to SCFTDR, an 8-bit register
+    // (its neighbours untouched), then TDFE and TEND are cleared by writing 0 to them only.
+    m.w8(0x0d, 0x5a);
+    m.w16(0x10, 1 << 5);
+    uart.put_byte(b'R');
+    assert_eq!((m.r8(0x0c), m.r8(0x0d)), (b'R', 0x5a), "SCFTDR written as a byte");
+    assert_eq!(m.r16(0x10), 0xff9f, "SCFSR: TDFE and TEND cleared, every other flag left (1)");
+    // No room: held back, then given up on for good.
+    let m = Model::new();
+    // SAFETY: as above.
+    let uart = unsafe { Scif::new(m.base()) };
+    uart.put_byte(b'S');
+    assert_eq!((m.r8(0x0c), m.r16(0x10)), (0, 0), "nothing written without TDFE");
+    m.w16(0x10, 1 << 5);
+    uart.put_byte(b'T');
+    assert_eq!(m.r8(0x0c), 0, "a SCIF that timed out once is not waited for again");
+    uart.flush(); // returns: bounded
+}
+
+#[test]
+fn renesas_scif_receives_after_clearing_errors() {
+    let m = Model::new();
+    // SAFETY: the model block covers the SCIF registers.
+    let uart = unsafe { Scif::new(m.base()) };
+    m.w8(0x14, 0x41);
+    assert_eq!(uart.get_byte(), None, "neither DR nor RDF: nothing read");
+    m.w16(0x10, 1 << 0); // DR: data ready (fewer bytes than the trigger, none for a while)
+    assert_eq!(uart.get_byte(), Some(0x41));
+    assert_eq!(m.r16(0x10), 0xfffc, "DR and RDF cleared");
+    m.w16(0x10, 1 << 1); // RDF: the FIFO reached its trigger
+    assert_eq!(uart.get_byte(), Some(0x41));
+    // A framing error pending: cleared (ER, BRK, FER, PER written 0) before looking for data.
+    // The model keeps what was written, so the status then reads 0xff63: DR set, read.
+    m.w16(0x10, 1 << 3);
+    assert_eq!(uart.get_byte(), Some(0x41));
+    assert_eq!(m.r16(0x10), 0xfffc, "then DR and RDF cleared");
 }

@@ -1,7 +1,7 @@
 //! Console UARTs beyond the PL011 and the mini UART, one module per register layout: the
 //! 8250/16550 family ([`ns16550`]), Amlogic ([`meson`]), i.MX ([`imx`]) and LPUART ([`lpuart`]),
 //! Cadence ([`cadence`]), Marvell Armada 3700 ([`mvebu`]), Qualcomm GENI ([`qcom_geni`]) and
-//! UARTDM ([`qcom_uartdm`]), and the Samsung/Apple layout ([`samsung`]). Which one a device-tree node needs is decided by
+//! UARTDM ([`qcom_uartdm`]), the Samsung/Apple layout ([`samsung`]) and Renesas SCIF ([`scif`]). Which one a device-tree node needs is decided by
 //! `devicetree::support::uart_config`, which walks the node's whole `compatible` list.
 //!
 //! Each driver does what Linux's earlycon for it does (named in each module): it transmits
@@ -27,6 +27,7 @@ pub mod ns16550;
 pub mod qcom_geni;
 pub mod qcom_uartdm;
 pub mod samsung;
+pub mod scif;
 
 use core::sync::atomic::{AtomicBool, Ordering};
 

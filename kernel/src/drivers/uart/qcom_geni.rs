@@ -1,5 +1,9 @@
 //! The Qualcomm GENI serial engine as the debug UART (`qcom,geni-debug-uart`): the console of
-//! Snapdragon 845 and later boards and laptops (SDM845, SC7180, SC8280XP, SM8x50).
+//! Snapdragon 845 and later boards and laptops (SDM845, SC7180, SC8280XP, SM8x50). Also a
+//! high-speed GENI UART (`qcom,geni-uart`) that a tree names as its console (Sony's SDM845
+//! phones): the same serial engine and primary-sequencer commands in Linux's driver, usable
+//! this way as long as the loader that printed on it left it in FIFO mode (Linux switches a
+//! high-speed UART to DMA only when it opens it).
 //!
 //! Transmit-only, relying on the loader's set-up, as Linux's earlycon does
 //! (drivers/tty/serial/qcom_geni_serial.c, `qcom_geni_serial_earlycon_write` and
@@ -55,7 +59,7 @@ register_structs! {
     }
 }
 
-/// A GENI debug UART whose registers are mapped at a known virtual address.
+/// A GENI UART whose registers are mapped at a known virtual address.
 pub struct QcomGeni {
     base: *const Registers,
     patience: Patience,
