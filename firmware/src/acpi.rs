@@ -133,10 +133,14 @@ pub struct Cpu {
 /// The serial console SPCR names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Console {
-    /// SPCR Interface Type (3 = ARM PL011, 0x0d/0x0e = Arm SBSA generic UART, ...).
+    /// SPCR Interface Type (Microsoft's DBG2 numbering: 0 16550, 1 16450, 3 ARM PL011,
+    /// 5 NVIDIA 16550, 0x0d/0x0e Arm SBSA generic UART, 0x10 BCM2835, 0x12 16550 with GAS, ...).
     pub interface: u8,
     /// MMIO base address (the Generic Address Structure's address, system memory space).
     pub base: u64,
+    /// The Generic Address Structure's Access Size (ACPI 6.5 §5.2.3.2: 1 byte, 2 word, 3 dword,
+    /// 4 qword, 0 undefined): how a 16550's registers are accessed and spaced.
+    pub access_size: u8,
     /// Its GSIV (global system interrupt), 0 if none.
     pub gsiv: u32,
 }
@@ -208,10 +212,11 @@ impl Platform {
             let interface = u8_at(spcr, 36).ok_or(bad)?;
             // The base address is a Generic Address Structure at 40: space 0 = system memory.
             let space = u8_at(spcr, 40).ok_or(bad)?;
+            let access_size = u8_at(spcr, 43).ok_or(bad)?;
             let base = u64_at(spcr, 44).ok_or(bad)?;
             let gsiv = u32_at(spcr, 54).ok_or(bad)?;
             if space == 0 && base != 0 {
-                p.console = Some(Console { interface, base, gsiv });
+                p.console = Some(Console { interface, base, access_size, gsiv });
             }
         }
         Ok(p)

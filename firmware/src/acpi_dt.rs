@@ -4,7 +4,10 @@
 //! When UEFI firmware hands over ACPI and no device tree (edk2 on QEMU `virt` by default, arm64
 //! servers), the EFI stub reads the tables ([`crate::acpi::Platform`]) and writes a small tree
 //! with the standard bindings (Linux Documentation/devicetree/bindings/): `/chosen/stdout-path`
-//! to the SPCR console (`arm,pl011` for SPCR interface type 3, `arm,sbsa-uart` for 0x0d/0x0e),
+//! to the SPCR console (the interface types Linux's drivers/acpi/spcr.c gives an earlycon:
+//! `arm,pl011` for 3 and 0x10 (BCM2835: the Pi's PL011), `arm,sbsa-uart` for 0x0d/0x0e,
+//! `ns16550a` for 0, 1, 5 and 0x12 with `reg-shift`/`reg-io-width` from the address's access size,
+//! as `mmio`/`mmio16`/`mmio32` set the earlycon's register shift),
 //! `/cpus/cpu@MPIDR` with `enable-method = "psci"` from the MADT's enabled GICC entries, `/psci`
 //! with the FADT's conduit, the GIC from the MADT's GICD (and GICC or GICR) entries
 //! (`arm,cortex-a15-gic` for GICv2, `arm,gic-v3`), and `/timer` (`arm,armv8-timer`) with the
@@ -58,16 +61,32 @@ pub fn build(p: &Platform, bootargs: &[u8], buf: &mut [u8]) -> Option<usize> {
     w.end_node();
 
     if let Some(c) = &p.console {
+        // Each string goes through `black_box`: a match choosing among constants only is turned
+        // into a table of their link-time addresses, which the EFI stub (running at the
+        // firmware's address, with no relocations) cannot read (found the hard way: a fault in
+        // memcpy inside edk2).
         let compatible: &[u8] = match c.interface {
-            3 => b"arm,pl011\0arm,primecell",
-            0x0d | 0x0e => b"arm,sbsa-uart",
-            _ => b"acpi,spcr-unknown-interface",
+            3 | 0x10 => core::hint::black_box(b"arm,pl011\0arm,primecell"),
+            0x0d | 0x0e => core::hint::black_box(b"arm,sbsa-uart"),
+            0 | 1 | 5 | 0x12 => core::hint::black_box(b"ns16550a"),
+            _ => core::hint::black_box(b"acpi,spcr-unknown-interface"),
         };
         let d = hex(c.base, &mut digits);
         w.begin_node(b"serial@", d);
         w.prop_str(b"compatible", compatible, b"");
         let [hi, lo] = cells(c.base);
         w.prop_cells(b"reg", &[hi, lo, 0, 0x1000]);
+        if matches!(c.interface, 0 | 1 | 5 | 0x12) {
+            // Word and dword access space the registers 2 and 4 apart; anything else is byte
+            // access, as Linux defaults an unexpected access size ("Defaulting to byte size").
+            let (shift, width) = match c.access_size {
+                2 => (1, 2),
+                3 => (2, 4),
+                _ => (0, 1),
+            };
+            w.prop_cells(b"reg-shift", &[shift]);
+            w.prop_cells(b"reg-io-width", &[width]);
+        }
         if let Some(irq) = interrupt(c.gsiv) {
             w.prop_cells(b"interrupts", &irq);
         }

@@ -117,10 +117,15 @@ fn gtdt() -> Vec<u8> {
 }
 
 fn spcr(interface: u8, base: u64, gsiv: u32) -> Vec<u8> {
+    spcr_accessed(interface, 3, base, gsiv) // dword access, as QEMU writes it
+}
+
+fn spcr_accessed(interface: u8, access_size: u8, base: u64, gsiv: u32) -> Vec<u8> {
     let mut body = std::vec![0u8; 80 - 36];
     body[0] = interface;
     body[4] = 0; // system memory
     body[5] = 32;
+    body[7] = access_size;
     body[8..16].copy_from_slice(&base.to_le_bytes());
     body[54 - 36..58 - 36].copy_from_slice(&gsiv.to_le_bytes());
     header(b"SPCR", &body)
@@ -151,7 +156,7 @@ fn qemu_virt_tables_give_cpus_gic_timer_console_and_psci() {
     assert_eq!(p.gicd, Some((0x0800_0000, 3)));
     assert_eq!(p.gicr, Some((0x080a_0000, 0x00f6_0000)));
     assert_eq!(p.timer_gsivs, Some([29, 30, 27, 26]));
-    assert_eq!(p.console, Some(Console { interface: 3, base: 0x0900_0000, gsiv: 33 }));
+    assert_eq!(p.console, Some(Console { interface: 3, base: 0x0900_0000, access_size: 3, gsiv: 33 }));
     // PSCI_COMPLIANT without PSCI_USE_HVC is SMC; neither bit: no PSCI.
     assert_eq!(Platform::read(&qemu_virt(3, 1, 1), RSDP).unwrap().psci, Some(PsciConduit::Smc));
     assert_eq!(Platform::read(&qemu_virt(3, 1, 0), RSDP).unwrap().psci, None);
@@ -276,4 +281,67 @@ fn more_cpus_than_room_are_counted_not_overrun() {
     let p = Platform::read(&qemu_virt(3, MAX_CPUS + 5, 3), RSDP).unwrap();
     assert_eq!(p.cpus().len(), MAX_CPUS);
     assert_eq!(p.cpus_dropped, 5);
+}
+
+/// The console the kernel would drive for an SPCR of `interface` and `access_size`: the tree
+/// made from the tables, read back by the `devicetree` crate and given to the UART table.
+fn spcr_console(m: &Mem) -> Result<devicetree::support::UartConfig, std::string::String> {
+    let p = Platform::read(m, RSDP).map_err(|e| std::format!("{e:?}"))?;
+    let mut buf = std::vec![0u8; 8192];
+    let len = acpi_dt::build(&p, b"", &mut buf).ok_or("no room")?;
+    let fdt = devicetree::Fdt::new(&buf[..len]).map_err(|e| std::format!("{e:?}"))?;
+    let machine = devicetree::Machine::from_fdt(fdt);
+    let console = machine.console.as_ref().map_err(|e| std::format!("{e:?}"))?;
+    let node = machine.fdt.find_node(&console.path).ok_or("no node")?;
+    devicetree::support::uart_config(&machine.fdt, &console.path, &node)
+}
+
+fn with_spcr(table: Vec<u8>) -> Mem {
+    let mut m = qemu_virt(3, 1, 3);
+    m.0[5].1 = table;
+    m
+}
+
+#[test]
+fn spcr_interface_types_get_the_driver_linux_gives_them_an_earlycon() {
+    use devicetree::support::UartFamily;
+    // (interface type, access size) -> (driver, reg-shift, reg-io-width)
+    for (interface, access, family, shift, width) in [
+        (3, 3, UartFamily::Pl011, 0, 4),
+        (0x10, 3, UartFamily::Pl011, 0, 4), // BCM2835: Linux's spcr.c takes it as a PL011
+        (0x0d, 3, UartFamily::SbsaUart, 0, 4),
+        (0x0e, 3, UartFamily::SbsaUart, 0, 4),
+        (0, 1, UartFamily::Ns16550, 0, 1),    // 16550, byte registers 1 apart
+        (1, 1, UartFamily::Ns16550, 0, 1),    // 16450 (the 16550 subset)
+        (0x12, 3, UartFamily::Ns16550, 2, 4), // 16550 with GAS, dword: 4 apart (mmio32)
+        (0x12, 2, UartFamily::Ns16550, 1, 2), // word: 2 apart (mmio16)
+        (5, 3, UartFamily::Ns16550, 2, 4),    // NVIDIA 16550
+        (0, 0, UartFamily::Ns16550, 0, 1),    // access size undefined: bytes, as Linux defaults
+        (0, 4, UartFamily::Ns16550, 0, 1),    // qword: no 16550 has it; bytes
+    ] {
+        let c = spcr_console(&with_spcr(spcr_accessed(interface, access, 0x0900_0000, 33)))
+            .unwrap_or_else(|e| panic!("type {interface:#x}: {e}"));
+        assert_eq!((c.family, c.reg_shift, c.reg_io_width), (family, shift, width), "type {interface:#x}");
+        assert_eq!(c.pa, 0x0900_0000);
+    }
+    // A type with no driver here (e.g. 0x0f, the Arm DCC) names a console the kernel cannot use.
+    let e = spcr_console(&with_spcr(spcr_accessed(0x0f, 3, 0x0900_0000, 33))).unwrap_err();
+    assert!(e.contains("acpi,spcr-unknown-interface"), "{e}");
+}
+
+#[test]
+fn every_byte_of_an_spcr_set_to_anything_checksummed_is_discovered_without_panic() {
+    // Unlike the corruption test above, the checksum is fixed after each change, so every
+    // value reaches the reader, the tree writer, discovery and the UART table.
+    for interface in [0u8, 3, 0x0e, 0x12] {
+        let good = spcr_accessed(interface, 1, 0x0900_0000, 33);
+        for at in 36..good.len() {
+            for value in [0u8, 1, 2, 3, 4, 0x10, 0x12, 0x7f, 0xff] {
+                let mut t = good.clone();
+                t[at] = value;
+                fix(&mut t, 9);
+                let _ = spcr_console(&with_spcr(t));
+            }
+        }
+    }
 }
