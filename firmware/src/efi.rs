@@ -261,6 +261,9 @@ pub struct Handoff {
     pub rsdp: u64,
     /// The exception level the firmware ran the stub at.
     pub firmware_el: u64,
+    /// Bytes of the image's UEFI load options the stub made `/chosen/bootargs` of (0: none were
+    /// given, or they did not fit, and the tree's own `bootargs` stand).
+    pub load_options: u64,
     /// The memory map, as the kernel keeps it.
     pub memory: MemoryLayout,
 }
@@ -268,7 +271,7 @@ pub struct Handoff {
 impl Handoff {
     /// The value a raw-Image boot sees.
     pub const fn empty() -> Handoff {
-        Handoff { magic: 0, fdt: 0, rsdp: 0, firmware_el: 0, memory: MemoryLayout::new() }
+        Handoff { magic: 0, fdt: 0, rsdp: 0, firmware_el: 0, load_options: 0, memory: MemoryLayout::new() }
     }
 
     /// Whether the stub filled this in.

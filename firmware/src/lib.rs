@@ -13,4 +13,5 @@
 pub mod acpi;
 pub mod acpi_dt;
 pub mod efi;
+pub mod fdt_edit;
 pub mod fdt_writer;

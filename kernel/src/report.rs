@@ -27,6 +27,12 @@ pub fn print(b: &Booted) {
             mem.firmware_bytes >> 10,
             mem.dropped
         );
+        if h.load_options != 0 {
+            kprintln!(
+                "  command line: the {} bytes of the UEFI load options, as /chosen/bootargs",
+                h.load_options
+            );
+        }
     }
     kprintln!("  device tree at {:#x} ({} bytes), model \"{}\"", b.boot.fdt_pa, m.fdt.total_size(), m.model);
     for &(start, end) in m.memory.ranges() {

@@ -6,7 +6,10 @@
 //! arch/arm64/kernel/efi-entry.S), and no more:
 //! 1. finds the device tree (DEVICE_TREE_GUID) and the ACPI 2.0 RSDP in the configuration table;
 //!    without a device tree, reads the ACPI tables and writes one describing them
-//!    (`firmware::acpi`, `firmware::acpi_dt`);
+//!    (`firmware::acpi`, `firmware::acpi_dt`); takes the image's command line (its UCS-2
+//!    `LoadOptions`) as `/chosen/bootargs`, in a copy of the firmware's tree
+//!    (`firmware::fdt_edit`) or in the one made from ACPI, as Linux's stub does (a non-empty
+//!    command line replaces the tree's `bootargs`, an empty one leaves them);
 //! 2. moves the Image to a 2 MiB boundary if the firmware put it elsewhere (the arm64 boot
 //!    protocol, and `boot::early_map`, want one);
 //! 3. reads the memory map, calls ExitBootServices with its key (reading the map again and
@@ -254,10 +257,21 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
         console.say(b"EFI stub: the configuration table's device tree has no FDT header; ignored\n");
         fdt = 0;
     }
+    let mut bootargs = [0u8; 1024];
+    let mut load_options = command_line(bs, image_handle, &mut bootargs);
     if fdt == 0 && rsdp != 0 {
-        let mut bootargs = [0u8; 1024];
-        let n = command_line(bs, image_handle, &mut bootargs);
-        fdt = device_tree_from_acpi(bs, rsdp, &bootargs[..n], &console);
+        fdt = device_tree_from_acpi(bs, rsdp, &bootargs[..load_options], &console);
+    } else if fdt != 0 && load_options != 0 {
+        match tree_with_bootargs(bs, fdt, &bootargs[..load_options]) {
+            Some(edited) => fdt = edited,
+            None => {
+                console.say(b"EFI stub: the load options could not be put in the device tree; its own bootargs stand\n");
+                load_options = 0;
+            }
+        }
+    }
+    if fdt == 0 {
+        load_options = 0;
     }
     let fdt_bytes = fdt_size(fdt);
 
@@ -294,7 +308,14 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
     let Some(layout) = exit_boot_services(bs, image_handle, &console) else {
         return LOAD_ERROR;
     };
-    let handoff = Handoff { magic: HANDOFF_MAGIC, fdt, rsdp, firmware_el: current_el(), memory: layout };
+    let handoff = Handoff {
+        magic: HANDOFF_MAGIC,
+        fdt,
+        rsdp,
+        firmware_el: current_el(),
+        load_options: load_options as u64,
+        memory: layout,
+    };
     let offset = (&raw const HANDOFF) as u64 - base;
     // SAFETY: HANDOFF lies at `offset` in the Image copy at `target` (or in this Image), in
     // .data, which nothing reads until the kernel starts; `write` does not drop the old value
@@ -361,6 +382,26 @@ fn device_tree_from_acpi(bs: &BootServices, rsdp: u64, bootargs: &[u8], console:
             0
         }
     }
+}
+
+/// A copy of the firmware's device tree at `fdt` with `/chosen/bootargs` = `bootargs`, in pages
+/// allocated for it (the firmware's own tree is left as it is); its address, or `None`.
+fn tree_with_bootargs(bs: &BootServices, fdt: u64, bootargs: &[u8]) -> Option<u64> {
+    let size = fdt_size(fdt) as usize;
+    // The old tree, the new property (its header, name offset, value) and `/chosen` if made.
+    let pages = (size + bootargs.len() + 64).div_ceil(4096);
+    let mut at = 0u64;
+    // SAFETY: a boot service with an out-pointer to a local.
+    let status = unsafe { (bs.allocate_pages)(ALLOCATE_ANY_PAGES, memory_type::LOADER_DATA, pages, &mut at) };
+    if status != SUCCESS {
+        return None;
+    }
+    // SAFETY: `fdt_size` checked the header at `fdt`; the firmware's tree is `size` bytes of
+    // memory its identity map covers, not written while the stub runs.
+    let src = unsafe { core::slice::from_raw_parts(fdt as *const u8, size) };
+    // SAFETY: the pages were just allocated for this and nothing else uses them.
+    let out = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, pages * 4096) };
+    firmware::fdt_edit::with_bootargs(src, bootargs, out).ok().map(|_| at)
 }
 
 /// The device tree's `totalsize` (big-endian, at offset 4) if `fdt` starts with the FDT magic;
