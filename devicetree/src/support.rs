@@ -342,6 +342,8 @@ pub fn cpu_start_problem(machine: &Machine<'_>, cpu: &CpuNode) -> Option<String>
         EnableMethod::Psci => None,
         EnableMethod::SpinTable => match cpu.release_addr {
             None => Some(String::from("spin-table CPU without cpu-release-addr")),
+            // Apple's trees ship `<0 0>` for m1n1 to fill in: as shipped, nothing to release.
+            Some(0) => Some(String::from("cpu-release-addr 0: a placeholder the loader did not fill in")),
             Some(addr) if !addr.is_multiple_of(8) => {
                 Some(format!("cpu-release-addr {addr:#x} is not 8-byte aligned"))
             }

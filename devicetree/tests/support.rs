@@ -356,4 +356,17 @@ fn cpus_without_a_usable_enable_method_are_named() {
         cpu_start_problem(&m, &m.cpus[0]).as_deref(),
         Some("enable-method psci, but no PSCI node with a known method")
     );
+    // An Apple tree as shipped: spin-table with the `<0 0>` that m1n1 fills in at boot.
+    let mut b = Builder::new();
+    b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[2]);
+    b.begin("cpus").cells("#address-cells", &[2]).cells("#size-cells", &[0]);
+    b.begin("cpu@10100").string("device_type", "cpu").cells("reg", &[0, 0x10100]);
+    b.string("enable-method", "spin-table").cells("cpu-release-addr", &[0, 0]).end();
+    b.end().end();
+    let blob = b.finish();
+    let m = Machine::from_fdt(Fdt::new(&blob).unwrap());
+    assert_eq!(
+        cpu_start_problem(&m, &m.cpus[0]).as_deref(),
+        Some("cpu-release-addr 0: a placeholder the loader did not fill in")
+    );
 }
