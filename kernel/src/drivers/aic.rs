@@ -69,6 +69,8 @@ pub struct Aic {
     mask_set: u64,
     mask_clr: u64,
     sw_clr: u64,
+    /// Bytes from `base` through the last MASK_CLR word.
+    span: u64,
 }
 
 // SAFETY: the registers are device memory; callers serialise set-up, and the per-CPU registers
@@ -79,7 +81,8 @@ unsafe impl Sync for Aic {}
 
 impl Aic {
     /// # Safety
-    /// `base` must map the AIC's register block (through MASK_CLR) as device memory, and `event`
+    /// `base` must map the AIC's register block as device memory, at least through its info
+    /// registers (and through [`Aic::span`] before any other method is called), and `event`
     /// its event register (AIC1: `base + 0x2004`; AIC2: the tree's second `reg`), for as long as
     /// the driver is used.
     pub unsafe fn new(version: Version, base: u64, event: u64) -> Self {
@@ -98,7 +101,13 @@ impl Aic {
         let sw_clr = sw_set + words;
         let mask_set = sw_clr + words;
         let mask_clr = mask_set + words;
-        Self { base, event, version, irqs, mask_set, mask_clr, sw_clr }
+        Self { base, event, version, irqs, mask_set, mask_clr, sw_clr, span: mask_clr + words }
+    }
+
+    /// Bytes of registers from the base that [`Aic::init`] and the masks reach, as the info
+    /// registers size them: the caller checks this against what it mapped before `init`.
+    pub fn span(&self) -> u64 {
+        self.span
     }
 
     /// The AIC1 layout's event register for `base` (AIC2 has its own `reg`).

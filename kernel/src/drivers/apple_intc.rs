@@ -104,20 +104,41 @@ pub fn active() -> bool {
 /// # Errors
 /// A message naming what is missing or unmappable (the kernel then runs without interrupts).
 pub fn init(fdt: &Fdt<'_>, path: &str, node: Node<'_>) -> Result<&'static str, alloc::string::String> {
-    let version = if node.is_compatible(&["apple,aic2"]) { Version::Aic2 } else { Version::Aic1 };
-    let map = |index: usize, what: &str, least: u64| {
-        let (pa, size) = crate::devicetree::reg_translated(fdt, path, node, index)?;
-        kernel_map::map_device(pa, size.max(least))
-            .map_err(|e| alloc::format!("mapping the AIC's {what} at {pa:#x} failed: {e:?}"))
+    // The FIQ sources are Apple's IMP-DEF system registers, which any other core would take as
+    // undefined instructions: a tree naming an AIC on another CPU is refused, not obeyed.
+    let midr = {
+        use aarch64_cpu::registers::{MIDR_EL1, Readable};
+        MIDR_EL1.get()
     };
-    let base = map(0, "registers", 0x8000)?;
+    if (midr >> 24) & 0xff != 0x61 {
+        return Err(alloc::format!(
+            "{path}: an Apple AIC, but this CPU is not Apple's (MIDR {midr:#x}); its FIQ registers do not exist"
+        ));
+    }
+    let version = if node.is_compatible(&["apple,aic2"]) { Version::Aic2 } else { Version::Aic1 };
+    let (pa, size) = crate::devicetree::reg_translated(fdt, path, node, 0)?;
+    let size = size.max(0x8000);
+    let base = kernel_map::map_device(pa, size)
+        .map_err(|e| alloc::format!("mapping the AIC's registers at {pa:#x} failed: {e:?}"))?;
     let event = match version {
         Version::Aic1 => Aic::aic1_event(base),
-        Version::Aic2 => map(1, "event register", 4)?,
+        Version::Aic2 => {
+            let (pa, size) = crate::devicetree::reg_translated(fdt, path, node, 1)?;
+            kernel_map::map_device(pa, size.max(4))
+                .map_err(|e| alloc::format!("mapping the AIC's event register at {pa:#x} failed: {e:?}"))?
+        }
     };
-    // SAFETY: `base` maps the block the tree gives (at least AIC1's 0x8000 bytes, which hold
-    // its MASK_CLR words) and `event` the event register, as device memory, for good.
-    let aic = AIC.call_once(|| unsafe { Aic::new(version, base, event) });
+    // SAFETY: `base` maps at least 0x8000 bytes of the block the tree gives (the info registers
+    // and AIC1's whole layout) and `event` the event register, as device memory, for good; the
+    // span the info registers ask for is checked against the mapping before anything else.
+    let aic = unsafe { Aic::new(version, base, event) };
+    if aic.span() > size {
+        return Err(alloc::format!(
+            "{path}: the AIC's info registers describe {:#x} bytes of registers, more than its reg's {size:#x}",
+            aic.span()
+        ));
+    }
+    let aic = AIC.call_once(|| aic);
     aic.init();
     FAST_IPIS.store(version == Version::Aic2 || node.is_compatible(&["apple,t8103-aic"]), Ordering::Release);
     Ok(name())

@@ -55,6 +55,7 @@ fn aic1_set_up_masks_and_routes_exactly_the_implemented_irqs() {
     let m = Model::new();
     let aic = aic1(&m, 576);
     assert_eq!(aic.irqs(), 576);
+    assert_eq!(aic.span(), 0x4200, "through MASK_CLR's 32 words");
     aic.init();
     for word in 0..18 {
         assert_eq!(m.r32(0x4100 + word * 4), u32::MAX, "MASK_SET word {word}");
@@ -112,6 +113,7 @@ fn aic2_layout_follows_its_irq_space_and_has_no_register_ipis() {
     // SAFETY: the models cover the AIC2 block and its event register.
     let aic = unsafe { Aic::new(Version::Aic2, m.base(), events.base()) };
     assert_eq!(aic.irqs(), 64);
+    assert_eq!(aic.span(), 0x2240, "MASK_CLR at 0x2230, four words");
     aic.init();
     // IRQ_CFG: 128 words from 0x2000; then SW_SET 0x2200, SW_CLR 0x2210, MASK_SET 0x2220,
     // MASK_CLR 0x2230 (four words each).
