@@ -127,6 +127,8 @@ pub const SEGV_ACCERR: i32 = 2;
 pub const SEGV_MTESERR: i32 = 9;
 /// SIGBUS: invalid address alignment.
 pub const BUS_ADRALN: i32 = 1;
+/// SIGBUS: nonexistent physical address (an access past the end of a mapped object).
+pub const BUS_ADRERR: i32 = 2;
 /// SIGBUS: hardware error (synchronous external abort).
 pub const BUS_OBJERR: i32 = 3;
 /// SIGILL: illegal opcode.

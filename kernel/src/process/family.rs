@@ -131,6 +131,22 @@ pub fn wait_status(p: &Process) -> u32 {
     }
 }
 
+/// Runs `f` on every process of the tree under the first process (every process: orphans are
+/// given to it), taking one children list's lock at a time and none while `f` runs. A process
+/// being forked that is not in its parent's list yet is missed.
+pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
+    let root = ROOT.lock().as_ref().and_then(Weak::upgrade);
+    let mut todo: Vec<Arc<Process>> = root.into_iter().collect();
+    while let Some(p) = todo.pop() {
+        let children = p.family.children.lock();
+        if todo.try_reserve(children.len()).is_ok() {
+            todo.extend(children.iter().cloned());
+        }
+        drop(children);
+        f(&p);
+    }
+}
+
 /// Makes `p` the first process (orphans go to it).
 pub fn set_root(p: &Arc<Process>) {
     *ROOT.lock() = Some(Arc::downgrade(p));

@@ -85,6 +85,9 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u6
     if let FileKind::Listing(listing) = &f.kind {
         return done(frame, super::procfs::read(p, listing, &buffers));
     }
+    if let FileKind::Memfd(_) = &f.kind {
+        return done(frame, super::memfd::read(&f, p, &buffers));
+    }
     let total = buffers.iter().map(|b| b.1).sum::<u64>().min(READ_CHUNK as u64) as usize;
     if total == 0 {
         return done(frame, 0);
@@ -138,6 +141,9 @@ pub fn write(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u
     }
     if let FileKind::Listing(_) = &f.kind {
         return fail(frame, super::procfs::write_error(&f));
+    }
+    if let FileKind::Memfd(_) = &f.kind {
+        return done(frame, super::memfd::write(&f, p, &buffers));
     }
     done(frame, write_console(p, &buffers))
 }
@@ -378,7 +384,7 @@ fn console_stat() -> Stat {
 pub fn fstat(p: &Process, fd: u64, buf: u64) -> i64 {
     let stat = match file(p, fd) {
         Ok(f) if matches!(f.kind, FileKind::Listing(_)) => super::procfs::stat(),
-        Ok(_) => console_stat(),
+        Ok(f) => super::memfd::stat(&f).unwrap_or_else(console_stat),
         Err(e) => return -e,
     };
     if copy_out(p, buf, &stat.to_bytes()).is_err() { -EFAULT } else { 0 }
@@ -453,9 +459,10 @@ pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, buf: u64) -> i64 {
     if copy_out(p, buf, &b).is_err() { -EFAULT } else { 0 }
 }
 
-/// `lseek(fd, offset, whence)`: a tty cannot seek.
-pub fn lseek(p: &Process, fd: u64) -> i64 {
+/// `lseek(fd, offset, whence)`: a tty cannot seek; a memfd can.
+pub fn lseek(p: &Process, fd: u64, offset: u64, whence: u64) -> i64 {
     match file(p, fd) {
+        Ok(f) if matches!(f.kind, FileKind::Memfd(_)) => super::memfd::lseek(&f, offset, whence),
         Ok(_) => -ESPIPE,
         Err(e) => -e,
     }
@@ -510,6 +517,8 @@ fn ready_of(f: &OpenFile) -> u16 {
             }
             r | super::pipe::hangup(end)
         }
+        // A regular file is always ready (Linux's DEFAULT_POLLMASK).
+        FileKind::Memfd(_) => poll::POLLIN | poll::POLLRDNORM | poll::POLLOUT | poll::POLLWRNORM,
     }
 }
 

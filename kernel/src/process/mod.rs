@@ -15,6 +15,7 @@ pub mod family;
 mod files;
 mod futex;
 mod identity;
+mod memfd;
 mod pipe;
 pub mod posix;
 pub mod procfs;
@@ -432,6 +433,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             // are memory's to resolve.
             let resolvable =
                 (0x04..=0x07).contains(&fsc) || (0x0d..=0x0f).contains(&fsc) && access == Access::Write;
+            let mut bus = false;
             let why = if resolvable {
                 match mm.fault(frame.far, access) {
                     Ok(()) => {
@@ -439,6 +441,10 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                         return Action::Continue;
                     }
                     Err(Fault::NoMapping) => format!("no mapping at {:#x}", frame.far),
+                    Err(Fault::Bus) => {
+                        bus = true;
+                        format!("{:#x} is past the end of the mapped object", frame.far)
+                    }
                     Err(Fault::Protection { prot }) => format!("{access:?} access to a {prot:?} mapping"),
                     Err(Fault::OutOfMemory) => {
                         // Linux's out-of-memory path: the process is killed with SIGKILL (status
@@ -464,7 +470,13 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             };
             let mapped = mm.vm().find(frame.far).is_some();
             drop(guard);
-            let fault = abort_signal(frame, fsc, mapped);
+            let fault = if bus {
+                // Linux's VM_FAULT_SIGBUS: BUS_ADRERR at the address.
+                let info = SigInfo::fault(num::SIGBUS, num::BUS_ADRERR, frame.far);
+                signals::Fault { info, address: frame.far, esr: frame.esr }
+            } else {
+                abort_signal(frame, fsc, mapped)
+            };
             match signals::force_fault(thread, frame, &fault) {
                 Ok(()) => Action::Continue,
                 Err(status) => {

@@ -34,6 +34,8 @@ pub enum FileKind {
     Pipe(super::pipe::PipeEnd),
     /// `/proc/self/maps` (`super::procfs`).
     Listing(super::procfs::Listing),
+    /// A memfd (`super::memfd`): a shared memory object.
+    Memfd(super::memfd::Memfd),
 }
 
 /// An open file description.

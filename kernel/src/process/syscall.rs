@@ -65,6 +65,10 @@ pub mod nr {
     pub const CLOSE: u64 = 57;
     pub const PIPE2: u64 = 59;
     pub const LSEEK: u64 = 62;
+    pub const FTRUNCATE: u64 = 46;
+    pub const PREAD64: u64 = 67;
+    pub const PWRITE64: u64 = 68;
+    pub const MEMFD_CREATE: u64 = 279;
     pub const READ: u64 = 63;
     pub const WRITE: u64 = 64;
     pub const READV: u64 = 65;
@@ -156,7 +160,11 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::FSTAT => files::fstat(&p, a[0], a[1]),
         nr::NEWFSTATAT => files::newfstatat(&p, a[0], a[1], a[2], a[3]),
         nr::STATX => files::statx(&p, a[0], a[1], a[2], a[4]),
-        nr::LSEEK => files::lseek(&p, a[0]),
+        nr::LSEEK => files::lseek(&p, a[0], a[1], a[2]),
+        nr::PREAD64 => super::memfd::pread_pwrite(&p, a[0], a[1], a[2], a[3], false),
+        nr::PWRITE64 => super::memfd::pread_pwrite(&p, a[0], a[1], a[2], a[3], true),
+        nr::FTRUNCATE => super::memfd::ftruncate(&p, a[0], a[1]),
+        nr::MEMFD_CREATE => super::memfd::memfd_create(&p, a[0], a[1]),
         nr::OPENAT => super::procfs::openat(&p, a[1], a[2]),
         nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(&p, a[1]),
         nr::READLINKAT => files::readlinkat(&p, a[1], a[3]),

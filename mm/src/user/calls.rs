@@ -44,9 +44,28 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         // undone.
         let mut extents: Vec<Unmapped> = Vec::new();
         crate::vm::fallible::reserve(&mut extents, self.extent_bound(addr, old_len))?;
+        self.backings.reserve(2)?;
         let r = self.vm.mremap(addr, old_len, new_len, flags, new_addr)?;
         for &(start, end) in &r.unmapped {
             self.unmap_range(start, end);
+            self.backings.remove(start, end, drop);
+        }
+        // Object-backed ranges follow the move (kept at the source too with MREMAP_DONTUNMAP)
+        // and grow with the area (the next pages of the object).
+        let (old_end, new_end) = match r.moved {
+            Some(m) => {
+                let keep = flags & crate::vm::map::remap::MREMAP_DONTUNMAP != 0;
+                // Best effort: without heap for the list, an access to the moved range is
+                // SIGBUS (it is still a valid area).
+                let _ = self.backings.relocate(m.from, m.len, m.to, keep);
+                (m.to + m.len, r.addr + new_len.next_multiple_of(PAGE_SIZE))
+            }
+            None => {
+                (r.addr + old_len.next_multiple_of(PAGE_SIZE), r.addr + new_len.next_multiple_of(PAGE_SIZE))
+            }
+        };
+        if new_end > old_end {
+            self.backings.extend(old_end, new_end);
         }
         let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m, extents));
         if let Some((start, end)) = r.populate {

@@ -17,7 +17,9 @@
 //! reference, always after the flush that removed the translation it stood for.
 //! `MADV_DONTFORK` areas are not given to the child, `MADV_WIPEONFORK` ones are given empty.
 //! `MAP_SHARED|MAP_ANONYMOUS` areas are populated in the parent at fork (so both sides hold the
-//! same frames) and never copied: a write fault there only makes the page writable.
+//! same frames) and never copied: a write fault there only makes the page writable. Mappings of
+//! a shared memory object (`super::object`) need no populating: the child finds the pages the
+//! parent has not touched in the object, as the parent does.
 
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::{Access as Ap, Attributes};
@@ -72,15 +74,19 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         let mut cursor = 0;
         while let Some(area) = self.vm.tree().first_ending_after(cursor).copied() {
             cursor = area.end;
-            let fork_shared =
-                area.flags.contains(VmaFlags::SHARED) && !area.flags.contains(VmaFlags::DONTFORK);
+            // An object's pages are found in the object later (`object_fault`).
+            let fork_shared = area.flags.contains(VmaFlags::SHARED)
+                && !area.flags.contains(VmaFlags::DONTFORK)
+                && !area.flags.contains(VmaFlags::OBJECT);
             if fork_shared && super::allows(area.prot, super::Access::Read) {
                 self.populate(area.start, area.end, super::Access::Read).map_err(|_| Errno::ENOMEM)?;
             }
         }
         let vm = self.vm.fork_copy()?;
+        let backings = self.backings.try_clone()?;
         let mut child = Self::new(table, issuer, features, targets, frames, *self.vm.layout());
         child.vm = vm;
+        child.backings = backings;
         child.large = self.large;
         child.shares = true;
         let mut span: Option<(u64, u64)> = None;

@@ -26,6 +26,7 @@
 
 mod calls;
 mod fork;
+pub mod object;
 #[cfg(test)]
 mod tests;
 
@@ -146,6 +147,9 @@ pub enum Fault {
     /// No frame (or no table frame) could be had: Linux's out-of-memory path (the kernel ends
     /// the process with `SIGKILL`).
     OutOfMemory,
+    /// The page lies at or past the end of the shared memory object the mapping maps
+    /// (`SIGBUS`, `BUS_ADRERR`, as Linux for an access beyond the end of a shmem file).
+    Bus,
 }
 
 /// Counters of one process's memory.
@@ -192,6 +196,8 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     shares: bool,
     cow_copies: u64,
     cow_reuses: u64,
+    /// The object-backed ranges (memfd mappings).
+    backings: object::Backings,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -254,6 +260,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             shares: false,
             cow_copies: 0,
             cow_reuses: 0,
+            backings: object::Backings::new(),
         }
     }
 
@@ -331,6 +338,10 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 return self.write_fault(page, range, prot, shared);
             }
             return Ok(());
+        }
+        if vma.flags.contains(VmaFlags::OBJECT) {
+            let shared = vma.flags.contains(VmaFlags::SHARED);
+            return self.object_fault(page, access, prot, shared);
         }
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
         let (vstart, vend, vflags) = (vma.start, vma.end, vma.flags);
@@ -478,6 +489,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         fd: i32,
         offset: u64,
     ) -> Result<u64, Errno> {
+        let map_flags = map_flags & !flags::MAP_OBJECT;
         if map_flags & flags::MAP_ANONYMOUS == 0 {
             if offset & (PAGE_SIZE - 1) != 0 {
                 return Err(Errno::EINVAL);
@@ -486,11 +498,24 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 return Err(Errno::EBADF);
             }
         }
+        self.backings.reserve(1)?;
         let mapped: Mapped = self.vm.mmap(addr, len, prot, map_flags, fd, offset)?;
+        self.finish_mmap(&mapped, map_flags, None);
+        Ok(mapped.addr)
+    }
+
+    /// The table effects of a new mapping: what a `MAP_FIXED` replaced is unmapped (one flush),
+    /// the object-backed ranges follow, then `MAP_POPULATE` and the locks. Room for one more
+    /// backed range was reserved.
+    pub(super) fn finish_mmap(&mut self, mapped: &Mapped, map_flags: u64, backing: Option<object::Backing>) {
         if let (Some(first), Some(last)) = (mapped.replaced.first(), mapped.replaced.last()) {
             // MAP_FIXED over existing mappings: one call over the whole span, one flush.
             let (start, end) = (first.start, last.end);
             self.unmap_range(start, end);
+        }
+        self.backings.remove(mapped.addr, mapped.addr + mapped.len, drop);
+        if let Some(b) = backing {
+            self.backings.insert(b);
         }
         if mapped.populate {
             // Best effort, as Linux's MAP_POPULATE: a failure leaves the rest to demand paging,
@@ -512,7 +537,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if !lock.is_empty() {
             self.lock_new(mapped.addr, mapped.addr + mapped.len, lock);
         }
-        Ok(mapped.addr)
     }
 
     /// `munmap(addr, len)`: one flush for the whole range, however many areas it covered.
@@ -521,10 +545,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// As Linux (`EINVAL` for a bad range).
     pub fn munmap(&mut self, addr: u64, len: u64) -> Result<(), Errno> {
+        self.backings.reserve(1)?;
         let removed = self.vm.munmap(addr, len)?;
         if let (Some(first), Some(last)) = (removed.first(), removed.last()) {
             let (start, end) = (first.start, last.end);
             self.unmap_range(start, end);
+            self.backings.remove(start, end, drop);
         }
         Ok(())
     }

@@ -791,6 +791,9 @@ impl VmMap {
         if flags & MAP_CODE != 0 {
             vflags = vflags.union(VmaFlags::CODE);
         }
+        if flags & MAP_OBJECT != 0 {
+            vflags = vflags.union(VmaFlags::OBJECT);
+        }
         if flags & (MAP_GROWSDOWN | MAP_STACK) != 0 {
             vflags = vflags.union(VmaFlags::STACK);
         }

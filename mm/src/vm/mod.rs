@@ -88,6 +88,12 @@ pub mod flags {
     pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
     /// This kernel's extension: meant for code (see [`super::abi::MAP_CODE`]).
     pub const MAP_CODE: u64 = super::abi::MAP_CODE;
+    /// Not a Linux flag: the user-memory layer's mark for a mapping of a shared memory object
+    /// (passed with `MAP_ANONYMOUS` to the area map, which then sets [`VmaFlags::OBJECT`]); it
+    /// is stripped from every flags word a program passes.
+    ///
+    /// [`VmaFlags::OBJECT`]: super::VmaFlags::OBJECT
+    pub const MAP_OBJECT: u64 = 1 << 63;
 }
 
 /// Linux `MADV_*` values.
@@ -233,6 +239,9 @@ impl VmaFlags {
     /// With [`LOCKED`](Self::LOCKED): locked on fault (`MLOCK_ONFAULT`, `MCL_ONFAULT`), so the
     /// lock populates nothing, as Linux's `VM_LOCKONFAULT`.
     pub const LOCKONFAULT: VmaFlags = VmaFlags(1024);
+    /// Maps a shared memory object (a memfd), not anonymous memory: its pages come from the
+    /// object (`mm::user::object`), so it never merges with an anonymous neighbour.
+    pub const OBJECT: VmaFlags = VmaFlags(2048);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {

@@ -13,11 +13,13 @@ use crate::vm::advice::{MADV_DONTFORK, MADV_WIPEONFORK};
 use crate::vm::flags::MAP_SHARED;
 
 #[derive(Default)]
-struct PoolState {
+pub(super) struct PoolState {
     next: u64,
     /// Frame -> references.
-    refs: BTreeMap<u64, u32>,
-    contents: BTreeMap<u64, Vec<u8>>,
+    pub(super) refs: BTreeMap<u64, u32>,
+    pub(super) contents: BTreeMap<u64, Vec<u8>>,
+    /// I-cache maintenance done, by frame.
+    pub(super) icache_syncs: BTreeMap<u64, u32>,
     /// `share` fails after this many more successes.
     share_budget: Option<u64>,
     contiguous: bool,
@@ -25,7 +27,7 @@ struct PoolState {
 
 /// Frames with reference counts, shared by every memory of a test.
 #[derive(Clone, Default)]
-struct Pool(Rc<RefCell<PoolState>>);
+pub(super) struct Pool(pub(super) Rc<RefCell<PoolState>>);
 
 impl UserFrames for Pool {
     fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
@@ -80,6 +82,9 @@ impl UserFrames for Pool {
         let page = s.contents.entry(pa.0).or_insert_with(|| std::vec![0; PAGE_SIZE as usize]);
         page[offset..offset + data.len()].copy_from_slice(data);
     }
+    fn sync_icache(&mut self, pa: PhysAddr) {
+        *self.0.borrow_mut().icache_syncs.entry(pa.0).or_default() += 1;
+    }
     fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
         let mut s = self.0.borrow_mut();
         assert!(s.refs.contains_key(&dst.0) && s.refs.contains_key(&src.0));
@@ -89,13 +94,13 @@ impl UserFrames for Pool {
     }
 }
 
-type Cow = UserMemory<Heap, Recorder, Targets, Pool>;
+pub(super) type Cow = UserMemory<Heap, Recorder, Targets, Pool>;
 
 fn targets(asid: u16) -> Targets {
     Targets { now: FlushTarget::asid(asid, Reach::Local), asked: 0, issued: TlbStats::ZERO }
 }
 
-fn parent(pool: &Pool, large: bool) -> Cow {
+pub(super) fn parent(pool: &Pool, large: bool) -> Cow {
     let features = TlbFeatures { range: true, ..TlbFeatures::BASELINE };
     let table = PageTable::new(Heap, VaRange::Lower).unwrap();
     let mut m = UserMemory::new(
@@ -110,28 +115,28 @@ fn parent(pool: &Pool, large: bool) -> Cow {
     m
 }
 
-fn fork(m: &mut Cow, pool: &Pool, asid: u16) -> Result<Cow, Errno> {
+pub(super) fn fork(m: &mut Cow, pool: &Pool, asid: u16) -> Result<Cow, Errno> {
     let features = m.space().features();
     let table = PageTable::new(Heap, VaRange::Lower).unwrap();
     m.fork(table, TlbIssuer::new(Recorder::default(), features.errata), features, targets(asid), pool.clone())
 }
 
 /// The byte at `va` as the program reads it.
-fn peek(m: &Cow, pool: &Pool, va: u64) -> u8 {
+pub(super) fn peek(m: &Cow, pool: &Pool, va: u64) -> u8 {
     let Some(pa) = m.space().translate(VirtAddr(va)) else { return 0 };
     let page = pa.0 & !(PAGE_SIZE - 1);
     pool.0.borrow().contents.get(&page).map_or(0, |c| c[(pa.0 - page) as usize])
 }
 
-fn writable(m: &Cow, va: u64) -> bool {
+pub(super) fn writable(m: &Cow, va: u64) -> bool {
     m.space().query(VirtAddr(va)).is_some_and(|l| l.attrs.access().writable())
 }
 
-fn flushes(m: &Cow) -> u32 {
+pub(super) fn flushes(m: &Cow) -> u32 {
     m.space().targets().asked
 }
 
-fn live(pool: &Pool) -> usize {
+pub(super) fn live(pool: &Pool) -> usize {
     pool.0.borrow().refs.len()
 }
 

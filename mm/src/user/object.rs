@@ -1,0 +1,463 @@
+//! A shared memory object — the page cache of one `memfd` (Linux's shmem inode) — and the
+//! mappings of it in one process's memory.
+//!
+//! Why an object and not "shared anonymous areas": every mapping of the same offset of a memfd
+//! must see the same frame, in this process, in a forked child, after `close`, and whether it
+//! was mapped before or after the page was first touched. So the frames belong to the object,
+//! found by page offset, and a mapping holds one more reference (the same counts `fork` uses,
+//! [`UserFrames::share`]) to each frame it maps: the frame goes back when the object and every
+//! mapping have let go of it, always after the flush of the last mapping.
+//!
+//! The object:
+//! - has a size (`ftruncate`): a page at or past the end cannot be had ([`Fault::Bus`]: Linux's
+//!   `SIGBUS` for an access beyond the end of a shmem mapping);
+//! - allocates a page on its first use (zeroed, as a hole of a shmem file reads zero);
+//! - on shrinking drops the pages past the new end and zeroes the tail of a page cut in two (as
+//!   Linux's `shmem_setattr` → `truncate_pagecache`); the caller then unmaps the same pages in
+//!   every mapping ([`UserMemory::truncate_object`]), as `unmap_mapping_range` does;
+//! - remembers per page whether its contents were made visible to instruction fetches, so the
+//!   first executable mapping of a page the kernel zero-filled cleans and invalidates the caches
+//!   once (Linux's `PG_dcache_clean` in `__sync_icache_dcache`), and a page written by the kernel
+//!   (a truncation's zeroing) is cleaned again. What user space writes through a writable view
+//!   it publishes itself (DC CVAU, IC IVAU), as on Linux.
+//!
+//! A process's memory keeps, beside its areas, the list of object-backed ranges ([`Backing`]):
+//! virtual range, object, offset. It is kept by virtual address, independent of how the area
+//! map splits or merges areas, and follows `munmap`, `MAP_FIXED`, `mremap` and `fork`.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use super::{Access, Fault, UserFrames, UserMemory, user_attrs};
+use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
+use crate::paging::{Constraints, Translation};
+use crate::space::FlushTargets;
+use crate::tlb::TlbHardware;
+use crate::vm::{Errno, Prot};
+
+/// The largest size of an object (Linux's `MAX_LFS_FILESIZE` on 64-bit).
+pub const MAX_SIZE: u64 = i64::MAX as u64;
+
+/// One page of the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Page {
+    /// Page offset in the object.
+    index: u64,
+    pa: PhysAddr,
+    /// Its contents were cleaned to the point of unification and the I-cache invalidated since
+    /// the kernel last wrote it.
+    icache_clean: bool,
+}
+
+/// The page cache of one shared memory object (module documentation).
+#[derive(Debug, Default)]
+pub struct MemObject {
+    size: u64,
+    /// Sorted by `index`.
+    pages: Vec<Page>,
+}
+
+impl MemObject {
+    /// An empty object of size 0.
+    pub const fn new() -> Self {
+        Self { size: 0, pages: Vec::new() }
+    }
+
+    /// The size in bytes.
+    pub const fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Pages allocated (the frames the object holds a reference to).
+    pub fn pages_held(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// The frame of page `index`, if allocated.
+    pub fn frame_of(&self, index: u64) -> Option<PhysAddr> {
+        self.find(index).ok().map(|i| self.pages[i].pa)
+    }
+
+    fn find(&self, index: u64) -> Result<usize, usize> {
+        self.pages.binary_search_by_key(&index, |p| p.index)
+    }
+
+    /// The frame of page `index`, allocated (zeroed) on first use; with `exec` it is made
+    /// visible to instruction fetches first if the kernel wrote it since it last was. The
+    /// object keeps its reference: the caller takes its own ([`UserFrames::share`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Bus`] for a page at or past the end; [`Fault::OutOfMemory`] when no frame (or
+    /// no room in the index) can be had.
+    pub fn page<D: UserFrames>(&mut self, index: u64, exec: bool, frames: &mut D) -> Result<PhysAddr, Fault> {
+        if index >= self.size.div_ceil(PAGE_SIZE) {
+            return Err(Fault::Bus);
+        }
+        let at = match self.find(index) {
+            Ok(i) => i,
+            Err(i) => {
+                self.pages.try_reserve(1).map_err(|_| Fault::OutOfMemory)?;
+                let pa = frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
+                self.pages.insert(i, Page { index, pa, icache_clean: false });
+                i
+            }
+        };
+        let page = &mut self.pages[at];
+        if exec && !page.icache_clean {
+            frames.sync_icache(page.pa);
+            page.icache_clean = true;
+        }
+        Ok(page.pa)
+    }
+
+    /// `ftruncate(size)`: grows (the new pages read zero) or shrinks, dropping the object's
+    /// reference to every page past the new end and zeroing the rest of a page the end now cuts.
+    /// Returns the first page offset no longer backed when it shrank, for the caller to unmap
+    /// from every mapping ([`UserMemory::truncate_object`]).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for a size past [`MAX_SIZE`] (a negative `off_t`); `EFBIG` is the caller's
+    /// (`RLIMIT_FSIZE`).
+    pub fn set_size<D: UserFrames>(&mut self, size: u64, frames: &mut D) -> Result<Option<u64>, Errno> {
+        if size > MAX_SIZE {
+            return Err(Errno::EINVAL);
+        }
+        let old = self.size;
+        self.size = size;
+        if size >= old {
+            return Ok(None);
+        }
+        let keep = size.div_ceil(PAGE_SIZE);
+        let cut = self.find(keep).unwrap_or_else(|i| i);
+        for p in self.pages.drain(cut..) {
+            frames.free(p.pa);
+        }
+        let tail = (size % PAGE_SIZE) as usize;
+        if tail != 0
+            && let Ok(i) = self.find(size / PAGE_SIZE)
+        {
+            let page = &mut self.pages[i];
+            const ZEROS: [u8; 256] = [0; 256];
+            let mut at = tail;
+            while at < PAGE_SIZE as usize {
+                let n = ZEROS.len().min(PAGE_SIZE as usize - at);
+                frames.write(page.pa, at, &ZEROS[..n]);
+                at += n;
+            }
+            page.icache_clean = false;
+        }
+        Ok(Some(keep))
+    }
+
+    /// Drops the object's reference to every page (the object is going away: its last
+    /// descriptor and its last mapping are gone).
+    pub fn release<D: UserFrames>(&mut self, frames: &mut D) {
+        for p in self.pages.drain(..) {
+            frames.free(p.pa);
+        }
+        self.size = 0;
+    }
+}
+
+/// A [`MemObject`] behind whatever lock the kernel (or a test) has: the user-memory layer takes
+/// it inside the fault path, so an implementation must never take a process's memory lock
+/// inside [`with`](Self::with).
+pub trait SharedObject: Send + Sync {
+    /// Runs `f` on the object, locked.
+    fn with(&self, f: &mut dyn FnMut(&mut MemObject));
+}
+
+/// A handle to a shared object, held by each descriptor and each mapping of it.
+pub type ObjectRef = Arc<dyn SharedObject>;
+
+/// Whether `a` and `b` are the same object.
+pub fn same_object(a: &ObjectRef, b: &ObjectRef) -> bool {
+    core::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// One object-backed virtual range of a process: `[start, end)` maps the object from byte
+/// `offset` (page aligned) on.
+#[derive(Clone)]
+pub struct Backing {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// The object.
+    pub object: ObjectRef,
+    /// Offset in the object of `start`.
+    pub offset: u64,
+}
+
+impl core::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Backing")
+            .field("start", &self.start)
+            .field("end", &self.end)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backing {
+    /// The page offset in the object of the page at `va` (inside the range).
+    pub const fn index_of(&self, va: u64) -> u64 {
+        (self.offset + (va - self.start)) / PAGE_SIZE
+    }
+
+    /// The virtual address of object page `index`, if this range maps it.
+    pub fn va_of(&self, index: u64) -> Option<u64> {
+        let off = index.checked_mul(PAGE_SIZE)?;
+        let va = self.start.checked_add(off.checked_sub(self.offset)?)?;
+        (va < self.end).then_some(va)
+    }
+}
+
+/// The object-backed ranges of one process, sorted by address and disjoint.
+#[derive(Clone, Debug, Default)]
+pub struct Backings(Vec<Backing>);
+
+impl Backings {
+    /// No range.
+    pub const fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// The ranges, in address order.
+    pub fn iter(&self) -> impl Iterator<Item = &Backing> {
+        self.0.iter()
+    }
+
+    /// The range containing `va`.
+    pub fn at(&self, va: u64) -> Option<&Backing> {
+        let i = self.0.partition_point(|b| b.end <= va);
+        self.0.get(i).filter(|b| b.start <= va)
+    }
+
+    /// Room for `n` more ranges (a call reserves before it changes anything it cannot undo).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when the heap has no room.
+    pub fn reserve(&mut self, n: usize) -> Result<(), Errno> {
+        self.0.try_reserve(n).map_err(|_| Errno::ENOMEM)
+    }
+
+    /// A copy for a forked child.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when the heap has no room.
+    pub fn try_clone(&self) -> Result<Self, Errno> {
+        let mut v = Vec::new();
+        v.try_reserve(self.0.len()).map_err(|_| Errno::ENOMEM)?;
+        v.extend(self.0.iter().cloned());
+        Ok(Self(v))
+    }
+
+    /// Adds `b`, which must not overlap any range (call [`remove`](Self::remove) first). Uses
+    /// the room [`reserve`](Self::reserve) made, if any.
+    pub fn insert(&mut self, b: Backing) {
+        let i = self.0.partition_point(|x| x.end <= b.start);
+        self.0.insert(i, b);
+    }
+
+    /// Removes `[start, end)` from every range (cutting the ranges it overlaps); hands each
+    /// piece removed to `gone`, in address order. Cutting a range in two needs one more entry:
+    /// reserve one before, where the call cannot fail afterwards.
+    pub fn remove(&mut self, start: u64, end: u64, mut gone: impl FnMut(Backing)) {
+        if start >= end {
+            return;
+        }
+        let mut i = self.0.partition_point(|b| b.end <= start);
+        while i < self.0.len() && self.0[i].start < end {
+            let b = self.0[i].clone();
+            let (s, e) = (b.start.max(start), b.end.min(end));
+            gone(Backing { start: s, end: e, offset: b.offset + (s - b.start), ..b.clone() });
+            let before = (b.start < s).then(|| Backing { end: s, ..b.clone() });
+            let after =
+                (e < b.end).then(|| Backing { start: e, offset: b.offset + (e - b.start), ..b.clone() });
+            match (before, after) {
+                (Some(x), Some(y)) => {
+                    self.0[i] = x;
+                    self.0.insert(i + 1, y);
+                    i += 2;
+                }
+                (Some(x), None) => {
+                    self.0[i] = x;
+                    i += 1;
+                }
+                (None, Some(y)) => {
+                    self.0[i] = y;
+                    i += 1;
+                }
+                (None, None) => {
+                    self.0.remove(i);
+                }
+            }
+        }
+    }
+}
+
+impl Backings {
+    /// Moves the ranges inside `[from, from + len)` by `to - from` (an `mremap` move; the
+    /// destination holds none), or copies them with `keep` (`MREMAP_DONTUNMAP`: the source
+    /// still maps the object). Reserves first: nothing changes on `ENOMEM`.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when the heap has no room.
+    pub fn relocate(&mut self, from: u64, len: u64, to: u64, keep: bool) -> Result<(), Errno> {
+        let end = from + len;
+        let n = self.0.iter().filter(|b| b.start < end && b.end > from).count();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut pieces = Vec::new();
+        pieces.try_reserve(n).map_err(|_| Errno::ENOMEM)?;
+        self.reserve(n + 1)?;
+        if keep {
+            for b in self.0.iter().filter(|b| b.start < end && b.end > from) {
+                let (s, e) = (b.start.max(from), b.end.min(end));
+                pieces.push(Backing { start: s, end: e, offset: b.offset + (s - b.start), ..b.clone() });
+            }
+        } else {
+            self.remove(from, end, |b| pieces.push(b));
+        }
+        for b in pieces {
+            self.insert(Backing { start: b.start - from + to, end: b.end - from + to, ..b });
+        }
+        Ok(())
+    }
+
+    /// Extends the range ending at `old_end` to `new_end` (an object mapping grown by
+    /// `mremap`: the new part maps the object's next pages, as Linux's).
+    pub fn extend(&mut self, old_end: u64, new_end: u64) {
+        if let Some(b) = self.0.iter_mut().find(|b| b.end == old_end) {
+            b.end = new_end;
+        }
+    }
+}
+
+impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
+    /// `mmap(addr, len, prot, flags, fd, offset)` of a shared memory object: `MAP_SHARED`
+    /// mappings map the object's frames (every mapping of an offset sees the same frame),
+    /// `MAP_PRIVATE` ones map them read-only and copy on the first write. The placement, the
+    /// code window and W^X are the area map's, as for anonymous memory: an executable view of
+    /// an object goes into the code window like any executable mapping.
+    ///
+    /// # Errors
+    ///
+    /// As [`mmap`](Self::mmap); `EOPNOTSUPP` for a flag `MAP_SHARED_VALIDATE` does not know.
+    pub fn mmap_object(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        map_flags: u64,
+        object: ObjectRef,
+        offset: u64,
+    ) -> Result<u64, Errno> {
+        use crate::vm::flags::*;
+        let mut f = map_flags & !(MAP_OBJECT | MAP_ANONYMOUS);
+        if offset & (PAGE_SIZE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if f & MAP_TYPE == MAP_SHARED_VALIDATE {
+            // Linux's LEGACY_MAP_MASK and the flags validated since (MAP_SYNC needs DAX).
+            const KNOWN: u64 = MAP_TYPE
+                | MAP_FIXED
+                | MAP_DENYWRITE
+                | MAP_EXECUTABLE
+                | MAP_GROWSDOWN
+                | MAP_LOCKED
+                | MAP_NORESERVE
+                | MAP_POPULATE
+                | MAP_NONBLOCK
+                | MAP_STACK
+                | MAP_HUGETLB
+                | MAP_FIXED_NOREPLACE
+                | MAP_CODE;
+            if f & !KNOWN != 0 {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            f = (f & !MAP_TYPE) | MAP_SHARED;
+        }
+        self.backings.reserve(2)?;
+        let mapped = self.vm.mmap(addr, len, prot, f | MAP_ANONYMOUS | MAP_OBJECT, -1, offset)?;
+        let backing = Backing { start: mapped.addr, end: mapped.addr + mapped.len, object, offset };
+        self.finish_mmap(&mapped, f, Some(backing));
+        Ok(mapped.addr)
+    }
+
+    /// A fault on a page of an object mapping that is not present: the object's frame (page
+    /// `index`), mapped with the area's protection for a shared mapping, read-only for a private
+    /// one (whose first write copies it, [`write_fault`](Self::write_fault)); a private write
+    /// copies at once.
+    pub(super) fn object_fault(
+        &mut self,
+        page: u64,
+        access: Access,
+        prot: Prot,
+        shared: bool,
+    ) -> Result<(), Fault> {
+        let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
+        let b = self.backings.at(page).ok_or(Fault::Bus)?;
+        let index = b.index_of(page);
+        let mut got = Err(Fault::OutOfMemory);
+        let frames = &mut self.frames;
+        b.object.with(&mut |o| got = o.page(index, prot.exec(), frames));
+        let pa = got?;
+        if !shared && access == Access::Write {
+            let new = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
+            self.frames.copy(new, pa);
+            if self.map_fresh(page, new, PAGE_SIZE, attrs, prot) {
+                self.cow_copies += 1;
+                return Ok(());
+            }
+            self.frames.free(new);
+            return Err(Fault::OutOfMemory);
+        }
+        if !self.frames.share(pa) {
+            return Err(Fault::OutOfMemory);
+        }
+        // A private mapping shares the object's frame: `mprotect` must keep it read-only too.
+        let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
+        self.shares |= !shared;
+        if self.space.map(VirtAddr(page), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
+            self.frames.free(pa);
+            return Err(Fault::OutOfMemory);
+        }
+        self.data_frames += 1;
+        self.faults += 1;
+        Ok(())
+    }
+
+    /// After `object` shrank so that its pages from `first_gone` on are gone
+    /// ([`MemObject::set_size`]): unmaps them from every mapping of it in this memory, private
+    /// copies included (Linux's `unmap_mapping_range` with `even_cows`), one flush per range; a
+    /// later access there is [`Fault::Bus`]. Returns the pages unmapped.
+    pub fn truncate_object(&mut self, object: &ObjectRef, first_gone: u64) -> u64 {
+        let before = self.data_frames;
+        for i in 0..self.backings.0.len() {
+            let b = &self.backings.0[i];
+            if !same_object(&b.object, object) {
+                continue;
+            }
+            let from = first_gone.saturating_mul(PAGE_SIZE).max(b.offset);
+            let start = b.start.saturating_add(from - b.offset);
+            let end = b.end;
+            if start < end {
+                self.unmap_range(start, end);
+            }
+        }
+        before - self.data_frames
+    }
+
+    /// The object-backed ranges.
+    pub fn backings(&self) -> &Backings {
+        &self.backings
+    }
+}

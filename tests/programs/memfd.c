@@ -1,0 +1,459 @@
+// memfd-test: shared memory as an unmodified static glibc program sees it: memfd_create (flags
+// and names in Linux's errno order), ftruncate and fstat, read/write/lseek, MAP_SHARED views of
+// the same pages, MAP_PRIVATE copy-on-write off the object, mappings surviving close, SIGBUS past
+// the end after a shrink, fork sharing a MAP_SHARED memfd mapping, the W^X dual-mapping JIT
+// (write through a read-write view, execute through a read-execute view of the same pages), and
+// vfork sharing the parent's memory.
+// Each case prints "ok - NAME" or "FAIL - NAME"; the last line is "N passed, N failed". The
+// output is the same on Linux 6.1 (tests/linux-parity). On this kernel the JIT case also checks
+// that the executable view lies in the code window.
+// "memfd-test guard" runs the guard-region cases (MADV_GUARD_INSTALL/REMOVE, Linux 6.13: Linux
+// 6.1 answers EINVAL, so they are no parity case). "memfd-test measure" measures the JIT cycle.
+// Built by scripts/lib.sh (build_linux_programs) with aarch64-linux-gnu-gcc -static.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define PAGE 4096L
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 1U
+#define MFD_ALLOW_SEALING 2U
+#endif
+#define SYS_CODE_WINDOW 1001
+#define SYS_MM_STATS 1002
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+
+static int memfd(const char *name, unsigned flags) { return (int)syscall(SYS_memfd_create, name, flags); }
+
+// ---- faults caught: which signal, which code, at which address -----------------------------------
+
+static sigjmp_buf fault_jump;
+static volatile int fault_sig, fault_code;
+static volatile uintptr_t fault_addr;
+
+static void on_fault(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    fault_sig = sig;
+    fault_code = si->si_code;
+    fault_addr = (uintptr_t)si->si_addr;
+    siglongjmp(fault_jump, 1);
+}
+
+static void catch_faults(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+// Reads the byte at p; returns the signal it raised (0 if none), the byte in *out.
+static int probe_read(volatile char *p, char *out) {
+    fault_sig = 0;
+    if (sigsetjmp(fault_jump, 1) == 0) {
+        *out = *p;
+        return 0;
+    }
+    return fault_sig;
+}
+
+static int probe_write(volatile char *p, char v) {
+    fault_sig = 0;
+    if (sigsetjmp(fault_jump, 1) == 0) {
+        *p = v;
+        return 0;
+    }
+    return fault_sig;
+}
+
+// ---- memfd_create, ftruncate, fstat, read/write ---------------------------------------------------
+
+static void test_memfd_create_checks(void) {
+    char name[300];
+    memset(name, 'n', sizeof name);
+    name[249] = 0;
+    int fd = memfd(name, 0);
+    CHECK(fd >= 0, "a 249-byte name: %s", strerror(errno));
+    close(fd);
+    name[249] = 'n';
+    name[250] = 0;
+    CHECK(memfd(name, 0) == -1 && errno == EINVAL, "a 250-byte name: errno %d", errno);
+    CHECK(memfd("x", 0x100) == -1 && errno == EINVAL, "unknown flag: errno %d", errno);
+    // Flags are checked before the name.
+    CHECK(memfd((const char *)8, 0x100) == -1 && errno == EINVAL, "unknown flag, bad name: errno %d", errno);
+    CHECK(memfd((const char *)8, 0) == -1 && errno == EFAULT, "bad name: errno %d", errno);
+    fd = memfd("cloexec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    CHECK(fd >= 0, "MFD_CLOEXEC|MFD_ALLOW_SEALING: %s", strerror(errno));
+    CHECK(fcntl(fd, F_GETFD) == FD_CLOEXEC, "FD_CLOEXEC set");
+    CHECK((fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDWR, "opened read-write");
+    close(fd);
+    fd = memfd("plain", 0);
+    CHECK(fcntl(fd, F_GETFD) == 0, "no FD_CLOEXEC");
+    close(fd);
+}
+
+static void test_ftruncate_and_fstat(void) {
+    int fd = memfd("sized", 0);
+    CHECK(fd >= 0, "memfd_create: %s", strerror(errno));
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0, "fstat: %s", strerror(errno));
+    CHECK(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0777, "mode %o", st.st_mode);
+    CHECK(st.st_size == 0 && st.st_blksize == PAGE && st.st_blocks == 0 && st.st_nlink == 0,
+          "size %ld blksize %ld blocks %ld nlink %ld", (long)st.st_size, (long)st.st_blksize,
+          (long)st.st_blocks, (long)st.st_nlink);
+    CHECK(ftruncate(fd, 3 * PAGE + 5) == 0, "grow: %s", strerror(errno));
+    fstat(fd, &st);
+    CHECK(st.st_size == 3 * PAGE + 5 && st.st_blocks == 0, "size %ld blocks %ld", (long)st.st_size,
+          (long)st.st_blocks);
+    CHECK(ftruncate(fd, PAGE) == 0, "shrink");
+    fstat(fd, &st);
+    CHECK(st.st_size == PAGE, "size %ld", (long)st.st_size);
+    CHECK(ftruncate(fd, -1) == -1 && errno == EINVAL, "negative: errno %d", errno);
+    CHECK(ftruncate(-5, -1) == -1 && errno == EINVAL, "negative before the descriptor: errno %d", errno);
+    CHECK(ftruncate(99, 0) == -1 && errno == EBADF, "bad fd: errno %d", errno);
+    CHECK(ftruncate(1, 0) == -1 && errno == EINVAL, "the console: errno %d", errno);
+    int p[2];
+    CHECK(pipe(p) == 0, "pipe");
+    CHECK(ftruncate(p[1], 0) == -1 && errno == EINVAL, "a pipe: errno %d", errno);
+    close(p[0]);
+    close(p[1]);
+    close(fd);
+}
+
+static void test_read_write_lseek(void) {
+    int fd = memfd("rw", 0);
+    CHECK(write(fd, "hello, memfd", 12) == 12, "write: %s", strerror(errno));
+    struct stat st;
+    fstat(fd, &st);
+    CHECK(st.st_size == 12 && st.st_blocks == 8, "size %ld blocks %ld", (long)st.st_size, (long)st.st_blocks);
+    CHECK(lseek(fd, 0, SEEK_CUR) == 12, "position after write");
+    CHECK(lseek(fd, 7, SEEK_SET) == 7, "lseek");
+    char buf[32] = {0};
+    CHECK(read(fd, buf, sizeof buf) == 5 && memcmp(buf, "memfd", 5) == 0, "read '%s'", buf);
+    CHECK(read(fd, buf, sizeof buf) == 0, "end of file");
+    CHECK(lseek(fd, -2, SEEK_END) == 10, "SEEK_END");
+    CHECK(lseek(fd, -20, SEEK_END) == -1 && errno == EINVAL, "before the start: errno %d", errno);
+    // A write past the end leaves a hole that reads zero.
+    CHECK(lseek(fd, PAGE + 1, SEEK_SET) == PAGE + 1 && write(fd, "z", 1) == 1, "write past the end");
+    lseek(fd, PAGE, SEEK_SET);
+    CHECK(read(fd, buf, 2) == 2 && buf[0] == 0 && buf[1] == 'z', "hole then data");
+    close(fd);
+}
+
+// ---- mappings -------------------------------------------------------------------------------
+
+static void test_shared_views_see_the_same_pages(void) {
+    int fd = memfd("views", 0);
+    CHECK(ftruncate(fd, 4 * PAGE) == 0, "ftruncate");
+    char *a = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *b = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 2 * PAGE);
+    CHECK(a != MAP_FAILED && b != MAP_FAILED, "mmap: %s", strerror(errno));
+    a[2 * PAGE + 9] = 'A';
+    CHECK(b[9] == 'A', "the second view sees the first's write: %d", b[9]);
+    b[PAGE] = 'B';
+    CHECK(a[3 * PAGE] == 'B', "and the other way round");
+    char c;
+    CHECK(pread(fd, &c, 1, 3 * PAGE) == 1 && c == 'B', "read() sees the mapping's write");
+    CHECK(pwrite(fd, "W", 1, 5) == 1 && a[5] == 'W', "the mapping sees write()");
+    // close: the mappings stay.
+    close(fd);
+    a[1] = 'c';
+    CHECK(a[1] == 'c' && b[9] == 'A', "after close");
+    munmap(a, 4 * PAGE);
+    CHECK(b[9] == 'A', "after unmapping the other view");
+    munmap(b, 2 * PAGE);
+}
+
+static void test_private_mapping_copies_on_write(void) {
+    int fd = memfd("private", 0);
+    ftruncate(fd, 2 * PAGE);
+    char *s = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *p = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    CHECK(s != MAP_FAILED && p != MAP_FAILED, "mmap: %s", strerror(errno));
+    s[0] = 'S';
+    CHECK(p[0] == 'S', "a private view reads the object");
+    p[0] = 'P';
+    CHECK(s[0] == 'S' && p[0] == 'P', "its write is its own: %c %c", s[0], p[0]);
+    char c;
+    CHECK(pread(fd, &c, 1, 0) == 1 && c == 'S', "the object is unchanged");
+    s[PAGE] = 'T'; // not yet copied in the private view: it sees the object
+    CHECK(p[PAGE] == 'T', "an untouched private page follows the object");
+    CHECK(mprotect(p, 2 * PAGE, PROT_READ) == 0 && mprotect(p, 2 * PAGE, PROT_READ | PROT_WRITE) == 0, "mprotect");
+    p[PAGE] = 'Q';
+    CHECK(s[PAGE] == 'T', "mprotect did not open the object's page to the private view");
+    munmap(s, 2 * PAGE);
+    munmap(p, 2 * PAGE);
+    close(fd);
+}
+
+static void test_shrink_unmaps_and_access_is_sigbus(void) {
+    catch_faults();
+    int fd = memfd("shrink", 0);
+    ftruncate(fd, 3 * PAGE);
+    char *a = mmap(NULL, 3 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *p = mmap(NULL, 3 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    CHECK(a != MAP_FAILED && p != MAP_FAILED, "mmap");
+    memset(a, 'x', 3 * PAGE);
+    p[2 * PAGE] = 'p'; // a private copy past the new end
+    CHECK(ftruncate(fd, PAGE + 100) == 0, "ftruncate");
+    char c = 1;
+    CHECK(probe_read(a + 100, &c) == 0 && c == 'x', "the head of the file stays");
+    CHECK(probe_read(a + PAGE + 99, &c) == 0 && c == 'x', "up to the end");
+    CHECK(probe_read(a + PAGE + 100, &c) == 0 && c == 0, "the rest of the cut page reads zero: %d", c);
+    int sig = probe_read(a + 2 * PAGE, &c);
+    CHECK(sig == SIGBUS && fault_code == BUS_ADRERR && fault_addr == (uintptr_t)(a + 2 * PAGE),
+          "past the end: signal %d code %d addr %p", sig, fault_code, (void *)fault_addr);
+    sig = probe_read(p + 2 * PAGE, &c);
+    CHECK(sig == SIGBUS, "a private copy past the end is gone too: signal %d", sig);
+    CHECK(probe_write(a + 2 * PAGE, 1) == SIGBUS, "a write past the end");
+    CHECK(ftruncate(fd, 3 * PAGE) == 0, "grow again");
+    CHECK(probe_read(a + 2 * PAGE, &c) == 0 && c == 0, "the grown page reads zero: %d", c);
+    munmap(a, 3 * PAGE);
+    munmap(p, 3 * PAGE);
+    close(fd);
+}
+
+static void test_fork_shares_memfd_mappings(void) {
+    int fd = memfd("fork", 0);
+    ftruncate(fd, 3 * PAGE);
+    char *s = mmap(NULL, 3 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    CHECK(s != MAP_FAILED && p != MAP_FAILED, "mmap");
+    s[0] = 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        s[0] = 2;          // touched before the fork
+        s[PAGE] = 3;       // untouched before the fork
+        s[2 * PAGE] += 10; // reads zero, writes 10
+        p[0] = 9;          // private: the parent's stays
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child");
+    CHECK(s[0] == 2 && s[PAGE] == 3 && s[2 * PAGE] == 10, "the child's writes: %d %d %d", s[0], s[PAGE], s[2 * PAGE]);
+    CHECK(p[0] == 2, "the private view reads the object, not the child's copy: %d", p[0]);
+    // A truncation in the child reaches the parent's mapping.
+    catch_faults();
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) _exit(ftruncate(fd, PAGE) == 0 ? 0 : 1);
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ftruncate in the child");
+    char c;
+    CHECK(probe_read(s + 2 * PAGE, &c) == SIGBUS, "the parent's page past the new end");
+    munmap(s, 3 * PAGE);
+    munmap(p, PAGE);
+    close(fd);
+}
+
+static void test_mmap_checks(void) {
+    int fd = memfd("checks", 0);
+    ftruncate(fd, PAGE);
+    CHECK(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 1) == MAP_FAILED && errno == EINVAL, "unaligned offset: %d", errno);
+    CHECK(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, 77, 1) == MAP_FAILED && errno == EINVAL, "offset before fd: %d", errno);
+    CHECK(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, 77, 0) == MAP_FAILED && errno == EBADF, "bad fd: %d", errno);
+    CHECK(mmap(NULL, 0, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EINVAL, "zero length: %d", errno);
+    int pp[2];
+    pipe(pp);
+    CHECK(mmap(NULL, PAGE, PROT_READ, MAP_SHARED, pp[0], 0) == MAP_FAILED && errno == ENODEV, "a pipe: %d", errno);
+    close(pp[0]);
+    close(pp[1]);
+    char *v = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE, fd, 0);
+    CHECK(v != MAP_FAILED, "MAP_SHARED_VALIDATE: %s", strerror(errno));
+    v[0] = 1;
+    munmap(v, PAGE);
+    close(fd);
+}
+
+// ---- the W^X dual-mapping JIT --------------------------------------------------------------------
+
+// Publishes [rw, rw + len) written through the read-write view for execution through the
+// read-execute view at rx: DC CVAU by the written view's addresses, DSB ISH, IC IVAU by the
+// executing view's, DSB ISH, ISB (Linux's __flush_icache_range does the first two steps by the
+// addresses it is given; the I-cache invalidation by the executed addresses holds whether the
+// I-cache is PIPT or VIPT).
+static void publish(char *rw, char *rx, size_t len) {
+    uint64_t ctr;
+    __asm__ volatile("mrs %0, ctr_el0" : "=r"(ctr));
+    size_t dline = 4UL << ((ctr >> 16) & 15), iline = 4UL << (ctr & 15);
+    for (uintptr_t a = (uintptr_t)rw & ~(dline - 1); a < (uintptr_t)rw + len; a += dline)
+        __asm__ volatile("dc cvau, %0" ::"r"(a) : "memory");
+    __asm__ volatile("dsb ish" ::: "memory");
+    for (uintptr_t a = (uintptr_t)rx & ~(iline - 1); a < (uintptr_t)rx + len; a += iline)
+        __asm__ volatile("ic ivau, %0" ::"r"(a) : "memory");
+    __asm__ volatile("dsb ish\n\tisb" ::: "memory");
+}
+
+// mov w0, #n; ret
+static void emit_const(uint32_t *at, uint32_t n) {
+    at[0] = 0x52800000u | ((n & 0xffff) << 5);
+    at[1] = 0xd65f03c0u;
+}
+
+struct code_window {
+    uint64_t base, size;
+    uint64_t rest[8];
+};
+
+static void test_jit_dual_mapping(void) {
+    int fd = memfd("jit", MFD_CLOEXEC);
+    CHECK(fd >= 0 && ftruncate(fd, PAGE) == 0, "memfd: %s", strerror(errno));
+    uint32_t *rw = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *rx = mmap(NULL, PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+    CHECK(rw != MAP_FAILED && rx != MAP_FAILED, "mmap: %s", strerror(errno));
+    close(fd);
+    struct code_window w;
+    if (syscall(SYS_CODE_WINDOW, 0, 0, &w) == 0) {
+        // This kernel: the executable view is code, placed in the code window; the data view not.
+        CHECK((uintptr_t)rx >= w.base && (uintptr_t)rx < w.base + w.size, "exec view %p outside the window [%#lx, +%#lx)",
+              (void *)rx, (unsigned long)w.base, (unsigned long)w.size);
+        CHECK((uintptr_t)rw < w.base || (uintptr_t)rw >= w.base + w.size, "data view %p inside the window", (void *)rw);
+    }
+    int (*fn)(void) = (int (*)(void))(void *)rx;
+    int (*fn2)(void) = (int (*)(void))(void *)(rx + 64);
+    emit_const(rw, 42);
+    emit_const(rw + 16, 7);
+    publish((char *)rw, rx, 128);
+    CHECK(fn() == 42 && fn2() == 7, "first code");
+    for (uint32_t n = 100; n < 110; n++) {
+        emit_const(rw, n);
+        publish((char *)rw, rx, 8);
+        int got = fn();
+        CHECK(got == (int)n, "rewritten code returns %d, expected %u", got, n);
+    }
+    CHECK(fn2() == 7, "the other function is untouched");
+    munmap(rw, PAGE);
+    CHECK(fn() == 109, "the exec view survives the data view's munmap");
+    munmap(rx, PAGE);
+}
+
+// ---- vfork ----------------------------------------------------------------------------------------
+
+static volatile int vfork_seen;
+
+static void test_vfork_shares_memory(void) {
+    vfork_seen = 1;
+    int local = 5;
+    volatile int *lp = &local;
+    fflush(stdout);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        vfork_seen = 2; // the parent is suspended and sees this: the memory is its own
+        *lp = 6;
+        _exit(0);
+    }
+    CHECK(pid > 0, "vfork: %s", strerror(errno));
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status), "child");
+    CHECK(vfork_seen == 2 && local == 6, "the child's writes: %d %d", vfork_seen, local);
+}
+
+// ---- guard regions (this kernel; Linux 6.13) -------------------------------------------------------
+
+static void test_guard_regions(void) {
+    catch_faults();
+    char *a = mmap(NULL, 8 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(a != MAP_FAILED, "mmap");
+    memset(a, 'g', 8 * PAGE);
+    CHECK(madvise(a + 2 * PAGE, 2 * PAGE, MADV_GUARD_INSTALL) == 0, "install: %s", strerror(errno));
+    char c;
+    int sig = probe_read(a + 2 * PAGE + 5, &c);
+    CHECK(sig == SIGSEGV && fault_code == SEGV_ACCERR && fault_addr == (uintptr_t)(a + 2 * PAGE + 5),
+          "a guard page: signal %d code %d", sig, fault_code);
+    CHECK(probe_write(a + 3 * PAGE, 1) == SIGSEGV, "a write to a guard page");
+    CHECK(probe_read(a + 4 * PAGE, &c) == 0 && c == 'g', "the page after keeps its data");
+    CHECK(probe_read(a + PAGE, &c) == 0 && c == 'g', "the page before keeps its data");
+    // The guard does not split the mapping: mincore sees one mapping; the guarded pages are
+    // not resident.
+    unsigned char vec[8];
+    CHECK(mincore(a, 8 * PAGE, vec) == 0, "mincore over the guards: %s", strerror(errno));
+    CHECK(vec[1] == 1 && vec[2] == 0 && vec[3] == 0 && vec[4] == 1, "residency %d%d%d%d", vec[1], vec[2], vec[3], vec[4]);
+    // Installing again is fine; removing takes only the guards (the data there is gone: zero).
+    CHECK(madvise(a + 2 * PAGE, PAGE, MADV_GUARD_INSTALL) == 0, "install twice");
+    CHECK(madvise(a, 8 * PAGE, MADV_GUARD_REMOVE) == 0, "remove: %s", strerror(errno));
+    CHECK(probe_read(a + 2 * PAGE, &c) == 0 && c == 0, "a removed guard reads zero: %d", c);
+    CHECK(probe_read(a + 5 * PAGE, &c) == 0 && c == 'g', "remove leaves other pages alone");
+    // MADV_DONTNEED and munmap clear guards.
+    CHECK(madvise(a + 6 * PAGE, PAGE, MADV_GUARD_INSTALL) == 0, "install");
+    CHECK(madvise(a + 6 * PAGE, PAGE, MADV_DONTNEED) == 0, "dontneed");
+    CHECK(probe_read(a + 6 * PAGE, &c) == 0 && c == 0, "MADV_DONTNEED cleared the guard");
+    CHECK(madvise(a + 7 * PAGE, PAGE, MADV_GUARD_INSTALL) == 0, "install");
+    munmap(a + 7 * PAGE, PAGE);
+    char *b = mmap(a + 7 * PAGE, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    CHECK(b == a + 7 * PAGE && probe_read(b, &c) == 0 && c == 0, "munmap cleared the guard");
+    // Errors as Linux 6.13: unaligned EINVAL, unmapped ENOMEM.
+    CHECK(madvise(a + 1, PAGE, MADV_GUARD_INSTALL) == -1 && errno == EINVAL, "unaligned: %d", errno);
+    munmap(a, 8 * PAGE);
+    CHECK(madvise(a, PAGE, MADV_GUARD_INSTALL) == -1 && errno == ENOMEM, "unmapped: %d", errno);
+}
+
+// ---- the JIT cycle, measured -------------------------------------------------------------------
+
+struct mm_stats {
+    uint64_t v[64];
+};
+
+static void measure(void) {
+    int fd = memfd("jit", 0);
+    ftruncate(fd, PAGE);
+    uint32_t *rw = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *rx = mmap(NULL, PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+    int (*fn)(void) = (int (*)(void))(void *)rx;
+    enum { CYCLES = 10000 };
+    emit_const(rw, 0);
+    publish((char *)rw, rx, 8);
+    fn();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned wrong = 0;
+    for (uint32_t n = 0; n < CYCLES; n++) {
+        emit_const(rw, n & 0xffff);
+        publish((char *)rw, rx, 8);
+        wrong += fn() != (int)(n & 0xffff);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ns = (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec);
+    printf("memfd-test: jit cycle (write, DC CVAU, IC IVAU, execute) x %d: %ld ns each, %u wrong\n", CYCLES,
+           ns / CYCLES, wrong);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && strcmp(argv[1], "measure") == 0) {
+        measure();
+        return 0;
+    }
+    static const struct test_case guard[] = {{"guard_regions", test_guard_regions}};
+    if (argc > 1 && strcmp(argv[1], "guard") == 0) return run_cases(guard, 1, 1, argv, 0, 0);
+    static const struct test_case cases[] = {
+        {"memfd_create_checks", test_memfd_create_checks},
+        {"ftruncate_and_fstat", test_ftruncate_and_fstat},
+        {"read_write_lseek", test_read_write_lseek},
+        {"shared_views_see_the_same_pages", test_shared_views_see_the_same_pages},
+        {"private_mapping_copies_on_write", test_private_mapping_copies_on_write},
+        {"shrink_unmaps_and_access_is_sigbus", test_shrink_unmaps_and_access_is_sigbus},
+        {"fork_shares_memfd_mappings", test_fork_shares_memfd_mappings},
+        {"mmap_checks", test_mmap_checks},
+        {"jit_dual_mapping", test_jit_dual_mapping},
+        {"vfork_shares_memory", test_vfork_shares_memory},
+    };
+    return run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);
+}
