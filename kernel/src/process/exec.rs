@@ -202,7 +202,9 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         TTBR0_EL1.set(root | asid);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }
-    if let Some(old) = old {
+    if let Some(old) = old
+        && let Some(old) = super::family::give_back_lent(&p, old)
+    {
         super::free_mm(old, Some(&p.asid));
     }
     p.signals.exec_reset();

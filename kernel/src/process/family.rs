@@ -7,11 +7,16 @@
 //!   actions, mask and alternate stack, the limits and the ids; the child gets its own ASID at
 //!   its first switch and returns 0 from `clone`.
 //! - **vfork** (`CLONE_VFORK`): the parent's thread is parked in the child until the child execs
-//!   or exits (not interruptible by signals, as Linux's killable wait). The child's memory is a
-//!   copy-on-write fork rather than the parent's own (`CLONE_VM` without `CLONE_THREAD` is not
-//!   shared here): a correct vfork child only execs or exits, so it cannot tell; a parent that
-//!   reads what its child wrote before `execve` failed (glibc's `posix_spawn` error report)
-//!   does not see it.
+//!   or exits (not interruptible by signals, as Linux's killable wait). With `CLONE_VM` (what
+//!   `vfork()` and `posix_spawn` pass) the child runs on the parent's own memory, as on Linux:
+//!   the memory is lent — moved into the child, which uses its own ASID on the parent's table
+//!   (the memory's flush targets follow it) — and given back when the child execs or exits,
+//!   after both ASIDs are flushed everywhere (the child's entries of the table, and the
+//!   parent's entries of what the child changed). Lending needs the parent's other threads to
+//!   be stopped, which the kernel cannot do yet: a parent with more than one live thread gets a
+//!   copy-on-write child instead (a correct vfork child only execs or exits, so it cannot tell;
+//!   what it writes before an `execve` fails, glibc's `posix_spawn` error report, is then not
+//!   seen by the parent).
 //! - **Zombies**: a process whose last thread ended has given back every frame, but stays in its
 //!   parent's list with its status until the parent reaps it with `wait4`/`waitid`. A parent
 //!   that ignores `SIGCHLD` (or set `SA_NOCLDWAIT`) gets no zombies, as on Linux.
@@ -69,6 +74,8 @@ struct Vfork {
     released: bool,
     /// The parent's thread, parked until then.
     parent: Option<Box<Thread>>,
+    /// The process whose memory this child runs on (`CLONE_VM`), to give it back.
+    lent_from: Option<Weak<Process>>,
 }
 
 /// A process's place in its family.
@@ -175,8 +182,11 @@ pub fn fork(
         }
     };
     let pid = child.pid;
-    if flags & CLONE_PARENT_SETTID != 0 {
-        let _ = copy_out(&thread.process, ptid, &pid.to_le_bytes());
+    if flags & CLONE_PARENT_SETTID != 0 && copy_out(&thread.process, ptid, &pid.to_le_bytes()).is_err() {
+        // The parent's memory may be lent to the child (vfork with CLONE_VM): the same memory.
+        if let Some(mm) = child.mm.lock().as_mut() {
+            let _ = mm.write(ptid, &pid.to_le_bytes());
+        }
     }
     frame.x[0] = u64::from(pid);
     if vfork {
@@ -213,10 +223,19 @@ fn fork_child(
     let features = tlb::features();
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
     let mut guard = p.mm.lock();
-    let parent_mm = guard.as_mut().ok_or(-EAGAIN)?;
-    let mut mm: Mm = parent_mm
-        .fork(table, issuer, features, AsidTargets::new(asid.clone()), frames::UserFrames)
-        .map_err(|e| e.as_ret())?;
+    // vfork with CLONE_VM: the parent's own memory, lent (module documentation).
+    let lend = flags & CLONE_VM != 0 && flags & CLONE_VFORK != 0 && p.threads.load(Ordering::Acquire) == 1;
+    let mut mm: Mm = if lend {
+        drop(table);
+        let mut mm = guard.take().ok_or(-EAGAIN)?;
+        *mm.targets_mut() = AsidTargets::new(asid.clone());
+        mm
+    } else {
+        let parent_mm = guard.as_mut().ok_or(-EAGAIN)?;
+        parent_mm
+            .fork(table, issuer, features, AsidTargets::new(asid.clone()), frames::UserFrames)
+            .map_err(|e| e.as_ret())?
+    };
     drop(guard);
     if flags & CLONE_CHILD_SETTID != 0 {
         // Written into the child's memory (a copy-on-write break there), as Linux's
@@ -226,6 +245,9 @@ fn fork_child(
     let rlimits = *p.rlimits.lock();
     let family = Family::with(Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
     let child = Process::new(pid, asid, mm, signals, rlimits, posix, family);
+    if lend {
+        child.family.vfork.lock().lent_from = Some(Arc::downgrade(&p));
+    }
     let clone = super::syscall::CloneArgs { flags, stack, tls, ctid };
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
@@ -234,7 +256,9 @@ fn fork_child(
     p.family.children.lock().push(child.clone());
     if let Err(e) = sched::admit(child_thread) {
         p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
-        if let Some(mm) = child.mm.lock().take() {
+        if let Some(mm) = child.mm.lock().take()
+            && let Some(mm) = give_back_lent(&child, mm)
+        {
             super::free_mm(mm, None);
         }
         ended();
@@ -254,6 +278,20 @@ pub fn park_vfork_parent(thread: Box<Thread>, pid: u32) -> Result<(), Box<Thread
     }
     v.parent = Some(thread);
     Ok(())
+}
+
+/// A vfork child `p` that ran on its parent's memory ends with it (at `execve` or exit): the
+/// memory goes back to the parent, after the child's ASID (its entries of the parent's table)
+/// and the parent's (entries of what the child changed) are flushed everywhere. Returns `mm`
+/// when it was `p`'s own, to free.
+pub fn give_back_lent(p: &Process, mut mm: Mm) -> Option<Mm> {
+    let lender = p.family.vfork.lock().lent_from.take();
+    let Some(parent) = lender.and_then(|w| w.upgrade()) else { return Some(mm) };
+    crate::memory::asids::flush_everywhere(&p.asid);
+    crate::memory::asids::flush_everywhere(&parent.asid);
+    *mm.targets_mut() = AsidTargets::new(parent.asid.clone());
+    *parent.mm.lock() = Some(mm);
+    None
 }
 
 /// The vfork child `p` execs or exits: its parent's thread runs on.

@@ -361,7 +361,9 @@ pub fn thread_exited(process: &Arc<Process>) {
             // which fails the run with the invariant named.
             #[cfg(feature = "test-image")]
             mm.vm().check();
-            free_mm(mm, Some(&process.asid));
+            if let Some(mm) = family::give_back_lent(process, mm) {
+                free_mm(mm, Some(&process.asid));
+            }
         }
         // Descriptors close at exit, not when the zombie is reaped (Linux's exit_files): a
         // pipe's reader sees end of file as soon as its last writer has exited.

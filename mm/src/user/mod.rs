@@ -269,6 +269,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         &self.space
     }
 
+    /// The flush-target provider, mutably: a `vfork` child runs on its parent's memory with its
+    /// own ASID, so the provider follows the memory to the child and back.
+    pub fn targets_mut(&mut self) -> &mut P {
+        self.space.targets_mut()
+    }
+
     /// The map of areas.
     pub fn vm(&self) -> &VmMap {
         &self.vm
