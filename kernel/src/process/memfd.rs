@@ -20,8 +20,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use linux_abi::layout::Stat;
 use linux_abi::time::Timespec;
 use mm::addr::{PAGE_SIZE, PhysAddr};
+use mm::user::UserFrames as _;
 use mm::user::object::{MAX_SIZE, MemObject, ObjectRef, SharedObject};
-use mm::user::{Fault, UserFrames as _};
 use spin::Mutex;
 
 use super::Process;
@@ -231,10 +231,8 @@ pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, flags: u64, fd: u64, of
 /// memory.
 fn with_page<R>(m: &Memfd, index: u64, f: impl FnOnce(PhysAddr) -> R) -> Option<R> {
     let mut o = m.object.pages.lock();
-    let pa = match o.page(index, false, &mut frames::UserFrames) {
-        Ok(pa) => pa,
-        Err(Fault::Bus | Fault::OutOfMemory | Fault::NoMapping | Fault::Protection { .. }) => return None,
-    };
+    // Past the end or out of memory: the caller stops there.
+    let pa = o.page(index, false, &mut frames::UserFrames).ok()?;
     Some(f(pa))
 }
 

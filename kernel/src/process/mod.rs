@@ -436,6 +436,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             let resolvable =
                 (0x04..=0x07).contains(&fsc) || (0x0d..=0x0f).contains(&fsc) && access == Access::Write;
             let mut bus = false;
+            let mut guard_page = false;
             let why = if resolvable {
                 match mm.fault(frame.far, access) {
                     Ok(()) => {
@@ -443,6 +444,10 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                         return Action::Continue;
                     }
                     Err(Fault::NoMapping) => format!("no mapping at {:#x}", frame.far),
+                    Err(Fault::Guard) => {
+                        guard_page = true;
+                        format!("{:#x} is a guard page", frame.far)
+                    }
                     Err(Fault::Bus) => {
                         bus = true;
                         format!("{:#x} is past the end of the mapped object", frame.far)
@@ -475,6 +480,10 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             let fault = if bus {
                 // Linux's VM_FAULT_SIGBUS: BUS_ADRERR at the address.
                 let info = SigInfo::fault(num::SIGBUS, num::BUS_ADRERR, frame.far);
+                signals::Fault { info, address: frame.far, esr: frame.esr }
+            } else if guard_page {
+                // Linux's VM_FAULT_SIGSEGV of a guard marker: SEGV_MAPERR on arm64.
+                let info = SigInfo::fault(num::SIGSEGV, num::SEGV_MAPERR, frame.far);
                 signals::Fault { info, address: frame.far, esr: frame.esr }
             } else {
                 abort_signal(frame, fsc, mapped)

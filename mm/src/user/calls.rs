@@ -49,6 +49,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         for &(start, end) in &r.unmapped {
             self.unmap_range(start, end);
             self.backings.remove(start, end, drop);
+            self.guards.remove(start, end);
         }
         // Object-backed ranges follow the move (kept at the source too with MREMAP_DONTUNMAP)
         // and grow with the area (the next pages of the object).
@@ -58,6 +59,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 // Best effort: without heap for the list, an access to the moved range is
                 // SIGBUS (it is still a valid area).
                 let _ = self.backings.relocate(m.from, m.len, m.to, keep);
+                self.guards.relocate(m.from, m.len, m.to, keep);
                 (m.to + m.len, r.addr + new_len.next_multiple_of(PAGE_SIZE))
             }
             None => {

@@ -84,9 +84,11 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         let vm = self.vm.fork_copy()?;
         let backings = self.backings.try_clone()?;
+        let guards = self.guards.try_clone()?;
         let mut child = Self::new(table, issuer, features, targets, frames, *self.vm.layout());
         child.vm = vm;
         child.backings = backings;
+        child.guards = guards;
         child.large = self.large;
         child.shares = true;
         let mut span: Option<(u64, u64)> = None;

@@ -26,6 +26,7 @@
 
 mod calls;
 mod fork;
+pub mod guard;
 pub mod object;
 #[cfg(test)]
 mod tests;
@@ -150,6 +151,9 @@ pub enum Fault {
     /// The page lies at or past the end of the shared memory object the mapping maps
     /// (`SIGBUS`, `BUS_ADRERR`, as Linux for an access beyond the end of a shmem file).
     Bus,
+    /// The page is a guard region (`MADV_GUARD_INSTALL`): `SIGSEGV`, `SEGV_MAPERR` on arm64, as
+    /// Linux reports a `VM_FAULT_SIGSEGV`.
+    Guard,
 }
 
 /// Counters of one process's memory.
@@ -198,6 +202,8 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     cow_reuses: u64,
     /// The object-backed ranges (memfd mappings).
     backings: object::Backings,
+    /// The guard regions.
+    guards: guard::Guards,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -261,6 +267,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             cow_copies: 0,
             cow_reuses: 0,
             backings: object::Backings::new(),
+            guards: guard::Guards::new(),
         }
     }
 
@@ -337,6 +344,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return Err(Fault::Protection { prot });
         }
         let page = addr & !(PAGE_SIZE - 1);
+        self.guarded(page)?;
         if let Some(leaf) = self.space.query(VirtAddr(page)) {
             if access == Access::Write && !leaf.attrs.access().writable() {
                 let shared = vma.flags.contains(VmaFlags::SHARED);
@@ -520,6 +528,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             self.unmap_range(start, end);
         }
         self.backings.remove(mapped.addr, mapped.addr + mapped.len, drop);
+        self.guards.remove(mapped.addr, mapped.addr + mapped.len);
         if let Some(b) = backing {
             self.backings.insert(b);
         }
@@ -557,6 +566,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             let (start, end) = (first.start, last.end);
             self.unmap_range(start, end);
             self.backings.remove(start, end, drop);
+            self.guards.remove(start, end);
         }
         Ok(())
     }
@@ -606,6 +616,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         use crate::vm::advice::{MADV_COLD, MADV_DONTNEED, MADV_FREE, MADV_PAGEOUT};
         // Linux (`can_madv_lru_vma`): these stop with EINVAL at a locked area; the areas before
         // it get the advice, and a hole before it does not change the answer.
+        if matches!(advice, guard::MADV_GUARD_INSTALL | guard::MADV_GUARD_REMOVE) {
+            return self.madvise_guard(addr, len, advice == guard::MADV_GUARD_INSTALL);
+        }
         let reclaim = matches!(advice, MADV_DONTNEED | MADV_FREE | MADV_COLD | MADV_PAGEOUT);
         let end = addr.checked_add(len.checked_add(PAGE_SIZE - 1).unwrap_or(0) & !(PAGE_SIZE - 1));
         if reclaim
