@@ -229,10 +229,13 @@ pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, flags: u64, fd: u64, of
 
 /// Runs `f` on the frame of page `index` (allocated if new): `None` past the end or out of
 /// memory.
-fn with_page<R>(m: &Memfd, index: u64, f: impl FnOnce(PhysAddr) -> R) -> Option<R> {
+fn with_page<R>(m: &Memfd, index: u64, write: bool, f: impl FnOnce(PhysAddr) -> R) -> Option<R> {
     let mut o = m.object.pages.lock();
     // Past the end or out of memory: the caller stops there.
     let pa = o.page(index, false, &mut frames::UserFrames).ok()?;
+    if write {
+        o.written(index);
+    }
     Some(f(pa))
 }
 
@@ -285,7 +288,7 @@ fn read_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, i
             }
             let in_page = (offset % PAGE_SIZE) as usize;
             let n = ((PAGE_SIZE as usize - in_page) as u64).min(len - at).min(size - offset) as usize;
-            let got = with_page(m, offset / PAGE_SIZE, |pa| {
+            let got = with_page(m, offset / PAGE_SIZE, false, |pa| {
                 let src = crate::memory::layout::phys_to_linear(pa.0) as *const u8;
                 // SAFETY: a frame the object holds (its lock is held), reached through the
                 // linear map; `in_page + n` stays inside the page.
@@ -328,7 +331,7 @@ fn write_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, 
                     return partial(done, EFBIG);
                 }
             }
-            let wrote = with_page(m, offset / PAGE_SIZE, |pa| {
+            let wrote = with_page(m, offset / PAGE_SIZE, true, |pa| {
                 frames::UserFrames.write(pa, in_page, &buf[..n]);
             });
             if wrote.is_none() {

@@ -111,6 +111,14 @@ impl MemObject {
         Ok(page.pa)
     }
 
+    /// The kernel wrote page `index` (a `write` to the memfd): its next executable mapping
+    /// cleans and invalidates it again (Linux's `flush_dcache_page` clearing `PG_dcache_clean`).
+    pub fn written(&mut self, index: u64) {
+        if let Ok(i) = self.find(index) {
+            self.pages[i].icache_clean = false;
+        }
+    }
+
     /// `ftruncate(size)`: grows (the new pages read zero) or shrinks, dropping the object's
     /// reference to every page past the new end and zeroing the rest of a page the end now cuts.
     /// Returns the first page offset no longer backed when it shrank, for the caller to unmap

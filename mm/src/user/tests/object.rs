@@ -211,6 +211,10 @@ fn dual_mapping_jit_views_share_frames_and_the_exec_view_is_in_the_code_window()
     let third = m.mmap_object(0, PAGE_SIZE, PROT_READ | PROT_EXEC, SHARED, h.clone(), 0).unwrap();
     m.fault(third, Access::Execute).unwrap();
     assert_eq!(syncs(&pool), 2, "written by the kernel: cleaned again");
+    cell.0.lock().unwrap().written(0); // a write() to the memfd
+    let fourth = m.mmap_object(0, PAGE_SIZE, PROT_READ | PROT_EXEC, SHARED, h.clone(), 0).unwrap();
+    m.fault(fourth, Access::Execute).unwrap();
+    assert_eq!(syncs(&pool), 3, "a write() makes the next executable mapping clean it again");
     drop(m.destroy());
     release(&cell, &pool);
     assert_eq!(live(&pool), 0);
