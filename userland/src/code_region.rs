@@ -304,6 +304,8 @@ fn run_code(c: &mut Checks, name: &str, ext: bool, objs: &[(u64, u32)], kept: &[
         ok!(c, v == 77, "{name}: code rewritten in place (RX -> RW -> RX) returns {v} (expected 77)");
     }
 
+    dual_mapping(c, name, ext);
+
     // W^X: a mapping may not be writable and executable at once on this kernel.
     if let Some(&x) = again.get(1) {
         // SAFETY: chunk `x` holds no code anyone calls; adding rights breaks nothing.
@@ -318,4 +320,36 @@ fn run_code(c: &mut Checks, name: &str, ext: bool, objs: &[(u64, u32)], kept: &[
             say!("  {name}: (Linux) mprotect(RWX) -> {r:?} — Linux permits W+X; informative");
         }
     }
+}
+
+/// The W^X dual-mapping pattern: code written through a read-write view of a memfd runs
+/// through a read-execute view of the same pages, rewritten and run again with no `mprotect`;
+/// on this kernel the executable view lies in the code window.
+fn dual_mapping(c: &mut Checks, name: &str, ext: bool) {
+    let view = match jit::DualView::new(CHUNK) {
+        Ok(v) => v,
+        Err(e) => {
+            check!(c, false, "{name}: memfd dual mapping failed: {e:?}");
+            return;
+        }
+    };
+    let mut results = [0u64; 2];
+    for (i, n) in [55u16, 66].into_iter().enumerate() {
+        // SAFETY: the read-write view is ours and nothing runs the code while it is written.
+        unsafe { jit::put(view.rw, &[jit::movz(0, n, 0), jit::RET]) };
+        view.publish(0, 8);
+        // SAFETY: the executable view now holds `movz x0, #n; ret`, published.
+        results[i] = unsafe { jit::call0(view.rx) };
+    }
+    let inside = window_now().is_some_and(|w| view.rx >= w.base && view.rx < w.base + w.size);
+    ok!(
+        c,
+        results == [55, 66] && (inside || !ext),
+        "{name}: dual mapping (RW {:#x}, RX {:#x}{}): wrote, published, ran {}, rewrote, ran {}",
+        view.rw,
+        view.rx,
+        if ext { if inside { ", in the code window" } else { ", OUTSIDE the code window" } } else { "" },
+        results[0],
+        results[1]
+    );
 }

@@ -200,6 +200,50 @@ pub unsafe fn publish(addr: u64, len: u64) -> Result<(), Errno> {
     Ok(())
 }
 
+/// The W^X dual mapping of a JIT: one memfd mapped twice, read-write for the compiler and
+/// read-execute for running, so no page is ever writable and executable at once and no
+/// `mprotect` is needed between writing and running (the executable view is placed in the code
+/// window like any executable mapping).
+pub struct DualView {
+    /// The read-write view.
+    pub rw: u64,
+    /// The read-execute view of the same pages.
+    pub rx: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl DualView {
+    /// Maps a fresh memfd of `len` bytes twice; the descriptor is closed (the mappings keep the
+    /// memory).
+    pub fn new(len: u64) -> Result<Self, Errno> {
+        let fd = sys::memfd(len)?;
+        let views = sys::mmap_shared(len, sys::PROT_READ | sys::PROT_WRITE, fd)
+            .and_then(|rw| sys::mmap_shared(len, sys::PROT_READ | sys::PROT_EXEC, fd).map(|rx| (rw, rx)));
+        sys::close(fd);
+        let (rw, rx) = views?;
+        Ok(Self { rw, rx, len })
+    }
+
+    /// Makes `[offset, offset + len)` written through the read-write view visible to instruction
+    /// fetches through the read-execute view: DC CVAU by the written addresses, then IC IVAU by
+    /// the executed ones (`clean_dcache` and `invalidate_icache` end with their barriers).
+    pub fn publish(&self, offset: u64, len: u64) {
+        clean_dcache(self.rw + offset, len);
+        invalidate_icache(self.rx + offset, len);
+    }
+}
+
+impl Drop for DualView {
+    fn drop(&mut self) {
+        // SAFETY: both views belong to this value; nothing runs or writes them after it.
+        unsafe {
+            let _ = sys::munmap(self.rw, self.len);
+            let _ = sys::munmap(self.rx, self.len);
+        }
+    }
+}
+
 /// Writes 32-bit instructions at `at` (in a RW mapping this program owns).
 ///
 /// # Safety

@@ -35,12 +35,16 @@ pub mod nr {
     pub const MADVISE: u64 = 233;
     pub const PERF_EVENT_OPEN: u64 = 241;
     pub const GETRANDOM: u64 = 278;
+    pub const MEMFD_CREATE: u64 = 279;
+    pub const FTRUNCATE: u64 = 46;
+    pub const CLOSE: u64 = 57;
 }
 
 pub const PROT_NONE: u64 = 0;
 pub const PROT_READ: u64 = 1;
 pub const PROT_WRITE: u64 = 2;
 pub const PROT_EXEC: u64 = 4;
+pub const MAP_SHARED: u64 = 0x01;
 pub const MAP_PRIVATE: u64 = 0x02;
 pub const MAP_FIXED: u64 = 0x10;
 pub const MAP_ANONYMOUS: u64 = 0x20;
@@ -164,6 +168,32 @@ pub fn mmap_anon(addr: u64, len: u64, prot: u64, flags: u64) -> Result<u64, Errn
     // SAFETY: an anonymous mapping without MAP_FIXED never replaces an existing mapping (with
     // MAP_FIXED_NOREPLACE it fails with EEXIST instead), so no memory we use changes.
     unsafe { syscall6(nr::MMAP, [addr, len, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, u64::MAX, 0]) }
+}
+
+/// A memfd of `len` bytes (`memfd_create` + `ftruncate`), close-on-exec; its descriptor.
+pub fn memfd(len: u64) -> Result<u64, Errno> {
+    const MFD_CLOEXEC: u64 = 1;
+    // SAFETY: memfd_create reads the NUL-terminated name; ftruncate and close touch no memory.
+    unsafe {
+        let fd = syscall6(nr::MEMFD_CREATE, [c"jit".as_ptr() as u64, MFD_CLOEXEC, 0, 0, 0, 0])?;
+        if let Err(e) = syscall6(nr::FTRUNCATE, [fd, len, 0, 0, 0, 0]) {
+            let _ = syscall6(nr::CLOSE, [fd, 0, 0, 0, 0, 0]);
+            return Err(e);
+        }
+        Ok(fd)
+    }
+}
+
+/// `MAP_SHARED` mapping of descriptor `fd` from offset 0 (no `MAP_FIXED`: nothing is replaced).
+pub fn mmap_shared(len: u64, prot: u64, fd: u64) -> Result<u64, Errno> {
+    // SAFETY: without MAP_FIXED the kernel never replaces an existing mapping.
+    unsafe { syscall6(nr::MMAP, [0, len, prot, MAP_SHARED, fd, 0]) }
+}
+
+/// `close(fd)` of a descriptor this program opened and no longer uses.
+pub fn close(fd: u64) {
+    // SAFETY: close touches no memory.
+    let _ = unsafe { syscall6(nr::CLOSE, [fd, 0, 0, 0, 0, 0]) };
 }
 
 /// `munmap` of a range this program mapped itself and no longer references.
