@@ -1,8 +1,10 @@
 //! The random driver: seeded, reproducible sequences of faults, populations that complete a
 //! 64 KiB run or a 2 MiB range, mprotect, munmap, madvise(DONTNEED), thread switches and
-//! migrations, and process exits and spawns (which burn ASIDs, so small ASID spaces roll over
-//! often), each operation run by a thread of the process on the CPU it runs on, and the
-//! machine's checks after every step.
+//! migrations, process exits and spawns (which burn ASIDs, so small ASID spaces roll over
+//! often), and `MAP_SHARED` mappings of one shared memory object (a memfd) in every process,
+//! shrunk and grown again (a shrink unmaps the pages past the end in every process that maps
+//! them, on the CPUs running them), each operation run by a thread of the process on the CPU it
+//! runs on, and the machine's checks after every step.
 
 use core::cell::RefCell;
 use std::collections::VecDeque;
@@ -15,10 +17,11 @@ use super::machine::{Counts, Machine, Proc};
 use crate::addr::{BLOCK_2M, PAGE_SIZE};
 use crate::paging::{PageTable, VaRange};
 use crate::tlb::{Errata, TlbFeatures, TlbIssuer};
+use crate::user::object::{MemObject, ObjectRef, SharedObject};
 use crate::user::{Access, UserMemory, UserStats};
 use crate::vm::Layout;
 use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_READ};
-use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE};
+use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, MAP_SHARED};
 use crate::vm::prot::{PROT_EXEC, PROT_READ, PROT_WRITE};
 
 /// Pages of each process's window: two 2 MiB ranges, across a 1 GiB boundary.
@@ -56,6 +59,15 @@ pub(super) struct Config {
 
 type Memory = UserMemory<ModelMem, ModelHw, ModelTargets, ModelFrames>;
 
+/// The shared memory object every process may map (behind a host lock).
+struct Object(std::sync::Mutex<MemObject>);
+
+impl SharedObject for Object {
+    fn with(&self, f: &mut dyn FnMut(&mut MemObject)) {
+        f(&mut self.0.lock().expect("object lock"));
+    }
+}
+
 /// A step queued by a multi-step operation.
 #[derive(Clone, Copy, Debug)]
 enum Step {
@@ -74,6 +86,9 @@ pub(super) struct Report {
     pub(super) rollovers: u64,
     pub(super) exits: u64,
     pub(super) forks: u64,
+    /// Object mappings made, and shrinks of the object.
+    pub(super) object_maps: u64,
+    pub(super) truncations: u64,
 }
 
 pub(super) struct Driver {
@@ -92,6 +107,9 @@ pub(super) struct Driver {
     /// Each slot's window (a forked child has its parent's).
     lo: std::vec::Vec<u64>,
     forks: u64,
+    object: std::sync::Arc<Object>,
+    object_maps: u64,
+    truncations: u64,
 }
 
 fn lo_of(slot: usize) -> u64 {
@@ -127,7 +145,17 @@ impl Driver {
             user: UserStats::default(),
             lo: (0..cfg.slots).map(lo_of).collect(),
             forks: 0,
+            object: std::sync::Arc::new(Object(std::sync::Mutex::new(MemObject::new()))),
+            object_maps: 0,
+            truncations: 0,
         };
+        let mut frames = ModelFrames(d.m.clone());
+        d.object
+            .0
+            .lock()
+            .expect("object lock")
+            .set_size(WINDOW_PAGES * PAGE_SIZE, &mut frames)
+            .expect("size");
         for s in 0..cfg.slots {
             d.slots.push(None);
             d.m.borrow_mut().procs.push(Proc {
@@ -206,6 +234,8 @@ impl Driver {
             rollovers: m.alloc.rollovers(),
             exits: self.exits,
             forks: self.forks,
+            object_maps: self.object_maps,
+            truncations: self.truncations,
         })
     }
 
@@ -263,10 +293,16 @@ impl Driver {
                 let prot = PROTS[self.rand(3) as usize];
                 self.mmap(slot, page, pages, prot)
             }
-            63..=86 => {
+            63..=83 => {
                 self.m.borrow_mut().random_switch(false);
                 String::from("switch")
             }
+            84 | 85 => {
+                let (page, pages) = self.random_range(page);
+                let prot = PROTS[self.rand(3) as usize];
+                self.map_object(slot, page, pages, prot)
+            }
+            86 => self.resize_object(),
             87..=89 => self.fork(slot),
             _ if r < 90 + self.cfg.exit_percent => self.exit(slot),
             _ => {
@@ -353,6 +389,42 @@ impl Driver {
         });
         assert_eq!(r, Ok(va), "mmap(MAP_FIXED) at {va:#x}");
         format!("mmap(MAP_FIXED) slot {slot} pages {page:#x}+{pages} prot {prot:#x}")
+    }
+
+    /// Maps the object's pages `[page, page + pages)` at the same pages of `slot`'s window
+    /// (`MAP_SHARED | MAP_FIXED`): every process maps an object page at the same window offset.
+    fn map_object(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
+        let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let handle: ObjectRef = self.object.clone();
+        let r = self.operate(slot, page, pages, |mem| {
+            mem.mmap_object(va, len, prot, MAP_SHARED | MAP_FIXED, handle, page * PAGE_SIZE)
+        });
+        assert_eq!(r, Ok(va), "mmap_object(MAP_FIXED) at {va:#x}");
+        self.object_maps += 1;
+        format!("mmap(memfd, MAP_SHARED|MAP_FIXED) slot {slot} pages {page:#x}+{pages} prot {prot:#x}")
+    }
+
+    /// Shrinks the object to a random number of pages (each live process then unmaps the pages
+    /// past the end, on a CPU running it), or grows it back to the whole window.
+    fn resize_object(&mut self) -> String {
+        let full = WINDOW_PAGES * PAGE_SIZE;
+        let size = if self.object.0.lock().expect("object lock").size() == full {
+            self.rand(WINDOW_PAGES) * PAGE_SIZE
+        } else {
+            full
+        };
+        let mut frames = ModelFrames(self.m.clone());
+        let gone = self.object.0.lock().expect("object lock").set_size(size, &mut frames).expect("size");
+        let Some(first) = gone else { return format!("ftruncate(memfd) to {size:#x}") };
+        self.truncations += 1;
+        let handle: ObjectRef = self.object.clone();
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].is_some() {
+                let h = handle.clone();
+                self.operate(slot, first, WINDOW_PAGES - first, |mem| mem.truncate_object(&h, first));
+            }
+        }
+        format!("ftruncate(memfd) to {size:#x}: pages from {first:#x} unmapped everywhere")
     }
 
     fn mprotect(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {

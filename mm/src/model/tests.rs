@@ -53,6 +53,7 @@ fn assert_covered(r: &Report) {
     assert!(r.machine.rollover_flushes > 0 && r.exits > 0, "{r:?}");
     assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
     assert!(r.forks > 0 && r.user.cow_copies > 0 && r.user.cow_reuses > 0, "no fork or copy-on-write: {r:?}");
+    assert!(r.object_maps > 0 && r.truncations > 0, "no memfd mapping or truncation: {r:?}");
 }
 
 #[test]
@@ -129,6 +130,19 @@ fn planted_fork_without_the_parent_flush_is_caught() {
         cfg.ops = 5_000;
         let e = caught_with(Mutation::ForkWithoutFlush, cfg, 4);
         let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fork without the parent's flush was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
+/// A shrink of a memfd that unmaps the pages past the end without the flush: CPUs running a
+/// process that mapped them keep entries for frames now free.
+#[test]
+fn planted_truncation_without_the_flush_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0600);
+        cfg.ops = 8_000;
+        let e = caught_with(Mutation::TruncateWithoutFlush, cfg, 6);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a truncation without the flush was not caught"));
         println!("caught: {}", e.lines().next().unwrap_or_default());
     }
 }

@@ -66,6 +66,9 @@ pub(crate) enum Mutation {
     /// `fork` write-protects the parent's pages in the tables without the flush, so CPUs keep
     /// writable entries for frames now shared with the child.
     ForkWithoutFlush,
+    /// A shrink of a shared memory object unmaps the pages past the end from the tables and
+    /// frees them without the flush, so CPUs keep entries for frames now free.
+    TruncateWithoutFlush,
 }
 
 impl Mutation {

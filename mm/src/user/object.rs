@@ -458,10 +458,36 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             let start = b.start.saturating_add(from - b.offset);
             let end = b.end;
             if start < end {
-                self.unmap_range(start, end);
+                mutant!(
+                    self.unmap_range(start, end),
+                    TruncateWithoutFlush => self.unmap_without_flush(start, end)
+                );
             }
         }
         before - self.data_frames
+    }
+
+    /// The planted bug of [`crate::tlb::mutation::Mutation::TruncateWithoutFlush`]: the range's
+    /// entries removed and its frames freed with no TLB invalidation.
+    #[cfg(test)]
+    fn unmap_without_flush(&mut self, start: u64, end: u64) {
+        let mut gone = Vec::new();
+        let _ = self.space.table().walk(VirtAddr(start), end - start, |leaf| {
+            let (s, e) = (leaf.va.0.max(start), (leaf.va.0 + leaf.size).min(end));
+            for va in (s..e).step_by(PAGE_SIZE as usize) {
+                gone.push(leaf.translate(VirtAddr(va)));
+            }
+        });
+        // SAFETY: test builds only, with this mutation active: the entries left in the TLBs
+        // are what the multi-CPU model must catch.
+        let table = unsafe { self.space.table_mut_unflushed() };
+        if let Ok(pending) = table.unmap(VirtAddr(start), end - start) {
+            pending.release(table.translation_mut());
+        }
+        for pa in gone {
+            self.frames.free(pa);
+            self.data_frames -= 1;
+        }
     }
 
     /// The object-backed ranges.
