@@ -107,15 +107,12 @@ impl Memfd {
 /// The memfd behind `fd`, `Err(None)` for another kind of file, `Err(Some(EBADF))` for none.
 fn memfd_of(p: &Process, fd: u64) -> Result<Arc<OpenFile>, Option<i64>> {
     let file = p.posix.files.lock().get(fd).map(|e| e.file.clone()).ok_or(Some(EBADF))?;
-    if matches!(file.kind, FileKind::Memfd(_)) { Ok(file) } else { Err(None) }
+    if memfd(&file).is_some() { Ok(file) } else { Err(None) }
 }
 
-fn memfd(file: &OpenFile) -> &Memfd {
-    match &file.kind {
-        FileKind::Memfd(m) => m,
-        // `memfd_of` only hands out memfds.
-        _ => unreachable!("memfd_of returned another kind of file"),
-    }
+/// The memfd part of `file`, if it is one.
+fn memfd(file: &OpenFile) -> Option<&Memfd> {
+    if let FileKind::Memfd(m) = &file.kind { Some(m) } else { None }
 }
 
 /// `memfd_create(name, flags)`, in Linux's order: `EINVAL` unknown flags (the huge page size
@@ -171,7 +168,7 @@ pub fn ftruncate(p: &Process, fd: u64, length: u64) -> i64 {
         Err(Some(e)) => return -e,
         Err(None) => return -EINVAL,
     };
-    let m = memfd(&file);
+    let Some(m) = memfd(&file) else { return -EINVAL };
     let gone = m.object.pages.lock().set_size(length, &mut frames::UserFrames);
     match gone {
         Err(e) => -i64::from(e.code()),
@@ -221,7 +218,7 @@ pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, flags: u64, fd: u64, of
         Err(Some(e)) => return -e,
         Err(None) => return -ENODEV,
     };
-    let handle = memfd(&file).handle();
+    let Some(handle) = memfd(&file).map(Memfd::handle) else { return -ENODEV };
     let mut guard = p.mm.lock();
     let Some(mm) = guard.as_mut() else { return -ENOMEM };
     mm.mmap_object(addr, len, prot, flags, handle, offset).map_or_else(|e| -i64::from(e.code()), |a| a as i64)
@@ -241,7 +238,7 @@ fn with_page<R>(m: &Memfd, index: u64, write: bool, f: impl FnOnce(PhysAddr) -> 
 
 /// `read(fd, buf, count)` on a memfd: from the position, up to the end of the object.
 pub fn read(file: &OpenFile, p: &Process, buffers: &[(u64, u64)]) -> i64 {
-    let m = memfd(file);
+    let Some(m) = memfd(file) else { return -EBADF };
     let mut pos = m.pos.lock();
     let (n, result) = read_at(m, p, buffers, *pos);
     *pos += n;
@@ -250,7 +247,7 @@ pub fn read(file: &OpenFile, p: &Process, buffers: &[(u64, u64)]) -> i64 {
 
 /// `write(fd, buf, count)` on a memfd: at the position, growing the object.
 pub fn write(file: &OpenFile, p: &Process, buffers: &[(u64, u64)]) -> i64 {
-    let m = memfd(file);
+    let Some(m) = memfd(file) else { return -EBADF };
     let mut pos = m.pos.lock();
     let (n, result) = write_at(m, p, buffers, *pos);
     *pos += n;
@@ -270,7 +267,7 @@ pub fn pread_pwrite(p: &Process, fd: u64, buf: u64, count: u64, offset: u64, wri
         return -EINVAL;
     }
     let buffers = [(buf, count.min(0x7fff_f000))];
-    let m = memfd(&file);
+    let Some(m) = memfd(&file) else { return -ESPIPE };
     if write { write_at(m, p, &buffers, offset).1 } else { read_at(m, p, &buffers, offset).1 }
 }
 
@@ -346,7 +343,7 @@ fn write_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, 
 
 /// `lseek(fd, offset, whence)` on a memfd.
 pub fn lseek(file: &OpenFile, offset: u64, whence: u64) -> i64 {
-    let m = memfd(file);
+    let Some(m) = memfd(file) else { return -ESPIPE };
     let mut pos = m.pos.lock();
     let size = m.size() as i64;
     let base = match whence {
