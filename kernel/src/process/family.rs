@@ -219,18 +219,17 @@ fn fork_child(
     let asid = Arc::new(Mutex::new(AsidContext::new()));
     let signals = p.signals.forked(thread.tid, pid).ok_or(-ENOMEM)?;
     let posix = p.posix.forked().ok_or(-ENOMEM)?;
-    let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| -ENOMEM)?;
     let features = tlb::features();
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
     let mut guard = p.mm.lock();
     // vfork with CLONE_VM: the parent's own memory, lent (module documentation).
     let lend = flags & CLONE_VM != 0 && flags & CLONE_VFORK != 0 && p.threads.load(Ordering::Acquire) == 1;
     let mut mm: Mm = if lend {
-        drop(table);
         let mut mm = guard.take().ok_or(-EAGAIN)?;
         *mm.targets_mut() = AsidTargets::new(asid.clone());
         mm
     } else {
+        let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| -ENOMEM)?;
         let parent_mm = guard.as_mut().ok_or(-EAGAIN)?;
         parent_mm
             .fork(table, issuer, features, AsidTargets::new(asid.clone()), frames::UserFrames)
