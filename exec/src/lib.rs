@@ -168,13 +168,14 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
         None => 0,
     };
 
-    let loads: Vec<(usize, ProgramHeader)> =
-        phdrs.iter().copied().enumerate().filter(|(_, ph)| ph.kind == pt::LOAD).collect();
+    let mut loads: Vec<(usize, ProgramHeader)> = with_room(phdrs.len())?;
+    loads.extend(phdrs.iter().copied().enumerate().filter(|(_, ph)| ph.kind == pt::LOAD));
     let bias = if header.kind == ET_DYN { load_bias(&loads, limits)? } else { 0 };
 
     let page = limits.page_size;
-    let mut segments = Vec::new();
-    let mut indices = Vec::new();
+    // Every vector has its room before it is filled: an exhausted heap is a refusal, not a panic.
+    let mut segments = with_room(loads.len())?;
+    let mut indices = with_room(loads.len())?;
     let mut phdr_addr = 0u64;
     for &(index, ph) in &loads {
         if ph.filesz != 0 && ph.offset % page != ph.vaddr % page {
@@ -290,7 +291,18 @@ fn read_program_headers(bytes: &[u8], header: &FileHeader) -> Result<Vec<Program
         .ok()
         .and_then(|start| bytes.get(start..start.checked_add(count * PHDR_SIZE)?))
         .ok_or(outside)?;
-    table.chunks_exact(PHDR_SIZE).map(|chunk| ProgramHeader::read(chunk).ok_or(outside)).collect()
+    let mut phdrs = with_room(count)?;
+    for chunk in table.chunks_exact(PHDR_SIZE) {
+        phdrs.push(ProgramHeader::read(chunk).ok_or(outside)?);
+    }
+    Ok(phdrs)
+}
+
+/// An empty vector with room for `n` elements, or [`Refusal::OutOfMemory`].
+fn with_room<T>(n: usize) -> Result<Vec<T>, Refusal> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Refusal::OutOfMemory)?;
+    Ok(v)
 }
 
 /// Linux's `load_bias` for ET_DYN without an interpreter, placed at `pie_base` aligned to the
@@ -318,11 +330,13 @@ fn load_bias(loads: &[(usize, ProgramHeader)], limits: &Limits) -> Result<u64, R
 
 /// This loader gives each page one owner: two segments may not both reach into one page.
 fn check_no_shared_page(segments: &[Segment], indices: &[usize], page: u64) -> Result<(), Refusal> {
-    let mut spans: Vec<(u64, u64, usize)> = segments
-        .iter()
-        .zip(indices)
-        .map(|(s, &i)| (s.vaddr - s.vaddr % page, s.end().next_multiple_of(page), i))
-        .collect();
+    let mut spans: Vec<(u64, u64, usize)> = with_room(segments.len())?;
+    spans.extend(
+        segments
+            .iter()
+            .zip(indices)
+            .map(|(s, &i)| (s.vaddr - s.vaddr % page, s.end().next_multiple_of(page), i)),
+    );
     spans.sort_unstable();
     for pair in spans.windows(2) {
         let ((_, a_end, a), (b_start, _, b)) = (pair[0], pair[1]);

@@ -109,6 +109,9 @@ pub enum Refusal {
     EmptySpan,
     /// No PT_LOAD with memory.
     NothingToLoad,
+    /// The heap could not hold the parser's tables of program headers (the kernel's `ENOMEM`:
+    /// no input causes it, an exhausted kernel heap does).
+    OutOfMemory,
     /// A PT_LOAD both writable and executable, with W^X enforced.
     WritableAndExecutable {
         /// Program header index.
@@ -249,6 +252,7 @@ impl fmt::Display for Refusal {
             Self::EmptySpan => {
                 write!(f, "its PT_LOAD segments span no memory from the first one to the last")
             }
+            Self::OutOfMemory => write!(f, "the kernel heap cannot hold its program headers"),
             Self::NothingToLoad => {
                 write!(f, "the file has no PT_LOAD segment with any memory, so nothing would run")
             }

@@ -338,6 +338,10 @@ extern "C" fn kernel_main(
     );
 
     selftest::run_requested(booted);
+    if booted.machine.has_bootarg("failslab") {
+        kprintln!("  fault injection: SYS_FAIL_NTH enabled (failslab)");
+        memory::fallible::allow_injection();
+    }
     if booted.machine.has_bootarg("bench") {
         bench::run();
         exit::exit(0)

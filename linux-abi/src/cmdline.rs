@@ -112,6 +112,7 @@ pub const KERNEL_PARAMS: &[&str] = &[
     "test",
     "selftest",
     "bench",
+    "failslab",
     "rdinit",
     "init",
     "console",

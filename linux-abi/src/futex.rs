@@ -146,8 +146,10 @@ pub enum Channel {
     },
     /// Nothing but the deadline (`nanosleep`).
     Timer,
-    /// Console input (`read`, `ppoll` on the console).
+    /// Console input (`read` on the console).
     Input,
+    /// A poll of descriptors (`ppoll`, `pselect6`): console input or any change of a pipe.
+    Poll,
     /// A signal (`rt_sigsuspend`, `rt_sigtimedwait`): only a signal or the deadline ends it.
     Signal,
 }

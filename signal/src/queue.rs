@@ -17,7 +17,7 @@ pub enum Queued {
     Added,
     /// The same standard signal was already pending: nothing changed.
     Merged,
-    /// The queue is full (a real-time signal is refused: EAGAIN).
+    /// The queue is full, or the heap cannot grow it (the signal is refused: EAGAIN).
     Full,
 }
 
@@ -45,7 +45,9 @@ impl Pending {
         if sig < SIGRTMIN && self.set.contains(sig) {
             return Queued::Merged;
         }
-        if self.infos.len() >= MAX_QUEUED {
+        // An exhausted kernel heap refuses the signal as a full queue does (EAGAIN), never
+        // panics: the queue grows fallibly.
+        if self.infos.len() >= MAX_QUEUED || self.infos.try_reserve(1).is_err() {
             return Queued::Full;
         }
         self.infos.push(info);

@@ -407,6 +407,7 @@ fn every_refusal_is_one_sentence() {
         Refusal::OutsideUserRange { index: 0, vaddr: 0, memsz: 0, bias: 0, min: 1, end: 2 },
         Refusal::EmptySpan,
         Refusal::NothingToLoad,
+        Refusal::OutOfMemory,
         Refusal::WritableAndExecutable { index: 1169, vaddr: u64::MAX },
         Refusal::ExecutableStack,
         Refusal::NoPermissions { index: 1169, vaddr: u64::MAX },

@@ -30,7 +30,7 @@ use linked_list_allocator::Heap;
 use mm::addr::{PAGE_SIZE, PhysAddr};
 use spin::Mutex;
 
-use super::{frames, layout};
+use super::{fallible, frames, layout};
 use crate::smp::{MAX_CPUS, current_cpu};
 
 /// Set while a CPU grows the heap (its frame allocation must not try to grow it again).
@@ -264,6 +264,13 @@ unsafe impl GlobalAlloc for KernelHeap {
         // The frame allocator's own bookkeeping (this CPU holds its lock): no growth, and the
         // bootstrap reserve may be used.
         let bookkeeping = frames::held_here();
+        // `fallible::arc` reserved this very block; an armed `SYS_FAIL_NTH` fails this one.
+        if let Some(ptr) = fallible::take_reserved(layout) {
+            return ptr;
+        }
+        if !bookkeeping && fallible::inject_failure() {
+            return core::ptr::null_mut();
+        }
         let mut grown = false;
         loop {
             let mut chunks = self.chunks.lock();

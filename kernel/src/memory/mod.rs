@@ -10,6 +10,7 @@
 //!    reachable through the linear map;
 //! 4. the main heap, carved from frames.
 pub mod asids;
+pub mod fallible;
 pub mod frames;
 pub mod heap;
 pub mod kernel_map;

@@ -1,9 +1,7 @@
 //! The kernel side of reading a program: the `exec` crate parses and validates the ELF file as
 //! Linux's binfmt_elf does (host-tested against 10^5 mutated programs, never a panic); this
-//! module gives it the kernel's address-space limits and policy and turns a refusal into the
-//! sentence `run` reports.
-use alloc::string::{String, ToString};
-
+//! module gives it the kernel's address-space limits and policy and hands back the refusal,
+//! whose `Display` is the sentence `run` reports.
 use mm::addr::PAGE_SIZE;
 use mm::vm::Layout;
 
@@ -29,7 +27,8 @@ pub const LIMITS: exec::Limits = exec::Limits {
 /// Parses `bytes` as a static arm64 executable.
 ///
 /// # Errors
-/// One sentence saying why the file cannot run here.
-pub fn parse(bytes: &[u8]) -> Result<Executable, String> {
-    exec::parse(bytes, &LIMITS).map_err(|refusal| refusal.to_string())
+/// Why the file cannot run here (its `Display` is one sentence; no heap is needed to fail, so
+/// `execve` can fail without any).
+pub fn parse(bytes: &[u8]) -> Result<Executable, exec::Refusal> {
+    exec::parse(bytes, &LIMITS)
 }

@@ -28,7 +28,7 @@ use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::PSTATE_EL0;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
-use crate::memory::{frames, tlb};
+use crate::memory::{fallible, frames, tlb};
 
 /// The initramfs (a cpio archive), if the boot had one.
 static INITRAMFS: Mutex<Option<&'static [u8]>> = Mutex::new(None);
@@ -61,6 +61,14 @@ impl Strings {
     fn get(&self, i: usize) -> &[u8] {
         let end = self.starts.get(i + 1).copied().unwrap_or(self.bytes.len());
         &self.bytes[self.starts[i]..end - 1]
+    }
+
+    /// Each string, without its NUL (`ENOMEM` when the heap cannot hold the list).
+    fn slices(&self) -> Result<Vec<&[u8]>, mm::vm::Errno> {
+        let mut out = Vec::new();
+        fallible::reserve(&mut out, self.starts.len())?;
+        out.extend((0..self.starts.len()).map(|i| self.get(i)));
+        Ok(out)
     }
 }
 
@@ -144,8 +152,9 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     }
     if args.starts.is_empty() {
         // Linux 5.18+: an empty argv gets "" as argv[0].
-        args.starts.push(0);
-        args.bytes.push(0);
+        if fallible::push(&mut args.starts, 0).and_then(|()| fallible::push(&mut args.bytes, 0)).is_err() {
+            return done(frame, -ENOMEM);
+        }
     }
     let mut image: Vec<u64> = Vec::new();
     if image.try_reserve_exact(entry.data.len().div_ceil(8)).is_err() {
@@ -158,13 +167,16 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     }));
     // SAFETY: `image` holds `entry.data.len()` initialised bytes.
     let bytes = unsafe { core::slice::from_raw_parts(image.as_ptr().cast::<u8>(), entry.data.len()) };
-    let Ok(exe) = super::elf::parse(bytes) else { return done(frame, -ENOEXEC) };
+    let exe = match super::elf::parse(bytes) {
+        Ok(exe) => exe,
+        Err(exec::Refusal::OutOfMemory) => return done(frame, -ENOMEM),
+        Err(_) => return done(frame, -ENOEXEC),
+    };
     if p.threads.load(Ordering::Acquire) > 1 {
         // Linux ends the other threads first (de_thread); not done here.
         return done(frame, -EAGAIN);
     }
-    let argv: Vec<&[u8]> = (0..args.starts.len()).map(|i| args.get(i)).collect();
-    let envp: Vec<&[u8]> = (0..env.starts.len()).map(|i| env.get(i)).collect();
+    let (Ok(argv), Ok(envp)) = (args.slices(), env.slices()) else { return done(frame, -ENOMEM) };
     let Ok(table) = PageTable::new(FrameTranslation, VaRange::Lower) else { return done(frame, -ENOMEM) };
     let features = tlb::features();
     let brk_start =

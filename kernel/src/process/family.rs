@@ -44,6 +44,7 @@ use super::syscall::{copy_out, errno::ECHILD};
 use super::{Action, Mm, Process, Thread, sched};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::asids::AsidTargets;
+use crate::memory::fallible;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{frames, tlb};
 
@@ -212,11 +213,8 @@ fn fork_child(
     if sched::live_threads() >= sched::max_threads() {
         return Err(-EAGAIN);
     }
-    let mut children = p.family.children.lock();
-    children.try_reserve(1).map_err(|_| -ENOMEM)?;
-    drop(children);
     let pid = super::NEXT_PID.fetch_add(1, Ordering::Relaxed);
-    let asid = Arc::new(Mutex::new(AsidContext::new()));
+    let asid = fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| -ENOMEM)?;
     let signals = p.signals.forked(thread.tid, pid).ok_or(-ENOMEM)?;
     let posix = p.posix.forked().ok_or(-ENOMEM)?;
     let features = tlb::features();
@@ -243,7 +241,21 @@ fn fork_child(
     }
     let rlimits = *p.rlimits.lock();
     let family = Family::with(Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
-    let child = Process::new(pid, asid, mm, signals, rlimits, posix, family);
+    let child = match Process::new(pid, asid, mm, signals, rlimits, posix, family) {
+        Ok(child) => child,
+        Err(mm) => {
+            if let Some(mut mm) = mm {
+                if lend {
+                    // The lent memory goes back to the parent; the child never ran.
+                    *mm.targets_mut() = AsidTargets::new(p.asid.clone());
+                    *p.mm.lock() = Some(mm);
+                } else {
+                    super::free_mm(mm, None);
+                }
+            }
+            return Err(-ENOMEM);
+        }
+    };
     if lend {
         child.family.vfork.lock().lent_from = Some(Arc::downgrade(&p));
     }
@@ -251,9 +263,8 @@ fn fork_child(
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();
-    // Room was reserved above; only this thread of the parent adds children.
-    p.family.children.lock().push(child.clone());
-    if let Err(e) = sched::admit(child_thread) {
+    let listed = fallible::push(&mut p.family.children.lock(), child.clone());
+    if let Err(e) = listed.and_then(|()| sched::admit(child_thread)) {
         p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
         if let Some(mm) = child.mm.lock().take()
             && let Some(mm) = give_back_lent(&child, mm)

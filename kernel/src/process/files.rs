@@ -23,6 +23,7 @@ use super::syscall::copy_out;
 use super::syscall::errno::*;
 use super::{Action, Process};
 use crate::arch::aarch64::exception::TrapFrame;
+use crate::memory::fallible;
 
 /// Bytes moved per read (a canonical line is at most 4096).
 const READ_CHUNK: usize = 4096;
@@ -49,34 +50,71 @@ fn done(frame: &mut TrapFrame, value: i64) -> Action {
     Action::Continue
 }
 
-/// One `struct iovec` array, read from the program.
-fn iovecs(p: &Process, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, i64> {
-    if count > IOV_MAX {
-        return Err(EINVAL);
+/// The buffers a `read`/`write` (one) or a `readv`/`writev` (an iovec array) names, as
+/// `(address, length)` pairs: one needs no heap, an array is read into a fallible vector.
+pub enum Buffers {
+    /// `(buf, count)` of `read`/`write`.
+    One(u64, u64),
+    /// `(iov, iovcnt)` of `readv`/`writev`.
+    Vector(u64, u64),
+}
+
+/// The imported [`Buffers`].
+enum IoList {
+    One([(u64, u64); 1]),
+    Many(Vec<(u64, u64)>),
+}
+
+impl core::ops::Deref for IoList {
+    type Target = [(u64, u64)];
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::One(one) => one,
+            Self::Many(v) => v,
+        }
     }
-    let mut out = Vec::new();
-    let mut total: u64 = 0;
-    for i in 0..count {
-        let mut b = [0u8; 16];
-        copy_in(p, &mut b, iov.wrapping_add(i * 16)).map_err(|_| EFAULT)?;
-        let base = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
-        let len = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
-        // Linux: a negative length, or a total past SSIZE_MAX, is EINVAL.
-        total = total.checked_add(len).filter(|t| *t <= i64::MAX as u64).ok_or(EINVAL)?;
-        out.push((base, len));
+}
+
+impl Buffers {
+    /// Reads the buffer list (Linux's `import_iovec`: EINVAL for too many or a total past
+    /// SSIZE_MAX, ENOMEM for the array, EFAULT for an unreadable one).
+    fn import(&self, p: &Process) -> Result<IoList, i64> {
+        let (iov, count) = match *self {
+            // count is a size_t; Linux clamps it to MAX_RW_COUNT rather than failing.
+            Self::One(buf, count) => return Ok(IoList::One([(buf, count.min(0x7fff_f000))])),
+            Self::Vector(iov, count) => (iov, count),
+        };
+        if count > IOV_MAX {
+            return Err(EINVAL);
+        }
+        let mut out = Vec::new();
+        fallible::reserve(&mut out, count as usize).map_err(|_| ENOMEM)?;
+        let mut total: u64 = 0;
+        for i in 0..count {
+            let mut b = [0u8; 16];
+            copy_in(p, &mut b, iov.wrapping_add(i * 16)).map_err(|_| EFAULT)?;
+            let base = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+            let len = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+            // Linux: a negative length, or a total past SSIZE_MAX, is EINVAL.
+            total = total.checked_add(len).filter(|t| *t <= i64::MAX as u64).ok_or(EINVAL)?;
+            out.push((base, len)); // within the room reserved above
+        }
+        Ok(IoList::Many(out))
     }
-    Ok(out)
+}
+
+/// The open file `fd` and the buffers of a read or write on it, in Linux's order: the
+/// descriptor (EBADF) before the buffers.
+fn file_and_buffers(p: &Process, fd: u64, buffers: &Buffers) -> Result<(Arc<OpenFile>, IoList), i64> {
+    let f = file(p, fd)?;
+    Ok((f, buffers.import(p)?))
 }
 
 /// `read(fd, buf, count)` and `readv(fd, iov, iovcnt)`: one console read scattered over the
 /// buffers; blocks (restarting the call) when nothing is there.
-pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u64, u64)>, i64>) -> Action {
-    let f = match file(p, fd) {
-        Ok(f) => f,
-        Err(e) => return fail(frame, e),
-    };
-    let buffers = match buffers {
-        Ok(b) => b,
+pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers) -> Action {
+    let (f, buffers) = match file_and_buffers(p, fd, &buffers) {
+        Ok(both) => both,
         Err(e) => return fail(frame, e),
     };
     if let FileKind::Pipe(end) = &f.kind {
@@ -92,7 +130,7 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u6
     if total == 0 {
         return done(frame, 0);
     }
-    let mut data = alloc::vec![0u8; total];
+    let Ok(mut data) = fallible::zeroed::<u8>(total) else { return fail(frame, ENOMEM) };
     let Some(n) = crate::tty::read(&mut data) else {
         if f.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
             return fail(frame, EAGAIN);
@@ -100,7 +138,7 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u6
         return Action::Block(Wait { what: WaitFor::Input, deadline: None });
     };
     let mut at = 0;
-    for (base, len) in buffers {
+    for &(base, len) in buffers.iter() {
         let take = (len as usize).min(n - at);
         if take == 0 {
             break;
@@ -114,30 +152,16 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u6
     done(frame, at as i64)
 }
 
-/// The buffers of a plain `read`/`write`.
-pub fn one_buffer(buf: u64, count: u64) -> Result<Vec<(u64, u64)>, i64> {
-    // count is a size_t; Linux clamps it to MAX_RW_COUNT rather than failing.
-    Ok(alloc::vec![(buf, count.min(0x7fff_f000))])
-}
-
-/// `readv`'s and `writev`'s buffers.
-pub fn vector(p: &Process, iov: u64, count: u64) -> Result<Vec<(u64, u64)>, i64> {
-    iovecs(p, iov, count)
-}
-
 /// `write(fd, buf, count)` and `writev(fd, iov, iovcnt)`: the bytes go to the console as they
-/// are, or into a pipe (which may block).
-pub fn write(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Result<Vec<(u64, u64)>, i64>) -> Action {
-    let f = match file(p, fd) {
-        Ok(f) => f,
-        Err(e) => return fail(frame, e),
-    };
-    let buffers = match buffers {
-        Ok(b) => b,
+/// are, or into a pipe (which may block; `progress` is the thread's count of what a blocked
+/// pipe write already wrote).
+pub fn write(p: &Process, frame: &mut TrapFrame, progress: &mut u64, fd: u64, buffers: Buffers) -> Action {
+    let (f, buffers) = match file_and_buffers(p, fd, &buffers) {
+        Ok(both) => both,
         Err(e) => return fail(frame, e),
     };
     if let FileKind::Pipe(end) = &f.kind {
-        return super::pipe::write(p, frame, &f, end, &buffers);
+        return super::pipe::write(p, frame, progress, &f, end, &buffers);
     }
     if let FileKind::Listing(_) = &f.kind {
         return fail(frame, super::procfs::write_error(&f));
@@ -177,8 +201,8 @@ pub fn dup(p: &Process, fd: u64) -> i64 {
     let mut files = p.posix.files.lock();
     let Some(entry) = files.get(fd).cloned() else { return -EBADF };
     match files.install_lowest(0, FdEntry { cloexec: false, ..entry }) {
-        Some(n) => n as i64,
-        None => -EMFILE,
+        Ok(n) => n as i64,
+        Err(e) => -e,
     }
 }
 
@@ -195,8 +219,10 @@ pub fn dup3(p: &Process, old: u64, new: u64, flags: u64) -> i64 {
     if new >= FD_LIMIT as u64 {
         return -EBADF;
     }
-    files.install_at(new as usize, FdEntry { cloexec: flags != 0, ..entry });
-    new as i64
+    match files.install_at(new as usize, FdEntry { cloexec: flags != 0, ..entry }) {
+        Ok(()) => new as i64,
+        Err(e) => -e,
+    }
 }
 
 /// `fcntl(fd, cmd, arg)`: F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL.
@@ -220,8 +246,8 @@ pub fn fcntl(p: &Process, fd: u64, cmd: u64, arg: u64) -> i64 {
                 return -EINVAL;
             }
             match files.install_lowest(arg as usize, entry) {
-                Some(n) => n as i64,
-                None => -EMFILE,
+                Ok(n) => n as i64,
+                Err(e) => -e,
             }
         }
         F_GETFD => i64::from(entry.cloexec),
@@ -402,7 +428,7 @@ pub(super) fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
         if path.len() == PATH_MAX - 1 {
             return Err(ENAMETOOLONG);
         }
-        path.push(b[0]);
+        fallible::push(&mut path, b[0]).map_err(|_| ENOMEM)?;
     }
 }
 
@@ -527,10 +553,12 @@ fn poll_deadline(p: &Process, tsp: u64) -> Result<Option<Timespec>, i64> {
     if tsp == 0 { Ok(None) } else { super::time::read_valid_timespec(p, tsp).map(Some) }
 }
 
-/// `ppoll(fds, nfds, tsp, sigmask, sigsetsize)`. The signal mask is ignored (no signals yet);
-/// after an input wake-up the call restarts with its full timeout.
+/// `ppoll(fds, nfds, tsp, sigmask, sigsetsize)`. The signal mask is ignored; a poll that finds
+/// nothing ready blocks until console input or a pipe change ([`WaitFor::Poll`]), then restarts
+/// with its full timeout.
 pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
     let [fds, nfds, tsp, sigmask, sigsetsize, _] = a;
+    let generation = super::sched::event_generation();
     if nfds > FD_LIMIT as u64 {
         return fail(frame, EINVAL);
     }
@@ -542,12 +570,15 @@ pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
         return fail(frame, EINVAL);
     }
     let mut entries = Vec::new();
+    if fallible::reserve(&mut entries, nfds as usize).is_err() {
+        return fail(frame, ENOMEM);
+    }
     for i in 0..nfds {
         let mut b = [0u8; 8];
         if copy_in(p, &mut b, fds.wrapping_add(i * 8)).is_err() {
             return fail(frame, EFAULT);
         }
-        entries.push(PollFd::from_bytes(b));
+        entries.push(PollFd::from_bytes(b)); // within the room reserved above
     }
     let mut ready = 0;
     for e in &mut entries {
@@ -569,18 +600,19 @@ pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
     if ready > 0 || timeout.is_some_and(|t| t.to_ns() == 0) {
         return done(frame, ready as i64);
     }
-    block_for_input(timeout)
+    block_for_poll(generation, timeout)
 }
 
-fn block_for_input(timeout: Option<Timespec>) -> Action {
+fn block_for_poll(generation: u32, timeout: Option<Timespec>) -> Action {
     let deadline = timeout.map(|t| crate::wallclock::deadline_after(t.to_ns()));
-    Action::Block(Wait { what: WaitFor::Input, deadline })
+    Action::Block(Wait { what: WaitFor::Poll { generation }, deadline })
 }
 
 /// `pselect6(nfds, readfds, writefds, exceptfds, tsp, sigmask)`: descriptor sets of `nfds` bits;
 /// the remaining time is not written back.
 pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
     let [nfds, sets @ .., tsp, _] = a;
+    let generation = super::sched::event_generation();
     if nfds as i64 > FD_LIMIT as i64 || (nfds as i64) < 0 {
         return fail(frame, EINVAL);
     }
@@ -589,22 +621,25 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
         Err(e) => return fail(frame, e),
     };
     let words = nfds.div_ceil(64) as usize;
-    let mut bits = [Vec::new(), Vec::new(), Vec::new()];
+    // The three sets as read and as answered, one allocation (Linux's `fds` bitmaps).
+    let Ok(mut bitmaps) = fallible::zeroed::<u64>(6 * words) else { return fail(frame, ENOMEM) };
+    let (bits, out) = bitmaps.split_at_mut(3 * words);
+    let mut raw = [0u8; 8];
     for (k, &set) in sets.iter().enumerate() {
         if set == 0 {
             continue;
         }
-        let mut raw = alloc::vec![0u8; words * 8];
-        if copy_in(p, &mut raw, set).is_err() {
-            return fail(frame, EFAULT);
+        for w in 0..words {
+            if copy_in(p, &mut raw, set.wrapping_add(w as u64 * 8)).is_err() {
+                return fail(frame, EFAULT);
+            }
+            bits[k * words + w] = u64::from_le_bytes(raw);
         }
-        bits[k] = raw.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
     }
-    let mut out = [alloc::vec![0u64; words], alloc::vec![0u64; words], alloc::vec![0u64; words]];
     let mut count = 0i64;
     for fd in 0..nfds {
         let (w, m) = ((fd / 64) as usize, 1u64 << (fd % 64));
-        let asked: [bool; 3] = core::array::from_fn(|k| bits[k].get(w).is_some_and(|b| b & m != 0));
+        let asked: [bool; 3] = core::array::from_fn(|k| sets[k] != 0 && bits[k * words + w] & m != 0);
         if !asked.iter().any(|&a| a) {
             continue;
         }
@@ -619,7 +654,7 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
         ];
         for k in 0..3 {
             if asked[k] && got[k] {
-                out[k][w] |= m;
+                out[k * words + w] |= m;
                 count += 1;
             }
         }
@@ -629,13 +664,14 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
         if set == 0 {
             continue;
         }
-        let bytes: Vec<u8> = out[k].iter().flat_map(|w| w.to_le_bytes()).collect();
-        if copy_out(p, set, &bytes).is_err() {
-            return fail(frame, EFAULT);
+        for w in 0..words {
+            if copy_out(p, set.wrapping_add(w as u64 * 8), &out[k * words + w].to_le_bytes()).is_err() {
+                return fail(frame, EFAULT);
+            }
         }
     }
     if count == 0 && timeout.is_none_or(|t| t.to_ns() != 0) {
-        return block_for_input(timeout);
+        return block_for_poll(generation, timeout);
     }
     done(frame, count)
 }

@@ -143,16 +143,16 @@ pub fn memfd_create(p: &Process, name: u64, flags: u64) -> i64 {
     if flags & MFD_HUGETLB != 0 {
         return -EINVAL;
     }
-    let object = Arc::new(MemfdObject {
-        pages: Mutex::new(MemObject::new()),
-        ino: NEXT_INO.fetch_add(1, Ordering::Relaxed),
-    });
+    let object =
+        MemfdObject { pages: Mutex::new(MemObject::new()), ino: NEXT_INO.fetch_add(1, Ordering::Relaxed) };
+    let Ok(object) = crate::memory::fallible::arc(object) else { return -ENOMEM };
     let kind = FileKind::Memfd(Memfd { object, pos: Mutex::new(0) });
-    let file = Arc::new(OpenFile { kind, flags: AtomicU32::new(O_RDWR | O_LARGEFILE) });
+    let open = OpenFile { kind, flags: AtomicU32::new(O_RDWR | O_LARGEFILE) };
+    let Ok(file) = crate::memory::fallible::arc(open) else { return -ENOMEM };
     let cloexec = flags & MFD_CLOEXEC != 0;
     match p.posix.files.lock().install_lowest(0, FdEntry { file, cloexec }) {
-        Some(fd) => fd as i64,
-        None => -EMFILE,
+        Ok(fd) => fd as i64,
+        Err(e) => -e,
     }
 }
 

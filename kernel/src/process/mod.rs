@@ -114,7 +114,9 @@ pub struct Process {
 
 impl Process {
     /// A process with one thread to come, neither run nor exiting: what the first program and
-    /// every fork start as. The root comes from `mm`'s table.
+    /// every fork start as. The root comes from `mm`'s table. `ENOMEM` (with `mm` and the rest
+    /// handed back to be freed) when the heap cannot hold it.
+    #[allow(clippy::result_large_err, reason = "the failure hands the memory back to be freed")]
     fn new(
         pid: u32,
         asid: Arc<Mutex<AsidContext>>,
@@ -123,9 +125,9 @@ impl Process {
         rlimits: Rlimits,
         posix: posix::ProcessPosix,
         family: family::Family,
-    ) -> Arc<Process> {
+    ) -> Result<Arc<Process>, Option<Mm>> {
         let root = mm.space().table().root_pa().0;
-        Arc::new(Process {
+        let process = crate::memory::fallible::arc(Process {
             pid,
             asid,
             root: AtomicU64::new(root),
@@ -140,7 +142,8 @@ impl Process {
             next_tid: AtomicU32::new(pid + 1),
             posix,
             family,
-        })
+        });
+        process.map_err(|p| p.mm.into_inner())
     }
 }
 
@@ -160,6 +163,9 @@ pub struct Thread {
     pub clear_child_tid: u64,
     /// CPUs the thread may run on (bit per CPU).
     pub affinity: u64,
+    /// Bytes a blocking pipe write moved into the pipe before it blocked for the rest: its
+    /// restart skips them, and a signal ending the wait returns them (`pipe::write`).
+    pub pipe_written: u64,
     /// Name, robust list, CPU time.
     pub posix: posix::ThreadPosix,
 }
@@ -207,7 +213,7 @@ pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, S
 /// # Errors
 /// Why the program could not be started.
 pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>, String> {
-    let exe = elf::parse(bytes)?;
+    let exe = elf::parse(bytes).map_err(|refusal| format!("{refusal}"))?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     let table =
         PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
@@ -227,7 +233,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         Ok(regs) => regs,
         Err(e) => {
             free_mm(mm, None);
-            return Err(e);
+            return Err(format!("{e}"));
         }
     };
     let process = Process::new(
@@ -238,7 +244,13 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         Rlimits::init(frames::usage().1 as u64),
         posix::ProcessPosix::first(),
         family::Family::first(),
-    );
+    )
+    .map_err(|mm| {
+        if let Some(mm) = mm {
+            free_mm(mm, None);
+        }
+        String::from("no memory for the process")
+    })?;
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
     family::started();
     let thread = Thread {
@@ -249,6 +261,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         tpidr: 0,
         clear_child_tid: 0,
         affinity: u64::MAX,
+        pipe_written: 0,
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = sched::admit(thread) {
@@ -261,6 +274,36 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     Ok(process)
 }
 
+/// The step of [`load`] that failed, and why (printed by `spawn`; `execve` returns the errno).
+/// No heap: `execve` must be able to fail when there is none.
+#[derive(Clone, Copy, Debug)]
+struct LoadError {
+    step: LoadStep,
+    errno: mm::vm::Errno,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LoadStep {
+    ProtNone,
+    Segment(u64),
+    Stack,
+    CodeWindow,
+    InitialStack,
+}
+
+impl core::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let e = self.errno;
+        match self.step {
+            LoadStep::ProtNone => write!(f, "a PROT_NONE segment"),
+            LoadStep::Segment(at) => write!(f, "mapping the segment at {at:#x} failed: {e:?}"),
+            LoadStep::Stack => write!(f, "stack: {e:?}"),
+            LoadStep::CodeWindow => write!(f, "code window: {e:?}"),
+            LoadStep::InitialStack => write!(f, "writing the initial stack failed: {e:?}"),
+        }
+    }
+}
+
 /// Maps the segments, the stack and the initial stack contents; returns the entry registers.
 fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
@@ -268,7 +311,8 @@ fn load<S: AsRef<[u8]>>(
     bytes: &[u8],
     argv: &[S],
     envp: &[S],
-) -> Result<UserRegs, String> {
+) -> Result<UserRegs, LoadError> {
+    let failed = |step| move |errno| LoadError { step, errno };
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
         let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
@@ -281,7 +325,7 @@ fn load<S: AsRef<[u8]>>(
             }
         }
         if mm::user::user_attrs(prot).is_none() {
-            return Err(String::from("a PROT_NONE segment"));
+            return Err(LoadError { step: LoadStep::ProtNone, errno: mm::vm::Errno::EINVAL });
         }
         // The file bytes of each page: [vaddr, vaddr + filesz) comes from the file at offset.
         let fill = |page: u64| {
@@ -296,13 +340,13 @@ fn load<S: AsRef<[u8]>>(
             Some(((file_start - page) as usize, bytes.get(from..from + len)?))
         };
         mm.map_image(start, end, prot, VmaFlags::IMAGE, fill)
-            .map_err(|e| format!("mapping the segment at {:#x} failed: {e:?}", seg.vaddr))?;
+            .map_err(failed(LoadStep::Segment(seg.vaddr)))?;
     }
     mm.vm_mut()
         .map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK)
-        .map_err(|e| format!("stack: {e:?}"))?;
+        .map_err(failed(LoadStep::Stack))?;
     // The code window contains the program's own text where it fits (docs/mm.md §8).
-    mm.vm_mut().init_code_window(exe.exec_range).map_err(|e| format!("code window: {e:?}"))?;
+    mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
 
     let mut random = [0u8; 16];
     crate::random::fill(&mut random);
@@ -324,8 +368,9 @@ fn load<S: AsRef<[u8]>>(
         (stack::at::SECURE, 0),
         (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
     ];
-    let (sp, image) = stack::build(STACK_TOP, argv, envp, &auxv, random);
-    mm.write(sp, &image).map_err(|e| format!("writing the initial stack failed: {e:?}"))?;
+    let (sp, image) =
+        stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
+    mm.write(sp, &image).map_err(failed(LoadStep::InitialStack))?;
     Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
 }
 
@@ -392,6 +437,7 @@ pub enum Action {
 /// Handles one exception from a thread of `thread.process`; a pending signal the thread can
 /// take is delivered on the way back to EL0.
 pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
+    let _scope = crate::memory::fallible::handling(thread.process.pid, thread.tid);
     match exception(thread, frame, kind) {
         Action::Continue => signals::on_return(thread, frame),
         other => other,
@@ -443,16 +489,16 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                         PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
                         return Action::Continue;
                     }
-                    Err(Fault::NoMapping) => format!("no mapping at {:#x}", frame.far),
+                    Err(Fault::NoMapping) => Unresolved::NoMapping(frame.far),
                     Err(Fault::Guard) => {
                         guard_page = true;
-                        format!("{:#x} is a guard page", frame.far)
+                        Unresolved::Guard(frame.far)
                     }
                     Err(Fault::Bus) => {
                         bus = true;
-                        format!("{:#x} is past the end of the mapped object", frame.far)
+                        Unresolved::PastTheEnd(frame.far)
                     }
-                    Err(Fault::Protection { prot }) => format!("{access:?} access to a {prot:?} mapping"),
+                    Err(Fault::Protection { prot }) => Unresolved::Protection(access, prot),
                     Err(Fault::OutOfMemory) => {
                         // Linux's out-of-memory path: the process is killed with SIGKILL (status
                         // 137), which no handler can catch; the kernel goes on and every frame of
@@ -473,7 +519,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                     }
                 }
             } else {
-                String::from("the page's protection forbids it")
+                Unresolved::Forbidden
             };
             let mapped = mm.vm().find(frame.far).is_some();
             drop(guard);
@@ -493,7 +539,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                 Err(status) => {
                     let guard = process.mm.lock();
                     if let Some(mm) = guard.as_ref() {
-                        report_user_fault(&process, mm, frame, access, fsc, &why, status);
+                        report_user_fault(&process, mm, frame, access, fsc, why, status);
                     }
                     drop(guard);
                     kill(&process, status)
@@ -600,19 +646,51 @@ pub fn kill_with(process: &Arc<Process>, status: u64, exited: bool) -> Action {
     Action::ExitThread
 }
 
+/// Why demand paging did not resolve a fault (for the report of a fatal one; no heap, since a
+/// program's fault must not need any).
+#[derive(Clone, Copy)]
+enum Unresolved {
+    NoMapping(u64),
+    Guard(u64),
+    PastTheEnd(u64),
+    Protection(Access, Prot),
+    Forbidden,
+}
+
+impl core::fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoMapping(at) => write!(f, "no mapping at {at:#x}"),
+            Self::Guard(at) => write!(f, "{at:#x} is a guard page"),
+            Self::PastTheEnd(at) => write!(f, "{at:#x} is past the end of the mapped object"),
+            Self::Protection(access, prot) => write!(f, "{access:?} access to a {prot:?} mapping"),
+            Self::Forbidden => f.write_str("the page's protection forbids it"),
+        }
+    }
+}
+
+/// The area holding a faulting address, as the fault report describes it.
+struct MappingAt(Option<(u64, u64, Prot)>);
+
+impl core::fmt::Display for MappingAt {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some((start, end, prot)) => write!(f, "mapping [{start:#x}, {end:#x}) is {prot:?}"),
+            None => f.write_str("no mapping there"),
+        }
+    }
+}
+
 fn report_user_fault(
     p: &Process,
     mm: &Mm,
     frame: &TrapFrame,
     access: Access,
     fsc: u64,
-    why: &str,
+    why: Unresolved,
     status: u64,
 ) {
-    let mapping = match mm.vm().find(frame.far) {
-        Some(vma) => format!("mapping [{:#x}, {:#x}) is {:?}", vma.start, vma.end, vma.prot),
-        None => String::from("no mapping there"),
-    };
+    let mapping = MappingAt(mm.vm().find(frame.far).map(|vma| (vma.start, vma.end, vma.prot)));
     kprintln!(
         "\n*** pid {}: {}: {:?} at {:#x} (pc {:#x}, sp {:#x})",
         p.pid,

@@ -4,9 +4,10 @@
 //! - A read takes what is there (up to the buffers' size); with nothing there it returns 0
 //!   (end of file) once no write end is open, `EAGAIN` with `O_NONBLOCK`, else blocks.
 //! - A write of up to `PIPE_BUF` (4096) bytes is atomic: it waits until it fits whole. A larger
-//!   one writes what fits; when the pipe is full it returns what it wrote so far (a short
-//!   write, which C libraries and busybox loop on) or, having written nothing, blocks. With no
-//!   read end open it fails with `EPIPE` and the writer gets `SIGPIPE`.
+//!   one writes what fits and, without `O_NONBLOCK`, blocks for the rest until all of it is in
+//!   (the thread keeps the count across the restarts; a signal returns it); with `O_NONBLOCK`
+//!   it returns what fitted, or `EAGAIN`. With no read end open the writer gets `SIGPIPE` and
+//!   `EPIPE` (or the count, if some bytes went in).
 //! - The ends are counted per open file description: the last `close` of an end (its
 //!   description dropped) wakes the other side, which then sees end of file or `EPIPE`.
 //!
@@ -21,10 +22,11 @@ use spin::Mutex;
 
 use super::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
 use super::sched::{self, Wait, WaitFor};
-use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, EMFILE, ENOMEM, EPIPE};
+use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, EPIPE};
 use super::syscall::{copy_in, copy_out};
 use super::{Action, Process};
 use crate::arch::aarch64::exception::TrapFrame;
+use crate::memory::fallible;
 
 /// The buffer of a pipe (Linux's default: 16 pages).
 pub const PIPE_SIZE: usize = 64 << 10;
@@ -100,20 +102,40 @@ pub fn pipe2(p: &Process, fds: u64, flags: u64) -> i64 {
     if buf.try_reserve_exact(PIPE_SIZE).is_err() {
         return -ENOMEM;
     }
-    let pipe = Arc::new(Pipe { state: Mutex::new(State { buf, readers: 1, writers: 1 }) });
+    let Ok(pipe) = fallible::arc(Pipe { state: Mutex::new(State { buf, readers: 0, writers: 0 }) }) else {
+        return -ENOMEM;
+    };
     let status = flags as u32 & (O_NONBLOCK | O_DIRECT);
+    // Each end counts itself once it exists, so an end dropped on a failure below uncounts only
+    // itself.
     let end = |write: bool| {
+        let mut st = pipe.state.lock();
+        if write {
+            st.writers += 1
+        } else {
+            st.readers += 1
+        }
+        drop(st);
         let kind = FileKind::Pipe(PipeEnd { pipe: pipe.clone(), write });
         let mode = if write { O_WRONLY } else { 0 };
-        Arc::new(OpenFile { kind, flags: AtomicU32::new(mode | status) })
+        fallible::arc(OpenFile { kind, flags: AtomicU32::new(mode | status) }).map_err(|_| ENOMEM)
     };
     let cloexec = flags & u64::from(O_CLOEXEC) != 0;
-    let (read_end, write_end) = (end(false), end(true));
+    let (read_end, write_end) = match end(false).and_then(|r| Ok((r, end(true)?))) {
+        Ok(ends) => ends,
+        Err(e) => return -e,
+    };
     let mut files = p.posix.files.lock();
-    let Some(r) = files.install_lowest(0, FdEntry { file: read_end, cloexec }) else { return -EMFILE };
-    let Some(w) = files.install_lowest(0, FdEntry { file: write_end, cloexec }) else {
-        files.close(r as u64);
-        return -EMFILE;
+    let r = match files.install_lowest(0, FdEntry { file: read_end, cloexec }) {
+        Ok(r) => r,
+        Err(e) => return -e,
+    };
+    let w = match files.install_lowest(0, FdEntry { file: write_end, cloexec }) {
+        Ok(w) => w,
+        Err(e) => {
+            files.close(r as u64);
+            return -e;
+        }
     };
     drop(files);
     let mut out = [0u8; 8];
@@ -178,14 +200,22 @@ pub fn read(
     done(frame, at as i64)
 }
 
-/// `write` on a pipe's write end.
+/// `write` on a pipe's write end, as Linux's `pipe_write`: up to `PIPE_BUF` bytes go in whole
+/// or not at all; a larger write goes in as space appears. Without `O_NONBLOCK` the call
+/// returns only when everything is written: when the pipe fills first it blocks, counting in
+/// `progress` (the thread's) what it wrote so far, and its restart skips those bytes; a signal
+/// that ends the wait returns that count (`sched::interrupt`). With `O_NONBLOCK` it returns
+/// what fitted, `EAGAIN` if nothing did. No reader: `SIGPIPE`, and `EPIPE` unless some bytes
+/// went in.
 pub fn write(
     p: &Process,
     frame: &mut TrapFrame,
+    progress: &mut u64,
     file: &OpenFile,
     end: &PipeEnd,
     buffers: &[(u64, u64)],
 ) -> Action {
+    let resumed = core::mem::take(progress);
     if !end.write {
         return done(frame, -super::syscall::errno::EBADF);
     }
@@ -195,20 +225,19 @@ pub fn write(
     }
     let generation = sched::event_generation();
     let nonblock = file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0;
-    // What must fit before anything is written: all of an atomic write, else one byte.
+    // What must fit before anything more is written: all of an atomic write, else one byte.
     let need = if total as usize <= PIPE_BUF { total as usize } else { 1 };
-    let mut written = 0u64;
+    let mut written = resumed.min(total);
     let mut chunk = [0u8; 512];
+    let mut skip = written;
     for &(base, len) in buffers {
-        let mut off = 0u64;
+        let mut off = skip.min(len);
+        skip -= off;
         while off < len {
             let space = {
                 let st = end.pipe.state.lock();
                 if st.readers == 0 {
                     drop(st);
-                    if written > 0 {
-                        return wrote(frame, &end.pipe, written);
-                    }
                     let info = ::signal::info::SigInfo::sent(
                         ::signal::num::SIGPIPE,
                         ::signal::num::SI_USER,
@@ -216,15 +245,20 @@ pub fn write(
                         0,
                     );
                     super::signals::send_to_process(p, info);
-                    return done(frame, -EPIPE);
+                    return if written > 0 { wrote(frame, &end.pipe, written) } else { done(frame, -EPIPE) };
                 }
                 PIPE_SIZE - st.buf.len()
             };
-            if space < if written == 0 { need } else { 1 } {
-                if written > 0 {
-                    return wrote(frame, &end.pipe, written);
+            if space < need {
+                if nonblock {
+                    return if written > 0 { wrote(frame, &end.pipe, written) } else { done(frame, -EAGAIN) };
                 }
-                return if nonblock { done(frame, -EAGAIN) } else { block(&end.pipe, generation) };
+                if written > resumed {
+                    // Readers may be waiting for what went in: wake them before sleeping.
+                    sched::notify(end.pipe.key());
+                }
+                *progress = written;
+                return block(&end.pipe, generation);
             }
             let n = ((len - off) as usize).min(chunk.len()).min(space);
             if copy_in(p, &mut chunk[..n], base.wrapping_add(off)).is_err() {
@@ -232,15 +266,13 @@ pub fn write(
             }
             let pushed = {
                 let mut st = end.pipe.state.lock();
+                // Never grows the buffer: it holds PIPE_SIZE bytes from `pipe2` on.
                 let fit = n.min(PIPE_SIZE - st.buf.len());
                 st.buf.extend(&chunk[..fit]);
                 fit
             };
             written += pushed as u64;
             off += pushed as u64;
-            if pushed < n {
-                return wrote(frame, &end.pipe, written);
-            }
         }
     }
     wrote(frame, &end.pipe, written)

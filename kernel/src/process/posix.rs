@@ -14,6 +14,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
+use super::syscall::errno::{EMFILE, ENOMEM};
+
 /// Descriptors a process may have open (Linux's default `RLIMIT_NOFILE` soft limit).
 pub const FD_LIMIT: usize = 1024;
 /// `O_RDWR`.
@@ -80,20 +82,29 @@ impl FdTable {
         self.fds.get_mut(usize::try_from(fd).ok()?)?.as_mut()
     }
 
-    /// Puts `entry` at the lowest free number at or above `min`; `None` when none is below the
-    /// limit (EMFILE; EINVAL is the caller's for `min` itself too large).
-    pub fn install_lowest(&mut self, min: usize, entry: FdEntry) -> Option<usize> {
-        let free = (min..FD_LIMIT).find(|&i| self.fds.get(i).is_none_or(Option::is_none))?;
-        self.install_at(free, entry);
-        Some(free)
+    /// Puts `entry` at the lowest free number at or above `min` and returns it.
+    ///
+    /// # Errors
+    /// `EMFILE` when none is below the limit (`EINVAL` is the caller's for `min` itself too
+    /// large); `ENOMEM` when the table cannot grow (nothing changes).
+    pub fn install_lowest(&mut self, min: usize, entry: FdEntry) -> Result<usize, i64> {
+        let free = (min..FD_LIMIT).find(|&i| self.fds.get(i).is_none_or(Option::is_none)).ok_or(EMFILE)?;
+        self.install_at(free, entry)?;
+        Ok(free)
     }
 
     /// Puts `entry` at `fd` (below the limit), closing what was there.
-    pub fn install_at(&mut self, fd: usize, entry: FdEntry) {
+    ///
+    /// # Errors
+    /// `ENOMEM` when the table cannot grow to `fd` (nothing changes).
+    pub fn install_at(&mut self, fd: usize, entry: FdEntry) -> Result<(), i64> {
         if self.fds.len() <= fd {
+            let more = fd + 1 - self.fds.len();
+            crate::memory::fallible::reserve(&mut self.fds, more).map_err(|_| ENOMEM)?;
             self.fds.resize(fd + 1, None);
         }
         self.fds[fd] = Some(entry);
+        Ok(())
     }
 
     /// A copy (the same descriptions, each descriptor's own flag), or `None` when the heap cannot

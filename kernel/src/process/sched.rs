@@ -37,7 +37,7 @@ use core::cell::UnsafeCell;
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use linux_abi::futex::{BITSET_MATCH_ANY, Channel, WaitList, Waiter};
-use mm::vm::{Errno, fallible, limits};
+use mm::vm::{Errno, limits};
 
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
 use spin::Mutex;
@@ -46,6 +46,7 @@ use super::{Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{self, KernelContext};
 use crate::irq;
+use crate::memory::fallible;
 use crate::smp::{MAX_CPUS, current_cpu};
 
 const CODE_YIELD: u64 = 1;
@@ -79,9 +80,15 @@ pub enum WaitFor {
     },
     /// Nothing but the deadline (`nanosleep`): returns 0.
     Timer,
-    /// Console input: the call restarts when input arrives; returns 0 at the deadline (a poll
-    /// that timed out).
+    /// Console input: the call restarts when input arrives.
     Input,
+    /// `ppoll`/`pselect6`: the call restarts when console input arrives or a kernel event
+    /// ([`notify`]: a pipe changed) happens after the caller read [`event_generation`] as
+    /// `generation`; returns 0 at the deadline (a poll that timed out).
+    Poll {
+        /// The event count the caller saw before it looked at its descriptors.
+        generation: u32,
+    },
     /// A signal (`rt_sigsuspend`, `rt_sigtimedwait`): x0 is -EINTR when one came, -ETIMEDOUT at
     /// the deadline; the signal code finishes the call as the thread resumes.
     Signal,
@@ -114,14 +121,16 @@ pub fn event_generation() -> u32 {
 }
 
 /// A kernel event on `key` happened (the caller changed the state first): every thread blocked
-/// on it restarts its system call.
+/// on it, and every poll (which may watch it), restarts its system call.
 pub fn notify(key: usize) {
     let mut waiting = WAITING.lock();
     EVENTS.fetch_add(1, Ordering::AcqRel);
-    let n = waiting.wake_each(key, 0, BITSET_MATCH_ANY, u64::MAX, |mut t| {
+    let restart = |mut t: Box<Thread>| {
         t.regs.pc -= 4;
         make_runnable(t);
-    });
+    };
+    let n = waiting.wake_each(key, 0, BITSET_MATCH_ANY, u64::MAX, restart)
+        + waiting.wake_channel_each(Channel::Poll, restart);
     drop(waiting);
     if n > 0 {
         wake_idle();
@@ -396,6 +405,15 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
             }
             Channel::Input
         }
+        WaitFor::Poll { generation } => {
+            // Both checked under the wait list's lock: input or a pipe change after this wakes
+            // the thread; one since the caller looked restarts the call now.
+            if crate::tty::readable() || EVENTS.load(Ordering::Acquire) != generation {
+                frame.elr -= 4;
+                return;
+            }
+            Channel::Poll
+        }
         WaitFor::Signal => Channel::Signal,
         WaitFor::Event { key, generation } => {
             if EVENTS.load(Ordering::Acquire) != generation {
@@ -428,7 +446,7 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
             // Never allocates: `admit` made room in the list for every live thread.
             waiting.push(Waiter { channel, deadline: wait.deadline, item: thread });
         } else {
-            thread.regs.x[0] = (-EINTR) as u64;
+            thread.regs.x[0] = interrupted_x0(&mut thread);
             RUNQ.lock().push_back(thread);
         }
     }
@@ -550,12 +568,17 @@ pub fn futex_wake_op(
     Ok(n)
 }
 
-/// Console input arrived: every thread waiting for it restarts its system call.
+/// Console input arrived: every thread waiting for it (a read or a poll) restarts its system
+/// call.
 pub fn wake_input_waiters() {
-    let n = WAITING.lock().wake_channel_each(Channel::Input, |mut t| {
+    let restart = |mut t: Box<Thread>| {
         t.regs.pc -= 4;
         make_runnable(t);
-    });
+    };
+    let mut waiting = WAITING.lock();
+    let n = waiting.wake_channel_each(Channel::Input, restart)
+        + waiting.wake_channel_each(Channel::Poll, restart);
+    drop(waiting);
     if n > 0 {
         wake_idle();
     }
@@ -566,7 +589,7 @@ fn expire_waits() {
     let n = WAITING.lock().expire_each(now, |mut w| {
         w.item.regs.x[0] = match w.channel {
             Channel::Futex { .. } | Channel::Signal => (-ETIMEDOUT) as u64,
-            Channel::Timer | Channel::Input => 0, // a sleep that ended, a poll that timed out
+            Channel::Timer | Channel::Input | Channel::Poll => 0, // a sleep that ended, a poll that timed out
         };
         make_runnable(w.item);
     });
@@ -581,8 +604,17 @@ fn expire_waits() {
 pub fn interrupt(process: &Process, tid: u32) {
     let woken = WAITING.lock().take_first(|t| t.tid == tid && core::ptr::eq(&*t.process, process));
     if let Some(mut w) = woken {
-        w.item.regs.x[0] = (-EINTR) as u64;
+        w.item.regs.x[0] = interrupted_x0(&mut w.item);
         enqueue(w.item);
+    }
+}
+
+/// x0 of a thread whose wait a signal ends: -EINTR, or the bytes a blocking pipe write had
+/// written (Linux's `pipe_write` returns them rather than restart).
+fn interrupted_x0(thread: &mut Thread) -> u64 {
+    match core::mem::take(&mut thread.pipe_written) {
+        0 => (-EINTR) as u64,
+        n => n,
     }
 }
 

@@ -5,6 +5,10 @@
 //! 16-byte aligned.
 use alloc::vec::Vec;
 
+use mm::vm::Errno;
+
+use crate::memory::fallible;
+
 /// Auxiliary vector keys (Linux `include/uapi/linux/auxvec.h`).
 pub mod at {
     /// End of the vector.
@@ -61,48 +65,68 @@ pub const MINSIGSTKSZ: u64 = signal::frame::TOTAL as u64 + 16;
 /// Builds the stack image that ends at `top` (exclusive) and returns `(sp, bytes)`: the bytes go
 /// at `[sp, top)`. `auxv` is given without the entries that point into the stack (`AT_PLATFORM`,
 /// `AT_RANDOM`, `AT_EXECFN`), which are added here.
+///
+/// # Errors
+/// `ENOMEM` when the heap cannot hold the image (`execve` gets that back).
 pub fn build<S: AsRef<[u8]>>(
     top: u64,
     argv: &[S],
     envp: &[S],
     auxv: &[(u64, u64)],
     random: [u8; 16],
-) -> (u64, Vec<u8>) {
+) -> Result<(u64, Vec<u8>), Errno> {
     // Strings and the random bytes go at the top; lay them out first to know their addresses.
-    let mut strings: Vec<u8> = Vec::new();
-    let mut offsets = Vec::new();
-    for s in argv.iter().chain(envp) {
-        offsets.push(strings.len());
-        strings.extend_from_slice(s.as_ref());
-        strings.push(0);
+    let strings_len = argv.iter().chain(envp).map(|s| s.as_ref().len() + 1).sum::<usize>()
+        + PLATFORM.len()
+        + 1
+        + random.len();
+    let strings_start = (top - strings_len as u64) & !15;
+    let pointers = argv.len() + envp.len();
+    // argc, the pointers and their two NULLs, the auxv given and the four pairs added here.
+    let words = 1 + pointers + 2 + 2 * auxv.len() + 8;
+    let sp = (strings_start - words as u64 * 8) & !15;
+    let mut bytes = fallible::zeroed::<u8>((top - sp) as usize)?;
+    let (table, strings) = bytes.split_at_mut((strings_start - sp) as usize);
+    let mut at = 0;
+    let mut string_addrs = argv.iter().chain(envp).map(|s| {
+        let addr = strings_start + at as u64;
+        let s = s.as_ref();
+        strings[at..at + s.len()].copy_from_slice(s);
+        at += s.len() + 1; // the NUL is already there
+        addr
+    });
+    let mut words_out = table.chunks_exact_mut(8);
+    let mut put = |w: u64| {
+        if let Some(slot) = words_out.next() {
+            slot.copy_from_slice(&w.to_le_bytes());
+        }
+    };
+    put(argv.len() as u64);
+    let mut execfn = 0;
+    for i in 0..argv.len() {
+        let addr = string_addrs.next().unwrap_or(0);
+        if i == 0 {
+            execfn = addr;
+        }
+        put(addr);
     }
-    let platform_offset = strings.len();
-    strings.extend_from_slice(PLATFORM.as_bytes());
-    strings.push(0);
-    let random_offset = strings.len();
-    strings.extend_from_slice(&random);
-    let strings_start = (top - strings.len() as u64) & !15;
-    let addr = |i: usize| strings_start + offsets[i] as u64;
-    let execfn = if argv.is_empty() { 0 } else { addr(0) };
-
-    let mut words: Vec<u64> = Vec::new();
-    words.push(argv.len() as u64);
-    words.extend((0..argv.len()).map(addr));
-    words.push(0);
-    words.extend((argv.len()..argv.len() + envp.len()).map(addr));
-    words.push(0);
+    put(0);
+    for addr in string_addrs.by_ref() {
+        put(addr);
+    }
+    put(0);
     for &(key, value) in auxv {
-        words.extend([key, value]);
+        put(key);
+        put(value);
     }
-    words.extend([at::PLATFORM, strings_start + platform_offset as u64]);
-    words.extend([at::RANDOM, strings_start + random_offset as u64, at::EXECFN, execfn, at::NULL, 0]);
-    let sp = (strings_start - words.len() as u64 * 8) & !15;
-
-    let mut bytes = alloc::vec![0u8; (top - sp) as usize];
-    for (i, w) in words.iter().enumerate() {
-        bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    drop(string_addrs);
+    let platform = strings_start + at as u64;
+    strings[at..at + PLATFORM.len()].copy_from_slice(PLATFORM.as_bytes());
+    at += PLATFORM.len() + 1;
+    let random_at = strings_start + at as u64;
+    strings[at..at + random.len()].copy_from_slice(&random);
+    for w in [at::PLATFORM, platform, at::RANDOM, random_at, at::EXECFN, execfn, at::NULL, 0] {
+        put(w);
     }
-    let s = (strings_start - sp) as usize;
-    bytes[s..s + strings.len()].copy_from_slice(&strings);
-    (sp, bytes)
+    Ok((sp, bytes))
 }

@@ -147,10 +147,20 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let result: i64 = match frame.x[8] {
         // Descriptors and the console.
-        nr::READ => return files::read(&p, frame, a[0], files::one_buffer(a[1], a[2])),
-        nr::READV => return files::read(&p, frame, a[0], files::vector(&p, a[1], a[2])),
-        nr::WRITE => return files::write(&p, frame, a[0], files::one_buffer(a[1], a[2])),
-        nr::WRITEV => return files::write(&p, frame, a[0], files::vector(&p, a[1], a[2])),
+        nr::READ => return files::read(&p, frame, a[0], files::Buffers::One(a[1], a[2])),
+        nr::READV => return files::read(&p, frame, a[0], files::Buffers::Vector(a[1], a[2])),
+        nr::WRITE => {
+            return files::write(&p, frame, &mut thread.pipe_written, a[0], files::Buffers::One(a[1], a[2]));
+        }
+        nr::WRITEV => {
+            return files::write(
+                &p,
+                frame,
+                &mut thread.pipe_written,
+                a[0],
+                files::Buffers::Vector(a[1], a[2]),
+            );
+        }
         nr::PIPE2 => super::pipe::pipe2(&p, a[0], a[1]),
         nr::CLOSE => files::close(&p, a[0]),
         nr::DUP => files::dup(&p, a[0]),
@@ -245,6 +255,10 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(&p, a[0], a[1], a[2], a[3], a[4]),
         abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(&p, a[0], a[1], a[2]),
         abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(&p, a[0], a[1]),
+        abi::SYS_FAIL_NTH => match crate::memory::fallible::fail_nth(p.pid, thread.tid, a[0]) {
+            Some(left) => left as i64,
+            None => unknown(thread, abi::SYS_FAIL_NTH),
+        },
         other => unknown(thread, other),
     };
     frame.x[0] = result as u64;
@@ -520,9 +534,11 @@ fn clone(
     // The name is inherited; the robust list is the new thread's to register (Linux clears it).
     let posix = super::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() };
     let child = clone.child(thread, frame, tid, p.clone(), posix);
+    if let Err(e) = p.signals.thread_created(thread.tid, tid) {
+        return e.as_ret();
+    }
     // Counted before it can run (a child that exits at once must find itself counted).
     p.threads.fetch_add(1, Ordering::AcqRel);
-    p.signals.thread_created(thread.tid, tid);
     match super::sched::admit(child) {
         Ok(()) => i64::from(tid),
         Err(e) => {
@@ -623,6 +639,7 @@ impl CloneArgs {
             tpidr: if self.flags & clone_flags::CLONE_SETTLS != 0 { self.tls } else { TPIDR_EL0.get() },
             clear_child_tid: if self.flags & clone_flags::CLONE_CHILD_CLEARTID != 0 { self.ctid } else { 0 },
             affinity: caller.affinity,
+            pipe_written: 0,
             posix,
         }
     }

@@ -196,7 +196,8 @@ kernel_test!(
     fn the_initial_stack_names_the_platform_and_the_program() {
         use crate::process::stack::{self, at};
         let top = 0x1_0000_0000u64;
-        let (sp, bytes) = stack::build(top, &["prog"], &["A=1"], &[(at::PAGESZ, 4096)], [7; 16]);
+        let (sp, bytes) = stack::build(top, &["prog"], &["A=1"], &[(at::PAGESZ, 4096)], [7; 16])
+            .map_err(|e| alloc::format!("stack::build: {e:?}"))?;
         ensure_eq!(sp % 16, 0);
         let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
         // The NUL-terminated string at `addr`, if it is inside the image.

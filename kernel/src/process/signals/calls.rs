@@ -3,7 +3,6 @@
 //! `rt_tgsigqueueinfo` and `rt_sigreturn`, with Linux's argument checks in Linux's order (the
 //! set size, then user pointers, then the signal number). Each copies user memory before or after
 //! it takes the signal state, never while holding it.
-use alloc::boxed::Box;
 use core::sync::atomic::Ordering;
 
 use signal::action::{self, Outcome, SIGACTION_SIZE, SigAction};
@@ -345,7 +344,8 @@ fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uin
 fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let sp = frame.sp_el0;
-    let mut bytes = Box::new([0u8; frame::FRAME_SIZE]);
+    let mut bytes = super::FRAME_IN[crate::smp::current_cpu()].lock();
+    bytes.fill(0);
     // What the kernel wrote first (as Linux, it reads the whole frame only if the records go on).
     let parsed = if !frame::frame_address_ok(sp) {
         Err("sp not 16-aligned")

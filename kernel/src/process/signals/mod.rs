@@ -16,7 +16,6 @@
 //!
 //! Lock order: the scheduler's wait-queue lock, then a process's signal state. Nothing here
 //! copies user memory with the signal state locked (a copy may demand-page).
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -196,10 +195,13 @@ impl Signals {
     }
 
     /// A thread `child` created by `parent`: it inherits the mask; no alternate stack (CLONE_VM).
-    pub fn thread_created(&self, parent: u32, child: u32) {
+    ///
+    /// # Errors
+    /// `ENOMEM` when the heap cannot hold its entry (nothing changes).
+    pub fn thread_created(&self, parent: u32, child: u32) -> Result<(), mm::vm::Errno> {
         let mut st = self.state.lock();
         let blocked = st.thread(parent).map_or(SigSet::EMPTY, |t| t.blocked);
-        st.threads.push(PerThread::new(child, blocked));
+        crate::memory::fallible::push(&mut st.threads, PerThread::new(child, blocked))
     }
 
     /// Records that thread `t` (of this process) parks in `wait`.
@@ -535,7 +537,7 @@ fn enter(
 /// cannot be written (stack overflow, no alternate stack) ends the process with SIGSEGV.
 fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u64> {
     let p = &thread.process;
-    let mut bytes = Box::new([0u8; frame::TOTAL]);
+    let mut bytes = FRAME_OUT[crate::smp::current_cpu()].lock();
     let used = frame::build(ctx, &plan.saved, &mut bytes);
     let at = Placement::below(plan.top);
     let written = at.is_some_and(|at| {
@@ -593,6 +595,15 @@ fn trampoline(p: &Process) -> u64 {
 }
 
 const TRAMPOLINE_SIZE: u64 = 4096;
+
+/// Each CPU's room for the signal frame it writes (delivery) and the one it reads
+/// (`rt_sigreturn`): 4.7 KiB each, too large for the exception stack and, from the heap, one
+/// more allocation a program could make fail; a CPU handles one thread's exception at a time.
+static FRAME_OUT: [Mutex<[u8; frame::TOTAL]>; crate::smp::MAX_CPUS] =
+    [const { Mutex::new([0; frame::TOTAL]) }; crate::smp::MAX_CPUS];
+/// See [`FRAME_OUT`].
+pub(super) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::smp::MAX_CPUS] =
+    [const { Mutex::new([0; frame::FRAME_SIZE]) }; crate::smp::MAX_CPUS];
 
 /// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
 fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
