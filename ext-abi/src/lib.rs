@@ -46,8 +46,9 @@ pub const SYS_MM_STATS: u64 = 1002;
 /// System call (fault injection, as Linux's `/proc/self/task/TID/fail-nth`): `x0 = n` makes the
 /// `n`th kernel heap allocation made on behalf of the calling thread from now on fail (`n` = 0
 /// disarms); the system call that needed it fails with `-ENOMEM` (`-EAGAIN` where Linux says so).
-/// Returns the count that was left: 0 once the armed failure happened. `-ENOSYS` unless the kernel
-/// was booted with `failslab` on its command line; Linux answers `-ENOSYS`.
+/// Returns the count that was left: 0 once the armed failure happened. One thread of the machine is
+/// armed at a time (arming another disarms it). `-ENOSYS` unless the kernel was booted with
+/// `failslab` on its command line; Linux answers `-ENOSYS`.
 pub const SYS_FAIL_NTH: u64 = 1003;
 
 /// [`SYS_CODE_WINDOW`] op: fill the [`CodeWindowInfo`] at `x2`.

@@ -455,6 +455,7 @@ fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String
         Ok(_) => Err(alloc::format!("{path} in the initramfs is not a regular file")),
         Err(LookupError::Cpio(e)) => Err(alloc::format!("the initramfs is malformed: {e}")),
         Err(LookupError::TooManyLinks) => Err(alloc::format!("{path}: too many levels of symbolic links")),
+        Err(LookupError::OutOfMemory) => Err(alloc::format!("{path}: no memory to look it up")),
         Err(LookupError::NotFound(_)) => Err(alloc::format!(
             "no {path} in the initramfs (it holds: {}); name the program with rdinit=PATH",
             files.join(", ")

@@ -74,13 +74,57 @@ pub fn is_cpio(bytes: &[u8]) -> bool {
 /// A path without `./` components, empty components or a leading `/`: how names are compared.
 pub fn normalise(path: &str) -> String {
     let mut out = String::new();
-    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+    // The answer is never longer than the path: this fails only when the heap is full, and then
+    // gives the empty path (messages use this; lookups use the fallible form).
+    let _ = normalise_into(path, &mut out);
+    out
+}
+
+/// The components of `path` that name something (not empty, not `.`).
+fn components(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|p| !p.is_empty() && *p != ".")
+}
+
+/// [`normalise`] into `out` (cleared first), growing it fallibly: an exhausted heap is an
+/// error, not the allocation-failure panic.
+fn normalise_into(path: &str, out: &mut String) -> Result<(), LookupError> {
+    out.clear();
+    out.try_reserve(path.len()).map_err(|_| LookupError::OutOfMemory)?;
+    for part in components(path) {
         if !out.is_empty() {
+            out.push('/');
+        }
+        out.push_str(part); // within the room reserved above
+    }
+    Ok(())
+}
+
+/// Whether the stored name `name` is the normalised path `want` (no allocation).
+fn same_path(want: &str, name: &str) -> bool {
+    components(name).eq(want.split('/').filter(|p| !p.is_empty()))
+}
+
+/// `dir/target`, normalised, with `..` components applied (never above the root).
+fn resolve_dots(dir: &str, target: &str) -> Result<String, LookupError> {
+    let oom = |_| LookupError::OutOfMemory;
+    let mut parts: Vec<&str> = Vec::new();
+    parts.try_reserve(components(dir).count() + components(target).count()).map_err(oom)?;
+    for part in components(dir).chain(components(target)) {
+        if part == ".." {
+            parts.pop();
+        } else {
+            parts.push(part); // within the room reserved above
+        }
+    }
+    let mut out = String::new();
+    out.try_reserve(dir.len() + 1 + target.len()).map_err(oom)?;
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
             out.push('/');
         }
         out.push_str(part);
     }
-    out
+    Ok(out)
 }
 
 /// Why [`Archive::lookup`] found nothing.
@@ -92,6 +136,9 @@ pub enum LookupError {
     NotFound(String),
     /// More than 40 links in a row.
     TooManyLinks,
+    /// The heap could not hold the path being resolved (the only allocation of a lookup, made
+    /// fallibly).
+    OutOfMemory,
 }
 
 /// An archive held in memory.
@@ -113,45 +160,39 @@ impl<'a> Archive<'a> {
     /// resolved from the link's directory). A later member of the same name replaces an earlier
     /// one, as unpacking the archive would.
     ///
+    /// It allocates only the path being resolved, fallibly ([`LookupError::OutOfMemory`]).
+    ///
     /// # Errors
-    /// A malformed archive, no such member, or a loop of links.
+    /// A malformed archive, no such member, a loop of links, or no heap for the path.
     pub fn lookup(&self, path: &str) -> Result<Entry<'a>, LookupError> {
-        let mut want = normalise(path);
+        let mut want = String::new();
+        normalise_into(path, &mut want)?;
         for _ in 0..=MAX_LINKS {
             let mut found = None;
             for entry in self.entries() {
                 let entry = entry.map_err(LookupError::Cpio)?;
-                if normalise(entry.name) == want {
+                if same_path(&want, entry.name) {
                     found = Some(entry);
                 }
             }
-            let entry = found.ok_or_else(|| LookupError::NotFound(want.clone()))?;
+            let Some(entry) = found else { return Err(LookupError::NotFound(want)) };
             if !entry.is_symlink() {
                 return Ok(entry);
             }
-            let target = core::str::from_utf8(entry.data).map_err(|_| LookupError::NotFound(want.clone()))?;
+            let Ok(target) = core::str::from_utf8(entry.data) else {
+                return Err(LookupError::NotFound(want));
+            };
             want = if target.starts_with('/') {
-                normalise(target)
+                let mut next = String::new();
+                normalise_into(target, &mut next)?;
+                next
             } else {
                 let dir = want.rsplit_once('/').map_or("", |(d, _)| d);
-                resolve_dots(&alloc::format!("{dir}/{target}"))
+                resolve_dots(dir, target)?
             };
         }
         Err(LookupError::TooManyLinks)
     }
-}
-
-/// Normalises and applies `..` components (never above the root).
-fn resolve_dots(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
-        if part == ".." {
-            parts.pop();
-        } else {
-            parts.push(part);
-        }
-    }
-    parts.join("/")
 }
 
 /// Iterator over an archive's members (see [`Archive::entries`]).

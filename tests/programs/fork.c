@@ -1,7 +1,9 @@
 // fork-test: processes as an unmodified static glibc program sees them: fork with copy-on-write
 // isolation, wait4/waitpid/waitid statuses (exit codes, fatal signals, WNOHANG, ECHILD), getppid,
 // fork from a multi-threaded parent, pipes between processes (data, end of file, EPIPE and
-// SIGPIPE, O_NONBLOCK, O_CLOEXEC across execve), vfork + execve (argv, envp, E2BIG, EFAULT,
+// SIGPIPE, O_NONBLOCK, O_CLOEXEC across execve; whole blocking writes, atomic ones up to
+// PIPE_BUF, short non-blocking ones, a count when a signal interrupts; poll and select waking on
+// a pipe), vfork + execve (argv, envp, E2BIG, EFAULT,
 // ENOENT), MADV_DONTFORK/MADV_WIPEONFORK and MAP_SHARED|MAP_ANONYMOUS across fork.
 // Each case prints "ok - NAME" or "FAIL - NAME"; the last line is "N passed, N failed".
 // "fork-test measure" measures fork + exit + wait of a process with 64 MiB touched.
@@ -9,13 +11,16 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -285,6 +290,187 @@ static void test_pipe_edges(void) {
     close(fds[0]);
 }
 
+// Linux's pipe_write: a blocking write larger than the free space waits for room and returns
+// only when all of it is in.
+static void test_pipe_blocking_write_is_whole(void) {
+    int fds[2];
+    CHECK(pipe2(fds, 0) == 0, "pipe2: %s", strerror(errno));
+    enum { BIG = 200000 };
+    static char data[BIG], got[BIG];
+    for (int i = 0; i < BIG; i++) data[i] = (char)(i * 13 + i / 4096);
+    pid_t pid = spawn();
+    if (pid == 0) {
+        close(fds[0]);
+        ssize_t w = write(fds[1], data, BIG);
+        _exit(w == BIG ? 0 : 1);
+    }
+    close(fds[1]);
+    sleep_ms(50); // the writer fills the pipe and waits
+    long n = 0;
+    for (;;) {
+        ssize_t k = read(fds[0], got + n, n + 7000 <= BIG ? 7000 : BIG - n);
+        CHECK(k >= 0, "read: %s", strerror(errno));
+        if (k == 0) break;
+        n += k;
+        if (n == BIG) {
+            char extra;
+            CHECK(read(fds[0], &extra, 1) == 0, "more than was written");
+            break;
+        }
+    }
+    close(fds[0]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the write returned short (status %#x)", status);
+    CHECK(n == BIG && memcmp(got, data, BIG) == 0, "read %ld bytes, or not the ones written", n);
+}
+
+// Writes of up to PIPE_BUF are atomic: records of 4096 bytes from four writers never interleave.
+static void test_pipe_small_writes_are_atomic(void) {
+    int fds[2];
+    CHECK(pipe2(fds, 0) == 0, "pipe2: %s", strerror(errno));
+    enum { WRITERS = 4, RECORDS = 48, REC = 4096 };
+    pid_t pids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        pids[w] = spawn();
+        if (pids[w] == 0) {
+            close(fds[0]);
+            char rec[REC];
+            memset(rec, 'a' + w, sizeof rec);
+            for (int r = 0; r < RECORDS; r++)
+                if (write(fds[1], rec, REC) != REC) _exit(1);
+            _exit(0);
+        }
+    }
+    close(fds[1]);
+    static char stream[WRITERS * RECORDS * REC];
+    long n = 0;
+    for (;;) {
+        ssize_t k = read(fds[0], stream + n, (long)sizeof stream - n < 3000 ? (long)sizeof stream - n : 3000);
+        if (k <= 0) break;
+        n += k;
+    }
+    close(fds[0]);
+    for (int w = 0; w < WRITERS; w++) {
+        int status;
+        CHECK(waitpid(pids[w], &status, 0) == pids[w] && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "writer %d: status %#x", w, status);
+    }
+    CHECK(n == (long)sizeof stream, "read %ld bytes of %zu", n, sizeof stream);
+    int count[WRITERS] = {0};
+    for (long r = 0; r < n / REC; r++) {
+        char first = stream[r * REC];
+        for (int i = 1; i < REC; i++)
+            CHECK(stream[r * REC + i] == first, "record %ld mixes '%c' and '%c' at byte %d", r, first,
+                  stream[r * REC + i], i);
+        CHECK(first >= 'a' && first < 'a' + WRITERS, "record %ld is '%c'", r, first);
+        count[first - 'a']++;
+    }
+    for (int w = 0; w < WRITERS; w++) CHECK(count[w] == RECORDS, "writer %d: %d records", w, count[w]);
+}
+
+// O_NONBLOCK: a write larger than PIPE_BUF takes what fits (a short count), one up to PIPE_BUF
+// goes in whole or fails with EAGAIN, and a full pipe says EAGAIN. (Whole pages are read back
+// between the writes, where Linux's page-sized buffers and a byte ring agree.)
+static void test_pipe_nonblocking_writes(void) {
+    int fds[2];
+    CHECK(pipe2(fds, O_NONBLOCK) == 0, "pipe2: %s", strerror(errno));
+    static char buf[100000];
+    CHECK(write(fds[1], buf, sizeof buf) == 65536, "a large write into an empty pipe: %s", strerror(errno));
+    CHECK(write(fds[1], buf, 1) == -1 && errno == EAGAIN, "a full pipe");
+    CHECK(read(fds[0], buf, 4096) == 4096, "read a page");
+    CHECK(write(fds[1], buf, 5000) == 4096, "a large write takes what fits");
+    CHECK(write(fds[1], buf, 1) == -1 && errno == EAGAIN, "full again");
+    CHECK(read(fds[0], buf, 8192) == 8192, "read two pages");
+    CHECK(write(fds[1], buf, 4096) == 4096 && write(fds[1], buf, 4096) == 4096, "two atomic writes fit");
+    CHECK(write(fds[1], buf, 100) == -1 && errno == EAGAIN, "an atomic write that does not fit");
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void on_usr1(int sig) { (void)sig; }
+
+struct interrupter {
+    int read_end;
+    pthread_t writer;
+};
+
+/* Waits until the pipe is full (the writer then waits for room), then signals the writer. */
+static void *interrupt_writer(void *arg) {
+    struct interrupter *it = arg;
+    int queued = 0;
+    for (int i = 0; i < 400 && queued < 65536; i++) {
+        sleep_ms(5);
+        ioctl(it->read_end, FIONREAD, &queued);
+    }
+    sleep_ms(20);
+    pthread_kill(it->writer, SIGUSR1);
+    return NULL;
+}
+
+// A blocking write that a signal interrupts after some bytes went in returns their count.
+static void test_pipe_write_interrupted_returns_count(void) {
+    int fds[2];
+    CHECK(pipe2(fds, 0) == 0, "pipe2: %s", strerror(errno));
+    pid_t pid = spawn();
+    if (pid == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr1; // no SA_RESTART
+        sigaction(SIGUSR1, &sa, NULL);
+        struct interrupter it = {fds[0], pthread_self()};
+        pthread_t t;
+        if (pthread_create(&t, NULL, interrupt_writer, &it) != 0) _exit(3);
+        static char data[200000];
+        ssize_t w = write(fds[1], data, sizeof data);
+        pthread_join(t, NULL);
+        _exit(w == 65536 ? 0 : w < 0 ? 2 : 1);
+    }
+    close(fds[1]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the interrupted write returned %s (status %#x)",
+          WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "an error" : "another count", status);
+    int queued = 0;
+    ioctl(fds[0], FIONREAD, &queued);
+    CHECK(queued == 65536, "%d bytes in the pipe", queued);
+    close(fds[0]);
+}
+
+// poll and select on a pipe wake when a writer makes it readable, not at their timeout.
+static void test_poll_and_select_wake_on_a_pipe(void) {
+    int fds[2];
+    CHECK(pipe2(fds, 0) == 0, "pipe2: %s", strerror(errno));
+    pid_t pid = spawn();
+    if (pid == 0) {
+        close(fds[0]);
+        sleep_ms(50);
+        write(fds[1], "p", 1);
+        sleep_ms(50);
+        write(fds[1], "s", 1);
+        _exit(0);
+    }
+    close(fds[1]);
+    int64_t t0 = now_ns();
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    int r = poll(&pfd, 1, 5000);
+    CHECK(r == 1 && (pfd.revents & POLLIN), "poll: %d, revents %#x", r, pfd.revents);
+    char c;
+    CHECK(read(fds[0], &c, 1) == 1 && c == 'p', "read after poll");
+    fd_set rd;
+    FD_ZERO(&rd);
+    FD_SET(fds[0], &rd);
+    struct timeval tv = {5, 0};
+    r = select(fds[0] + 1, &rd, NULL, NULL, &tv);
+    CHECK(r == 1 && FD_ISSET(fds[0], &rd), "select: %d", r);
+    CHECK(read(fds[0], &c, 1) == 1 && c == 's', "read after select");
+    CHECK(now_ns() - t0 < 3000000000LL, "woken by the timeout, not the writes: %lld ms",
+          (long long)((now_ns() - t0) / 1000000));
+    close(fds[0]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+}
+
 // ---- vfork and execve --------------------------------------------------------------------------
 
 static void test_vfork_execve(void) {
@@ -390,6 +576,11 @@ static const struct test_case tests[] = {
     {"dontfork_wipeonfork_shared", test_dontfork_wipeonfork_shared},
     {"pipe_between_processes", test_pipe_between_processes},
     {"pipe_edges", test_pipe_edges},
+    {"pipe_blocking_write_is_whole", test_pipe_blocking_write_is_whole},
+    {"pipe_small_writes_are_atomic", test_pipe_small_writes_are_atomic},
+    {"pipe_nonblocking_writes", test_pipe_nonblocking_writes},
+    {"pipe_write_interrupted_returns_count", test_pipe_write_interrupted_returns_count},
+    {"poll_and_select_wake_on_a_pipe", test_poll_and_select_wake_on_a_pipe},
     {"vfork_execve", test_vfork_execve},
     {"execve_errors", test_execve_errors},
 };

@@ -138,6 +138,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         Err(LookupError::TooManyLinks) => return done(frame, -ELOOP),
         Err(LookupError::Cpio(_)) => return done(frame, -ENOEXEC),
         Err(LookupError::NotFound(_)) => return done(frame, -ENOENT),
+        Err(LookupError::OutOfMemory) => return done(frame, -ENOMEM),
     };
     // Linux's bprm_stack_limits: a quarter of the stack limit (at most 3/4 of 8 MiB's quarter
     // times 3, at least ARG_MAX's 128 KiB) for the strings and their pointers.

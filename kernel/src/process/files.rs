@@ -548,21 +548,37 @@ fn ready_of(f: &OpenFile) -> u16 {
     }
 }
 
-/// A poll timeout (`None`: wait forever).
-fn poll_deadline(p: &Process, tsp: u64) -> Result<Option<Timespec>, i64> {
-    if tsp == 0 { Ok(None) } else { super::time::read_valid_timespec(p, tsp).map(Some) }
+/// When a poll stops waiting (a counter value; `None`: never): the deadline its first run set,
+/// kept in the thread (`kept`, taken from its `resume`) across the restarts that a wake-up or the deadline itself
+/// causes, else `tsp`'s timeout from now.
+fn poll_deadline(p: &Process, tsp: u64, kept: Option<u64>) -> Result<Option<u64>, i64> {
+    if kept.is_some() {
+        return Ok(kept);
+    }
+    if tsp == 0 {
+        return Ok(None);
+    }
+    let t = super::time::read_valid_timespec(p, tsp)?;
+    Ok(Some(crate::wallclock::deadline_after(t.to_ns())))
+}
+
+/// Whether a poll with `deadline` must return now rather than wait.
+fn poll_expired(deadline: Option<u64>) -> bool {
+    deadline.is_some_and(|d| crate::arch::time::counter() >= d)
 }
 
 /// `ppoll(fds, nfds, tsp, sigmask, sigsetsize)`. The signal mask is ignored; a poll that finds
-/// nothing ready blocks until console input or a pipe change ([`WaitFor::Poll`]), then restarts
-/// with its full timeout.
-pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+/// nothing ready blocks until console input, a pipe change or its deadline ([`WaitFor::Poll`]),
+/// each of which restarts it (the deadline kept in `resume`), so the answer always comes from
+/// this code.
+pub fn ppoll(p: &Process, frame: &mut TrapFrame, resume: &mut Option<u64>, a: [u64; 6]) -> Action {
     let [fds, nfds, tsp, sigmask, sigsetsize, _] = a;
     let generation = super::sched::event_generation();
+    let kept = resume.take();
     if nfds > FD_LIMIT as u64 {
         return fail(frame, EINVAL);
     }
-    let timeout = match poll_deadline(p, tsp) {
+    let deadline = match poll_deadline(p, tsp, kept) {
         Ok(t) => t,
         Err(e) => return fail(frame, e),
     };
@@ -597,26 +613,28 @@ pub fn ppoll(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
             return fail(frame, EFAULT);
         }
     }
-    if ready > 0 || timeout.is_some_and(|t| t.to_ns() == 0) {
+    if ready > 0 || poll_expired(deadline) {
         return done(frame, ready as i64);
     }
-    block_for_poll(generation, timeout)
+    block_for_poll(generation, deadline, resume)
 }
 
-fn block_for_poll(generation: u32, timeout: Option<Timespec>) -> Action {
-    let deadline = timeout.map(|t| crate::wallclock::deadline_after(t.to_ns()));
+fn block_for_poll(generation: u32, deadline: Option<u64>, resume: &mut Option<u64>) -> Action {
+    *resume = deadline;
     Action::Block(Wait { what: WaitFor::Poll { generation }, deadline })
 }
 
-/// `pselect6(nfds, readfds, writefds, exceptfds, tsp, sigmask)`: descriptor sets of `nfds` bits;
-/// the remaining time is not written back.
-pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+/// `pselect6(nfds, readfds, writefds, exceptfds, tsp, sigmask)`: descriptor sets of `nfds` bits,
+/// written back only when the call returns (a wait restarts it, reading them again, as
+/// [`ppoll`]); the remaining time is not written back.
+pub fn pselect6(p: &Process, frame: &mut TrapFrame, resume: &mut Option<u64>, a: [u64; 6]) -> Action {
     let [nfds, sets @ .., tsp, _] = a;
     let generation = super::sched::event_generation();
+    let kept = resume.take();
     if nfds as i64 > FD_LIMIT as i64 || (nfds as i64) < 0 {
         return fail(frame, EINVAL);
     }
-    let timeout = match poll_deadline(p, tsp) {
+    let deadline = match poll_deadline(p, tsp, kept) {
         Ok(t) => t,
         Err(e) => return fail(frame, e),
     };
@@ -659,7 +677,10 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
             }
         }
     }
-    // Written back before a wait too: a timeout returns 0 with every set empty.
+    if count == 0 && !poll_expired(deadline) {
+        return block_for_poll(generation, deadline, resume);
+    }
+    // Written back when the call returns: at its deadline, 0 with every set empty.
     for (k, &set) in sets.iter().enumerate() {
         if set == 0 {
             continue;
@@ -669,9 +690,6 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
                 return fail(frame, EFAULT);
             }
         }
-    }
-    if count == 0 && timeout.is_none_or(|t| t.to_ns() != 0) {
-        return block_for_poll(generation, timeout);
     }
     done(frame, count)
 }

@@ -166,6 +166,9 @@ pub struct Thread {
     /// Bytes a blocking pipe write moved into the pipe before it blocked for the rest: its
     /// restart skips them, and a signal ending the wait returns them (`pipe::write`).
     pub pipe_written: u64,
+    /// The deadline of a `ppoll`/`pselect6` that waits: its restarts (after a wake-up, or at
+    /// the deadline) keep it instead of starting the timeout again (`files::ppoll`).
+    pub poll_deadline: Option<u64>,
     /// Name, robust list, CPU time.
     pub posix: posix::ThreadPosix,
 }
@@ -262,6 +265,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         clear_child_tid: 0,
         affinity: u64::MAX,
         pipe_written: 0,
+        poll_deadline: None,
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = sched::admit(thread) {

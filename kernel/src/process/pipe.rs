@@ -225,10 +225,31 @@ pub fn write(
     }
     let generation = sched::event_generation();
     let nonblock = file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0;
-    // What must fit before anything more is written: all of an atomic write, else one byte.
-    let need = if total as usize <= PIPE_BUF { total as usize } else { 1 };
+    let mut chunk = [0u8; PIPE_BUF];
+    if total as usize <= PIPE_BUF {
+        // Atomic: gathered first, then put in whole under one hold of the lock, so no other
+        // writer's bytes come between.
+        let mut at = 0;
+        for &(base, len) in buffers {
+            if copy_in(p, &mut chunk[at..at + len as usize], base).is_err() {
+                return done(frame, -EFAULT);
+            }
+            at += len as usize;
+        }
+        let mut st = end.pipe.state.lock();
+        if st.readers == 0 {
+            drop(st);
+            return broken(p, frame, &end.pipe, 0);
+        }
+        if PIPE_SIZE - st.buf.len() < at {
+            drop(st);
+            return if nonblock { done(frame, -EAGAIN) } else { block(&end.pipe, generation) };
+        }
+        st.buf.extend(&chunk[..at]); // never grows the buffer: it holds PIPE_SIZE from `pipe2` on
+        drop(st);
+        return wrote(frame, &end.pipe, at as u64);
+    }
     let mut written = resumed.min(total);
-    let mut chunk = [0u8; 512];
     let mut skip = written;
     for &(base, len) in buffers {
         let mut off = skip.min(len);
@@ -238,18 +259,11 @@ pub fn write(
                 let st = end.pipe.state.lock();
                 if st.readers == 0 {
                     drop(st);
-                    let info = ::signal::info::SigInfo::sent(
-                        ::signal::num::SIGPIPE,
-                        ::signal::num::SI_USER,
-                        p.pid,
-                        0,
-                    );
-                    super::signals::send_to_process(p, info);
-                    return if written > 0 { wrote(frame, &end.pipe, written) } else { done(frame, -EPIPE) };
+                    return broken(p, frame, &end.pipe, written);
                 }
                 PIPE_SIZE - st.buf.len()
             };
-            if space < need {
+            if space == 0 {
                 if nonblock {
                     return if written > 0 { wrote(frame, &end.pipe, written) } else { done(frame, -EAGAIN) };
                 }
@@ -266,7 +280,7 @@ pub fn write(
             }
             let pushed = {
                 let mut st = end.pipe.state.lock();
-                // Never grows the buffer: it holds PIPE_SIZE bytes from `pipe2` on.
+                // Another writer may have taken some of the space meanwhile.
                 let fit = n.min(PIPE_SIZE - st.buf.len());
                 st.buf.extend(&chunk[..fit]);
                 fit
@@ -276,6 +290,13 @@ pub fn write(
         }
     }
     wrote(frame, &end.pipe, written)
+}
+
+/// A write with no read end open: `SIGPIPE`, and `EPIPE` unless `written` bytes went in.
+fn broken(p: &Process, frame: &mut TrapFrame, pipe: &Pipe, written: u64) -> Action {
+    let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
+    super::signals::send_to_process(p, info);
+    if written > 0 { wrote(frame, pipe, written) } else { done(frame, -EPIPE) }
 }
 
 fn wrote(frame: &mut TrapFrame, pipe: &Pipe, n: u64) -> Action {

@@ -82,9 +82,9 @@ pub enum WaitFor {
     Timer,
     /// Console input: the call restarts when input arrives.
     Input,
-    /// `ppoll`/`pselect6`: the call restarts when console input arrives or a kernel event
+    /// `ppoll`/`pselect6`: the call restarts when console input arrives, when a kernel event
     /// ([`notify`]: a pipe changed) happens after the caller read [`event_generation`] as
-    /// `generation`; returns 0 at the deadline (a poll that timed out).
+    /// `generation`, and at the deadline (the call then answers itself: 0).
     Poll {
         /// The event count the caller saw before it looked at its descriptors.
         generation: u32,
@@ -587,10 +587,12 @@ pub fn wake_input_waiters() {
 fn expire_waits() {
     let now = crate::arch::time::counter();
     let n = WAITING.lock().expire_each(now, |mut w| {
-        w.item.regs.x[0] = match w.channel {
-            Channel::Futex { .. } | Channel::Signal => (-ETIMEDOUT) as u64,
-            Channel::Timer | Channel::Input | Channel::Poll => 0, // a sleep that ended, a poll that timed out
-        };
+        match w.channel {
+            Channel::Futex { .. } | Channel::Signal => w.item.regs.x[0] = (-ETIMEDOUT) as u64,
+            Channel::Timer | Channel::Input => w.item.regs.x[0] = 0, // a sleep that ended
+            // A poll restarts and answers itself: the sets are written back, 0 returned.
+            Channel::Poll => w.item.regs.pc -= 4,
+        }
         make_runnable(w.item);
     });
     if n > 0 {
@@ -610,8 +612,10 @@ pub fn interrupt(process: &Process, tid: u32) {
 }
 
 /// x0 of a thread whose wait a signal ends: -EINTR, or the bytes a blocking pipe write had
-/// written (Linux's `pipe_write` returns them rather than restart).
+/// written (Linux's `pipe_write` returns them rather than restart). What a restart would have
+/// kept is dropped: the call is over.
 fn interrupted_x0(thread: &mut Thread) -> u64 {
+    thread.poll_deadline = None;
     match core::mem::take(&mut thread.pipe_written) {
         0 => (-EINTR) as u64,
         n => n,

@@ -179,8 +179,8 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(&p, a[1]),
         nr::READLINKAT => files::readlinkat(&p, a[1], a[3]),
         nr::GETCWD => files::getcwd(&p, a[0], a[1]),
-        nr::PPOLL => return files::ppoll(&p, frame, a),
-        nr::PSELECT6 => return files::pselect6(&p, frame, a),
+        nr::PPOLL => return files::ppoll(&p, frame, &mut thread.poll_deadline, a),
+        nr::PSELECT6 => return files::pselect6(&p, frame, &mut thread.poll_deadline, a),
         // Threads and futexes.
         nr::EXIT => return exit_thread(thread, a[0]),
         nr::EXIT_GROUP => return super::kill_with(&p, a[0] & 0xff, true),
@@ -640,6 +640,7 @@ impl CloneArgs {
             clear_child_tid: if self.flags & clone_flags::CLONE_CHILD_CLEARTID != 0 { self.ctid } else { 0 },
             affinity: caller.affinity,
             pipe_written: 0,
+            poll_deadline: None,
             posix,
         }
     }

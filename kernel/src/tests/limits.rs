@@ -66,3 +66,19 @@ kernel_test!(
         Ok(())
     }
 );
+
+kernel_test!(
+    fn fallible_arc_hands_its_reserved_block_to_arc_new() {
+        // `memory::fallible::arc` allocates the block `Arc::new` will ask for first; if the
+        // layout it computes for `ArcInner` ever differs from `alloc`'s, `Arc::new` would take
+        // memory infallibly again, which the miss counter shows.
+        use crate::memory::fallible;
+        let misses = fallible::arc_misses();
+        let small = fallible::arc(7u8).map_err(|_| "no heap for an Arc<u8>")?;
+        let large = fallible::arc([3u64; 100]).map_err(|_| "no heap for an Arc<[u64; 100]>")?;
+        let odd = fallible::arc((1u16, [9u8; 3], 5u128)).map_err(|_| "no heap for an Arc of a tuple")?;
+        ensure_eq!((*small, large[99], odd.2), (7, 3, 5));
+        ensure_eq!(fallible::arc_misses(), misses, "Arc::new asked for another layout");
+        Ok(())
+    }
+);

@@ -1,0 +1,317 @@
+// failslab-test: no system call panics the kernel when the kernel heap is exhausted. With the
+// kernel booted with `failslab`, SYS_FAIL_NTH (1003, this kernel's version of Linux's
+// /proc/self/task/TID/fail-nth) makes the Nth heap allocation the kernel makes for this thread
+// fail. Each case runs one system call with N = 1, 2, 3... until a run needs fewer than N
+// allocations: every run that met the failure must fail with ENOMEM (EAGAIN where Linux says
+// so) and leave no trace (no descriptor, child, thread or pipe byte), every other run must
+// succeed. An allocation on those paths that were still infallible would panic the kernel
+// instead; scripts/test also checks that every frame came back at the end.
+// Built by scripts/test with aarch64-linux-gnu-gcc -static; on a kernel without the knob
+// (ENOSYS), Linux included, it says so and exits 0 having run nothing.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define SYS_FAIL_NTH 1003
+/* The most allocations one call may need before the sweep calls it a runaway. */
+#define MAX_N 4000
+
+static long fail_nth(long n) { return syscall(SYS_FAIL_NTH, n); }
+
+/* One system call under test: returns its raw result (-errno on failure); `undo` makes a
+ * success leave nothing behind, so the next run starts from the same state. */
+struct call {
+    long (*run)(void);
+    void (*undo)(long result); /* after each run, unarmed */
+    long want_ok;     /* what a successful run returns (-1: any value >= 0) */
+    long want_failed; /* what a run that met the failure returns (-ENOMEM, -EAGAIN) */
+    long also_failed; /* another answer Linux allows for it (0: none) */
+    void (*setup)(void); /* before each run, unarmed */
+    int no_warmup;       /* the first run would leave room that hides later allocations */
+};
+
+/* The sweep; returns how many runs met an injected failure (-1 when a check failed). */
+static int failures_injected;
+static int sweep(const char *name, const struct call *c) {
+    if (!c->no_warmup) {
+        if (c->setup) c->setup();
+        long warm = c->run(); /* touches every page the call uses, so no fault allocates later */
+        if (c->undo) c->undo(warm);
+    }
+    for (long n = 1; n <= MAX_N; n++) {
+        if (c->setup) c->setup();
+        fail_nth(n);
+        long r = c->run();
+        long left = fail_nth(0);
+        if (left == 0) {
+            if (r != c->want_failed && (c->also_failed == 0 || r != c->also_failed)) {
+                printf("    %s: allocation %ld failed, the call returned %ld, not %ld\n", name, n, r,
+                       c->want_failed);
+                return -1;
+            }
+            failures_injected++;
+            if (c->undo) c->undo(r);
+            continue;
+        }
+        int ok = c->want_ok == -1 ? r >= 0 : r == c->want_ok;
+        if (!ok) {
+            printf("    %s: with no allocation failing the call returned %ld\n", name, r);
+            return -1;
+        }
+        if (c->undo) c->undo(r);
+        printf("    %s: %ld allocations, each failure an error return\n", name, n - 1);
+        return (int)(n - 1);
+    }
+    printf("    %s: still allocating after %d allocations\n", name, MAX_N);
+    return -1;
+}
+
+static long ret(long r) { return r < 0 ? -errno : r; }
+
+// ---- descriptors, pipes, poll and select ------------------------------------------------------
+
+static int p[2]; /* a pipe the I/O cases use */
+static char buf[3][8];
+
+static void drain(long r) {
+    (void)r;
+    char sink[64];
+    while (read(p[0], sink, sizeof sink) > 0) {}
+}
+
+static void put5(void) {
+    if (write(p[1], "12345", 5) != 5) printf("    setup: write failed\n");
+}
+
+static long do_writev(void) {
+    struct iovec iov[3] = {{"ab", 2}, {"cd", 2}, {"e", 1}};
+    return ret(writev(p[1], iov, 3));
+}
+
+/* A failed read must leave the five bytes in the pipe: the undo checks, then empties it. */
+static void five_left_or_none(long r) {
+    char sink[16];
+    long n = read(p[0], sink, sizeof sink);
+    long want = r < 0 ? 5 : 0;
+    if ((n < 0 ? 0 : n) != want) {
+        printf("    %ld bytes left in the pipe after the call returned %ld\n", n, r);
+        failed_here = 1;
+    }
+    drain(0);
+}
+
+static long do_readv(void) {
+    struct iovec iov[3] = {{buf[0], 2}, {buf[1], 2}, {buf[2], 8}};
+    return ret(readv(p[0], iov, 3));
+}
+
+static long do_read(void) { return ret(read(p[0], buf[0], sizeof buf[0])); }
+
+static long do_ppoll(void) {
+    struct pollfd fds[2] = {{p[0], POLLIN, 0}, {p[1], POLLOUT, 0}};
+    struct timespec zero = {0, 0};
+    return ret(ppoll(fds, 2, &zero, NULL));
+}
+
+static long do_pselect(void) {
+    fd_set rd, wr;
+    FD_ZERO(&rd);
+    FD_ZERO(&wr);
+    FD_SET(p[0], &rd);
+    FD_SET(p[1], &wr);
+    struct timespec zero = {0, 0};
+    return ret(pselect(p[1] + 1, &rd, &wr, NULL, &zero, NULL));
+}
+
+static int lowest_free_fd(void) {
+    int fd = dup(0);
+    close(fd);
+    return fd;
+}
+
+static int new_pipe[2];
+static long do_pipe2(void) { return ret(syscall(SYS_pipe2, new_pipe, O_CLOEXEC)); }
+static void close_pipe(long r) {
+    if (r == 0) {
+        close(new_pipe[0]);
+        close(new_pipe[1]);
+    }
+}
+
+static long do_dup3(void) { return ret(dup3(0, 900, 0)); }
+static void close_900(long r) {
+    if (r >= 0) close(900);
+}
+
+static long do_execve_path_error(void) {
+    /* A path lookup (read into the kernel, one byte at a time) that ends in ENOENT. */
+    return ret(access("/no/such/file/in/the/initramfs", F_OK));
+}
+
+static void test_pipes_poll_select(void) {
+    CHECK(pipe2(p, O_NONBLOCK) == 0, "pipe2: %s", strerror(errno));
+    struct call writev_call = {do_writev, drain, 5, -ENOMEM, 0, NULL, 0};
+    struct call readv_call = {do_readv, five_left_or_none, 5, -ENOMEM, 0, put5, 0};
+    struct call read_call = {do_read, five_left_or_none, 5, -ENOMEM, 0, put5, 0};
+    struct call ppoll_call = {do_ppoll, drain, 2, -ENOMEM, 0, put5, 0};
+    struct call pselect_call = {do_pselect, drain, 2, -ENOMEM, 0, put5, 0};
+    struct call path_call = {do_execve_path_error, NULL, -ENOENT, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("writev", &writev_call) >= 1, "writev allocates its iovec array");
+    CHECK(sweep("readv", &readv_call) >= 1, "readv allocates");
+    CHECK(sweep("read", &read_call) >= 1, "read allocates its buffer");
+    CHECK(sweep("ppoll", &ppoll_call) >= 1, "ppoll allocates its entries");
+    CHECK(sweep("pselect6", &pselect_call) >= 1, "pselect6 allocates its bitmaps");
+    CHECK(sweep("faccessat", &path_call) >= 1, "a path is read into the heap");
+    close(p[0]);
+    close(p[1]);
+}
+
+static void test_descriptors(void) {
+    int lowest = lowest_free_fd();
+    struct call pipe_call = {do_pipe2, close_pipe, 0, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("pipe2", &pipe_call) >= 3, "pipe2 allocates a buffer and three objects");
+    CHECK(lowest_free_fd() == lowest, "a failed pipe2 left a descriptor: lowest free %d, was %d",
+          lowest_free_fd(), lowest);
+    /* No warm-up: the table keeps the room it grew (its pages are touched already). */
+    struct call dup_call = {do_dup3, close_900, 900, -ENOMEM, 0, NULL, 1};
+    CHECK(sweep("dup3 to 900", &dup_call) >= 1, "the table grows to 900");
+    CHECK(fcntl(900, F_GETFD) == -1 && errno == EBADF, "a failed dup3 left descriptor 900 open");
+}
+
+// ---- futex, threads, fork, execve --------------------------------------------------------------
+
+static uint32_t futex_word;
+static long do_futex_wait(void) {
+    struct timespec t = {0, 1000000};
+    return ret(syscall(SYS_futex, &futex_word, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0));
+}
+
+static void test_futex_wait_needs_no_heap(void) {
+    struct call c = {do_futex_wait, NULL, -ETIMEDOUT, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("futex wait", &c) == 0, "a futex wait allocates nothing (room is made at clone)");
+}
+
+/* A thread that exits at once, started with a raw clone (no libc: nothing but the call). */
+static char thread_stack[16384] __attribute__((aligned(16)));
+static long do_clone_thread(void) {
+    register long x0 __asm__("x0") =
+        CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+    register long x1 __asm__("x1") = (long)(thread_stack + sizeof thread_stack);
+    register long x2 __asm__("x2") = 0, x3 __asm__("x3") = 0, x4 __asm__("x4") = 0;
+    register long x8 __asm__("x8") = SYS_clone;
+    __asm__ volatile("svc #0\n"
+                     "cbnz x0, 1f\n"
+                     "mov x8, #93\n" /* exit: this thread only */
+                     "svc #0\n"
+                     "1:\n"
+                     : "+r"(x0)
+                     : "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x8)
+                     : "memory", "cc");
+    return x0;
+}
+
+static void let_thread_exit(long r) {
+    (void)r;
+    struct timespec t = {0, 2000000};
+    nanosleep(&t, NULL);
+}
+
+static long do_fork(void) {
+    long r = ret(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+    if (r == 0) _exit(7);
+    return r;
+}
+
+static void reap(long pid) {
+    int status = 0;
+    if (pid > 0 && (waitpid((pid_t)pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 7))
+        printf("    the forked child did not exit with 7 (status %#x)\n", status);
+}
+
+static void test_threads_and_fork(void) {
+    struct call thread_call = {do_clone_thread, let_thread_exit, -1, -ENOMEM, -EAGAIN, NULL, 0};
+    CHECK(sweep("clone (thread)", &thread_call) >= 1, "a thread needs heap");
+    fflush(stdout);
+    struct call fork_call = {do_fork, reap, -1, -ENOMEM, -EAGAIN, NULL, 0};
+    CHECK(sweep("fork", &fork_call) >= 5, "fork copies the maps, signals, descriptors");
+    CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD, "a failed fork left a child");
+}
+
+static char *self_path = "/failslab-test";
+static char runs_env[32];
+static long do_execve(void) {
+    char *argv[] = {self_path, "exec-ok", NULL};
+    char *envp[] = {"FROM=failslab", runs_env, NULL};
+    return ret(execve(self_path, argv, envp)); /* returns only on failure */
+}
+
+static void test_execve(void) {
+    /* The sweep runs in a child, whose last execve succeeds and replaces it. */
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        /* No warm-up: a successful execve would end the sweep at once. Each failed one must
+         * come back to this program unchanged, with ENOMEM. The stack is written first, so no
+         * copy-on-write fault of the child's falls inside an armed call. */
+        volatile char touch[32768];
+        memset((char *)touch, 1, sizeof touch);
+        for (long n = 1; n <= MAX_N; n++) {
+            snprintf(runs_env, sizeof runs_env, "FAILED=%ld", n - 1);
+            fail_nth(n);
+            long r = do_execve();
+            long left = fail_nth(0);
+            if (left != 0 || r != -ENOMEM) {
+                printf("    execve: allocation %ld failed, the call returned %ld, not %d\n", n, r, -ENOMEM);
+                _exit(1);
+            }
+            if (n % 16 == 0) fflush(stdout);
+        }
+        _exit(2);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the execve sweep ended with status %#x (0: the last execve ran the new program)", status);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "exec-ok") == 0) {
+        const char *from = getenv("FROM"), *failed = getenv("FAILED");
+        printf("    execve: %s allocations, each failure an error return; then the new program runs (FROM=%s)\n",
+               failed ? failed : "?", from ? from : "?");
+        return from && strcmp(from, "failslab") == 0 ? 0 : 3;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("failslab-test: pid %d\n", getpid());
+    if (fail_nth(0) < 0) {
+        printf("failslab-test: no SYS_FAIL_NTH here (%s): nothing to test\n", strerror(errno));
+        return 0;
+    }
+    static const struct test_case cases[] = {
+        {"pipes_poll_select", test_pipes_poll_select},
+        {"descriptors", test_descriptors},
+        {"futex_wait_needs_no_heap", test_futex_wait_needs_no_heap},
+        {"threads_and_fork", test_threads_and_fork},
+        {"execve", test_execve},
+    };
+    int status = run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);
+    printf("failslab-test: %d injected failures, every one an error return\n", failures_injected);
+    return status;
+}
