@@ -104,11 +104,17 @@ pub fn openat(p: &Arc<Process>, path: u64, flags: u64) -> i64 {
     // The access mode and O_NONBLOCK are kept (fcntl F_GETFL reads them); programs run as root,
     // so a write-mode open succeeds as on Linux and only the write fails (`write_error`).
     let status = flags as u32 & (O_ACCMODE | O_NONBLOCK);
-    let file = Arc::new(OpenFile { kind: FileKind::Listing(listing), flags: AtomicU32::new(status) });
+    let file = match crate::memory::fallible::arc(OpenFile {
+        kind: FileKind::Listing(listing),
+        flags: AtomicU32::new(status),
+    }) {
+        Ok(file) => file,
+        Err(_) => return -ENOMEM,
+    };
     let cloexec = flags & u64::from(O_CLOEXEC) != 0;
     match p.posix.files.lock().install_lowest(0, FdEntry { file, cloexec }) {
-        Some(fd) => fd as i64,
-        None => -EMFILE,
+        Ok(fd) => fd as i64,
+        Err(e) => -e,
     }
 }
 
