@@ -17,6 +17,7 @@ mod futex;
 mod identity;
 mod memfd;
 mod pipe;
+mod poll;
 pub mod posix;
 pub mod procfs;
 pub mod sched;
@@ -167,7 +168,7 @@ pub struct Thread {
     /// restart skips them, and a signal ending the wait returns them (`pipe::write`).
     pub pipe_written: u64,
     /// The deadline of a `ppoll`/`pselect6` that waits: its restarts (after a wake-up, or at
-    /// the deadline) keep it instead of starting the timeout again (`files::ppoll`).
+    /// the deadline) keep it instead of starting the timeout again (`poll::ppoll`).
     pub poll_deadline: Option<u64>,
     /// Name, robust list, CPU time.
     pub posix: posix::ThreadPosix,

@@ -179,8 +179,8 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(&p, a[1]),
         nr::READLINKAT => files::readlinkat(&p, a[1], a[3]),
         nr::GETCWD => files::getcwd(&p, a[0], a[1]),
-        nr::PPOLL => return files::ppoll(&p, frame, &mut thread.poll_deadline, a),
-        nr::PSELECT6 => return files::pselect6(&p, frame, &mut thread.poll_deadline, a),
+        nr::PPOLL => return super::poll::ppoll(&p, frame, &mut thread.poll_deadline, a),
+        nr::PSELECT6 => return super::poll::pselect6(&p, frame, &mut thread.poll_deadline, a),
         // Threads and futexes.
         nr::EXIT => return exit_thread(thread, a[0]),
         nr::EXIT_GROUP => return super::kill_with(&p, a[0] & 0xff, true),
