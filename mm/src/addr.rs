@@ -9,10 +9,12 @@ use core::fmt;
 pub const PAGE_SHIFT: u32 = Format::BUILD.granule.shift();
 /// Size of a translation granule (a "page") in bytes.
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
-/// Size of a level-2 block (2 MiB with the 4 KiB granule).
+/// Size of a level-2 block: 2 MiB with the 4 KiB granule (the name), 32 MiB with 16 KiB, 512 MiB
+/// with 64 KiB.
 pub const BLOCK_2M: u64 = Format::BUILD.block_size(2).unwrap();
-/// Size of a level-1 block (1 GiB with the 4 KiB granule).
-pub const BLOCK_1G: u64 = Format::BUILD.block_size(1).unwrap();
+/// The span of a level-1 entry: 1 GiB with the 4 KiB granule (the name), where it may be a
+/// block; 64 GiB with 16 KiB and 4 TiB with 64 KiB, where it is never a block (48-bit addresses).
+pub const BLOCK_1G: u64 = Format::BUILD.entry_span(1);
 /// Number of virtual-address bits translated by one TTBR (48: 4 levels of 9 bits + 12).
 pub const VA_BITS: u32 = Format::BUILD.va_bits();
 /// Number of physical-address bits a descriptor can hold without FEAT_LPA/LPA2.

@@ -85,8 +85,8 @@ const ATTRIBUTE_MASK: u64 = ATTR_INDEX_MASK | NS | AP_MASK | SH_MASK | AF | NG |
 /// output address, block size, contiguous hint) needs break-before-make.
 pub const BBM_FREE_MASK: u64 = AP_MASK | PXN | UXN;
 
-/// The number of entries of a contiguous run (4 KiB granule, levels 2 and 3; other granules:
-/// [`crate::granule::Granule::contiguous_entries`]).
+/// The number of entries of a contiguous run of pages (level 3) with the build's granule: 16,
+/// 128 or 32 (for level 2 and other granules: [`crate::granule::Granule::contiguous_entries`]).
 pub const CONTIGUOUS_ENTRIES: usize = match Format::BUILD.granule.contiguous_entries(3) {
     Some(n) => n as usize,
     None => panic!("every granule has contiguous pages"),
@@ -377,12 +377,12 @@ pub enum DescriptorKind {
     Invalid,
     /// A pointer to a next-level table (levels 0 to 2, bits `[1:0] = 0b11`).
     Table,
-    /// A block mapping (levels 1 and 2, bits `[1:0] = 0b01`).
+    /// A block mapping (bits `[1:0] = 0b01` at level 2, and at level 1 with 4 KiB pages).
     Block,
     /// A page mapping (level 3, bits `[1:0] = 0b11`).
     Page,
-    /// An encoding that is reserved at this level (a block at level 0 or 3): faults, and is
-    /// never written by this crate.
+    /// An encoding that is reserved at this level (a block at level 0 or 3, or at level 1 with
+    /// 16 or 64 KiB pages): faults, and is never written by this crate.
     Reserved,
 }
 
@@ -459,7 +459,7 @@ impl Descriptor {
             DescriptorKind::Invalid
         } else if self.0 & TYPE_TABLE_OR_PAGE != 0 {
             if level == 3 { DescriptorKind::Page } else { DescriptorKind::Table }
-        } else if level == 1 || level == 2 {
+        } else if (level == 1 && Format::BUILD.block_size(1).is_some()) || level == 2 {
             DescriptorKind::Block
         } else {
             DescriptorKind::Reserved

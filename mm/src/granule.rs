@@ -169,8 +169,18 @@ impl Format {
     /// Every format, for the tests that must hold for each.
     pub const ALL: [Format; 6] =
         [Format::K4, Format::K4_LPA2, Format::K16, Format::K16_LPA2, Format::K64, Format::K64_52];
-    /// The format this build of the crate uses for its tables and its TLB plans.
+    /// The format this build of the crate uses for its tables and its TLB plans: chosen per
+    /// build by the cargo features `granule-16k` and `granule-64k` (48-bit addresses), the
+    /// 4 KiB granule otherwise. A constant rather than a type parameter, so that every table walk
+    /// folds to the granule's numbers (shifts, masks, loop bounds) as the 4 KiB code always did.
+    #[cfg(not(any(feature = "granule-16k", feature = "granule-64k")))]
     pub const BUILD: Format = Format::K4;
+    /// The format this build of the crate uses (the `granule-16k` feature).
+    #[cfg(all(feature = "granule-16k", not(feature = "granule-64k")))]
+    pub const BUILD: Format = Format::K16;
+    /// The format this build of the crate uses (the `granule-64k` feature).
+    #[cfg(feature = "granule-64k")]
+    pub const BUILD: Format = Format::K64;
 
     /// Short name, e.g. `"16K-LPA2"` (for test messages and reports).
     pub const fn name(self) -> &'static str {

@@ -14,7 +14,7 @@
 //! - [`descriptor`]: stage-1 descriptors (table, block, page) and their attributes;
 //! - [`granule`]: the translation granule (4, 16, 64 KiB) and the address width (48 or 52 bits):
 //!   every number that differs between them, in one place;
-//! - [`paging`]: 4-level, 4 KiB-granule translation tables: map, unmap, protect, query;
+//! - [`paging`]: translation tables of the build's granule: map, unmap, protect, query;
 //! - [`phys`]: sets of physical ranges (usable RAM = memory minus reservations);
 //! - [`space`]: live address spaces: break-before-make, one gathered flush per call, superpages;
 //! - [`tlb`]: the TLB-invalidation planner (a pure function) and its issuer;
@@ -23,6 +23,9 @@
 //! - [`vm`]: user address spaces: areas, gaps, the code window and near placement.
 #![no_std]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+#[cfg(all(feature = "granule-16k", feature = "granule-64k"))]
+compile_error!("the features granule-16k and granule-64k choose one granule: enable at most one");
 
 extern crate alloc;
 #[cfg(test)]

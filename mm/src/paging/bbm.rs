@@ -20,8 +20,9 @@
 //!    leaves are reported and cleared, detached tables are drained, reported and freed.
 //!
 //! Between 1 and 3 the table holds marks, so no other table operation may run in between (the
-//! address space holds `&mut` for the whole sequence). Marks use bits `[57:55]`, which no valid
-//! descriptor this crate writes ever has set.
+//! address space holds `&mut` for the whole sequence). Marks use bits `[58:56]`, which no valid
+//! descriptor this crate writes ever has set (a table descriptor's occupancy count may reach up
+//! to bit 55, `occupancy.rs`, and a staged table descriptor carries its count).
 //!
 //! Phase 1 is the modification engine of `engine.rs` in its staged mode (the same walk as
 //! `PageTable::unmap`/`protect`); this file holds the marks, the promotion and fold checks, and
@@ -30,19 +31,22 @@
 use super::engine::{Engine, Mode, StagedOp};
 use super::flush::{FrameList, PendingFlush};
 use super::walk::Entries;
-use super::{ENTRIES_PER_TABLE, Leaf, MapError, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, index_of};
+use super::{
+    ENTRIES_PER_TABLE, Leaf, MapError, PAGE_RUN, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, index_of,
+    run_entries,
+};
 use crate::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
-use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, level_size};
+use crate::descriptor::{Attributes, Descriptor, level_size};
 
 /// Staged-invalid entry holding the descriptor to write (with bit 0 set) after the flush.
-pub(crate) const MARK_MAKE: u64 = 1 << 55;
+pub(crate) const MARK_MAKE: u64 = 1 << 56;
 /// Staged-invalid leaf that was unmapped: reported to the caller after the flush, then cleared.
-pub(crate) const MARK_UNMAP: u64 = 1 << 56;
+pub(crate) const MARK_UNMAP: u64 = 1 << 57;
 /// Staged-invalid table descriptor of a table emptied by the operation: drained and freed after
 /// the flush.
-pub(crate) const MARK_DETACH: u64 = 1 << 57;
+pub(crate) const MARK_DETACH: u64 = 1 << 58;
 const VALID: u64 = 1;
-const RUN: usize = CONTIGUOUS_ENTRIES;
+const RUN: usize = PAGE_RUN;
 
 /// `d` broken (bit 0 clear) and marked.
 pub(super) const fn staged(d: Descriptor, mark: u64) -> Descriptor {
@@ -227,7 +231,7 @@ impl<T: Translation> PageTable<T> {
     ) {
         let (mut wide_lo, mut wide_hi) = (lo, hi);
         if level >= 2 {
-            let run_size = level_size(level) * RUN as u64;
+            let run_size = level_size(level) * run_entries(level) as u64;
             wide_lo &= !(run_size - 1);
             wide_hi = wide_hi.next_multiple_of(run_size);
         }

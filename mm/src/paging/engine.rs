@@ -28,17 +28,16 @@
 //! [`count_splits`]: PageTable::count_splits
 
 use crate::addr::{PAGE_SIZE, PhysAddr};
-use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
+use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
 use super::flush::{FrameList, PendingFlush};
 use super::occupancy::{minus_occupants, occupancy, table_descriptor, with_occupancy};
 use super::walk::{Entries, Entry};
-use super::{ENTRIES_PER_TABLE, PageTable, Translation, index_of};
+use super::{ENTRIES_PER_TABLE, PAGE_RUN, PageTable, Translation, index_of, run_entries};
 
-const RUN: usize = CONTIGUOUS_ENTRIES;
-/// The span of a contiguous run of pages (64 KiB).
-const RUN_SIZE: u64 = PAGE_SIZE * RUN as u64;
+/// The span of a contiguous run of pages (64 KiB with 4 KiB pages, 2 MiB with 16 or 64 KiB).
+const RUN_SIZE: u64 = PAGE_SIZE * PAGE_RUN as u64;
 
 /// What an operation does to the leaves in its range.
 pub(crate) enum StagedOp<F> {
@@ -223,7 +222,7 @@ impl<T: Translation> PageTable<T> {
                         continue;
                     }
                     if d.is_contiguous() {
-                        let run_size = x.size * RUN as u64;
+                        let run_size = x.size * run_entries(level) as u64;
                         let run_base = x.base & !(run_size - 1);
                         // `[lo, hi)` is the range clipped to this table, which holds the whole
                         // run: the run is cut iff it is not inside `[lo, hi)`.
@@ -317,7 +316,7 @@ impl<T: Translation> PageTable<T> {
         e.counts.splits += 1;
     }
 
-    /// Unfolds the contiguous run of 16 entries holding entry `x` that `(lo, hi)` cuts: every
+    /// Unfolds the contiguous run (16 entries with 4 KiB pages) holding entry `x` that `(lo, hi)` cuts: every
     /// entry loses the hint, entries inside the range get the operation, a block partly inside
     /// is split. Staged, every entry is written staged-invalid (the hint changes) and recorded.
     /// Returns the entries vacated.
@@ -330,10 +329,11 @@ impl<T: Translation> PageTable<T> {
     ) -> usize {
         let mut vacated = 0;
         let (level, size) = (x.level, x.size);
-        let first = x.index & !(RUN - 1);
-        let run_base = x.base & !(size * RUN as u64 - 1);
+        let run = run_entries(level);
+        let first = x.index & !(run - 1);
+        let run_base = x.base & !(size * run as u64 - 1);
         e.counts.unfolds += 1;
-        for j in 0..RUN {
+        for j in 0..run {
             let index = first + j;
             let d = self.read(table, index);
             debug_assert!(d.is_leaf(level) && d.is_contiguous(), "incomplete contiguous run");
@@ -391,13 +391,14 @@ impl<T: Translation> PageTable<T> {
         let pa0 = d.output_address().0;
         let new = e.op.new_attrs(old);
         let demote = matches!(e.op, StagedOp::Demote);
-        for run in 0..ENTRIES_PER_TABLE / RUN {
-            let first = run * RUN;
+        let run_len = run_entries(sub);
+        for run in 0..ENTRIES_PER_TABLE / run_len {
+            let first = run * run_len;
             let part_of = |j: usize| part(base + (first + j) as u64 * sub_size, sub_size, lo, hi);
-            let all = |p: Part| (0..RUN).all(|j| part_of(j) == p);
+            let all = |p: Part| (0..run_len).all(|j| part_of(j) == p);
             let uniform = all(Part::Outside) || (all(Part::Inside) && new.is_some());
             let cont = e.split_contiguous && !demote && uniform;
-            for j in 0..RUN {
+            for j in 0..run_len {
                 let i = first + j;
                 let pa = PhysAddr(pa0 + i as u64 * sub_size);
                 let sub_base = base + i as u64 * sub_size;

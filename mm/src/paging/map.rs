@@ -10,12 +10,12 @@
 //! the entries and writes; both paths share the last-level loops.
 
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
-use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
+use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::flush::FrameList;
 use super::occupancy::{plus_occupants, table_descriptor};
 use super::walk::{Entries, LastLevel};
-use super::{Constraints, MapError, PageTable, ROOT_LEVEL, Translation, index_of};
+use super::{Constraints, MapError, PAGE_RUN, PageTable, ROOT_LEVEL, Translation, index_of, run_entries};
 
 /// The attributes of one `map` call, in the offset domain (offsets from the range base).
 struct MapArgs {
@@ -147,7 +147,7 @@ impl<T: Translation> PageTable<T> {
         let mut run_contiguous = false;
         let (mut i, mut off) = (index_of(lo, 3), lo);
         while off < hi {
-            if i.is_multiple_of(CONTIGUOUS_ENTRIES) {
+            if i.is_multiple_of(PAGE_RUN) {
                 run_contiguous = self.run_may_be_contiguous(table, 3, off, args);
             }
             let leaf = Descriptor::leaf(3, PhysAddr(args.pa_at(off)), args.attrs, run_contiguous);
@@ -191,7 +191,7 @@ impl<T: Translation> PageTable<T> {
                 None => Descriptor::INVALID,
             };
             if let (true, Some(table)) = (COMMIT, table) {
-                if e.index.is_multiple_of(CONTIGUOUS_ENTRIES) {
+                if e.index.is_multiple_of(run_entries(level)) {
                     run_contiguous = self.run_may_be_contiguous(table, level, e.base, args);
                 } else if e.lo == lo {
                     run_contiguous = false; // The call starts inside this run.
@@ -239,12 +239,14 @@ impl<T: Translation> PageTable<T> {
         Ok(if COMMIT { filled } else { needed })
     }
 
-    /// Whether the 16-entry run starting at `run_base` (an entry of `table` at `level`) may carry
-    /// the contiguous hint: level 2 or 3, allowed by the constraints, wholly inside the call,
-    /// VA and PA aligned to the run, and all 16 entries invalid now (so this call writes all of
+    /// Whether the contiguous run (16 entries with 4 KiB pages: [`run_entries`]) starting at
+    /// `run_base` (an entry of `table` at `level`) may carry the contiguous hint: level 2 or 3,
+    /// allowed by the constraints, wholly inside the call, VA and PA aligned to the run, and all
+    /// its entries invalid now (so this call writes all of
     /// them, with the same attributes).
     fn run_may_be_contiguous(&self, table: PhysAddr, level: u32, run_base: u64, args: &MapArgs) -> bool {
-        let run_size = level_size(level) * CONTIGUOUS_ENTRIES as u64;
+        let run = run_entries(level);
+        let run_size = level_size(level) * run as u64;
         if level < 2
             || args.constraints.contains(Constraints::NO_CONTIGUOUS)
             || !args.constraints.allows_leaf(level)
@@ -259,7 +261,7 @@ impl<T: Translation> PageTable<T> {
             return false;
         }
         let first = index_of(run_base, level);
-        (first..first + CONTIGUOUS_ENTRIES).all(|i| !self.read(table, i).is_valid())
+        (first..first + run).all(|i| !self.read(table, i).is_valid())
     }
 
     /// Checks the arguments of a `map` and returns the range as offsets from the range base.

@@ -1,4 +1,15 @@
-//! Stage-1 translation tables: 4 KiB granule, 48-bit VA, four levels (0..=3), one TTBR.
+//! Stage-1 translation tables: the build's granule ([`Format::BUILD`]: 4 KiB, or 16 KiB or
+//! 64 KiB with the `granule-16k`/`granule-64k` features), 48-bit VA, one TTBR.
+//!
+//! | granule | levels | entries a table | blocks | contiguous runs (L3, L2) | last-table region |
+//! |---------|--------|-----------------|--------|--------------------------|-------------------|
+//! | 4 KiB   | 0–3    | 512             | 1 GiB (L1), 2 MiB (L2) | 16 (64 KiB), 16 (32 MiB) | 2 MiB |
+//! | 16 KiB  | 0 (2 entries), 1–3 | 2048 | 32 MiB (L2) | 128 (2 MiB), 32 (1 GiB) | 32 MiB |
+//! | 64 KiB  | 1 (64 entries), 2–3 | 8192 | 512 MiB (L2) | 32 (2 MiB), 32 (16 GiB) | 512 MiB |
+//!
+//! (Arm ARM D8.2 for the levels and block sizes, D8.6.1 for the runs; the numbers are those of
+//! [`crate::granule`], which the code below takes as constants. "2 MiB" in the names below is
+//! the 4 KiB granule's level-2 block, [`crate::addr::BLOCK_2M`], whatever the granule.)
 //!
 //! Why it is built this way:
 //! - **One seam.** Table frames come from, and are reached through, a [`Translation`]
@@ -25,13 +36,14 @@
 //!   (`bbm.rs`). `map`, which only creates, is its own walker (`map.rs`): a dry run and a commit
 //!   over the same entries.
 //! - **One walk when nothing can fail.** The common call — `map`, `unmap` or `protect` of a few
-//!   pages inside one 2 MiB region whose last-level table already exists — needs no frame, so
+//!   pages inside one level-2 region (2 MiB with 4 KiB pages) whose last-level table already exists — needs no frame, so
 //!   the only failures left are the ones a read-only look at the entries of the range finds
 //!   (`AlreadyMapped`; a change needing break-before-make on a live table). The fast path does
 //!   that look, then runs the same last-level code as the general path on that one table; a
 //!   `map` that finds an entry in the way goes to the general path, which reports it as usual.
 //!   The last-level table is found through a one-entry software *last-table cache* (not to be
-//!   confused with the hardware's walk cache of table entries) keyed by `VA >> 21` (two plain
+//!   confused with the hardware's walk cache of table entries) keyed by `VA >> 21` (4 KiB
+//!   pages; `>> 25` with 16 KiB, `>> 29` with 64 KiB) (two plain
 //!   fields: no atomics, no heap), emptied before any table descriptor is removed or
 //!   replaced (an `unmap` detaching a table, every staged operation of `bbm.rs`); `map` only
 //!   turns invalid entries valid, so it never makes a cached path wrong. The cache also keeps the
@@ -79,7 +91,7 @@
 //! publishes it, with [`Translation::publish_barrier`] (the kernel: `DSB ISHST`) in between. The
 //! caller still needs `DSB ISHST` (and `ISB` for the local CPU) before relying on a new mapping,
 //! and the TLB maintenance sequence after removing or changing one. New tables are zeroed with
-//! 512 volatile stores rather than `memset`: with the MMU off every data access is Device memory,
+//! one volatile store per entry rather than `memset`: with the MMU off every data access is Device memory,
 //! where the `DC ZVA` a `memset` may use faults. (Tables written with the MMU off go straight to
 //! memory; the kernel must make sure no stale cache line covers the table arena before it turns
 //! on cacheable walks.)
@@ -89,6 +101,7 @@ use core::ptr::NonNull;
 
 use crate::addr::{PAGE_SIZE, PhysAddr, VA_BITS, VirtAddr};
 use crate::descriptor::{Attributes, Descriptor};
+use crate::granule::Format;
 
 mod bbm;
 mod engine;
@@ -109,24 +122,60 @@ pub(crate) use engine::StagedOp;
 pub use flush::{FlushRange, FrameList, PendingFlush};
 pub use listing::Mappings;
 
-/// The index of the entry translating offset `off` in a table at `level`.
-const fn index_of(off: u64, level: u32) -> usize {
-    ((off >> (crate::addr::PAGE_SHIFT + 9 * (3 - level))) & 0x1ff) as usize
+/// The build's translation format: every number of the tables below comes from it, as a
+/// constant (so the 4 KiB build folds to the shifts and masks it always had).
+const FORMAT: Format = Format::BUILD;
+
+/// The lowest offset bit that indexes a table at `level` (the log2 of one entry's span): 12, 21,
+/// 30, 39 for levels 3 to 0 with 4 KiB pages; 14, 25, 36, 47 with 16 KiB; 16, 29, 42 with 64 KiB.
+const fn level_shift(level: u32) -> u32 {
+    FORMAT.granule.level_shift(level as i32)
 }
 
-/// Number of descriptors in one table.
-pub const ENTRIES_PER_TABLE: usize = 512;
+/// The index of the entry translating offset `off` in a table at `level`. The root table of
+/// the 16 KiB granule (2 entries) and of the 64 KiB granule (64 entries) is smaller than a
+/// full one; offsets stay below 2^48, so the full-table mask gives its index too.
+const fn index_of(off: u64, level: u32) -> usize {
+    ((off >> level_shift(level)) & (ENTRIES_PER_TABLE as u64 - 1)) as usize
+}
+
+/// Number of descriptors in one table: 512, 2048 or 8192 (one page of 8-byte descriptors).
+pub const ENTRIES_PER_TABLE: usize = FORMAT.granule.entries();
 
 /// Size of the part of the address space one TTBR translates (2^48 bytes).
 const SPACE_SIZE: u64 = 1 << VA_BITS;
-/// The level of the root table.
-const ROOT_LEVEL: u32 = 0;
+/// The level of the root table: 0 with 4 KiB and 16 KiB pages, 1 with 64 KiB.
+const ROOT_LEVEL: u32 = FORMAT.start_level() as u32;
+/// Whether level-1 entries may be blocks (1 GiB with 4 KiB pages; none with 16 or 64 KiB and
+/// 48-bit addresses).
+const LEVEL1_BLOCKS: bool = FORMAT.block_size(1).is_some();
 
-/// One table frame as a Rust type: 512 descriptors, 4 KiB aligned (for implementations of
-/// [`Translation`] that take frames from a Rust allocator or a static arena).
+/// The entries of one contiguous run at `level` (2 or 3; other levels have none, and get the
+/// level-2 number so that the 4 KiB build, whose two runs are equal, folds it to a constant):
+/// 16 and 16 with 4 KiB pages, 128 and 32 with 16 KiB, 32 and 32 with 64 KiB.
+#[inline(always)]
+const fn run_entries(level: u32) -> usize {
+    if level == 3 { PAGE_RUN } else { BLOCK_RUN }
+}
+/// Entries of a contiguous run of pages (level 3).
+const PAGE_RUN: usize = match FORMAT.granule.contiguous_entries(3) {
+    Some(n) => n as usize,
+    None => panic!("every granule has contiguous pages"),
+};
+/// Entries of a contiguous run of level-2 blocks.
+const BLOCK_RUN: usize = match FORMAT.granule.contiguous_entries(2) {
+    Some(n) => n as usize,
+    None => panic!("every granule has contiguous level-2 blocks"),
+};
+
+/// One table frame as a Rust type: a page of descriptors, aligned to the page (for
+/// implementations of [`Translation`] that take frames from a Rust allocator or a static arena).
 #[derive(Clone, Copy, Debug)]
-#[repr(C, align(4096))]
+#[cfg_attr(not(any(feature = "granule-16k", feature = "granule-64k")), repr(C, align(4096)))]
+#[cfg_attr(all(feature = "granule-16k", not(feature = "granule-64k")), repr(C, align(16384)))]
+#[cfg_attr(feature = "granule-64k", repr(C, align(65536)))]
 pub struct AlignedTable(pub [u64; ENTRIES_PER_TABLE]);
+const _: () = assert!(core::mem::align_of::<AlignedTable>() as u64 == PAGE_SIZE);
 
 /// Where page-table frames come from and how the engine reaches them.
 ///
@@ -134,16 +183,17 @@ pub struct AlignedTable(pub [u64; ENTRIES_PER_TABLE]);
 ///
 /// Implementors guarantee that, for every `pa` returned by [`allocate_table`] and not yet passed
 /// to [`deallocate_table`]:
-/// - `pa` is 4 KiB aligned, below 2^48, and the frame is not used by anything else;
+/// - `pa` is aligned to the page size ([`PAGE_SIZE`]), below 2^48, and the frame is not used by
+///   anything else;
 /// - [`table_ptr`]`(pa)` returns a pointer, aligned to 8 bytes, valid for reads and writes of
-///   4096 bytes for as long as the frame stays allocated, and not covered by any Rust reference
+///   [`PAGE_SIZE`] bytes for as long as the frame stays allocated, and not covered by any Rust reference
 ///   while the engine uses it.
 ///
 /// [`allocate_table`]: Translation::allocate_table
 /// [`deallocate_table`]: Translation::deallocate_table
 /// [`table_ptr`]: Translation::table_ptr
 pub unsafe trait Translation {
-    /// Allocates a 4 KiB frame for a table. Its contents are unspecified (the engine zeroes it).
+    /// Allocates a frame of one page for a table. Its contents are unspecified (the engine zeroes it).
     /// `None` when memory is exhausted.
     fn allocate_table(&mut self) -> Option<PhysAddr>;
 
@@ -190,11 +240,13 @@ impl VaRange {
 pub struct Constraints(u32);
 
 impl Constraints {
-    /// No restriction: 1 GiB and 2 MiB blocks and contiguous runs wherever alignment allows.
+    /// No restriction: blocks (1 GiB and 2 MiB with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB
+    /// with 64 KiB) and contiguous runs wherever alignment allows.
     pub const NONE: Self = Self(0);
-    /// Pages only: no 1 GiB or 2 MiB blocks.
+    /// Pages only: no blocks.
     pub const NO_BLOCKS: Self = Self(1 << 0);
-    /// No 1 GiB (level-1) blocks; 2 MiB blocks are still allowed.
+    /// No level-1 blocks (1 GiB with 4 KiB pages; the other granules have none); level-2 blocks
+    /// are still allowed.
     pub const NO_1G_BLOCKS: Self = Self(1 << 1);
     /// Never set the contiguous hint.
     pub const NO_CONTIGUOUS: Self = Self(1 << 2);
@@ -209,10 +261,11 @@ impl Constraints {
         Self(self.0 | other.0)
     }
 
-    /// Whether a leaf may be placed at `level` (1 GiB, 2 MiB blocks; pages always).
+    /// Whether a leaf may be placed at `level` (level-1 and level-2 blocks where the granule has
+    /// them; pages always).
     const fn allows_leaf(self, level: u32) -> bool {
         match level {
-            1 => !self.contains(Self::NO_BLOCKS) && !self.contains(Self::NO_1G_BLOCKS),
+            1 => LEVEL1_BLOCKS && !self.contains(Self::NO_BLOCKS) && !self.contains(Self::NO_1G_BLOCKS),
             2 => !self.contains(Self::NO_BLOCKS),
             3 => true,
             _ => false,
@@ -233,7 +286,7 @@ pub enum MapError {
     /// The range is empty, leaves this table's half of the address space (wrong half,
     /// non-canonical, past the end), overflows, or the physical range goes beyond 2^48.
     InvalidRange,
-    /// An address or size is not a multiple of 4 KiB.
+    /// An address or size is not a multiple of the page size.
     Misaligned,
     /// The range overlaps a valid mapping at this address; unmap it first.
     AlreadyMapped(VirtAddr),
@@ -252,7 +305,8 @@ pub struct Leaf {
     pub va: VirtAddr,
     /// The address `va` translates to.
     pub pa: PhysAddr,
-    /// The level of the table holding the leaf: 1 (1 GiB block), 2 (2 MiB block) or 3 (page).
+    /// The level of the table holding the leaf: 1 (a 1 GiB block, 4 KiB granule only), 2 (a
+    /// block: 2 MiB, 32 MiB or 512 MiB) or 3 (a page).
     pub level: u32,
     /// The size of the leaf in bytes.
     pub size: u64,
@@ -298,37 +352,38 @@ impl Stats {
 ///
 /// ```
 /// use core::ptr::NonNull;
-/// use mm::addr::{PhysAddr, VirtAddr};
+/// use mm::addr::{BLOCK_2M, PhysAddr, VirtAddr};
 /// use mm::descriptor::Attributes;
-/// use mm::paging::{Constraints, PageTable, Translation, VaRange};
+/// use mm::paging::{Constraints, ENTRIES_PER_TABLE, PageTable, Translation, VaRange};
 ///
 /// /// Frames from the heap; the "physical address" is the pointer (below 2^48 on the host).
 /// struct Heap;
-/// // SAFETY: frames are 4 KiB-aligned, exclusively owned allocations, valid until deallocated.
+/// // SAFETY: frames are page-aligned, exclusively owned allocations, valid until deallocated.
 /// unsafe impl Translation for Heap {
 ///     fn allocate_table(&mut self) -> Option<PhysAddr> {
-///         let frame = Box::new(mm::paging::AlignedTable([0; 512]));
+///         let frame = Box::new(mm::paging::AlignedTable([0; ENTRIES_PER_TABLE]));
 ///         Some(PhysAddr(Box::into_raw(frame) as u64))
 ///     }
 ///     fn deallocate_table(&mut self, pa: PhysAddr) {
 ///         // SAFETY: `pa` came from `allocate_table`.
 ///         drop(unsafe { Box::from_raw(pa.0 as *mut mm::paging::AlignedTable) });
 ///     }
-///     fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; 512]> {
-///         NonNull::new(pa.0 as *mut [u64; 512]).unwrap()
+///     fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
+///         NonNull::new(pa.0 as *mut [u64; ENTRIES_PER_TABLE]).unwrap()
 ///     }
 /// }
 ///
 /// let mut pt = PageTable::new(Heap, VaRange::Upper)?;
 /// let va = VirtAddr(0xffff_0000_4000_0000);
-/// // 4 MiB, 2 MiB aligned on both sides: two level-2 blocks.
-/// pt.map(va, PhysAddr(0x4000_0000), 4 << 20, Attributes::kernel_data(), Constraints::NONE)?;
+/// // Two level-2 blocks (2 MiB each with 4 KiB pages), aligned on both sides.
+/// let size = 2 * BLOCK_2M;
+/// pt.map(va, PhysAddr(0x4000_0000), size, Attributes::kernel_data(), Constraints::NONE)?;
 /// assert_eq!(pt.query(va).map(|leaf| leaf.level), Some(2));
 /// pt.set_live(true); // Installed in TTBR1_EL1 from here on.
 ///
-/// let record = pt.unmap(va, 4 << 20)?;
+/// let record = pt.unmap(va, size)?;
 /// let range = record.range().unwrap();
-/// assert_eq!((range.start, range.size), (va, 4 << 20));
+/// assert_eq!((range.start, range.size), (va, size));
 /// assert!(record.tables_removed()); // Non-leaf TLBI forms, then:
 /// record.release(pt.translation_mut()); // only after the invalidation has completed.
 ///
@@ -343,7 +398,8 @@ pub struct PageTable<T: Translation> {
     range: VaRange,
     live: bool,
     stats: Stats,
-    /// The last-table cache: `walk_key` is `off >> 21` of the 2 MiB region whose last-level table is
+    /// The last-table cache: `walk_key` is `off >> level_shift(2)` of the region (2 MiB with
+    /// 4 KiB pages) whose last-level table is
     /// `walk_table`, pointed at by an entry of the level-2 table `walk_parent`, or `NO_WALK`
     /// when empty (see `walk.rs`).
     walk_key: u64,
@@ -437,7 +493,8 @@ impl<T: Translation> PageTable<T> {
         debug_assert!(index < ENTRIES_PER_TABLE);
         let base = self.translation.table_ptr(table).cast::<u64>();
         // SAFETY: `table` is a frame of this tree (allocated and not freed), so by the
-        // `Translation` contract the pointer is valid for 512 `u64`s; `index < 512`.
+        // `Translation` contract the pointer is valid for `ENTRIES_PER_TABLE` `u64`s, and
+        // `index < ENTRIES_PER_TABLE` (every index comes from `index_of` or a loop bounded by it).
         unsafe { base.as_ptr().add(index) }
     }
 

@@ -10,16 +10,14 @@
 //! case for the most common call of all, unmapping one page.
 
 use crate::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
-use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
+use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::bbm::BbmCounts;
 use super::engine::{Engine, Mode, StagedOp};
 use super::flush::{FrameList, PendingFlush};
 use super::occupancy::{minus_occupants, occupancy};
 use super::walk::{Entries, LastLevel};
-use super::{MapError, PageTable, ROOT_LEVEL, Translation, index_of};
-
-const RUN: usize = CONTIGUOUS_ENTRIES;
+use super::{MapError, PageTable, ROOT_LEVEL, Translation, index_of, run_entries};
 
 impl<T: Translation> PageTable<T> {
     /// Unmaps `[va, va + size)`. Unmapped holes are skipped. A block partly inside the range is
@@ -236,7 +234,7 @@ impl<T: Translation> PageTable<T> {
                 DescriptorKind::Block | DescriptorKind::Page => {
                     let old = d.attributes();
                     if op.touches(old) {
-                        let run_size = x.size * RUN as u64;
+                        let run_size = x.size * run_entries(level) as u64;
                         let run_base = x.base & !(run_size - 1);
                         let cuts_run = d.is_contiguous() && (run_base < lo || run_base + run_size > hi);
                         let in_place = match op {

@@ -6,14 +6,16 @@
 //! queries) visits, at each level, the entries of one table that overlap its range, and needs
 //! for each the same four numbers: its index, the span it translates, and the part of the range
 //! inside that span. [`Entries`] computes them in one place from absolute offsets (an entry's
-//! index is bits `[47:12]` of its offset, so no walker carries the base of its table), and
+//! index is bits `[47:12]` of its offset with 4 KiB pages, so no walker carries the base of its table), and
 //! [`PageTable::descend`] is the one root-to-leaf walk behind `query`, the block-split count, the
 //! promotion and fold checks and the last-table cache.
 
 use crate::addr::PhysAddr;
 use crate::descriptor::{Descriptor, DescriptorKind, level_size};
 
-use super::{Leaf, MapError, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, index_of};
+use super::{
+    ENTRIES_PER_TABLE, Leaf, MapError, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, index_of, level_shift,
+};
 
 /// One entry of a table met by a walk over a range: where it sits and which part of the range it
 /// translates.
@@ -59,7 +61,7 @@ impl Entries {
     #[inline(always)]
     pub const fn new(level: u32, lo: u64, hi: u64) -> Self {
         debug_assert!(lo < hi && hi <= SPACE_SIZE);
-        Self { level, shift: crate::addr::PAGE_SHIFT + 9 * (3 - level), off: lo, hi }
+        Self { level, shift: level_shift(level), off: lo, hi }
     }
 
     /// Skips the entries below offset `off` (the rest of a contiguous run handled as a whole).
@@ -80,7 +82,7 @@ impl Iterator for Entries {
         let size = 1u64 << self.shift;
         let base = self.off & !(size - 1);
         let hi = self.hi.min(base + size);
-        let index = ((self.off >> self.shift) & 0x1ff) as usize;
+        let index = ((self.off >> self.shift) & (ENTRIES_PER_TABLE as u64 - 1)) as usize;
         let entry = Entry { index, level: self.level, base, size, lo: self.off, hi };
         self.off = hi;
         Some(entry)
@@ -95,11 +97,13 @@ pub(super) struct LastLevel {
     pub table: PhysAddr,
 }
 
-/// The empty last-table cache (no offset below 2^48 shifts to it, nor to its 1 GiB region).
+/// The empty last-table cache (no offset below 2^48 shifts to it, nor to its level-1 region).
 pub(super) const NO_WALK: u64 = u64::MAX;
-/// Log2 of the span of one last-level table (2 MiB).
-const L3_SPAN_SHIFT: u32 = 21;
-/// Log2 of the number of last-level tables one level-2 table points at (1 GiB / 2 MiB).
+/// Log2 of the span of one last-level table (2 MiB with 4 KiB pages, 32 MiB with 16 KiB,
+/// 512 MiB with 64 KiB).
+const L3_SPAN_SHIFT: u32 = level_shift(2);
+/// Log2 of the number of last-level tables one level-2 table points at (1 GiB / 2 MiB with
+/// 4 KiB pages).
 const L3_PER_L2_SHIFT: u32 = super::ENTRIES_PER_TABLE.trailing_zeros();
 
 impl<T: Translation> PageTable<T> {
@@ -144,7 +148,8 @@ impl<T: Translation> PageTable<T> {
 
     // ---- the last-table cache ---------------------------------------------------------------
 
-    /// The last-level table translating `[start, end)` if the range lies within one 2 MiB region
+    /// The last-level table translating `[start, end)` if the range lies within one level-2
+    /// region (2 MiB with 4 KiB pages)
     /// whose table already exists (every level above holds a table descriptor): the only case the
     /// fast paths handle. `None` sends the call to the general path.
     #[inline(always)]
@@ -160,10 +165,10 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// The level-3 table translating offset `off` and the level-2 table pointing at it, if the
-    /// walk from the root meets a table descriptor at levels 0, 1 and 2.
+    /// walk from the root meets a table descriptor at every level above 3.
     ///
-    /// The last-table cache remembers the answer for the 2 MiB region of `off`; its level-2 table
-    /// also serves the rest of that 1 GiB region. It stays right as long
+    /// The last-table cache remembers the answer for the level-2 region of `off` (2 MiB with
+    /// 4 KiB pages); its level-2 table also serves the rest of that level-1 region. It stays right as long
     /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
     /// entries into valid ones, and every operation that removes or replaces a table descriptor
     /// (the modification engine when it may detach or split, the staged operations of `bbm.rs`,
@@ -175,7 +180,7 @@ impl<T: Translation> PageTable<T> {
         if key == self.walk_key {
             return Some(LastLevel { parent: self.walk_parent, table: self.walk_table });
         }
-        // The cached level-2 table also translates the other 2 MiB regions of its 1 GiB region
+        // The cached level-2 table also translates the other level-2 regions of its level-1 region
         // (the path above it is the same, and kept as right as the rest of the entry): only the
         // level-2 entry is read then, not the three levels from the root.
         let parent = if key >> L3_PER_L2_SHIFT == self.walk_key >> L3_PER_L2_SHIFT {

@@ -1360,7 +1360,7 @@ impl Harness {
             let mut valid = 0;
             for i in 0..ENTRIES_PER_TABLE {
                 let d = w.read(table, i);
-                assert_eq!(d.bits() & (0b111 << 55), 0, "a staged mark survived the operation");
+                assert_eq!(d.bits() & (0b111 << 56), 0, "a staged mark survived the operation");
                 if d.is_valid() {
                     valid += 1;
                 }

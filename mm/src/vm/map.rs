@@ -76,7 +76,7 @@ use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 pub const SPARES: usize = 3;
 
 /// 1 GiB: code placed outside the window never crosses a multiple of this.
-const GIB: u64 = crate::addr::BLOCK_1G;
+const GIB: u64 = 1 << 30;
 /// 2 MiB: anonymous mappings of a multiple of this are aligned to it (for block promotion).
 const BLOCK_2M: u64 = crate::addr::BLOCK_2M;
 /// Smallest code-window size.
