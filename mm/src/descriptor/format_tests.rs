@@ -35,13 +35,21 @@ fn all_attributes() -> [Attributes; 7] {
 fn build_format_is_the_plain_encoding() {
     let f = Format::BUILD;
     for x in values(3000) {
-        let pa = PhysAddr(x & 0x0000_ffff_ffff_f000);
+        let pa = PhysAddr(x & OUTPUT_ADDRESS_MASK);
         assert_eq!(Descriptor::table_in(f, pa), Some(Descriptor::table(pa)));
         for attrs in all_attributes() {
             for level in 1..=3u32 {
                 let aligned = PhysAddr(pa.0 & !(level_size(level) - 1));
                 for contiguous in [false, true] {
                     let got = Descriptor::leaf_in(f, level as i32, aligned, attrs, contiguous);
+                    if !f.leaf_allowed(level as i32) {
+                        assert_eq!(got, None, "no block at level {level} with {}", f.name());
+                        // The plain encoding of a block there reads as reserved.
+                        let block = Descriptor::leaf(level, aligned, attrs, false);
+                        assert_eq!(block.kind(level), DescriptorKind::Reserved);
+                        assert_eq!(block.kind_in(f, level as i32), DescriptorKind::Reserved);
+                        continue;
+                    }
                     if contiguous && level == 1 {
                         assert_eq!(got, None, "mm builds no contiguous level-1 runs");
                         continue;
@@ -53,13 +61,20 @@ fn build_format_is_the_plain_encoding() {
                     assert_eq!(want.attributes_in(f), want.attributes());
                 }
             }
-            let block = Descriptor::block_2m(PhysAddr(pa.0 & !(2 * MIB - 1)), attrs);
-            assert_eq!(Descriptor::leaf_in(f, 2, PhysAddr(pa.0 & !(2 * MIB - 1)), attrs, false), Some(block));
+            let block_base = PhysAddr(pa.0 & !(crate::addr::BLOCK_2M - 1));
+            let block = Descriptor::block_2m(block_base, attrs);
+            assert_eq!(Descriptor::leaf_in(f, 2, block_base, attrs, false), Some(block));
         }
     }
-    assert_eq!(OUTPUT_ADDRESS_MASK, 0x0000_ffff_ffff_f000);
-    assert_eq!(CONTIGUOUS_ENTRIES, 16);
-    assert_eq!([0, 1, 2, 3].map(level_size), [512 << 30, 1 << 30, 2 * MIB, 4096]);
+    // The build's numbers, written out per granule.
+    let (mask, run, sizes) = match f.granule {
+        crate::granule::Granule::K4 => (0x0000_ffff_ffff_f000, 16, [512 << 30, 1 << 30, 2 * MIB, 4096]),
+        crate::granule::Granule::K16 => (0x0000_ffff_ffff_c000, 128, [128 << 40, 64 << 30, 32 * MIB, 16384]),
+        crate::granule::Granule::K64 => (0x0000_ffff_ffff_0000, 32, [1 << 55, 4 << 40, 512 * MIB, 65536]),
+    };
+    assert_eq!(OUTPUT_ADDRESS_MASK, mask);
+    assert_eq!(CONTIGUOUS_ENTRIES, run);
+    assert_eq!([0, 1, 2, 3].map(level_size), sizes);
 }
 
 /// Which levels hold a block (bits `[1:0]` = 0b01), per format, written out from the Arm ARM's

@@ -65,7 +65,15 @@ fn levels_and_top_tables() {
         }
         assert_eq!(bits + f.granule.shift(), f.va_bits(), "{}", f.name());
     }
-    assert_eq!(Format::BUILD, Format::K4);
+    // The build's format follows the features (4 KiB by default).
+    let build = if cfg!(feature = "granule-64k") {
+        Format::K64
+    } else if cfg!(feature = "granule-16k") {
+        Format::K16
+    } else {
+        Format::K4
+    };
+    assert_eq!(Format::BUILD, build);
     assert_eq!(Format::ALL.map(Format::name), ["4K", "4K-LPA2", "16K", "16K-LPA2", "64K", "64K-52"]);
 }
 

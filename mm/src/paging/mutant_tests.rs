@@ -27,17 +27,17 @@ impl Frames {
     }
 }
 
-// SAFETY: every frame is a distinct, 4 KiB-aligned heap allocation that lives until `Frames` is
+// SAFETY: every frame is a distinct, page-aligned heap allocation that lives until `Frames` is
 // dropped, at a distinct page-aligned address below 2^48; `table_ptr` returns its raw pointer.
 unsafe impl Translation for Frames {
     fn allocate_table(&mut self) -> Option<PhysAddr> {
         self.0.push(Box::into_raw(Box::new(AlignedTable([0; ENTRIES_PER_TABLE]))));
-        Some(PhysAddr((self.0.len() as u64) << 12))
+        Some(PhysAddr((self.0.len() as u64) << crate::addr::PAGE_SHIFT))
     }
     fn deallocate_table(&mut self, _pa: PhysAddr) {}
     fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
         self.1.borrow_mut().insert(pa.0);
-        let frame = self.0[(pa.0 >> 12) as usize - 1];
+        let frame = self.0[(pa.0 >> crate::addr::PAGE_SHIFT) as usize - 1];
         // SAFETY: `frame` came from `Box::into_raw` and is not freed before `drop`.
         NonNull::new(unsafe { &raw mut (*frame).0 }).unwrap()
     }
@@ -119,6 +119,10 @@ fn flush_range_pages_is_its_length_in_pages() {
 /// `FlushRange::end` is the first address past the range, and `None` only at the top of the
 /// address space; `contains` is exactly `[start, start + size)`.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn flush_range_end_and_contains_are_exact() {
     let r = FlushRange { start: VirtAddr(0x40_0000), size: 3 * PAGE_SIZE };
     assert_eq!(r.end(), Some(VirtAddr(0x40_3000)));
@@ -298,6 +302,10 @@ fn is_empty_table_sees_any_valid_entry() {
 /// consecutive output addresses from the block's, with its attributes (the piece the operation
 /// covers excepted), directly and staged on a live table alike.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn a_split_writes_the_leaves_of_the_block() {
     let attrs = Attributes::kernel_data();
     // (block VA, block PA, block level): a 1 GiB block split into 2 MiB blocks, a 2 MiB block
@@ -345,6 +353,10 @@ fn misaligned_address_and_size_are_refused_together() {
 /// region, the next map, protect or unmap inside that region touches only that table (the walk
 /// cache), wherever the region is; a call that crosses a 2 MiB boundary walks from the root.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
     let a = Attributes::kernel_data();
     for region in [0u64, 0x20_0000, 0x4000_0000, 0x7f_ffe0_0000] {
@@ -438,6 +450,10 @@ fn the_cached_level_2_table_serves_its_whole_1gib_region() {
 /// emptied tables, level by level up to (not including) the root, through the fast path (one
 /// 2 MiB region) and the general path (a range crossing regions) alike.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn partial_unmaps_that_empty_tables_detach_them() {
     let a = Attributes::kernel_data();
     // (pages mapped, range unmapped): one page in a region; two pages across a 2 MiB boundary;
@@ -471,6 +487,10 @@ fn partial_unmaps_that_empty_tables_detach_them() {
 /// in place or (on a table that is not live) with a change of memory type, and unmapping whole
 /// runs, one or several.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn whole_runs_inside_one_region_stay_on_the_fast_path() {
     let a = Attributes::kernel_data();
     let region = 0x4000_0000u64;
@@ -511,6 +531,10 @@ fn whole_runs_inside_one_region_stay_on_the_fast_path() {
 /// and whether the cut is at the start or the end of the range; with the two runs on either
 /// side of a 2 MiB boundary, ranges crossing it go through the general path, one table at a time.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn unmapping_part_of_a_run_unfolds_it_everywhere() {
     let a = Attributes::kernel_data();
     for base in [0u64, 0x4000_0000, 0x4020_0000 - 16 * PAGE_SIZE] {
@@ -588,6 +612,10 @@ fn unmap_clears_reserved_entries_in_its_range() {
 /// cleared by an unmap that covers it wholly, directly or staged, and kept by one that covers
 /// part of it.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn unmap_clears_a_reserved_root_entry_it_covers() {
     const GB512: u64 = 1 << 39;
     let reserved = Descriptor::from_bits(0b01);
@@ -630,6 +658,10 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
 /// runs of 16 blocks; level-3 runs beside a run the range cuts), on a table that is not live and,
 /// for a permission change, on a live one; only a cut run loses it.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
@@ -667,6 +699,10 @@ fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
 /// 2 MiB blocks, none of which is cut): the reservation counted for the splits is exact (the
 /// stager asserts it), and the leaves are right.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn staged_cut_of_a_1gib_block_on_2mib_boundaries_splits_once() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     const GB: u64 = crate::addr::BLOCK_1G;
@@ -703,6 +739,10 @@ fn staged_protect(pt: &mut PageTable<Frames>, va: u64, size: u64, attrs: Attribu
 /// unfolds exactly the runs it cuts (counting them, and the blocks it splits), at level 2 and
 /// at level 3, at offset 0 too.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn staged_changes_unfold_exactly_the_runs_they_cut() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
@@ -745,6 +785,10 @@ fn staged_changes_unfold_exactly_the_runs_they_cut() {
 /// half with the same offset, and a run whose first page is a hole are refused, and nothing is
 /// written.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn folds_only_aligned_whole_runs_of_this_half() {
     let a = Attributes::kernel_data();
     let va = 0x4000_0000u64;
@@ -772,6 +816,10 @@ fn folds_only_aligned_whole_runs_of_this_half() {
 /// holding the address (whatever its offset in the piece); for a page of a contiguous run it is
 /// that page; a plain page or a hole has nothing to demote.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn demotion_range_is_the_next_level_piece_holding_the_address() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     const GB: u64 = crate::addr::BLOCK_1G;
@@ -910,6 +958,10 @@ fn count_at<T: Translation>(pt: &PageTable<T>, off: u64, level: u32) -> usize {
 /// splits, on the fast path and the general path, directly and staged; they reach a full table
 /// (512) and leave the rest of the descriptor as the walker reads it.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn occupancy_counts_follow_every_operation() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
@@ -969,6 +1021,10 @@ fn occupancy_counts_follow_every_operation() {
 /// cuts a contiguous run) is cleared and leaves the table's count, directly and staged, so the
 /// table is detached when nothing else is left in it.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn a_reserved_entry_beside_a_cut_run_leaves_the_count() {
     let a = Attributes::kernel_data();
     let region = 0x4000_0000u64;

@@ -18,7 +18,8 @@ use crate::addr::{BLOCK_1G, BLOCK_2M};
 use crate::descriptor::{DescriptorKind, level_size};
 use crate::descriptor::{MemoryType, UserAccess};
 
-const KIB64: u64 = 64 * 1024;
+/// One contiguous run of pages (64 KiB with 4 KiB pages, 2 MiB with 16 or 64 KiB).
+const KIB64: u64 = PAGE_RUN as u64 * PAGE_SIZE;
 
 /// Emulated physical memory: frames at fake physical addresses, a poison pattern in every newly
 /// allocated frame, and an optional failure after a number of allocations.
@@ -201,6 +202,10 @@ fn new_table_is_empty_and_zeroed() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn two_mib_blocks() {
     let mut pt = new_pt(VaRange::Lower);
     pt.map(va(0x4020_0000), pa(0x8020_0000), 4 << 20, Attributes::kernel_data(), Constraints::NONE).unwrap();
@@ -223,6 +228,10 @@ fn two_mib_blocks() {
 /// encoding in the project. The attributes are the early map's (image EL1 RWX, device tree
 /// read-only, UART device).
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn engine_block_encoding_equals_the_early_encoding() {
     let early =
         [Attributes::kernel_data().with_el1_execute(true), Attributes::kernel_rodata(), Attributes::device()];
@@ -245,6 +254,10 @@ fn engine_block_encoding_equals_the_early_encoding() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn one_gib_block() {
     let mut pt = new_pt(VaRange::Lower);
     pt.map(va(BLOCK_1G), pa(2 * BLOCK_1G), BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
@@ -274,6 +287,10 @@ fn one_gib_block() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn misaligned_pa_forces_pages() {
     let mut pt = new_pt(VaRange::Lower);
     // VA 2 MiB aligned, PA only 4 KiB aligned.
@@ -292,6 +309,10 @@ fn misaligned_pa_forces_pages() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn mixed_pages_and_blocks() {
     let mut pt = new_pt(VaRange::Lower);
     let start = 0x4020_0000 - 3 * PAGE_SIZE;
@@ -313,6 +334,10 @@ fn mixed_pages_and_blocks() {
 // ---- contiguous hint ----------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn contiguous_exactly_on_aligned_uniform_runs() {
     let mut pt = new_pt(VaRange::Lower);
     // [64K - 8K, 64K + 128K + 12K): one partial run before, two full runs, one partial after.
@@ -351,6 +376,10 @@ fn contiguous_exactly_on_aligned_uniform_runs() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn contiguous_level2_run() {
     let mut pt = new_pt(VaRange::Lower);
     let run = 16 * BLOCK_2M;
@@ -363,6 +392,10 @@ fn contiguous_level2_run() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn partial_unmap_of_contiguous_run() {
     // Not live: the rest of the run loses its hint.
     let mut pt = new_pt(VaRange::Lower);
@@ -407,6 +440,10 @@ fn partial_unmap_of_contiguous_run() {
 // ---- errors -------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn range_errors() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
@@ -433,6 +470,10 @@ fn range_errors() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn already_mapped_changes_nothing() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
@@ -461,6 +502,10 @@ fn already_mapped_changes_nothing() {
 // ---- unmap, split, records ------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn unmap_detaches_empty_tables_into_the_record() {
     let mut pt = new_pt(VaRange::Lower);
     pt.map(va(0x4000_0000), pa(0x1000), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
@@ -486,6 +531,10 @@ fn unmap_detaches_empty_tables_into_the_record() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn unmap_splits_blocks() {
     let mut pt = new_pt(VaRange::Lower);
     pt.map(va(BLOCK_1G), pa(BLOCK_1G), BLOCK_1G, Attributes::kernel_data(), Constraints::NONE).unwrap();
@@ -519,6 +568,10 @@ fn unmap_splits_blocks() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn record_merging() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::user(UserAccess::ReadExecute);
@@ -600,6 +653,10 @@ fn live_refusals_name_the_first_address_that_needs_bbm() {
 /// run, and changes nothing; ranges covering whole runs are accepted. Inside one 2 MiB region
 /// (the fast path) and across a 2 MiB boundary (the general path).
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn live_cuts_of_contiguous_runs_are_refused_wherever_they_are() {
     let a = Attributes::kernel_data();
     for base in [BLOCK_1G, BLOCK_1G + BLOCK_2M - 16 * PAGE_SIZE] {
@@ -640,6 +697,10 @@ fn live_cuts_of_contiguous_runs_are_refused_wherever_they_are() {
 /// index, its span and the part of the range inside it, from absolute offsets; `skip_to` jumps
 /// over entries.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn entries_split_a_range_at_entry_boundaries() {
     use super::walk::{Entries, Entry};
     let e = |index, level, base, size, lo, hi| Entry { index, level, base, size, lo, hi };
@@ -738,6 +799,10 @@ fn dropping_a_live_table_frees_nothing() {
 // ---- protect ------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn protect_in_place_and_bbm() {
     let mut pt = new_pt(VaRange::Lower);
     let rw = Attributes::user(UserAccess::ReadWrite);
@@ -774,6 +839,10 @@ fn protect_in_place_and_bbm() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn protect_splits_blocks_when_not_live() {
     let mut pt = new_pt(VaRange::Lower);
     pt.map(va(0x20_0000), pa(0x20_0000), BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
@@ -839,7 +908,9 @@ fn map_rolls_back_at_every_failure_point() {
         pt
     };
     // Spans two 512 GiB regions, several 1 GiB and 2 MiB regions, with pages at both ends.
-    let start = (1u64 << 39) - BLOCK_1G - BLOCK_2M - 3 * PAGE_SIZE;
+    // (The top of the second root entry: 1 TiB with 4 KiB pages; with 64 KiB, whose root entries
+    // are level-1 entries, the second of them.)
+    let start = level_size(ROOT_LEVEL).max(2 * BLOCK_1G) - BLOCK_1G - BLOCK_2M - 3 * PAGE_SIZE;
     let size = 2 * BLOCK_1G + 2 * BLOCK_2M + 6 * PAGE_SIZE;
     for_every_failure_point(setup, |pt| {
         pt.map(va(start), pa(start), size, Attributes::kernel_data(), Constraints::NONE).map(|_| None)
@@ -870,6 +941,10 @@ fn split_rolls_back_at_every_failure_point() {
 // ---- upper range and the kernel's boot use ---------------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn upper_range() {
     let mut pt = new_pt(VaRange::Upper);
     let a = Attributes::kernel_data();
@@ -932,11 +1007,19 @@ unsafe impl Translation for BumpArena {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn kernel_boot_layout() {
     const KIMAGE: u64 = 0xffff_8000_0000_0000;
     const LINEAR: u64 = 0xffff_0000_0000_0000;
     let load = 0x4020_0000; // Where the loader put the image (2 MiB aligned).
-    let arena = BumpArena { arena: vec![[0u64; 512]; 16].into_boxed_slice(), pa_base: 0x4100_0000, next: 0 };
+    let arena = BumpArena {
+        arena: vec![[0u64; ENTRIES_PER_TABLE]; 16].into_boxed_slice(),
+        pa_base: 0x4100_0000,
+        next: 0,
+    };
     let mut pt = PageTable::new(arena, VaRange::Upper).unwrap();
     let pages = Constraints::NO_BLOCKS | Constraints::NO_CONTIGUOUS;
     let text = (0x2_3000, Attributes::kernel_text());
@@ -1003,8 +1086,8 @@ fn kernel_boot_layout() {
 
 // ---- property test against a reference model ------------------------------------------------------
 
-const WINDOW_BASE: u64 = 0x4000_0000 - 4 * BLOCK_2M; // straddles a 1 GiB boundary
-const WINDOW_PAGES: u64 = 4096; // 16 MiB
+const WINDOW_BASE: u64 = BLOCK_1G - 4 * BLOCK_2M; // straddles a level-1 boundary
+const WINDOW_PAGES: u64 = 8 * ENTRIES_PER_TABLE as u64; // eight level-2 blocks (16 MiB with 4 KiB pages)
 
 fn attr_choice(i: u8) -> Attributes {
     match i % 6 {
@@ -1033,9 +1116,11 @@ enum Op {
     SetLive(bool),
 }
 
-/// A page range in the window, aligned to 1, 16 or 512 pages to give blocks and runs a chance.
+/// A page range in the window, aligned to 1 page, a contiguous run of pages or a level-2 block
+/// (1, 16 or 512 pages with 4 KiB pages) to give blocks and runs a chance.
 fn page_range() -> impl Strategy<Value = (u64, u64, u64)> {
-    (prop_oneof![Just(1u64), Just(16), Just(512)], 0..WINDOW_PAGES, 1..=700u64).prop_map(
+    let (run, block) = (PAGE_RUN as u64, ENTRIES_PER_TABLE as u64);
+    (prop_oneof![Just(1u64), Just(run), Just(block)], 0..WINDOW_PAGES, 1..=700u64).prop_map(
         |(align, page, n)| {
             let page = page / align * align;
             let n = n.div_ceil(align) * align;
@@ -1046,7 +1131,7 @@ fn page_range() -> impl Strategy<Value = (u64, u64, u64)> {
 
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (page_range(), 0..8192u64, any::<u8>(), any::<u8>()).prop_map(|((page, pages, align), pa, attrs, constraints)| Op::Map {
+        4 => (page_range(), 0..2 * WINDOW_PAGES, any::<u8>(), any::<u8>()).prop_map(|((page, pages, align), pa, attrs, constraints)| Op::Map {
             page,
             pages,
             pa_page: pa / align * align,
@@ -1365,6 +1450,10 @@ proptest! {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn fast_path_maps_into_an_existing_table_without_allocating() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::user(UserAccess::ReadWrite);
@@ -1443,6 +1532,10 @@ fn fast_path_unmap_detaches_every_table_it_empties() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn fast_path_unmap_of_a_whole_last_level_table() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
@@ -1457,6 +1550,10 @@ fn fast_path_unmap_of_a_whole_last_level_table() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn fast_path_falls_back_for_contiguous_runs_and_bbm() {
     let a = Attributes::kernel_data();
     let base = BLOCK_1G;

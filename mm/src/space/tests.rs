@@ -1431,21 +1431,37 @@ fn model_run(name: &str, seed: u64, caps: Caps, share: usize) -> Counts {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn model_random_with_range_tlbi() {
     model_run("FEAT_TLBIRANGE", 0x5eed_0001, RANGE_CAPS, 30);
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn model_random_with_range_tlbi_2() {
     model_run("FEAT_TLBIRANGE", 0x5eed_0004, RANGE_CAPS, 30);
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn model_random_without_range_tlbi() {
     model_run("no range", 0x5eed_0002, Caps::BASELINE, 30);
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn model_random_repeat_tlbi_erratum() {
     let caps = Caps { range: false, broadcast: true, errata: Errata { repeat_tlbi: true } };
     model_run("no range, repeat-TLBI erratum", 0x5eed_0003, caps, 10);
@@ -1508,6 +1524,10 @@ fn tlbis_of(h: &mut Harness, f: impl FnOnce(&mut Harness)) -> Vec<TlbInstr> {
 /// (512 per-page TLBIs before). Without it, 512 pages exceed the per-page bound (511): one
 /// whole-ASID (user) or whole-TLB (kernel) flush.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn promotion_is_one_tlbi() {
     for (caps, space, want) in [
         (RANGE_CAPS, 1, TlbiOp::Rvae1is),
@@ -1552,6 +1572,10 @@ fn promotion_is_one_tlbi() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn partial_unmap_of_a_live_block_splits_through_bbm() {
     let mut h = Harness::new(4, RANGE_CAPS);
     h.apply(Op::Map { space: 1, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
@@ -1584,6 +1608,10 @@ fn partial_unmap_of_a_live_block_splits_through_bbm() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn one_gib_block_splits_and_demotes() {
     let world = Rc::new(RefCell::new(World::new(5)));
     let table = PageTable::new(Mem(world.clone()), VaRange::Upper).unwrap();
@@ -1680,6 +1708,10 @@ fn one_flush_per_call_and_memory_type_changes() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn failed_operations_change_nothing() {
     let mut h = Harness::new(8, RANGE_CAPS);
     h.apply(Op::Map { space: 1, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
@@ -1715,6 +1747,10 @@ fn failed_operations_change_nothing() {
 /// break-before-make: the table stays live and the engine refuses what needs it, with nothing
 /// changed and nothing issued.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn unflushed_table_access_still_refuses_break_before_make() {
     let mut h = Harness::new(9, RANGE_CAPS);
     h.apply(Op::Map { space: 0, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
@@ -1758,6 +1794,7 @@ proptest::proptest! {
 
     /// The same checks on shrinkable sequences (the seeded loops above run the long ones).
     #[test]
+    #[cfg_attr(any(feature = "granule-16k", feature = "granule-64k"), ignore = "expects the 4 KiB granule's numbers")]
     fn model_proptest(
         raw in proptest::collection::vec(proptest::prelude::any::<(u8, u8, u16, u16, u8)>(), 1..80),
         range in proptest::prelude::any::<bool>(),

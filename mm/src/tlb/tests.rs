@@ -22,6 +22,10 @@ const M2: u64 = 2 << 20;
 // Tests.
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn operand_fields() {
     // Non-range: TTBR1 sign bits never reach TTL [47:44]; VA[55:12] comes back sign-extended.
     for va in [0xffff_8000_0000_0000u64, 0xffff_ffff_ffff_f000, 0x0000_7fff_ffff_f000, 0x1000] {
@@ -111,6 +115,10 @@ fn exhaustive_small_ranges() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn boundary_counts_every_format() {
     for f in Format::ALL {
         for &base in &BASES {
@@ -253,6 +261,10 @@ fn every_count_up_to_the_bound() {
 /// where a partition needs more (the examples: 511 pages need 3 disjoint ops but 2 overlapping,
 /// 262,143 need 5 disjoint but 2 overlapping), and our plan is never worse than Linux's.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn overlapping_covers_beat_partitions() {
     let dp = partition_min();
     for n in 1..(1u64 << 16) {
@@ -284,6 +296,10 @@ fn overlapping_covers_beat_partitions() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn block_strides() {
     for f in Format::ALL {
         let pg = page(f);
@@ -437,6 +453,10 @@ fn full_flush_forms() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn issuer_sequences_and_stats() {
     for caps in [RANGE, NO_RANGE, RANGE.local(), NO_RANGE.local()] {
         for pages in [0, 1, 2, 3, 100, 511, 512, 1 << 20] {

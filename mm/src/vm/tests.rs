@@ -52,6 +52,10 @@ fn ret(m: &mut VmMap, c: Call) -> Result<u64, Errno> {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn errno_table_from_the_man_pages() {
     use Call::*;
     use Errno::*;
@@ -246,6 +250,10 @@ fn madvise_applies_to_the_mapped_parts_and_reports_the_hole() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn hints_as_linux_rounds_them() {
     let mut m = VmMap::new(Layout::linux(0x60_0000));
     // Linux's round_hint_to_min: a non-zero hint below mmap_min_addr becomes mmap_min_addr.
@@ -260,6 +268,10 @@ fn hints_as_linux_rounds_them() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn top_down_placement_below_mmap_base() {
     let mut m = fixture();
     let base = m.layout().mmap_base;
@@ -306,6 +318,10 @@ fn in_window(m: &VmMap, a: u64, len: u64) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn code_goes_into_the_window_lowest_fit_first_and_is_reused() {
     let mut m = fixture();
     // Window [0, 512 MiB) around the text at 0x400000; data at 0x420000..0x430000.

@@ -52,6 +52,10 @@ fn mincore_all(m: &Mem, addr: u64, len: u64) -> (Vec<u8>, Result<(), Errno>) {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn mremap_errno_order_is_linux_6_1() {
     use Errno::*;
     let mut m = memory(true);
@@ -131,6 +135,10 @@ fn mremap_shrinks_grows_in_place_and_replaces_a_fixed_target() {
 /// The point of moving entries: 64 MiB of 2 MiB blocks move with one flush and no data frame,
 /// and stay blocks; the data is where the program left it.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn a_64_mib_move_allocates_nothing_and_flushes_once() {
     for range in [true, false] {
         move_64_mib(range);
@@ -225,6 +233,10 @@ fn a_moved_code_area_stays_in_the_code_window() {
 }
 
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn mincore_reports_residency_from_the_tables() {
     let mut m = memory(true);
     let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
@@ -396,6 +408,10 @@ fn mremap_growth_is_charged_to_rlimit_as() {
 /// cuts a 2 MiB block at its start moves every page (the bound counts the cut block's pages),
 /// and when that room cannot be had the call is ENOMEM with nothing changed.
 #[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
 fn mremap_reserves_its_extents_before_it_changes_anything() {
     let mut m = large_memory();
     let a = m.mmap(0, 4 * MIB, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
