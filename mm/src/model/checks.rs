@@ -61,7 +61,7 @@ impl Machine {
         (0..e.size / size).all(|j| {
             let va = e.va.wrapping_add(j * size);
             let mut table = self.procs[p].root;
-            for l in 0..level {
+            for l in crate::paging::ROOT_LEVEL..level {
                 match self.read(table, VirtAddr(va).table_index(l)) {
                     Some(d) if d.is_table(l) => table = d.output_address().0,
                     _ => return false,

@@ -345,7 +345,7 @@ impl Machine {
     /// Whether `va` is mapped in the current tables of the process in `slot`.
     fn present(&self, slot: usize, va: u64) -> bool {
         let mut table = self.procs[slot].root;
-        for level in 0..4 {
+        for level in crate::paging::ROOT_LEVEL..4 {
             match self.read(table, VirtAddr(va).table_index(level)) {
                 Some(d) if d.is_table(level) && level < 3 => table = d.output_address().0,
                 Some(d) => return d.is_leaf(level),
@@ -422,7 +422,7 @@ impl Machine {
             }
             return;
         }
-        let mut start = (0u32, self.procs[p].root, false);
+        let mut start = (crate::paging::ROOT_LEVEL, self.procs[p].root, false);
         for e in &self.cpus[cpu].tlb {
             if let Kind::Table { next } = e.kind
                 && e.covers(va)

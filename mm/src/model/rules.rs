@@ -39,11 +39,15 @@ fn two_cpus_cached() -> (Shared, PageTable<ModelMem>, u16) {
     mm.walk(0, VA);
     mm.walk(1, VA);
     let asid = mm.cpus[0].asid;
-    assert_eq!(entries(&mm, 0), (3, 1));
-    assert_eq!(entries(&mm, 1), (3, 1));
+    assert_eq!(entries(&mm, 0), (TABLES, 1));
+    assert_eq!(entries(&mm, 1), (TABLES, 1));
     drop(mm);
     (m, pt, asid)
 }
+
+/// The table entries a walk to a page caches: one a level above 3 (3 with 4 and 16 KiB pages,
+/// 2 with 64 KiB).
+const TABLES: usize = 3 - crate::paging::ROOT_LEVEL as usize;
 
 /// `(table entries, leaves)` cached on `cpu`.
 fn entries(m: &Machine, cpu: usize) -> (usize, usize) {
@@ -79,7 +83,7 @@ fn a_local_tlbi_acts_on_the_issuing_cpu_only() {
     m.tlbi(TlbiOp::Vae1, page_operand(asid, VirtAddr(VA)));
     m.dsb(false);
     assert_eq!(entries(&m, 0), (0, 0));
-    assert_eq!(entries(&m, 1), (3, 1));
+    assert_eq!(entries(&m, 1), (TABLES, 1));
 }
 
 #[test]
@@ -89,7 +93,7 @@ fn a_broadcast_tlbi_is_completed_by_dsb_ish_only() {
     m.current = 1;
     m.tlbi(TlbiOp::Vae1is, page_operand(asid, VirtAddr(VA)));
     m.dsb(false);
-    assert_eq!(entries(&m, 0), (3, 1), "DSB NSH completed a broadcast TLBI");
+    assert_eq!(entries(&m, 0), (TABLES, 1), "DSB NSH completed a broadcast TLBI");
     m.check_all("after DSB NSH", None, true);
     assert!(m.violations.iter().any(|v| v.contains("no DSB completed")), "{:?}", m.violations);
     m.dsb(true);
@@ -105,8 +109,8 @@ fn a_last_level_tlbi_keeps_the_walk_cache_and_the_freed_table_is_reported() {
         m.current = 0;
         m.tlbi(TlbiOp::Vale1is, page_operand(asid, VirtAddr(VA)));
         m.dsb(true);
-        assert_eq!(entries(&m, 0), (3, 0));
-        assert_eq!(entries(&m, 1), (3, 0));
+        assert_eq!(entries(&m, 0), (TABLES, 0));
+        assert_eq!(entries(&m, 1), (TABLES, 0));
     }
     // Unmap everything: the emptied tables are freed, though both walk caches point to them.
     let record = pt.unmap(VirtAddr(VA), 16 * PAGE_SIZE).unwrap();

@@ -145,7 +145,7 @@ pub const ENTRIES_PER_TABLE: usize = FORMAT.granule.entries();
 /// Size of the part of the address space one TTBR translates (2^48 bytes).
 const SPACE_SIZE: u64 = 1 << VA_BITS;
 /// The level of the root table: 0 with 4 KiB and 16 KiB pages, 1 with 64 KiB.
-const ROOT_LEVEL: u32 = FORMAT.start_level() as u32;
+pub(crate) const ROOT_LEVEL: u32 = FORMAT.start_level() as u32;
 /// Whether level-1 entries may be blocks (1 GiB with 4 KiB pages; none with 16 or 64 KiB and
 /// 48-bit addresses).
 const LEVEL1_BLOCKS: bool = FORMAT.block_size(1).is_some();

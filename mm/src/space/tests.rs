@@ -261,7 +261,7 @@ impl World {
             return;
         }
         let walk_tag = Some(asid);
-        let mut start = (0u32, self.spaces[space].root);
+        let mut start = (crate::paging::ROOT_LEVEL, self.spaces[space].root);
         for e in &self.tlb {
             if let Content::Table { next } = e.content
                 && e.space == space
@@ -428,7 +428,7 @@ impl World {
             let ok = (0..e.size / size).all(|j| {
                 let va = e.va.wrapping_add(j * size);
                 let mut table = self.spaces[e.space].root;
-                for l in 0..level {
+                for l in crate::paging::ROOT_LEVEL..level {
                     let d = self.read(table, VirtAddr(va).table_index(l));
                     if !d.is_table(l) {
                         return false;
@@ -611,15 +611,23 @@ struct Counts {
 }
 
 const SCATTER_BASE: u64 = 0x80_0000_0000;
-const SCATTER_FRAMES: usize = 1 << 14;
+const SCATTER_FRAMES: usize = 32 * BLOCK_PAGES as usize;
+/// Pages of a level-2 block (512 with 4 KiB pages): the unit of the windows and of promotion.
+const BLOCK_PAGES: u64 = crate::paging::ENTRIES_PER_TABLE as u64;
+/// Pages of a contiguous run (16 with 4 KiB pages).
+const RUN_PAGES: u64 = CONTIGUOUS_ENTRIES as u64;
+/// The second user window's boundary: a level-0 entry (512 GiB with 4 KiB pages; 128 TiB with
+/// 16 KiB; with 64 KiB, whose root is level 1, a level-1 boundary at 128 TiB).
+const TOP_BOUNDARY: u64 = if level_size(0) < 1 << 47 { level_size(0) } else { 1 << 47 };
 
 /// `(range, window start, pages, asid)`: a kernel window at the very top of the address space,
-/// and user windows across a 1 GiB and a 512 GiB boundary.
+/// and user windows across a level-1 boundary (1 GiB with 4 KiB pages) and a level-0 one, in
+/// level-2 blocks (2 MiB with 4 KiB pages).
 const LAYOUT: [(VaRange, u64, u64, Option<u16>); 4] = [
-    (VaRange::Upper, 0xffff_ffff_ff80_0000, 2048, None),
-    (VaRange::Lower, 0x4000_0000 - (4 << 20), 2048, Some(1)),
-    (VaRange::Lower, (1 << 39) - (4 << 20), 2048, Some(2)),
-    (VaRange::Lower, 0x7f00_0000_0000, 1024, Some(300)),
+    (VaRange::Upper, 0u64.wrapping_sub(4 * BLOCK_2M), 4 * BLOCK_PAGES, None),
+    (VaRange::Lower, BLOCK_1G - 2 * BLOCK_2M, 4 * BLOCK_PAGES, Some(1)),
+    (VaRange::Lower, TOP_BOUNDARY - 2 * BLOCK_2M, 4 * BLOCK_PAGES, Some(2)),
+    (VaRange::Lower, 0x7f00_0000_0000, 2 * BLOCK_PAGES, Some(300)),
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -783,8 +791,8 @@ impl Harness {
         let (align, n) = match rng.below(100) {
             0..=39 => (1, 1),
             40..=69 => (1, 1 + rng.below(16)),
-            70..=84 => (16, 16 * (1 + rng.below(3))),
-            85..=94 => (512, 512),
+            70..=84 => (RUN_PAGES, RUN_PAGES * (1 + rng.below(3))),
+            85..=94 => (BLOCK_PAGES, BLOCK_PAGES),
             _ => (1, 1 + rng.below(total)),
         };
         let page = rng.below(total) / align * align;
@@ -796,7 +804,7 @@ impl Harness {
             63..=74 => Op::Protect { space, page, pages, attrs: a },
             75..=80 => Op::MemType { space, page, pages, memory: a },
             81..=86 => Op::Remap { space, page, pages, scatter: rng.chance(50), attrs: a },
-            87..=94 => Op::Promote { space, region: page / 512 },
+            87..=94 => Op::Promote { space, region: page / BLOCK_PAGES },
             _ => Op::Demote { space, page },
         }
     }
@@ -809,22 +817,22 @@ impl Harness {
     fn scenario(&mut self) {
         let rng = &mut self.world.borrow_mut().rng;
         let space = rng.below(LAYOUT.len() as u64) as usize;
-        let region = rng.below(LAYOUT[space].2 / 512);
-        let base = region * 512;
+        let region = rng.below(LAYOUT[space].2 / BLOCK_PAGES);
+        let base = region * BLOCK_PAGES;
         let attrs = rng.next() as u8;
         let q = &mut self.queue;
-        q.push_back(Op::Unmap { space, page: base, pages: 512 });
+        q.push_back(Op::Unmap { space, page: base, pages: BLOCK_PAGES });
         if rng.chance(60) {
             let mut pieces = Vec::new();
             let mut p = 0;
-            while p < 512 {
+            while p < BLOCK_PAGES {
                 let n = match rng.below(4) {
                     0 => 1,
-                    1 => 1 + rng.below(16),
-                    2 => 16,
-                    _ => 1 + rng.below(100),
+                    1 => 1 + rng.below(RUN_PAGES),
+                    2 => RUN_PAGES,
+                    _ => 1 + rng.below(100 * BLOCK_PAGES / 512),
                 }
-                .min(512 - p);
+                .min(BLOCK_PAGES - p);
                 pieces.push((p, n));
                 p += n;
             }
@@ -842,10 +850,17 @@ impl Harness {
                 });
             }
         } else {
-            q.push_back(Op::Map { space, page: base, pages: 512, scatter: false, attrs, constraints: 6 });
+            q.push_back(Op::Map {
+                space,
+                page: base,
+                pages: BLOCK_PAGES,
+                scatter: false,
+                attrs,
+                constraints: 6,
+            });
             q.push_back(Op::Promote { space, region });
         }
-        let page = base + rng.below(512);
+        let page = base + rng.below(BLOCK_PAGES);
         let pages = (1 + rng.below(40)).min(LAYOUT[space].2 - page);
         match rng.below(3) {
             0 => q.push_back(Op::Protect { space, page, pages, attrs: rng.next() as u8 }),
@@ -919,7 +934,7 @@ impl Harness {
         let w = self.world.borrow();
         let off = lo & ((1u64 << 48) - 1);
         let mut s = Snapshot::default();
-        visit(&w, w.spaces[space].root, 0, 0, off, off + len, &mut s);
+        visit(&w, w.spaces[space].root, crate::paging::ROOT_LEVEL, 0, off, off + len, &mut s);
         s
     }
 
@@ -931,8 +946,8 @@ impl Harness {
                 // Widen to 2 MiB where the map completes a 2 MiB range (a promotion).
                 let r = &self.refs[space];
                 let full = |p: u64| {
-                    let b = p / 512 * 512;
-                    (b..b + 512).all(|q| {
+                    let b = p / BLOCK_PAGES * BLOCK_PAGES;
+                    (b..b + BLOCK_PAGES).all(|q| {
                         (q >= page && q < page + pages) || r.get(q as usize).is_some_and(|e| e.is_some())
                     })
                 };
@@ -942,13 +957,15 @@ impl Harness {
             | Op::Protect { space, page, pages, .. }
             | Op::MemType { space, page, pages, .. }
             | Op::Remap { space, page, pages, .. } => (space, page, page + pages - 1, false),
-            Op::Promote { space, region } => (space, region * 512, region * 512 + 511, true),
+            Op::Promote { space, region } => {
+                (space, region * BLOCK_PAGES, (region + 1) * BLOCK_PAGES - 1, true)
+            }
             Op::Demote { space, page } => (space, page, page, false),
             Op::Switch { .. } => return (0, 0),
         };
         let t = self.spaces[space].table();
         let block = |p: u64| t.query(VirtAddr(self.va(space, p))).is_some_and(|l| l.level < 3);
-        let align = if wide || block(first) || block(last) { 512 } else { CONTIGUOUS_ENTRIES as u64 };
+        let align = if wide || block(first) || block(last) { BLOCK_PAGES } else { RUN_PAGES };
         let lo = first / align * align;
         let hi = ((last / align + 1) * align).min(self.pages(space));
         (self.va(space, lo), (hi - lo) * PAGE_SIZE)
@@ -1077,8 +1094,9 @@ impl Harness {
             }
             Op::Promote { region, .. } => {
                 self.ops.promote += 1;
-                let va = VirtAddr(self.va(space, region * 512));
-                let r = &self.refs[space][(region * 512) as usize..(region * 512 + 512) as usize];
+                let va = VirtAddr(self.va(space, region * BLOCK_PAGES));
+                let r =
+                    &self.refs[space][(region * BLOCK_PAGES) as usize..((region + 1) * BLOCK_PAGES) as usize];
                 let eligible = r.iter().enumerate().all(|(i, e)| {
                     e.is_some_and(|(pa, a)| {
                         let (pa0, a0) = r[0].unwrap();
@@ -1368,11 +1386,11 @@ impl Harness {
                     n += 1 + visit(w, d.output_address().0, level + 1);
                 }
             }
-            assert!(level == 0 || valid > 0, "empty table left in the tree");
+            assert!(level == crate::paging::ROOT_LEVEL || valid > 0, "empty table left in the tree");
             n
         }
         let w = self.world.borrow();
-        visit(&w, w.spaces[space].root, 0)
+        visit(&w, w.spaces[space].root, crate::paging::ROOT_LEVEL)
     }
 
     /// Unmaps everything, destroys every space and checks that every frame came back.
@@ -1431,37 +1449,21 @@ fn model_run(name: &str, seed: u64, caps: Caps, share: usize) -> Counts {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn model_random_with_range_tlbi() {
     model_run("FEAT_TLBIRANGE", 0x5eed_0001, RANGE_CAPS, 30);
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn model_random_with_range_tlbi_2() {
     model_run("FEAT_TLBIRANGE", 0x5eed_0004, RANGE_CAPS, 30);
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn model_random_without_range_tlbi() {
     model_run("no range", 0x5eed_0002, Caps::BASELINE, 30);
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn model_random_repeat_tlbi_erratum() {
     let caps = Caps { range: false, broadcast: true, errata: Errata { repeat_tlbi: true } };
     model_run("no range, repeat-TLBI erratum", 0x5eed_0003, caps, 10);
@@ -1781,7 +1783,7 @@ fn op_from_raw((kind, space, a, b, c): (u8, u8, u16, u16, u8)) -> Op {
         5 => Op::Protect { space, page, pages, attrs: c },
         6 => Op::MemType { space, page, pages, memory: c },
         7 => Op::Remap { space, page, pages, scatter: c & 1 == 0, attrs: c },
-        8 => Op::Promote { space, region: page / 512 },
+        8 => Op::Promote { space, region: page / BLOCK_PAGES },
         _ if c & 3 == 0 => {
             Op::Switch { cpu: usize::from(c >> 2) & 1, space: Some(1 + usize::from(c >> 3) % 3) }
         }
@@ -1794,7 +1796,6 @@ proptest::proptest! {
 
     /// The same checks on shrinkable sequences (the seeded loops above run the long ones).
     #[test]
-    #[cfg_attr(any(feature = "granule-16k", feature = "granule-64k"), ignore = "expects the 4 KiB granule's numbers")]
     fn model_proptest(
         raw in proptest::collection::vec(proptest::prelude::any::<(u8, u8, u16, u16, u8)>(), 1..80),
         range in proptest::prelude::any::<bool>(),
