@@ -140,17 +140,18 @@ fn check_invariants(pt: &Pt) -> usize {
                 DescriptorKind::Block | DescriptorKind::Page => {
                     valid += 1;
                     assert!(d.output_address().is_aligned(level_size(level)));
+                    let run_len = run_entries(level);
                     if d.is_contiguous() {
                         assert!(level >= 2, "contiguous hint at level {level}");
-                        let first = i & !15;
+                        let first = i & !(run_len - 1);
                         assert!(pt.read(table, first).is_contiguous(), "incomplete contiguous run");
                     }
-                    if d.is_contiguous() && i % 16 == 0 {
+                    if d.is_contiguous() && i % run_len == 0 {
                         let first = i;
                         let d0 = pt.read(table, first);
-                        let run = level_size(level) * 16;
+                        let run = level_size(level) * run_len as u64;
                         assert!(d0.output_address().is_aligned(run), "contiguous run PA misaligned");
-                        for j in first..first + 16 {
+                        for j in first..first + run_len {
                             let dj = pt.read(table, j);
                             assert!(dj.is_leaf(level) && dj.is_contiguous(), "incomplete contiguous run");
                             assert_eq!(dj.attributes(), d0.attributes(), "non-uniform contiguous run");
@@ -165,12 +166,12 @@ fn check_invariants(pt: &Pt) -> usize {
                 DescriptorKind::Reserved => panic!("reserved descriptor written"),
             }
         }
-        if level > 0 {
+        if level > ROOT_LEVEL {
             assert!(valid > 0, "empty table left in the tree at level {level}");
         }
     }
     let mut tables = 0;
-    visit(pt, pt.root_pa(), 0, &mut tables);
+    visit(pt, pt.root_pa(), ROOT_LEVEL, &mut tables);
     pt.check_occupancy();
     assert_eq!(tables as u64, pt.stats().tables_in_use());
     tables
@@ -1267,8 +1268,14 @@ fn run_model(ops: &[Op], fail_at: &[Option<usize>]) {
     assert_eq!(mem.live_frames(), 0);
 }
 
+/// Proptest cases for `full` cases with 4 KiB pages: fewer with the larger granules, whose
+/// window and block-aligned operations hold 4 or 16 times the pages (so about the same work).
+const fn cases(full: u32) -> u32 {
+    full * 512 / ENTRIES_PER_TABLE as u32
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
 
     #[test]
     fn random_operations_match_the_model(
@@ -1436,7 +1443,7 @@ fn small_op_strategy() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(256), ..ProptestConfig::default() })]
 
     /// The fast paths change exactly what the general path changes, record the same, fail the
     /// same way (allocation failures included) and keep the same frames.
@@ -1672,4 +1679,37 @@ fn fast_path_allocation_failure_in_the_middle_changes_nothing() {
     let rec = pt.unmap(va(BLOCK_1G - 4 * PAGE_SIZE), 4 * PAGE_SIZE).unwrap();
     release(&mut pt, rec);
     assert_eq!(pt.stats().tables_in_use(), 1);
+}
+
+/// The figure of docs/mm.md §11: the table memory that 1 GiB mapped page by page costs, per
+/// granule (one L3 table maps 2 MiB, 32 MiB or 512 MiB; the levels above add one table each):
+/// 515 × 4 KiB = 2060 KiB, 35 × 16 KiB = 560 KiB, 4 × 64 KiB = 256 KiB.
+#[test]
+fn table_memory_for_one_gib_mapped_page_by_page() {
+    let mut pt = new_pt(VaRange::Lower);
+    let base = 1u64 << 30;
+    let gib = 1u64 << 30;
+    for off in (0..gib).step_by(PAGE_SIZE as usize) {
+        pt.map(
+            va(base + off),
+            pa(0x1_0000_0000 + off),
+            PAGE_SIZE,
+            Attributes::kernel_data(),
+            Constraints::NONE,
+        )
+        .unwrap();
+    }
+    let tables = pt.stats().tables_in_use();
+    let last_level = gib / BLOCK_2M;
+    // The L3 tables, then one table for each level from the root down to level 2.
+    assert_eq!(tables, last_level + (3 - u64::from(ROOT_LEVEL)));
+    let kib = tables * PAGE_SIZE / 1024;
+    let want = match PAGE_SIZE {
+        4096 => 2060,
+        16384 => 560,
+        _ => 256,
+    };
+    assert_eq!(kib, want, "{} granule", crate::granule::Format::BUILD.name());
+    std::println!("{}: {tables} tables, {kib} KiB for 1 GiB of pages", crate::granule::Format::BUILD.name());
+    assert_eq!(check_invariants(&pt) as u64, tables);
 }
