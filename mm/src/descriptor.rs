@@ -92,6 +92,10 @@ pub const CONTIGUOUS_ENTRIES: usize = match Format::BUILD.granule.contiguous_ent
     None => panic!("every granule has contiguous pages"),
 };
 
+/// Whether the build's level-1 entries may be blocks (1 GiB with 4 KiB pages; the 16 and 64 KiB
+/// granules have none with 48-bit addresses, so a block encoding there is reserved).
+const LEVEL1_BLOCKS: bool = Format::BUILD.block_size(1).is_some();
+
 /// Memory type of a mapping, i.e. its `AttrIndx` into [`MAIR_EL1_VALUE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -459,7 +463,7 @@ impl Descriptor {
             DescriptorKind::Invalid
         } else if self.0 & TYPE_TABLE_OR_PAGE != 0 {
             if level == 3 { DescriptorKind::Page } else { DescriptorKind::Table }
-        } else if (level == 1 && Format::BUILD.block_size(1).is_some()) || level == 2 {
+        } else if (level == 1 && LEVEL1_BLOCKS) || level == 2 {
             DescriptorKind::Block
         } else {
             DescriptorKind::Reserved
