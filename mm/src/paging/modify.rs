@@ -7,7 +7,8 @@
 //! block splits can be reserved ([`count_splits`](PageTable::count_splits), shared with the
 //! staged path). A call inside one 2 MiB region whose last-level table exists (the last-table cache)
 //! needs no frame: it runs the engine on that table alone (the fast path), with a straight-line
-//! case for the most common call of all, unmapping one page.
+//! case for the most common call of all, unmapping one page, whose record is built as a value
+//! (a caller that keeps it in registers stores none of it).
 
 use crate::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
@@ -85,12 +86,20 @@ impl<T: Translation> PageTable<T> {
         op: StagedOp<F>,
     ) -> Result<PendingFlush, MapError> {
         let (start, end) = self.check_range(va, size)?;
+        let fast = self.fast_path_table(start, end);
+        if let Some(last) = fast
+            && op.is_unmap()
+            && end - start == PAGE_SIZE
+            && let Some(record) = self.unmap_page(last, start, end)
+        {
+            return Ok(record);
+        }
         // Built in place in the result, which both paths fill: the record is returned without a
-        // copy (a copy is six stores more per call, and stores are what a call waiting for a
+        // copy (a copy is seven stores more per call, and stores are what a call waiting for a
         // cache miss runs out of first).
         let mut result = Ok(PendingFlush::new(self.range));
         if let Ok(record) = &mut result {
-            let done = match self.fast_path_table(start, end) {
+            let done = match fast {
                 Some(last) => self.modify_last_level(last, start, end, op, record),
                 None => self.modify_checked(start, end, op, record),
             };
@@ -99,6 +108,36 @@ impl<T: Translation> PageTable<T> {
             }
         }
         result
+    }
+
+    /// Unmapping the one page `[start, end)` of the last-level table `last` (the most common
+    /// call of all), straight-line, with its record built once as a value: `None`, having
+    /// changed nothing, if the page is part of a contiguous run (the engine then unfolds the
+    /// run). A page outside a run cuts nothing, so nothing needs break-before-make.
+    #[inline(always)]
+    fn unmap_page(&mut self, last: LastLevel, start: u64, end: u64) -> Option<PendingFlush> {
+        let index = index_of(start, 3);
+        let d = self.read(last.table, index);
+        if d.is_contiguous() {
+            return None;
+        }
+        let mut record = PendingFlush::new(self.range);
+        if d.is_leaf(3) {
+            let old = d.attributes();
+            let executable = !old.pxn() || !old.uxn();
+            record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
+        }
+        // A reserved encoding is cleared too, without a record (see `apply_pages`).
+        if d.is_valid() {
+            self.write(last.table, index, Descriptor::INVALID);
+            if self.vacate(last, start, 1) {
+                // Rare: a copy to detach into keeps `record` out of memory on the common path.
+                let mut detached = record;
+                self.detach_emptied(start, &mut detached);
+                return Some(detached);
+            }
+        }
+        Some(record)
     }
 
     /// The fast path of `unmap` and `protect`, recording into `record`: `[start, end)` lies in
@@ -115,46 +154,33 @@ impl<T: Translation> PageTable<T> {
         record: &mut PendingFlush,
     ) -> Result<(), MapError> {
         let table = last.table;
-        let index = index_of(start, 3);
-        let d = self.read(table, index);
-        let vacated;
-        if op.is_unmap() && end - start == PAGE_SIZE && !d.is_contiguous() {
-            // Unmapping one page (the common call): straight-line. A page outside a run cuts
-            // nothing, so nothing needs break-before-make.
-            if d.is_leaf(3) {
-                let old = d.attributes();
-                let executable = !old.pxn() || !old.uxn();
-                record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
-            }
-            // A reserved encoding is cleared too, without a record (see `apply_pages`).
-            if !d.is_valid() {
-                return Ok(());
-            }
-            self.write(table, index, Descriptor::INVALID);
-            vacated = 1;
-        } else {
-            if self.live
-                && let Some(at) = self.bbm_violation(table, 3, start, end, &mut op)
-            {
-                return Err(MapError::BreakBeforeMakeRequired(self.va(at)));
-            }
-            let mut counts = BbmCounts::default();
-            let (pool, split_contiguous) = (FrameList::new(), false);
-            let mut e =
-                Engine { op, mode: Mode::Direct, record, pool, counts: &mut counts, split_contiguous };
-            vacated = self.apply(table, 3, start, end, &mut e);
-            if vacated == 0 {
-                return Ok(());
-            }
+        if self.live
+            && let Some(at) = self.bbm_violation(table, 3, start, end, &mut op)
+        {
+            return Err(MapError::BreakBeforeMakeRequired(self.va(at)));
         }
-        let parent_index = index_of(start, 2);
-        let d = self.read(last.parent, parent_index);
-        if occupancy(d) == vacated {
+        let mut counts = BbmCounts::default();
+        let (pool, split_contiguous) = (FrameList::new(), false);
+        let mut e = Engine { op, mode: Mode::Direct, record, pool, counts: &mut counts, split_contiguous };
+        let vacated = self.apply(table, 3, start, end, &mut e);
+        if vacated > 0 && self.vacate(last, start, vacated) {
             self.detach_emptied(start, record);
-        } else {
-            self.write(last.parent, parent_index, minus_occupants(d, vacated));
         }
         Ok(())
+    }
+
+    /// Takes `vacated` entries off the occupancy count of the last-level table `last` (held in
+    /// the level-2 entry above it), unless that empties the table: then returns `true` and
+    /// leaves the count, for [`detach_emptied`](Self::detach_emptied).
+    #[inline(always)]
+    fn vacate(&mut self, last: LastLevel, off: u64, vacated: usize) -> bool {
+        let parent_index = index_of(off, 2);
+        let d = self.read(last.parent, parent_index);
+        if occupancy(d) == vacated {
+            return true;
+        }
+        self.write(last.parent, parent_index, minus_occupants(d, vacated));
+        false
     }
 
     /// The general `unmap`/`protect` of a checked range, recording into the empty `record`:
