@@ -384,65 +384,90 @@ impl VmMap {
         self.tree.reserve(SPARES)
     }
 
-    fn add(&mut self, v: Vma) {
+    /// Adds (`sign` true) or subtracts `v`'s bytes to or from the counters (mapped, data, code
+    /// window): a mapping's contribution depends on its bounds and attributes only, so pieces
+    /// may be counted apart from the records that hold them.
+    fn count(&mut self, v: &Vma, add: bool) {
+        let data = if is_data(v.prot, v.flags) { v.len() } else { 0 };
+        let window = self.window_range().map_or(0, |w| overlap_len((v.start, v.end), w));
+        if add {
+            self.mapped += v.len();
+            self.data += data;
+            self.window.used += window;
+        } else {
+            self.mapped -= v.len();
+            self.data -= data;
+            self.window.used -= window;
+        }
+    }
+
+    /// Links a record whose bytes are already counted (a piece split off another).
+    fn link(&mut self, v: Vma) {
         debug_assert!(self.tree.spares() > 0, "insertion without a reserved node: {v:?}");
-        self.mapped += v.len();
-        if is_data(v.prot, v.flags) {
-            self.data += v.len();
-        }
-        if let Some((b, e)) = self.window_range() {
-            self.window.used += overlap_len((v.start, v.end), (b, e));
-        }
         // Cannot fail: a spare node is there (the reservation bounds what a call inserts).
         let inserted = self.tree.insert(v);
         debug_assert!(inserted.is_ok());
     }
 
+    /// Rewrites the record starting at `start` in place (bounds between its neighbours).
+    fn edit(&mut self, start: u64, v: Vma) {
+        let found = self.tree.replace(start, v);
+        debug_assert!(found, "no mapping at {start:#x}");
+    }
+
     /// Removes the mapping starting at `start` (callers only name mappings they just found).
     fn take(&mut self, start: u64) -> Option<Vma> {
         let v = self.tree.remove(start)?;
-        self.mapped -= v.len();
-        if is_data(v.prot, v.flags) {
-            self.data -= v.len();
-        }
-        if let Some((b, e)) = self.window_range() {
-            self.window.used -= overlap_len((v.start, v.end), (b, e));
-        }
+        self.count(&v, false);
         Some(v)
     }
 
-    /// Inserts `v`, merged with a neighbour that touches it and has the same attributes.
-    fn add_merge(&mut self, mut v: Vma) {
-        if let Some(p) = self.tree.last_starting_before(v.start).copied()
-            && p.end == v.start
-            && p.same_attrs(&v)
-        {
-            self.take(p.start);
-            v.start = p.start;
+    /// Adds `v` (free space), merged with a neighbour that touches it and has the same
+    /// attributes. A merge extends the neighbour's record in place (and joining two neighbours
+    /// removes one), so only a mapping that joins nothing takes a new node.
+    fn add_merge(&mut self, v: Vma) {
+        let (prev, next) = self.tree.neighbours(v.start);
+        let prev = prev.copied().filter(|p| p.end == v.start && p.same_attrs(&v));
+        let next = next.copied().filter(|n| n.start == v.end && n.same_attrs(&v));
+        self.count(&v, true);
+        match (prev, next) {
+            (Some(p), Some(n)) => {
+                self.tree.remove(n.start);
+                self.edit(p.start, Vma { end: n.end, ..p });
+            }
+            (Some(p), None) => self.edit(p.start, Vma { end: v.end, ..p }),
+            (None, Some(n)) => self.edit(n.start, Vma { start: v.start, ..n }),
+            (None, None) => self.link(v),
         }
-        if let Some(n) = self.tree.first_ending_after(v.end).copied()
-            && n.start == v.end
-            && n.same_attrs(&v)
-        {
-            self.take(n.start);
-            v.end = n.end;
-        }
-        self.add(v);
     }
 
-    /// Removes `[s, e)` from the map; returns the removed pieces (clipped). Needs the call's
-    /// reservation; the list is allocated before anything changes.
+    /// Removes `[s, e)` from the map; returns the removed pieces (clipped). A mapping cut at one
+    /// end is shrunk in place; one punched in the middle keeps its lower part in place and its
+    /// upper part takes a node. Needs the call's reservation; the list is allocated before
+    /// anything changes.
     fn remove_range(&mut self, s: u64, e: u64) -> Result<Vec<Vma>, Errno> {
         let mut pieces = self.tree.overlapping(s, e)?;
         for v in pieces.iter_mut() {
-            self.take(v.start);
-            if v.start < s {
-                self.add(Vma { end: s, ..*v });
+            let piece = v.clip(s, e);
+            match (v.start < s, v.end > e) {
+                (false, false) => {
+                    self.take(v.start);
+                }
+                (true, false) => {
+                    self.edit(v.start, Vma { end: s, ..*v });
+                    self.count(&piece, false);
+                }
+                (false, true) => {
+                    self.edit(v.start, Vma { start: e, ..*v });
+                    self.count(&piece, false);
+                }
+                (true, true) => {
+                    self.edit(v.start, Vma { end: s, ..*v });
+                    self.link(Vma { start: e, ..*v });
+                    self.count(&piece, false);
+                }
             }
-            if v.end > e {
-                self.add(Vma { start: e, ..*v });
-            }
-            *v = v.clip(s, e);
+            *v = piece;
         }
         Ok(pieces)
     }
@@ -466,21 +491,68 @@ impl VmMap {
         Ok((out, hole || cursor < e))
     }
 
-    /// Replaces each selected piece by `f(piece)`, splitting and re-merging around it, one piece
-    /// at a time (so each step needs at most the call's reservation). A rewritten piece may merge
-    /// with the next, still unrewritten mapping; that mapping is then found again, merged, and
-    /// split as before, which leaves the same result.
+    /// Replaces each selected piece by `f(piece)` (same bounds, new attributes), one piece at a
+    /// time, editing records in place: a whole mapping changes its record (or joins a touching
+    /// neighbour with the new attributes, whose record grows), a piece at one end moves the
+    /// boundary (or takes one node), a piece in the middle takes two. A rewritten piece may join
+    /// the next, still unrewritten mapping; that mapping then already has the new attributes,
+    /// so its own piece changes nothing.
     fn rewrite(&mut self, pieces: &[Vma], mut f: impl FnMut(&Vma) -> Vma) {
         for p in pieces {
             let Some(whole) = self.tree.find(p.start).copied() else { continue };
-            self.take(whole.start);
-            if whole.start < p.start {
-                self.add(Vma { end: p.start, ..whole });
+            let new = f(p);
+            debug_assert!((new.start, new.end) == (p.start, p.end) && whole.end >= p.end);
+            if new.same_attrs(&whole) {
+                continue;
             }
-            if whole.end > p.end {
-                self.add(Vma { start: p.end, ..whole });
+            self.count(&Vma { start: p.start, end: p.end, ..whole }, false);
+            self.count(&new, true);
+            let (keeps_below, keeps_above) = (whole.start < p.start, p.end < whole.end);
+            let prev = (!keeps_below)
+                .then(|| self.tree.last_starting_before(p.start).copied())
+                .flatten()
+                .filter(|v| v.end == p.start && v.same_attrs(&new));
+            let next = (!keeps_above)
+                .then(|| self.tree.neighbours(p.end).1.copied())
+                .flatten()
+                .filter(|v| v.start == p.end && v.same_attrs(&new));
+            match (keeps_below, keeps_above) {
+                (false, false) => match (prev, next) {
+                    (Some(a), Some(b)) => {
+                        self.tree.remove(whole.start);
+                        self.tree.remove(b.start);
+                        self.edit(a.start, Vma { end: b.end, ..a });
+                    }
+                    (Some(a), None) => {
+                        self.tree.remove(whole.start);
+                        self.edit(a.start, Vma { end: p.end, ..a });
+                    }
+                    (None, Some(b)) => {
+                        self.tree.remove(whole.start);
+                        self.edit(b.start, Vma { start: p.start, ..b });
+                    }
+                    (None, None) => self.edit(whole.start, new),
+                },
+                (false, true) => {
+                    self.edit(whole.start, Vma { start: p.end, ..whole });
+                    match prev {
+                        Some(a) => self.edit(a.start, Vma { end: p.end, ..a }),
+                        None => self.link(new),
+                    }
+                }
+                (true, false) => {
+                    self.edit(whole.start, Vma { end: p.start, ..whole });
+                    match next {
+                        Some(b) => self.edit(b.start, Vma { start: p.start, ..b }),
+                        None => self.link(new),
+                    }
+                }
+                (true, true) => {
+                    self.edit(whole.start, Vma { end: p.start, ..whole });
+                    self.link(Vma { start: p.end, ..whole });
+                    self.link(new);
+                }
             }
-            self.add_merge(f(p));
         }
     }
 

@@ -20,6 +20,8 @@ pub use ext_abi as abi;
 pub mod bench;
 mod errno;
 pub mod fallible;
+#[cfg(any(test, feature = "testing"))]
+pub mod growth_bench;
 pub mod limits;
 pub mod map;
 pub mod tree;
