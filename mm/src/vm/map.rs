@@ -70,6 +70,9 @@ use super::prot::*;
 use super::tree::{Dir, GapQuery, VmaTree};
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
+/// Mappings or pieces of mappings a call returns: the common calls return one, in place.
+pub type Pieces = fallible::List<Vma, 2>;
+
 /// Tree nodes one call reserves before changing anything: the most any call inserts beyond what
 /// it removes (a mapping punched in the middle of another: two pieces plus the new one, less
 /// the one taken out), plus one for the merge that follows.
@@ -137,7 +140,7 @@ pub struct Mapped {
     pub prot: Prot,
     /// Pieces of older mappings that `MAP_FIXED` replaced, in address order: the kernel unmaps
     /// their pages (and frees their frames) before installing the new mapping.
-    pub replaced: Vec<Vma>,
+    pub replaced: Pieces,
     /// `MAP_POPULATE` (or `MAP_LOCKED`) was given: the kernel may prefault the range.
     pub populate: bool,
     /// A code mapping placed outside the code window (it was full, or `MAP_FIXED` put it there).
@@ -145,7 +148,7 @@ pub struct Mapped {
 }
 
 /// One protection change `mprotect` made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ProtChange {
     /// First byte.
     pub start: u64,
@@ -163,7 +166,7 @@ pub struct ProtChange {
 pub struct Protected {
     /// Ranges whose rights changed, in address order (ranges already at the new rights are left
     /// out).
-    pub changes: Vec<ProtChange>,
+    pub changes: fallible::List<ProtChange, 2>,
     /// `ENOMEM` when the range had a hole (after changing what precedes it).
     pub error: Option<Errno>,
 }
@@ -209,7 +212,7 @@ pub struct BrkOutcome {
     /// A range newly mapped (anonymous RW) when the heap grew.
     pub mapped: Option<(u64, u64)>,
     /// Pieces unmapped when the heap shrank: the kernel unmaps their pages.
-    pub unmapped: Vec<Vma>,
+    pub unmapped: Pieces,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -445,7 +448,7 @@ impl VmMap {
     /// end is shrunk in place; one punched in the middle keeps its lower part in place and its
     /// upper part takes a node. Needs the call's reservation; the list is allocated before
     /// anything changes.
-    fn remove_range(&mut self, s: u64, e: u64) -> Result<Vec<Vma>, Errno> {
+    fn remove_range(&mut self, s: u64, e: u64) -> Result<Pieces, Errno> {
         let mut pieces = self.tree.overlapping(s, e)?;
         for v in pieces.iter_mut() {
             let piece = v.clip(s, e);
@@ -474,8 +477,8 @@ impl VmMap {
 
     /// The mapped pieces of `[s, e)` (clipped), and whether there is a hole. With
     /// `stop_at_hole`, only the contiguous mapped prefix starting at `s` is returned.
-    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> Result<(Vec<Vma>, bool), Errno> {
-        let mut out = Vec::new();
+    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> Result<(Pieces, bool), Errno> {
+        let mut out = Pieces::new();
         let mut cursor = s;
         let mut hole = false;
         for v in self.tree.iter_from(s).take_while(|v| v.start < e) {
@@ -485,7 +488,7 @@ impl VmMap {
                     return Ok((out, true));
                 }
             }
-            fallible::push(&mut out, v.clip(s, e))?;
+            out.push(v.clip(s, e))?;
             cursor = v.end;
         }
         Ok((out, hole || cursor < e))
@@ -905,13 +908,7 @@ impl VmMap {
     /// # Errors
     /// `EINVAL` unaligned or empty; `ENOMEM` outside `[mmap_min_addr, TASK_SIZE)`; `EACCES`
     /// writable and executable without the opt-out.
-    pub fn map_kernel(
-        &mut self,
-        start: u64,
-        len: u64,
-        prot: Prot,
-        flags: VmaFlags,
-    ) -> Result<Vec<Vma>, Errno> {
+    pub fn map_kernel(&mut self, start: u64, len: u64, prot: Prot, flags: VmaFlags) -> Result<Pieces, Errno> {
         if start & (PAGE - 1) != 0 || len == 0 || len & (PAGE - 1) != 0 {
             return Err(Errno::EINVAL);
         }
@@ -935,7 +932,7 @@ impl VmMap {
     /// `EINVAL` when `addr` is not page-aligned, `len` is zero, or the range leaves the address
     /// space; `ENOMEM` when it would split a mapping in two at `vm.max_map_count` (Linux lets
     /// the count pass the limit only through `mmap`), or no kernel memory for the bookkeeping.
-    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<Vec<Vma>, Errno> {
+    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<Pieces, Errno> {
         let ts = self.layout.task_size;
         if addr & (PAGE - 1) != 0 || addr > ts || len > ts - addr {
             return Err(Errno::EINVAL);
@@ -1001,9 +998,9 @@ impl VmMap {
         if let Some(i) = refused {
             pieces.truncate(i);
         }
-        let mut changes = Vec::new();
+        let mut changes = fallible::List::new();
         for p in pieces.iter().filter(|p| p.prot != new) {
-            fallible::push(&mut changes, ProtChange { start: p.start, end: p.end, old: p.prot, new })?;
+            changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new })?;
         }
         if !pieces.is_empty() {
             self.reserve()?;
@@ -1174,7 +1171,7 @@ impl VmMap {
     /// kernel memory for the bookkeeping, the old break is returned.
     pub fn brk(&mut self, addr: u64) -> BrkOutcome {
         let old = self.brk;
-        let fail = BrkOutcome { brk: old, mapped: None, unmapped: Vec::new() };
+        let fail = BrkOutcome { brk: old, mapped: None, unmapped: Pieces::new() };
         if addr < self.layout.start_brk || addr - self.layout.start_brk > self.data_limit.cur {
             return fail;
         }
@@ -1214,7 +1211,7 @@ impl VmMap {
             Vma { start: oldbrk, end: newbrk, prot: Prot::RW, flags: VmaFlags::HEAP, advice: Advice::Normal };
         self.add_merge(heap);
         self.brk = addr;
-        BrkOutcome { brk: addr, mapped: Some((oldbrk, newbrk)), unmapped: Vec::new() }
+        BrkOutcome { brk: addr, mapped: Some((oldbrk, newbrk)), unmapped: Pieces::new() }
     }
 
     // ----- near placement
@@ -1309,7 +1306,7 @@ impl VmMap {
         }
         self.reserve()?;
         self.add_merge(Vma { start: at, end: at + len, prot: p, flags: vflags, advice: Advice::Normal });
-        Ok(Mapped { addr: at, len, prot: p, replaced: Vec::new(), populate: false, outside_window: false })
+        Ok(Mapped { addr: at, len, prot: p, replaced: Pieces::new(), populate: false, outside_window: false })
     }
 
     /// Checks every invariant (for tests; O(n)): the tree's own, no two touching mappings with
@@ -1338,7 +1335,7 @@ impl VmMap {
         }
         assert_eq!(mapped, self.mapped, "mapped bytes");
         assert_eq!(data, self.data, "data bytes");
-        assert!(self.tree.spares() <= SPARES + 1, "spare nodes held");
+        assert!(self.tree.spares() <= super::tree::SPARE_CAP, "spare nodes held");
         assert_eq!(used, self.window.used, "window used bytes");
         if let Some((b, e)) = self.window_range() {
             assert!(

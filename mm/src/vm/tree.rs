@@ -24,13 +24,14 @@
 //! [`VmaTree::insert`] allocates fallibly. The in-order iterator keeps its path in a fixed array.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::cmp::max;
 
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
-/// Most spare nodes kept after removals (what one [`super::VmMap`] call needs, and a little more).
-const SPARE_CAP: usize = 4;
+/// Most spare nodes kept after removals: twice what one [`super::VmMap`] call reserves, so
+/// that a call using its whole reservation (a split: two new nodes) and the next giving the
+/// nodes back (the merge that undoes it) neither allocate nor free in turn.
+pub const SPARE_CAP: usize = 2 * super::map::SPARES;
 
 /// Height bound of an AVL tree of at most 2^64 nodes (1.44 log2 n), for the iterator's path.
 const MAX_HEIGHT: usize = 96;
@@ -502,10 +503,10 @@ impl VmaTree {
     ///
     /// # Errors
     /// `ENOMEM` when the heap cannot hold the list.
-    pub fn overlapping(&self, start: u64, end: u64) -> Result<Vec<Vma>, Errno> {
-        let mut out = Vec::new();
+    pub fn overlapping(&self, start: u64, end: u64) -> Result<fallible::List<Vma, 2>, Errno> {
+        let mut out = fallible::List::new();
         for v in self.iter_from(start).take_while(|v| v.start < end) {
-            fallible::push(&mut out, *v)?;
+            out.push(*v)?;
         }
         Ok(out)
     }
@@ -616,6 +617,7 @@ mod tests {
     use crate::vm::{Advice, Prot, VmaFlags};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+    use std::vec::Vec;
 
     fn vma(s: u64, e: u64) -> Vma {
         Vma {
