@@ -214,7 +214,7 @@ fn growth_pair(b: &Bench<'_>, c: &mut Checks, suffix: &str, n: u64, held: &[u64]
     });
     if let Some(&page) = held.get(held.len() / 2) {
         // `hold` alternates R and RW, starting with R.
-        let prot = if (held.len() / 2) % 2 == 0 { PROT_READ } else { PROT_READ | PROT_WRITE };
+        let prot = if (held.len() / 2).is_multiple_of(2) { PROT_READ } else { PROT_READ | PROT_WRITE };
         b.report(&alloc::format!("mprotect1-{suffix}"), n, true, |_| {
             // SAFETY: a held page of ours, never accessed.
             unsafe {
