@@ -202,14 +202,34 @@ fn unmap(addr: u64, pages: u64) {
     let _ = unsafe { sys::munmap(addr, pages * PAGE) };
 }
 
-/// mmap + munmap of one page, and an R/RW mprotect pair of 16 touched pages, printed as
-/// `mmap1-SUFFIX` and `mprotect16-SUFFIX`.
-fn growth_pair(b: &Bench<'_>, c: &mut Checks, suffix: &str, n: u64) {
+/// mmap + munmap of one page, an R/RW mprotect pair of 16 touched pages, an mprotect pair of
+/// one held page (to `PROT_NONE` and back: unlike either neighbour, so nothing merges) and, on
+/// this kernel, `SYS_MMAP_NEAR` + munmap of one page near that held page, printed as
+/// `mmap1-SUFFIX`, `mprotect16-SUFFIX`, `mprotect1-SUFFIX` and `near1-SUFFIX`.
+fn growth_pair(b: &Bench<'_>, c: &mut Checks, suffix: &str, n: u64, held: &[u64], ext: bool) {
     b.report(&alloc::format!("mmap1-{suffix}"), n, true, |_| {
         if let Ok(a) = map(1, PROT_READ | PROT_WRITE) {
             unmap(a, 1);
         }
     });
+    if let Some(&page) = held.get(held.len() / 2) {
+        // `hold` alternates R and RW, starting with R.
+        let prot = if (held.len() / 2).is_multiple_of(2) { PROT_READ } else { PROT_READ | PROT_WRITE };
+        b.report(&alloc::format!("mprotect1-{suffix}"), n, true, |_| {
+            // SAFETY: a held page of ours, never accessed.
+            unsafe {
+                let _ = sys::mprotect(page, PAGE, 0);
+                let _ = sys::mprotect(page, PAGE, prot);
+            }
+        });
+        if ext {
+            b.report(&alloc::format!("near1-{suffix}"), n, true, |_| {
+                if let Ok(a) = sys::mmap_near(page, PAGE, 1 << 30, PROT_READ | PROT_WRITE, 0) {
+                    unmap(a, 1);
+                }
+            });
+        }
+    }
     let Ok(r) = map(16, PROT_READ | PROT_WRITE) else {
         check!(c, false, "cannot map 16 pages");
         return;
@@ -304,16 +324,16 @@ pub fn run(ctx: &Ctx) -> bool {
     }
 
     let held = hold(10);
-    growth_pair(&b, &mut c, "10", n);
+    growth_pair(&b, &mut c, "10", n, &held, ctx.ext);
     // The points between draw the growth curve (scripts/pictures.py growth).
     let mut more = Vec::new();
     for point in [100, 1000, 10_000].into_iter().filter(|&p| p < many) {
         more.extend(hold(point - 10 - more.len()));
-        growth_pair(&b, &mut c, &alloc::format!("{point}"), n);
+        growth_pair(&b, &mut c, &alloc::format!("{point}"), n, &more, ctx.ext);
     }
     more.extend(hold(many - 10 - more.len()));
     check!(c, more.len() == many - 10, "could not hold {many} mappings");
-    growth_pair(&b, &mut c, "many", n);
+    growth_pair(&b, &mut c, "many", n, &more, ctx.ext);
     say!("ops: held {} mappings", held.len() + more.len());
     for a in held.into_iter().chain(more) {
         unmap(a, 1);

@@ -89,3 +89,137 @@ pub fn push<T>(v: &mut Vec<T>, x: T) -> Result<(), Errno> {
     v.push(x);
     Ok(())
 }
+
+/// A list that keeps up to `N` elements in place and moves to the heap, fallibly, only beyond:
+/// what the common calls return (the one piece a `munmap` removes, the one change an `mprotect`
+/// makes) then costs no allocation. Reads and writes go through the slice it dereferences to.
+#[derive(Clone)]
+pub struct List<T: Copy + Default, const N: usize> {
+    len: usize,
+    inline: [T; N],
+    /// Every element once the list outgrew `inline` (then `inline` is unused).
+    heap: Vec<T>,
+}
+
+impl<T: Copy + Default, const N: usize> List<T, N> {
+    /// An empty list.
+    pub fn new() -> Self {
+        List { len: 0, inline: [T::default(); N], heap: Vec::new() }
+    }
+
+    /// Appends `x`, moving the list to the heap when it outgrows its `N` places.
+    ///
+    /// # Errors
+    /// `ENOMEM` when the heap cannot hold the list (the list is unchanged).
+    pub fn push(&mut self, x: T) -> Result<(), Errno> {
+        if self.heap.is_empty() {
+            if self.len < N {
+                self.inline[self.len] = x;
+                self.len += 1;
+                return Ok(());
+            }
+            reserve(&mut self.heap, 2 * N + 1)?;
+            self.heap.extend_from_slice(&self.inline[..self.len]);
+        }
+        push(&mut self.heap, x)
+    }
+
+    /// Keeps the first `n` elements.
+    pub fn truncate(&mut self, n: usize) {
+        if self.heap.is_empty() {
+            self.len = self.len.min(n);
+        } else {
+            self.heap.truncate(n);
+        }
+    }
+
+    /// The elements, as a slice.
+    pub fn as_slice(&self) -> &[T] {
+        if self.heap.is_empty() { &self.inline[..self.len] } else { &self.heap }
+    }
+
+    /// The elements, as a mutable slice.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.heap.is_empty() { &mut self.inline[..self.len] } else { &mut self.heap }
+    }
+}
+
+impl<T: Copy + Default, const N: usize> Default for List<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Copy + Default, const N: usize> core::ops::Deref for List<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: Copy + Default, const N: usize> core::ops::DerefMut for List<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.as_mut_slice()
+    }
+}
+
+impl<T: Copy + Default + core::fmt::Debug, const N: usize> core::fmt::Debug for List<T, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl<T: Copy + Default + PartialEq, const N: usize> PartialEq for List<T, N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Copy + Default + Eq, const N: usize> Eq for List<T, N> {}
+
+impl<T: Copy + Default + PartialEq, const N: usize, const M: usize> PartialEq<[T; M]> for List<T, N> {
+    fn eq(&self, other: &[T; M]) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<'a, T: Copy + Default, const N: usize> IntoIterator for &'a List<T, N> {
+    type Item = &'a T;
+    type IntoIter = core::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn a_list_stays_in_place_up_to_its_size_then_moves_to_the_heap_in_order() {
+        let mut l: List<u32, 2> = List::new();
+        assert!(l.is_empty());
+        fail_after(Some(0));
+        l.push(1).unwrap();
+        l.push(2).unwrap();
+        assert_eq!(l, [1, 2], "two elements need no allocation");
+        assert_eq!(l.push(3), Err(Errno::ENOMEM), "the third needs the heap, which refuses");
+        assert_eq!(l, [1, 2], "a refused push changes nothing");
+        fail_after(None);
+        for x in 3..10 {
+            l.push(x).unwrap();
+        }
+        assert_eq!(l.as_slice(), &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        l[0] = 7;
+        l.truncate(3);
+        assert_eq!(l, [7, 2, 3]);
+        let mut s: List<u32, 2> = List::new();
+        s.push(5).unwrap();
+        s.push(6).unwrap();
+        s.truncate(1);
+        assert_eq!(s.iter().copied().collect::<Vec<_>>(), [5]);
+        s.truncate(4);
+        assert_eq!(format!("{s:?}"), "[5]");
+    }
+}

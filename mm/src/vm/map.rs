@@ -70,6 +70,9 @@ use super::prot::*;
 use super::tree::{Dir, GapQuery, VmaTree};
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
+/// Mappings or pieces of mappings a call returns: the common calls return one, in place.
+pub type Pieces = fallible::List<Vma, 2>;
+
 /// Tree nodes one call reserves before changing anything: the most any call inserts beyond what
 /// it removes (a mapping punched in the middle of another: two pieces plus the new one, less
 /// the one taken out), plus one for the merge that follows.
@@ -137,7 +140,7 @@ pub struct Mapped {
     pub prot: Prot,
     /// Pieces of older mappings that `MAP_FIXED` replaced, in address order: the kernel unmaps
     /// their pages (and frees their frames) before installing the new mapping.
-    pub replaced: Vec<Vma>,
+    pub replaced: Pieces,
     /// `MAP_POPULATE` (or `MAP_LOCKED`) was given: the kernel may prefault the range.
     pub populate: bool,
     /// A code mapping placed outside the code window (it was full, or `MAP_FIXED` put it there).
@@ -145,7 +148,7 @@ pub struct Mapped {
 }
 
 /// One protection change `mprotect` made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ProtChange {
     /// First byte.
     pub start: u64,
@@ -163,7 +166,7 @@ pub struct ProtChange {
 pub struct Protected {
     /// Ranges whose rights changed, in address order (ranges already at the new rights are left
     /// out).
-    pub changes: Vec<ProtChange>,
+    pub changes: fallible::List<ProtChange, 2>,
     /// `ENOMEM` when the range had a hole (after changing what precedes it).
     pub error: Option<Errno>,
 }
@@ -209,7 +212,7 @@ pub struct BrkOutcome {
     /// A range newly mapped (anonymous RW) when the heap grew.
     pub mapped: Option<(u64, u64)>,
     /// Pieces unmapped when the heap shrank: the kernel unmaps their pages.
-    pub unmapped: Vec<Vma>,
+    pub unmapped: Pieces,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -384,73 +387,98 @@ impl VmMap {
         self.tree.reserve(SPARES)
     }
 
-    fn add(&mut self, v: Vma) {
+    /// Adds (`sign` true) or subtracts `v`'s bytes to or from the counters (mapped, data, code
+    /// window): a mapping's contribution depends on its bounds and attributes only, so pieces
+    /// may be counted apart from the records that hold them.
+    fn count(&mut self, v: &Vma, add: bool) {
+        let data = if is_data(v.prot, v.flags) { v.len() } else { 0 };
+        let window = self.window_range().map_or(0, |w| overlap_len((v.start, v.end), w));
+        if add {
+            self.mapped += v.len();
+            self.data += data;
+            self.window.used += window;
+        } else {
+            self.mapped -= v.len();
+            self.data -= data;
+            self.window.used -= window;
+        }
+    }
+
+    /// Links a record whose bytes are already counted (a piece split off another).
+    fn link(&mut self, v: Vma) {
         debug_assert!(self.tree.spares() > 0, "insertion without a reserved node: {v:?}");
-        self.mapped += v.len();
-        if is_data(v.prot, v.flags) {
-            self.data += v.len();
-        }
-        if let Some((b, e)) = self.window_range() {
-            self.window.used += overlap_len((v.start, v.end), (b, e));
-        }
         // Cannot fail: a spare node is there (the reservation bounds what a call inserts).
         let inserted = self.tree.insert(v);
         debug_assert!(inserted.is_ok());
     }
 
+    /// Rewrites the record starting at `start` in place (bounds between its neighbours).
+    fn edit(&mut self, start: u64, v: Vma) {
+        let found = self.tree.replace(start, v);
+        debug_assert!(found, "no mapping at {start:#x}");
+    }
+
     /// Removes the mapping starting at `start` (callers only name mappings they just found).
     fn take(&mut self, start: u64) -> Option<Vma> {
         let v = self.tree.remove(start)?;
-        self.mapped -= v.len();
-        if is_data(v.prot, v.flags) {
-            self.data -= v.len();
-        }
-        if let Some((b, e)) = self.window_range() {
-            self.window.used -= overlap_len((v.start, v.end), (b, e));
-        }
+        self.count(&v, false);
         Some(v)
     }
 
-    /// Inserts `v`, merged with a neighbour that touches it and has the same attributes.
-    fn add_merge(&mut self, mut v: Vma) {
-        if let Some(p) = self.tree.last_starting_before(v.start).copied()
-            && p.end == v.start
-            && p.same_attrs(&v)
-        {
-            self.take(p.start);
-            v.start = p.start;
+    /// Adds `v` (free space), merged with a neighbour that touches it and has the same
+    /// attributes. A merge extends the neighbour's record in place (and joining two neighbours
+    /// removes one), so only a mapping that joins nothing takes a new node.
+    fn add_merge(&mut self, v: Vma) {
+        let (prev, next) = self.tree.neighbours(v.start);
+        let prev = prev.copied().filter(|p| p.end == v.start && p.same_attrs(&v));
+        let next = next.copied().filter(|n| n.start == v.end && n.same_attrs(&v));
+        self.count(&v, true);
+        match (prev, next) {
+            (Some(p), Some(n)) => {
+                self.tree.remove(n.start);
+                self.edit(p.start, Vma { end: n.end, ..p });
+            }
+            (Some(p), None) => self.edit(p.start, Vma { end: v.end, ..p }),
+            (None, Some(n)) => self.edit(n.start, Vma { start: v.start, ..n }),
+            (None, None) => self.link(v),
         }
-        if let Some(n) = self.tree.first_ending_after(v.end).copied()
-            && n.start == v.end
-            && n.same_attrs(&v)
-        {
-            self.take(n.start);
-            v.end = n.end;
-        }
-        self.add(v);
     }
 
-    /// Removes `[s, e)` from the map; returns the removed pieces (clipped). Needs the call's
-    /// reservation; the list is allocated before anything changes.
-    fn remove_range(&mut self, s: u64, e: u64) -> Result<Vec<Vma>, Errno> {
+    /// Removes `[s, e)` from the map; returns the removed pieces (clipped). A mapping cut at one
+    /// end is shrunk in place; one punched in the middle keeps its lower part in place and its
+    /// upper part takes a node. Needs the call's reservation; the list is allocated before
+    /// anything changes.
+    fn remove_range(&mut self, s: u64, e: u64) -> Result<Pieces, Errno> {
         let mut pieces = self.tree.overlapping(s, e)?;
         for v in pieces.iter_mut() {
-            self.take(v.start);
-            if v.start < s {
-                self.add(Vma { end: s, ..*v });
+            let piece = v.clip(s, e);
+            match (v.start < s, v.end > e) {
+                (false, false) => {
+                    self.take(v.start);
+                }
+                (true, false) => {
+                    self.edit(v.start, Vma { end: s, ..*v });
+                    self.count(&piece, false);
+                }
+                (false, true) => {
+                    self.edit(v.start, Vma { start: e, ..*v });
+                    self.count(&piece, false);
+                }
+                (true, true) => {
+                    self.edit(v.start, Vma { end: s, ..*v });
+                    self.link(Vma { start: e, ..*v });
+                    self.count(&piece, false);
+                }
             }
-            if v.end > e {
-                self.add(Vma { start: e, ..*v });
-            }
-            *v = v.clip(s, e);
+            *v = piece;
         }
         Ok(pieces)
     }
 
     /// The mapped pieces of `[s, e)` (clipped), and whether there is a hole. With
     /// `stop_at_hole`, only the contiguous mapped prefix starting at `s` is returned.
-    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> Result<(Vec<Vma>, bool), Errno> {
-        let mut out = Vec::new();
+    fn select(&self, s: u64, e: u64, stop_at_hole: bool) -> Result<(Pieces, bool), Errno> {
+        let mut out = Pieces::new();
         let mut cursor = s;
         let mut hole = false;
         for v in self.tree.iter_from(s).take_while(|v| v.start < e) {
@@ -460,27 +488,74 @@ impl VmMap {
                     return Ok((out, true));
                 }
             }
-            fallible::push(&mut out, v.clip(s, e))?;
+            out.push(v.clip(s, e))?;
             cursor = v.end;
         }
         Ok((out, hole || cursor < e))
     }
 
-    /// Replaces each selected piece by `f(piece)`, splitting and re-merging around it, one piece
-    /// at a time (so each step needs at most the call's reservation). A rewritten piece may merge
-    /// with the next, still unrewritten mapping; that mapping is then found again, merged, and
-    /// split as before, which leaves the same result.
+    /// Replaces each selected piece by `f(piece)` (same bounds, new attributes), one piece at a
+    /// time, editing records in place: a whole mapping changes its record (or joins a touching
+    /// neighbour with the new attributes, whose record grows), a piece at one end moves the
+    /// boundary (or takes one node), a piece in the middle takes two. A rewritten piece may join
+    /// the next, still unrewritten mapping; that mapping then already has the new attributes,
+    /// so its own piece changes nothing.
     fn rewrite(&mut self, pieces: &[Vma], mut f: impl FnMut(&Vma) -> Vma) {
         for p in pieces {
             let Some(whole) = self.tree.find(p.start).copied() else { continue };
-            self.take(whole.start);
-            if whole.start < p.start {
-                self.add(Vma { end: p.start, ..whole });
+            let new = f(p);
+            debug_assert!((new.start, new.end) == (p.start, p.end) && whole.end >= p.end);
+            if new.same_attrs(&whole) {
+                continue;
             }
-            if whole.end > p.end {
-                self.add(Vma { start: p.end, ..whole });
+            self.count(&Vma { start: p.start, end: p.end, ..whole }, false);
+            self.count(&new, true);
+            let (keeps_below, keeps_above) = (whole.start < p.start, p.end < whole.end);
+            let prev = (!keeps_below)
+                .then(|| self.tree.last_starting_before(p.start).copied())
+                .flatten()
+                .filter(|v| v.end == p.start && v.same_attrs(&new));
+            let next = (!keeps_above)
+                .then(|| self.tree.neighbours(p.end).1.copied())
+                .flatten()
+                .filter(|v| v.start == p.end && v.same_attrs(&new));
+            match (keeps_below, keeps_above) {
+                (false, false) => match (prev, next) {
+                    (Some(a), Some(b)) => {
+                        self.tree.remove(whole.start);
+                        self.tree.remove(b.start);
+                        self.edit(a.start, Vma { end: b.end, ..a });
+                    }
+                    (Some(a), None) => {
+                        self.tree.remove(whole.start);
+                        self.edit(a.start, Vma { end: p.end, ..a });
+                    }
+                    (None, Some(b)) => {
+                        self.tree.remove(whole.start);
+                        self.edit(b.start, Vma { start: p.start, ..b });
+                    }
+                    (None, None) => self.edit(whole.start, new),
+                },
+                (false, true) => {
+                    self.edit(whole.start, Vma { start: p.end, ..whole });
+                    match prev {
+                        Some(a) => self.edit(a.start, Vma { end: p.end, ..a }),
+                        None => self.link(new),
+                    }
+                }
+                (true, false) => {
+                    self.edit(whole.start, Vma { end: p.start, ..whole });
+                    match next {
+                        Some(b) => self.edit(b.start, Vma { start: p.start, ..b }),
+                        None => self.link(new),
+                    }
+                }
+                (true, true) => {
+                    self.edit(whole.start, Vma { end: p.start, ..whole });
+                    self.link(Vma { start: p.end, ..whole });
+                    self.link(new);
+                }
             }
-            self.add_merge(f(p));
         }
     }
 
@@ -833,13 +908,7 @@ impl VmMap {
     /// # Errors
     /// `EINVAL` unaligned or empty; `ENOMEM` outside `[mmap_min_addr, TASK_SIZE)`; `EACCES`
     /// writable and executable without the opt-out.
-    pub fn map_kernel(
-        &mut self,
-        start: u64,
-        len: u64,
-        prot: Prot,
-        flags: VmaFlags,
-    ) -> Result<Vec<Vma>, Errno> {
+    pub fn map_kernel(&mut self, start: u64, len: u64, prot: Prot, flags: VmaFlags) -> Result<Pieces, Errno> {
         if start & (PAGE - 1) != 0 || len == 0 || len & (PAGE - 1) != 0 {
             return Err(Errno::EINVAL);
         }
@@ -863,7 +932,7 @@ impl VmMap {
     /// `EINVAL` when `addr` is not page-aligned, `len` is zero, or the range leaves the address
     /// space; `ENOMEM` when it would split a mapping in two at `vm.max_map_count` (Linux lets
     /// the count pass the limit only through `mmap`), or no kernel memory for the bookkeeping.
-    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<Vec<Vma>, Errno> {
+    pub fn munmap(&mut self, addr: u64, len: u64) -> Result<Pieces, Errno> {
         let ts = self.layout.task_size;
         if addr & (PAGE - 1) != 0 || addr > ts || len > ts - addr {
             return Err(Errno::EINVAL);
@@ -929,9 +998,9 @@ impl VmMap {
         if let Some(i) = refused {
             pieces.truncate(i);
         }
-        let mut changes = Vec::new();
+        let mut changes = fallible::List::new();
         for p in pieces.iter().filter(|p| p.prot != new) {
-            fallible::push(&mut changes, ProtChange { start: p.start, end: p.end, old: p.prot, new })?;
+            changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new })?;
         }
         if !pieces.is_empty() {
             self.reserve()?;
@@ -1102,7 +1171,7 @@ impl VmMap {
     /// kernel memory for the bookkeeping, the old break is returned.
     pub fn brk(&mut self, addr: u64) -> BrkOutcome {
         let old = self.brk;
-        let fail = BrkOutcome { brk: old, mapped: None, unmapped: Vec::new() };
+        let fail = BrkOutcome { brk: old, mapped: None, unmapped: Pieces::new() };
         if addr < self.layout.start_brk || addr - self.layout.start_brk > self.data_limit.cur {
             return fail;
         }
@@ -1142,7 +1211,7 @@ impl VmMap {
             Vma { start: oldbrk, end: newbrk, prot: Prot::RW, flags: VmaFlags::HEAP, advice: Advice::Normal };
         self.add_merge(heap);
         self.brk = addr;
-        BrkOutcome { brk: addr, mapped: Some((oldbrk, newbrk)), unmapped: Vec::new() }
+        BrkOutcome { brk: addr, mapped: Some((oldbrk, newbrk)), unmapped: Pieces::new() }
     }
 
     // ----- near placement
@@ -1237,7 +1306,7 @@ impl VmMap {
         }
         self.reserve()?;
         self.add_merge(Vma { start: at, end: at + len, prot: p, flags: vflags, advice: Advice::Normal });
-        Ok(Mapped { addr: at, len, prot: p, replaced: Vec::new(), populate: false, outside_window: false })
+        Ok(Mapped { addr: at, len, prot: p, replaced: Pieces::new(), populate: false, outside_window: false })
     }
 
     /// Checks every invariant (for tests; O(n)): the tree's own, no two touching mappings with
@@ -1266,7 +1335,7 @@ impl VmMap {
         }
         assert_eq!(mapped, self.mapped, "mapped bytes");
         assert_eq!(data, self.data, "data bytes");
-        assert!(self.tree.spares() <= SPARES + 1, "spare nodes held");
+        assert!(self.tree.spares() <= super::tree::SPARE_CAP, "spare nodes held");
         assert_eq!(used, self.window.used, "window used bytes");
         if let Some((b, e)) = self.window_range() {
             assert!(

@@ -20,6 +20,8 @@ pub use ext_abi as abi;
 pub mod bench;
 mod errno;
 pub mod fallible;
+#[cfg(any(test, feature = "testing"))]
+pub mod growth_bench;
 pub mod limits;
 pub mod map;
 pub mod tree;
@@ -306,7 +308,8 @@ pub enum Advice {
 }
 
 /// One virtual memory area: `[start, end)` with uniform attributes. Always anonymous memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// (`Default`, the empty area at 0, only fills unused places of a [`fallible::List`].)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Vma {
     /// First byte (page-aligned).
     pub start: u64,
@@ -339,6 +342,8 @@ impl Vma {
     }
 }
 
+#[cfg(test)]
+mod alloc_tests;
 #[cfg(test)]
 mod limit_tests;
 #[cfg(test)]

@@ -24,13 +24,14 @@
 //! [`VmaTree::insert`] allocates fallibly. The in-order iterator keeps its path in a fixed array.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::cmp::max;
 
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
-/// Most spare nodes kept after removals (what one [`super::VmMap`] call needs, and a little more).
-const SPARE_CAP: usize = 4;
+/// Most spare nodes kept after removals: twice what one [`super::VmMap`] call reserves, so
+/// that a call using its whole reservation (a split: two new nodes) and the next giving the
+/// nodes back (the merge that undoes it) neither allocate nor free in turn.
+pub const SPARE_CAP: usize = 2 * super::map::SPARES;
 
 /// Height bound of an AVL tree of at most 2^64 nodes (1.44 log2 n), for the iterator's path.
 const MAX_HEIGHT: usize = 96;
@@ -50,33 +51,37 @@ struct Node {
     right: Link,
 }
 
-fn height(l: &Link) -> u8 {
-    l.as_ref().map_or(0, |n| n.height)
-}
-
 impl Node {
     const fn leaf(vma: Vma) -> Self {
         Node { lo: vma.start, hi: vma.end, gap: 0, height: 1, vma, left: None, right: None }
     }
 
-    fn update(&mut self) {
-        let (mut lo, mut hi, mut gap) = (self.vma.start, self.vma.end, 0);
-        if let Some(l) = &self.left {
+    /// Recomputes the augmented values and the height from the children; returns whether any
+    /// of them changed and the balance factor (left height less right height). Callers stop
+    /// walking up as soon as nothing changed: the values of a node depend only on its record
+    /// and its children's values.
+    #[inline]
+    fn update(&mut self) -> (bool, i32) {
+        let (mut lo, mut hi, mut gap, mut hl, mut hr) = (self.vma.start, self.vma.end, 0, 0, 0);
+        if let Some(l) = self.left.as_deref() {
             lo = l.lo;
             gap = max(l.gap, self.vma.start - l.hi);
+            hl = l.height;
         }
-        if let Some(r) = &self.right {
+        if let Some(r) = self.right.as_deref() {
             hi = r.hi;
             gap = max(gap, max(r.gap, r.lo - self.vma.end));
+            hr = r.height;
         }
-        self.lo = lo;
-        self.hi = hi;
-        self.gap = gap;
-        self.height = 1 + max(height(&self.left), height(&self.right));
+        let height = 1 + max(hl, hr);
+        let changed = (lo, hi, gap, height) != (self.lo, self.hi, self.gap, self.height);
+        (self.lo, self.hi, self.gap, self.height) = (lo, hi, gap, height);
+        (changed, i32::from(hl) - i32::from(hr))
     }
 
     fn balance_factor(&self) -> i32 {
-        i32::from(height(&self.left)) - i32::from(height(&self.right))
+        let h = |l: &Link| l.as_ref().map_or(0, |n| i32::from(n.height));
+        h(&self.left) - h(&self.right)
     }
 }
 
@@ -98,73 +103,102 @@ fn rotate_left(mut n: Box<Node>) -> Box<Node> {
     r
 }
 
-fn rebalance(mut n: Box<Node>) -> Box<Node> {
-    n.update();
-    let bf = n.balance_factor();
+/// Restores the node in `link` after a change below it: its values, and the AVL balance by one
+/// or two rotations. Returns whether the subtree's values (or its root) changed, so that the
+/// caller above knows whether to look at itself.
+#[inline]
+fn fix(link: &mut Link) -> bool {
+    let Some(n) = link.as_deref_mut() else { return false };
+    let (changed, bf) = n.update();
+    if (-1..=1).contains(&bf) {
+        return changed;
+    }
+    rotate(link, bf);
+    true
+}
+
+/// The rotations of [`fix`], out of line: most fixes need none.
+#[cold]
+#[inline(never)]
+fn rotate(link: &mut Link, bf: i32) {
+    let Some(mut n) = link.take() else { return };
     if bf > 1 {
         if n.left.as_ref().is_some_and(|l| l.balance_factor() < 0) {
             n.left = n.left.take().map(rotate_left);
         }
-        return rotate_right(n);
-    }
-    if bf < -1 {
+        *link = Some(rotate_right(n));
+    } else {
         if n.right.as_ref().is_some_and(|r| r.balance_factor() > 0) {
             n.right = n.right.take().map(rotate_right);
         }
-        return rotate_left(n);
-    }
-    n
-}
-
-/// Links the leaf `new` (a fresh node with no children) into the subtree.
-fn insert(link: Link, new: Box<Node>) -> Box<Node> {
-    match link {
-        None => new,
-        Some(mut n) => {
-            if new.vma.start < n.vma.start {
-                n.left = Some(insert(n.left.take(), new));
-            } else {
-                n.right = Some(insert(n.right.take(), new));
-            }
-            rebalance(n)
-        }
+        *link = Some(rotate_left(n));
     }
 }
 
-/// Removes the leftmost node of a subtree; returns (rest, removed).
-fn take_min(mut n: Box<Node>) -> (Link, Box<Node>) {
-    match n.left.take() {
-        None => (n.right.take(), n),
-        Some(l) => {
-            let (rest, min) = take_min(l);
-            n.left = rest;
-            (Some(rebalance(n)), min)
-        }
-    }
+/// Links the leaf `new` (a fresh node with no children) into the subtree; returns whether the
+/// subtree's values changed.
+fn insert(link: &mut Link, new: Box<Node>) -> bool {
+    let Some(n) = link.as_deref_mut() else {
+        *link = Some(new);
+        return true;
+    };
+    let child = if new.vma.start < n.vma.start { &mut n.left } else { &mut n.right };
+    insert(child, new) && fix(link)
 }
 
-/// Unlinks the node starting at `start`; it comes back in `out` (children detached).
-fn remove(link: Link, start: u64, out: &mut Link) -> Link {
-    let mut n = link?;
-    if start < n.vma.start {
-        n.left = remove(n.left.take(), start, out);
-    } else if start > n.vma.start {
-        n.right = remove(n.right.take(), start, out);
-    } else {
-        let rest = match (n.left.take(), n.right.take()) {
-            (None, r) => r,
-            (l, None) => l,
-            (l, Some(r)) => {
-                let (rest, mut m) = take_min(r);
+/// Unlinks the leftmost node of a non-empty subtree and returns it (children detached).
+fn take_min(link: &mut Link) -> Option<Box<Node>> {
+    let n = link.as_deref_mut()?;
+    if n.left.is_some() {
+        let min = take_min(&mut n.left);
+        fix(link);
+        return min;
+    }
+    let mut min = link.take()?;
+    *link = min.right.take();
+    Some(min)
+}
+
+/// Unlinks the node starting at `start`; it comes back in `out` (children detached). Returns
+/// whether the subtree's values changed.
+fn remove(link: &mut Link, start: u64, out: &mut Link) -> bool {
+    let Some(n) = link.as_deref_mut() else { return false };
+    if start != n.vma.start {
+        let child = if start < n.vma.start { &mut n.left } else { &mut n.right };
+        return remove(child, start, out) && fix(link);
+    }
+    let Some(mut node) = link.take() else { return false };
+    *link = match (node.left.take(), node.right.take()) {
+        (None, r) => r,
+        (l, None) => l,
+        (l, Some(r)) => {
+            let mut rest = Some(r);
+            let successor = take_min(&mut rest);
+            let mut sub = successor.map(|mut m| {
                 m.left = l;
                 m.right = rest;
-                Some(rebalance(m))
-            }
-        };
-        *out = Some(n);
-        return rest;
+                m
+            });
+            fix(&mut sub);
+            sub
+        }
+    };
+    *out = Some(node);
+    true
+}
+
+/// Replaces the record of the node starting at `start` by `vma` (same order, no overlap: the
+/// caller's promise), fixing the values up the path only as far as they change. Returns `None`
+/// when no node starts at `start`, else whether the subtree's values changed.
+fn replace(link: &mut Link, start: u64, vma: Vma) -> Option<bool> {
+    let n = link.as_deref_mut()?;
+    if start != n.vma.start {
+        let child = if start < n.vma.start { &mut n.left } else { &mut n.right };
+        return Some(replace(child, start, vma)? && n.update().0);
     }
-    Some(rebalance(n))
+    let moved = (n.vma.start, n.vma.end) != (vma.start, vma.end);
+    n.vma = vma;
+    Some(moved && n.update().0)
 }
 
 /// Which end of the domain a gap search prefers.
@@ -266,7 +300,9 @@ fn search(link: &Link, r0: u64, r1: u64, q: &GapQuery) -> Option<u64> {
     if q.prune(r0, r1) {
         return None;
     }
-    let biggest = max(n.gap, max(n.lo - r0, r1 - n.hi));
+    // The free edges of the region count only as far as they lie inside the query's domain.
+    let edges = max(n.lo.saturating_sub(max(r0, q.lo)), r1.min(q.hi).saturating_sub(n.hi));
+    let biggest = max(n.gap, edges);
     if biggest < q.len {
         return None;
     }
@@ -355,7 +391,7 @@ impl VmaTree {
             }
             None => fallible::boxed(Node::leaf(vma)).ok_or(Errno::ENOMEM)?,
         };
-        self.root = Some(insert(self.root.take(), node));
+        insert(&mut self.root, node);
         self.count += 1;
         Ok(())
     }
@@ -363,7 +399,7 @@ impl VmaTree {
     /// Removes the mapping that starts at `start`, if any; its node becomes a spare (up to a few).
     pub fn remove(&mut self, start: u64) -> Option<Vma> {
         let mut out = None;
-        self.root = remove(self.root.take(), start, &mut out);
+        remove(&mut self.root, start, &mut out);
         let node = out?;
         self.count -= 1;
         let vma = node.vma;
@@ -371,6 +407,41 @@ impl VmaTree {
             self.put_spare(node);
         }
         Some(vma)
+    }
+
+    /// Rewrites the mapping that starts at `start` as `vma` in place: its attributes, and its
+    /// bounds as long as it stays between its neighbours (the caller guarantees that; checked in
+    /// debug builds). No node is allocated, freed or moved; the augmented values are fixed up the
+    /// path only as far as they change (not at all when the bounds stay). Returns whether a
+    /// mapping started at `start`.
+    pub fn replace(&mut self, start: u64, vma: Vma) -> bool {
+        debug_assert!(vma.start < vma.end && vma.start.is_multiple_of(PAGE) && vma.end.is_multiple_of(PAGE));
+        debug_assert!(
+            self.last_starting_before(start).is_none_or(|p| p.end <= vma.start)
+                && self
+                    .first_ending_after(start)
+                    .filter(|n| n.start > start)
+                    .is_none_or(|n| vma.end <= n.start),
+            "in-place rewrite of {start:#x} as {vma:?} overlaps a neighbour"
+        );
+        replace(&mut self.root, start, vma).is_some()
+    }
+
+    /// The neighbours of the free position `addr`: the highest mapping starting below it and
+    /// the lowest starting at or above it, in one descent.
+    pub fn neighbours(&self, addr: u64) -> (Option<&Vma>, Option<&Vma>) {
+        let mut cur = &self.root;
+        let (mut prev, mut next) = (None, None);
+        while let Some(n) = cur {
+            if n.vma.start < addr {
+                prev = Some(&n.vma);
+                cur = &n.right;
+            } else {
+                next = Some(&n.vma);
+                cur = &n.left;
+            }
+        }
+        (prev, next)
     }
 
     /// The mapping containing `addr`.
@@ -432,10 +503,10 @@ impl VmaTree {
     ///
     /// # Errors
     /// `ENOMEM` when the heap cannot hold the list.
-    pub fn overlapping(&self, start: u64, end: u64) -> Result<Vec<Vma>, Errno> {
-        let mut out = Vec::new();
+    pub fn overlapping(&self, start: u64, end: u64) -> Result<fallible::List<Vma, 2>, Errno> {
+        let mut out = fallible::List::new();
         for v in self.iter_from(start).take_while(|v| v.start < end) {
-            fallible::push(&mut out, *v)?;
+            out.push(*v)?;
         }
         Ok(out)
     }
@@ -546,6 +617,7 @@ mod tests {
     use crate::vm::{Advice, Prot, VmaFlags};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+    use std::vec::Vec;
 
     fn vma(s: u64, e: u64) -> Vma {
         Vma {
@@ -608,6 +680,56 @@ mod tests {
                 dir: if highest { Dir::Highest } else { Dir::Lowest },
             };
             prop_assert_eq!(t.find_gap(&q), oracle(&model, &q));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// In-place rewrites (bounds moved within the neighbours, attributes changed) keep the
+        /// order, the balance and every augmented value exact, and `neighbours` agrees with a
+        /// sorted model.
+        #[test]
+        fn in_place_rewrites_keep_every_invariant(
+            starts in proptest::collection::vec((0u64..300, 1u64..6), 1..60),
+            edits in proptest::collection::vec((0u64..300, 0u64..8, 0u64..8, any::<bool>()), 1..40),
+            probes in proptest::collection::vec(0u64..310, 1..10),
+        ) {
+            let mut t = VmaTree::new();
+            let mut model = BTreeMap::new();
+            for (s, l) in starts {
+                if t.is_free(s * PAGE, (s + l) * PAGE) {
+                    t.insert(vma(s, s + l)).unwrap();
+                    model.insert(s * PAGE, (s + l) * PAGE);
+                }
+            }
+            for (at, lo_shift, hi_shift, write) in edits {
+                let Some(v) = t.first_ending_after(at * PAGE).copied() else { continue };
+                let floor = t.last_starting_before(v.start).map_or(0, |p| p.end);
+                let ceil = t.first_ending_after(v.end).map_or(400 * PAGE, |n| n.start);
+                // Some start in [floor, end), some end in (start, ceil].
+                let start = v.start.saturating_sub(lo_shift * PAGE).max(floor).min(v.end - PAGE);
+                let start = if lo_shift % 2 == 1 { (start + lo_shift * PAGE).min(v.end - PAGE) } else { start };
+                let end = (v.end + hi_shift * PAGE).min(ceil).max(start + PAGE);
+                let prot = if write { Prot::RW } else { Prot::READ };
+                let edited = t.replace(v.start, Vma { start, end, prot, ..v });
+                prop_assert!(edited);
+                model.remove(&v.start);
+                model.insert(start, end);
+                t.check();
+                prop_assert_eq!(t.find(start).map(|f| f.prot), Some(prot));
+            }
+            let listed: Vec<_> = t.iter().map(|v| (v.start, v.end)).collect();
+            let expected: Vec<_> = model.iter().map(|(&a, &b)| (a, b)).collect();
+            prop_assert_eq!(listed, expected);
+            prop_assert!(!t.replace(401 * PAGE, vma(401, 402)), "no mapping starts there");
+            for p in probes {
+                let a = p * PAGE;
+                let (prev, next) = t.neighbours(a);
+                let want_prev = model.range(..a).next_back().map(|(&s, &e)| (s, e));
+                let want_next = model.range(a..).next().map(|(&s, &e)| (s, e));
+                prop_assert_eq!(prev.map(|v| (v.start, v.end)), want_prev);
+                prop_assert_eq!(next.map(|v| (v.start, v.end)), want_next);
+            }
         }
     }
 
