@@ -10,6 +10,7 @@
 // Built by scripts/test with aarch64-linux-gnu-gcc -static; runs unchanged on Linux too.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -116,6 +117,47 @@ static void test_wait_statuses(void) {
     CHECK(waitpid(-1, &status, 0) == -1 && errno == ECHILD, "no child left: %d", errno);
     CHECK(waitpid(-1, &status, 0x1000) == -1 && errno == EINVAL, "unknown option: %d", errno);
     CHECK(waitid(P_ALL, 0, &info, 0) == -1 && errno == EINVAL, "waitid without an event: %d", errno);
+}
+
+// kill reaches other processes: by pid, by process group, every process (-1); a zombie can be
+// signalled; a pid that is gone is ESRCH, which comes before EINVAL for a bad signal.
+static void test_kill_reaches_other_processes(void) {
+    int ready[2];
+    CHECK(pipe(ready) == 0, "pipe");
+    pid_t pid = spawn();
+    if (pid == 0) {
+        setpgid(0, 0);
+        write(ready[1], "r", 1);
+        for (;;) sleep_ms(1000);
+    }
+    char c;
+    CHECK(read(ready[0], &c, 1) == 1, "the child is ready");
+    close(ready[0]);
+    close(ready[1]);
+    CHECK(kill(pid, 0) == 0, "kill(child, 0): %s", strerror(errno));
+    errno = 0;
+    CHECK(kill(pid, 999) == -1 && errno == EINVAL, "an invalid signal to a child: %d", errno);
+    CHECK(kill(-1, 0) == 0, "kill(-1, 0) with a child: %s", strerror(errno));
+    CHECK(kill(-pid, SIGTERM) == 0, "kill(-pgid, SIGTERM): %s", strerror(errno));
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+    pid = spawn();
+    if (pid == 0)
+        for (;;) sleep_ms(1000);
+    CHECK(kill(pid, SIGKILL) == 0, "kill(child, SIGKILL): %s", strerror(errno));
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    CHECK(waitid(P_PID, pid, &info, WEXITED | WNOWAIT) == 0, "waitid WNOWAIT: %s", strerror(errno));
+    CHECK(info.si_code == CLD_KILLED && info.si_status == SIGKILL, "killed: %d %d", info.si_code, info.si_status);
+    CHECK(kill(pid, 0) == 0, "a zombie can be signalled: %s", strerror(errno));
+    CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "reaped");
+    errno = 0;
+    CHECK(kill(pid, 0) == -1 && errno == ESRCH, "a reaped pid is gone: %d", errno);
+    errno = 0;
+    CHECK(kill(pid, 999) == -1 && errno == ESRCH, "ESRCH comes before EINVAL: %d", errno);
+    errno = 0;
+    CHECK(kill(INT_MIN, 0) == -1 && errno == ESRCH, "pid INT_MIN: %d", errno);
 }
 
 static void test_many_children_and_sigchld(void) {
@@ -571,6 +613,7 @@ static void bench(int blocks, int child_writes) {
 static const struct test_case tests[] = {
     {"fork_isolates_memory", test_fork_isolates_memory},
     {"wait_statuses", test_wait_statuses},
+    {"kill_reaches_other_processes", test_kill_reaches_other_processes},
     {"many_children_and_sigchld", test_many_children_and_sigchld},
     {"fork_from_threads", test_fork_from_threads},
     {"dontfork_wipeonfork_shared", test_dontfork_wipeonfork_shared},

@@ -266,17 +266,56 @@ fn check_sig(sig: u64) -> Result<u32, i64> {
     if sig == 0 || num::valid(sig) { Ok(sig as u32) } else { Err(-EINVAL) }
 }
 
+/// `kill(pid, sig)`, as Linux's `kill_something_info`: `pid > 0` is that process, `0` the
+/// caller's process group, `-1` every process but the first and the caller, `-pgid` a group.
+/// There is one user, so every process may signal every other. As on Linux a missing target is
+/// `ESRCH` before an invalid signal is `EINVAL` (the signal is checked per target found), a
+/// zombie is signalled successfully (nothing is queued: it runs no more), and a call that reaches
+/// several processes fails only when none of them took the signal.
 fn kill(p: &Process, pid: i32, sig: u64) -> i64 {
-    // This process is its own process group; there is no other process to reach.
-    let own = pid == 0 || pid as i64 == i64::from(p.pid) || -(pid as i64) == i64::from(p.pid);
-    if !own {
-        return -ESRCH;
-    }
-    let sig = match check_sig(sig) {
-        Ok(s) => s,
-        Err(e) => return e,
+    let which = match pid {
+        i32::MIN => return -ESRCH, // -pid does not exist; Linux excludes it the same way
+        0 => KillTargets::Group(p.posix.pgid.load(Ordering::Acquire)),
+        -1 => KillTargets::AllBut(p.pid),
+        n if n < 0 => KillTargets::Group(n.unsigned_abs()),
+        n => KillTargets::Pid(n as u32),
     };
-    send(p, Target::Process, SigInfo::sent(sig, num::SI_USER, p.pid, 0)).err().unwrap_or(0)
+    let mut sent = false;
+    let mut error = -ESRCH;
+    crate::process::family::for_each_process(|target| {
+        if !which.matches(target) {
+            return;
+        }
+        let result = match check_sig(sig) {
+            Err(e) => Err(e),
+            Ok(_) if target.done.load(Ordering::Acquire) => Ok(()),
+            Ok(s) => send(target, Target::Process, SigInfo::sent(s, num::SI_USER, p.pid, 0)),
+        };
+        match result {
+            Ok(()) => sent = true,
+            Err(e) => error = e,
+        }
+    });
+    if sent { 0 } else { error }
+}
+
+/// Whom a `kill` reaches.
+#[derive(Clone, Copy)]
+enum KillTargets {
+    Pid(u32),
+    Group(u32),
+    /// Every process except the first (pid 1) and this one.
+    AllBut(u32),
+}
+
+impl KillTargets {
+    fn matches(self, target: &Process) -> bool {
+        match self {
+            Self::Pid(pid) => target.pid == pid,
+            Self::Group(g) => target.posix.pgid.load(Ordering::Acquire) == g,
+            Self::AllBut(me) => target.pid > 1 && target.pid != me,
+        }
+    }
 }
 
 fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, i64> {
