@@ -142,20 +142,48 @@ pe_sections:
     .section .text.boot, "ax"
     // Configure EL2 just enough for an EL1 kernel, then drop to EL1 at \target. Used by the
     // boot CPU and by every secondary CPU (all CPUs enter at the same EL, booting.rst). It uses
-    // the numeric label 1: internally, so callers branch around it with named labels.
+    // the numeric labels 1: to 5: internally, so callers branch around it with named labels.
+    //
+    // HCR_EL2.E2H is set whenever the CPU has FEAT_VHE (ID_AA64MMFR1_EL1.VH), and read back:
+    // Apple's cores implement only E2H == 1 (the bit is RES1 there, and m1n1 enters the kernel at
+    // EL2), so taking the E2H == 1 path on every VHE CPU makes the path an M1 takes the one that
+    // QEMU's -cpu max takes in every EL2 case of the suite; CPUs without VHE (Cortex-A53, A72)
+    // take the E2H == 0 path. With E2H == 1 (the Arm ARM's CPTR_EL2 and CNTHCTL_EL2 pages; Linux's
+    // __init_el2_timers and __init_el2_cptr do the same): CNTHCTL_EL2's EL1 counter and timer
+    // enables are bits 10 and 11, CPTR_EL2 has CPACR_EL1's layout (FPEN, bits [21:20]), and an
+    // EL1 register written from EL2 must be named by its _EL12 encoding (SCTLR_EL12 is
+    // S3_5_C1_C0_0), since the _EL1 name reaches the EL2 register. (Checked: with CPTR_EL2
+    // written in the E2H == 0 layout on that path, the -cpu max EL2 boot hangs at the first
+    // FP/SIMD instruction.)
     .macro DROP_TO_EL1 target
     ldr     x0, ={hcr}
-    msr     hcr_el2, x0
-    mrs     x0, cnthctl_el2          // EL1 may use the physical counter and timer
+    mrs     x1, id_aa64mmfr1_el1
+    ubfx    x1, x1, #8, #4           // VH
+    cbz     x1, 3f
+    orr     x0, x0, #(1 << 34)       // E2H
+3:  msr     hcr_el2, x0
+    isb
+    ldr     x2, ={sctlr_off}
+    mrs     x1, hcr_el2
+    tbz     x1, #34, 4f
+    mrs     x0, cnthctl_el2          // E2H == 1: EL1 may use the physical counter and timer
+    orr     x0, x0, #(3 << 10)
+    msr     cnthctl_el2, x0
+    mov     x0, #(3 << 20)           // CPTR_EL2 (CPACR layout): FPEN, no traps of FP/SIMD
+    msr     cptr_el2, x0
+    msr     S3_5_C1_C0_0, x2         // SCTLR_EL12
+    b       5f
+4:  mrs     x0, cnthctl_el2          // E2H == 0: EL1 may use the physical counter and timer
     orr     x0, x0, #3
     msr     cnthctl_el2, x0
-    msr     cntvoff_el2, xzr         // virtual counter == physical counter
+    mov     x0, #0x33ff              // CPTR_EL2: no traps of FP/SIMD
+    msr     cptr_el2, x0
+    msr     sctlr_el1, x2
+5:  msr     cntvoff_el2, xzr         // virtual counter == physical counter
     mrs     x0, midr_el1             // EL1 reads MIDR/MPIDR through these
     msr     vpidr_el2, x0
     mrs     x0, mpidr_el1
     msr     vmpidr_el2, x0
-    mov     x0, #0x33ff              // CPTR_EL2: no traps of FP/SIMD
-    msr     cptr_el2, x0
     msr     hstr_el2, xzr
     msr     vttbr_el2, xzr
     mrs     x0, id_aa64dfr0_el1      // PMUv3 (PMUVer not 0 or 0xf): MDCR_EL2 = HPMN all counters,
@@ -174,9 +202,7 @@ pe_sections:
     orr     x0, x0, #0x8             // Enable (lower ELs may use ICC_SRE_EL1)
     msr     icc_sre_el2, x0
     isb
-1:  ldr     x0, ={sctlr_off}
-    msr     sctlr_el1, x0
-    mov     x0, #{spsr}
+1:  mov     x0, #{spsr}
     msr     spsr_el2, x0
     adr     x0, \target
     msr     elr_el2, x0
