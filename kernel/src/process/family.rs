@@ -141,10 +141,17 @@ pub fn wait_status(p: &Process) -> u32 {
 
 /// Runs `f` on every process of the tree under the first process (every process: orphans are
 /// given to it), taking one children list's lock at a time and none while `f` runs. A process
-/// being forked that is not in its parent's list yet is missed.
+/// being forked that is not in its parent's list yet is missed, and so is a subtree the work list
+/// has no heap room for (the list grows fallibly: a system call's walk never panics).
 pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
     let root = ROOT.lock().as_ref().and_then(Weak::upgrade);
-    let mut todo: Vec<Arc<Process>> = root.into_iter().collect();
+    let mut todo: Vec<Arc<Process>> = Vec::new();
+    if let Some(root) = root {
+        if todo.try_reserve(1).is_err() {
+            return;
+        }
+        todo.push(root);
+    }
     while let Some(p) = todo.pop() {
         let children = p.family.children.lock();
         if todo.try_reserve(children.len()).is_ok() {
