@@ -97,14 +97,18 @@ pub fn push<T>(v: &mut Vec<T>, x: T) -> Result<(), Errno> {
 pub struct List<T: Copy + Default, const N: usize> {
     len: usize,
     inline: [T; N],
-    /// Every element once the list outgrew `inline` (then `inline` is unused).
+    /// Every element once the list outgrew `inline` (then `inline` and `len` are unused).
     heap: Vec<T>,
+    /// Whether the list lives in `heap`. A flag of its own, not `!heap.is_empty()`: a list
+    /// truncated on the heap to nothing stays there, and the stale places in `inline` must not
+    /// come back.
+    spilled: bool,
 }
 
 impl<T: Copy + Default, const N: usize> List<T, N> {
     /// An empty list.
     pub fn new() -> Self {
-        List { len: 0, inline: [T::default(); N], heap: Vec::new() }
+        List { len: 0, inline: [T::default(); N], heap: Vec::new(), spilled: false }
     }
 
     /// Appends `x`, moving the list to the heap when it outgrows its `N` places.
@@ -112,7 +116,7 @@ impl<T: Copy + Default, const N: usize> List<T, N> {
     /// # Errors
     /// `ENOMEM` when the heap cannot hold the list (the list is unchanged).
     pub fn push(&mut self, x: T) -> Result<(), Errno> {
-        if self.heap.is_empty() {
+        if !self.spilled {
             if self.len < N {
                 self.inline[self.len] = x;
                 self.len += 1;
@@ -120,27 +124,28 @@ impl<T: Copy + Default, const N: usize> List<T, N> {
             }
             reserve(&mut self.heap, 2 * N + 1)?;
             self.heap.extend_from_slice(&self.inline[..self.len]);
+            self.spilled = true;
         }
         push(&mut self.heap, x)
     }
 
     /// Keeps the first `n` elements.
     pub fn truncate(&mut self, n: usize) {
-        if self.heap.is_empty() {
-            self.len = self.len.min(n);
-        } else {
+        if self.spilled {
             self.heap.truncate(n);
+        } else {
+            self.len = self.len.min(n);
         }
     }
 
     /// The elements, as a slice.
     pub fn as_slice(&self) -> &[T] {
-        if self.heap.is_empty() { &self.inline[..self.len] } else { &self.heap }
+        if self.spilled { &self.heap } else { &self.inline[..self.len] }
     }
 
     /// The elements, as a mutable slice.
     pub fn as_mut_slice(&mut self) -> &mut [T] {
-        if self.heap.is_empty() { &mut self.inline[..self.len] } else { &mut self.heap }
+        if self.spilled { &mut self.heap } else { &mut self.inline[..self.len] }
     }
 }
 
@@ -221,5 +226,25 @@ mod tests {
         assert_eq!(s.iter().copied().collect::<Vec<_>>(), [5]);
         s.truncate(4);
         assert_eq!(format!("{s:?}"), "[5]");
+    }
+
+    #[test]
+    fn a_list_truncated_on_the_heap_keeps_only_its_first_elements() {
+        // Once on the heap, the elements left in place are stale: truncating to nothing or to
+        // fewer than `N` must not bring them back (the map-count limit test found an mprotect
+        // refusal at its first piece rewriting that piece anyway).
+        for n in 0..4 {
+            let mut l: List<u32, 2> = List::new();
+            for x in 1..=3 {
+                l.push(x).unwrap();
+            }
+            l.truncate(n);
+            let kept: Vec<u32> = (1..=3).take(n).collect();
+            assert_eq!(l.as_slice(), kept.as_slice(), "truncate({n})");
+            assert_eq!(l.len(), n.min(3));
+            l.push(9).unwrap();
+            assert_eq!(l.last(), Some(&9), "a push after truncate({n}) appends");
+            assert_eq!(l.len(), n.min(3) + 1);
+        }
     }
 }

@@ -890,3 +890,31 @@ fn max_map_count_as_linux() {
     assert!(m.mmap(0, PAGE, RW, PRIV, -1, 0).is_ok());
     m.check();
 }
+
+/// A call over three or more mappings keeps its pieces on the heap; one refused at its first
+/// mapping must change nothing (an earlier list kept stale pieces in place after truncating
+/// its heap to nothing, and applied the call to them).
+#[test]
+fn a_call_refused_at_its_first_of_three_mappings_changes_nothing() {
+    let mut m = fixture();
+    let base = A + 0x10_0000;
+    m.mmap(base, PAGE, RW, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0).unwrap();
+    m.mmap(base + PAGE, PAGE, PROT_READ, PRIV | MAP_FIXED, -1, 0).unwrap();
+    m.mmap(base + 2 * PAGE, PAGE, RW, PRIV | MAP_FIXED, -1, 0).unwrap();
+    let before: Vec<Vma> = m.iter().copied().collect();
+    // MADV_FREE on shared memory is EINVAL, at the first mapping: no range gets the advice.
+    let r = m.madvise(base, 3 * PAGE, MADV_FREE).unwrap();
+    assert_eq!((r.ranges.as_slice(), r.error), (&[][..], Some(Errno::EINVAL)));
+    assert_eq!(m.iter().copied().collect::<Vec<_>>(), before, "no advice stored");
+    // An mprotect whose first piece would split past vm.max_map_count changes nothing either.
+    let mut m = VmMap::new(Layout { max_map_count: 3, ..Layout::linux(0x60_0000) });
+    m.mmap(base, 2 * PAGE, RW, PRIV | MAP_FIXED, -1, 0).unwrap();
+    m.mmap(base + 2 * PAGE, PAGE, PROT_READ, PRIV | MAP_FIXED, -1, 0).unwrap();
+    m.mmap(base + 3 * PAGE, PAGE, RW, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0).unwrap();
+    assert_eq!(m.map_count(), 3);
+    let r = m.mprotect(base + PAGE, 3 * PAGE, 0).unwrap();
+    assert_eq!((r.changes.as_slice(), r.error), (&[][..], Some(Errno::ENOMEM)));
+    assert_eq!(m.map_count(), 3);
+    assert_eq!(m.find(base + PAGE).unwrap().prot, Prot::RW, "the refused piece keeps its rights");
+    m.check();
+}
