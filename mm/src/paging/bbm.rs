@@ -22,7 +22,8 @@
 //! Between 1 and 3 the table holds marks, so no other table operation may run in between (the
 //! address space holds `&mut` for the whole sequence). Marks use bits `[58:56]`, which no valid
 //! descriptor this crate writes ever has set (a table descriptor's occupancy count may reach up
-//! to bit 55, `occupancy.rs`, and a staged table descriptor carries its count).
+//! to bit 55, `occupancy.rs`, and a staged table descriptor carries its count). Bit 59 is the
+//! guard marker of `guard.rs`, which, unlike the marks, lives between operations.
 //!
 //! Phase 1 is the modification engine of `engine.rs` in its staged mode (the same walk as
 //! `PageTable::unmap`/`protect`); this file holds the marks, the promotion and fold checks, and
@@ -45,6 +46,10 @@ pub(crate) const MARK_UNMAP: u64 = 1 << 57;
 /// Staged-invalid table descriptor of a table emptied by the operation: drained and freed after
 /// the flush.
 pub(crate) const MARK_DETACH: u64 = 1 << 58;
+/// A guard marker (`guard.rs`): a level-3 entry whose bits are exactly this, outside every
+/// operation (not a staging mark: it stays between calls, and no staged entry equals it, as each
+/// of those carries one of bits `[58:56]`).
+pub(crate) const MARK_GUARD: u64 = 1 << 59;
 const VALID: u64 = 1;
 const RUN: usize = PAGE_RUN;
 
@@ -53,9 +58,10 @@ pub(super) const fn staged(d: Descriptor, mark: u64) -> Descriptor {
     Descriptor::from_bits((d.bits() & !VALID) | mark)
 }
 
-/// Whether an entry holds something after the operation: valid, or staged to become valid.
+/// Whether an entry holds something after the operation: valid, staged to become valid, or a
+/// guard marker (which must keep its table, `guard.rs`).
 pub(super) const fn occupied(d: Descriptor) -> bool {
-    d.is_valid() || d.bits() & MARK_MAKE != 0
+    d.is_valid() || d.bits() & MARK_MAKE != 0 || d.bits() == MARK_GUARD
 }
 
 /// Counters of the structural changes a staged operation made.

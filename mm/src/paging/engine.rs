@@ -32,6 +32,7 @@ use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
 use super::flush::{FrameList, PendingFlush};
+use super::guard::is_guard;
 use super::occupancy::{minus_occupants, occupancy, table_descriptor, with_occupancy};
 use super::walk::{Entries, Entry};
 use super::{ENTRIES_PER_TABLE, PAGE_RUN, PageTable, Translation, index_of, run_entries};
@@ -41,8 +42,12 @@ const RUN_SIZE: u64 = PAGE_SIZE * PAGE_RUN as u64;
 
 /// What an operation does to the leaves in its range.
 pub(crate) enum StagedOp<F> {
-    /// Remove them.
+    /// Remove them, and the guard markers in the range (`guard.rs`).
     Unmap,
+    /// Remove them, keeping the guard markers in the range (`MADV_DONTNEED`).
+    Discard,
+    /// Change no leaf: clear the guard markers in the range (`MADV_GUARD_REMOVE`).
+    Unguard,
     /// Give them the attributes `f(old)` (`f` pure).
     Protect(F),
     /// Change nothing, but split a block partly in the range and clear the contiguous hint of a
@@ -55,22 +60,29 @@ impl<F: FnMut(Attributes) -> Attributes> StagedOp<F> {
     /// without effect, `Some(old)`.
     pub(super) fn new_attrs(&mut self, old: Attributes) -> Option<Attributes> {
         match self {
-            Self::Unmap => None,
+            Self::Unmap | Self::Discard => None,
             Self::Protect(f) => Some(f(old)),
-            Self::Demote => Some(old),
+            Self::Demote | Self::Unguard => Some(old),
         }
     }
 
     /// Whether the operation does anything to a leaf with attributes `old`.
     pub(super) fn touches(&mut self, old: Attributes) -> bool {
         match self {
-            Self::Unmap | Self::Demote => true,
+            Self::Unmap | Self::Discard | Self::Demote => true,
             Self::Protect(f) => f(old) != old,
+            Self::Unguard => false,
         }
     }
 
+    /// Whether the operation removes leaves.
     pub(super) const fn is_unmap(&self) -> bool {
-        matches!(self, Self::Unmap)
+        matches!(self, Self::Unmap | Self::Discard)
+    }
+
+    /// Whether the operation clears guard markers.
+    pub(super) const fn clears_guards(&self) -> bool {
+        matches!(self, Self::Unmap | Self::Unguard)
     }
 }
 
@@ -186,7 +198,14 @@ impl<T: Translation> PageTable<T> {
         while let Some(x) = entries.next() {
             let d = self.read(table, x.index);
             match d.kind(level) {
-                DescriptorKind::Invalid => {}
+                DescriptorKind::Invalid => {
+                    // (A marker is only ever at level 3, and holds nothing a TLB could cache.)
+                    if e.op.clears_guards() && is_guard(d) {
+                        self.write(table, x.index, Descriptor::INVALID);
+                        e.record.cover(x.base, x.end());
+                        vacated += 1;
+                    }
+                }
                 DescriptorKind::Reserved => {
                     // Translates nothing and is never in a TLB (the walker faults on it): an
                     // unmap clears it when it lies wholly in the range, without a record, so
@@ -202,7 +221,7 @@ impl<T: Translation> PageTable<T> {
                     if emptied == 0 {
                         continue;
                     }
-                    // Only an unmap vacates entries, and it detaches what it empties.
+                    // Only an unmap or an unguard vacates entries, and it detaches what it empties.
                     if occupancy(d) > emptied {
                         self.write(table, x.index, minus_occupants(d, emptied));
                         continue;
@@ -452,8 +471,8 @@ impl<T: Translation> PageTable<T> {
 
     /// Applies the operation to the pages in `[lo, hi)` of the last-level `table`, where it cuts
     /// no run ([`cuts_a_touched_run`](Self::cuts_a_touched_run)), and records them. Reserved
-    /// encodings are cleared by an unmap (without a record: no TLB holds them) and kept
-    /// otherwise. Returns the entries vacated.
+    /// encodings are cleared by an unmap and guard markers by an operation that clears them
+    /// (without a record: no TLB holds either), and kept otherwise. Returns the entries vacated.
     #[inline(always)]
     fn apply_pages<F: FnMut(Attributes) -> Attributes>(
         &mut self,
@@ -464,6 +483,7 @@ impl<T: Translation> PageTable<T> {
     ) -> usize {
         let mut changed = PageRun::new();
         let mut reserved_cleared = 0;
+        let (mut guards_lo, mut guards_hi) = (u64::MAX, 0);
         let (mut i, mut off) = (index_of(lo, 3), lo);
         while off < hi {
             let d = self.read(table, i);
@@ -474,12 +494,17 @@ impl<T: Translation> PageTable<T> {
                 if d.is_valid() && e.op.is_unmap() {
                     self.write(table, index, Descriptor::INVALID);
                     reserved_cleared += 1;
+                } else if e.op.clears_guards() && is_guard(d) {
+                    self.write(table, index, Descriptor::INVALID);
+                    reserved_cleared += 1;
+                    guards_lo = guards_lo.min(entry);
+                    guards_hi = entry + PAGE_SIZE;
                 }
                 continue;
             }
             let old = d.attributes();
             match &mut e.op {
-                StagedOp::Unmap => {
+                StagedOp::Unmap | StagedOp::Discard => {
                     self.remove_leaf(table, index, d, e.mode);
                     changed.add(entry, old, None);
                 }
@@ -491,10 +516,13 @@ impl<T: Translation> PageTable<T> {
                     self.put(table, index, d.with_attributes(new), !old.may_change_in_place_to(new), e.mode);
                     changed.add(entry, old, Some(new));
                 }
-                StagedOp::Demote => {}
+                StagedOp::Demote | StagedOp::Unguard => {}
             }
         }
         changed.record(e.record);
+        if guards_lo < guards_hi {
+            e.record.cover(guards_lo, guards_hi);
+        }
         // Only an unmap changes pages in a way that vacates them.
         let removed = if e.op.is_unmap() { changed.count as usize } else { 0 };
         removed + reserved_cleared

@@ -248,6 +248,15 @@ impl PendingFlush {
         self.executable |= executable;
     }
 
+    /// Records that the guard markers (`guard.rs`) of `[lo, hi)` were cleared: no TLB holds a
+    /// marker, but the table holding them may be detached by the same operation, and the
+    /// invalidation must then reach the walk-cache entries that pointed at it, so the range
+    /// covers them (no leaf is counted).
+    pub(crate) fn cover(&mut self, lo: u64, hi: u64) {
+        self.lo = self.lo.min(lo);
+        self.hi = self.hi.max(hi);
+    }
+
     /// Records that a table entry was removed or replaced without handing its frame to the
     /// record (the staged operations free such frames themselves, after the flush).
     pub(crate) fn note_table_removed(&mut self) {
@@ -263,8 +272,9 @@ impl PendingFlush {
     /// The range whose translations changed (the smallest range covering every changed leaf),
     /// or `None` if nothing changed. When tables were detached, the range also covers every
     /// walk-cache entry that pointed to them: a table is detached only when a leaf inside it was
-    /// removed by the same operation, so the non-leaf invalidation of any address in it drops
-    /// the cached table entries of every level.
+    /// removed, or a guard marker inside it cleared ([`cover`](Self::cover)), by the same
+    /// operation, so the non-leaf invalidation of any address in it drops the cached table
+    /// entries of every level.
     pub fn range(&self) -> Option<FlushRange> {
         if self.lo >= self.hi {
             return None;

@@ -13,6 +13,7 @@ use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::flush::FrameList;
+use super::guard::is_guard;
 use super::occupancy::{plus_occupants, table_descriptor};
 use super::walk::{Entries, LastLevel};
 use super::{Constraints, MapError, PAGE_RUN, PageTable, ROOT_LEVEL, Translation, index_of, run_entries};
@@ -30,6 +31,13 @@ impl MapArgs {
     const fn pa_at(&self, off: u64) -> u64 {
         self.pa + (off - self.start)
     }
+}
+
+/// Whether a map may not write the last-level entry `d`: it is valid, or a guard marker
+/// (`guard.rs`), which only an unmap or `MADV_GUARD_REMOVE` clears.
+#[inline(always)]
+const fn in_the_way(d: Descriptor) -> bool {
+    d.is_valid() || is_guard(d)
 }
 
 impl<T: Translation> PageTable<T> {
@@ -108,7 +116,7 @@ impl<T: Translation> PageTable<T> {
         let filled = if args.end - args.start == PAGE_SIZE {
             // One page (the common call): straight-line. A lone page is never contiguous.
             let index = index_of(args.start, 3);
-            if self.read(table, index).is_valid() {
+            if in_the_way(self.read(table, index)) {
                 return false;
             }
             self.write(table, index, Descriptor::leaf(3, PhysAddr(args.pa), args.attrs, false));
@@ -123,12 +131,13 @@ impl<T: Translation> PageTable<T> {
         true
     }
 
-    /// The offset of the first valid entry of the last-level `table` in `[lo, hi)`.
+    /// The offset of the first entry of the last-level `table` in `[lo, hi)` that a map may not
+    /// write over: valid, or a guard marker.
     #[inline(always)]
     fn first_valid_page(&self, table: PhysAddr, lo: u64, hi: u64) -> Option<u64> {
         let (mut i, mut off) = (index_of(lo, 3), lo);
         while off < hi {
-            if self.read(table, i).is_valid() {
+            if in_the_way(self.read(table, i)) {
                 return Some(off);
             }
             i += 1;

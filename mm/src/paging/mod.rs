@@ -84,7 +84,8 @@
 //! checks before a modification), `bbm.rs` (staging marks, promotion, fold, finish), `flush.rs`
 //! (the record of what a flush must cover), `occupancy.rs` (each table's count of occupied
 //! entries, kept in ignored bits of the table descriptor above it, which decides when a table
-//! is empty without reading it).
+//! is empty without reading it), `guard.rs` (guard markers: invalid entries a fault recognises as
+//! a guard region).
 //!
 //! Memory ordering: every table write is one aligned `u64` volatile store, in the order the source
 //! says, and a new table is completely written (zeroed and filled) before the descriptor that
@@ -106,6 +107,7 @@ use crate::granule::Format;
 mod bbm;
 mod engine;
 mod flush;
+mod guard;
 mod listing;
 mod map;
 mod modify;
@@ -520,8 +522,9 @@ impl<T: Translation> PageTable<T> {
         }
     }
 
+    /// Whether no entry of `table` is occupied (valid, staged to become valid, or a guard).
     fn is_empty_table(&self, table: PhysAddr) -> bool {
-        (0..ENTRIES_PER_TABLE).all(|i| !self.read(table, i).is_valid())
+        (0..ENTRIES_PER_TABLE).all(|i| !bbm::occupied(self.read(table, i)))
     }
 
     const fn va(&self, off: u64) -> VirtAddr {

@@ -90,7 +90,7 @@ impl<T: Translation> PageTable<T> {
         if let Some(last) = fast
             && op.is_unmap()
             && end - start == PAGE_SIZE
-            && let Some(record) = self.unmap_page(last, start, end)
+            && let Some(record) = self.unmap_page(last, start, end, op.clears_guards())
         {
             return Ok(record);
         }
@@ -115,7 +115,7 @@ impl<T: Translation> PageTable<T> {
     /// changed nothing, if the page is part of a contiguous run (the engine then unfolds the
     /// run). A page outside a run cuts nothing, so nothing needs break-before-make.
     #[inline(always)]
-    fn unmap_page(&mut self, last: LastLevel, start: u64, end: u64) -> Option<PendingFlush> {
+    fn unmap_page(&mut self, last: LastLevel, start: u64, end: u64, clear_guard: bool) -> Option<PendingFlush> {
         let index = index_of(start, 3);
         let d = self.read(last.table, index);
         if d.is_contiguous() {
@@ -127,8 +127,13 @@ impl<T: Translation> PageTable<T> {
             let executable = !old.pxn() || !old.uxn();
             record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
         }
-        // A reserved encoding is cleared too, without a record (see `apply_pages`).
-        if d.is_valid() {
+        // A reserved encoding is cleared too, and a guard marker if asked, without a record (see
+        // `apply_pages`).
+        let guard = clear_guard && super::guard::is_guard(d);
+        if guard {
+            record.cover(start, end);
+        }
+        if d.is_valid() || guard {
             self.write(last.table, index, Descriptor::INVALID);
             if self.vacate(last, start, 1) {
                 // Rare: a copy to detach into keeps `record` out of memory on the common path.
@@ -265,7 +270,7 @@ impl<T: Translation> PageTable<T> {
                         let cuts_run = d.is_contiguous() && (run_base < lo || run_base + run_size > hi);
                         let in_place = match op {
                             StagedOp::Protect(f) => old.may_change_in_place_to(f(old)),
-                            StagedOp::Unmap | StagedOp::Demote => true,
+                            StagedOp::Unmap | StagedOp::Discard | StagedOp::Demote | StagedOp::Unguard => true,
                         };
                         if !x.whole() || cuts_run || !in_place {
                             return Some(x.lo);

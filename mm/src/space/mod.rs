@@ -456,6 +456,42 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         self.run(va, size, StagedOp::<fn(Attributes) -> Attributes>::Unmap, on_unmapped)
     }
 
+    /// [`unmap`](Self::unmap), except that the guard markers of the range stay
+    /// (`MADV_DONTNEED`: the pages go, the guards do not).
+    ///
+    /// # Errors
+    ///
+    /// As [`unmap`](Self::unmap).
+    pub fn discard<F: FnMut(Unmapped)>(
+        &mut self,
+        va: VirtAddr,
+        size: u64,
+        on_unmapped: F,
+    ) -> Result<(), MapError> {
+        self.run(va, size, StagedOp::<fn(Attributes) -> Attributes>::Discard, on_unmapped)
+    }
+
+    /// Writes a guard marker into every entry of `[va, va + size)` (which must hold no valid
+    /// leaf): see [`PageTable::install_guards`]. Only invalid entries change, so there is nothing
+    /// to flush.
+    ///
+    /// # Errors
+    ///
+    /// As [`PageTable::install_guards`]; on error nothing changed.
+    pub fn install_guards(&mut self, va: VirtAddr, size: u64) -> Result<(), MapError> {
+        self.table.install_guards(va, size)
+    }
+
+    /// Clears the guard markers of `[va, va + size)`, leaving every leaf as it is; tables this
+    /// leaves empty are detached, with one flush (a walk cache may hold them).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidRange` or `Misaligned` for a bad range.
+    pub fn unguard(&mut self, va: VirtAddr, size: u64) -> Result<(), MapError> {
+        self.run(va, size, StagedOp::<fn(Attributes) -> Attributes>::Unguard, |_| {})
+    }
+
     /// Sets the attributes of every leaf in `[va, va + size)` to `attrs` (holes are skipped).
     /// See [`protect_with`](Self::protect_with).
     ///

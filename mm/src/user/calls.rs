@@ -44,12 +44,18 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         // undone.
         let mut extents: Vec<Unmapped> = Vec::new();
         crate::vm::fallible::reserve(&mut extents, self.extent_bound(addr, old_len))?;
+        // The guard markers a move takes along, read before anything changes.
+        let guards = match addr.checked_add(old_len.next_multiple_of(PAGE_SIZE)) {
+            Some(end) if addr.is_multiple_of(PAGE_SIZE) && flags & crate::vm::map::remap::MREMAP_MAYMOVE != 0 => {
+                self.guards_in(addr, end)?
+            }
+            _ => Vec::new(),
+        };
         self.backings.reserve(2)?;
         let r = self.vm.mremap(addr, old_len, new_len, flags, new_addr)?;
         for &(start, end) in &r.unmapped {
             self.unmap_range(start, end);
             self.backings.remove(start, end, drop);
-            self.guards.remove(start, end);
         }
         // Object-backed ranges follow the move (kept at the source too with MREMAP_DONTUNMAP)
         // and grow with the area (the next pages of the object).
@@ -59,7 +65,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 // Best effort: without heap for the list, an access to the moved range is
                 // SIGBUS (it is still a valid area).
                 let _ = self.backings.relocate(m.from, m.len, m.to, keep);
-                self.guards.relocate(m.from, m.len, m.to, keep);
                 (m.to + m.len, r.addr + new_len.next_multiple_of(PAGE_SIZE))
             }
             None => {
@@ -69,7 +74,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if new_end > old_end {
             self.backings.extend(old_end, new_end);
         }
-        let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m, extents));
+        let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m, extents, &guards));
         if let Some((start, end)) = r.populate {
             // Linux's mm_populate after the call: best effort.
             let _ = self.populate_locked(start, end);
@@ -94,12 +99,14 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         bound
     }
 
-    /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: one unmap with one flush, the
-    /// extents collected after it (their frames are not freed), then mapped at the destination.
+    /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: one unmap with one flush (the
+    /// guard markers go with it), the extents collected after it (their frames are not freed),
+    /// then mapped at the destination, and the `guards` of the source range (read before the
+    /// call changed anything) installed there.
     ///
     /// `extents` comes with room for [`extent_bound`](Self::extent_bound) of the old range, so
     /// gathering never allocates.
-    fn move_entries(&mut self, m: Move, mut extents: Vec<Unmapped>) -> Result<(), Errno> {
+    fn move_entries(&mut self, m: Move, mut extents: Vec<Unmapped>, guards: &[(u64, u64)]) -> Result<(), Errno> {
         let mut beyond = 0usize;
         let result = self.space.unmap(VirtAddr(m.from), m.len, |u| {
             if extents.len() < extents.capacity() {
@@ -119,6 +126,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         for u in extents {
             let va = u.va.0 - m.from + m.to;
             lost |= !self.map_moved(va, u.pa, u.size, u.attrs, constraints);
+        }
+        let end = m.from + m.len;
+        for &(s, e) in guards.iter().filter(|&&(s, e)| s < end && e > m.from) {
+            let (s, e) = (s.max(m.from), e.min(end));
+            // The destination is empty there (the guarded pages held no leaf).
+            lost |= self.space.install_guards(VirtAddr(s - m.from + m.to), e - s).is_err();
         }
         if lost { Err(Errno::ENOMEM) } else { Ok(()) }
     }

@@ -15,7 +15,8 @@
 //!
 //! Frames are reference counted by the provider ([`UserFrames::share`]); `free` drops one
 //! reference, always after the flush that removed the translation it stood for.
-//! `MADV_DONTFORK` areas are not given to the child, `MADV_WIPEONFORK` ones are given empty.
+//! `MADV_DONTFORK` areas are not given to the child, `MADV_WIPEONFORK` ones are given empty; the
+//! guard markers of the others are copied (`super::guard`).
 //! `MAP_SHARED|MAP_ANONYMOUS` areas are populated in the parent at fork (so both sides hold the
 //! same frames) and never copied: a write fault there only makes the page writable. Mappings of
 //! a shared memory object (`super::object`) need no populating: the child finds the pages the
@@ -84,11 +85,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         let vm = self.vm.fork_copy()?;
         let backings = self.backings.try_clone()?;
-        let guards = self.guards.try_clone()?;
         let mut child = Self::new(table, issuer, features, targets, frames, *self.vm.layout());
         child.vm = vm;
         child.backings = backings;
-        child.guards = guards;
         child.large = self.large;
         child.shares = true;
         let mut span: Option<(u64, u64)> = None;
@@ -128,6 +127,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             if let (Ok(()), Some(r)) = (result, run) {
                 result = child.adopt(&mut self.frames, r);
             }
+            // The guard markers, as Linux's copy of the page tables copies them.
+            let _ = self.space.table().guards_in(VirtAddr(area.start), area.len(), |va, len| {
+                if result.is_ok() && child.space.install_guards(va, len).is_err() {
+                    result = Err(Errno::ENOMEM);
+                }
+            });
             if result.is_err() {
                 break;
             }

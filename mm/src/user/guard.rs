@@ -3,24 +3,28 @@
 //! splitting the mapping — what a thread library wants for stack guards and a JIT between code
 //! chunks, at the cost of no area record each.
 //!
-//! Linux keeps a guard as a PTE marker (a non-present entry with a software bit). Here the
-//! guarded pages are a sorted list of page ranges beside the area map (as the object-backed
-//! ranges are, `super::object`), and their entries are simply not present: installing zaps the
-//! pages (their data is gone, as on Linux) with one flush, and a fault there is
-//! [`Fault::Guard`] before demand paging could fill it. The semantics follow Linux's
-//! (tools/testing/selftests/mm/guard-regions.c):
+//! As Linux keeps a guard as a PTE marker, a guarded page here is a guard marker in its
+//! last-level entry (`crate::paging`'s `guard.rs`: an invalid descriptor with a software bit),
+//! so the tables alone say where the guards are: the fault handler finds the marker in the walk
+//! that finds the page absent, and every operation that removes entries decides in the same walk
+//! whether the markers go too. Installing zaps the pages (their data is gone, as on Linux) with
+//! one flush, then writes the markers (invalid to invalid: no flush). The semantics follow
+//! Linux's (tools/testing/selftests/mm/guard-regions.c):
 //! - install zaps and guards every page of the mapped parts of the range; `EINVAL` for a locked
-//!   area or one that is not anonymous (a memfd), `ENOMEM` for a hole after the parts before it;
-//! - remove takes only the guards (the pages then read zero);
+//!   area or one that is not anonymous (a memfd), `ENOMEM` for a hole after the parts before it
+//!   or when a table frame cannot be had;
+//! - remove takes only the guards (the pages then read zero; populated pages in the range stay);
 //! - `MADV_DONTNEED` and `MADV_FREE` leave the guards in place, `munmap` and `MAP_FIXED` take
-//!   them with the range, `mremap` moves them, `fork` gives them to the child;
+//!   them with the range, `mremap` moves them with the entries (with `MREMAP_DONTUNMAP` too: the
+//!   source is left empty, as Linux's `move_ptes` leaves it), `fork` gives them to the child
+//!   (not in a `MADV_WIPEONFORK` area, which the child gets empty);
 //! - populating a guard page (`MADV_POPULATE_*`, `mlock`) fails with `EFAULT`/`ENOMEM` as the
 //!   fault does; `mincore` reports it not resident.
 
 use alloc::vec::Vec;
 
-use super::{Fault, UserFrames, UserMemory};
-use crate::addr::PAGE_SIZE;
+use super::{UserFrames, UserMemory};
+use crate::addr::{PAGE_SIZE, VirtAddr};
 use crate::paging::Translation;
 use crate::space::FlushTargets;
 use crate::tlb::TlbHardware;
@@ -31,115 +35,13 @@ pub const MADV_GUARD_INSTALL: u64 = 102;
 /// `MADV_GUARD_REMOVE` (Linux 6.13).
 pub const MADV_GUARD_REMOVE: u64 = 103;
 
-/// Guarded page ranges, sorted and disjoint, adjacent ones merged.
-#[derive(Clone, Debug, Default)]
-pub struct Guards(Vec<(u64, u64)>);
-
-impl Guards {
-    /// None.
-    pub const fn new() -> Self {
-        Self(Vec::new())
-    }
-
-    /// Whether the page at `va` is guarded.
-    pub fn contains(&self, va: u64) -> bool {
-        let i = self.0.partition_point(|&(_, e)| e <= va);
-        self.0.get(i).is_some_and(|&(s, _)| s <= va)
-    }
-
-    /// The ranges, in address order.
-    pub fn ranges(&self) -> &[(u64, u64)] {
-        &self.0
-    }
-
-    /// A copy for a forked child.
-    ///
-    /// # Errors
-    ///
-    /// `ENOMEM` when the heap has no room.
-    pub fn try_clone(&self) -> Result<Self, Errno> {
-        let mut v = Vec::new();
-        v.try_reserve(self.0.len()).map_err(|_| Errno::ENOMEM)?;
-        v.extend_from_slice(&self.0);
-        Ok(Self(v))
-    }
-
-    /// Guards `[start, end)` (merging with what it touches).
-    ///
-    /// # Errors
-    ///
-    /// `ENOMEM` when the heap has no room; nothing changed then.
-    pub fn add(&mut self, start: u64, end: u64) -> Result<(), Errno> {
-        self.0.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
-        let first = self.0.partition_point(|&(_, e)| e < start);
-        let last = self.0.partition_point(|&(s, _)| s <= end);
-        let (mut s, mut e) = (start, end);
-        if first < last {
-            s = s.min(self.0[first].0);
-            e = e.max(self.0[last - 1].1);
-        }
-        self.0.splice(first..last, [(s, e)]);
-        Ok(())
-    }
-
-    /// Unguards `[start, end)`; `false` (and nothing changed) when cutting a range in two found
-    /// no heap.
-    pub fn remove(&mut self, start: u64, end: u64) -> bool {
-        if start >= end || self.0.try_reserve(1).is_err() {
-            return start >= end;
-        }
-        let mut i = self.0.partition_point(|&(_, e)| e <= start);
-        while i < self.0.len() && self.0[i].0 < end {
-            let (s, e) = self.0[i];
-            match (s < start, end < e) {
-                (true, true) => {
-                    self.0[i] = (s, start);
-                    self.0.insert(i + 1, (end, e));
-                    return true;
-                }
-                (true, false) => {
-                    self.0[i] = (s, start);
-                    i += 1;
-                }
-                (false, true) => {
-                    self.0[i] = (end, e);
-                    return true;
-                }
-                (false, false) => {
-                    self.0.remove(i);
-                }
-            }
-        }
-        true
-    }
-
-    /// Moves the guards of `[from, from + len)` to `to` (an `mremap` move); with `keep` the
-    /// source keeps them too (`MREMAP_DONTUNMAP`).
-    pub fn relocate(&mut self, from: u64, len: u64, to: u64, keep: bool) {
-        let end = from + len;
-        let mut moved = Vec::new();
-        for &(s, e) in self.0.iter().filter(|&&(s, e)| s < end && e > from) {
-            if moved.try_reserve(1).is_err() {
-                return;
-            }
-            moved.push((s.max(from) - from + to, e.min(end) - from + to));
-        }
-        if !keep {
-            self.remove(from, end);
-        }
-        for (s, e) in moved {
-            let _ = self.add(s, e);
-        }
-    }
-}
-
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
     /// `madvise(addr, len, MADV_GUARD_INSTALL | MADV_GUARD_REMOVE)` (module documentation).
     ///
     /// # Errors
     ///
     /// `EINVAL` unaligned or wrapping, or (install) a locked or object area; `ENOMEM` a hole,
-    /// after the parts before it, or no heap for the list.
+    /// after the parts before it, or no table frame for the markers.
     pub(super) fn madvise_guard(&mut self, addr: u64, len: u64, install: bool) -> Result<(), Errno> {
         if addr & (PAGE_SIZE - 1) != 0 {
             return Err(Errno::EINVAL);
@@ -157,23 +59,46 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 if v.flags.contains(VmaFlags::LOCKED) || v.flags.contains(VmaFlags::OBJECT) {
                     return Err(Errno::EINVAL);
                 }
-                self.guards.add(s, e)?;
-                self.unmap_range(s, e);
-            } else if !self.guards.remove(s, e) {
-                return Err(Errno::ENOMEM);
+                self.discard_range(s, e);
+                self.space.install_guards(VirtAddr(s), e - s).map_err(|_| Errno::ENOMEM)?;
+            } else {
+                // The range comes from the area map: it cannot be refused.
+                let r = self.space.unguard(VirtAddr(s), e - s);
+                debug_assert!(r.is_ok(), "unguard of [{s:#x}, {e:#x}) failed: {r:?}");
             }
             cursor = e;
         }
         Ok(())
     }
 
-    /// Whether a fault at `page` hits a guard.
-    pub(super) fn guarded(&self, page: u64) -> Result<(), Fault> {
-        if self.guards.contains(page) { Err(Fault::Guard) } else { Ok(()) }
+    /// Whether the (absent) page at `page` is a guard.
+    pub(super) fn guarded(&self, page: u64) -> bool {
+        self.space.table().is_guard(VirtAddr(page))
     }
 
-    /// The guarded page ranges.
-    pub fn guards(&self) -> &Guards {
-        &self.guards
+    /// The guarded page ranges of `[start, end)` (page aligned), in address order, or `ENOMEM`
+    /// when the heap has no room for the list.
+    pub(super) fn guards_in(&self, start: u64, end: u64) -> Result<Vec<(u64, u64)>, Errno> {
+        let mut out = Vec::new();
+        let mut full = false;
+        if start < end {
+            let _ = self.space.table().guards_in(VirtAddr(start), end - start, |va, len| {
+                if out.try_reserve(1).is_err() {
+                    full = true;
+                } else {
+                    out.push((va.0, va.0 + len));
+                }
+            });
+        }
+        if full { Err(Errno::ENOMEM) } else { Ok(out) }
+    }
+
+    /// Every guarded page range of the space, in address order (read from the tables).
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when the heap has no room for the list.
+    pub fn guard_ranges(&self) -> Result<Vec<(u64, u64)>, Errno> {
+        self.guards_in(0, 1 << crate::addr::VA_BITS)
     }
 }

@@ -202,8 +202,6 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     cow_reuses: u64,
     /// The object-backed ranges (memfd mappings).
     backings: object::Backings,
-    /// The guard regions.
-    guards: guard::Guards,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -267,7 +265,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             cow_copies: 0,
             cow_reuses: 0,
             backings: object::Backings::new(),
-            guards: guard::Guards::new(),
         }
     }
 
@@ -336,7 +333,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// # Errors
     ///
-    /// [`Fault::NoMapping`], [`Fault::Protection`], [`Fault::OutOfMemory`].
+    /// [`Fault::NoMapping`], [`Fault::Protection`], [`Fault::OutOfMemory`], [`Fault::Guard`] for
+    /// a guard marker, [`Fault::Bus`] past the end of a memory object.
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
         let vma = self.vm.find(addr).ok_or(Fault::NoMapping)?;
         let prot = vma.prot;
@@ -344,7 +342,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return Err(Fault::Protection { prot });
         }
         let page = addr & !(PAGE_SIZE - 1);
-        self.guarded(page)?;
         if let Some(leaf) = self.space.query(VirtAddr(page)) {
             if access == Access::Write && !leaf.attrs.access().writable() {
                 let shared = vma.flags.contains(VmaFlags::SHARED);
@@ -352,6 +349,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 return self.write_fault(page, range, prot, shared);
             }
             return Ok(());
+        }
+        if self.guarded(page) {
+            return Err(Fault::Guard);
         }
         if vma.flags.contains(VmaFlags::OBJECT) {
             let shared = vma.flags.contains(VmaFlags::SHARED);
@@ -448,20 +448,31 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
 
     // ---- table effects --------------------------------------------------------------------
 
-    /// Unmaps `[start, end)` (holes are fine) with one flush, then frees the data frames: they
-    /// are handed back only after the flush has completed.
+    /// Unmaps `[start, end)` (holes are fine), its guard markers with it, with one flush, then
+    /// frees the data frames: they are handed back only after the flush has completed.
     fn unmap_range(&mut self, start: u64, end: u64) {
+        self.remove_pages(start, end, true);
+    }
+
+    /// [`unmap_range`](Self::unmap_range) keeping the guard markers (`MADV_DONTNEED`).
+    fn discard_range(&mut self, start: u64, end: u64) {
+        self.remove_pages(start, end, false);
+    }
+
+    fn remove_pages(&mut self, start: u64, end: u64, with_guards: bool) {
         if start >= end {
             return;
         }
         let frames = &mut self.frames;
         let held = &mut self.data_frames;
-        let result = self.space.unmap(VirtAddr(start), end - start, |u: Unmapped| {
+        let free = |u: Unmapped| {
             for i in 0..u.size / PAGE_SIZE {
                 frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
                 *held -= 1;
             }
-        });
+        };
+        let (va, len) = (VirtAddr(start), end - start);
+        let result = if with_guards { self.space.unmap(va, len, free) } else { self.space.discard(va, len, free) };
         // The range comes from the area map: in the lower half, page aligned. A split of a block
         // needs a table frame; user spaces hold no blocks they did not promote from pages, so a
         // failure here would leave pages mapped that the area map no longer has.
@@ -528,7 +539,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             self.unmap_range(start, end);
         }
         self.backings.remove(mapped.addr, mapped.addr + mapped.len, drop);
-        self.guards.remove(mapped.addr, mapped.addr + mapped.len);
         if let Some(b) = backing {
             self.backings.insert(b);
         }
@@ -566,7 +576,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             let (start, end) = (first.start, last.end);
             self.unmap_range(start, end);
             self.backings.remove(start, end, drop);
-            self.guards.remove(start, end);
         }
         Ok(())
     }
@@ -642,7 +651,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             MadviseAction::Discard | MadviseAction::Free => {
                 if let (Some(first), Some(last)) = (advised.ranges.first(), advised.ranges.last()) {
                     let (start, end) = (first.0, last.1);
-                    self.unmap_range(start, end);
+                    self.discard_range(start, end);
                 }
             }
             MadviseAction::Populate { write } => {

@@ -49,7 +49,7 @@ fn guards_fault_without_splitting_the_area_and_follow_the_calls() {
         )
         .unwrap();
     assert_eq!(m.fault(b + 2 * PAGE_SIZE, Access::Read), Err(Fault::Guard));
-    assert_eq!(m.guards().ranges(), &[(b + 2 * PAGE_SIZE, b + 4 * PAGE_SIZE)]);
+    assert_eq!(m.guard_ranges().unwrap(), [(b + 2 * PAGE_SIZE, b + 4 * PAGE_SIZE)]);
     // REMOVE takes only the guards; MAP_FIXED and munmap take them with the range.
     m.madvise(b + 3 * PAGE_SIZE, PAGE_SIZE, MADV_GUARD_REMOVE).unwrap();
     m.fault(b + 3 * PAGE_SIZE, Access::Read).unwrap();
@@ -57,7 +57,7 @@ fn guards_fault_without_splitting_the_area_and_follow_the_calls() {
     m.fault(b + 2 * PAGE_SIZE, Access::Read).unwrap();
     m.madvise(b + 6 * PAGE_SIZE, PAGE_SIZE, MADV_GUARD_INSTALL).unwrap();
     m.munmap(b + 6 * PAGE_SIZE, PAGE_SIZE).unwrap();
-    assert!(m.guards().ranges().is_empty());
+    assert!(m.guard_ranges().unwrap().is_empty());
     // Errors.
     assert_eq!(m.madvise(b + 1, PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::EINVAL));
     assert_eq!(m.madvise(b + 6 * PAGE_SIZE, 2 * PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::ENOMEM), "a hole");
