@@ -55,6 +55,9 @@ pub(super) struct Config {
     /// Whether the flush target is decided before each operation (as the kernel did before
     /// `FlushTargets`) instead of at each flush.
     pub(super) decided_before: bool,
+    /// Percent of steps that install or remove guard regions (0: none, and the random sequence
+    /// of the other steps is the one it was before guards were modelled).
+    pub(super) guard_percent: u64,
 }
 
 type Memory = UserMemory<ModelMem, ModelHw, ModelTargets, ModelFrames>;
@@ -89,6 +92,9 @@ pub(super) struct Report {
     /// Object mappings made, and shrinks of the object.
     pub(super) object_maps: u64,
     pub(super) truncations: u64,
+    /// Guard installs and removals that succeeded, and faults that found a guard.
+    pub(super) guard_ops: u64,
+    pub(super) guard_faults: u64,
 }
 
 pub(super) struct Driver {
@@ -110,6 +116,8 @@ pub(super) struct Driver {
     object: std::sync::Arc<Object>,
     object_maps: u64,
     truncations: u64,
+    guard_ops: u64,
+    guard_faults: u64,
 }
 
 fn lo_of(slot: usize) -> u64 {
@@ -148,6 +156,8 @@ impl Driver {
             object: std::sync::Arc::new(Object(std::sync::Mutex::new(MemObject::new()))),
             object_maps: 0,
             truncations: 0,
+            guard_ops: 0,
+            guard_faults: 0,
         };
         let mut frames = ModelFrames(d.m.clone());
         d.object
@@ -236,6 +246,8 @@ impl Driver {
             forks: self.forks,
             object_maps: self.object_maps,
             truncations: self.truncations,
+            guard_ops: self.guard_ops,
+            guard_faults: self.guard_faults,
         })
     }
 
@@ -246,6 +258,9 @@ impl Driver {
     fn one_step(&mut self) -> String {
         if let Some(step) = self.queue.pop_front() {
             return self.queued(step);
+        }
+        if self.cfg.guard_percent > 0 && self.rand(100) < self.cfg.guard_percent {
+            return self.guard();
         }
         let r = self.rand(100);
         let slot = self.rand(self.cfg.slots as u64) as usize;
@@ -328,6 +343,7 @@ impl Driver {
                 self.m.borrow_mut().cursor = cursor.then_some((slot, page));
                 let va = self.lo[slot] + page * PAGE_SIZE;
                 let r = self.operate(slot, page, 1, |mem| mem.fault(va, access));
+                self.guard_faults += u64::from(r == Err(crate::user::Fault::Guard));
                 format!("fault slot {slot} page {page:#x} {access:?}: {r:?}")
             }
             Step::Populate { slot, page, pages } => {
@@ -380,6 +396,25 @@ impl Driver {
         m.cursor = None;
         m.decided = None;
         r
+    }
+
+    /// `MADV_GUARD_INSTALL` or `MADV_GUARD_REMOVE` over a random range of a random slot (an
+    /// install zaps the pages with a flush; a removal that empties a table detaches it, and the
+    /// flush must reach the walk caches that hold it).
+    fn guard(&mut self) -> String {
+        use crate::user::guard::{MADV_GUARD_INSTALL, MADV_GUARD_REMOVE};
+        let slot = self.rand(self.cfg.slots as u64) as usize;
+        let page = self.rand(WINDOW_PAGES);
+        let (page, pages) = self.random_range(page);
+        let install = self.rand(2) == 0;
+        let advice = if install { MADV_GUARD_INSTALL } else { MADV_GUARD_REMOVE };
+        let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, advice));
+        self.guard_ops += u64::from(r.is_ok());
+        format!(
+            "madvise({}) slot {slot} pages {page:#x}+{pages}: {r:?}",
+            if install { "GUARD_INSTALL" } else { "GUARD_REMOVE" }
+        )
     }
 
     fn mmap(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {

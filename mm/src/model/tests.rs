@@ -41,6 +41,7 @@ fn config(cpus: usize, asid_bits: u32, slots: usize, range: bool, share: u64, s:
         exit_percent: 2,
         sibling_switches: true,
         decided_before: false,
+        guard_percent: 0,
     }
 }
 
@@ -92,6 +93,22 @@ fn four_cpus_8bit_asids_range() {
     let mut cfg = config(4, 8, 3, true, 25, 0x5eed_0004);
     cfg.exit_percent = 8;
     assert_covered(&run(cfg));
+}
+
+/// Guard regions in the tables: installs zap with a flush, removals and unmaps detach tables
+/// that held only markers (the flush then covers the markers' pages, so the walk caches that
+/// point at the table are invalidated before its frame goes back); faults find the markers.
+#[test]
+#[cfg_attr(
+    any(feature = "granule-16k", feature = "granule-64k"),
+    ignore = "expects the 4 KiB granule's numbers"
+)]
+fn four_cpus_with_guard_regions() {
+    let mut cfg = config(4, 3, 3, true, 15, 0x5eed_0005);
+    cfg.guard_percent = 10;
+    let r = run(cfg);
+    assert_covered(&r);
+    assert!(r.guard_ops > 0 && r.guard_faults > 0, "no guard installed or hit: {r:?}");
 }
 
 /// Today's kernel decides the flush target before each operation (`aim_flushes`). If a sibling
@@ -148,6 +165,19 @@ fn planted_fork_without_the_parent_flush_is_caught() {
         let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fork without the parent's flush was not caught"));
         println!("caught: {}", e.lines().next().unwrap_or_default());
     }
+}
+
+/// Guard markers cleared without the record covering their pages: a table that held only
+/// markers is detached by an unmap or a guard removal, and freed while the walk caches of the
+/// CPUs that ran the process still point at it.
+#[test]
+fn planted_guard_clear_without_cover_is_caught() {
+    let mut cfg = config(4, 3, 3, true, 0, 0x5eed_0700);
+    cfg.ops = 5_000;
+    cfg.guard_percent = 10;
+    let e = caught_with(Mutation::GuardClearUncovered, cfg, 4);
+    let e = e.unwrap_or_else(|| panic!("a guard clear without the covering flush was not caught"));
+    println!("caught: {}", e.lines().next().unwrap_or_default());
 }
 
 /// A shrink of a memfd that unmaps the pages past the end without the flush: CPUs running a

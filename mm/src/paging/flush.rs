@@ -253,8 +253,13 @@ impl PendingFlush {
     /// invalidation must then reach the walk-cache entries that pointed at it, so the range
     /// covers them (no leaf is counted).
     pub(crate) fn cover(&mut self, lo: u64, hi: u64) {
-        self.lo = self.lo.min(lo);
-        self.hi = self.hi.max(hi);
+        mutant!(
+            {
+                self.lo = self.lo.min(lo);
+                self.hi = self.hi.max(hi);
+            },
+            GuardClearUncovered => {}
+        );
     }
 
     /// Records that a table entry was removed or replaced without handing its frame to the

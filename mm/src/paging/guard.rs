@@ -95,7 +95,8 @@ impl<T: Translation> PageTable<T> {
                     }
                 }
                 DescriptorKind::Table => {
-                    let below = self.guard_level::<COMMIT>(Some(d.output_address()), level + 1, x.lo, x.hi, pool)?;
+                    let below =
+                        self.guard_level::<COMMIT>(Some(d.output_address()), level + 1, x.lo, x.hi, pool)?;
                     if COMMIT {
                         self.write(t, x.index, plus_occupants(d, below));
                     } else {
@@ -110,7 +111,9 @@ impl<T: Translation> PageTable<T> {
                     self.write(t, x.index, table_descriptor(new, count));
                     filled += 1;
                 }
-                DescriptorKind::Invalid => needed += self.guard_level::<false>(None, level + 1, x.lo, x.hi, pool)?,
+                DescriptorKind::Invalid => {
+                    needed += self.guard_level::<false>(None, level + 1, x.lo, x.hi, pool)?
+                }
                 DescriptorKind::Block | DescriptorKind::Page | DescriptorKind::Reserved => {
                     return Err(MapError::AlreadyMapped(self.va(x.lo)));
                 }
@@ -134,7 +137,12 @@ impl<T: Translation> PageTable<T> {
     /// # Errors
     ///
     /// `InvalidRange` or `Misaligned` for a bad range.
-    pub fn guards_in<F: FnMut(VirtAddr, u64)>(&self, va: VirtAddr, size: u64, mut f: F) -> Result<(), MapError> {
+    pub fn guards_in<F: FnMut(VirtAddr, u64)>(
+        &self,
+        va: VirtAddr,
+        size: u64,
+        mut f: F,
+    ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
         let mut run: Option<(u64, u64)> = None;
         self.guards_level(self.root, ROOT_LEVEL, start, end, &mut |off| match &mut run {

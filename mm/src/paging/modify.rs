@@ -115,7 +115,13 @@ impl<T: Translation> PageTable<T> {
     /// changed nothing, if the page is part of a contiguous run (the engine then unfolds the
     /// run). A page outside a run cuts nothing, so nothing needs break-before-make.
     #[inline(always)]
-    fn unmap_page(&mut self, last: LastLevel, start: u64, end: u64, clear_guard: bool) -> Option<PendingFlush> {
+    fn unmap_page(
+        &mut self,
+        last: LastLevel,
+        start: u64,
+        end: u64,
+        clear_guard: bool,
+    ) -> Option<PendingFlush> {
         let index = index_of(start, 3);
         let d = self.read(last.table, index);
         if d.is_contiguous() {
@@ -270,7 +276,9 @@ impl<T: Translation> PageTable<T> {
                         let cuts_run = d.is_contiguous() && (run_base < lo || run_base + run_size > hi);
                         let in_place = match op {
                             StagedOp::Protect(f) => old.may_change_in_place_to(f(old)),
-                            StagedOp::Unmap | StagedOp::Discard | StagedOp::Demote | StagedOp::Unguard => true,
+                            StagedOp::Unmap | StagedOp::Discard | StagedOp::Demote | StagedOp::Unguard => {
+                                true
+                            }
                         };
                         if !x.whole() || cuts_run || !in_place {
                             return Some(x.lo);

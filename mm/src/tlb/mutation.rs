@@ -69,6 +69,9 @@ pub(crate) enum Mutation {
     /// A shrink of a shared memory object unmaps the pages past the end from the tables and
     /// frees them without the flush, so CPUs keep entries for frames now free.
     TruncateWithoutFlush,
+    /// Clearing guard markers does not widen the flush record over their pages, so a table that
+    /// held only markers is detached and freed while walk caches still point at it.
+    GuardClearUncovered,
 }
 
 impl Mutation {

@@ -46,7 +46,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         crate::vm::fallible::reserve(&mut extents, self.extent_bound(addr, old_len))?;
         // The guard markers a move takes along, read before anything changes.
         let guards = match addr.checked_add(old_len.next_multiple_of(PAGE_SIZE)) {
-            Some(end) if addr.is_multiple_of(PAGE_SIZE) && flags & crate::vm::map::remap::MREMAP_MAYMOVE != 0 => {
+            Some(end)
+                if addr.is_multiple_of(PAGE_SIZE) && flags & crate::vm::map::remap::MREMAP_MAYMOVE != 0 =>
+            {
                 self.guards_in(addr, end)?
             }
             _ => Vec::new(),
@@ -106,7 +108,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// `extents` comes with room for [`extent_bound`](Self::extent_bound) of the old range, so
     /// gathering never allocates.
-    fn move_entries(&mut self, m: Move, mut extents: Vec<Unmapped>, guards: &[(u64, u64)]) -> Result<(), Errno> {
+    fn move_entries(
+        &mut self,
+        m: Move,
+        mut extents: Vec<Unmapped>,
+        guards: &[(u64, u64)],
+    ) -> Result<(), Errno> {
         let mut beyond = 0usize;
         let result = self.space.unmap(VirtAddr(m.from), m.len, |u| {
             if extents.len() < extents.capacity() {

@@ -472,7 +472,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             }
         };
         let (va, len) = (VirtAddr(start), end - start);
-        let result = if with_guards { self.space.unmap(va, len, free) } else { self.space.discard(va, len, free) };
+        let result =
+            if with_guards { self.space.unmap(va, len, free) } else { self.space.discard(va, len, free) };
         // The range comes from the area map: in the lower half, page aligned. A split of a block
         // needs a table frame; user spaces hold no blocks they did not promote from pages, so a
         // failure here would leave pages mapped that the area map no longer has.
