@@ -257,6 +257,24 @@ whole-ASID flush. The test `never_more_than_linux_in_any_format` asserts ours â‰
 formats and ranges.
 
 {block("8")}
+## 12. fork, copy-on-write, mremap and the JIT cycle against Linux
+
+`memcost-test measure` (tests/programs/memcost.c) and `memfd-test measure` (tests/programs/memfd.c),
+static glibc programs run unchanged on this kernel and on Debian's Linux in the same QEMU
+(`-cpu max,pauth-impdef=on -m 512M`, 1 CPU; on Linux under parity-init), reading the same
+counters (tests/programs/measure.h): per operation, guest time (runs without `-icount`), guest
+instructions retired (runs under `-icount shift=0`; Linux's through `perf_event_open` with
+`inherit`, so a child's instructions join the parent's count when it exits; this kernel's from
+the CPU's `PMEVCNTR0_EL0`), and this kernel's TLBIs and faults from `SYS_MM_STATS` (Linux has no
+such counter). The operations: `fork` + `_exit` + `waitpid` of a process with 64 MiB touched
+(4 KiB pages, then the default: this kernel's 2 MiB blocks, Linux's THP policy); a copy-on-write
+fault (the parent writes a page it shares with a live child: a copy; then with the child gone:
+a reuse); `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)` of 1 MiB and 64 MiB of touched memory to a
+reserved range and back (the contents checked after the moves: the entries move, no byte is
+copied); the W^X JIT cycle through two views of one memfd (write two instructions, `DC CVAU` +
+`IC IVAU`, call) against the same cycle with one mapping switched by `mprotect`.
+
+{block("10")}
 ## Not measured here
 
 - TLBIs on Linux (no counter; a QEMU TCG plugin could count executed TLBI encodings, but Debian

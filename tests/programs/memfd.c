@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "measure.h"
 
 #define PAGE 4096L
 #ifndef MFD_CLOEXEC
@@ -35,7 +36,6 @@
 #define MFD_ALLOW_SEALING 2U
 #endif
 #define SYS_CODE_WINDOW 1001
-#define SYS_MM_STATS 1002
 #define MADV_GUARD_INSTALL 102
 #define MADV_GUARD_REMOVE 103
 
@@ -421,78 +421,11 @@ static void test_guard_regions(void) {
 
 // ---- the JIT cycle, measured -------------------------------------------------------------------
 
-struct mm_stats {
-    uint64_t tlbi[8], promotions, demotions, page_faults, rest[16];
-};
-
-// Guest instructions retired so far (user and kernel): Linux through perf_event_open, this
-// kernel from PMEVCNTR0_EL0 (programmed to INST_RETIRED and opened to EL0). Both need QEMU's
-// -icount; 0 when neither is there.
-static int perf_fd = -1;
-static uint64_t instructions(void) {
-    if (perf_fd >= 0) {
-        uint64_t n = 0;
-        return read(perf_fd, &n, sizeof n) == sizeof n ? n : 0;
-    }
-    uint64_t n;
-    __asm__ volatile("mrs %0, pmevcntr0_el0" : "=r"(n));
-    return n;
-}
-
-// TLBIs and page faults so far (this kernel's SYS_MM_STATS; Linux has no such counter: 0).
-static int have_stats;
-static void counters(uint64_t *tlbis, uint64_t *faults) {
-    struct mm_stats st;
-    memset(&st, 0, sizeof st);
-    *tlbis = *faults = 0;
-    if (!have_stats) return;
-    syscall(SYS_MM_STATS, &st, sizeof st);
-    for (int i = 0; i < 8; i++) *tlbis += st.tlbi[i];
-    *faults = st.page_faults;
-}
-
-struct sample {
-    uint64_t insns, tlbis, faults, ns;
-};
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static struct sample mark(void) {
-    struct sample s;
-    counters(&s.tlbis, &s.faults);
-    s.ns = now_ns();
-    s.insns = instructions();
-    return s;
-}
-
-static void report(const char *what, struct sample a, struct sample b, unsigned n) {
-    printf("memfd-test: %s: %lu instructions, %lu.%02lu TLBIs, %lu.%02lu faults, %lu ns (per round, %u rounds)\n", what,
-           (unsigned long)((b.insns - a.insns) / n), (unsigned long)((b.tlbis - a.tlbis) / n),
-           (unsigned long)((b.tlbis - a.tlbis) * 100 / n % 100), (unsigned long)((b.faults - a.faults) / n),
-           (unsigned long)((b.faults - a.faults) * 100 / n % 100), (unsigned long)((b.ns - a.ns) / n), n);
-}
-
 // The JIT cycle, measured: a round is "write two instructions, publish, call". The dual mapping
 // publishes with cache maintenance only; the mprotect pattern (one mapping switched RW -> RX ->
 // RW) needs two protection changes per round, each a flush.
 static void measure(void) {
-    struct {
-        uint32_t type, size;
-        uint64_t config, sample, sample_type, read_format, flags, rest[10];
-    } attr;
-    memset(&attr, 0, sizeof attr);
-    attr.type = 0;   // PERF_TYPE_HARDWARE
-    attr.size = 128; // PERF_ATTR_SIZE_VER7 and below accept this
-    attr.config = 1; // PERF_COUNT_HW_INSTRUCTIONS; flags 0: enabled, kernel and user counted
-    perf_fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
-    struct mm_stats st;
-    have_stats = syscall(SYS_MM_STATS, &st, sizeof st) > 0; // bytes written; Linux: ENOSYS
-    printf("memfd-test: measuring on %s (instructions from %s)\n", have_stats ? "this kernel" : "Linux",
-           perf_fd >= 0 ? "perf_event_open" : have_stats ? "PMEVCNTR0_EL0" : "nothing");
+    measure_init("memfd-test");
     enum { ROUNDS = 1000 };
     unsigned wrong = 0;
     // Set-up: memfd_create, ftruncate, two mmaps, close, the first write and call.
