@@ -70,7 +70,7 @@ build_c_program() {
 }
 
 # build_linux_programs DIR: the static Linux programs of the suite in DIR, and DIR/initramfs.cpio
-# holding them all: abi-test, signals, fork-test, maps-test, memfd-test and failslab-test (glibc,
+# holding them all: abi-test, signals, fork-test, maps-test, memfd-test, lazyfree-test and failslab-test (glibc,
 # Debian's cross compiler), rust-std-test (Rust std for aarch64-unknown-linux-musl, linked by
 # rust-lld), Debian's busybox-static, and parity-init (the init of the Linux reference runs,
 # tests/programs/parity-init.c).
@@ -87,13 +87,14 @@ build_linux_programs() {
     build_c_program "$ROOT/tests/programs/fork.c" "$dir/fork-test"
     build_c_program "$ROOT/tests/programs/maps.c" "$dir/maps-test"
     build_c_program "$ROOT/tests/programs/memfd.c" "$dir/memfd-test"
+    build_c_program "$ROOT/tests/programs/lazyfree.c" "$dir/lazyfree-test"
     build_c_program "$ROOT/tests/programs/failslab.c" "$dir/failslab-test"
     cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
     rustup target list --installed | grep -qx aarch64-unknown-linux-musl || rustup target add aarch64-unknown-linux-musl
     rustc --edition 2024 --target aarch64-unknown-linux-musl -C opt-level=2 -C linker=rust-lld \
         -C linker-flavor=ld.lld -o "$dir/rust-std-test" "$ROOT/tests/programs/rust_std.rs"
     make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
-        "$dir/rust-std-test" "$dir/failslab-test"
+        "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test"
 }
 
 # build_images: the kernel (run image) and the test image, as ELF with symbols and raw Image.

@@ -55,7 +55,8 @@ pub(super) struct Config {
     /// Whether the flush target is decided before each operation (as the kernel did before
     /// `FlushTargets`) instead of at each flush.
     pub(super) decided_before: bool,
-    /// Percent of steps that install or remove guard regions (0: none, and the random sequence
+    /// Percent of steps that install or remove guard regions, free pages lazily or reclaim them
+    /// (0: none, and the random sequence
     /// of the other steps is the one it was before guards were modelled).
     pub(super) guard_percent: u64,
 }
@@ -95,6 +96,8 @@ pub(super) struct Report {
     /// Guard installs and removals that succeeded, and faults that found a guard.
     pub(super) guard_ops: u64,
     pub(super) guard_faults: u64,
+    /// Reclaims of lazily freed pages that dropped some.
+    pub(super) reclaims: u64,
 }
 
 pub(super) struct Driver {
@@ -118,6 +121,7 @@ pub(super) struct Driver {
     truncations: u64,
     guard_ops: u64,
     guard_faults: u64,
+    reclaims: u64,
 }
 
 fn lo_of(slot: usize) -> u64 {
@@ -158,6 +162,7 @@ impl Driver {
             truncations: 0,
             guard_ops: 0,
             guard_faults: 0,
+            reclaims: 0,
         };
         let mut frames = ModelFrames(d.m.clone());
         d.object
@@ -248,6 +253,7 @@ impl Driver {
             truncations: self.truncations,
             guard_ops: self.guard_ops,
             guard_faults: self.guard_faults,
+            reclaims: self.reclaims,
         })
     }
 
@@ -398,23 +404,31 @@ impl Driver {
         r
     }
 
-    /// `MADV_GUARD_INSTALL` or `MADV_GUARD_REMOVE` over a random range of a random slot (an
-    /// install zaps the pages with a flush; a removal that empties a table detaches it, and the
-    /// flush must reach the walk caches that hold it).
+    /// `MADV_GUARD_INSTALL`, `MADV_GUARD_REMOVE` or `MADV_FREE` over a random range of a random
+    /// slot, or the reclaim of its lazily freed pages that memory pressure makes (an install
+    /// zaps the pages with a flush; a removal that empties a table detaches it, and the flush
+    /// must reach the walk caches that hold it; a free write-protects, a reclaim unmaps, and the
+    /// frames go back only after the flush).
     fn guard(&mut self) -> String {
         use crate::user::guard::{MADV_GUARD_INSTALL, MADV_GUARD_REMOVE};
+        use crate::vm::advice::MADV_FREE;
         let slot = self.rand(self.cfg.slots as u64) as usize;
         let page = self.rand(WINDOW_PAGES);
         let (page, pages) = self.random_range(page);
-        let install = self.rand(2) == 0;
-        let advice = if install { MADV_GUARD_INSTALL } else { MADV_GUARD_REMOVE };
         let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let (advice, name) = match self.rand(4) {
+            0 => (MADV_GUARD_INSTALL, "GUARD_INSTALL"),
+            1 => (MADV_GUARD_REMOVE, "GUARD_REMOVE"),
+            2 => (MADV_FREE, "FREE"),
+            _ => {
+                let r = self.operate(slot, 0, WINDOW_PAGES, |mem| mem.reclaim_lazily_freed());
+                self.reclaims += u64::from(r);
+                return format!("reclaim of the lazily freed pages, slot {slot}: {r}");
+            }
+        };
         let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, advice));
-        self.guard_ops += u64::from(r.is_ok());
-        format!(
-            "madvise({}) slot {slot} pages {page:#x}+{pages}: {r:?}",
-            if install { "GUARD_INSTALL" } else { "GUARD_REMOVE" }
-        )
+        self.guard_ops += u64::from(r.is_ok() && advice != MADV_FREE);
+        format!("madvise({name}) slot {slot} pages {page:#x}+{pages}: {r:?}")
     }
 
     fn mmap(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {

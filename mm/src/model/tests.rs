@@ -98,6 +98,7 @@ fn four_cpus_8bit_asids_range() {
 /// Guard regions in the tables: installs zap with a flush, removals and unmaps detach tables
 /// that held only markers (the flush then covers the markers' pages, so the walk caches that
 /// point at the table are invalidated before its frame goes back); faults find the markers.
+/// With them, `MADV_FREE` and the reclaim of what it freed (frames back after the flush).
 #[test]
 #[cfg_attr(
     any(feature = "granule-16k", feature = "granule-64k"),
@@ -109,6 +110,7 @@ fn four_cpus_with_guard_regions() {
     let r = run(cfg);
     assert_covered(&r);
     assert!(r.guard_ops > 0 && r.guard_faults > 0, "no guard installed or hit: {r:?}");
+    assert!(r.reclaims > 0, "no lazily freed page reclaimed: {r:?}");
 }
 
 /// Today's kernel decides the flush target before each operation (`aim_flushes`). If a sibling

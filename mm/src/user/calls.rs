@@ -114,6 +114,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         mut extents: Vec<Unmapped>,
         guards: &[(u64, u64)],
     ) -> Result<(), Errno> {
+        self.forget_free(m.from, m.from + m.len);
         let mut beyond = 0usize;
         let result = self.space.unmap(VirtAddr(m.from), m.len, |u| {
             if extents.len() < extents.capacity() {
@@ -242,6 +243,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if flags & MCL_CURRENT != 0 {
             // Linux ignores the errors of both steps (`apply_mlockall_flags`, `mm_populate`).
             let _ = self.vm.set_lock_all(lock);
+            self.forget_free(0, u64::MAX);
             let mut cursor = 0;
             loop {
                 let Some(v) = self.vm.mappings_in(cursor, u64::MAX).next() else { break };
@@ -263,13 +265,18 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// mapping.
     pub(super) fn lock_new(&mut self, start: u64, end: u64, lock: VmaFlags) {
         if start < end && self.vm.set_lock(start, end - start, lock).is_ok() {
+            self.forget_free(start, end);
             let _ = self.populate_locked(start, end);
         }
     }
 
     fn lock_and_populate(&mut self, addr: u64, len: u64, lock: VmaFlags) -> Result<(), Errno> {
         match self.vm.set_lock(addr, len, lock)? {
-            Some((start, end)) => self.populate_locked(start, end),
+            Some((start, end)) => {
+                // A locked page is never dropped.
+                self.forget_free(start, end);
+                self.populate_locked(start, end)
+            }
             None => Ok(()),
         }
     }

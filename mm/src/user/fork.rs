@@ -159,6 +159,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             debug_assert!(r.is_ok(), "write-protecting the parent failed: {r:?}");
         }
         self.shares = true;
+        // The pages are shared now: their frees are cancelled (Linux does not discard a
+        // lazily freed page mapped twice either), and the child has none.
+        self.lazy = super::lazy::PageRanges::new();
         Ok(child)
     }
 
@@ -211,6 +214,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             (0, 0)
         };
         if reuse_len != 0 {
+            // Written (or made writable with the page written): not free any more.
+            self.forget_free(reuse_va, reuse_va + reuse_len);
             self.space
                 .protect_with(VirtAddr(reuse_va), reuse_len, |a| a.with_permissions_of(attrs))
                 .map_err(|_| Fault::OutOfMemory)?;
@@ -236,6 +241,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             self.frames.free(new);
             return Err(Fault::OutOfMemory);
         }
+        self.cancel_free(page);
         self.cow_copies += 1;
         self.faults += 1;
         Ok(())

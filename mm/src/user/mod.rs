@@ -27,6 +27,7 @@
 mod calls;
 mod fork;
 pub mod guard;
+mod lazy;
 pub mod object;
 #[cfg(test)]
 mod tests;
@@ -202,6 +203,8 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     cow_reuses: u64,
     /// The object-backed ranges (memfd mappings).
     backings: object::Backings,
+    /// The pages `MADV_FREE` left for reclaim (`lazy`).
+    lazy: lazy::PageRanges,
 }
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> core::fmt::Debug
@@ -265,6 +268,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             cow_copies: 0,
             cow_reuses: 0,
             backings: object::Backings::new(),
+            lazy: lazy::PageRanges::new(),
         }
     }
 
@@ -336,12 +340,22 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// [`Fault::NoMapping`], [`Fault::Protection`], [`Fault::OutOfMemory`], [`Fault::Guard`] for
     /// a guard marker, [`Fault::Bus`] past the end of a memory object.
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
-        let vma = self.vm.find(addr).ok_or(Fault::NoMapping)?;
+        let vma = *self.vm.find(addr).ok_or(Fault::NoMapping)?;
         let prot = vma.prot;
         if !allows(prot, access) {
             return Err(Fault::Protection { prot });
         }
         let page = addr & !(PAGE_SIZE - 1);
+        match self.fault_page(page, access, vma) {
+            // Memory pressure: the lazily freed pages go, then one more try.
+            Err(Fault::OutOfMemory) if self.reclaim_lazily_freed() => self.fault(addr, access),
+            r => r,
+        }
+    }
+
+    /// [`fault`](Self::fault) at `page` of the area `vma`, whose protection allows `access`.
+    fn fault_page(&mut self, page: u64, access: Access, vma: crate::vm::Vma) -> Result<(), Fault> {
+        let prot = vma.prot;
         if let Some(leaf) = self.space.query(VirtAddr(page)) {
             if access == Access::Write && !leaf.attrs.access().writable() {
                 let shared = vma.flags.contains(VmaFlags::SHARED);
@@ -365,6 +379,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 let pages = size / PAGE_SIZE;
                 if let Some(first) = self.frames.alloc_zeroed_contiguous(pages) {
                     if first.0 % size == 0 && self.map_fresh(start, first, size, attrs, prot) {
+                        // Mapped writable: no longer free (a write would not fault).
+                        self.forget_free(start, start + size);
                         if size == crate::addr::BLOCK_2M {
                             self.fault_blocks += 1;
                         } else {
@@ -380,6 +396,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         let frame = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
         if self.map_fresh(page, frame, PAGE_SIZE, attrs, prot) {
+            self.cancel_free(page);
             Ok(())
         } else {
             // Nothing was mapped (out of table frames): the frame goes straight back.
@@ -463,6 +480,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if start >= end {
             return;
         }
+        self.forget_free(start, end);
         let frames = &mut self.frames;
         let held = &mut self.data_frames;
         let free = |u: Unmapped| {
@@ -487,6 +505,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if start >= end {
             return Ok(());
         }
+        // A page made writable here would not fault on its next write: no longer free.
+        self.forget_free(start, end);
         let mut attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
         if self.shares {
             // A page may be shared with a parent or child: it stays read-only, and the first
@@ -614,8 +634,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         protected.error.map_or(Ok(()), Err)
     }
 
-    /// `madvise(addr, len, advice)`: `MADV_DONTNEED` and `MADV_FREE` drop the pages (they read
-    /// zero next time); `MADV_WILLNEED` on anonymous memory does nothing, as on Linux (there is
+    /// `madvise(addr, len, advice)`: `MADV_DONTNEED` drops the pages (they read zero next time),
+    /// `MADV_FREE` leaves them for reclaim under memory pressure (`lazy`); `MADV_WILLNEED` on anonymous memory does nothing, as on Linux (there is
     /// no backing store to read ahead from); `MADV_POPULATE_READ`/`WRITE` fault the pages in and
     /// fail with `ENOMEM` when they cannot.
     ///
@@ -649,10 +669,15 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     fn madvise_unlocked(&mut self, addr: u64, len: u64, advice: u64) -> Result<(), Errno> {
         let advised = self.vm.madvise(addr, len, advice)?;
         match advised.action {
-            MadviseAction::Discard | MadviseAction::Free => {
+            MadviseAction::Discard => {
                 if let (Some(first), Some(last)) = (advised.ranges.first(), advised.ranges.last()) {
                     let (start, end) = (first.0, last.1);
                     self.discard_range(start, end);
+                }
+            }
+            MadviseAction::Free => {
+                for &(start, end) in &advised.ranges {
+                    self.free_lazily(start, end);
                 }
             }
             MadviseAction::Populate { write } => {

@@ -19,6 +19,7 @@ use crate::vm::prot::{PROT_READ, PROT_WRITE};
 mod calls;
 mod fork;
 mod guard;
+mod lazy;
 mod object;
 
 /// Table frames from the heap.

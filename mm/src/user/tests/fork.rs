@@ -23,6 +23,8 @@ pub(super) struct PoolState {
     /// `share` fails after this many more successes.
     share_budget: Option<u64>,
     contiguous: bool,
+    /// At most this many frames held at once (memory pressure).
+    pub(super) limit: Option<usize>,
 }
 
 /// Frames with reference counts, shared by every memory of a test.
@@ -32,6 +34,9 @@ pub(super) struct Pool(pub(super) Rc<RefCell<PoolState>>);
 impl UserFrames for Pool {
     fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
         let mut s = self.0.borrow_mut();
+        if s.limit.is_some_and(|l| s.refs.len() >= l) {
+            return None;
+        }
         let pa = 0x8000_0000 + s.next * PAGE_SIZE;
         s.next += 1;
         s.refs.insert(pa, 1);
