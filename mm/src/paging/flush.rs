@@ -277,7 +277,7 @@ impl PendingFlush {
     /// The range whose translations changed (the smallest range covering every changed leaf),
     /// or `None` if nothing changed. When tables were detached, the range also covers every
     /// walk-cache entry that pointed to them: a table is detached only when a leaf inside it was
-    /// removed, or a guard marker inside it cleared ([`cover`](Self::cover)), by the same
+    /// removed, or a guard marker inside it cleared (`cover`), by the same
     /// operation, so the non-leaf invalidation of any address in it drops the cached table
     /// entries of every level.
     pub fn range(&self) -> Option<FlushRange> {
