@@ -445,12 +445,26 @@ static void test_vfork_from_threads(void) {
 
 // ---- guard regions (this kernel; Linux 6.13) -------------------------------------------------------
 
+// The lines of /proc/self/maps (one per mapping), or -1.
+static int maps_lines(void) {
+    int fd = open("/proc/self/maps", O_RDONLY), lines = 0;
+    if (fd < 0) return -1;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    close(fd);
+    return lines;
+}
+
 static void test_guard_regions(void) {
     catch_faults();
     char *a = mmap(NULL, 8 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(a != MAP_FAILED, "mmap");
     memset(a, 'g', 8 * PAGE);
+    int mappings = maps_lines();
     CHECK(madvise(a + 2 * PAGE, 2 * PAGE, MADV_GUARD_INSTALL) == 0, "install: %s", strerror(errno));
+    CHECK(mappings > 0 && maps_lines() == mappings, "/proc/self/maps: %d lines, then %d", mappings, maps_lines());
     char c;
     int sig = probe_read(a + 2 * PAGE + 5, &c);
     // arm64 Linux reports the VM_FAULT_SIGSEGV of a guard marker as SEGV_MAPERR.
@@ -484,6 +498,19 @@ static void test_guard_regions(void) {
     munmap(a + 7 * PAGE, PAGE);
     char *b = mmap(a + 7 * PAGE, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     CHECK(b == a + 7 * PAGE && probe_read(b, &c) == 0 && c == 0, "munmap cleared the guard");
+    // mremap moves the guards with the entries; MREMAP_DONTUNMAP leaves the source without them
+    // (Linux's move_ptes moves the markers).
+    char *m = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    m[0] = 'm';
+    CHECK(madvise(m + PAGE, PAGE, MADV_GUARD_INSTALL) == 0, "install before mremap");
+    char *n = mremap(m, 4 * PAGE, 4 * PAGE, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+    CHECK(n != MAP_FAILED && n != m, "mremap(MREMAP_DONTUNMAP): %s", strerror(errno));
+    CHECK(probe_read(n + PAGE, &c) == SIGSEGV, "the guard moved");
+    CHECK(probe_read(n, &c) == 0 && c == 'm', "the data moved");
+    CHECK(probe_read(m + PAGE, &c) == 0 && c == 0, "the source is left without the guard");
+    munmap(m, 4 * PAGE);
+    munmap(n, 4 * PAGE);
     // Errors: unaligned EINVAL, a locked area EINVAL, unmapped ENOMEM.
     CHECK(madvise(a + 1, PAGE, MADV_GUARD_INSTALL) == -1 && errno == EINVAL, "unaligned: %d", errno);
     CHECK(mlock(a, PAGE) == 0, "mlock");
