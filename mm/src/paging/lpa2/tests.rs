@@ -221,10 +221,10 @@ mod build {
             (base, (0b11 << 50) | 0x40_0000, 16 * PAGE_SIZE, 3),
             (base + 64 * PAGE_SIZE, (0b01 << 50) | 0x4000_0000, PAGE_SIZE, 3),
             // Two level-2 blocks.
-            (base + 4 * BLOCK_2M, (0b10 << 50) | 6 * BLOCK_2M, 2 * BLOCK_2M, 2),
+            (base + 4 * BLOCK_2M, (0b10 << 50) | (6 * BLOCK_2M), 2 * BLOCK_2M, 2),
         ];
         if let Some(size) = level1 {
-            cases.push((base + 16 * size, (0b11 << 50) | 5 * size, size, 1));
+            cases.push((base + 16 * size, (0b11 << 50) | (5 * size), size, 1));
         }
         for &(va, pa, size, _) in &cases {
             pt.map(VirtAddr(va), PhysAddr(pa), size, Attributes::kernel_data(), Constraints::default())
@@ -272,7 +272,7 @@ mod build {
         };
         let mut mapped = Vec::new();
         while mapped.len() < 300 {
-            let va = VaRange::Upper.base().0 + (next() % space & !(PAGE_SIZE - 1));
+            let va = VaRange::Upper.base().0 + ((next() % space) & !(PAGE_SIZE - 1));
             let pa = next() & ((1 << 52) - 1) & !(PAGE_SIZE - 1);
             let a = if next() & 1 == 0 { Attributes::kernel_data() } else { Attributes::device() };
             if pt.map(VirtAddr(va), PhysAddr(pa), PAGE_SIZE, a, Constraints::default()).is_ok() {
