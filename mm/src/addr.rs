@@ -15,8 +15,14 @@ pub const BLOCK_2M: u64 = Format::BUILD.block_size(2).unwrap();
 /// The span of a level-1 entry: 1 GiB with the 4 KiB granule (the name), where it may be a
 /// block; 64 GiB with 16 KiB and 4 TiB with 64 KiB, where it is never a block (48-bit addresses).
 pub const BLOCK_1G: u64 = Format::BUILD.entry_span(1);
-/// Number of virtual-address bits translated by one TTBR (48: 4 levels of 9 bits + 12).
-pub const VA_BITS: u32 = Format::BUILD.va_bits();
+/// Number of virtual-address bits one translation tree ([`crate::paging::PageTable`]) covers:
+/// 48 (4 levels of 9 bits + 12). With the `lpa2` feature, 52 with 16 KiB pages (the level-0
+/// root grows to 32 entries) and still 48 with 4 KiB pages, where a 52-bit TTBR has a level −1
+/// table of 16 such trees ([`crate::paging::lpa2`]).
+pub const VA_BITS: u32 = if Format::BUILD.start_level() < 0 { 48 } else { Format::BUILD.va_bits() };
+/// Bits of user virtual address (`TASK_SIZE` = `2^USER_VA_BITS`): 48 in every build. As on
+/// Linux, a 52-bit build keeps user space below 2^48 (Linux's `DEFAULT_MAP_WINDOW`).
+pub const USER_VA_BITS: u32 = 48;
 /// Number of physical-address bits a descriptor can hold without FEAT_LPA/LPA2.
 pub const PA_BITS: u32 = Format::BUILD.pa_bits();
 

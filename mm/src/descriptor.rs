@@ -1,6 +1,9 @@
-//! Stage-1 translation-table descriptors (VMSAv8-64): the build's 4 KiB granule with 48-bit
-//! addresses, and through the `*_in` constructors and accessors every [`Format`] (16 and 64 KiB
-//! granules, 52-bit addresses).
+//! Stage-1 translation-table descriptors (VMSAv8-64): the build's format ([`Format::BUILD`]:
+//! the 4 KiB granule with 48-bit addresses unless the features choose another), and through the
+//! `*_in` constructors and accessors every [`Format`] (16 and 64 KiB granules, 52-bit
+//! addresses). In an `lpa2` build the plain constructors write the LPA2 layout (`OA[51:50]` in
+//! bits `[9:8]`, no SH field) and [`Descriptor::attributes`] gives back the shareability of the
+//! memory type, which is all this crate ever writes there.
 //!
 //! Why it is built this way: a descriptor is a plain `u64` newtype, and the attributes of a leaf
 //! are a second newtype holding only the attribute bits. Everything here is `const` and free of
@@ -95,6 +98,15 @@ pub const CONTIGUOUS_ENTRIES: usize = match Format::BUILD.granule.contiguous_ent
 /// Whether the build's level-1 entries may be blocks (1 GiB with 4 KiB pages; the 16 and 64 KiB
 /// granules have none with 48-bit addresses, so a block encoding there is reserved).
 const LEVEL1_BLOCKS: bool = Format::BUILD.block_size(1).is_some();
+/// Whether level-0 entries may be blocks (512 GiB, only with 4 KiB pages and `DS`).
+const LEVEL0_BLOCKS: bool = Format::BUILD.block_size(0).is_some();
+/// The build's format, for the plain constructors (they fold to the 48-bit masks without `DS`).
+const BUILD: Format = Format::BUILD;
+
+/// log2 of the span of an entry at `level` in the build's format.
+const fn level_shift(level: u32) -> u32 {
+    BUILD.granule.level_shift(level as i32)
+}
 
 /// Memory type of a mapping, i.e. its `AttrIndx` into [`MAIR_EL1_VALUE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -421,7 +433,7 @@ impl Descriptor {
     /// are dropped). The hierarchical attributes (APTable, XNTable) are left clear.
     #[inline]
     pub const fn table(table: PhysAddr) -> Self {
-        Self((table.0 & OUTPUT_ADDRESS_MASK) | TYPE_TABLE_OR_PAGE | VALID)
+        Self(BUILD.encode_oa(table.0, BUILD.granule.shift()) | TYPE_TABLE_OR_PAGE | VALID)
     }
 
     /// A leaf at `level`: a block at levels 1 and 2, a page at level 3, mapping `pa` (aligned to
@@ -435,9 +447,8 @@ impl Descriptor {
     pub const fn leaf(level: u32, pa: PhysAddr, attrs: Attributes, contiguous: bool) -> Self {
         debug_assert!(level >= 1 && level <= 3);
         let ty = if level == 3 { TYPE_TABLE_OR_PAGE | VALID } else { VALID };
-        let mask = OUTPUT_ADDRESS_MASK & !(level_size(level) - 1);
         let cont = if contiguous { CONTIGUOUS } else { 0 };
-        Self((pa.0 & mask) | attrs.0 | cont | ty)
+        Self(BUILD.encode_oa(pa.0, level_shift(level)) | attributes_bits_in(BUILD, attrs) | cont | ty)
     }
 
     /// A level-2 block (2 MiB with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB with 64 KiB) mapping `pa` (lower bits dropped) with `attrs`, without
@@ -447,7 +458,7 @@ impl Descriptor {
     /// formatted through pointers that hold link addresses).
     #[inline]
     pub const fn block_2m(pa: PhysAddr, attrs: Attributes) -> Self {
-        Self((pa.0 & OUTPUT_ADDRESS_MASK & !(level_size(2) - 1)) | attrs.0 | VALID)
+        Self(BUILD.encode_oa(pa.0, level_shift(2)) | attributes_bits_in(BUILD, attrs) | VALID)
     }
 
     /// Whether bit 0 (valid) is set.
@@ -463,7 +474,7 @@ impl Descriptor {
             DescriptorKind::Invalid
         } else if self.0 & TYPE_TABLE_OR_PAGE != 0 {
             if level == 3 { DescriptorKind::Page } else { DescriptorKind::Table }
-        } else if (level == 1 && LEVEL1_BLOCKS) || level == 2 {
+        } else if (level == 1 && LEVEL1_BLOCKS) || level == 2 || (level == 0 && LEVEL0_BLOCKS) {
             DescriptorKind::Block
         } else {
             DescriptorKind::Reserved
@@ -485,12 +496,16 @@ impl Descriptor {
     /// table of a table descriptor.
     #[inline]
     pub const fn output_address(self) -> PhysAddr {
-        PhysAddr(self.0 & OUTPUT_ADDRESS_MASK)
+        PhysAddr(BUILD.decode_oa(self.0, BUILD.granule.shift()))
     }
 
     /// The leaf attributes (meaningless for a table or invalid descriptor).
     pub const fn attributes(self) -> Attributes {
-        Attributes::from_descriptor_bits(self.0)
+        let attrs = Attributes::from_descriptor_bits(self.0);
+        // With `DS` bits [9:8] are address bits, and shareability comes from `TCR_EL1`; the
+        // crate's attributes always carry the shareability of their memory type, so it is put
+        // back, and the attributes read equal those written.
+        if BUILD.ds() { attrs.with_memory_type(attrs.memory_type()) } else { attrs }
     }
 
     /// Whether the contiguous hint (bit 52) is set.
@@ -505,7 +520,7 @@ impl Descriptor {
 
     /// The same leaf with other attributes (output address, type and contiguous hint kept).
     pub const fn with_attributes(self, attrs: Attributes) -> Self {
-        Self((self.0 & !ATTRIBUTE_MASK) | attrs.0)
+        self.with_attributes_in(BUILD, attrs)
     }
 }
 

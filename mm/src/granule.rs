@@ -171,13 +171,20 @@ impl Format {
         [Format::K4, Format::K4_LPA2, Format::K16, Format::K16_LPA2, Format::K64, Format::K64_52];
     /// The format this build of the crate uses for its tables and its TLB plans: chosen per
     /// build by the cargo features `granule-16k` and `granule-64k` (48-bit addresses), the
-    /// 4 KiB granule otherwise. A constant rather than a type parameter, so that every table walk
+    /// 4 KiB granule otherwise; `lpa2` adds FEAT_LPA2 (52 bits, `DS`) to the 4 KiB or 16 KiB
+    /// granule (see [`crate::paging::lpa2`] for why this is a build choice). A constant rather than a type parameter, so that every table walk
     /// folds to the granule's numbers (shifts, masks, loop bounds) as the 4 KiB code always did.
-    #[cfg(not(any(feature = "granule-16k", feature = "granule-64k")))]
+    #[cfg(not(any(feature = "granule-16k", feature = "granule-64k", feature = "lpa2")))]
     pub const BUILD: Format = Format::K4;
+    /// The format this build of the crate uses (the `lpa2` feature: 4 KiB pages, `DS`).
+    #[cfg(all(feature = "lpa2", not(any(feature = "granule-16k", feature = "granule-64k"))))]
+    pub const BUILD: Format = Format::K4_LPA2;
     /// The format this build of the crate uses (the `granule-16k` feature).
-    #[cfg(all(feature = "granule-16k", not(feature = "granule-64k")))]
+    #[cfg(all(feature = "granule-16k", not(feature = "granule-64k"), not(feature = "lpa2")))]
     pub const BUILD: Format = Format::K16;
+    /// The format this build of the crate uses (the `granule-16k` and `lpa2` features).
+    #[cfg(all(feature = "granule-16k", not(feature = "granule-64k"), feature = "lpa2"))]
+    pub const BUILD: Format = Format::K16_LPA2;
     /// The format this build of the crate uses (the `granule-64k` feature).
     #[cfg(feature = "granule-64k")]
     pub const BUILD: Format = Format::K64;

@@ -26,6 +26,8 @@
 
 #[cfg(all(feature = "granule-16k", feature = "granule-64k"))]
 compile_error!("the features granule-16k and granule-64k choose one granule: enable at most one");
+#[cfg(all(feature = "lpa2", feature = "granule-64k"))]
+compile_error!("the feature lpa2 is FEAT_LPA2, for the 4 KiB and 16 KiB granules; not with granule-64k");
 
 extern crate alloc;
 #[cfg(test)]

@@ -26,6 +26,8 @@ use core::cell::UnsafeCell;
 
 use mm::addr::PhysAddr;
 use mm::descriptor::{Attributes, Descriptor, MAIR_EL1_VALUE as MM_MAIR};
+#[cfg(feature = "lpa2")]
+use mm::paging::lpa2;
 
 /// Link address of the Image's first byte; must equal `KIMAGE_VADDR` in `linker.ld` (checked at
 /// boot by `memory::layout::check_link_address`).
@@ -49,7 +51,8 @@ pub const SCTLR_EL1_MMU_ON: u64 = SCTLR_EL1_MMU_OFF | (1 << 0) | (1 << 2) | (1 <
 
 /// TCR_EL1 without IPS and AS (filled in from ID_AA64MMFR0_EL1 by the entry code): 48-bit VAs in
 /// both halves (T0SZ = T1SZ = 16), 4 KiB granules, walks inner-shareable write-back cacheable.
-pub const TCR_EL1_BASE: u64 = 16 // T0SZ
+/// The `lpa2` build adds [`LPA2_TCR`].
+pub const TCR_EL1_BASE: u64 = (16 // T0SZ
     | (0b01 << 8) // IRGN0 write-back write-allocate
     | (0b01 << 10) // ORGN0
     | (0b11 << 12) // SH0 inner shareable
@@ -58,7 +61,21 @@ pub const TCR_EL1_BASE: u64 = 16 // T0SZ
     | (0b01 << 24) // IRGN1
     | (0b01 << 26) // ORGN1
     | (0b11 << 28) // SH1
-    | (0b10 << 30); // TG1 4 KiB
+    | (0b10 << 30)) // TG1 4 KiB
+    ^ LPA2_TCR;
+
+/// What FEAT_LPA2 changes in TCR_EL1 (`mm::paging::lpa2`): `DS`, a 52-bit kernel half (T1SZ 12
+/// instead of 16) and the user half's T0SZ (16 with 4 KiB pages, 12 with 16 KiB). Applied with
+/// `^` to the 48-bit value, whose T0SZ and T1SZ are 16.
+#[cfg(feature = "lpa2")]
+const LPA2_TCR: u64 = lpa2::TCR_DS | ((16 ^ lpa2::T1SZ_52) << 16) | (16 ^ lpa2::T0SZ);
+/// Nothing without the `lpa2` feature.
+#[cfg(not(feature = "lpa2"))]
+const LPA2_TCR: u64 = 0;
+
+/// The largest `TCR_EL1.IPS` the entry code programs (it takes PARange, capped here): 48 bits
+/// (0b101), 52 bits (0b110) in the `lpa2` build, whose descriptors can hold them.
+pub const TCR_IPS_MAX: u64 = if cfg!(feature = "lpa2") { 0b110 } else { 0b101 };
 
 /// Pages in the early arena: TTBR0 needs up to 1 + 2 + 2, TTBR1 1 + 1 + 1; a few spare.
 const ARENA_PAGES: usize = 10;
@@ -157,6 +174,14 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
         early_say(b"kernel: loaded at an address that is not 2 MiB aligned; the arm64 boot protocol requires it\r\n");
         return EarlyRoots { ttbr0: 0, ttbr1: 0 };
     }
+    #[cfg(feature = "lpa2")]
+    if !lpa2::cpu_supports_lpa2(mm::granule::Format::BUILD, {
+        use aarch64_cpu::registers::Readable;
+        aarch64_cpu::registers::ID_AA64MMFR0_EL1.get()
+    }) {
+        early_say(b"kernel: built for FEAT_LPA2 (52-bit addresses), which this CPU's ID_AA64MMFR0_EL1 does not report for the kernel's granule; boot a build without the lpa2 feature\r\n");
+        return EarlyRoots { ttbr0: 0, ttbr1: 0 };
+    }
     let mut arena = Bump { base: EARLY_TABLES.0.get().cast(), used: 0 };
     let (Some(root0), Some(root1)) = (arena.take(), arena.take()) else {
         return EarlyRoots { ttbr0: 0, ttbr1: 0 };
@@ -180,6 +205,17 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
     if !ok {
         early_say(b"kernel: the early page-table arena is too small for this image\r\n");
         return EarlyRoots { ttbr0: 0, ttbr1: 0 };
+    }
+    #[cfg(feature = "lpa2")]
+    if lpa2::LEVEL_MINUS_ONE {
+        // A 52-bit kernel half with 4 KiB pages walks from a level -1 table; its last entry is
+        // the tree built above (the upper 2^48 bytes, where the kernel lives).
+        let Some(top) = arena.take() else { return EarlyRoots { ttbr0: 0, ttbr1: 0 } };
+        let index = lpa2::level_minus_one_index(mm::addr::VirtAddr(KIMAGE_VADDR)) as u64;
+        // SAFETY: `top` is an arena page and index < 16; the table address is an arena page, so
+        // `Descriptor::table` encodes it (no panic path, unlike the `Option` of the LPA2 helper).
+        unsafe { entry(top, index).write_volatile(Descriptor::table(PhysAddr(root1 as u64)).bits()) };
+        return EarlyRoots { ttbr0: root0 as u64, ttbr1: top as u64 };
     }
     EarlyRoots { ttbr0: root0 as u64, ttbr1: root1 as u64 }
 }

@@ -15,7 +15,7 @@
 
 use core::arch::global_asm;
 
-use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON, TCR_EL1_BASE};
+use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON, TCR_EL1_BASE, TCR_IPS_MAX};
 
 /// Image flags: bit 0 = 0 (little-endian), bits 1-2 = 1 (4 KiB pages), bit 3 = 1 (the Image may be
 /// placed anywhere in physical memory, on a 2 MiB boundary).
@@ -302,14 +302,15 @@ el1_entry:
     b.lo    4b
     dsb     sy
 
-    // MAIR, TCR (IPS from PARange capped at 48 bits, 16-bit ASIDs where implemented), TTBRs.
+    // MAIR, TCR (IPS from PARange capped at 48 bits, 52 with LPA2; 16-bit ASIDs where
+    // implemented), TTBRs.
     ldr     x0, ={mair}
     msr     mair_el1, x0
     ldr     x0, ={tcr}
     mrs     x1, id_aa64mmfr0_el1
     and     x2, x1, #0xf
-    cmp     x2, #5
-    mov     x3, #5
+    cmp     x2, #{ips_max}
+    mov     x3, #{ips_max}
     csel    x2, x2, x3, ls
     bfi     x0, x2, #32, #3
     ubfx    x2, x1, #4, #4
@@ -437,6 +438,7 @@ secondary_high:
     sctlr_on = const SCTLR_EL1_MMU_ON,
     mair = const MAIR_EL1_VALUE,
     tcr = const TCR_EL1_BASE,
+    ips_max = const TCR_IPS_MAX,
     affinity = const crate::smp::MPIDR_AFFINITY,
     max_cpus = const crate::smp::MAX_CPUS,
     slot_size = const crate::smp::SLOT_SIZE,

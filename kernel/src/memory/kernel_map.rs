@@ -258,12 +258,36 @@ pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
     // SAFETY: the new table maps the Image by section at its link address, including the running
     // code (text) and both stacks; the early identity map is still live in TTBR0; EMPTY_TABLE is
     // a zeroed, page-aligned table and `image_offset` is the Image's VA − PA.
-    unsafe { crate::arch::mmu::switch_kernel_tables(pt.root_pa().0, empty_pa, image_offset) };
+    unsafe { crate::arch::mmu::switch_kernel_tables(ttbr1_root(&mut pt)?, empty_pa, image_offset) };
     let arena_pages = pt.translation().arena_used;
     // Live from here on (the switch flushed everything the early map left in the TLB).
     let features = tlb::features();
     *KERNEL_SPACE.lock() = Some(kernel_space(pt, TlbIssuer::new(Aarch64Tlb, features.errata), features));
     Ok(Mapped { console_va, arena_pages })
+}
+
+/// The table TTBR1 points at for the tree `pt`: its root, or with 4 KiB pages and FEAT_LPA2 a
+/// level -1 table (a permanent arena page) whose last entry is that root (`mm::paging::lpa2`).
+fn ttbr1_root(pt: &mut PageTable<KernelTranslation>) -> Result<u64, MapError> {
+    #[cfg(feature = "lpa2")]
+    if mm::paging::lpa2::LEVEL_MINUS_ONE {
+        use mm::paging::lpa2;
+        let top = pt.translation_mut().allocate_table().ok_or(MapError::OutOfMemory)?;
+        let entry = lpa2::level_minus_one_entry(pt.root_pa()).ok_or(MapError::OutOfMemory)?;
+        let table = pt.translation().table_ptr(top).cast::<u64>().as_ptr();
+        for i in 0..lpa2::LEVEL_MINUS_ONE_ENTRIES {
+            // SAFETY: `top` is a fresh arena page, reachable at `table` and used by nothing else.
+            unsafe { table.add(i).write_volatile(0) };
+        }
+        let index = lpa2::level_minus_one_index(VaRange::Upper.base());
+        // SAFETY: as above; index < 16.
+        unsafe { table.add(index).write_volatile(entry.bits()) };
+        // The table reaches memory's view before TTBR1 names it (the switch's TLBI and ISB do
+        // not order stores).
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+        return Ok(top.0);
+    }
+    Ok(pt.root_pa().0)
 }
 
 /// From now on, new kernel table pages come from the frame allocator.

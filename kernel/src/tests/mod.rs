@@ -4,6 +4,8 @@ mod fiq;
 mod irq;
 mod kernel_map;
 mod limits;
+#[cfg(feature = "lpa2")]
+mod lpa2;
 mod memory;
 mod promotion;
 mod shootdown;

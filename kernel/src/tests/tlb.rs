@@ -67,13 +67,13 @@ fn read(va: u64) -> u64 {
 
 /// Where a test's table lives: the kernel's own (TTBR1, global entries) or a private TTBR0 table
 /// with an ASID (non-global entries).
-enum Space {
+pub(super) enum Space {
     Kernel,
     User(PageTable<FrameTranslation>),
 }
 
 impl Space {
-    fn user() -> Result<Self, String> {
+    pub(super) fn user() -> Result<Self, String> {
         let pt = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| alloc::format!("{e:?}"))?;
         // Install it in TTBR0 with the test ASID; EL1 reaches it because the pages are EL1-only
         // (PAN only guards EL0-accessible pages).
@@ -189,7 +189,7 @@ static FIRST_PAGE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicU
 /// QEMU's software TLB may evict the entry before the remap (it is a small direct-mapped cache,
 /// resized with use): then the scenario cannot show anything and is run again, up to five times,
 /// each time on other pages of the region.
-fn scenario(
+pub(super) fn scenario(
     make: impl Fn() -> Result<Space, String>,
     n: usize,
     covered: usize,
@@ -278,7 +278,7 @@ fn scenario_once(
     result
 }
 
-fn range_request(space: &Space, pages: usize, leaf_only: bool) -> TlbRequest {
+pub(super) fn range_request(space: &Space, pages: usize, leaf_only: bool) -> TlbRequest {
     let start = VirtAddr(space.va(0));
     TlbRequest::new(start, VirtAddr(space.va(pages)), space.scope()).with_leaf_only(leaf_only)
 }

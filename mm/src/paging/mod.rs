@@ -1,5 +1,6 @@
 //! Stage-1 translation tables: the build's granule ([`Format::BUILD`]: 4 KiB, or 16 KiB or
-//! 64 KiB with the `granule-16k`/`granule-64k` features), 48-bit VA, one TTBR.
+//! 64 KiB with the `granule-16k`/`granule-64k` features), 48-bit VA, one TTBR (52-bit with the
+//! `lpa2` feature: see [`lpa2`] for the level −1 table of 4 KiB pages).
 //!
 //! | granule | levels | entries a table | blocks | contiguous runs (L3, L2) | last-table region |
 //! |---------|--------|-----------------|--------|--------------------------|-------------------|
@@ -109,6 +110,7 @@ mod engine;
 mod flush;
 mod guard;
 mod listing;
+pub mod lpa2;
 mod map;
 mod modify;
 #[cfg(test)]
@@ -144,10 +146,14 @@ const fn index_of(off: u64, level: u32) -> usize {
 /// Number of descriptors in one table: 512, 2048 or 8192 (one page of 8-byte descriptors).
 pub const ENTRIES_PER_TABLE: usize = FORMAT.granule.entries();
 
-/// Size of the part of the address space one TTBR translates (2^48 bytes).
+/// Size of the part of the address space one tree translates ([`VA_BITS`]: 2^48 bytes, or
+/// 2^52 with 16 KiB pages and LPA2).
 const SPACE_SIZE: u64 = 1 << VA_BITS;
-/// The level of the root table: 0 with 4 KiB and 16 KiB pages, 1 with 64 KiB.
-pub(crate) const ROOT_LEVEL: u32 = FORMAT.start_level() as u32;
+/// The level of the root table: 0 with 4 KiB and 16 KiB pages, 1 with 64 KiB. With 4 KiB pages
+/// and LPA2 the walk starts at level −1, whose table [`lpa2`] builds above the level-0 roots.
+pub(crate) const ROOT_LEVEL: u32 = if FORMAT.start_level() < 0 { 0 } else { FORMAT.start_level() as u32 };
+const _: () =
+    assert!(SPACE_SIZE == FORMAT.entry_span(ROOT_LEVEL as i32) * FORMAT.entries(ROOT_LEVEL as i32) as u64);
 /// Whether level-1 entries may be blocks (1 GiB with 4 KiB pages; none with 16 or 64 KiB and
 /// 48-bit addresses).
 const LEVEL1_BLOCKS: bool = FORMAT.block_size(1).is_some();
@@ -185,7 +191,7 @@ const _: () = assert!(core::mem::align_of::<AlignedTable>() as u64 == PAGE_SIZE)
 ///
 /// Implementors guarantee that, for every `pa` returned by [`allocate_table`] and not yet passed
 /// to [`deallocate_table`]:
-/// - `pa` is aligned to the page size ([`PAGE_SIZE`]), below 2^48, and the frame is not used by
+/// - `pa` is aligned to the page size ([`PAGE_SIZE`]), below 2^[`PA_BITS`](crate::addr::PA_BITS) (2^48, 2^52 with LPA2), and the frame is not used by
 ///   anything else;
 /// - [`table_ptr`]`(pa)` returns a pointer, aligned to 8 bytes, valid for reads and writes of
 ///   [`PAGE_SIZE`] bytes for as long as the frame stays allocated, and not covered by any Rust reference

@@ -112,7 +112,7 @@ impl Layout {
     /// Linux's arm64 shape for 48-bit VAs, without randomisation: `mmap_base` 128 MiB under the
     /// top (Linux's minimum stack gap), the heap at `start_brk`.
     pub const fn linux(start_brk: u64) -> Layout {
-        let task_size = 1 << crate::addr::VA_BITS;
+        let task_size = 1 << crate::addr::USER_VA_BITS;
         Layout {
             mmap_min_addr: 65536,
             task_size,

@@ -73,7 +73,7 @@ pub fn translate(va: u64, write: bool) -> Result<u64, u64> {
                  options(nostack));
         }
     }
-    if par & 1 == 0 { Ok((par & 0x0000_ffff_ffff_f000) | (va & 0xfff)) } else { Err(par) }
+    if par & 1 == 0 { Ok((par & 0x000f_ffff_ffff_f000) | (va & 0xfff)) } else { Err(par) }
 }
 
 /// The fault status code in a failed PAR_EL1 (same encoding as DFSC).
