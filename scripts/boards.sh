@@ -116,8 +116,8 @@ build_board_image() {
     if [ "$kind" = test ]; then features="$features,test-image"; suffix="-test"; fi
     cd "$ROOT"
     mkdir -p "$IMAGES"
-    [ -f "$IMAGES/userland.elf" ] || cargo build -q --release -p userland --target "$TARGET"
-    [ -f "$IMAGES/userland.elf" ] || cp "$ROOT/target/$TARGET/release/userland" "$IMAGES/userland.elf"
+    [ -f "$IMAGES/userland.elf" ] || cargo build -q --release -p userland --target "$USER_TARGET"
+    [ -f "$IMAGES/userland.elf" ] || cp "$ROOT/target/$USER_TARGET/release/userland" "$IMAGES/userland.elf"
     export USERLAND_ELF="$IMAGES/userland.elf"
     say "build: kernel for $board${suffix:+ (test image)}"
     cargo build -q --release -p kernel --target "$TARGET" --no-default-features --features "$features"

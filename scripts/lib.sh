@@ -1,15 +1,19 @@
 # Shared by scripts/run, scripts/test and scripts/bench. Source it; do not run it.
 #
 # Everything a fresh Debian 12 machine lacks is installed here, and said out loud:
-# - the Rust toolchain pinned by rust-toolchain.toml, its aarch64-unknown-none target and
-#   llvm-tools (rustup installs them on first use of the pinned channel);
+# - the Rust toolchain pinned by rust-toolchain.toml, its two arm64 targets and llvm-tools
+#   (rustup installs them on first use of the pinned channel): the kernel is built for
+#   aarch64-unknown-none-softfloat (it never touches the FP/SIMD registers, which stay the
+#   program's while the kernel runs, as Linux's -mgeneral-regs-only), the EL0 demo for
+#   aarch64-unknown-none;
 # - QEMU (qemu-system-arm, Debian's package) when running as root; otherwise a clear message.
 
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 IMAGES="$ROOT/target/images"
-TARGET=aarch64-unknown-none
+TARGET=aarch64-unknown-none-softfloat
+USER_TARGET=aarch64-unknown-none
 
 say() { printf '%s\n' "$*" >&2; }
 die() { say "error: $*"; exit 2; }
@@ -23,10 +27,13 @@ ensure_rust() {
         say "setup: installing Rust $channel (pinned in rust-toolchain.toml)"
         rustup toolchain install "$channel" --profile minimal >&2
     fi
-    if ! rustup target list --toolchain "$channel" --installed | grep -qx "$TARGET"; then
-        say "setup: adding the Rust target $TARGET"
-        rustup target add --toolchain "$channel" "$TARGET" >&2
-    fi
+    local target
+    for target in "$TARGET" "$USER_TARGET"; do
+        if ! rustup target list --toolchain "$channel" --installed | grep -qx "$target"; then
+            say "setup: adding the Rust target $target"
+            rustup target add --toolchain "$channel" "$target" >&2
+        fi
+    done
     local comp
     for comp in rustfmt clippy llvm-tools; do
         if ! rustup component list --toolchain "$channel" --installed | grep -q "^$comp"; then
@@ -105,8 +112,8 @@ build_images() {
     mkdir -p "$IMAGES"
     local out="$ROOT/target/$TARGET/release/kernel"
     say "build: userland"
-    cargo build -q --release -p userland --target "$TARGET"
-    cp "$ROOT/target/$TARGET/release/userland" "$IMAGES/userland.elf"
+    cargo build -q --release -p userland --target "$USER_TARGET"
+    cp "$ROOT/target/$USER_TARGET/release/userland" "$IMAGES/userland.elf"
     # The kernel embeds the user program as its built-in demo (kernel/build.rs).
     export USERLAND_ELF="$IMAGES/userland.elf"
     say "build: kernel"

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdio_ext.h>
@@ -422,6 +423,171 @@ static void test_identity(void) {
     CHECK(uname(&u) == 0 && strcmp(u.sysname, "Linux") == 0 && strcmp(u.machine, "aarch64") == 0, "uname");
 }
 
+// ---- the FP/SIMD registers across the kernel ---------------------------------------------------
+
+// The program's FP/SIMD registers as one block: v0-v31, then FPCR and FPSR.
+struct fp_regs {
+    uint8_t v[32][16];
+    uint64_t fpcr, fpsr;
+};
+
+// Loads every FP/SIMD register and FPCR/FPSR from `in`, makes system call `nr` (x0-x2 = a0-a2),
+// then stores them all to `out`: nothing compiled runs between the load and the store.
+static long fp_syscall(const struct fp_regs *in, struct fp_regs *out, long nr, long a0, long a1, long a2) {
+    register long x0 __asm__("x0") = a0;
+    register long x1 __asm__("x1") = a1;
+    register long x2 __asm__("x2") = a2;
+    register long x8 __asm__("x8") = nr;
+    __asm__ volatile(
+        "ldp q0, q1, [%[in], #0]\n"
+        "ldp q2, q3, [%[in], #32]\n"
+        "ldp q4, q5, [%[in], #64]\n"
+        "ldp q6, q7, [%[in], #96]\n"
+        "ldp q8, q9, [%[in], #128]\n"
+        "ldp q10, q11, [%[in], #160]\n"
+        "ldp q12, q13, [%[in], #192]\n"
+        "ldp q14, q15, [%[in], #224]\n"
+        "ldp q16, q17, [%[in], #256]\n"
+        "ldp q18, q19, [%[in], #288]\n"
+        "ldp q20, q21, [%[in], #320]\n"
+        "ldp q22, q23, [%[in], #352]\n"
+        "ldp q24, q25, [%[in], #384]\n"
+        "ldp q26, q27, [%[in], #416]\n"
+        "ldp q28, q29, [%[in], #448]\n"
+        "ldp q30, q31, [%[in], #480]\n"
+        "ldr x9, [%[in], #512]\n"
+        "msr fpcr, x9\n"
+        "ldr x9, [%[in], #520]\n"
+        "msr fpsr, x9\n"
+        "svc #0\n"
+        "stp q0, q1, [%[out], #0]\n"
+        "stp q2, q3, [%[out], #32]\n"
+        "stp q4, q5, [%[out], #64]\n"
+        "stp q6, q7, [%[out], #96]\n"
+        "stp q8, q9, [%[out], #128]\n"
+        "stp q10, q11, [%[out], #160]\n"
+        "stp q12, q13, [%[out], #192]\n"
+        "stp q14, q15, [%[out], #224]\n"
+        "stp q16, q17, [%[out], #256]\n"
+        "stp q18, q19, [%[out], #288]\n"
+        "stp q20, q21, [%[out], #320]\n"
+        "stp q22, q23, [%[out], #352]\n"
+        "stp q24, q25, [%[out], #384]\n"
+        "stp q26, q27, [%[out], #416]\n"
+        "stp q28, q29, [%[out], #448]\n"
+        "stp q30, q31, [%[out], #480]\n"
+        "mrs x9, fpcr\n"
+        "str x9, [%[out], #512]\n"
+        "mrs x9, fpsr\n"
+        "str x9, [%[out], #520]\n"
+        "msr fpcr, xzr\n"
+        "msr fpsr, xzr\n"
+        : "+r"(x0), "+r"(x1), "+r"(x2)
+        : [in] "r"(in), [out] "r"(out), "r"(x8)
+        : "x9", "memory", "v0","v1","v2","v3","v4","v5","v6","v7","v8","v9","v10","v11","v12","v13","v14","v15","v16","v17","v18","v19","v20","v21","v22","v23","v24","v25","v26","v27","v28","v29","v30","v31");
+    return x0;
+}
+
+static volatile int fp_handler_ran;
+
+// Changes every FP/SIMD register and FPCR: the interrupted code must get its own back.
+static void fp_scribbler(int sig) {
+    (void)sig;
+    __asm__ volatile(
+        "movi v0.16b, #0xee\n"
+        "movi v1.16b, #0xee\n"
+        "movi v2.16b, #0xee\n"
+        "movi v3.16b, #0xee\n"
+        "movi v4.16b, #0xee\n"
+        "movi v5.16b, #0xee\n"
+        "movi v6.16b, #0xee\n"
+        "movi v7.16b, #0xee\n"
+        "movi v8.16b, #0xee\n"
+        "movi v9.16b, #0xee\n"
+        "movi v10.16b, #0xee\n"
+        "movi v11.16b, #0xee\n"
+        "movi v12.16b, #0xee\n"
+        "movi v13.16b, #0xee\n"
+        "movi v14.16b, #0xee\n"
+        "movi v15.16b, #0xee\n"
+        "movi v16.16b, #0xee\n"
+        "movi v17.16b, #0xee\n"
+        "movi v18.16b, #0xee\n"
+        "movi v19.16b, #0xee\n"
+        "movi v20.16b, #0xee\n"
+        "movi v21.16b, #0xee\n"
+        "movi v22.16b, #0xee\n"
+        "movi v23.16b, #0xee\n"
+        "movi v24.16b, #0xee\n"
+        "movi v25.16b, #0xee\n"
+        "movi v26.16b, #0xee\n"
+        "movi v27.16b, #0xee\n"
+        "movi v28.16b, #0xee\n"
+        "movi v29.16b, #0xee\n"
+        "movi v30.16b, #0xee\n"
+        "movi v31.16b, #0xee\n"
+        "mov x9, #(3 << 22)\n"
+        "msr fpcr, x9\n" ::: "x9", "v0","v1","v2","v3","v4","v5","v6","v7","v8","v9","v10","v11","v12","v13","v14","v15","v16","v17","v18","v19","v20","v21","v22","v23","v24","v25","v26","v27","v28","v29","v30","v31");
+    fp_handler_ran = 1;
+}
+
+static volatile int fp_spinning;
+
+// Another thread on the same CPUs, with FP/SIMD values of its own, yielding all the time.
+static void *fp_spinner(void *arg) {
+    (void)arg;
+    struct fp_regs mine, seen;
+    memset(&mine, 0x5a, sizeof mine);
+    mine.fpcr = 1 << 24, mine.fpsr = 0;
+    while (fp_spinning) fp_syscall(&mine, &seen, SYS_sched_yield, 0, 0, 0);
+    return NULL;
+}
+
+static void test_fp_registers_survive_calls_signals_and_switches(void) {
+    struct fp_regs in, out;
+    for (int i = 0; i < 32; i++)
+        for (int j = 0; j < 16; j++) in.v[i][j] = (uint8_t)(i * 16 + j + 1);
+    in.fpcr = 1u << 22 | 1u << 24;  // round towards +infinity, flush to zero
+    in.fpsr = 1u << 27 | 1u << 0;   // QC and IOC, cumulative flags the kernel must keep
+    struct sigaction sa = {.sa_handler = fp_scribbler};
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
+    fp_spinning = 1;
+    pthread_t spinner;
+    CHECK(pthread_create(&spinner, NULL, fp_spinner, NULL) == 0, "pthread_create");
+    struct timespec ms = {0, 2000000};
+    struct {
+        const char *what;
+        long nr, a0, a1, a2;
+    } calls[] = {
+        {"getpid", SYS_getpid, 0, 0, 0},
+        {"sched_yield", SYS_sched_yield, 0, 0, 0},
+        {"nanosleep 2 ms", SYS_nanosleep, (long)&ms, 0, 0},
+        {"kill (a handler that changes them runs)", SYS_tgkill, getpid(), gettid(), SIGUSR1},
+        {"an unknown call", 4000, 0, 0, 0},
+    };
+    for (unsigned c = 0; c < sizeof calls / sizeof calls[0]; c++)
+        for (int round = 0; round < 20; round++) {
+            memset(&out, 0, sizeof out);
+            fp_handler_ran = 0;
+            fp_syscall(&in, &out, calls[c].nr, calls[c].a0, calls[c].a1, calls[c].a2);
+            int differ = -1;
+            for (int i = 0; i < 32 && differ < 0; i++)
+                if (memcmp(in.v[i], out.v[i], 16) != 0) differ = i;
+            if (differ >= 0 || out.fpcr != in.fpcr || out.fpsr != in.fpsr) fp_spinning = 0;
+            CHECK(differ < 0, "%s: v%d changed (byte 0: %#x, expected %#x)", calls[c].what, differ,
+                  out.v[differ < 0 ? 0 : differ][0], in.v[differ < 0 ? 0 : differ][0]);
+            CHECK(out.fpcr == in.fpcr, "%s: FPCR %#llx, expected %#llx", calls[c].what,
+                  (unsigned long long)out.fpcr, (unsigned long long)in.fpcr);
+            CHECK(out.fpsr == in.fpsr, "%s: FPSR %#llx, expected %#llx", calls[c].what,
+                  (unsigned long long)out.fpsr, (unsigned long long)in.fpsr);
+            CHECK(calls[c].nr != SYS_tgkill || fp_handler_ran, "the handler did not run");
+        }
+    fp_spinning = 0;
+    pthread_join(spinner, NULL);
+    signal(SIGUSR1, SIG_DFL);
+}
+
 static void test_arguments_and_environment(int argc, char **argv) {
     (void)argc;
     const char *slash = strrchr(argv[0], '/');
@@ -442,6 +608,7 @@ static const struct test_case tests[] = {
     {"futex_operations", test_futex_operations},
     {"sleeping_and_clocks", test_sleeping_and_clocks},
     {"identity", test_identity},
+    {"fp_registers_survive_calls_signals_and_switches", test_fp_registers_survive_calls_signals_and_switches},
 };
 
 int main(int argc, char **argv) {

@@ -257,7 +257,7 @@ el2_setup:
     DROP_TO_EL1 el1_entry
 
 el1_entry:
-    mov     x0, #(3 << 20)           // CPACR_EL1.FPEN: Rust code may use FP/SIMD registers
+    mov     x0, #(3 << 20)           // CPACR_EL1.FPEN: user programs use FP/SIMD (the kernel never)
     msr     cpacr_el1, x0
     ldr     x0, ={sctlr_off}         // a known SCTLR_EL1: MMU and caches off
     msr     sctlr_el1, x0
@@ -375,7 +375,7 @@ secondary_not_el2:
     cmp     x21, #1
     b.ne    secondary_park
 secondary_el1:
-    mov     x0, #(3 << 20)           // FP/SIMD at EL1
+    mov     x0, #(3 << 20)           // FP/SIMD untrapped (for EL0: the kernel is soft-float)
     msr     cpacr_el1, x0
     isb
     // Find this CPU's slot by MPIDR (PC-relative: we run at the physical address).

@@ -236,7 +236,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     frame.sp_el0 = regs.sp;
     frame.elr = regs.pc;
     frame.spsr = PSTATE_EL0;
-    // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it; the
+    // SAFETY: `frame` comes from the EL0 exception entry being handled (FpState::below's rule); the
     // exit path reloads the registers from there.
     unsafe { *FpState::below(frame) = FpState::ZERO };
     Action::Continue

@@ -477,7 +477,7 @@ fn current_slice() -> u64 {
 }
 
 fn save_context(cpu: usize, frame: &mut TrapFrame) {
-    // SAFETY: `frame` was built by the EL0 exception entry, which saved the FP state below it.
+    // SAFETY: `frame` was built by the EL0 exception entry being handled (FpState::below's rule).
     let fp = unsafe { *FpState::below(frame) };
     if let Some(thread) = CURRENT[cpu].lock().as_mut() {
         charge(cpu, thread);

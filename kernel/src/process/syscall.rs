@@ -634,7 +634,7 @@ impl CloneArgs {
             tid,
             process,
             regs,
-            // SAFETY: `frame` comes from the EL0 exception entry, which saved the FP state below it.
+            // SAFETY: `frame` comes from the EL0 exception entry being handled (FpState::below's rule).
             fp: unsafe { *FpState::below(frame) },
             tpidr: if self.flags & clone_flags::CLONE_SETTLS != 0 { self.tls } else { TPIDR_EL0.get() },
             clear_child_tid: if self.flags & clone_flags::CLONE_CHILD_CLEARTID != 0 { self.ctid } else { 0 },

@@ -37,16 +37,25 @@ pub struct TrapFrame {
     pub esr: u64,
     /// FAR_EL1.
     pub far: u64,
-    _pad: u64,
+    /// For an exception from EL0: whether the program's FP/SIMD registers were stored in the
+    /// [`FpState`] below this frame (then the exit path reloads them from there). 0 on entry.
+    fp_saved: u64,
 }
 
 const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
 
-/// Bytes of the FP/SIMD state saved below the frame on exceptions from EL0.
+/// Bytes of the room for the FP/SIMD state below the frame of an exception from EL0.
 pub const FP_STATE_SIZE: usize = 528;
 
-/// The FP/SIMD registers of a user program, saved on every exception from EL0 just below its
-/// [`TrapFrame`] (at `frame - FP_STATE_SIZE`).
+/// The FP/SIMD registers of a user program.
+///
+/// The kernel is built for a soft-float target, so it never touches these registers itself:
+/// while it handles an exception from EL0 they still hold the program's values. The entry
+/// code therefore saves nothing (as Linux, whose kernel is built with `-mgeneral-regs-only`
+/// and saves FP/SIMD state only when it must). The exception from EL0 leaves room for an
+/// `FpState` below its [`TrapFrame`]; [`FpState::below`] stores the registers there on the
+/// first use (a context switch, a signal frame, `clone`, `execve`), and the exit path reloads
+/// them only then. A system call or fault that needs none of this moves no FP/SIMD state.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct FpState {
@@ -60,18 +69,34 @@ pub struct FpState {
 
 const _: () = assert!(core::mem::size_of::<FpState>() == FP_STATE_SIZE);
 
+unsafe extern "C" {
+    fn fp_store(state: *mut FpState);
+}
+
 impl FpState {
     /// All registers zero, FPCR default (round to nearest, no traps).
     pub const ZERO: Self = Self { q: [0; 32], fpsr: 0, fpcr: 0 };
 
-    /// The state saved just below `frame` by the EL0 exception entry.
+    /// The program's FP/SIMD state for the exception from EL0 that built `frame`, in the room
+    /// below the frame: stored there from the live registers on the first call, so that what
+    /// the caller reads is the program's and what it writes goes back on return to EL0.
     ///
     /// # Safety
-    /// `frame` is the frame the vectors built for an exception from EL0 (kinds 8..15).
+    /// `frame` is the frame the vectors built for an exception from EL0 (kinds 8..15), of the
+    /// exception being handled now on this CPU (the registers are live only for that one).
     pub unsafe fn below(frame: &mut TrapFrame) -> &mut FpState {
-        // SAFETY: `exception_lower` stores an FpState immediately below the TrapFrame, and both
-        // live on the exception stack for the duration of the handler.
-        unsafe { &mut *(frame as *mut TrapFrame).cast::<u8>().sub(FP_STATE_SIZE).cast::<FpState>() }
+        // SAFETY: `exception_lower` leaves FP_STATE_SIZE bytes immediately below the
+        // TrapFrame, on the exception stack, for the duration of the handler.
+        let state = unsafe { (frame as *mut TrapFrame).cast::<u8>().sub(FP_STATE_SIZE).cast::<FpState>() };
+        if frame.fp_saved == 0 {
+            // SAFETY: `state` is that room (16-aligned: the frame is, and FP_STATE_SIZE is a
+            // multiple of 16); fp_store writes exactly FP_STATE_SIZE bytes and nothing else. The registers still hold the program's values: no kernel code uses
+            // them (soft-float target) and this is the exception being handled.
+            unsafe { fp_store(state) };
+            frame.fp_saved = 1;
+        }
+        // SAFETY: initialised above or by an earlier call; nothing else refers to the room.
+        unsafe { &mut *state }
     }
 }
 
@@ -166,56 +191,76 @@ exception_common:
     bl      handle_exception
     RESTORE_GPRS_AND_ERET
 
-    // From EL0 the FP/SIMD registers belong to the program and the kernel's Rust code may use
-    // them, so they are saved below the frame (an FpState) and restored before returning.
+    // From EL0: room for an FpState below the frame, filled only if a handler asks for the
+    // program's FP/SIMD registers (FpState::below), and then reloaded from there on return.
 exception_lower:
     SAVE_GPRS
+    str     xzr, [sp, #{saved}]      // TrapFrame::fp_saved: the FP/SIMD registers are still live
     sub     sp, sp, #{fp}
-    stp     q0, q1, [sp, #0]
-    stp     q2, q3, [sp, #32]
-    stp     q4, q5, [sp, #64]
-    stp     q6, q7, [sp, #96]
-    stp     q8, q9, [sp, #128]
-    stp     q10, q11, [sp, #160]
-    stp     q12, q13, [sp, #192]
-    stp     q14, q15, [sp, #224]
-    stp     q16, q17, [sp, #256]
-    stp     q18, q19, [sp, #288]
-    stp     q20, q21, [sp, #320]
-    stp     q22, q23, [sp, #352]
-    stp     q24, q25, [sp, #384]
-    stp     q26, q27, [sp, #416]
-    stp     q28, q29, [sp, #448]
-    stp     q30, q31, [sp, #480]
-    mrs     x2, fpsr
-    mrs     x3, fpcr
-    add     x4, sp, #512
-    stp     x2, x3, [x4]
     mov     x1, x0
     add     x0, sp, #{fp}
     bl      handle_exception
-    add     x4, sp, #512
-    ldp     x2, x3, [x4]
-    msr     fpsr, x2
-    msr     fpcr, x3
-    ldp     q0, q1, [sp, #0]
-    ldp     q2, q3, [sp, #32]
-    ldp     q4, q5, [sp, #64]
-    ldp     q6, q7, [sp, #96]
-    ldp     q8, q9, [sp, #128]
-    ldp     q10, q11, [sp, #160]
-    ldp     q12, q13, [sp, #192]
-    ldp     q14, q15, [sp, #224]
-    ldp     q16, q17, [sp, #256]
-    ldp     q18, q19, [sp, #288]
-    ldp     q20, q21, [sp, #320]
-    ldp     q22, q23, [sp, #352]
-    ldp     q24, q25, [sp, #384]
-    ldp     q26, q27, [sp, #416]
-    ldp     q28, q29, [sp, #448]
-    ldp     q30, q31, [sp, #480]
+    ldr     x2, [sp, #{fp} + {saved}]
+    cbz     x2, 1f                   // untouched: the program's registers are still in place
+    mov     x0, sp
+    bl      fp_load
+1:
     add     sp, sp, #{fp}
     RESTORE_GPRS_AND_ERET
+
+    // fp_store(&mut FpState) / fp_load(&FpState): the FP/SIMD registers to and from memory
+    // (clobber x1-x3).
+    // Only these and enter_user touch them: the kernel is built for a soft-float target.
+    // The kernel's target has no FP/SIMD: these two routines, alone, are assembled with it.
+    .arch_extension fp
+    .global fp_store
+fp_store:
+    stp     q0, q1, [x0, #0]
+    stp     q2, q3, [x0, #32]
+    stp     q4, q5, [x0, #64]
+    stp     q6, q7, [x0, #96]
+    stp     q8, q9, [x0, #128]
+    stp     q10, q11, [x0, #160]
+    stp     q12, q13, [x0, #192]
+    stp     q14, q15, [x0, #224]
+    stp     q16, q17, [x0, #256]
+    stp     q18, q19, [x0, #288]
+    stp     q20, q21, [x0, #320]
+    stp     q22, q23, [x0, #352]
+    stp     q24, q25, [x0, #384]
+    stp     q26, q27, [x0, #416]
+    stp     q28, q29, [x0, #448]
+    stp     q30, q31, [x0, #480]
+    mrs     x1, fpsr
+    mrs     x2, fpcr
+    add     x3, x0, #512
+    stp     x1, x2, [x3]
+    ret
+
+    .global fp_load
+fp_load:
+    add     x3, x0, #512
+    ldp     x1, x2, [x3]
+    msr     fpsr, x1
+    msr     fpcr, x2
+    ldp     q0, q1, [x0, #0]
+    ldp     q2, q3, [x0, #32]
+    ldp     q4, q5, [x0, #64]
+    ldp     q6, q7, [x0, #96]
+    ldp     q8, q9, [x0, #128]
+    ldp     q10, q11, [x0, #160]
+    ldp     q12, q13, [x0, #192]
+    ldp     q14, q15, [x0, #224]
+    ldp     q16, q17, [x0, #256]
+    ldp     q18, q19, [x0, #288]
+    ldp     q20, q21, [x0, #320]
+    ldp     q22, q23, [x0, #352]
+    ldp     q24, q25, [x0, #384]
+    ldp     q26, q27, [x0, #416]
+    ldp     q28, q29, [x0, #448]
+    ldp     q30, q31, [x0, #480]
+    ret
+    .arch_extension nofp
 
     // Probes: one load or store that may fault. On a fault the handler sets x1 = ESR and
     // resumes at the matching `_done` label; otherwise x1 = 0.
@@ -239,6 +284,7 @@ probe_write_done:
 "#,
     frame = const FRAME_SIZE,
     fp = const FP_STATE_SIZE,
+    saved = const core::mem::offset_of!(TrapFrame, fp_saved),
 );
 
 #[cfg_attr(

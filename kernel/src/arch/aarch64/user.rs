@@ -69,26 +69,10 @@ enter_user:
     msr     spsel, #1                // SP is the exception stack now; SP_EL0 may be written
     mov     x3, sp
     str     x3, [x1, #104]           // this CPU's exception stack top, for leave_user
-    ldp     q0, q1, [x2, #0]         // the program's FP/SIMD state
-    ldp     q2, q3, [x2, #32]
-    ldp     q4, q5, [x2, #64]
-    ldp     q6, q7, [x2, #96]
-    ldp     q8, q9, [x2, #128]
-    ldp     q10, q11, [x2, #160]
-    ldp     q12, q13, [x2, #192]
-    ldp     q14, q15, [x2, #224]
-    ldp     q16, q17, [x2, #256]
-    ldp     q18, q19, [x2, #288]
-    ldp     q20, q21, [x2, #320]
-    ldp     q22, q23, [x2, #352]
-    ldp     q24, q25, [x2, #384]
-    ldp     q26, q27, [x2, #416]
-    ldp     q28, q29, [x2, #448]
-    ldp     q30, q31, [x2, #480]
-    add     x2, x2, #512
-    ldp     x3, x4, [x2]
-    msr     fpsr, x3
-    msr     fpcr, x4
+    mov     x19, x0                  // (x19-x28 are saved above: free until leave_user)
+    mov     x0, x2
+    bl      fp_load                  // the program's FP/SIMD state (clobbers x1-x3)
+    mov     x0, x19
     ldr     x2, [x0, #248]           // user SP
     msr     sp_el0, x2
     ldr     x2, [x0, #256]           // PC

@@ -358,7 +358,7 @@ fn store(ctx: &Context, regs: &mut UserRegs, fp: &mut FpState) {
 /// Runs `f` on the user context saved in `frame` (and the FP/SIMD state below it).
 fn with_frame<R>(frame: &mut TrapFrame, f: impl FnOnce(&mut Context) -> R) -> R {
     // SAFETY: `frame` is the frame of an exception from EL0 (only those reach process code),
-    // below which the entry code saved the FP/SIMD state.
+    // being handled now, below which FpState::below keeps the FP/SIMD state.
     let mut fp = unsafe { *FpState::below(frame) };
     let mut regs = UserRegs { x: frame.x, sp: frame.sp_el0, pc: frame.elr, pstate: frame.spsr };
     let mut ctx = context(&regs, &fp);
