@@ -501,6 +501,8 @@ fn run_init(booted: &Booted) -> u64 {
             let ms = arch::time::ticks_to_us(arch::time::counter() - started) / 1000;
             kprintln!("kernel: {} exited with status {} after {} ms", name, status, ms);
             kprintln!("kernel: frames in use: {} before, {} after", before, in_use());
+            // Every process is freed by now, so no entry of the process table is left.
+            kprintln!("kernel: process table: {} entries left", process::family::listed());
             status
         }
         Err(why) => {

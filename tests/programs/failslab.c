@@ -4,7 +4,8 @@
 // fail. Each case runs one system call with N = 1, 2, 3... until a run needs fewer than N
 // allocations: every run that met the failure must fail with ENOMEM (EAGAIN where Linux says
 // so) and leave no trace (no descriptor, child, thread or pipe byte), every other run must
-// succeed. An allocation on those paths that were still infallible would panic the kernel
+// succeed. Calls that act on every process (kill(-1), the truncation of a memfd that several
+// processes map) must reach all of them in every run. An allocation on those paths that were still infallible would panic the kernel
 // instead; scripts/test also checks that every frame came back at the end.
 // Built by scripts/test with aarch64-linux-gnu-gcc -static; on a kernel without the knob
 // (ENOSYS), Linux included, it says so and exits 0 having run nothing.
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -253,6 +255,154 @@ static void test_threads_and_fork(void) {
     CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD, "a failed fork left a child");
 }
 
+// ---- walks over every process: kill(-1) and a memfd's truncation -----------------------------
+// Both must reach every process whatever the heap says (a process left out keeps running, or
+// keeps pages past the end of the object): each runs with allocation N = 1, 2, ... failing
+// until a run needs fewer than N, and every run must reach the whole tree of processes.
+
+#define TREE 6 /* three children, each with a child of its own: subtrees under pid 1 */
+static int reports[2];  /* each process of the tree writes one byte here */
+static char *walk_map;  /* a memfd's two pages, mapped shared */
+static long page_size;
+
+static void report(char c) {
+    if (write(reports[1], &c, 1) != 1) _exit(3);
+}
+
+static void on_usr1(int s) { (void)s; }
+static void on_bus(int s) {
+    (void)s;
+    report('B');
+    _exit(0);
+}
+
+/* What a process of the tree does: reports 'r' (it exists, its page is mapped) and waits for
+ * SIGUSR1 (blocked since before the fork, so it cannot be missed); then reports 'k' (kill), or reads its page past the end of the truncated
+ * memfd, which must raise SIGBUS ('B'; 'X' when the read returned). */
+static void tree_member(int truncation) {
+    sigset_t none;
+    sigemptyset(&none);
+    if (truncation) {
+        volatile char c = walk_map[page_size]; /* the page is mapped in this process too */
+        (void)c;
+    }
+    report('r');
+    sigsuspend(&none);
+    if (!truncation) {
+        report('k');
+        _exit(0);
+    }
+    volatile char c = walk_map[page_size];
+    (void)c;
+    report('X');
+    _exit(1);
+}
+
+static int spawn_tree(int truncation) {
+    fflush(stdout);
+    for (int i = 0; i < TREE / 2; i++) {
+        pid_t pid = fork();
+        if (pid < 0) return -1;
+        if (pid == 0) {
+            if (fork() < 0) _exit(4);
+            tree_member(truncation); /* both the child and its own child */
+        }
+    }
+    return 0;
+}
+
+/* Reads `n` report bytes (2 s each at most); returns how many equal `want`. */
+static int read_reports(int n, char want) {
+    int same = 0;
+    for (int i = 0; i < n; i++) {
+        struct pollfd pfd = {reports[0], POLLIN, 0};
+        char c;
+        if (poll(&pfd, 1, 2000) != 1 || read(reports[0], &c, 1) != 1) break;
+        same += c == want;
+        if (c != want) printf("    a process reported '%c', not '%c'\n", c, want);
+    }
+    return same;
+}
+
+/* Ends what is left of the tree (every process but this one) and reaps it, orphans included. */
+static void end_tree(void) {
+    kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0) {}
+    char sink[64];
+    while (read(reports[0], sink, sizeof sink) > 0) {}
+}
+
+/* SIGUSR1 blocked (the tree inherits it) and caught; the report pipe. */
+static int tree_setup(void) {
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &usr1, NULL);
+    signal(SIGUSR1, on_usr1);
+    return pipe2(reports, O_CLOEXEC | O_NONBLOCK);
+}
+
+static void test_kill_all_under_failure(void) {
+    CHECK(tree_setup() == 0, "pipe2: %s", strerror(errno));
+    long n = 1;
+    for (; n <= MAX_N; n++) {
+        CHECK(spawn_tree(0) == 0, "fork: %s", strerror(errno));
+        int ready = read_reports(TREE, 'r');
+        fail_nth(n);
+        long r = ret(kill(-1, SIGUSR1));
+        long left = fail_nth(0);
+        int reached = read_reports(TREE, 'k');
+        end_tree();
+        CHECK(ready == TREE, "%d of %d processes started", ready, TREE);
+        CHECK(r == 0, "kill(-1) with allocation %ld failing returned %ld", n, r);
+        CHECK(reached == TREE, "kill(-1) with allocation %ld failing reached %d of %d processes", n, reached,
+              TREE);
+        if (left != 0) break;
+        failures_injected++;
+    }
+    printf("    kill(-1): %ld allocations; every run reached all %d processes\n", n - 1, TREE);
+    close(reports[0]);
+    close(reports[1]);
+}
+
+static void test_truncation_under_failure(void) {
+    page_size = sysconf(_SC_PAGESIZE);
+    int fd = (int)syscall(SYS_memfd_create, "walk", 0);
+    CHECK(fd >= 0, "memfd_create: %s", strerror(errno));
+    CHECK(ftruncate(fd, 2 * page_size) == 0, "ftruncate: %s", strerror(errno));
+    walk_map = mmap(NULL, 2 * page_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(walk_map != MAP_FAILED, "mmap: %s", strerror(errno));
+    signal(SIGBUS, on_bus);
+    CHECK(tree_setup() == 0, "pipe2: %s", strerror(errno));
+    long n = 1;
+    for (; n <= MAX_N; n++) {
+        walk_map[page_size] = 1;
+        CHECK(spawn_tree(1) == 0, "fork: %s", strerror(errno));
+        int ready = read_reports(TREE, 'r');
+        fail_nth(n);
+        long r = ret(ftruncate(fd, page_size));
+        long left = fail_nth(0);
+        kill(-1, SIGUSR1);
+        /* Truncated: every process's read past the end is SIGBUS. Refused: every read works. */
+        int reached = read_reports(TREE, r == 0 ? 'B' : 'X');
+        end_tree();
+        CHECK(ready == TREE, "%d of %d processes started", ready, TREE);
+        CHECK(r == 0 || (left == 0 && r == -ENOMEM), "ftruncate with allocation %ld failing returned %ld", n, r);
+        CHECK(reached == TREE, "ftruncate (%ld) with allocation %ld failing: %d of %d processes lost the page", r,
+              n, reached, TREE);
+        CHECK(ftruncate(fd, 2 * page_size) == 0, "ftruncate: %s", strerror(errno));
+        if (left != 0) break;
+        failures_injected++;
+    }
+    printf("    ftruncate of a memfd mapped by %d processes: %ld allocations; every run reached them all\n", TREE,
+           n - 1);
+    signal(SIGBUS, SIG_DFL);
+    munmap(walk_map, 2 * page_size);
+    close(fd);
+    close(reports[0]);
+    close(reports[1]);
+}
+
 static char *self_path = "/failslab-test";
 static char runs_env[32];
 static long do_execve(void) {
@@ -309,6 +459,8 @@ int main(int argc, char **argv) {
         {"descriptors", test_descriptors},
         {"futex_wait_needs_no_heap", test_futex_wait_needs_no_heap},
         {"threads_and_fork", test_threads_and_fork},
+        {"kill_all_under_failure", test_kill_all_under_failure},
+        {"truncation_under_failure", test_truncation_under_failure},
         {"execve", test_execve},
     };
     int status = run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);

@@ -26,6 +26,18 @@
 //! Waiting uses the scheduler's kernel events ([`sched::WaitFor::Event`]): a parent reads the
 //! event count, looks at its children, and blocks with that count; a child's exit changes the
 //! state first, then notifies, so no exit is missed.
+//!
+//! **The process table.** A walk over every process (`kill(-1)`, and a memfd's truncation, which
+//! must reach every memory mapping the object) goes through a table of every allocated
+//! [`Process`] in pid order, not through the family tree: a tree walk needs a work list, which
+//! may not grow when the heap is exhausted, and then a subtree would be skipped silently. The
+//! table's room is made when a process is created (where `ENOMEM` is an answer), so the walk
+//! allocates nothing; it steps by pid under the table's lock, taking no other lock, so entries
+//! coming and going meanwhile cannot make it skip a process that lives throughout. A zombie is
+//! in it until it is reaped (its `Process` is freed), as Linux's task list holds it until
+//! `release_task`. A child is entered before its parent's memory is unlocked at fork, and has
+//! a higher pid than its parent: a truncation that reaches the parent after the child's copy
+//! was made reaches the child after it (see [`for_each_process`]).
 use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
@@ -81,6 +93,8 @@ struct Vfork {
 
 /// A process's place in its family.
 pub struct Family {
+    /// Its entry in the process table (module documentation).
+    _entry: TableEntry,
     parent: Mutex<Option<Weak<Process>>>,
     ppid: AtomicU32,
     /// Children not yet reaped (running ones and zombies).
@@ -95,13 +109,14 @@ pub struct Family {
 }
 
 impl Family {
-    /// The kernel's first process: no parent (ppid 0).
-    pub fn first() -> Self {
-        Self::with(None, 0, 0)
+    /// The kernel's first process (`pid`): no parent (ppid 0).
+    pub fn first(pid: u32) -> Self {
+        Self::with(pid, None, 0, 0)
     }
 
-    fn with(parent: Option<Weak<Process>>, ppid: u32, exit_signal: u32) -> Self {
+    fn with(pid: u32, parent: Option<Weak<Process>>, ppid: u32, exit_signal: u32) -> Self {
         Self {
+            _entry: TableEntry(pid),
             parent: Mutex::new(parent),
             ppid: AtomicU32::new(ppid),
             children: Mutex::new(Vec::new()),
@@ -139,26 +154,66 @@ pub fn wait_status(p: &Process) -> u32 {
     }
 }
 
-/// Runs `f` on every process of the tree under the first process (every process: orphans are
-/// given to it), taking one children list's lock at a time and none while `f` runs. A process
-/// being forked that is not in its parent's list yet is missed, and so is a subtree the work list
-/// has no heap room for (the list grows fallibly: a system call's walk never panics).
-pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
-    let root = ROOT.lock().as_ref().and_then(Weak::upgrade);
-    let mut todo: Vec<Arc<Process>> = Vec::new();
-    if let Some(root) = root {
-        if todo.try_reserve(1).is_err() {
-            return;
+/// Every allocated process, by pid (ascending): the table of the module documentation.
+static TABLE: Mutex<Vec<(u32, Weak<Process>)>> = Mutex::new(Vec::new());
+
+/// A process's entry in [`TABLE`], removed when the process is freed (this is dropped with it).
+pub struct TableEntry(u32);
+
+impl Drop for TableEntry {
+    fn drop(&mut self) {
+        let mut table = TABLE.lock();
+        if let Ok(at) = table.binary_search_by_key(&self.0, |(pid, _)| *pid) {
+            table.remove(at);
         }
-        todo.push(root);
     }
-    while let Some(p) = todo.pop() {
-        let children = p.family.children.lock();
-        if todo.try_reserve(children.len()).is_ok() {
-            todo.extend(children.iter().cloned());
+}
+
+/// Puts `process` on the heap and in the table in one step; `process` back when the heap has
+/// no room for either (the caller's `ENOMEM`). Called by a fork with the parent's memory locked
+/// (the module documentation says why).
+///
+/// # Errors
+/// `process` itself, when the heap cannot hold it or its table entry.
+#[allow(clippy::result_large_err, reason = "the failure hands the process back to be taken apart")]
+pub(super) fn enter(process: Process) -> Result<Arc<Process>, Process> {
+    let mut table = TABLE.lock();
+    if fallible::reserve(&mut table, 1).is_err() {
+        return Err(process);
+    }
+    let pid = process.pid;
+    let p = fallible::arc(process)?;
+    let at = table.partition_point(|(listed, _)| *listed < pid);
+    table.insert(at, (pid, Arc::downgrade(&p)));
+    Ok(p)
+}
+
+/// How many processes the table holds (the test image checks it is 0 once a program and every
+/// process it started are gone: no entry outlives its process).
+pub fn listed() -> usize {
+    TABLE.lock().len()
+}
+
+/// Runs `f` on every process, zombies included, in pid order, with no lock held while `f` runs
+/// and no allocation. A process that lives throughout the walk is reached; so is a child whose
+/// fork copied its parent's memory before the walk visited the parent (it is in the table by
+/// then, after its parent). A process being freed meanwhile is passed over: nothing can reach
+/// its memory any more.
+pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
+    let mut after = 0;
+    loop {
+        let next = {
+            let table = TABLE.lock();
+            let at = table.partition_point(|(pid, _)| *pid <= after);
+            table.get(at).map(|(pid, p)| (*pid, p.upgrade()))
+        };
+        let Some((pid, p)) = next else { return };
+        after = pid;
+        // Dropped after the lock: the last reference frees the process, whose entry then
+        // leaves the table.
+        if let Some(p) = p {
+            f(&p);
         }
-        drop(children);
-        f(&p);
     }
 }
 
@@ -226,6 +281,7 @@ fn fork_child(
     let posix = p.posix.forked().ok_or(-ENOMEM)?;
     let features = tlb::features();
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
+    let rlimits = *p.rlimits.lock();
     let mut guard = p.mm.lock();
     // vfork with CLONE_VM: the parent's own memory, lent (module documentation).
     let lend = flags & CLONE_VM != 0 && flags & CLONE_VFORK != 0 && p.threads.load(Ordering::Acquire) == 1;
@@ -240,14 +296,13 @@ fn fork_child(
             .fork(table, issuer, features, AsidTargets::new(asid.clone()), frames::UserFrames)
             .map_err(|e| e.as_ret())?
     };
-    drop(guard);
     if flags & CLONE_CHILD_SETTID != 0 {
         // Written into the child's memory (a copy-on-write break there), as Linux's
         // `schedule_tail` does; a bad address is ignored, as there.
         let _ = mm.write(ctid, &pid.to_le_bytes());
     }
-    let rlimits = *p.rlimits.lock();
-    let family = Family::with(Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
+    let family = Family::with(pid, Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
+    // In the process table before the parent's memory is unlocked (module documentation).
     let child = match Process::new(pid, asid, mm, signals, rlimits, posix, family) {
         Ok(child) => child,
         Err(mm) => {
@@ -255,14 +310,16 @@ fn fork_child(
                 if lend {
                     // The lent memory goes back to the parent; the child never ran.
                     *mm.targets_mut() = AsidTargets::new(p.asid.clone());
-                    *p.mm.lock() = Some(mm);
+                    *guard = Some(mm);
                 } else {
+                    drop(guard);
                     super::free_mm(mm, None);
                 }
             }
             return Err(-ENOMEM);
         }
     };
+    drop(guard);
     if lend {
         child.family.vfork.lock().lent_from = Some(Arc::downgrade(&p));
     }

@@ -115,8 +115,9 @@ pub struct Process {
 
 impl Process {
     /// A process with one thread to come, neither run nor exiting: what the first program and
-    /// every fork start as. The root comes from `mm`'s table. `ENOMEM` (with `mm` and the rest
-    /// handed back to be freed) when the heap cannot hold it.
+    /// every fork start as, entered in the process table (`family`). The root comes from `mm`'s
+    /// table. `ENOMEM` (with `mm` and the rest handed back to be freed) when the heap cannot hold
+    /// it.
     #[allow(clippy::result_large_err, reason = "the failure hands the memory back to be freed")]
     fn new(
         pid: u32,
@@ -128,7 +129,7 @@ impl Process {
         family: family::Family,
     ) -> Result<Arc<Process>, Option<Mm>> {
         let root = mm.space().table().root_pa().0;
-        let process = crate::memory::fallible::arc(Process {
+        let process = family::enter(Process {
             pid,
             asid,
             root: AtomicU64::new(root),
@@ -247,7 +248,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         signals::Signals::new(pid),
         Rlimits::init(frames::usage().1 as u64),
         posix::ProcessPosix::first(),
-        family::Family::first(),
+        family::Family::first(pid),
     )
     .map_err(|mm| {
         if let Some(mm) = mm {
