@@ -4,7 +4,8 @@
 // SIGPIPE, O_NONBLOCK, O_CLOEXEC across execve; whole blocking writes, atomic ones up to
 // PIPE_BUF, short non-blocking ones, a count when a signal interrupts; poll and select waking on
 // a pipe), vfork + execve (argv, envp, E2BIG, EFAULT,
-// ENOENT), MADV_DONTFORK/MADV_WIPEONFORK and MAP_SHARED|MAP_ANONYMOUS across fork.
+// ENOENT), MADV_DONTFORK/MADV_WIPEONFORK and MAP_SHARED|MAP_ANONYMOUS across fork, and a memfd's
+// truncation racing a fork (the child's mapping past the new end is SIGBUS).
 // Each case prints "ok - NAME" or "FAIL - NAME"; the last line is "N passed, N failed".
 // "fork-test measure" measures fork + exit + wait of a process with 64 MiB touched.
 // Built by scripts/test with aarch64-linux-gnu-gcc -static; runs unchanged on Linux too.
@@ -248,6 +249,62 @@ static void test_dontfork_wipeonfork_shared(void) {
     CHECK(WEXITSTATUS(status) == 0, "child saw bits %d", WEXITSTATUS(status));
     CHECK(wipe[0] == 2 && gone[0] == 3, "the parent keeps its pages");
     CHECK(shared[0] == 5 && untouched[0] == 6, "MAP_SHARED: %d %d", shared[0], untouched[0]);
+}
+
+// A memfd's truncation racing a fork: one thread shrinks the object while another forks. The
+// child's copy of the mapping holds the page past the new end whenever the fork copied the
+// parent's table before the truncation reached it; the truncation must reach the child too, so
+// the child's read there is SIGBUS in every round, as on Linux.
+#define RACE_ROUNDS 200
+static char *race_map;
+static int race_fd;
+static volatile int race_go;
+static long race_page;
+
+static void *race_truncate(void *arg) {
+    (void)arg;
+    while (!race_go) {}
+    long r = ftruncate(race_fd, race_page);
+    __atomic_store_n(&race_map[0], r == 0 ? 1 : 2, __ATOMIC_RELEASE); /* page 0 stays: the child sees it */
+    return NULL;
+}
+
+static void test_truncate_races_fork(void) {
+    race_page = sysconf(_SC_PAGESIZE);
+    race_fd = (int)syscall(SYS_memfd_create, "race", 0);
+    CHECK(race_fd >= 0, "memfd_create: %s", strerror(errno));
+    int copied = 0;
+    for (int round = 0; round < RACE_ROUNDS; round++) {
+        CHECK(ftruncate(race_fd, 2 * race_page) == 0, "ftruncate: %s", strerror(errno));
+        race_map = mmap(NULL, 2 * race_page, PROT_READ | PROT_WRITE, MAP_SHARED, race_fd, 0);
+        CHECK(race_map != MAP_FAILED, "mmap: %s", strerror(errno));
+        race_map[0] = 0;
+        race_map[race_page] = 1; /* present in the parent's table: fork copies it */
+        race_go = 0;
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, race_truncate, NULL) == 0, "pthread_create");
+        fflush(stdout);
+        race_go = 1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            int64_t until = now_ns() + 2000000000;
+            char done;
+            while ((done = __atomic_load_n(&race_map[0], __ATOMIC_ACQUIRE)) == 0 && now_ns() < until) {}
+            if (done != 1) _exit(3); /* the truncation failed, or never came */
+            volatile char c = race_map[race_page]; /* past the end: SIGBUS */
+            _exit(c == 1 ? 1 : 2);
+        }
+        CHECK(pid > 0, "fork: %s", strerror(errno));
+        pthread_join(t, NULL);
+        int status = 0;
+        CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
+              "round %d: the child's read past the new end gave status %#x, not SIGBUS", round, status);
+        munmap(race_map, 2 * race_page);
+        copied++;
+    }
+    CHECK(copied == RACE_ROUNDS, "%d rounds", copied);
+    close(race_fd);
 }
 
 // ---- pipes -------------------------------------------------------------------------------------
@@ -617,6 +674,7 @@ static const struct test_case tests[] = {
     {"many_children_and_sigchld", test_many_children_and_sigchld},
     {"fork_from_threads", test_fork_from_threads},
     {"dontfork_wipeonfork_shared", test_dontfork_wipeonfork_shared},
+    {"truncate_races_fork", test_truncate_races_fork},
     {"pipe_between_processes", test_pipe_between_processes},
     {"pipe_edges", test_pipe_edges},
     {"pipe_blocking_write_is_whole", test_pipe_blocking_write_is_whole},
