@@ -255,6 +255,110 @@ static void test_threads_and_fork(void) {
     CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD, "a failed fork left a child");
 }
 
+// ---- the memory calls and the page fault -------------------------------------------------------
+// Each failure is ENOMEM, as Linux's (a split or a new area that cannot be had; brk returns the
+// old break); a page fault whose allocation fails is retried, as Linux's pagefault_out_of_memory
+// does when nobody was OOM-killed, so the program sees nothing but the right data.
+
+static long pg;
+static char *area;        /* three pages, mapped before each run */
+static long break_now;    /* the break before the run */
+static int mem_fd = -1;   /* a memfd of four pages */
+
+static void map_three(void) {
+    area = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED) printf("    setup: mmap failed\n");
+    else for (int i = 0; i < 3; i++) area[i * pg] = 1; /* present: a move carries them */
+}
+static void unmap_three(long r) {
+    (void)r;
+    munmap(area, 3 * pg);
+}
+static void unmap_result(long r) {
+    if (r >= 0) munmap((void *)r, 4 * pg);
+}
+
+static long do_mmap_anon(void) {
+    return ret((long)mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+}
+static long do_mmap_memfd(void) {
+    return ret((long)mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, mem_fd, 0));
+}
+/* The middle page of three: the area splits in two (munmap) or three (mprotect, madvise). */
+static long do_munmap_middle(void) { return ret(munmap(area + pg, pg)); }
+static long do_mprotect_middle(void) { return ret(mprotect(area + pg, pg, PROT_READ)); }
+static long do_madvise_middle(void) { return ret(madvise(area + pg, pg, MADV_DONTFORK)); }
+static long do_mremap_grow(void) {
+    long r = ret((long)mremap(area, 3 * pg, 64 * pg, MREMAP_MAYMOVE));
+    if (r >= 0) area = (char *)r;
+    return r;
+}
+static void unmap_grown(long r) { munmap(area, r >= 0 ? 64 * pg : 3 * pg); }
+
+static void note_break(void) { break_now = syscall(SYS_brk, 0); }
+static long do_brk_grow(void) { return syscall(SYS_brk, break_now + 16 * pg); }
+static void brk_back(long r) {
+    (void)r;
+    syscall(SYS_brk, break_now);
+}
+
+/* A first touch of a page in an unused 512 GiB of the address space: its page-table pages (three
+ * levels) and its frame are allocated by the fault. */
+static long do_fault(void) {
+    area[0] = 42;
+    return area[0];
+}
+static void map_far(void) {
+    area = mmap((void *)0x600000000000UL, pg, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (area == MAP_FAILED) printf("    setup: mmap failed\n");
+}
+static void unmap_far(long r) {
+    (void)r;
+    munmap(area, pg);
+}
+/* A first touch of a memfd's page: the object's page and its index grow in the fault. */
+static void map_memfd(void) {
+    ftruncate(mem_fd, 0);
+    ftruncate(mem_fd, 4 * pg);
+    area = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, mem_fd, 0);
+    if (area == MAP_FAILED) printf("    setup: mmap failed\n");
+}
+static void unmap_memfd(long r) {
+    (void)r;
+    munmap(area, 4 * pg);
+}
+
+static void test_memory_calls(void) {
+    pg = sysconf(_SC_PAGESIZE);
+    mem_fd = (int)syscall(SYS_memfd_create, "failslab", 0);
+    CHECK(mem_fd >= 0 && ftruncate(mem_fd, 4 * pg) == 0, "memfd: %s", strerror(errno));
+    /* No warm-ups: the room a first run would make (the area tree's nodes, the list of object
+     * backings) is what allocates; these calls touch no user page. */
+    struct call mmap_anon = {do_mmap_anon, unmap_result, -1, -ENOMEM, 0, NULL, 1};
+    struct call mmap_memfd = {do_mmap_memfd, unmap_result, -1, -ENOMEM, 0, NULL, 1};
+    struct call munmap_split = {do_munmap_middle, unmap_three, 0, -ENOMEM, 0, map_three, 1};
+    struct call mprotect_split = {do_mprotect_middle, unmap_three, 0, -ENOMEM, 0, map_three, 1};
+    struct call madvise_split = {do_madvise_middle, unmap_three, 0, -ENOMEM, 0, map_three, 1};
+    struct call mremap_grow = {do_mremap_grow, unmap_grown, -1, -ENOMEM, 0, map_three, 1};
+    CHECK(sweep("mmap (anonymous)", &mmap_anon) >= 0, "mmap");
+    CHECK(sweep("mmap (memfd)", &mmap_memfd) >= 0, "mmap");
+    CHECK(sweep("munmap (a split)", &munmap_split) >= 0, "munmap");
+    CHECK(sweep("mprotect (a split)", &mprotect_split) >= 0, "mprotect");
+    CHECK(sweep("madvise (a split)", &madvise_split) >= 0, "madvise");
+    CHECK(sweep("mremap (a move)", &mremap_grow) >= 1, "mremap moves the pages: tables at the new place");
+    note_break();
+    struct call brk_grow = {do_brk_grow, brk_back, break_now + 16 * pg, break_now, 0, note_break, 0};
+    CHECK(sweep("brk", &brk_grow) >= 0, "brk");
+    /* No warm-up: the first touch is the point. A failed allocation is retried by the fault, so
+     * every run returns the byte written. */
+    struct call fault_far = {do_fault, unmap_far, 42, 42, 0, map_far, 1};
+    CHECK(sweep("a fault needing table pages", &fault_far) >= 3, "three table pages and a frame");
+    struct call fault_memfd = {do_fault, unmap_memfd, 42, 42, 0, map_memfd, 1};
+    CHECK(sweep("a fault on a memfd", &fault_memfd) >= 1, "the object's page");
+    close(mem_fd);
+}
+
 // ---- walks over every process: kill(-1) and a memfd's truncation -----------------------------
 // Both must reach every process whatever the heap says (a process left out keeps running, or
 // keeps pages past the end of the object): each runs with allocation N = 1, 2, ... failing
@@ -459,6 +563,7 @@ int main(int argc, char **argv) {
         {"descriptors", test_descriptors},
         {"futex_wait_needs_no_heap", test_futex_wait_needs_no_heap},
         {"threads_and_fork", test_threads_and_fork},
+        {"memory_calls", test_memory_calls},
         {"kill_all_under_failure", test_kill_all_under_failure},
         {"truncation_under_failure", test_truncation_under_failure},
         {"execve", test_execve},

@@ -26,9 +26,14 @@
 //! them never allocates).
 //!
 //! **Fault injection** (booted with `failslab` on the command line): [`SYS_FAIL_NTH`] arms the
-//! calling thread so that the Nth heap allocation made while the kernel handles its exceptions
-//! (system calls and faults) returns null, as Linux's `/proc/self/task/TID/fail-nth` does; the
-//! frame allocator's bookkeeping is exempt, as it is from real exhaustion. An allocation that
+//! calling thread so that the Nth allocation made while the kernel handles its exceptions
+//! (system calls and faults) fails, as Linux's `/proc/self/task/TID/fail-nth` does for both of
+//! its injection points, `failslab` and `fail_page_alloc`: heap blocks, and the frames of user
+//! memory and of its page tables (`frames::UserFrames`, `kernel_map::FrameTranslation`). The
+//! frame allocator's own bookkeeping, and the frames the heap grows by, are exempt, as they are
+//! from real exhaustion. A page fault whose allocation was the injected failure is retried (the
+//! thread returns to the faulting instruction), as Linux's `pagefault_out_of_memory` does when no
+//! OOM kill happened (commit 60e2793d440a, v5.16): only real exhaustion kills the process. An allocation that
 //! is still infallible on such a path then panics the kernel, so a program that walks N = 1, 2,
 //! 3... over a system call (tests/programs/failslab.c) proves every allocation of that call
 //! fallible and every failure an error return.
@@ -141,6 +146,8 @@ static ARMED: AtomicU64 = AtomicU64::new(0);
 static COUNTDOWN: AtomicU64 = AtomicU64::new(0);
 /// The thread whose exception each CPU handles now (`pid << 32 | tid`; 0: none).
 static HANDLING: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// The armed failure happened during the exception each CPU handles now.
+static INJECTED: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 
 fn thread_key(pid: u32, tid: u32) -> u64 {
     (u64::from(pid) << 32) | u64::from(tid)
@@ -174,6 +181,9 @@ pub fn fail_nth(pid: u32, tid: u32, n: u64) -> Option<u64> {
 pub fn handling(pid: u32, tid: u32) -> Handling {
     let cpu = current_cpu();
     let before = HANDLING.get(cpu).map_or(0, |h| h.swap(thread_key(pid, tid), Ordering::Relaxed));
+    if let Some(injected) = INJECTED.get(cpu) {
+        injected.store(false, Ordering::Relaxed);
+    }
     Handling { cpu, before }
 }
 
@@ -191,12 +201,24 @@ impl Drop for Handling {
     }
 }
 
-/// The global allocator's second question: whether this allocation is the armed one.
+/// Whether this allocation is the armed one: the global allocator's second question, and the
+/// first of the user-frame and table-frame providers.
 pub(super) fn inject_failure() -> bool {
     let armed = ARMED.load(Ordering::Acquire);
-    if armed == 0 || HANDLING.get(current_cpu()).is_none_or(|h| h.load(Ordering::Relaxed) != armed) {
+    let cpu = current_cpu();
+    if armed == 0 || HANDLING.get(cpu).is_none_or(|h| h.load(Ordering::Relaxed) != armed) {
         return false;
     }
     // Counts down to 0: the allocation that takes it from 1 fails, the later ones succeed.
-    COUNTDOWN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)) == Ok(1)
+    let fails = COUNTDOWN.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)) == Ok(1);
+    if fails && let Some(injected) = INJECTED.get(cpu) {
+        injected.store(true, Ordering::Relaxed);
+    }
+    fails
+}
+
+/// Whether the armed failure happened during the exception this CPU handles: a fault that ran
+/// out of memory then is retried rather than ending the process (module documentation).
+pub fn injected_here() -> bool {
+    INJECTED.get(current_cpu()).is_some_and(|i| i.load(Ordering::Relaxed))
 }

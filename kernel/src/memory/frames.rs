@@ -108,6 +108,9 @@ pub struct UserFrames;
 
 impl mm::user::UserFrames for UserFrames {
     fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
+        if super::fallible::inject_failure() {
+            return None;
+        }
         let frame = alloc(1)?;
         // SAFETY: a fresh frame of PAGE_SIZE bytes, owned by nobody else, reached through the
         // linear map (Normal memory).
@@ -158,6 +161,9 @@ impl mm::user::UserFrames for UserFrames {
     }
 
     fn alloc_zeroed_contiguous(&mut self, pages: u64) -> Option<PhysAddr> {
+        if super::fallible::inject_failure() {
+            return None;
+        }
         // Buddy blocks are aligned to their size (mm::user checks it anyway).
         let first = alloc(pages as usize)?;
         let bytes = (pages * PAGE_SIZE) as usize;

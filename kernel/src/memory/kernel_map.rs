@@ -303,6 +303,9 @@ pub struct FrameTranslation;
 // once until freed) and are reached through the linear map, which covers all usable RAM.
 unsafe impl Translation for FrameTranslation {
     fn allocate_table(&mut self) -> Option<PhysAddr> {
+        if super::fallible::inject_failure() {
+            return None;
+        }
         frames::alloc(1)
     }
 

@@ -505,6 +505,11 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                         Unresolved::PastTheEnd(frame.far)
                     }
                     Err(Fault::Protection { prot }) => Unresolved::Protection(access, prot),
+                    Err(Fault::OutOfMemory) if crate::memory::fallible::injected_here() => {
+                        // An injected failure (`SYS_FAIL_NTH`): retried, as Linux's
+                        // `pagefault_out_of_memory` retries when no OOM kill happened.
+                        return Action::Continue;
+                    }
                     Err(Fault::OutOfMemory) => {
                         // Linux's out-of-memory path: the process is killed with SIGKILL (status
                         // 137), which no handler can catch; the kernel goes on and every frame of
