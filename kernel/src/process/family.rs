@@ -436,20 +436,42 @@ const CLD_EXITED: i32 = 1;
 /// `si_code` of `SIGCHLD`: the child was killed by a signal.
 const CLD_KILLED: i32 = 2;
 
-/// Which children a wait is for.
+/// Whom a process-id argument names, Linux's convention for `kill` and `wait4`: `n > 0` that
+/// process, `0` the caller's process group, `-pgid` that group, and `-1` everyone, which is
+/// every child for a wait ([`Targets::Any`]) and every process but the first and the caller for
+/// `kill` ([`Targets::AllBut`]); `waitid`'s `P_ALL`/`P_PID`/`P_PGID` name the same sets.
 #[derive(Clone, Copy)]
-enum Which {
+pub enum Targets {
+    /// Any process (of those looked at: a wait looks at its children only).
     Any,
+    /// The process with this pid.
     Pid(u32),
+    /// The processes of this process group.
     Group(u32),
+    /// Every process except the first (pid 1) and this one.
+    AllBut(u32),
 }
 
-impl Which {
-    fn matches(self, c: &Process) -> bool {
+impl Targets {
+    /// The processes `pid` names for `caller`, `-1` meaning `everyone`; `None` for `INT_MIN`,
+    /// whose group would be `-INT_MIN` (`ESRCH` in both calls, as on Linux).
+    pub fn of_pid(pid: i32, caller: &Process, everyone: Self) -> Option<Self> {
+        Some(match pid {
+            i32::MIN => return None,
+            -1 => everyone,
+            0 => Self::Group(caller.posix.pgid.load(Ordering::Acquire)),
+            n if n < 0 => Self::Group(n.unsigned_abs()),
+            n => Self::Pid(n as u32),
+        })
+    }
+
+    /// Whether `p` is one of them.
+    pub fn matches(self, p: &Process) -> bool {
         match self {
             Self::Any => true,
-            Self::Pid(pid) => c.pid == pid,
-            Self::Group(g) => c.posix.pgid.load(Ordering::Acquire) == g,
+            Self::Pid(pid) => p.pid == pid,
+            Self::Group(g) => p.posix.pgid.load(Ordering::Acquire) == g,
+            Self::AllBut(me) => p.pid > 1 && p.pid != me,
         }
     }
 }
@@ -464,7 +486,7 @@ enum Found {
     None,
 }
 
-fn find(p: &Process, which: Which, keep: bool) -> Found {
+fn find(p: &Process, which: Targets, keep: bool) -> Found {
     let mut children = p.family.children.lock();
     let mut any = false;
     for i in 0..children.len() {
@@ -512,16 +534,7 @@ pub fn wait4(
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0 {
         return done(frame, -EINVAL);
     }
-    let pid = pid as i32;
-    if pid == i32::MIN {
-        return done(frame, -ESRCH);
-    }
-    let which = match pid {
-        -1 => Which::Any,
-        0 => Which::Group(p.posix.pgid.load(Ordering::Acquire)),
-        n if n < 0 => Which::Group(n.unsigned_abs()),
-        n => Which::Pid(n as u32),
-    };
+    let Some(which) = Targets::of_pid(pid as i32, p, Targets::Any) else { return done(frame, -ESRCH) };
     let generation = sched::event_generation();
     match find(p, which, false) {
         Found::Zombie(c) => {
@@ -565,10 +578,10 @@ pub fn waitid(
     }
     let id = id as u32;
     let which = match idtype {
-        P_ALL => Which::Any,
-        P_PID if (id as i32) > 0 => Which::Pid(id),
+        P_ALL => Targets::Any,
+        P_PID if (id as i32) > 0 => Targets::Pid(id),
         P_PGID if (id as i32) >= 0 => {
-            Which::Group(if id == 0 { p.posix.pgid.load(Ordering::Acquire) } else { id })
+            Targets::Group(if id == 0 { p.posix.pgid.load(Ordering::Acquire) } else { id })
         }
         _ => return done(frame, -EINVAL),
     };

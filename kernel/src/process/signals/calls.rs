@@ -273,13 +273,8 @@ fn check_sig(sig: u64) -> Result<u32, i64> {
 /// zombie is signalled successfully (nothing is queued: it runs no more), and a call that reaches
 /// several processes fails only when none of them took the signal.
 fn kill(p: &Process, pid: i32, sig: u64) -> i64 {
-    let which = match pid {
-        i32::MIN => return -ESRCH, // -pid does not exist; Linux excludes it the same way
-        0 => KillTargets::Group(p.posix.pgid.load(Ordering::Acquire)),
-        -1 => KillTargets::AllBut(p.pid),
-        n if n < 0 => KillTargets::Group(n.unsigned_abs()),
-        n => KillTargets::Pid(n as u32),
-    };
+    use crate::process::family::Targets;
+    let Some(which) = Targets::of_pid(pid, p, Targets::AllBut(p.pid)) else { return -ESRCH };
     let mut sent = false;
     let mut error = -ESRCH;
     crate::process::family::for_each_process(|target| {
@@ -297,25 +292,6 @@ fn kill(p: &Process, pid: i32, sig: u64) -> i64 {
         }
     });
     if sent { 0 } else { error }
-}
-
-/// Whom a `kill` reaches.
-#[derive(Clone, Copy)]
-enum KillTargets {
-    Pid(u32),
-    Group(u32),
-    /// Every process except the first (pid 1) and this one.
-    AllBut(u32),
-}
-
-impl KillTargets {
-    fn matches(self, target: &Process) -> bool {
-        match self {
-            Self::Pid(pid) => target.pid == pid,
-            Self::Group(g) => target.posix.pgid.load(Ordering::Acquire) == g,
-            Self::AllBut(me) => target.pid > 1 && target.pid != me,
-        }
-    }
 }
 
 fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, i64> {
