@@ -1,0 +1,110 @@
+//! Loading a static executable into a fresh address space: its `PT_LOAD` segments, the stack
+//! area, the code window and the initial stack (argv, envp, auxv), for the first process
+//! (`process::spawn`) and `execve` alike. Apart from the process's lifetime in `process`: it is
+//! the ELF-to-memory step, which never allocates on the heap so `execve` can fail cleanly when
+//! there is none.
+use mm::addr::PAGE_SIZE;
+use mm::vm::{Prot, VmaFlags};
+
+use super::{Mm, STACK_SIZE, STACK_TOP, elf, stack};
+use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
+
+/// The step of [`load`] that failed, and why (printed by `spawn`; `execve` returns the errno).
+/// No heap: `execve` must be able to fail when there is none.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct LoadError {
+    step: LoadStep,
+    errno: mm::vm::Errno,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LoadStep {
+    ProtNone,
+    Segment(u64),
+    Stack,
+    CodeWindow,
+    InitialStack,
+}
+
+impl core::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let e = self.errno;
+        match self.step {
+            LoadStep::ProtNone => write!(f, "a PROT_NONE segment"),
+            LoadStep::Segment(at) => write!(f, "mapping the segment at {at:#x} failed: {e:?}"),
+            LoadStep::Stack => write!(f, "stack: {e:?}"),
+            LoadStep::CodeWindow => write!(f, "code window: {e:?}"),
+            LoadStep::InitialStack => write!(f, "writing the initial stack failed: {e:?}"),
+        }
+    }
+}
+
+/// Maps the segments, the stack and the initial stack contents; returns the entry registers.
+pub(super) fn load<S: AsRef<[u8]>>(
+    mm: &mut Mm,
+    exe: &elf::Executable,
+    bytes: &[u8],
+    argv: &[S],
+    envp: &[S],
+) -> Result<UserRegs, LoadError> {
+    let failed = |step| move |errno| LoadError { step, errno };
+    for seg in &exe.segments {
+        let start = seg.vaddr & !(PAGE_SIZE - 1);
+        let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
+        let mut prot = Prot::NONE;
+        for (on, bit) in
+            [(seg.prot.read, Prot::READ), (seg.prot.write, Prot::WRITE), (seg.prot.exec, Prot::EXEC)]
+        {
+            if on {
+                prot = prot.union(bit);
+            }
+        }
+        if mm::user::user_attrs(prot).is_none() {
+            return Err(LoadError { step: LoadStep::ProtNone, errno: mm::vm::Errno::EINVAL });
+        }
+        // The file bytes of each page: [vaddr, vaddr + filesz) comes from the file at offset.
+        let fill = |page: u64| {
+            let file_start = seg.vaddr.max(page);
+            let file_end = (seg.vaddr + seg.filesz).min(page + PAGE_SIZE);
+            if file_start >= file_end {
+                return None;
+            }
+            // `exec` guarantees the segment's file bytes are inside `bytes`: `get` cannot miss.
+            let from = (seg.offset + (file_start - seg.vaddr)) as usize;
+            let len = (file_end - file_start) as usize;
+            Some(((file_start - page) as usize, bytes.get(from..from + len)?))
+        };
+        mm.map_image(start, end, prot, VmaFlags::IMAGE, fill)
+            .map_err(failed(LoadStep::Segment(seg.vaddr)))?;
+    }
+    mm.vm_mut()
+        .map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK)
+        .map_err(failed(LoadStep::Stack))?;
+    // The code window contains the program's own text where it fits (docs/mm.md §8).
+    mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
+
+    let mut random = [0u8; 16];
+    crate::random::fill(&mut random);
+    let auxv = [
+        (stack::at::PHDR, exe.phdr),
+        (stack::at::PHENT, 56),
+        (stack::at::PHNUM, u64::from(exe.phnum)),
+        (stack::at::PAGESZ, PAGE_SIZE),
+        (stack::at::BASE, 0),
+        (stack::at::FLAGS, 0),
+        (stack::at::ENTRY, exe.entry),
+        (stack::at::UID, 0),
+        (stack::at::EUID, 0),
+        (stack::at::GID, 0),
+        (stack::at::EGID, 0),
+        (stack::at::HWCAP, crate::arch::aarch64::cpu::hwcaps()),
+        (stack::at::HWCAP2, 0),
+        (stack::at::CLKTCK, 100),
+        (stack::at::SECURE, 0),
+        (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
+    ];
+    let (sp, image) =
+        stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
+    mm.write(sp, &image).map_err(failed(LoadStep::InitialStack))?;
+    Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
+}
