@@ -9,11 +9,13 @@ use crate::{ensure, ensure_eq, kernel_test};
 
 use crate::process::tiny_elf::{BASE, EXIT_GROUP, HEADERS, SVC, mov, syscall_then_exit, tiny_elf};
 
-/// Runs `elf` and returns its exit status, checking that no frame leaked.
+/// Runs `elf` and returns its exit status, checking that no frame leaked and that the process
+/// left the process table (its entry goes with the last reference to it).
 fn run(elf: &[u8]) -> Result<u64, alloc::string::String> {
     let before = super::frames_in_use();
     let status = process::run(elf, &["test"])?;
     ensure_eq!(super::frames_in_use(), before);
+    ensure_eq!(process::family::listed(), 0);
     Ok(status)
 }
 
