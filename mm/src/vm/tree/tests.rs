@@ -195,7 +195,7 @@ proptest! {
                     // Move one edge within the neighbours, or change only the attributes.
                     if let Some(v) = t.first_ending_after(s * PAGE).copied() {
                         let floor = t.last_starting_before(v.start).map_or(0, |p| p.end);
-                        let ceil = t.first_ending_after(v.end).map_or(u64::MAX & !(PAGE - 1), |n| n.start);
+                        let ceil = t.first_ending_after(v.end).map_or(!(PAGE - 1), |n| n.start);
                         let step = (r % 3) * PAGE;
                         let (start, end) = match r % 5 {
                             0 => (v.start.saturating_sub(step).max(floor), v.end),
