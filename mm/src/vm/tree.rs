@@ -32,10 +32,6 @@ use super::{Errno, PAGE, Vma, fallible};
 use node::{Branch, FAN_MIN, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
 pub use query::{Dir, GapQuery};
 
-/// Height bound of a tree of at most 2^64 mappings (a non-root node has at least 8 entries),
-/// for the iterator's path.
-const MAX_HEIGHT: usize = 24;
-
 /// The set of mappings: sorted by address, pairwise disjoint, with the free gaps between them
 /// indexed for O(log n) searches.
 ///
@@ -226,10 +222,7 @@ impl VmaTree {
         while let Some(n) = cur {
             match n {
                 Node::Branch(b) => {
-                    let mut i = 0;
-                    while i + 1 < b.len && b.lo[i + 1] < addr {
-                        i += 1;
-                    }
+                    let i = b.below(addr).saturating_sub(1);
                     if i + 1 < b.len {
                         right = b.child[i + 1].as_deref();
                     }
@@ -237,7 +230,7 @@ impl VmaTree {
                 }
                 Node::Leaf(l) => {
                     let v = l.vmas();
-                    let k = v.iter().take_while(|v| v.start < addr).count();
+                    let k = l.slot(addr);
                     let prev = k.checked_sub(1).and_then(|p| v.get(p));
                     let next = v.get(k).or_else(|| right.and_then(first));
                     return (prev, next);
@@ -261,7 +254,7 @@ impl VmaTree {
     /// The mapping containing `addr`.
     pub fn find(&self, addr: u64) -> Option<&Vma> {
         let l = self.leaf_at(addr)?;
-        l.vmas().iter().take_while(|v| v.start <= addr).last().filter(|v| addr < v.end)
+        l.vmas().get(l.route(addr)).filter(|v| v.start <= addr && addr < v.end)
     }
 
     /// The lowest mapping that ends above `addr` (the one containing it, or the next one).
@@ -269,11 +262,11 @@ impl VmaTree {
         let mut cur = self.root.as_deref()?;
         loop {
             match cur {
-                Node::Branch(b) => {
-                    let i = b.hi[..b.len].iter().position(|&h| h > addr)?;
-                    cur = b.child[i].as_deref()?;
+                Node::Branch(b) => cur = b.child.get(b.ending_after(addr))?.as_deref()?,
+                Node::Leaf(l) => {
+                    let v = l.vmas();
+                    return v.get(v.partition_point(|v| v.end <= addr));
                 }
-                Node::Leaf(l) => return l.vmas().iter().find(|v| v.end > addr),
             }
         }
     }
@@ -281,7 +274,7 @@ impl VmaTree {
     /// The highest mapping that starts below `addr`.
     pub fn last_starting_before(&self, addr: u64) -> Option<&Vma> {
         let l = self.leaf_at(addr.checked_sub(1)?)?;
-        l.vmas().iter().take_while(|v| v.start < addr).last()
+        l.slot(addr).checked_sub(1).and_then(|k| l.vmas().get(k))
     }
 
     /// The lowest mapping overlapping `[start, end)`.
@@ -313,23 +306,20 @@ impl VmaTree {
 
     /// The mappings that end above `addr`, in address order (O(log n) to start).
     pub fn iter_from(&self, addr: u64) -> Iter<'_> {
-        let mut it = Iter { path: [None; MAX_HEIGHT], depth: 0, leaf: None, at: 0 };
+        let (leaf, at) = self.leaf_ending_after(addr);
+        Iter { tree: self, leaf, at }
+    }
+
+    /// The leaf holding the first mapping that ends above `addr`, and its slot.
+    fn leaf_ending_after(&self, addr: u64) -> (Option<&Leaf>, usize) {
         let mut cur = self.root.as_deref();
         while let Some(n) = cur {
             match n {
-                Node::Branch(b) => {
-                    let Some(i) = b.hi[..b.len].iter().position(|&h| h > addr) else { break };
-                    it.push(b, i);
-                    cur = b.child[i].as_deref();
-                }
-                Node::Leaf(l) => {
-                    it.leaf = Some(l);
-                    it.at = l.vmas().iter().take_while(|v| v.end <= addr).count();
-                    break;
-                }
+                Node::Branch(b) => cur = b.child.get(b.ending_after(addr)).and_then(Option::as_deref),
+                Node::Leaf(l) => return (Some(l), l.vmas().partition_point(|v| v.end <= addr)),
             }
         }
-        it
+        (None, 0)
     }
 
     /// The free placement `q` asks for, in one O(log n) walk (see [`query`]).
@@ -418,64 +408,27 @@ fn first(mut n: &Node) -> Option<&Vma> {
     }
 }
 
-/// In-order iterator over a [`VmaTree`]; its path lives in a fixed array (no allocation).
+/// In-order iterator over a [`VmaTree`]: a leaf and a slot. It keeps no path (three words, so
+/// that making and moving one costs nothing); the next leaf is found by a descent from the root
+/// to the first mapping ending above the current leaf's last, once per 8 to 16 mappings.
 pub struct Iter<'a> {
-    /// The branches above the leaf and the child taken in each.
-    path: [Option<(&'a Branch, usize)>; MAX_HEIGHT],
-    depth: usize,
+    tree: &'a VmaTree,
     leaf: Option<&'a Leaf>,
     at: usize,
-}
-
-impl<'a> Iter<'a> {
-    fn push(&mut self, b: &'a Branch, i: usize) {
-        // A tree's height stays below MAX_HEIGHT for any count a u64 can hold.
-        if let Some(slot) = self.path.get_mut(self.depth) {
-            *slot = Some((b, i));
-            self.depth += 1;
-        }
-    }
-
-    /// Moves to the first leaf after the current one (none when the path is used up).
-    fn next_leaf(&mut self) {
-        self.leaf = None;
-        self.at = 0;
-        // Up to the nearest branch with a child to the right, then down its leftmost path.
-        let mut cur = loop {
-            let Some(d) = self.depth.checked_sub(1) else { return };
-            match self.path[d] {
-                Some((b, i)) if i + 1 < b.len => {
-                    self.path[d] = Some((b, i + 1));
-                    break b.child[i + 1].as_deref();
-                }
-                _ => self.depth = d,
-            }
-        };
-        while let Some(n) = cur {
-            match n {
-                Node::Branch(b) => {
-                    self.push(b, 0);
-                    cur = b.child[0].as_deref();
-                }
-                Node::Leaf(l) => {
-                    self.leaf = Some(l);
-                    return;
-                }
-            }
-        }
-    }
 }
 
 impl<'a> Iterator for Iter<'a> {
     type Item = &'a Vma;
     fn next(&mut self) -> Option<&'a Vma> {
-        loop {
-            let l = self.leaf?;
-            if let Some(v) = l.vmas().get(self.at) {
-                self.at += 1;
-                return Some(v);
-            }
-            self.next_leaf();
+        let l = self.leaf?;
+        if let Some(v) = l.vmas().get(self.at) {
+            self.at += 1;
+            return Some(v);
         }
+        let last = l.vmas().last()?;
+        (self.leaf, self.at) = self.tree.leaf_ending_after(last.end);
+        let v = self.leaf?.vmas().get(self.at)?;
+        self.at += 1;
+        Some(v)
     }
 }

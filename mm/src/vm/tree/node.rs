@@ -79,18 +79,16 @@ impl Leaf {
         Sum { lo: v.first().map_or(0, |f| f.start), hi: v.last().map_or(0, |l| l.end), gap }
     }
 
-    /// The slot of the last mapping starting at or below `addr` (0 if none).
-    fn route(&self, addr: u64) -> usize {
-        let mut k = 0;
-        while k + 1 < self.len && self.v[k + 1].start <= addr {
-            k += 1;
-        }
-        k
+    /// The slot of the last mapping starting at or below `addr` (0 if none). Every search in
+    /// a node is a binary search: four steps over 16 entries, against eight on average for a
+    /// scan.
+    pub fn route(&self, addr: u64) -> usize {
+        self.vmas().partition_point(|v| v.start <= addr).saturating_sub(1)
     }
 
     /// The slot where a mapping starting at `start` goes (the number of mappings below it).
-    fn slot(&self, start: u64) -> usize {
-        self.vmas().iter().take_while(|v| v.start < start).count()
+    pub fn slot(&self, start: u64) -> usize {
+        self.vmas().partition_point(|v| v.start < start)
     }
 }
 
@@ -146,11 +144,17 @@ impl Branch {
 
     /// The child holding the last mapping starting at or below `addr` (0 if none).
     pub fn route(&self, addr: u64) -> usize {
-        let mut i = 0;
-        while i + 1 < self.len && self.lo[i + 1] <= addr {
-            i += 1;
-        }
-        i
+        self.lo[..self.len].partition_point(|&lo| lo <= addr).saturating_sub(1)
+    }
+
+    /// The number of children starting below `addr`.
+    pub fn below(&self, addr: u64) -> usize {
+        self.lo[..self.len].partition_point(|&lo| lo < addr)
+    }
+
+    /// The first child ending above `addr` (`len` if none).
+    pub fn ending_after(&self, addr: u64) -> usize {
+        self.hi[..self.len].partition_point(|&hi| hi <= addr)
     }
 
     /// Inserts child `c` with summary `s` at `i` (the branch has room).
