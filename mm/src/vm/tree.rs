@@ -32,6 +32,17 @@ use super::{Errno, PAGE, Vma, fallible};
 use node::{Branch, FAN_MIN, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
 pub use query::{Dir, GapQuery};
 
+/// What [`VmaTree::around`] finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Around {
+    /// The mapping before `at` (before the address when `at` is `None`).
+    pub prev: Option<Vma>,
+    /// The mapping containing the address.
+    pub at: Option<Vma>,
+    /// The mapping after `at` (at or after the address when `at` is `None`).
+    pub next: Option<Vma>,
+}
+
 /// The set of mappings: sorted by address, pairwise disjoint, with the free gaps between them
 /// indexed for O(log n) searches.
 ///
@@ -240,6 +251,45 @@ impl VmaTree {
         (None, None)
     }
 
+    /// The mapping containing `addr` and the mappings just before and just after it, in one
+    /// descent (the neighbours of a piece being changed, which decide whether it merges): with
+    /// no mapping at `addr`, the highest mapping starting below it and the lowest starting at
+    /// or above it.
+    pub fn around(&self, addr: u64) -> Around {
+        let mut cur = self.root.as_deref();
+        // The subtrees beside the path nearest the leaf: where the neighbours are if the leaf
+        // has none on that side.
+        let (mut left, mut right): (Option<&Node>, Option<&Node>) = (None, None);
+        while let Some(n) = cur {
+            match n {
+                Node::Branch(b) => {
+                    let i = b.route(addr);
+                    if i > 0 {
+                        left = b.child[i - 1].as_deref();
+                    }
+                    if i + 1 < b.len {
+                        right = b.child[i + 1].as_deref();
+                    }
+                    cur = b.child[i].as_deref();
+                }
+                Node::Leaf(l) => {
+                    let v = l.vmas();
+                    // `k`: the slot of the first mapping starting above `addr`.
+                    let k = l.slot(addr.saturating_add(1));
+                    let at = k.checked_sub(1).and_then(|j| v.get(j)).filter(|a| addr < a.end).copied();
+                    let before = if at.is_some() { k.checked_sub(2) } else { k.checked_sub(1) };
+                    let prev = match before {
+                        Some(j) => v.get(j).copied(),
+                        None => left.and_then(last).copied(),
+                    };
+                    let next = v.get(k).or_else(|| right.and_then(first)).copied();
+                    return Around { prev, at, next };
+                }
+            }
+        }
+        Around { prev: None, at: None, next: None }
+    }
+
     /// The leaf holding the last mapping starting at or below `addr` (the first leaf if none).
     fn leaf_at(&self, addr: u64) -> Option<&Leaf> {
         let mut cur = self.root.as_deref()?;
@@ -395,6 +445,16 @@ impl VmaTree {
             self.spare.n <= self.spare_cap().max(self.worst_case(super::map::SPARES)),
             "spare nodes held"
         );
+    }
+}
+
+/// The last mapping of a subtree.
+fn last(mut n: &Node) -> Option<&Vma> {
+    loop {
+        match n {
+            Node::Branch(b) => n = b.child[b.len.checked_sub(1)?].as_deref()?,
+            Node::Leaf(l) => return l.vmas().last(),
+        }
     }
 }
 
