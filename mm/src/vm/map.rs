@@ -528,7 +528,11 @@ impl VmMap {
                         self.tree.remove(whole.start);
                         self.edit(b.start, Vma { start: p.start, ..b });
                     }
-                    (None, None) => self.edit(whole.start, new),
+                    (None, None) => {
+                        // The same bounds: only the attributes change, in place.
+                        let found = self.tree.replace_attrs(whole.start, new);
+                        debug_assert!(found, "no mapping at {:#x}", whole.start);
+                    }
                 },
                 (false, true) => {
                     self.edit(whole.start, Vma { start: p.end, ..whole });

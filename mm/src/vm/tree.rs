@@ -224,6 +224,37 @@ impl VmaTree {
         }
     }
 
+    /// Rewrites the attributes of the mapping that starts at `start` (same bounds: no summary
+    /// changes, so one descent without recursion and nothing on the way back). Returns whether
+    /// a mapping with those bounds started there.
+    pub fn replace_attrs(&mut self, start: u64, vma: Vma) -> bool {
+        let mut cur = match self.root.as_deref_mut() {
+            Some(n) => n,
+            None => return false,
+        };
+        loop {
+            cur = match cur {
+                Node::Branch(b) => {
+                    let i = b.route(start);
+                    match b.child[i].as_deref_mut() {
+                        Some(c) => c,
+                        None => return false,
+                    }
+                }
+                Node::Leaf(l) => {
+                    let k = l.route(start);
+                    return match l.v[..l.len].get_mut(k) {
+                        Some(v) if (v.start, v.end) == (start, vma.end) && vma.start == start => {
+                            *v = vma;
+                            true
+                        }
+                        _ => false,
+                    };
+                }
+            };
+        }
+    }
+
     /// The neighbours of the free position `addr`: the highest mapping starting below it and
     /// the lowest starting at or above it, in one descent.
     pub fn neighbours(&self, addr: u64) -> (Option<&Vma>, Option<&Vma>) {

@@ -217,6 +217,8 @@ proptest! {
                             _ => (v.start, v.end),
                         };
                         let prot = if r & 8 == 0 { Prot::RW } else { Prot::READ };
+                        let same = (start, end) == (v.start, v.end);
+                        prop_assert_eq!(t.replace_attrs(v.start, Vma { start, end, prot, ..v }), same);
                         let edited = t.replace(v.start, Vma { start, end, prot, ..v });
                         prop_assert!(edited);
                         model.remove(&v.start);
