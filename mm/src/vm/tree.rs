@@ -11,7 +11,7 @@
 //!
 //! Why a B-tree rather than a binary tree: each operation descends from the root once or twice,
 //! and the number of nodes it visits is what grows with the number of mappings. With 16 entries
-//! a node ([`node`]) a tree of 50,000 mappings is 4 or 5 levels deep instead of about 20, and the
+//! a node (`tree/node.rs`) a tree of 50,000 mappings is 4 or 5 levels deep instead of about 20, and the
 //! keys a descent compares at one level share cache lines. Summaries are fixed up a path only as
 //! far as they change, so an edit that moves no free edge (an `mprotect` of a whole mapping)
 //! touches one leaf.
