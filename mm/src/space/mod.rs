@@ -675,7 +675,22 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         self.flush(&record);
         let mut sink = Coalescer { sink: on_unmapped, current: None };
-        let made = self.table.finish(va, size, &mut |l| sink.push(l));
+        // Every mark staging writes is a break-before-make whose invalidation the record holds,
+        // so a record that needs no flush means nothing was staged and there is nothing to
+        // finish: an mprotect or munmap of pages never touched does not walk its range twice.
+        // (Debug builds finish anyway and check that it found nothing.)
+        let staged_nothing = !record.needs_flush();
+        let made = if staged_nothing && !cfg!(debug_assertions) {
+            false
+        } else {
+            let mut reported = 0usize;
+            let made = self.table.finish(va, size, &mut |l| {
+                reported += 1;
+                sink.push(l);
+            });
+            debug_assert!(!staged_nothing || (!made && reported == 0), "marks staged without a flush");
+            made
+        };
         sink.finish();
         record.release(self.table.translation_mut());
         self.stats.add(&counts);

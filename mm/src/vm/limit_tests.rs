@@ -114,21 +114,66 @@ fn a_reserved_tree_inserts_without_allocating() {
         flags: VmaFlags::empty(),
         advice: Advice::Normal,
     };
+    // Every round reserves for three insertions, then makes three with the heap refusing: in
+    // trees from empty to four levels, at spots that fill leaves and branches until they split
+    // (runs of neighbouring pages around a few centres), the reservation must cover them all.
     let mut t = VmaTree::new();
-    t.reserve(3).unwrap();
-    fail_after(Some(0));
-    for p in 0..3 {
-        t.insert(vma(2 * p)).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut splits_seen = 0;
+    for round in 0..6000u64 {
+        t.reserve(3).unwrap();
+        let (spares, height) = (t.spares(), t.height());
+        fail_after(Some(0));
+        let centre = (next() % (1 + round / 64)) * 4096;
+        let mut placed = 0;
+        while placed < 3 {
+            let p = centre + next() % 4096;
+            if t.is_free(p * PAGE, (p + 1) * PAGE) {
+                t.insert(vma(p)).unwrap();
+                placed += 1;
+            }
+        }
+        fail_after(None);
+        splits_seen += usize::from(t.spares() < spares || t.height() > height);
+        if round % 500 == 0 {
+            t.check();
+        }
     }
-    assert_eq!(t.insert(vma(10)), Err(Errno::ENOMEM), "no spare left and no heap");
-    assert_eq!(t.reserve(1), Err(Errno::ENOMEM));
-    assert_eq!(t.len(), 3);
-    // A removal gives its node back: the next insertion needs no heap.
-    assert!(t.remove(0).is_some());
-    t.insert(vma(10)).unwrap();
-    fail_after(None);
     t.check();
-    assert_eq!(t.iter().map(|v| v.start / PAGE).collect::<Vec<_>>(), [2, 4, 10]);
+    assert!(t.height() >= 4, "the rounds reach four levels ({})", t.height());
+    assert!(splits_seen > 500, "the rounds split nodes ({splits_seen})");
+    // Without a reservation an insertion takes only the nodes it needs (so a tree built by
+    // plain insertions keeps no spare); without heap, insertions go on while they need no node,
+    // the first that needs one fails and changes nothing, and a removal makes room again.
+    let mut u = VmaTree::new();
+    for p in 0..40 {
+        u.insert(vma(2 * p)).unwrap();
+    }
+    assert_eq!(u.spares(), 0, "plain insertions keep no spare");
+    fail_after(Some(0));
+    let mut p = 100;
+    let err = loop {
+        let before: Vec<_> = u.iter().copied().collect();
+        if let Err(e) = u.insert(vma(p)) {
+            assert_eq!(u.iter().copied().collect::<Vec<_>>(), before, "a failed insert changes nothing");
+            break e;
+        }
+        p += 1;
+    };
+    assert_eq!(err, Errno::ENOMEM);
+    assert!(p > 100, "the last leaf had room for some");
+    assert_eq!(u.reserve(1), Err(Errno::ENOMEM));
+    assert!(u.remove(100 * PAGE).is_some());
+    u.insert(vma(p)).unwrap();
+    fail_after(None);
+    u.check();
+    assert_eq!(u.len(), 40 + (p - 100) as usize);
 }
 
 #[test]

@@ -406,10 +406,9 @@ impl VmMap {
 
     /// Links a record whose bytes are already counted (a piece split off another).
     fn link(&mut self, v: Vma) {
-        debug_assert!(self.tree.spares() > 0, "insertion without a reserved node: {v:?}");
-        // Cannot fail: a spare node is there (the reservation bounds what a call inserts).
+        // Cannot fail: the spare nodes are there (the reservation bounds what a call inserts).
         let inserted = self.tree.insert(v);
-        debug_assert!(inserted.is_ok());
+        debug_assert!(inserted.is_ok(), "insertion without its reserved nodes: {v:?}");
     }
 
     /// Rewrites the record starting at `start` in place (bounds between its neighbours).
@@ -502,7 +501,8 @@ impl VmMap {
     /// so its own piece changes nothing.
     fn rewrite(&mut self, pieces: &[Vma], mut f: impl FnMut(&Vma) -> Vma) {
         for p in pieces {
-            let Some(whole) = self.tree.find(p.start).copied() else { continue };
+            let around = self.tree.around(p.start);
+            let Some(whole) = around.at else { continue };
             let new = f(p);
             debug_assert!((new.start, new.end) == (p.start, p.end) && whole.end >= p.end);
             if new.same_attrs(&whole) {
@@ -511,14 +511,8 @@ impl VmMap {
             self.count(&Vma { start: p.start, end: p.end, ..whole }, false);
             self.count(&new, true);
             let (keeps_below, keeps_above) = (whole.start < p.start, p.end < whole.end);
-            let prev = (!keeps_below)
-                .then(|| self.tree.last_starting_before(p.start).copied())
-                .flatten()
-                .filter(|v| v.end == p.start && v.same_attrs(&new));
-            let next = (!keeps_above)
-                .then(|| self.tree.neighbours(p.end).1.copied())
-                .flatten()
-                .filter(|v| v.start == p.end && v.same_attrs(&new));
+            let prev = around.prev.filter(|v| !keeps_below && v.end == p.start && v.same_attrs(&new));
+            let next = around.next.filter(|v| !keeps_above && v.start == p.end && v.same_attrs(&new));
             match (keeps_below, keeps_above) {
                 (false, false) => match (prev, next) {
                     (Some(a), Some(b)) => {
@@ -534,7 +528,11 @@ impl VmMap {
                         self.tree.remove(whole.start);
                         self.edit(b.start, Vma { start: p.start, ..b });
                     }
-                    (None, None) => self.edit(whole.start, new),
+                    (None, None) => {
+                        // The same bounds: only the attributes change, in place.
+                        let found = self.tree.replace_attrs(whole.start, new);
+                        debug_assert!(found, "no mapping at {:#x}", whole.start);
+                    }
                 },
                 (false, true) => {
                     self.edit(whole.start, Vma { start: p.end, ..whole });
@@ -1017,14 +1015,12 @@ impl VmMap {
     /// of `p` strictly inside its mapping, unless, as Linux's `vma_merge` does first, the piece
     /// reaches the mapping's other end and joins the neighbour there (the boundary moves).
     fn splits_needed(&self, p: &Vma, changed: &Vma) -> usize {
-        let Some(whole) = self.tree.find(p.start).copied() else { return 0 };
-        let joins_prev = p.start == whole.start
-            && self
-                .tree
-                .last_starting_before(p.start)
-                .is_some_and(|v| v.end == p.start && v.same_attrs(changed));
-        let joins_next = p.end == whole.end
-            && self.tree.first_ending_after(p.end).is_some_and(|v| v.start == p.end && v.same_attrs(changed));
+        let around = self.tree.around(p.start);
+        let Some(whole) = around.at else { return 0 };
+        let joins_prev =
+            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.same_attrs(changed));
+        let joins_next =
+            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.same_attrs(changed));
         usize::from(whole.start < p.start && !joins_next) + usize::from(p.end < whole.end && !joins_prev)
     }
 
@@ -1335,7 +1331,6 @@ impl VmMap {
         }
         assert_eq!(mapped, self.mapped, "mapped bytes");
         assert_eq!(data, self.data, "data bytes");
-        assert!(self.tree.spares() <= super::tree::SPARE_CAP, "spare nodes held");
         assert_eq!(used, self.window.used, "window used bytes");
         if let Some((b, e)) = self.window_range() {
             assert!(

@@ -4,8 +4,8 @@
 //! Why it is split this way: the kernel owns the address space, so every placement question is
 //! answered here, as pure logic the host can test, and the kernel only applies the page-table
 //! effects each call returns (pages to unmap, protections to change, pages to drop).
-//! - [`tree`]: the allocator, an AVL tree of mappings augmented with the largest free gap of each
-//!   subtree, so lowest, highest, aligned and nearest fits are each one O(log n) search;
+//! - [`tree`]: the allocator, a B+tree of mappings whose branches keep the largest free gap of
+//!   each child, so lowest, highest, aligned and nearest fits are each one O(log n) search;
 //! - [`map`]: [`VmMap`], the Linux system-call semantics (`mmap`, `munmap`, `mprotect`,
 //!   `madvise`, `brk`) with Linux's errno values, W^X, the code window and near
 //!   placement ([`abi::SYS_MMAP_NEAR`]);

@@ -1,0 +1,498 @@
+//! The nodes of [`super::VmaTree`]: a B+tree whose leaves hold up to [`LEAF`] mappings in
+//! address order and whose branches hold up to [`FAN`] children, each child with its summary
+//! (start of its first mapping, end of its last, largest free gap between two of its mappings)
+//! kept in the parent, in arrays.
+//!
+//! Why this shape: every operation of the area map descends from the root, and a descent through
+//! a binary tree of 50,000 mappings visits about 20 nodes (each a likely cache miss, each a few
+//! branches); here it visits 4 or 5, and at each it scans one array of keys that shares its cache
+//! lines with the next key. The summaries live in the parent so that a gap search decides which
+//! children to enter without reading them (as Linux's maple tree keeps its gaps in the parent's
+//! slots). A change fixes the summaries up its path only as far as they change, and a fix-up at a
+//! branch recomputes the largest gap from the whole array only when the changed child may have
+//! held the old maximum.
+//!
+//! Memory: a node never comes from the heap here. Every node a change needs is taken from a
+//! [`Pool`] that the tree filled fallibly beforehand, and a node a change frees goes back to it.
+
+use alloc::boxed::Box;
+use core::cmp::max;
+
+use super::super::Vma;
+
+/// Most mappings in a leaf.
+pub const LEAF: usize = 16;
+/// Most children of a branch.
+pub const FAN: usize = 16;
+/// Fewest mappings in a leaf that is not the root.
+pub const LEAF_MIN: usize = LEAF / 2;
+/// Fewest children of a branch that is not the root (the root branch has at least two).
+pub const FAN_MIN: usize = FAN / 2;
+
+pub type Link = Option<Box<Node>>;
+
+/// What a parent knows of a child subtree (never empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sum {
+    /// Start of its first mapping.
+    pub lo: u64,
+    /// End of its last mapping.
+    pub hi: u64,
+    /// Largest free gap between two consecutive mappings of the subtree (0 for one mapping).
+    pub gap: u64,
+}
+
+pub struct Leaf {
+    pub len: usize,
+    pub v: [Vma; LEAF],
+}
+
+pub struct Branch {
+    pub len: usize,
+    pub lo: [u64; FAN],
+    pub hi: [u64; FAN],
+    pub gap: [u64; FAN],
+    pub child: [Link; FAN],
+}
+
+pub enum Node {
+    Leaf(Leaf),
+    Branch(Branch),
+}
+
+impl Leaf {
+    pub fn new() -> Self {
+        Leaf { len: 0, v: [Vma::default(); LEAF] }
+    }
+
+    pub fn vmas(&self) -> &[Vma] {
+        &self.v[..self.len]
+    }
+
+    /// The summary, from every mapping (the leaf is not empty).
+    pub fn sum(&self) -> Sum {
+        let v = self.vmas();
+        let mut gap = 0;
+        for w in v.windows(2) {
+            gap = max(gap, w[1].start - w[0].end);
+        }
+        Sum { lo: v.first().map_or(0, |f| f.start), hi: v.last().map_or(0, |l| l.end), gap }
+    }
+
+    /// The slot of the last mapping starting at or below `addr` (0 if none). Every search in
+    /// a node is a binary search: four steps over 16 entries, against eight on average for a
+    /// scan.
+    pub fn route(&self, addr: u64) -> usize {
+        self.vmas().partition_point(|v| v.start <= addr).saturating_sub(1)
+    }
+
+    /// The slot where a mapping starting at `start` goes (the number of mappings below it).
+    pub fn slot(&self, start: u64) -> usize {
+        self.vmas().partition_point(|v| v.start < start)
+    }
+}
+
+impl Branch {
+    pub fn new() -> Self {
+        Branch { len: 0, lo: [0; FAN], hi: [0; FAN], gap: [0; FAN], child: [const { None }; FAN] }
+    }
+
+    pub fn child_sum(&self, i: usize) -> Sum {
+        Sum { lo: self.lo[i], hi: self.hi[i], gap: self.gap[i] }
+    }
+
+    fn set(&mut self, i: usize, s: Sum) {
+        (self.lo[i], self.hi[i], self.gap[i]) = (s.lo, s.hi, s.gap);
+    }
+
+    /// The free gap between children `i - 1` and `i` (0 at the ends).
+    fn between(&self, i: usize) -> u64 {
+        if i == 0 || i >= self.len { 0 } else { self.lo[i] - self.hi[i - 1] }
+    }
+
+    /// The largest gap child `i` takes part in: its own and the two beside it.
+    fn around(&self, i: usize) -> u64 {
+        max(self.gap[i], max(self.between(i), self.between(i + 1)))
+    }
+
+    /// The summary, from every child (the branch is not empty).
+    pub fn sum(&self) -> Sum {
+        let n = self.len;
+        let mut gap = 0;
+        for i in 0..n {
+            gap = max(gap, max(self.gap[i], self.between(i)));
+        }
+        Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap }
+    }
+
+    /// Child `i` now has the summary `new`: records it and returns this branch's summary, whose
+    /// old value was `old`. The whole array is read only when child `i`'s part may have been
+    /// the old maximum and shrank.
+    fn update(&mut self, i: usize, old: Sum, new: Sum) -> Sum {
+        let before = self.around(i);
+        self.set(i, new);
+        let after = self.around(i);
+        let gap = if after >= old.gap {
+            after
+        } else if before < old.gap {
+            old.gap
+        } else {
+            return self.sum();
+        };
+        Sum { lo: self.lo[0], hi: self.hi[self.len - 1], gap }
+    }
+
+    /// The child holding the last mapping starting at or below `addr` (0 if none).
+    pub fn route(&self, addr: u64) -> usize {
+        self.lo[..self.len].partition_point(|&lo| lo <= addr).saturating_sub(1)
+    }
+
+    /// The number of children starting below `addr`.
+    pub fn below(&self, addr: u64) -> usize {
+        self.lo[..self.len].partition_point(|&lo| lo < addr)
+    }
+
+    /// The first child ending above `addr` (`len` if none).
+    pub fn ending_after(&self, addr: u64) -> usize {
+        self.hi[..self.len].partition_point(|&hi| hi <= addr)
+    }
+
+    /// Inserts child `c` with summary `s` at `i` (the branch has room).
+    pub fn insert_at(&mut self, i: usize, s: Sum, c: Box<Node>) {
+        let n = self.len;
+        self.lo.copy_within(i..n, i + 1);
+        self.hi.copy_within(i..n, i + 1);
+        self.gap.copy_within(i..n, i + 1);
+        self.child[i..=n].rotate_right(1);
+        self.set(i, s);
+        self.child[i] = Some(c);
+        self.len += 1;
+    }
+
+    /// Takes child `i` out (returns its node).
+    fn remove_at(&mut self, i: usize) -> Link {
+        let n = self.len;
+        self.lo.copy_within(i + 1..n, i);
+        self.hi.copy_within(i + 1..n, i);
+        self.gap.copy_within(i + 1..n, i);
+        let c = self.child[i].take();
+        self.child[i..n].rotate_left(1);
+        self.len -= 1;
+        c
+    }
+}
+
+impl Node {
+    pub fn sum(&self) -> Sum {
+        match self {
+            Node::Leaf(l) => l.sum(),
+            Node::Branch(b) => b.sum(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Node::Leaf(l) => l.len,
+            Node::Branch(b) => b.len,
+        }
+    }
+
+    fn cap(&self) -> usize {
+        match self {
+            Node::Leaf(_) => LEAF,
+            Node::Branch(_) => FAN,
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.len() == self.cap()
+    }
+
+    fn underfull(&self) -> bool {
+        match self {
+            Node::Leaf(l) => l.len < LEAF_MIN,
+            Node::Branch(b) => b.len < FAN_MIN,
+        }
+    }
+}
+
+/// Spare nodes, chained through the first child of a childless branch.
+#[derive(Default)]
+pub struct Pool {
+    head: Link,
+    /// Spare nodes held.
+    pub n: usize,
+    /// Nodes that left the tree through [`Pool::release`] since the owner last looked.
+    pub released: usize,
+}
+
+impl Pool {
+    pub const fn new() -> Self {
+        Pool { head: None, n: 0, released: 0 }
+    }
+
+    /// Takes back a node that left the tree: kept as a spare while fewer than `cap` are, else
+    /// freed.
+    pub fn release(&mut self, node: Box<Node>, cap: usize) {
+        self.released += 1;
+        if self.n < cap {
+            self.put(node);
+        }
+    }
+
+    pub fn put(&mut self, mut node: Box<Node>) {
+        let mut b = Branch::new();
+        b.child[0] = self.head.take();
+        *node = Node::Branch(b);
+        self.head = Some(node);
+        self.n += 1;
+    }
+
+    /// Frees spare nodes beyond `cap`.
+    pub fn trim(&mut self, cap: usize) {
+        while self.n > cap {
+            let Some(mut spare) = self.head.take() else { return };
+            if let Node::Branch(b) = &mut *spare {
+                self.head = b.child[0].take();
+            }
+            self.n -= 1;
+        }
+    }
+
+    /// A spare node, turned into `node`.
+    pub fn take(&mut self, node: Node) -> Option<Box<Node>> {
+        let mut spare = self.head.take()?;
+        if let Node::Branch(b) = &mut *spare {
+            self.head = b.child[0].take();
+        }
+        *spare = node;
+        self.n -= 1;
+        Some(spare)
+    }
+}
+
+/// How many nodes inserting a mapping starting at `start` takes: the full nodes at the bottom
+/// of its path, plus a new root if the whole path is full.
+pub fn nodes_needed(mut node: &Node, start: u64) -> usize {
+    let (mut run, mut depth) = (0, 0);
+    loop {
+        depth += 1;
+        run = if node.is_full() { run + 1 } else { 0 };
+        match node {
+            Node::Leaf(_) => break,
+            Node::Branch(b) => match b.child[b.route(start)].as_deref() {
+                Some(c) => node = c,
+                None => break,
+            },
+        }
+    }
+    if run == depth { run + 1 } else { run }
+}
+
+/// Inserts `v` into the subtree `node` (whose summary was `old`, `None` for an empty leaf):
+/// returns its new summary and, if it split, the new right sibling with its summary. Takes its
+/// nodes from `pool`, which holds at least [`nodes_needed`] of them.
+pub fn insert(node: &mut Node, old: Option<Sum>, v: Vma, pool: &mut Pool) -> (Sum, Option<(Sum, Box<Node>)>) {
+    match node {
+        Node::Leaf(l) => {
+            let k = l.slot(v.start);
+            if l.len < LEAF {
+                l.v.copy_within(k..l.len, k + 1);
+                l.v[k] = v;
+                l.len += 1;
+                return (l.sum(), None);
+            }
+            // Split 9 / 8 after placing `v` among the 17.
+            let mut all = [Vma::default(); LEAF + 1];
+            all[..k].copy_from_slice(&l.v[..k]);
+            all[k] = v;
+            all[k + 1..].copy_from_slice(&l.v[k..]);
+            let keep = LEAF / 2 + 1;
+            let mut right = Leaf::new();
+            right.len = LEAF + 1 - keep;
+            right.v[..right.len].copy_from_slice(&all[keep..]);
+            l.v[..keep].copy_from_slice(&all[..keep]);
+            l.len = keep;
+            let rs = right.sum();
+            let split = pool.take(Node::Leaf(right)).map(|n| (rs, n));
+            (l.sum(), split)
+        }
+        Node::Branch(b) => {
+            let i = b.route(v.start);
+            let child_old = b.child_sum(i);
+            let Some(c) = b.child[i].as_deref_mut() else { return (b.sum(), None) };
+            let (cs, split) = insert(c, Some(child_old), v, pool);
+            let Some((ss, sn)) = split else {
+                let s = match old {
+                    Some(o) => b.update(i, o, cs),
+                    None => {
+                        b.set(i, cs);
+                        b.sum()
+                    }
+                };
+                return (s, None);
+            };
+            b.set(i, cs);
+            if b.len < FAN {
+                b.insert_at(i + 1, ss, sn);
+                return (b.sum(), None);
+            }
+            // Split 9 / 8 after placing the new child at i + 1 among the 17.
+            let mut sums = [Sum { lo: 0, hi: 0, gap: 0 }; FAN + 1];
+            let mut links: [Link; FAN + 1] = [const { None }; FAN + 1];
+            let mut sn = Some(sn);
+            let mut from = 0;
+            for (j, (s, l)) in sums.iter_mut().zip(links.iter_mut()).enumerate() {
+                if j == i + 1 {
+                    (*s, *l) = (ss, sn.take());
+                } else {
+                    (*s, *l) = (b.child_sum(from), b.child[from].take());
+                    from += 1;
+                }
+            }
+            let keep = FAN / 2 + 1;
+            let mut right = Branch::new();
+            b.len = 0;
+            for (j, (s, l)) in sums.into_iter().zip(links).enumerate() {
+                let half = if j < keep { &mut *b } else { &mut right };
+                half.set(half.len, s);
+                half.child[half.len] = l;
+                half.len += 1;
+            }
+            let rs = right.sum();
+            let split = pool.take(Node::Branch(right)).map(|n| (rs, n));
+            (b.sum(), split)
+        }
+    }
+}
+
+/// Rewrites the mapping starting at `start` as `v` (same place in the order) in the subtree
+/// whose summary was `old`; returns the new summary, or `None` if no mapping starts there.
+pub fn replace(node: &mut Node, old: Sum, start: u64, v: Vma) -> Option<Sum> {
+    match node {
+        Node::Leaf(l) => {
+            let k = l.route(start);
+            if k >= l.len || l.v[k].start != start {
+                return None;
+            }
+            let moved = (l.v[k].start, l.v[k].end) != (v.start, v.end);
+            l.v[k] = v;
+            Some(if moved { l.sum() } else { old })
+        }
+        Node::Branch(b) => {
+            let i = b.route(start);
+            let child_old = b.child_sum(i);
+            let c = b.child[i].as_deref_mut()?;
+            let cs = replace(c, child_old, start, v)?;
+            Some(if cs == child_old { old } else { b.update(i, old, cs) })
+        }
+    }
+}
+
+/// Removes the mapping starting at `start` from the subtree; returns it and the subtree's new
+/// summary (`None` if it became empty, only possible for a root leaf). Merged nodes go to
+/// `pool`. A child left with too few entries borrows from a sibling or merges with it.
+pub fn remove(
+    node: &mut Node,
+    old: Sum,
+    start: u64,
+    pool: &mut Pool,
+    cap: usize,
+) -> Option<(Vma, Option<Sum>)> {
+    match node {
+        Node::Leaf(l) => {
+            let k = l.route(start);
+            if k >= l.len || l.v[k].start != start {
+                return None;
+            }
+            let v = l.v[k];
+            l.v.copy_within(k + 1..l.len, k);
+            l.len -= 1;
+            Some((v, (l.len > 0).then(|| l.sum())))
+        }
+        Node::Branch(b) => {
+            let i = b.route(start);
+            let child_old = b.child_sum(i);
+            let c = b.child[i].as_deref_mut()?;
+            let (v, cs) = remove(c, child_old, start, pool, cap)?;
+            let under = c.underfull();
+            let Some(cs) = cs else {
+                // An empty child: only a leaf of a branch of one child (never kept), but stay exact.
+                if let Some(n) = b.remove_at(i) {
+                    pool.release(n, cap);
+                }
+                return Some((v, (b.len > 0).then(|| b.sum())));
+            };
+            if !under {
+                return Some((v, Some(if cs == child_old { old } else { b.update(i, old, cs) })));
+            }
+            b.set(i, cs);
+            if b.len > 1 {
+                refill(b, i, pool, cap);
+            }
+            Some((v, Some(b.sum())))
+        }
+    }
+}
+
+/// Child `i` of `b` is under its minimum: it takes an entry from a sibling that can spare one,
+/// or merges with it (the right one of the pair goes to `pool`).
+fn refill(b: &mut Branch, i: usize, pool: &mut Pool, cap: usize) {
+    let a = if i + 1 < b.len { i } else { i - 1 };
+    let (left, right) = b.child.split_at_mut(a + 1);
+    let (Some(ln), Some(rn)) = (left[a].as_deref_mut(), right[0].as_deref_mut()) else { return };
+    let merge = ln.len() + rn.len() <= ln.cap();
+    match (ln, rn) {
+        (Node::Leaf(l), Node::Leaf(r)) => {
+            if merge {
+                l.v[l.len..l.len + r.len].copy_from_slice(&r.v[..r.len]);
+                l.len += r.len;
+                r.len = 0;
+            } else if l.len < r.len {
+                l.v[l.len] = r.v[0];
+                l.len += 1;
+                r.v.copy_within(1..r.len, 0);
+                r.len -= 1;
+            } else {
+                r.v.copy_within(0..r.len, 1);
+                r.v[0] = l.v[l.len - 1];
+                r.len += 1;
+                l.len -= 1;
+            }
+        }
+        (Node::Branch(l), Node::Branch(r)) => {
+            if merge {
+                for j in 0..r.len {
+                    let s = r.child_sum(j);
+                    l.set(l.len, s);
+                    l.child[l.len] = r.child[j].take();
+                    l.len += 1;
+                }
+                r.len = 0;
+            } else if l.len < r.len {
+                let s = r.child_sum(0);
+                if let Some(c) = r.remove_at(0) {
+                    l.insert_at(l.len, s, c);
+                }
+            } else {
+                let s = l.child_sum(l.len - 1);
+                if let Some(c) = l.remove_at(l.len - 1) {
+                    r.insert_at(0, s, c);
+                }
+            }
+        }
+        _ => return,
+    }
+    let (Some(ln), Some(rn)) = (left[a].as_deref(), right[0].as_deref()) else { return };
+    let ls = ln.sum();
+    let rs = (rn.len() > 0).then(|| rn.sum());
+    b.set(a, ls);
+    match rs {
+        Some(rs) => b.set(a + 1, rs),
+        None => {
+            if let Some(n) = b.remove_at(a + 1) {
+                pool.release(n, cap);
+            }
+        }
+    }
+}

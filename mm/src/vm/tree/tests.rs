@@ -1,0 +1,287 @@
+//! Tests of the tree: searches against a brute-force oracle, every invariant after every
+//! change, in-place rewrites, and the edges of the address space.
+
+use super::*;
+use crate::vm::{Advice, Prot, VmaFlags};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::vec::Vec;
+
+fn vma(s: u64, e: u64) -> Vma {
+    Vma { start: s * PAGE, end: e * PAGE, prot: Prot::READ, flags: VmaFlags::empty(), advice: Advice::Normal }
+}
+
+/// Brute force over a sorted model: every page-aligned `x` in order, first that fits.
+fn oracle(model: &BTreeMap<u64, u64>, q: &GapQuery) -> Option<u64> {
+    let free = |s: u64, e: u64| model.iter().all(|(&a, &b)| b <= s || a >= e);
+    let ok = |x: u64| {
+        x.is_multiple_of(q.align)
+            && x >= q.lo
+            && x + q.len <= q.hi
+            && q.no_cross.is_none_or(|b| q.len > b || x / b == (x + q.len - 1) / b)
+            && q.exclude.is_none_or(|(x0, x1)| x + q.len <= x0 || x >= x1)
+            && free(x, x + q.len)
+    };
+    let pages = (q.lo / PAGE)..=(q.hi / PAGE);
+    match q.dir {
+        Dir::Lowest => pages.map(|p| p * PAGE).find(|&x| ok(x)),
+        Dir::Highest => pages.rev().map(|p| p * PAGE).find(|&x| ok(x)),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn gap_search_matches_brute_force(
+        ops in proptest::collection::vec((0u64..200, 1u64..8, any::<bool>()), 1..60),
+        lo in 0u64..200, span in 1u64..220, len in 1u64..12,
+        align_log in 0u32..4, cross in proptest::option::of(2u32..5),
+        excl in proptest::option::of((0u64..200, 1u64..40)), highest in any::<bool>(),
+    ) {
+        let mut t = VmaTree::new();
+        let mut model = BTreeMap::new();
+        for (s, l, del) in ops {
+            if del {
+                if let Some(v) = t.first_ending_after(s * PAGE).copied() {
+                    t.remove(v.start);
+                    model.remove(&v.start);
+                }
+            } else if t.is_free(s * PAGE, (s + l) * PAGE) {
+                t.insert(vma(s, s + l)).unwrap();
+                model.insert(s * PAGE, (s + l) * PAGE);
+            }
+            t.check();
+        }
+        let listed: Vec<_> = t.iter().map(|v| (v.start, v.end)).collect();
+        let expected: Vec<_> = model.iter().map(|(&a, &b)| (a, b)).collect();
+        prop_assert_eq!(listed, expected);
+        let q = GapQuery {
+            lo: lo * PAGE, hi: (lo + span) * PAGE, len: len * PAGE, align: PAGE << align_log,
+            no_cross: cross.map(|c| PAGE << c),
+            exclude: excl.map(|(a, l)| (a * PAGE, (a + l) * PAGE)),
+            dir: if highest { Dir::Highest } else { Dir::Lowest },
+        };
+        prop_assert_eq!(t.find_gap(&q), oracle(&model, &q));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// In-place rewrites (bounds moved within the neighbours, attributes changed) keep the
+    /// order, the balance and every augmented value exact, and `neighbours` agrees with a
+    /// sorted model.
+    #[test]
+    fn in_place_rewrites_keep_every_invariant(
+        starts in proptest::collection::vec((0u64..300, 1u64..6), 1..60),
+        edits in proptest::collection::vec((0u64..300, 0u64..8, 0u64..8, any::<bool>()), 1..40),
+        probes in proptest::collection::vec(0u64..310, 1..10),
+    ) {
+        let mut t = VmaTree::new();
+        let mut model = BTreeMap::new();
+        for (s, l) in starts {
+            if t.is_free(s * PAGE, (s + l) * PAGE) {
+                t.insert(vma(s, s + l)).unwrap();
+                model.insert(s * PAGE, (s + l) * PAGE);
+            }
+        }
+        for (at, lo_shift, hi_shift, write) in edits {
+            let Some(v) = t.first_ending_after(at * PAGE).copied() else { continue };
+            let floor = t.last_starting_before(v.start).map_or(0, |p| p.end);
+            let ceil = t.first_ending_after(v.end).map_or(400 * PAGE, |n| n.start);
+            // Some start in [floor, end), some end in (start, ceil].
+            let start = v.start.saturating_sub(lo_shift * PAGE).max(floor).min(v.end - PAGE);
+            let start = if lo_shift % 2 == 1 { (start + lo_shift * PAGE).min(v.end - PAGE) } else { start };
+            let end = (v.end + hi_shift * PAGE).min(ceil).max(start + PAGE);
+            let prot = if write { Prot::RW } else { Prot::READ };
+            let edited = t.replace(v.start, Vma { start, end, prot, ..v });
+            prop_assert!(edited);
+            model.remove(&v.start);
+            model.insert(start, end);
+            t.check();
+            prop_assert_eq!(t.find(start).map(|f| f.prot), Some(prot));
+        }
+        let listed: Vec<_> = t.iter().map(|v| (v.start, v.end)).collect();
+        let expected: Vec<_> = model.iter().map(|(&a, &b)| (a, b)).collect();
+        prop_assert_eq!(listed, expected);
+        prop_assert!(!t.replace(401 * PAGE, vma(401, 402)), "no mapping starts there");
+        for p in probes {
+            let a = p * PAGE;
+            let (prev, next) = t.neighbours(a);
+            let want_prev = model.range(..a).next_back().map(|(&s, &e)| (s, e));
+            let want_next = model.range(a..).next().map(|(&s, &e)| (s, e));
+            prop_assert_eq!(prev.map(|v| (v.start, v.end)), want_prev);
+            prop_assert_eq!(next.map(|v| (v.start, v.end)), want_next);
+        }
+    }
+}
+
+#[test]
+fn edges_of_the_address_space_do_not_overflow() {
+    let mut t = VmaTree::new();
+    let top = !(PAGE - 1);
+    t.insert(Vma { start: top - 3 * PAGE, end: top - PAGE, ..vma(1, 2) }).unwrap();
+    t.check();
+    let q = GapQuery::new(top - 8 * PAGE, top, PAGE, Dir::Highest);
+    assert_eq!(t.find_gap(&q), Some(top - PAGE));
+    let q = GapQuery::new(0, 4 * PAGE, 4 * PAGE, Dir::Lowest);
+    assert_eq!(t.find_gap(&q), Some(0));
+    let q = GapQuery { align: 1 << 63, ..GapQuery::new(1, u64::MAX, PAGE, Dir::Lowest) };
+    assert_eq!(t.find_gap(&q), Some(1 << 63));
+}
+
+/// The first fit of `q` over the model's free ranges, each placed on its own (what the tree's
+/// search must find without looking at every range).
+fn oracle_by_ranges(model: &BTreeMap<u64, u64>, q: &GapQuery) -> Option<u64> {
+    let mut ranges = Vec::new();
+    let mut prev = 0;
+    for (&s, &e) in model {
+        ranges.push((prev, s));
+        prev = e;
+    }
+    ranges.push((prev, u64::MAX));
+    if q.len == 0 || q.hi <= q.lo || q.hi - q.lo < q.len {
+        return None;
+    }
+    match q.dir {
+        Dir::Lowest => ranges.iter().find_map(|&(a, b)| q.place(a, b)),
+        Dir::Highest => ranges.iter().rev().find_map(|&(a, b)| q.place(a, b)),
+    }
+}
+
+/// Every lookup of the tree against the model, at `addr`.
+fn lookups_agree(t: &VmaTree, model: &BTreeMap<u64, u64>, addr: u64) {
+    let pair = |v: Option<&Vma>| v.map(|v| (v.start, v.end));
+    let containing = model.range(..=addr).next_back().filter(|&(_, &e)| addr < e);
+    assert_eq!(pair(t.find(addr)), containing.map(|(&s, &e)| (s, e)), "find {addr:#x}");
+    let ending_after = model.iter().find(|&(_, &e)| e > addr);
+    assert_eq!(pair(t.first_ending_after(addr)), ending_after.map(|(&s, &e)| (s, e)), "first_ending_after");
+    let before = model.range(..addr).next_back().map(|(&s, &e)| (s, e));
+    assert_eq!(pair(t.last_starting_before(addr)), before, "last_starting_before {addr:#x}");
+    let (prev, next) = t.neighbours(addr);
+    assert_eq!(pair(prev), before, "neighbours.0 {addr:#x}");
+    assert_eq!(pair(next), model.range(addr..).next().map(|(&s, &e)| (s, e)), "neighbours.1 {addr:#x}");
+    let around = t.around(addr);
+    let pair_of = |v: Option<Vma>| v.map(|v| (v.start, v.end));
+    let at = containing.map(|(&s, &e)| (s, e));
+    assert_eq!(pair_of(around.at), at, "around.at {addr:#x}");
+    let (lo, hi) = at.unwrap_or((addr, addr));
+    assert_eq!(
+        pair_of(around.prev),
+        model.range(..lo).next_back().map(|(&s, &e)| (s, e)),
+        "around.prev {addr:#x}"
+    );
+    let after = if at.is_some() { model.range(hi..).next() } else { model.range(addr..).next() };
+    assert_eq!(pair_of(around.next), after.map(|(&s, &e)| (s, e)), "around.next {addr:#x}");
+    let from: Vec<_> = t.iter_from(addr).take(20).map(|v| (v.start, v.end)).collect();
+    let want: Vec<_> = model.iter().filter(|&(_, &e)| e > addr).take(20).map(|(&s, &e)| (s, e)).collect();
+    assert_eq!(from, want, "iter_from {addr:#x}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Trees of three and four levels under random insertions, removals and in-place rewrites:
+    /// every invariant after every change (order, fill, equal depth, every summary, counts), and
+    /// every lookup and gap search as a sorted model answers it.
+    #[test]
+    fn many_levels_keep_every_invariant_and_answer_as_a_sorted_model(
+        ops in proptest::collection::vec((0u8..8, 0u64..6000, 1u64..4, any::<u64>()), 500..3000),
+    ) {
+        let mut t = VmaTree::new();
+        let mut model = BTreeMap::new();
+        let mut max_height = 0;
+        for (i, &(kind, s, l, r)) in ops.iter().enumerate() {
+            match kind {
+                0..=3 => {
+                    if t.is_free(s * PAGE, (s + l) * PAGE) {
+                        t.insert(vma(s, s + l)).unwrap();
+                        model.insert(s * PAGE, (s + l) * PAGE);
+                    }
+                }
+                4 | 5 => {
+                    if let Some(v) = t.first_ending_after(s * PAGE).copied() {
+                        prop_assert_eq!(t.remove(v.start), Some(v));
+                        model.remove(&v.start);
+                    }
+                }
+                _ => {
+                    // Move one edge within the neighbours, or change only the attributes.
+                    if let Some(v) = t.first_ending_after(s * PAGE).copied() {
+                        let floor = t.last_starting_before(v.start).map_or(0, |p| p.end);
+                        let ceil = t.first_ending_after(v.end).map_or(!(PAGE - 1), |n| n.start);
+                        let step = (r % 3) * PAGE;
+                        let (start, end) = match r % 5 {
+                            0 => (v.start.saturating_sub(step).max(floor), v.end),
+                            1 => ((v.start + step).min(v.end - PAGE), v.end),
+                            2 => (v.start, (v.end + step).min(ceil)),
+                            3 => (v.start, (v.end - step).max(v.start + PAGE)),
+                            _ => (v.start, v.end),
+                        };
+                        let prot = if r & 8 == 0 { Prot::RW } else { Prot::READ };
+                        let same = (start, end) == (v.start, v.end);
+                        prop_assert_eq!(t.replace_attrs(v.start, Vma { start, end, prot, ..v }), same);
+                        let edited = t.replace(v.start, Vma { start, end, prot, ..v });
+                        prop_assert!(edited);
+                        model.remove(&v.start);
+                        model.insert(start, end);
+                        prop_assert_eq!(t.find(start).map(|f| f.prot), Some(prot));
+                    }
+                }
+            }
+            t.check();
+            max_height = max_height.max(t.height());
+            lookups_agree(&t, &model, s * PAGE);
+            if i % 64 == 0 {
+                lookups_agree(&t, &model, (s + l) * PAGE - 1);
+                let lo = (r % 6000) * PAGE;
+                let q = GapQuery {
+                    align: PAGE << (r >> 20 & 3),
+                    no_cross: (r & 16 != 0).then_some(PAGE << 3),
+                    exclude: (r & 32 != 0).then_some((lo + 64 * PAGE, lo + 512 * PAGE)),
+                    ..GapQuery::new(lo, lo + ((r >> 8) % 3000 + 1) * PAGE, l * PAGE,
+                        if r & 64 == 0 { Dir::Lowest } else { Dir::Highest })
+                };
+                prop_assert_eq!(t.find_gap(&q), oracle_by_ranges(&model, &q), "{:?}", q);
+            }
+        }
+        let listed: Vec<_> = t.iter().map(|v| (v.start, v.end)).collect();
+        let expected: Vec<_> = model.iter().map(|(&a, &b)| (a, b)).collect();
+        prop_assert_eq!(listed, expected);
+        prop_assert!(max_height >= 3 || ops.len() < 1500, "reached {} levels", max_height);
+    }
+}
+
+#[test]
+fn fifty_thousand_mappings_are_five_levels_and_go_away_in_any_order() {
+    let mut t = VmaTree::new();
+    let n = 50_000u64;
+    for p in 0..n {
+        t.insert(vma(2 * p, 2 * p + 1)).unwrap();
+    }
+    t.check();
+    assert!((4..=5).contains(&t.height()), "{} levels", t.height());
+    // Every gap is one page; a two-page request fits only above the last mapping or below
+    // a removed one.
+    assert_eq!(t.find_gap(&GapQuery::new(0, 2 * n * PAGE, 2 * PAGE, Dir::Lowest)), None);
+    assert!(t.remove(2 * 777 * PAGE).is_some());
+    assert_eq!(
+        t.find_gap(&GapQuery::new(0, 2 * n * PAGE, 2 * PAGE, Dir::Lowest)),
+        Some(2 * 776 * PAGE + PAGE)
+    );
+    assert_eq!(t.find_gap(&GapQuery::new(0, 2 * n * PAGE, 2 * PAGE, Dir::Highest)), Some(2 * 777 * PAGE));
+    // Removal in a scattered order, to empty.
+    let mut left: Vec<u64> = (0..n).filter(|&p| p != 777).collect();
+    let mut x = 12345u64;
+    for i in (1..left.len()).rev() {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        left.swap(i, (x >> 33) as usize % (i + 1));
+    }
+    for (i, p) in left.iter().enumerate() {
+        assert!(t.remove(2 * p * PAGE).is_some());
+        if i % 4999 == 0 {
+            t.check();
+        }
+    }
+    t.check();
+    assert!(t.is_empty() && t.height() == 0 && t.iter().next().is_none());
+    assert!(t.spares() <= t.spare_cap());
+}
