@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -67,10 +68,59 @@ static void test_free_is_lazy_and_reclaimed_under_pressure(void) {
     munmap(a, len);
 }
 
+// Reclaim is not per process: memory pressure in one process takes the pages another process
+// freed lazily, as Linux's reclaim takes them from any process's memory.
+static void test_another_process_s_free_pages_are_reclaimed(void) {
+    size_t len = 48 * MIB, pages = len / PAGE;
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        char *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (a == MAP_FAILED) _exit(2);
+        madvise(a, len, MADV_NOHUGEPAGE);
+        for (size_t i = 0; i < pages; i++) a[i * PAGE] = value(i);
+        if (madvise(a, len, MADV_FREE) != 0) _exit(3);
+        char c = 1;
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1) _exit(4);
+        size_t zero = 0, other = 0;
+        for (size_t i = 0; i < pages; i++) {
+            char v = a[i * PAGE];
+            zero += v == 0;
+            other += v != 0 && v != value(i);
+        }
+        _exit(other ? 5 : zero ? 0 : 6);
+    }
+    char c;
+    CHECK(read(ready[0], &c, 1) == 1, "the child did not get ready");
+    // Pressure here, in the parent: more than the free memory, less than it plus the child's.
+    struct sysinfo si;
+    CHECK(sysinfo(&si) == 0, "sysinfo");
+    size_t free_now = (size_t)si.freeram * si.mem_unit, want = free_now + 16 * MIB;
+    CHECK(want < free_now + len - 8 * MIB, "free memory %zu MiB", free_now / MIB);
+    size_t size = 4 * MIB, n = 0;
+    enum { CHUNKS = 64 };
+    char *chunk[CHUNKS];
+    for (size_t done = 0; done < want && n < CHUNKS; done += size, n++) {
+        chunk[n] = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(chunk[n] != MAP_FAILED, "pressure mmap %zu", n);
+        madvise(chunk[n], size, MADV_NOHUGEPAGE);
+        for (size_t off = 0; off < size; off += PAGE) chunk[n][off] = (char)(n + 1);
+    }
+    for (size_t k = 0; k < n; k++) munmap(chunk[k], size);
+    CHECK(write(go[1], &c, 1) == 1, "write");
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the child's freed pages: status %#x (5: changed, 6: none reclaimed)", status);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     static const struct test_case cases[] = {
         {"free_is_lazy_and_reclaimed_under_pressure", test_free_is_lazy_and_reclaimed_under_pressure},
+        {"another_process_s_free_pages_are_reclaimed", test_another_process_s_free_pages_are_reclaimed},
     };
     return run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);
 }

@@ -1,8 +1,9 @@
 //! What the kernel does with an exception from EL0: a system call goes to its handler, a page
 //! fault to demand paging (`mm::user`), and what neither resolves becomes the signal Linux
 //! sends for it (its `fault_info` table and `arm64_notify_die`), or the end of the process with
-//! a report on the console when the signal is fatal. Out of memory at fault time ends the
-//! process as Linux's OOM killer would (SIGKILL), unless the failure was injected. Apart from
+//! a report on the console when the signal is fatal. Out of memory at fault time first takes
+//! the pages any process freed with `MADV_FREE`, then ends the process as Linux's OOM killer
+//! would (SIGKILL), unless the failure was injected (then the fault is retried). Apart from
 //! `process` (the process and thread lifetimes) because it is the trap side of the ABI.
 use core::sync::atomic::Ordering;
 
@@ -90,6 +91,16 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                         return Action::Continue;
                     }
                     Err(Fault::OutOfMemory) => {
+                        // Memory pressure that this process's own lazily freed pages did not
+                        // relieve (UserMemory::fault reclaims those): the pages other processes
+                        // freed with MADV_FREE go next, as Linux's reclaim takes them from any
+                        // process, and the fault is retried.
+                        drop(guard);
+                        if reclaim_lazily_freed_elsewhere(&process) {
+                            return Action::Continue;
+                        }
+                        let mut guard = process.mm.lock();
+                        let Some(mm) = guard.as_mut() else { return Action::ExitThread };
                         // Linux's out-of-memory path: the process is killed with SIGKILL (status
                         // 137), which no handler can catch; the kernel goes on and every frame of
                         // the process comes back at its teardown.
@@ -156,6 +167,25 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             }
         }
     }
+}
+
+/// Reclaims the pages every process but `me` freed with `MADV_FREE` (each flushed where its
+/// own memory's flush targets say, before its frames go back); whether any frame came back.
+/// Called with no memory locked. A memory another CPU holds locked is passed over (`try_lock`):
+/// waiting for it could deadlock with that CPU doing the same, and it is busy, not idle.
+fn reclaim_lazily_freed_elsewhere(me: &Process) -> bool {
+    let mut any = false;
+    super::family::for_each_process(|p| {
+        if core::ptr::eq(&**p, me) {
+            return;
+        }
+        if let Some(mut guard) = p.mm.try_lock()
+            && let Some(mm) = guard.as_mut()
+        {
+            any |= mm.reclaim_lazily_freed();
+        }
+    });
+    any
 }
 
 /// The signal for a data or instruction abort from EL0 that demand paging did not resolve
