@@ -621,6 +621,8 @@ mod format_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::{BLOCK_2M, PAGE_SIZE};
+    use crate::test_support::per_granule;
 
     #[test]
     fn mair_value() {
@@ -703,14 +705,12 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn descriptor_classification() {
-        let pa = PhysAddr(0x1234_5000);
+        // The page address 0x1234_5000 rounded to the build's page (4, 16 or 64 KiB).
+        let pa = PhysAddr(0x1234_5000 & !(PAGE_SIZE - 1));
         let t = Descriptor::table(pa);
-        assert_eq!(t.bits(), 0x1234_5003);
+        assert_eq!(t.bits(), pa.0 | 0b11);
+        assert_eq!(t.bits(), per_granule(0x1234_5003, 0x1234_4003, 0x1234_0003));
         for level in 0..3 {
             assert_eq!(t.kind(level), DescriptorKind::Table);
         }
@@ -724,64 +724,58 @@ mod tests {
         assert_eq!(page.attributes(), attrs);
         assert_eq!(page.output_address(), pa);
 
-        let blk = Descriptor::leaf(2, PhysAddr(0x4020_0000), attrs, true);
+        // A level-2 block one block above 1 GiB (0x4020_0000 with 4 KiB pages).
+        let block_pa = PhysAddr(0x4000_0000 + BLOCK_2M);
+        let blk = Descriptor::leaf(2, block_pa, attrs, true);
         assert_eq!(blk.bits() & 0b11, 0b01);
         assert_eq!(blk.kind(2), DescriptorKind::Block);
-        assert_eq!(blk.kind(1), DescriptorKind::Block);
+        // Level-1 blocks exist with 4 KiB pages only (48-bit output addresses).
+        let level1 = per_granule(DescriptorKind::Block, DescriptorKind::Reserved, DescriptorKind::Reserved);
+        assert_eq!(blk.kind(1), level1);
         assert_eq!(blk.kind(0), DescriptorKind::Reserved);
         assert_eq!(blk.kind(3), DescriptorKind::Reserved);
         assert!(blk.is_contiguous());
         assert_eq!(blk.bits() & (1 << 52), 1 << 52);
         assert!(!blk.with_contiguous(false).is_contiguous());
         assert_eq!(blk.attributes(), attrs, "the contiguous hint is not an attribute");
-        assert_eq!(blk.output_address(), PhysAddr(0x4020_0000));
+        assert_eq!(blk.output_address(), block_pa);
 
         assert_eq!(Descriptor::INVALID.kind(0), DescriptorKind::Invalid);
         assert_eq!(Descriptor::from_bits(0b10).kind(3), DescriptorKind::Invalid);
         assert_eq!(Descriptor::from_bits(u64::MAX).output_address(), PhysAddr(OUTPUT_ADDRESS_MASK));
+        // Bits [47:page shift].
+        let mask = per_granule(0x0000_ffff_ffff_f000, 0x0000_ffff_ffff_c000, 0x0000_ffff_ffff_0000);
+        assert_eq!(OUTPUT_ADDRESS_MASK, mask);
     }
 
     /// The early boot map's encodings, evaluated at compile time as early boot gets them, equal
     /// the runtime encodings the page-table engine writes (`leaf`, `table`).
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn early_block_encoding_equals_the_leaf_encoding() {
+        // The image's block one block above 1 GiB, a table three pages above 0x4009_0000 (with
+        // 4 KiB pages: 0x4020_0000 and 0x4009_3000).
+        const IMAGE: u64 = 0x4000_0000 + BLOCK_2M;
+        const TABLE: u64 = 0x4009_0000 + 3 * PAGE_SIZE;
         const EARLY_IMAGE: u64 =
-            Descriptor::block_2m(PhysAddr(0x4020_0000), Attributes::kernel_data().with_el1_execute(true))
-                .bits();
-        const EARLY_TABLE: u64 = Descriptor::table(PhysAddr(0x4009_3000)).bits();
+            Descriptor::block_2m(PhysAddr(IMAGE), Attributes::kernel_data().with_el1_execute(true)).bits();
+        const EARLY_TABLE: u64 = Descriptor::table(PhysAddr(TABLE)).bits();
         assert_eq!(
             EARLY_IMAGE,
-            Descriptor::leaf(
-                2,
-                PhysAddr(0x4020_0000),
-                Attributes::kernel_data().with_el1_execute(true),
-                false
-            )
-            .bits()
+            Descriptor::leaf(2, PhysAddr(IMAGE), Attributes::kernel_data().with_el1_execute(true), false)
+                .bits()
         );
-        assert_eq!(EARLY_TABLE, 0x4009_3003);
-        let attrs = [
-            Attributes::kernel_text(),
-            Attributes::kernel_rodata(),
-            Attributes::kernel_data(),
-            Attributes::device(),
-            Attributes::device_ngnrne(),
-            Attributes::user(UserAccess::ReadWrite),
-        ];
-        for a in attrs {
-            // Bits below 2 MiB and above bit 47 of the address are dropped, as by `leaf`.
-            for pa in [0, 0x4000_0000, 0x4020_0000, 0x4021_2345, 0xffff_ffff_ffff_ffff, 0x0000_ffff_ffe0_0000]
-            {
+        assert_eq!(EARLY_TABLE, per_granule(0x4009_3003, 0x4009_c003, 0x400c_0003));
+        // Bits [47:level-2 block shift] of the address.
+        let block_mask = per_granule(0x0000_ffff_ffe0_0000, 0x0000_ffff_fe00_0000, 0x0000_ffff_e000_0000);
+        for a in crate::test_support::all_attributes() {
+            // Bits below the block size and above bit 47 of the address are dropped, as by `leaf`.
+            for pa in [0, 0x4000_0000, IMAGE, IMAGE + 0x1_2345, 0xffff_ffff_ffff_ffff, block_mask] {
                 let block = Descriptor::block_2m(PhysAddr(pa), a);
                 assert_eq!(block, Descriptor::leaf(2, PhysAddr(pa), a, false), "{pa:#x} {a:?}");
                 assert_eq!(block.kind(2), DescriptorKind::Block);
                 assert_eq!(block.attributes(), a);
                 assert!(!block.is_contiguous());
-                assert_eq!(block.output_address().0, pa & 0x0000_ffff_ffe0_0000);
+                assert_eq!(block.output_address().0, pa & block_mask);
             }
         }
     }
@@ -806,14 +800,15 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn level_sizes() {
-        assert_eq!(level_size(0), 1 << 39);
-        assert_eq!(level_size(1), 1 << 30);
-        assert_eq!(level_size(2), 1 << 21);
-        assert_eq!(level_size(3), 1 << 12);
+        let sizes: [u64; 4] = per_granule(
+            [1 << 39, 1 << 30, 1 << 21, 1 << 12],
+            [1 << 47, 1 << 36, 1 << 25, 1 << 14],
+            [1 << 55, 1 << 42, 1 << 29, 1 << 16],
+        );
+        // The 64 KiB granule's walk starts at level 1 (48-bit addresses): no level-0 size to check.
+        for level in Format::BUILD.start_level()..=3 {
+            assert_eq!(level_size(level as u32), sizes[level as usize], "level {level}");
+        }
     }
 }

@@ -70,6 +70,8 @@ pub mod vm;
 
 #[cfg(test)]
 mod model;
+#[cfg(test)]
+mod test_support;
 
 // The example of the crate's README, compiled and run as a doctest so that it cannot go stale.
 #[cfg(doctest)]

@@ -4,32 +4,9 @@
 
 use super::*;
 use crate::granule::Format;
+use crate::test_support::{all_attributes, values};
 
 const MIB: u64 = 1 << 20;
-
-/// A deterministic xorshift stream.
-fn values(n: usize) -> impl Iterator<Item = u64> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    core::iter::repeat_with(move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    })
-    .take(n)
-}
-
-fn all_attributes() -> [Attributes; 7] {
-    [
-        Attributes::kernel_text(),
-        Attributes::kernel_rodata(),
-        Attributes::kernel_data(),
-        Attributes::device(),
-        Attributes::device_ngnrne(),
-        Attributes::user(UserAccess::ReadWrite),
-        Attributes::user(UserAccess::ReadExecute),
-    ]
-}
 
 #[test]
 fn build_format_is_the_plain_encoding() {
@@ -130,7 +107,7 @@ fn output_addresses_round_trip_in_every_format() {
         let top = 1u64 << f.pa_bits();
         for level in f.start_level()..=3 {
             let shift = f.granule.level_shift(level);
-            for x in values(500).chain([0, u64::MAX]) {
+            for x in values(500) {
                 let pa = PhysAddr(x & (top - 1) & !((1 << shift) - 1));
                 if f.leaf_allowed(level) {
                     for attrs in all_attributes() {

@@ -10,19 +10,7 @@ use super::test_caps::{Caps, plan};
 use super::{Scope, TlbRequest};
 use crate::addr::VirtAddr;
 use crate::granule::Format;
-
-/// A deterministic xorshift generator: the properties below hold for every 64-bit value.
-fn values(n: usize) -> impl Iterator<Item = u64> {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    core::iter::repeat_with(move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    })
-    .take(n)
-    .chain([0, u64::MAX, 1 << 63, (1 << 48) - 1, 0x5555_5555_5555_5555, 0xaaaa_aaaa_aaaa_aaaa])
-}
+use crate::test_support::values;
 
 /// The range operand's fields tile the 64 bits (ASID [63:48], TG [47:46], SCALE [45:44],
 /// NUM [43:39], TTL [38:37], BaseADDR [36:0], Arm ARM C5.5.36): decoding then encoding any value
@@ -59,10 +47,6 @@ fn range_operand_fields_tile_the_register() {
 /// hint, 0b01xx is a 4 KiB level hint, 0b10xx / 0b11xx name another granule and the op need not
 /// invalidate anything. The checker relies on this to reject plans with TTL bits set.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn single_va_ttl_is_decoded() {
     let va = VirtAddr(0x0000_7fff_1234_0000);
     let base = page_operand(0x42, va);
@@ -97,8 +81,13 @@ fn single_va_ttl_is_decoded() {
             );
         }
     }
-    // The build's decoder is the 4 KiB one.
-    assert!(!decode(TlbInstr { op: TlbiOp::Vae1is, operand: base | 0b1001 << 44 }).effective);
+    // The build's decoder is its granule's: a level-3 hint of its own TG is one, another
+    // granule's TG (16 KiB's for the 4 KiB build, 4 KiB's otherwise) is not effective.
+    let own = Format::BUILD.granule.tlbi_tg() << 2 | 3;
+    let own = decode(TlbInstr { op: TlbiOp::Vae1is, operand: base | own << 44 });
+    assert_eq!((own.effective, own.level_hint), (true, Some(3)));
+    let other = crate::test_support::per_granule(0b1001, 0b0101, 0b0101);
+    assert!(!decode(TlbInstr { op: TlbiOp::Vae1is, operand: base | other << 44 }).effective);
     // Bits outside [47:44] do not leak into the TTL.
     assert_eq!(page_operand_ttl(!(0xf << 44)), 0);
     assert_eq!(page_operand_ttl(0xf << 44), 0xf);
@@ -119,26 +108,29 @@ const RANGE: Caps = Caps { range: true, broadcast: true, errata: super::Errata::
 
 /// A reversed request (end below start) is a caller bug: debug builds panic on it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "end below start")]
 fn reversed_request_panics_in_debug_builds() {
-    let r = TlbRequest::new(VirtAddr(0x2000), VirtAddr(0x1800), Scope::Asid(1));
+    // Two pages, and half a page below: the end rounds up to the start (0x2000, 0x1800 with
+    // 4 KiB pages).
+    let page = crate::addr::PAGE_SIZE;
+    let r = TlbRequest::new(VirtAddr(2 * page), VirtAddr(2 * page - page / 2), Scope::Asid(1));
     let _ = plan(&r, RANGE);
 }
 
 /// … and release builds over-invalidate: one whole flush, never nothing. Includes a request whose
-/// rounded ends meet (start 0x1000, end 0x800: both round to 0x1000). Runs with
+/// rounded ends meet (start one page, end half a page: both round to the page). Runs with
 /// `cargo test -p mm --release`.
 #[test]
 #[cfg(not(debug_assertions))]
 fn reversed_request_is_a_whole_flush_in_release_builds() {
-    for (start, end) in
-        [(0x1000u64, 0x800u64), (0x2000, 0x1800), (0x40_0000, 0x1000), (u64::MAX - 0xfff, 0x1000)]
-    {
+    let page = crate::addr::PAGE_SIZE;
+    for (start, end) in [
+        (page, page / 2),
+        (2 * page, 2 * page - page / 2),
+        (1024 * page, page),
+        (u64::MAX - (page - 1), page),
+    ] {
         for caps in [RANGE, Caps::BASELINE] {
             let r = TlbRequest::new(VirtAddr(start), VirtAddr(end), Scope::Asid(3));
             let p = plan(&r, caps);

@@ -4,13 +4,12 @@
 //! at that moment (a provider that changes its answer between calls, as the ASID allocator does
 //! after a rollover or a migration, is followed on every path).
 
-use core::ptr::NonNull;
-use std::boxed::Box;
 use std::collections::BTreeSet;
 use std::vec::Vec;
 
 use super::*;
-use crate::paging::{AlignedTable, ENTRIES_PER_TABLE, VaRange};
+use crate::paging::VaRange;
+use crate::test_support::{Heap, per_granule};
 use crate::tlb::{FlushTarget, OpKind, Reach, Scope, TlbStats, TlbiOp};
 use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_WRITE, MADV_WILLNEED};
 use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_POPULATE, MAP_PRIVATE};
@@ -21,24 +20,6 @@ mod fork;
 mod guard;
 mod lazy;
 mod object;
-
-/// Table frames from the heap.
-struct Heap;
-
-// SAFETY: every frame is a fresh, page-aligned boxed `AlignedTable`, owned by the table until it
-// is handed back; `table_ptr` returns the box's own address.
-unsafe impl Translation for Heap {
-    fn allocate_table(&mut self) -> Option<PhysAddr> {
-        Some(PhysAddr(Box::into_raw(Box::new(AlignedTable([0; ENTRIES_PER_TABLE]))) as u64))
-    }
-    fn deallocate_table(&mut self, pa: PhysAddr) {
-        // SAFETY: `pa` came from `allocate_table` and is handed back once.
-        drop(unsafe { Box::from_raw(pa.0 as *mut AlignedTable) });
-    }
-    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
-        NonNull::new(pa.0 as *mut [u64; ENTRIES_PER_TABLE]).unwrap()
-    }
-}
 
 /// Records every TLBI with its operand.
 #[derive(Default)]
@@ -133,6 +114,13 @@ impl UserFrames for Frames {
 
 type Mem = UserMemory<Heap, Recorder, Targets, Frames>;
 
+/// A level-2 block of the build's granule (2 MiB, 32 MiB or 512 MiB) and its pages.
+const BLOCK: u64 = crate::addr::BLOCK_2M;
+const BLOCK_PAGES: u64 = BLOCK / PAGE_SIZE;
+/// A contiguous run of pages (64 KiB with 4 KiB pages, 2 MiB with 16 or 64 KiB) and its pages.
+const RUN_PAGES: u64 = crate::descriptor::CONTIGUOUS_ENTRIES as u64;
+const RUN: u64 = RUN_PAGES * PAGE_SIZE;
+
 const RW: u64 = PROT_READ | PROT_WRITE;
 const ANON: u64 = MAP_PRIVATE | MAP_ANONYMOUS;
 
@@ -166,24 +154,20 @@ fn large_memory() -> Mem {
 /// Fresh memory faults in without a single TLBI: whole 64 KiB runs and 2 MiB blocks mapped in
 /// their final form, where mapping page by page costs a break-before-make and a flush per fold.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn large_faults_map_runs_and_blocks_without_tlbi() {
     let mut m = large_memory();
-    let a = m.mmap(0, 8 << 20, RW, ANON, -1, 0).unwrap();
-    let block = a.next_multiple_of(2 << 20);
-    for p in 0..512 {
+    let a = m.mmap(0, 4 * BLOCK, RW, ANON, -1, 0).unwrap();
+    let block = a.next_multiple_of(BLOCK);
+    for p in 0..BLOCK_PAGES {
         m.fault(block + p * PAGE_SIZE, Access::Write).unwrap();
     }
-    assert_eq!(m.space().query(VirtAddr(block)).unwrap().size, 2 << 20);
-    assert_eq!((m.stats().fault_blocks, m.stats().faults, m.stats().data_frames), (1, 1, 512));
+    assert_eq!(m.space().query(VirtAddr(block)).unwrap().size, BLOCK);
+    assert_eq!((m.stats().fault_blocks, m.stats().faults, m.stats().data_frames), (1, 1, BLOCK_PAGES));
     assert!(tlbis(&m).is_empty(), "{:x?}", tlbis(&m));
     // Below the block threshold of free memory only runs.
     m.frames_mut_for_test().free_frames = 0;
-    let run_area = block + (2 << 20);
-    for p in 0..32 {
+    let run_area = block + BLOCK;
+    for p in 0..2 * RUN_PAGES {
         m.fault(run_area + p * PAGE_SIZE, Access::Write).unwrap();
     }
     let leaf = m.space().query(VirtAddr(run_area)).unwrap();
@@ -191,12 +175,12 @@ fn large_faults_map_runs_and_blocks_without_tlbi() {
     assert_eq!(m.stats().fault_runs, 2);
     assert!(tlbis(&m).is_empty());
     // MADV_HUGEPAGE asks for blocks whatever the free memory; MADV_NOHUGEPAGE for pages.
-    let next = run_area + (2 << 20);
-    m.madvise(next, 2 << 20, crate::vm::advice::MADV_HUGEPAGE).unwrap();
+    let next = run_area + BLOCK;
+    m.madvise(next, BLOCK, crate::vm::advice::MADV_HUGEPAGE).unwrap();
     m.fault(next, Access::Read).unwrap();
     assert_eq!(m.stats().fault_blocks, 2);
-    m.mmap(next, 2 << 20, RW, ANON | MAP_FIXED, -1, 0).unwrap();
-    m.madvise(next, 2 << 20, crate::vm::advice::MADV_NOHUGEPAGE).unwrap();
+    m.mmap(next, BLOCK, RW, ANON | MAP_FIXED, -1, 0).unwrap();
+    m.madvise(next, BLOCK, crate::vm::advice::MADV_NOHUGEPAGE).unwrap();
     m.fault(next, Access::Write).unwrap();
     let leaf = m.space().query(VirtAddr(next)).unwrap();
     assert!(leaf.size == PAGE_SIZE && !leaf.contiguous, "{leaf:?}");
@@ -205,18 +189,17 @@ fn large_faults_map_runs_and_blocks_without_tlbi() {
     assert!(frames.live.is_empty());
 }
 
-/// The price, stated: a program touching one byte per 64 KiB holds 16 times the pages.
+/// The price, stated: a program touching one byte per contiguous run (64 KiB with 4 KiB pages)
+/// holds a run's pages for each (16, 128 or 32 times as many).
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_sparse_toucher_pays_for_large_faults() {
+    // One touch a run, over 32 runs (16 with 16 KiB pages, whose block holds 16 runs).
+    let runs = 32.min(BLOCK_PAGES / RUN_PAGES);
     let touch = |m: &mut Mem| {
-        let a = m.mmap(0, 4 << 20, RW, ANON, -1, 0).unwrap();
-        let start = a.next_multiple_of(64 << 10);
-        for i in 0..32 {
-            m.fault(start + i * (64 << 10), Access::Write).unwrap();
+        let a = m.mmap(0, 2 * BLOCK, RW, ANON, -1, 0).unwrap();
+        let start = a.next_multiple_of(RUN);
+        for i in 0..runs {
+            m.fault(start + i * RUN, Access::Write).unwrap();
         }
         m.stats().data_frames
     };
@@ -224,21 +207,18 @@ fn a_sparse_toucher_pays_for_large_faults() {
     let mut large = large_memory();
     large.frames_mut_for_test().free_frames = 0; // runs only
     let (s, l) = (touch(&mut small), touch(&mut large));
-    assert_eq!((s, l), (32, 32 * 16));
+    assert_eq!((s, l), (runs, runs * RUN_PAGES));
+    assert_eq!(l, per_granule(32 * 16, 16 * 128, 32 * 32));
 }
 
 /// A partial munmap or mprotect of a run mapped at fault time unfolds it (no table frame
 /// needed) and keeps the pages outside the range.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_partial_change_of_a_fault_time_run_unfolds_it() {
     let mut m = large_memory();
     m.frames_mut_for_test().free_frames = 0;
-    let a = m.mmap(0, 128 << 10, RW, ANON, -1, 0).unwrap();
-    let run = a.next_multiple_of(64 << 10);
+    let a = m.mmap(0, 2 * RUN, RW, ANON, -1, 0).unwrap();
+    let run = a.next_multiple_of(RUN);
     m.fault(run, Access::Write).unwrap();
     assert_eq!(m.stats().fault_runs, 1);
     let kept = m.space().translate(VirtAddr(run + 5 * PAGE_SIZE)).unwrap();
@@ -246,7 +226,7 @@ fn a_partial_change_of_a_fault_time_run_unfolds_it() {
     m.munmap(run + PAGE_SIZE, PAGE_SIZE).unwrap();
     assert_eq!(m.space().translate(VirtAddr(run + 5 * PAGE_SIZE)), Some(kept));
     assert!(!m.space().query(VirtAddr(run + 5 * PAGE_SIZE)).unwrap().contiguous);
-    assert_eq!((m.stats().data_frames, m.frames().live.len()), (15, 15));
+    assert_eq!((m.stats().data_frames, m.frames().live.len() as u64), (RUN_PAGES - 1, RUN_PAGES - 1));
 }
 
 fn tlbis(m: &Mem) -> &[(TlbiOp, u64)] {
@@ -279,21 +259,17 @@ fn a_fault_maps_a_zeroed_frame_and_checks_the_protection() {
 /// with break-before-make, and that flush must use the ASID and reach of the moment — not
 /// whatever an earlier call left behind.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_fold_at_fault_time_flushes_where_the_provider_says_then() {
     let mut m = memory(false);
-    let a = m.mmap(0, 64 << 10, RW, ANON, -1, 0).unwrap();
-    assert_eq!(a % (64 << 10), 0, "the test needs a 64 KiB-aligned mapping");
-    for i in 0..15 {
+    let a = m.mmap(0, RUN, RW, ANON, -1, 0).unwrap();
+    assert_eq!(a % RUN, 0, "the test needs a mapping aligned to a run");
+    for i in 0..RUN_PAGES - 1 {
         m.fault(a + i * PAGE_SIZE, Access::Write).unwrap();
     }
     assert!(tlbis(&m).is_empty());
     // Meanwhile the allocator rolled over (new ASID) and the thread ran on a second CPU.
     m.space_targets_mut().now = FlushTarget::asid(77, Reach::Broadcast);
-    m.fault(a + 15 * PAGE_SIZE, Access::Write).unwrap();
+    m.fault(a + (RUN_PAGES - 1) * PAGE_SIZE, Access::Write).unwrap();
     assert_eq!(m.stats().folds, 1);
     assert_eq!(m.space().targets().asked, 1);
     let ops = tlbis(&m);
@@ -307,47 +283,41 @@ fn a_fold_at_fault_time_flushes_where_the_provider_says_then() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_promotion_at_fault_time_is_one_flush_to_the_current_target() {
     let mut m = memory(true);
-    let a = m.mmap(0, 4 << 20, RW, ANON, -1, 0).unwrap();
-    let block = a.next_multiple_of(2 << 20);
-    for i in 0..511 {
+    let a = m.mmap(0, 2 * BLOCK, RW, ANON, -1, 0).unwrap();
+    let block = a.next_multiple_of(BLOCK);
+    for i in 0..BLOCK_PAGES - 1 {
         m.fault(block + i * PAGE_SIZE, Access::Write).unwrap();
     }
     let before = tlbis(&m).len();
     m.space_targets_mut().now = FlushTarget::asid(9, Reach::Local);
-    m.fault(block + 511 * PAGE_SIZE, Access::Write).unwrap();
+    m.fault(block + (BLOCK_PAGES - 1) * PAGE_SIZE, Access::Write).unwrap();
     assert_eq!(m.stats().promotions, 1);
     let ops = &tlbis(&m)[before..];
     assert_eq!(ops.len(), 1, "{ops:x?}");
     assert!(!ops[0].0.is_broadcast());
     assert_eq!(asid_of(ops[0].0, ops[0].1), Some(9));
-    assert_eq!(m.space().query(VirtAddr(block)).unwrap().size, 2 << 20);
+    assert_eq!(m.space().query(VirtAddr(block)).unwrap().size, BLOCK);
     // Every frame goes back page by page, promoted or not.
-    m.munmap(a, 4 << 20).unwrap();
-    assert_eq!((m.frames().live.len(), m.frames().freed, m.stats().data_frames), (0, 512, 0));
+    m.munmap(a, 2 * BLOCK).unwrap();
+    assert_eq!((m.frames().live.len(), m.frames().freed, m.stats().data_frames), (0, BLOCK_PAGES, 0));
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn munmap_mprotect_and_teardown_account_for_every_frame() {
     let mut m = memory(true);
-    let a = m.mmap(0, 32 * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
-    assert_eq!(m.stats().data_frames, 32);
+    // Two contiguous runs (32 pages with 4 KiB pages).
+    let n = 2 * RUN_PAGES;
+    let a = m.mmap(0, n * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(m.stats().data_frames, n);
     m.mprotect(a, 8 * PAGE_SIZE, PROT_READ).unwrap();
     assert_eq!(m.fault(a, Access::Write), Err(Fault::Protection { prot: Prot::READ }));
-    m.munmap(a + 16 * PAGE_SIZE, 16 * PAGE_SIZE).unwrap();
-    assert_eq!(m.frames().live.len(), 16);
+    m.munmap(a + RUN, RUN).unwrap();
+    assert_eq!(m.frames().live.len() as u64, RUN_PAGES);
     // MAP_FIXED over populated pages frees them after the flush.
     m.mmap(a, 4 * PAGE_SIZE, RW, ANON | MAP_FIXED, -1, 0).unwrap();
-    assert_eq!(m.frames().live.len(), 12);
+    assert_eq!(m.frames().live.len() as u64, RUN_PAGES - 4);
     // Each flush asked the provider exactly once, at that flush: two folds while populating,
     // the mprotect (which unfolds the first run), the munmap and the MAP_FIXED replacement.
     assert_eq!((m.space().targets().asked, m.space().stats().flushes), (5, 5));
@@ -391,25 +361,26 @@ fn mmap_of_a_file_checks_the_offset_before_the_descriptor() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn program_images_and_the_initial_stack_are_written_through_the_tables() {
     let mut m = memory(true);
     let text = [0xd5u8; 100];
-    m.map_image(0x40_0000, 0x40_2000, Prot::READ.union(Prot::EXEC), VmaFlags::IMAGE, |page| {
-        (page == 0x40_1000).then_some((16, &text[..]))
+    let (image, second) = (0x40_0000, 0x40_0000 + PAGE_SIZE);
+    m.map_image(image, image + 2 * PAGE_SIZE, Prot::READ.union(Prot::EXEC), VmaFlags::IMAGE, |page| {
+        (page == second).then_some((16, &text[..]))
     })
     .unwrap();
     assert_eq!(m.stats().data_frames, 2);
-    let pa = m.space().translate(VirtAddr(0x40_1000)).unwrap().0;
+    let pa = m.space().translate(VirtAddr(second)).unwrap().0;
     assert_eq!(&m.frames().contents[&pa][16..116], &text[..]);
     m.vm_mut().map_kernel(0x7000_0000, 4 * PAGE_SIZE, Prot::RW, VmaFlags::STACK).unwrap();
+    // 16 bytes at the end of the first page, the rest in the next ones.
     let data: Vec<u8> = (0..6000u32).map(|i| i as u8).collect();
-    m.write(0x7000_0ff0, &data).unwrap();
+    let tail = PAGE_SIZE as usize - 16;
+    m.write(0x7000_0000 + tail as u64, &data).unwrap();
     let first = m.space().translate(VirtAddr(0x7000_0000)).unwrap().0;
-    assert_eq!(&m.frames().contents[&first][0xff0..], &data[..16]);
+    assert_eq!(&m.frames().contents[&first][tail..], &data[..16]);
+    let next = m.space().translate(VirtAddr(0x7000_0000 + PAGE_SIZE)).unwrap().0;
+    assert_eq!(&m.frames().contents[&next][..16], &data[16..32]);
     assert_eq!(m.write(0x6000_0000, &data), Err(Errno::EFAULT));
     let (_, _, frames) = m.destroy();
     assert!(frames.live.is_empty());
