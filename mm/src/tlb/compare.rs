@@ -12,52 +12,21 @@ pub const LINUX_MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
 pub const LINUX_MAX_DVM_OPS: u64 = 512;
 
 /// Number of TLBI instructions Linux issues for `pages` 4 KiB pages at a stride of
-/// `stride_pages` pages, with or without FEAT_TLBIRANGE: `__flush_tlb_range_nosync()` with the
-/// limit check of v6.10–v6.16 (`(!range && pages >= MAX_DVM_OPS * stride) || (range && pages >
-/// MAX_TLBI_RANGE_PAGES)` → one `flush_tlb_mm`/`flush_tlb_all`), then the
-/// `__flush_tlb_range_op` loop (scale from 3 down, single ops for the last page, no LPA2).
-/// KPTI would double every user-space count (`tlbi_user`); not modelled.
+/// `stride_pages` pages, with or without FEAT_TLBIRANGE: [`linux_plan_count_in`] for
+/// [`Format::K4`] (no LPA2, so the start does not matter). KPTI would double every user-space
+/// count (`tlbi_user`); not modelled.
 pub fn linux_plan_count(pages: u64, stride_pages: u64, has_range: bool) -> u64 {
-    let stride_pages = stride_pages.max(1);
-    if pages == 0 {
-        return 0;
-    }
-    if (!has_range && pages >= LINUX_MAX_DVM_OPS * stride_pages)
-        || (has_range && pages > LINUX_MAX_TLBI_RANGE_PAGES)
-    {
-        return 1;
-    }
-    let mut count = 0;
-    let mut rem = pages;
-    let mut scale: i32 = 3;
-    while rem > 0 {
-        if !has_range || rem == 1 {
-            count += 1;
-            rem = rem.saturating_sub(stride_pages);
-            continue;
-        }
-        // __TLBI_RANGE_NUM after e3ba51ab24fd: clamp to __TLBI_RANGE_PAGES(31, scale).
-        let shift = 5 * scale as u32 + 1;
-        let clamped = rem.min(32 << shift);
-        let num = (clamped >> shift) as i64 - 1;
-        if num >= 0 {
-            count += 1;
-            rem -= ((num as u64) + 1) << shift;
-        }
-        scale -= 1;
-        if scale < 0 && rem > 1 {
-            // Unreachable for pages <= MAX_TLBI_RANGE_PAGES; guards against a changed bound.
-            break;
-        }
-    }
-    count
+    linux_plan_count_in(Format::K4, VirtAddr(0), pages, stride_pages, has_range)
 }
 
 /// Number of TLBI instructions Linux issues for `pages` pages of `format` from `start` at a
-/// stride of `stride_pages` pages: as [`linux_plan_count`], with the granule's `MAX_DVM_OPS` =
-/// `PTRS_PER_PTE` (512, 2048, 8192), `MAX_TLBI_RANGE_PAGES` = 2^21 pages for every granule, and
-/// the LPA2 rule of `__flush_tlb_range_op` (`lpa2_is_enabled()`, i.e. `DS`): single ops while the
-/// start is not 64 KiB-aligned.
+/// stride of `stride_pages` pages, with or without FEAT_TLBIRANGE: `__flush_tlb_range_nosync()`
+/// with the limit check of v6.10–v6.16 (`(!range && pages >= MAX_DVM_OPS * stride) || (range &&
+/// pages > MAX_TLBI_RANGE_PAGES)` → one `flush_tlb_mm`/`flush_tlb_all`), with the granule's
+/// `MAX_DVM_OPS` = `PTRS_PER_PTE` (512, 2048, 8192) and `MAX_TLBI_RANGE_PAGES` = 2^21 pages for
+/// every granule; then the `__flush_tlb_range_op` loop: SCALE from 3 down, single ops for the
+/// last page and, with LPA2 (`lpa2_is_enabled()`, i.e. `DS`), while the start is not 64
+/// KiB-aligned.
 pub fn linux_plan_count_in(
     format: Format,
     start: VirtAddr,
@@ -88,6 +57,7 @@ pub fn linux_plan_count_in(
             rem = rem.saturating_sub(stride_pages);
             continue;
         }
+        // __TLBI_RANGE_NUM after e3ba51ab24fd: clamp to __TLBI_RANGE_PAGES(31, scale).
         let shift = 5 * scale as u32 + 1;
         let clamped = rem.min(32 << shift);
         let num = (clamped >> shift) as i64 - 1;
@@ -99,6 +69,7 @@ pub fn linux_plan_count_in(
         }
         scale -= 1;
         if scale < 0 && rem > 1 {
+            // Unreachable for pages <= MAX_TLBI_RANGE_PAGES; guards against a changed bound.
             break;
         }
     }

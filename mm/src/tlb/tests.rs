@@ -14,6 +14,7 @@ use super::test_caps::plan;
 use super::*;
 use crate::addr::VirtAddr;
 use crate::granule::Format;
+use crate::test_support::per_granule;
 use std::vec::Vec;
 
 const K4: u64 = 4096;
@@ -22,10 +23,6 @@ const M2: u64 = 2 << 20;
 // Tests.
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn operand_fields() {
     // Non-range: TTBR1 sign bits never reach TTL [47:44]; VA[55:12] comes back sign-extended.
     for va in [0xffff_8000_0000_0000u64, 0xffff_ffff_ffff_f000, 0x0000_7fff_ffff_f000, 0x1000] {
@@ -34,15 +31,17 @@ fn operand_fields() {
         assert_eq!((x >> 44) & 0xf, 0, "TTL of {va:#x}");
         assert_eq!(page_operand_va(x), VirtAddr(va));
     }
-    // Range: every field in place, BaseADDR masked, TTBR1 start decoded back.
-    let va = VirtAddr(0xffff_8000_1234_5000);
+    // Range, the build's format: every field in place, BaseADDR masked, TTBR1 start decoded
+    // back. (TG, BaseADDR shift) of the build's granule: (1, 12), (2, 14), (3, 16).
+    let (tg, shift) = per_granule((1, 12), (2, 14), (3, 16));
+    let va = VirtAddr(0xffff_8000_1234_5000 & !(page(Format::BUILD) - 1));
     let x = RangeOperand::new(0x00ff, va, 3, 14).encode();
     assert_eq!(x >> 48, 0x00ff);
-    assert_eq!((x >> 46) & 3, 1, "TG 4K");
+    assert_eq!((x >> 46) & 3, tg, "TG");
     assert_eq!((x >> 44) & 3, 3);
     assert_eq!((x >> 39) & 0x1f, 14);
     assert_eq!((x >> 37) & 3, 0, "TTL");
-    assert_eq!(x & ((1 << 37) - 1), (va.0 >> 12) & ((1 << 37) - 1));
+    assert_eq!(x & ((1 << 37) - 1), (va.0 >> shift) & ((1 << 37) - 1));
     let f = RangeOperand::decode(x);
     assert_eq!(f.start(), va);
     assert_eq!(f.pages(), 15 << 16);
@@ -115,10 +114,6 @@ fn exhaustive_small_ranges() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn boundary_counts_every_format() {
     for f in Format::ALL {
         for &base in &BASES {
@@ -151,14 +146,17 @@ fn boundary_counts_every_format() {
         assert_eq!((n(511).shape(), n(511).len()), (PlanShape::PerStep, 511));
         assert_eq!((n(512).shape(), n(512).len()), (PlanShape::FullFlush, 1));
     }
-    assert_eq!(RANGE_BOUND_PAGES, (1 << 20) - 1);
+    // The build's planner (`plan`, over `Format::BUILD`) has its granule's bound.
+    let last = per_granule((1 << 20) - 1, (1 << 18) - 1, (1 << 16) - 1);
+    assert_eq!(RANGE_BOUND_PAGES, last);
     assert_eq!(Format::ALL.map(range_plan_ops_bound), [2, 19, 2, 7, 2, 2]);
-    let u = |pages| plan(&req(Format::K4, BASES[1], pages, Scope::Asid(7)), RANGE);
-    assert_eq!(u((1 << 20) - 1).shape(), PlanShape::Ranges);
-    assert_eq!(u(1 << 20).shape(), PlanShape::FullFlush);
-    let k = plan(&req(Format::K4, BASES[2], 1 << 20, Scope::Global), RANGE);
+    let b = Format::BUILD;
+    let u = |pages| plan(&req(b, BASES[1], pages, Scope::Asid(7)), RANGE);
+    assert_eq!(u(last).shape(), PlanShape::Ranges);
+    assert_eq!(u(last + 1).shape(), PlanShape::FullFlush);
+    let k = plan(&req(b, BASES[2], last + 1, Scope::Global), RANGE);
     assert_eq!(k.iter().next().map(|i| i.op), Some(TlbiOp::Vmalle1is));
-    let k = plan(&req(Format::K4, BASES[2], 512, Scope::Global), NO_RANGE.local());
+    let k = plan(&req(b, BASES[2], 512, Scope::Global), NO_RANGE.local());
     assert_eq!(k.iter().next().map(|i| i.op), Some(TlbiOp::Vmalle1));
 }
 
@@ -213,11 +211,7 @@ fn never_more_than_linux_in_any_format() {
             }
         }
     }
-    // The 4 KiB count is the one of `linux_plan_count`; with DS Linux needs the single ops too.
-    for pages in 0..5000 {
-        let a = compare::linux_plan_count_in(Format::K4, VirtAddr(BASES[1]), pages, 1, true);
-        assert_eq!(a, compare::linux_plan_count(pages, 1, true));
-    }
+    // With DS Linux needs the single ops too (more in `linux_counts_worked_by_hand`).
     assert_eq!(compare::linux_plan_count_in(Format::K4_LPA2, VirtAddr(BASES[1] + K4), 16, 1, true), 16);
     assert_eq!(compare::linux_plan_count_in(Format::K4, VirtAddr(BASES[1] + K4), 16, 1, true), 1);
     assert_eq!(compare::linux_plan_count_in(Format::K64, VirtAddr(BASES[1]), 8191, 1, false), 8191);
@@ -261,10 +255,6 @@ fn every_count_up_to_the_bound() {
 /// where a partition needs more (the examples: 511 pages need 3 disjoint ops but 2 overlapping,
 /// 262,143 need 5 disjoint but 2 overlapping), and our plan is never worse than Linux's.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn overlapping_covers_beat_partitions() {
     let dp = partition_min();
     for n in 1..(1u64 << 16) {
@@ -284,10 +274,13 @@ fn overlapping_covers_beat_partitions() {
     for f in [Format::K16, Format::K64] {
         assert!((1..=bound(f)).step_by(7).chain([bound(f)]).all(|n| overlap_min(f, n) <= 2), "{}", f.name());
     }
+    // The build's planner (`our_plan_count`, over `Format::BUILD`) against Linux's count for
+    // the same granule and against the best partition.
+    let b = Format::BUILD;
     for pages in (1..70_000u64).chain([(1 << 20) - 1]) {
-        let ours =
-            compare::our_plan_count(&req(Format::K4, BASES[1], pages, Scope::Asid(1)), RANGE.features());
-        assert!(ours <= compare::linux_plan_count(pages, 1, true), "{pages} pages");
+        let ours = compare::our_plan_count(&req(b, BASES[1], pages, Scope::Asid(1)), RANGE.features());
+        let linux = compare::linux_plan_count_in(b, VirtAddr(BASES[1]), pages, 1, true);
+        assert!(ours <= linux, "{pages} pages");
         assert!(ours <= compare::partition_plan_count(pages), "{pages} pages");
         if pages < 1 << 16 {
             assert_eq!(compare::partition_plan_count(pages), u64::from(dp[pages as usize]), "{pages} pages");
@@ -296,10 +289,6 @@ fn overlapping_covers_beat_partitions() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn block_strides() {
     for f in Format::ALL {
         let pg = page(f);
@@ -335,7 +324,7 @@ fn block_strides() {
         assert_eq!(plan_f(f, &r, RANGE).len(), 1, "{}", f.name());
         assert_eq!(plan_f(f, &r.with_stride(Stride::Block2M), NO_RANGE).len(), 1);
     }
-    assert_eq!(Stride::Block2M.bytes(), M2);
+    assert_eq!(Stride::Block2M.bytes(), per_granule(M2, 32 << 20, 512 << 20));
     assert_eq!(Format::ALL.map(|f| Stride::Block2M.bytes_in(f) >> 20), [2, 2, 32, 32, 512, 512]);
     assert_eq!(Format::ALL.map(|f| Stride::Block1G.bytes_in(f) >> 30), [1, 1, 64, 64, 4096, 4096]);
 }
@@ -399,6 +388,63 @@ fn top_of_the_address_space_and_odd_requests() {
     assert_eq!(p.iter().len(), p.len());
 }
 
+/// Linux's instruction counts, worked out by hand from `__flush_tlb_range_op()` and
+/// `__flush_tlb_range_nosync()` (arch/arm64/include/asm/tlbflush.h, v6.10–v6.16): SCALE from 3
+/// down, `NUM = min(pages, 32 << (5·SCALE + 1)) >> (5·SCALE + 1) − 1`, an op where `NUM ≥ 0`; a
+/// single op for a last page and, with LPA2, while the start is off 64 KiB; one whole flush past
+/// `MAX_TLBI_RANGE_PAGES` = 2^21 pages, or without range ops from `MAX_DVM_OPS` (=
+/// `PTRS_PER_PTE`: 512, 2048, 8192) steps. Pinned here, so that `linux_plan_count` (which
+/// delegates to `linux_plan_count_in`) and the formats' counts are checked against numbers
+/// rather than against each other.
+#[test]
+fn linux_counts_worked_by_hand() {
+    let (k4, k16, k64) = (Format::K4, Format::K16, Format::K64);
+    // (format, start offset from BASES[1], pages, stride in pages, FEAT_TLBIRANGE, Linux's count)
+    let rows = [
+        (k4, 0, 1, 1, true, 1),
+        (k4, 0, 2, 1, true, 1),             // SCALE 0, NUM 0
+        (k4, 0, 3, 1, true, 2),             // 1·2 + a single
+        (k4, 0, 511, 1, true, 3),           // 7·2^6 + 31·2 + a single
+        (k4, 0, 1000, 1, true, 2),          // 15·2^6 + 20·2
+        (k4, 0, 65_536, 1, true, 1),        // 1·2^16
+        (k4, 0, 70_000, 1, true, 4),        // 1·2^16 + 2·2^11 + 5·2^6 + 24·2
+        (k4, 0, 262_143, 1, true, 5),       // 3·2^16 + 31·2^11 + 31·2^6 + 31·2 + a single
+        (k4, 0, (1 << 20) - 1, 1, true, 5), // 15·2^16 + 31·2^11 + 31·2^6 + 31·2 + a single
+        (k4, 0, 1 << 21, 1, true, 1),       // SCALE 3, NUM 31: exactly MAX_TLBI_RANGE_PAGES
+        (k4, 0, (1 << 21) + 1, 1, true, 1), // past it: flush_tlb_mm
+        (k4, 0, 511, 1, false, 511),
+        (k4, 0, 512, 1, false, 1),           // MAX_DVM_OPS steps: flush_tlb_mm
+        (k4, 0, 511 * 512, 512, false, 511), // 2 MiB strides
+        (k4, 0, 512 * 512, 512, false, 1),
+        // Range ops count pages, whatever their size: the same decompositions without DS.
+        (k16, 0, 511, 1, true, 3),
+        (k64, 0, 262_143, 1, true, 5),
+        // MAX_DVM_OPS is PTRS_PER_PTE.
+        (k16, 0, 2047, 1, false, 2047),
+        (k16, 0, 2048, 1, false, 1),
+        (k64, 0, 8191, 1, false, 8191),
+        (k64, 0, 8192, 1, false, 1),
+        // LPA2: from one page past 64 KiB, 15 (4 KiB) or 3 (16 KiB) singles first.
+        (Format::K4_LPA2, K4, 16, 1, true, 16), // 15 singles, then the last page
+        (Format::K4_LPA2, K4, 1000, 1, true, 18), // 15 singles, 15·2^6, 12·2, a single
+        (Format::K4_LPA2, 0, 511, 1, true, 3),  // aligned: as without DS
+        (Format::K16_LPA2, 16 << 10, 64, 1, true, 5), // 3 singles, 30·2, a single
+    ];
+    for (f, offset, pages, stride, range, want) in rows {
+        let start = VirtAddr(BASES[1] + offset);
+        let got = compare::linux_plan_count_in(f, start, pages, stride, range);
+        assert_eq!(
+            got,
+            want,
+            "{}: {pages} pages from +{offset:#x}, stride {stride}, range {range}",
+            f.name()
+        );
+        if f == Format::K4 {
+            assert_eq!(compare::linux_plan_count(pages, stride, range), want, "{pages} pages");
+        }
+    }
+}
+
 #[test]
 fn linux_bugs() {
     // e3ba51ab24fd: exactly 2^21 pages gave NUM = -1 at every scale and a garbage operand
@@ -453,14 +499,10 @@ fn full_flush_forms() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn issuer_sequences_and_stats() {
     for caps in [RANGE, NO_RANGE, RANGE.local(), NO_RANGE.local()] {
         for pages in [0, 1, 2, 3, 100, 511, 512, 1 << 20] {
-            let p = plan(&req(Format::K4, BASES[2], pages, Scope::Global), caps);
+            let p = plan(&req(Format::BUILD, BASES[2], pages, Scope::Global), caps);
             for errata in [Errata::NONE, Errata { repeat_tlbi: true }] {
                 for isb in [false, true] {
                     issuer_check(&p, errata, isb).unwrap();
@@ -469,13 +511,13 @@ fn issuer_sequences_and_stats() {
         }
     }
     let mut issuer = TlbIssuer::new(Recorder::default(), Errata { repeat_tlbi: true });
-    issuer.issue(&plan(&req(Format::K4, BASES[1], 3, Scope::Asid(9)), RANGE), false);
-    issuer.issue(&plan(&req(Format::K4, BASES[1], 3, Scope::Asid(9)), NO_RANGE.local()), true);
-    issuer.issue(&plan(&req(Format::K4, BASES[1], 1 << 20, Scope::Asid(9)), RANGE), false);
-    issuer.issue(&plan(&req(Format::K4, BASES[2], 1 << 20, Scope::Global), RANGE.local()), true);
+    issuer.issue(&plan(&req(Format::BUILD, BASES[1], 3, Scope::Asid(9)), RANGE), false);
+    issuer.issue(&plan(&req(Format::BUILD, BASES[1], 3, Scope::Asid(9)), NO_RANGE.local()), true);
+    issuer.issue(&plan(&req(Format::BUILD, BASES[1], 1 << 20, Scope::Asid(9)), RANGE), false);
+    issuer.issue(&plan(&req(Format::BUILD, BASES[2], 1 << 20, Scope::Global), RANGE.local()), true);
     issuer.issue(&TlbPlan::EMPTY, true);
     let s = *issuer.stats();
-    // Three pages with range ops: two overlapping 2-page ops.
+    // Three pages with range ops (the build's pages): two overlapping 2-page ops.
     assert_eq!((s.range_broadcast, s.page_broadcast, s.page_local), (2, 0, 3));
     assert_eq!((s.asid_broadcast, s.all_local, s.asid_local, s.all_broadcast), (1, 1, 0, 0));
     assert_eq!((s.planned_tlbis(), s.repeated, s.total_tlbis()), (7, 7, 14));
