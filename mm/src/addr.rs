@@ -139,30 +139,40 @@ mod tests {
         assert!(!VirtAddr(0x0000_7fff_ffff_f000).is_upper());
     }
 
+    /// Each level's index comes from its own bits of the VA: indices 3, 5, 7 and 11 (each level
+    /// that the build's format has; the top table of 16 KiB pages has 2 entries, so its index is
+    /// 3 mod 2), and the top index of all ones is the top table's last entry.
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn indices() {
-        let va = VirtAddr((1 << 39) * 3 + (1 << 30) * 5 + (1 << 21) * 7 + (1 << 12) * 11);
-        assert_eq!(va.table_index(0), 3);
-        assert_eq!(va.table_index(1), 5);
-        assert_eq!(va.table_index(2), 7);
-        assert_eq!(va.table_index(3), 11);
-        assert_eq!(VirtAddr(u64::MAX).table_index(0), 511);
+        let f = Format::BUILD;
+        let want = |level: i32| [3usize, 5, 7, 11][level as usize] % f.entries(level);
+        let levels = f.start_level()..=3;
+        let va = levels.clone().map(|l| (want(l) as u64) << f.granule.level_shift(l)).sum::<u64>();
+        for level in levels {
+            assert_eq!(VirtAddr(va).table_index(level as u32), want(level), "level {level}");
+        }
+        if f == Format::K4 {
+            assert_eq!(va, (1 << 39) * 3 + (1 << 30) * 5 + (1 << 21) * 7 + (1 << 12) * 11);
+        }
+        let top = crate::test_support::per_granule(511, 1, 63);
+        assert_eq!(VirtAddr(u64::MAX).table_index(f.start_level() as u32), top);
     }
 
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn alignment() {
-        assert!(PhysAddr(0x20_0000).is_aligned(BLOCK_2M));
-        assert!(!PhysAddr(0x20_1000).is_aligned(BLOCK_2M));
-        assert_eq!(PhysAddr(0x20_1fff).align_down(PAGE_SIZE), PhysAddr(0x20_1000));
-        assert_eq!(PhysAddr(0x20_1001).checked_align_up(PAGE_SIZE), Some(PhysAddr(0x20_2000)));
+        let sizes =
+            crate::test_support::per_granule((4 << 10, 2 << 20), (16 << 10, 32 << 20), (64 << 10, 512 << 20));
+        assert_eq!((PAGE_SIZE, BLOCK_2M), sizes, "the build's page and level-2 block");
+        let block = BLOCK_2M;
+        assert!(PhysAddr(block).is_aligned(BLOCK_2M));
+        assert!(!PhysAddr(block + PAGE_SIZE).is_aligned(BLOCK_2M));
+        assert!(PhysAddr(block + PAGE_SIZE).is_page_aligned());
+        assert!(!PhysAddr(block + PAGE_SIZE / 2).is_page_aligned());
+        assert_eq!(PhysAddr(block + 2 * PAGE_SIZE - 1).align_down(PAGE_SIZE), PhysAddr(block + PAGE_SIZE));
+        assert_eq!(
+            PhysAddr(block + PAGE_SIZE + 1).checked_align_up(PAGE_SIZE),
+            Some(PhysAddr(block + 2 * PAGE_SIZE))
+        );
         assert_eq!(PhysAddr(u64::MAX).checked_align_up(PAGE_SIZE), None);
         assert_eq!(VirtAddr(u64::MAX).checked_add(1), None);
     }

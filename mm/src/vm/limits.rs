@@ -166,13 +166,10 @@ impl Rlimits {
 mod tests {
     use super::*;
 
-    const RAM_512M: u64 = 512 << 20 >> 12;
+    /// 512 MiB of RAM in the build's pages.
+    const RAM_512M: u64 = (512 << 20) / crate::vm::PAGE;
 
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn the_first_process_has_linux_defaults() {
         let l = Rlimits::init(RAM_512M);
         assert_eq!(l.get(RLIMIT_STACK), Rlimit { cur: 8 << 20, max: RLIM_INFINITY });
@@ -185,12 +182,8 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        any(feature = "granule-16k", feature = "granule-64k"),
-        ignore = "expects the 4 KiB granule's numbers"
-    )]
     fn threads_max_as_linux_sets_it() {
-        assert_eq!(max_threads(128 << 20 >> 12), 1024);
+        assert_eq!(max_threads((128 << 20) / crate::vm::PAGE), 1024, "128 MiB");
         assert_eq!(max_threads(0), 20, "MIN_THREADS");
         assert_eq!(max_threads(u64::MAX), 0x3fff_ffff, "FUTEX_TID_MASK");
     }

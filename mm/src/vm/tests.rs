@@ -52,14 +52,13 @@ fn ret(m: &mut VmMap, c: Call) -> Result<u64, Errno> {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn errno_table_from_the_man_pages() {
     use Call::*;
     use Errno::*;
     let top = 1u64 << 48;
+    // A page-aligned address below mmap_min_addr (64 KiB): 4 KiB with 4 KiB pages, 16 KiB with
+    // 16 KiB; with 64 KiB pages only 0 is, the row of MAP_FIXED at 0 again.
+    let low = if PAGE < 0x1_0000 { PAGE } else { 0 };
     #[rustfmt::skip]
     let table: &[(&str, Call, Result<u64, Errno>)] = &[
         // mmap(2)
@@ -85,8 +84,8 @@ fn errno_table_from_the_man_pages() {
         ("mmap: length larger than the address space", Mmap(0, top, RW, PRIV, -1, 0), Err(ENOMEM)),
         ("mmap: MAP_FIXED past TASK_SIZE", Mmap(top - PAGE, 2 * PAGE, RW, PRIV | MAP_FIXED, -1, 0), Err(ENOMEM)),
         ("mmap: MAP_FIXED at 0 (mmap_min_addr)", Mmap(0, PAGE, RW, PRIV | MAP_FIXED, -1, 0), Err(EPERM)),
-        ("mmap: MAP_FIXED at 4 KiB (below 64 KiB)", Mmap(0x1000, PAGE, RW, PRIV | MAP_FIXED, -1, 0), Err(EPERM)),
-        ("mmap: MAP_FIXED_NOREPLACE below 64 KiB", Mmap(0xf000, PAGE, RW, PRIV | MAP_FIXED_NOREPLACE, -1, 0), Err(EPERM)),
+        ("mmap: MAP_FIXED at one page (below 64 KiB)", Mmap(low, PAGE, RW, PRIV | MAP_FIXED, -1, 0), Err(EPERM)),
+        ("mmap: MAP_FIXED_NOREPLACE below 64 KiB", Mmap(0x1_0000 - PAGE, PAGE, RW, PRIV | MAP_FIXED_NOREPLACE, -1, 0), Err(EPERM)),
         ("mmap: MAP_FIXED at exactly 64 KiB", Mmap(0x1_0000, PAGE, PROT_READ, PRIV | MAP_FIXED, -1, 0), Ok(0x1_0000)),
         ("mmap: MAP_FIXED_NOREPLACE over a mapping", Mmap(A, PAGE, RW, PRIV | MAP_FIXED_NOREPLACE, -1, 0), Err(EEXIST)),
         ("mmap: MAP_FIXED_NOREPLACE partial overlap (tail)", Mmap(A + 6 * PAGE, 4 * PAGE, RW, PRIV | MAP_FIXED_NOREPLACE, -1, 0), Err(EEXIST)),
@@ -250,14 +249,11 @@ fn madvise_applies_to_the_mapped_parts_and_reports_the_hole() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn hints_as_linux_rounds_them() {
     let mut m = VmMap::new(Layout::linux(0x60_0000));
-    // Linux's round_hint_to_min: a non-zero hint below mmap_min_addr becomes mmap_min_addr.
-    assert_eq!(m.mmap(0x1000, PAGE, RW, PRIV, -1, 0).unwrap().addr, 0x1_0000);
+    // Linux's round_hint_to_min: a non-zero hint below mmap_min_addr becomes mmap_min_addr
+    // (with 64 KiB pages the one-page hint is mmap_min_addr itself).
+    assert_eq!(m.mmap(PAGE, PAGE, RW, PRIV, -1, 0).unwrap().addr, 0x1_0000);
     // A hint that rounds down to 0 is no hint: top-down placement.
     let top = m.mmap(0x800, PAGE, RW, PRIV, -1, 0).unwrap().addr;
     assert_eq!(top, m.layout().mmap_base - PAGE);
@@ -268,10 +264,6 @@ fn hints_as_linux_rounds_them() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn top_down_placement_below_mmap_base() {
     let mut m = fixture();
     let base = m.layout().mmap_base;
@@ -285,11 +277,13 @@ fn top_down_placement_below_mmap_base() {
     m.munmap(a + 2 * PAGE, PAGE).unwrap();
     let d = m.mmap(0, PAGE, PROT_READ, PRIV, -1, 0).unwrap().addr;
     assert_eq!(d, base - PAGE, "the highest free fit is reused");
-    // A multiple of 2 MiB without a hint is 2 MiB-aligned (Linux's THP alignment).
-    let e = m.mmap(0, 4 * MIB, RW, PRIV, -1, 0).unwrap().addr;
-    assert_eq!(e, (c & !(2 * MIB - 1)) - 4 * MIB);
-    let f = m.mmap(0, 2 * MIB + PAGE, RW, PRIV, -1, 0).unwrap().addr;
-    assert_eq!(f, e - 2 * MIB - PAGE, "other lengths are not aligned");
+    // A multiple of the level-2 block (PMD_SIZE: 2, 32 or 512 MiB) without a hint is aligned to
+    // it (Linux's THP alignment).
+    let pmd = crate::test_support::per_granule(2 * MIB, 32 * MIB, 512 * MIB);
+    let e = m.mmap(0, 2 * pmd, RW, PRIV, -1, 0).unwrap().addr;
+    assert_eq!(e, (c & !(pmd - 1)) - 2 * pmd);
+    let f = m.mmap(0, pmd + PAGE, RW, PRIV, -1, 0).unwrap().addr;
+    assert_eq!(f, e - pmd - PAGE, "other lengths are not aligned");
     m.check();
 }
 
@@ -318,10 +312,6 @@ fn in_window(m: &VmMap, a: u64, len: u64) -> bool {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn code_goes_into_the_window_lowest_fit_first_and_is_reused() {
     let mut m = fixture();
     // Window [0, 512 MiB) around the text at 0x400000; data at 0x420000..0x430000.
@@ -332,7 +322,7 @@ fn code_goes_into_the_window_lowest_fit_first_and_is_reused() {
     assert_eq!(b.addr, 0x43_0000, "MAP_CODE: inside, even while not executable; first fit above the image");
     assert_eq!(m.find(b.addr).unwrap().flags, VmaFlags::CODE);
     let c = m.mmap(0, PAGE, RX, PRIV, -1, 0).unwrap();
-    assert_eq!(c.addr, 0x1_4000);
+    assert_eq!(c.addr, 0x1_0000 + 4 * PAGE);
     m.munmap(a.addr, 4 * PAGE).unwrap();
     let d = m.mmap(0, 2 * PAGE, RX, PRIV, -1, 0).unwrap();
     assert_eq!(d.addr, 0x1_0000, "freed range reused");
