@@ -119,20 +119,17 @@ fn flush_range_pages_is_its_length_in_pages() {
 /// `FlushRange::end` is the first address past the range, and `None` only at the top of the
 /// address space; `contains` is exactly `[start, start + size)`.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn flush_range_end_and_contains_are_exact() {
-    let r = FlushRange { start: VirtAddr(0x40_0000), size: 3 * PAGE_SIZE };
-    assert_eq!(r.end(), Some(VirtAddr(0x40_3000)));
-    assert_eq!(r.end_or_zero(), VirtAddr(0x40_3000));
+    let (start, p) = (0x40_0000, PAGE_SIZE);
+    let r = FlushRange { start: VirtAddr(start), size: 3 * p };
+    assert_eq!(r.end(), Some(VirtAddr(start + 3 * p)));
+    assert_eq!(r.end_or_zero(), VirtAddr(start + 3 * p));
     for (va, inside) in [
-        (0x3f_ffff, false),
-        (0x40_0000, true),
-        (0x40_1000, true),
-        (0x40_2fff, true),
-        (0x40_3000, false),
+        (start - 1, false),
+        (start, true),
+        (start + p, true),
+        (start + 3 * p - 1, true),
+        (start + 3 * p, false),
         (0x80_0000, false),
         (0, false),
     ] {
@@ -302,15 +299,15 @@ fn is_empty_table_sees_any_valid_entry() {
 /// consecutive output addresses from the block's, with its attributes (the piece the operation
 /// covers excepted), directly and staged on a live table alike.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_split_writes_the_leaves_of_the_block() {
     let attrs = Attributes::kernel_data();
-    // (block VA, block PA, block level): a 1 GiB block split into 2 MiB blocks, a 2 MiB block
-    // split into pages.
-    for (va, pa, level) in [(0x4000_0000u64, 0x8000_0000u64, 1u32), (0x4020_0000, 0x8020_0000, 2)] {
+    // (block VA, block PA, block level): a 1 GiB block split into 2 MiB blocks (4 KiB pages
+    // only: the other granules have no level-1 blocks), a level-2 block split into pages.
+    let block = crate::addr::BLOCK_2M;
+    let level2 = (0x4000_0000 + block, 0x8000_0000 + block, 2);
+    let cases: Vec<(u64, u64, u32)> =
+        if LEVEL1_BLOCKS { std::vec![(0x4000_0000, 0x8000_0000, 1), level2] } else { std::vec![level2] };
+    for (va, pa, level) in cases {
         for staged in [false, true] {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
             let size = level_size(level);
@@ -319,11 +316,11 @@ fn a_split_writes_the_leaves_of_the_block() {
             let sub = level_size(level + 1);
             let r = unmap_via(&mut pt, staged, va + 3 * sub, sub);
             r.release(pt.translation_mut());
-            for index in [0u64, 1, 2, 7, 511] {
+            for index in [0u64, 1, 2, 7, ENTRIES_PER_TABLE as u64 - 1] {
                 let leaf = pt.query(VirtAddr(va + index * sub)).unwrap();
                 let what = std::format!("level {level}, staged {staged}, entry {index}");
                 // Staged splits hint the uniform runs (`split_contiguous`): all but the first.
-                let contiguous = staged && index >= 16;
+                let contiguous = staged && index >= run_entries(level + 1) as u64;
                 assert_eq!((leaf.level, leaf.size, leaf.contiguous), (level + 1, sub, contiguous), "{what}");
                 assert_eq!(leaf.pa, PhysAddr(pa + index * sub), "{what}");
                 assert_eq!(leaf.attrs, attrs, "{what}");
@@ -353,13 +350,10 @@ fn misaligned_address_and_size_are_refused_together() {
 /// region, the next map, protect or unmap inside that region touches only that table (the walk
 /// cache), wherever the region is; a call that crosses a 2 MiB boundary walks from the root.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
     let a = Attributes::kernel_data();
-    for region in [0u64, 0x20_0000, 0x4000_0000, 0x7f_ffe0_0000] {
+    let block = crate::addr::BLOCK_2M;
+    for region in [0u64, block, 0x4000_0000, (1 << 39) - block] {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
         let va = |i: u64| VirtAddr(region + i * PAGE_SIZE);
         let pa = |i: u64| PhysAddr(0x8000_0000 + i * PAGE_SIZE);
@@ -389,7 +383,7 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
         assert_eq!(pt.translate(va(2)), Some(pa(2)));
         assert_eq!(pt.translate(va(3)), None);
         // A range ending exactly at the end of the region is still inside it.
-        let last = 511;
+        let last = ENTRIES_PER_TABLE as u64 - 1;
         pt.map(va(last - 1), pa(last - 1), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
         pt.translation().take_touched();
         let r = pt.protect(va(last - 1), 2 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
@@ -398,9 +392,9 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
     }
     // Across a 2 MiB boundary: the general path, from the root.
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-    pt.map(VirtAddr(0x1f_f000), PhysAddr(0x8000_0000), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.map(VirtAddr(block - PAGE_SIZE), PhysAddr(0x8000_0000), 2 * PAGE_SIZE, a, Constraints::NONE).unwrap();
     pt.translation().take_touched();
-    let r = pt.unmap(VirtAddr(0x1f_f000), 2 * PAGE_SIZE).unwrap();
+    let r = pt.unmap(VirtAddr(block - PAGE_SIZE), 2 * PAGE_SIZE).unwrap();
     assert!(pt.translation().take_touched().contains(&pt.root_pa().0));
     r.release(pt.translation_mut());
 }
@@ -410,14 +404,12 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
 /// another 1 GiB region walks from the root, and once the tables of the region have been
 /// detached a call there builds its path again from the root.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn the_cached_level_2_table_serves_its_whole_1gib_region() {
     let a = Attributes::kernel_data();
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-    let (r0, r1, far) = (0x4000_0000u64, 0x4060_0000u64, 0x8000_0000u64);
+    // Two level-2 regions of one level-1 entry (1 GiB, 64 GiB, 4 TiB), and the next entry.
+    let (span, block) = (crate::addr::BLOCK_1G, crate::addr::BLOCK_2M);
+    let (r0, r1, far) = (0x4000_0000u64, 0x4000_0000 + 3 * block, 0x4000_0000 + span);
     let pa = |va: u64| PhysAddr(va + 0x1_0000_0000);
     let map =
         |pt: &mut PageTable<Frames>, va: u64| pt.map(VirtAddr(va), pa(va), PAGE_SIZE, a, Constraints::NONE);
@@ -438,7 +430,7 @@ fn the_cached_level_2_table_serves_its_whole_1gib_region() {
     map(&mut pt, far + PAGE_SIZE).unwrap();
     assert!(pt.translation().take_touched().contains(&root), "another 1 GiB region walks from the root");
     // Empty the 1 GiB region of r0 and r1: its level-2 table is detached.
-    let r = pt.unmap(VirtAddr(r0), 0x4000_0000).unwrap();
+    let r = pt.unmap(VirtAddr(r0 & !(span - 1)), span).unwrap();
     r.release(pt.translation_mut());
     assert_eq!(pt.table_at(r0, 2), None);
     map(&mut pt, r1).unwrap();
@@ -454,19 +446,15 @@ fn the_cached_level_2_table_serves_its_whole_1gib_region() {
 /// emptied tables, level by level up to (not including) the root, through the fast path (one
 /// 2 MiB region) and the general path (a range crossing regions) alike.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn partial_unmaps_that_empty_tables_detach_them() {
     let a = Attributes::kernel_data();
     // (pages mapped, range unmapped): one page in a region; two pages across a 2 MiB boundary;
     // pages at both ends of a 1 GiB region's tables.
     let cases: [(u64, u64, u64); 4] = [
-        (0x4000_5000, PAGE_SIZE, PAGE_SIZE),
-        (0x4000_5000, 3 * PAGE_SIZE, PAGE_SIZE),
-        (0x401f_f000, 2 * PAGE_SIZE, 2 * PAGE_SIZE),
-        (0x7fff_f000, 2 * PAGE_SIZE, 2 * PAGE_SIZE),
+        (0x4000_0000 + 5 * PAGE_SIZE, PAGE_SIZE, PAGE_SIZE),
+        (0x4000_0000 + 5 * PAGE_SIZE, 3 * PAGE_SIZE, PAGE_SIZE),
+        (0x4000_0000 + crate::addr::BLOCK_2M - PAGE_SIZE, 2 * PAGE_SIZE, 2 * PAGE_SIZE),
+        (2 * crate::addr::BLOCK_1G - PAGE_SIZE, 2 * PAGE_SIZE, 2 * PAGE_SIZE),
     ];
     for (start, mapped, unmapped_each) in cases {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
@@ -491,43 +479,41 @@ fn partial_unmaps_that_empty_tables_detach_them() {
 /// in place or (on a table that is not live) with a change of memory type, and unmapping whole
 /// runs, one or several.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn whole_runs_inside_one_region_stay_on_the_fast_path() {
     let a = Attributes::kernel_data();
     let region = 0x4000_0000u64;
+    let run = PAGE_RUN as u64;
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-    pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.map(VirtAddr(region), PhysAddr(0x8000_0000), 2 * run * PAGE_SIZE, a, Constraints::NONE).unwrap();
     let l3 = pt.table_at(region, 3).unwrap().0;
     // A page elsewhere in the region keeps the table, and fills the last-table cache.
-    pt.map(VirtAddr(region + 0x10_0000), PhysAddr(0x9000_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    let elsewhere = region + crate::addr::BLOCK_2M / 2;
+    pt.map(VirtAddr(elsewhere), PhysAddr(0x9000_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
     assert!(pt.query(VirtAddr(region)).unwrap().contiguous);
     pt.translation().take_touched();
     for (what, attrs) in [("in place", Attributes::kernel_rodata()), ("memory type", Attributes::device())] {
-        let r = pt.protect(VirtAddr(region), 32 * PAGE_SIZE, attrs).unwrap();
+        let r = pt.protect(VirtAddr(region), 2 * run * PAGE_SIZE, attrs).unwrap();
         assert_eq!(pt.translation().take_touched(), [l3], "protect, {what}");
-        assert_eq!(r.leaves_changed(), 32, "{what}");
+        assert_eq!(r.leaves_changed(), 2 * run, "{what}");
         r.release(pt.translation_mut());
-        let leaf = pt.query(VirtAddr(region + 31 * PAGE_SIZE)).unwrap();
+        let leaf = pt.query(VirtAddr(region + (2 * run - 1) * PAGE_SIZE)).unwrap();
         assert!(leaf.contiguous && leaf.attrs == attrs, "{what}: {leaf:?}");
         pt.translation().take_touched(); // `query` walks from the root.
     }
-    // One whole run, the first of a 128 KiB-aligned pair (bit 16 of its addresses clear).
-    let r = pt.protect(VirtAddr(region), 16 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+    // One whole run, the first of a pair aligned to two runs (128 KiB with 4 KiB pages).
+    let r = pt.protect(VirtAddr(region), run * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
     assert_eq!(pt.translation().take_touched(), [l3], "protect of one whole run");
-    assert_eq!(r.leaves_changed(), 16);
+    assert_eq!(r.leaves_changed(), run);
     r.release(pt.translation_mut());
     // The unmap also updates the table's occupancy count, in the level-2 table above it.
     let l2 = pt.table_at(region, 2).unwrap().0;
     pt.translation().take_touched();
-    let r = pt.unmap(VirtAddr(region), 32 * PAGE_SIZE).unwrap();
+    let r = pt.unmap(VirtAddr(region), 2 * run * PAGE_SIZE).unwrap();
     assert_eq!(pt.translation().take_touched(), [l2.min(l3), l2.max(l3)], "unmap of two whole runs");
-    assert_eq!(r.leaves_changed(), 32);
+    assert_eq!(r.leaves_changed(), 2 * run);
     r.release(pt.translation_mut());
     assert_eq!(pt.translate(VirtAddr(region)), None);
-    assert_eq!(pt.translate(VirtAddr(region + 0x10_0000)), Some(PhysAddr(0x9000_0000)));
+    assert_eq!(pt.translate(VirtAddr(elsewhere)), Some(PhysAddr(0x9000_0000)));
 }
 
 /// Unmapping part of a contiguous run unfolds the rest of it (the hint may only cover a whole,
@@ -535,20 +521,17 @@ fn whole_runs_inside_one_region_stay_on_the_fast_path() {
 /// and whether the cut is at the start or the end of the range; with the two runs on either
 /// side of a 2 MiB boundary, ranges crossing it go through the general path, one table at a time.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn unmapping_part_of_a_run_unfolds_it_everywhere() {
     let a = Attributes::kernel_data();
-    for base in [0u64, 0x4000_0000, 0x4020_0000 - 16 * PAGE_SIZE] {
+    let run = PAGE_RUN as u64;
+    for base in [0u64, 0x4000_0000, 0x4000_0000 + crate::addr::BLOCK_2M - run * PAGE_SIZE] {
         // (first page unmapped, pages unmapped) relative to two runs at `base`.
-        for (first, count) in [(1u64, 2u64), (0, 17), (15, 17), (14, 2)] {
+        for (first, count) in [(1u64, 2u64), (0, run + 1), (run - 1, run + 1), (run - 2, 2)] {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-            pt.map(VirtAddr(base), PhysAddr(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+            pt.map(VirtAddr(base), PhysAddr(0x8000_0000), 2 * run * PAGE_SIZE, a, Constraints::NONE).unwrap();
             let r = pt.unmap(VirtAddr(base + first * PAGE_SIZE), count * PAGE_SIZE).unwrap();
             r.release(pt.translation_mut());
-            for i in 0..32 {
+            for i in 0..2 * run {
                 let leaf = pt.query(VirtAddr(base + i * PAGE_SIZE));
                 if (first..first + count).contains(&i) {
                     assert!(leaf.is_none(), "{base:#x} {first}+{count}: page {i} still mapped");
@@ -556,8 +539,8 @@ fn unmapping_part_of_a_run_unfolds_it_everywhere() {
                 }
                 let leaf = leaf.unwrap();
                 assert_eq!(leaf.pa, PhysAddr(0x8000_0000 + i * PAGE_SIZE));
-                let run = i / 16;
-                let run_cut = (run * 16..run * 16 + 16).any(|j| (first..first + count).contains(&j));
+                let first_of_run = i / run * run;
+                let run_cut = (first_of_run..first_of_run + run).any(|j| (first..first + count).contains(&j));
                 assert_eq!(leaf.contiguous, !run_cut, "{base:#x} {first}+{count}: page {i}");
             }
         }
@@ -616,16 +599,13 @@ fn unmap_clears_reserved_entries_in_its_range() {
 /// cleared by an unmap that covers it wholly, directly or staged, and kept by one that covers
 /// part of it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn unmap_clears_a_reserved_root_entry_it_covers() {
-    const GB512: u64 = 1 << 39;
+    // A root entry's span: 512 GiB, 128 TiB, 4 TiB (level 1) with 4, 16, 64 KiB pages.
+    let span = level_size(ROOT_LEVEL);
     let reserved = Descriptor::from_bits(0b01);
-    assert_eq!(reserved.kind(0), DescriptorKind::Reserved);
+    assert_eq!(reserved.kind(ROOT_LEVEL), DescriptorKind::Reserved);
     for staged in [false, true] {
-        for (lo, size, cleared) in [(GB512, GB512, true), (0, 2 * GB512, true), (GB512, GB512 / 2, false)] {
+        for (lo, size, cleared) in [(span, span, true), (0, 2 * span, true), (span, span / 2, false)] {
             let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
             let root = pt.root;
             pt.write(root, 1, reserved);
@@ -662,24 +642,24 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
 /// runs of 16 blocks; level-3 runs beside a run the range cuts), on a table that is not live and,
 /// for a permission change, on a live one; only a cut run loses it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
     let ro = Attributes::kernel_rodata();
-    let (va, pa) = (0x4000_0000u64, 0x8000_0000u64);
-    // Level 2: 64 MiB of 2 MiB blocks, two runs; protect the first run, then both.
+    // Aligned to a level-2 run (32 MiB, 1 GiB, 16 GiB): 1 GiB and 2 GiB but with 64 KiB pages.
+    let (blocks, pages) = (BLOCK_RUN as u64, PAGE_RUN as u64);
+    let run_span = blocks * MB2;
+    let (va, pa) = (0x4000_0000u64.next_multiple_of(run_span), 0x8000_0000u64.next_multiple_of(run_span));
+    // Level 2: two runs of blocks (64 MiB of 2 MiB blocks with 4 KiB pages); protect the first
+    // run, then both.
     for live in [false, true] {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-        pt.map(VirtAddr(va), PhysAddr(pa), 32 * MB2, a, Constraints::NO_1G_BLOCKS).unwrap();
+        pt.map(VirtAddr(va), PhysAddr(pa), 2 * blocks * MB2, a, Constraints::NO_1G_BLOCKS).unwrap();
         pt.set_live(live);
-        for (size, protected) in [(16 * MB2, 16u64), (32 * MB2, 32)] {
+        for (size, protected) in [(blocks * MB2, blocks), (2 * blocks * MB2, 2 * blocks)] {
             let r = pt.protect(VirtAddr(va), size, ro).unwrap();
             r.release(pt.translation_mut());
-            for i in 0..32 {
+            for i in 0..2 * blocks {
                 let leaf = pt.query(VirtAddr(va + i * MB2)).unwrap();
                 assert!(leaf.level == 2 && leaf.contiguous, "live {live}, block {i}: {leaf:?}");
                 assert_eq!(leaf.attrs, if i < protected { ro } else { a }, "live {live}, block {i}");
@@ -689,12 +669,12 @@ fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
     // Level 3: three runs; a protect from the second page cuts the first run (the general path)
     // and covers the other two wholly.
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-    pt.map(VirtAddr(va), PhysAddr(pa), 48 * PAGE_SIZE, a, Constraints::NONE).unwrap();
-    let r = pt.protect(VirtAddr(va + PAGE_SIZE), 47 * PAGE_SIZE, ro).unwrap();
+    pt.map(VirtAddr(va), PhysAddr(pa), 3 * pages * PAGE_SIZE, a, Constraints::NONE).unwrap();
+    let r = pt.protect(VirtAddr(va + PAGE_SIZE), (3 * pages - 1) * PAGE_SIZE, ro).unwrap();
     r.release(pt.translation_mut());
-    for i in 0..48 {
+    for i in 0..3 * pages {
         let leaf = pt.query(VirtAddr(va + i * PAGE_SIZE)).unwrap();
-        assert_eq!(leaf.contiguous, i >= 16, "page {i}");
+        assert_eq!(leaf.contiguous, i >= pages, "page {i}");
         assert_eq!(leaf.attrs, if i == 0 { a } else { ro }, "page {i}");
     }
 }
@@ -705,7 +685,7 @@ fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
 #[test]
 #[cfg_attr(
     any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
+    ignore = "cuts a level-1 block, which only the 4 KiB granule has (48-bit addresses)"
 )]
 fn staged_cut_of_a_1gib_block_on_2mib_boundaries_splits_once() {
     const MB2: u64 = crate::addr::BLOCK_2M;
@@ -743,42 +723,42 @@ fn staged_protect(pt: &mut PageTable<Frames>, va: u64, size: u64, attrs: Attribu
 /// unfolds exactly the runs it cuts (counting them, and the blocks it splits), at level 2 and
 /// at level 3, at offset 0 too.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn staged_changes_unfold_exactly_the_runs_they_cut() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
     let ro = Attributes::kernel_rodata();
-    let (va, pa) = (0x4000_0000u64, 0x8000_0000u64);
-    // Level 2: two runs of 16 blocks; the first run whole, then half a block of the second.
+    // Aligned to a level-2 run (32 MiB, 1 GiB, 16 GiB): 1 GiB and 2 GiB but with 64 KiB pages.
+    let (blocks, pages) = (BLOCK_RUN as u64, PAGE_RUN as u64);
+    let run_span = blocks * MB2;
+    let (va, pa) = (0x4000_0000u64.next_multiple_of(run_span), 0x8000_0000u64.next_multiple_of(run_span));
+    // Level 2: two runs of blocks (16 each with 4 KiB pages); the first run whole, then half a
+    // block of the second.
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-    pt.map(VirtAddr(va), PhysAddr(pa), 32 * MB2, a, Constraints::NO_1G_BLOCKS).unwrap();
+    pt.map(VirtAddr(va), PhysAddr(pa), 2 * blocks * MB2, a, Constraints::NO_1G_BLOCKS).unwrap();
     pt.set_live(true);
-    let c = staged_protect(&mut pt, va, 16 * MB2, ro);
+    let c = staged_protect(&mut pt, va, blocks * MB2, ro);
     assert_eq!((c.unfolds, c.splits), (0, 0));
-    for i in 0..32 {
+    for i in 0..2 * blocks {
         let leaf = pt.query(VirtAddr(va + i * MB2)).unwrap();
         assert!(leaf.level == 2 && leaf.contiguous, "block {i}: {leaf:?}");
-        assert_eq!(leaf.attrs, if i < 16 { ro } else { a }, "block {i}");
+        assert_eq!(leaf.attrs, if i < blocks { ro } else { a }, "block {i}");
     }
-    let c = staged_protect(&mut pt, va + 16 * MB2 + MB2 / 2, MB2 / 2, ro);
+    let c = staged_protect(&mut pt, va + blocks * MB2 + MB2 / 2, MB2 / 2, ro);
     assert_eq!((c.unfolds, c.splits), (1, 1));
     assert!(pt.query(VirtAddr(va)).unwrap().contiguous, "the first run is not cut");
-    assert!(!pt.query(VirtAddr(va + 17 * MB2)).unwrap().contiguous, "the second run is cut");
-    let half = pt.query(VirtAddr(va + 16 * MB2 + MB2 / 2)).unwrap();
+    assert!(!pt.query(VirtAddr(va + (blocks + 1) * MB2)).unwrap().contiguous, "the second run is cut");
+    let half = pt.query(VirtAddr(va + blocks * MB2 + MB2 / 2)).unwrap();
     assert_eq!((half.level, half.attrs), (3, ro));
     // Level 3 at offset 0: three runs; from the second page on cuts the first run only.
     for base in [0u64, va] {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-        pt.map(VirtAddr(base), PhysAddr(pa), 48 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.map(VirtAddr(base), PhysAddr(pa), 3 * pages * PAGE_SIZE, a, Constraints::NONE).unwrap();
         pt.set_live(true);
-        let c = staged_protect(&mut pt, base + PAGE_SIZE, 47 * PAGE_SIZE, ro);
+        let c = staged_protect(&mut pt, base + PAGE_SIZE, (3 * pages - 1) * PAGE_SIZE, ro);
         assert_eq!((c.unfolds, c.splits), (1, 0), "{base:#x}");
-        for i in 0..48 {
+        for i in 0..3 * pages {
             let leaf = pt.query(VirtAddr(base + i * PAGE_SIZE)).unwrap();
-            assert_eq!(leaf.contiguous, i >= 16, "{base:#x}: page {i}");
+            assert_eq!(leaf.contiguous, i >= pages, "{base:#x}: page {i}");
             assert_eq!(leaf.attrs, if i == 0 { a } else { ro }, "{base:#x}: page {i}");
         }
     }
@@ -789,24 +769,22 @@ fn staged_changes_unfold_exactly_the_runs_they_cut() {
 /// half with the same offset, and a run whose first page is a hole are refused, and nothing is
 /// written.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn folds_only_aligned_whole_runs_of_this_half() {
     let a = Attributes::kernel_data();
     let va = 0x4000_0000u64;
+    let (pages, run) = (PAGE_RUN as u64, PAGE_RUN as u64 * PAGE_SIZE);
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-    // Pages 1..=16 of the region map the 64 KiB-aligned PA 0x8000_0000..: the VA is 4 KiB off.
-    pt.map(VirtAddr(va + PAGE_SIZE), PhysAddr(0x8000_0000), 16 * PAGE_SIZE, a, Constraints::NO_CONTIGUOUS)
-        .unwrap();
-    // Pages 1..=15 of the next run map PA 0x1000..: with a hole at page 0 they would line up
+    // Pages 1..=16 (a run's worth) of the region map the run-aligned PA 0x8000_0000..: the VA is
+    // a page off.
+    let c = Constraints::NO_CONTIGUOUS;
+    pt.map(VirtAddr(va + PAGE_SIZE), PhysAddr(0x8000_0000), run, a, c).unwrap();
+    // Pages 1..=15 of the next run map PA one page on: with a hole at page 0 they would line up
     // with a run at PA 0.
-    pt.map(VirtAddr(va + 0x1_1000), PhysAddr(0x1000), 15 * PAGE_SIZE, a, Constraints::NO_CONTIGUOUS).unwrap();
+    pt.map(VirtAddr(va + run + PAGE_SIZE), PhysAddr(PAGE_SIZE), (pages - 1) * PAGE_SIZE, a, c).unwrap();
     pt.set_live(true);
     let l3 = pt.table_at(va, 3).unwrap();
     let before: Vec<u64> = (0..ENTRIES_PER_TABLE).map(|i| pt.read(l3, i).bits()).collect();
-    for probe in [VirtAddr(va + PAGE_SIZE), VirtAddr(0xffff_0000_0000_0000 | va), VirtAddr(va + 0x1_0000)] {
+    for probe in [VirtAddr(va + PAGE_SIZE), VirtAddr(0xffff_0000_0000_0000 | va), VirtAddr(va + run)] {
         let mut record = PendingFlush::new(VaRange::Lower);
         let mut counts = BbmCounts::default();
         assert!(!pt.stage_fold(probe, &mut record, &mut counts), "{probe:?}");
@@ -822,7 +800,7 @@ fn folds_only_aligned_whole_runs_of_this_half() {
 #[test]
 #[cfg_attr(
     any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
+    ignore = "demotes a level-1 block, which only the 4 KiB granule has (48-bit addresses)"
 )]
 fn demotion_range_is_the_next_level_piece_holding_the_address() {
     const MB2: u64 = crate::addr::BLOCK_2M;
@@ -966,10 +944,6 @@ fn count_at<T: Translation>(pt: &PageTable<T>, off: u64, level: u32) -> usize {
 /// splits, on the fast path and the general path, directly and staged; they reach a full table
 /// (512) and leave the rest of the descriptor as the walker reads it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn occupancy_counts_follow_every_operation() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
@@ -988,7 +962,8 @@ fn occupancy_counts_follow_every_operation() {
         r.release(pt.translation_mut());
         assert_eq!(count_at(&pt, region, 3), 9);
         // A map into the next region, across the boundary (general path): a new table of 1.
-        pt.map(page(511), PhysAddr(0xa000_0000), 2 * PAGE_SIZE, a, Constraints::NO_BLOCKS).unwrap();
+        let last = ENTRIES_PER_TABLE as u64 - 1;
+        pt.map(page(last), PhysAddr(0xa000_0000), 2 * PAGE_SIZE, a, Constraints::NO_BLOCKS).unwrap();
         assert_eq!((count_at(&pt, region, 3), count_at(&pt, region + MB2, 3)), (10, 1));
         assert_eq!(count_at(&pt, region, 2), 2);
         // Unmaps: one page (fast), a range with holes (fast), across the boundary (general).
@@ -997,21 +972,22 @@ fn occupancy_counts_follow_every_operation() {
         assert_eq!(count_at(&pt, region, 3), 9, "staged {staged}");
         let r = unmap_via(&mut pt, staged, page(1).0, 21 * PAGE_SIZE);
         r.release(pt.translation_mut());
-        assert_eq!(count_at(&pt, region, 3), 5, "staged {staged}: pages 0, 22, 23, 24, 511");
-        let r = unmap_via(&mut pt, staged, page(511).0, 2 * PAGE_SIZE);
+        assert_eq!(count_at(&pt, region, 3), 5, "staged {staged}: pages 0, 22, 23, 24 and the last");
+        let r = unmap_via(&mut pt, staged, page(last).0, 2 * PAGE_SIZE);
         r.release(pt.translation_mut());
         assert_eq!(count_at(&pt, region, 3), 4, "staged {staged}");
         assert_eq!(count_at(&pt, region, 2), 1, "staged {staged}: the emptied table is detached");
         pt.check_occupancy();
         drop(pt);
 
-        // A full table, and a 2 MiB block split by an unmap of one page: 511 left.
+        // A full table, and a level-2 block split by an unmap of one page: all but one left.
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
         pt.map(page(0), PhysAddr(0x8000_0000), MB2, a, Constraints::NO_BLOCKS).unwrap();
         assert_eq!(count_at(&pt, region, 3), ENTRIES_PER_TABLE);
-        pt.map(page(512), PhysAddr(0x8020_0000), MB2, a, Constraints::NONE).unwrap();
-        assert_eq!(pt.query(page(512)).unwrap().level, 2);
-        let r = unmap_via(&mut pt, staged, page(512 + 7).0, PAGE_SIZE);
+        let n = ENTRIES_PER_TABLE as u64;
+        pt.map(page(n), PhysAddr(0x8000_0000 + MB2), MB2, a, Constraints::NONE).unwrap();
+        assert_eq!(pt.query(page(n)).unwrap().level, 2);
+        let r = unmap_via(&mut pt, staged, page(n + 7).0, PAGE_SIZE);
         r.release(pt.translation_mut());
         assert_eq!(count_at(&pt, region + MB2, 3), ENTRIES_PER_TABLE - 1, "staged {staged}");
         assert_eq!(count_at(&pt, region, 3), ENTRIES_PER_TABLE);
@@ -1029,26 +1005,23 @@ fn occupancy_counts_follow_every_operation() {
 /// cuts a contiguous run) is cleared and leaves the table's count, directly and staged, so the
 /// table is detached when nothing else is left in it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_reserved_entry_beside_a_cut_run_leaves_the_count() {
     let a = Attributes::kernel_data();
     let region = 0x4000_0000u64;
     let page = |i: u64| region + i * PAGE_SIZE;
+    let run = PAGE_RUN as u64;
     for staged in [false, true] {
         let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
-        pt.map(VirtAddr(page(0)), PhysAddr(0x8000_0000), 16 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.map(VirtAddr(page(0)), PhysAddr(0x8000_0000), run * PAGE_SIZE, a, Constraints::NONE).unwrap();
         assert!(pt.query(VirtAddr(page(0))).unwrap().contiguous);
-        plant(&mut pt, page(20), Descriptor::from_bits(0b01));
-        assert_eq!(count_at(&pt, region, 3), 17);
-        // Cuts the run (pages 8..16 of it) and covers the reserved entry.
-        let r = unmap_via(&mut pt, staged, page(8), 16 * PAGE_SIZE);
+        plant(&mut pt, page(run + 4), Descriptor::from_bits(0b01));
+        assert_eq!(count_at(&pt, region, 3) as u64, run + 1);
+        // Cuts the run (its second half) and covers the reserved entry.
+        let r = unmap_via(&mut pt, staged, page(run / 2), run * PAGE_SIZE);
         r.release(pt.translation_mut());
-        assert_eq!(count_at(&pt, region, 3), 8, "staged {staged}");
+        assert_eq!(count_at(&pt, region, 3) as u64, run / 2, "staged {staged}");
         pt.check_occupancy();
-        let r = unmap_via(&mut pt, staged, page(0), 8 * PAGE_SIZE);
+        let r = unmap_via(&mut pt, staged, page(0), run / 2 * PAGE_SIZE);
         r.release(pt.translation_mut());
         assert_eq!(pt.stats().tables_in_use(), 1, "staged {staged}: only the root is left");
     }

@@ -17,6 +17,8 @@ use super::*;
 use crate::addr::{BLOCK_1G, BLOCK_2M};
 use crate::descriptor::{DescriptorKind, level_size};
 use crate::descriptor::{MemoryType, UserAccess};
+use crate::granule::Format;
+use crate::test_support::per_granule;
 
 /// One contiguous run of pages (64 KiB with 4 KiB pages, 2 MiB with 16 or 64 KiB).
 const KIB64: u64 = PAGE_RUN as u64 * PAGE_SIZE;
@@ -203,25 +205,24 @@ fn new_table_is_empty_and_zeroed() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn two_mib_blocks() {
+    // Two level-2 blocks one block above 1 GiB (0x4020_0000 with 4 KiB pages).
+    let (v, p) = (0x4000_0000 + BLOCK_2M, 0x8000_0000 + BLOCK_2M);
     let mut pt = new_pt(VaRange::Lower);
-    pt.map(va(0x4020_0000), pa(0x8020_0000), 4 << 20, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.map(va(v), pa(p), 2 * BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
     let l = leaves(&pt);
     assert_eq!(l.len(), 2);
     for (i, leaf) in l.iter().enumerate() {
         assert_eq!(leaf.level, 2);
         assert_eq!(leaf.size, BLOCK_2M);
-        assert_eq!(leaf.va, va(0x4020_0000 + i as u64 * BLOCK_2M));
-        assert_eq!(leaf.pa, pa(0x8020_0000 + i as u64 * BLOCK_2M));
+        assert_eq!(leaf.va, va(v + i as u64 * BLOCK_2M));
+        assert_eq!(leaf.pa, pa(p + i as u64 * BLOCK_2M));
         assert!(!leaf.contiguous);
     }
-    // Root, level 1, level 2.
-    assert_eq!(check_invariants(&pt), 3);
-    assert_eq!(pt.translate(va(0x4030_1234 & !0xfff)), Some(pa(0x8030_1000)));
+    // Root, level 1, level 2 (the 64 KiB granule's root is the level-1 table).
+    assert_eq!(check_invariants(&pt), per_granule(3, 3, 2));
+    let probe = (v + BLOCK_2M / 2 + 0x1234) & !(PAGE_SIZE - 1);
+    assert_eq!(pt.translate(va(probe)), Some(pa(probe - v + p)));
 }
 
 /// The engine's encodings of a 2 MiB block and of the tables above it are the ones early boot
@@ -229,27 +230,23 @@ fn two_mib_blocks() {
 /// encoding in the project. The attributes are the early map's (image EL1 RWX, device tree
 /// read-only, UART device).
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn engine_block_encoding_equals_the_early_encoding() {
     let early =
         [Attributes::kernel_data().with_el1_execute(true), Attributes::kernel_rodata(), Attributes::device()];
     for attrs in early {
         let mut pt = new_pt(VaRange::Upper);
-        let (v, p) = (0xffff_8000_2000_0000, 0x4020_0000);
+        let (v, p) = (0xffff_8000_2000_0000, 0x4000_0000 + BLOCK_2M);
         pt.map(va(v), pa(p), BLOCK_2M, attrs, Constraints::NONE).unwrap();
         let mut table = pt.root_pa();
-        for level in 0..2 {
-            let index = ((v >> (39 - 9 * level)) & 0x1ff) as usize;
+        for level in ROOT_LEVEL..2 {
+            let index = Format::BUILD.table_index(v, level as i32);
             let d = pt.read(table, index);
             // Apart from the occupancy count, in bits the walker ignores (`occupancy.rs`).
             assert_eq!(occupancy(d), 1, "level {level}");
             assert_eq!(with_occupancy(d, 0), Descriptor::table(d.output_address()), "level {level}");
             table = d.output_address();
         }
-        let block = pt.read(table, ((v >> 21) & 0x1ff) as usize);
+        let block = pt.read(table, Format::BUILD.table_index(v, 2));
         assert_eq!(block.bits(), Descriptor::block_2m(pa(p), attrs).bits(), "{attrs:?}");
     }
 }
@@ -257,7 +254,7 @@ fn engine_block_encoding_equals_the_early_encoding() {
 #[test]
 #[cfg_attr(
     any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
+    ignore = "maps level-1 blocks, which only the 4 KiB granule has (48-bit addresses)"
 )]
 fn one_gib_block() {
     let mut pt = new_pt(VaRange::Lower);
@@ -288,44 +285,41 @@ fn one_gib_block() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn misaligned_pa_forces_pages() {
     let mut pt = new_pt(VaRange::Lower);
-    // VA 2 MiB aligned, PA only 4 KiB aligned.
-    pt.map(va(0x4000_0000), pa(0x8000_1000), 4 << 20, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    // VA block-aligned, PA only page-aligned.
+    let size = 2 * BLOCK_2M;
+    pt.map(va(0x4000_0000), pa(0x8000_0000 + PAGE_SIZE), size, Attributes::kernel_data(), Constraints::NONE)
+        .unwrap();
     let l = leaves(&pt);
-    assert_eq!(l.len(), 1024);
-    assert!(l.iter().all(|l| l.level == 3 && !l.contiguous), "PA not 64 KiB aligned: no runs");
+    assert_eq!(l.len(), 2 * ENTRIES_PER_TABLE);
+    assert!(l.iter().all(|l| l.level == 3 && !l.contiguous), "PA not aligned to a run: no runs");
     check_invariants(&pt);
     // NO_BLOCKS forces pages even when aligned; runs still allowed.
     let mut pt = new_pt(VaRange::Lower);
-    pt.map(va(0x4000_0000), pa(0x8000_0000), 4 << 20, Attributes::kernel_data(), Constraints::NO_BLOCKS)
+    pt.map(va(0x4000_0000), pa(0x8000_0000), size, Attributes::kernel_data(), Constraints::NO_BLOCKS)
         .unwrap();
     let l = leaves(&pt);
-    assert_eq!(l.len(), 1024);
+    assert_eq!(l.len(), 2 * ENTRIES_PER_TABLE);
+    assert_eq!(l.len(), per_granule(1024, 4096, 16384));
     assert!(l.iter().all(|l| l.level == 3 && l.contiguous));
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn mixed_pages_and_blocks() {
     let mut pt = new_pt(VaRange::Lower);
-    let start = 0x4020_0000 - 3 * PAGE_SIZE;
+    let start = 0x4000_0000 + BLOCK_2M - 3 * PAGE_SIZE;
     let size = 3 * PAGE_SIZE + 2 * BLOCK_2M + 5 * PAGE_SIZE;
-    pt.map(va(start), pa(start + 0x1000_0000), size, Attributes::kernel_rodata(), Constraints::NONE).unwrap();
+    // PA = VA + 4 GiB: blocks where the VA allows them, in every granule.
+    let offset = 0x1_0000_0000;
+    pt.map(va(start), pa(start + offset), size, Attributes::kernel_rodata(), Constraints::NONE).unwrap();
     let l = leaves(&pt);
     let levels: Vec<u32> = l.iter().map(|l| l.level).collect();
     assert_eq!(levels, [3, 3, 3, 2, 2, 3, 3, 3, 3, 3]);
     let mut expect = start;
     for leaf in &l {
         assert_eq!(leaf.va.0, expect);
-        assert_eq!(leaf.pa.0, expect + 0x1000_0000);
+        assert_eq!(leaf.pa.0, expect + offset);
         expect += leaf.size;
     }
     assert_eq!(expect, start + size);
@@ -335,10 +329,6 @@ fn mixed_pages_and_blocks() {
 // ---- contiguous hint ----------------------------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn contiguous_exactly_on_aligned_uniform_runs() {
     let mut pt = new_pt(VaRange::Lower);
     // [64K - 8K, 64K + 128K + 12K): one partial run before, two full runs, one partial after.
@@ -351,9 +341,16 @@ fn contiguous_exactly_on_aligned_uniform_runs() {
     }
     check_invariants(&pt);
 
-    // The same VA with a PA offset by 4 KiB: no run qualifies.
+    // The same VA with a PA offset by a page: no run qualifies.
     let mut pt = new_pt(VaRange::Lower);
-    pt.map(va(start), pa(0x9000_1000 + start), size, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.map(
+        va(start),
+        pa(0x9000_0000 + PAGE_SIZE + start),
+        size,
+        Attributes::kernel_data(),
+        Constraints::NONE,
+    )
+    .unwrap();
     assert!(leaves(&pt).iter().all(|l| !l.contiguous));
 
     // NO_CONTIGUOUS.
@@ -377,26 +374,20 @@ fn contiguous_exactly_on_aligned_uniform_runs() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn contiguous_level2_run() {
     let mut pt = new_pt(VaRange::Lower);
-    let run = 16 * BLOCK_2M;
+    // 32 MiB, 1 GiB, 16 GiB with 4, 16, 64 KiB pages.
+    let run = BLOCK_RUN as u64 * BLOCK_2M;
+    assert_eq!(run, per_granule(32 << 20, 1 << 30, 16 << 30));
     pt.map(va(run), pa(4 * run), run + BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
     let l = leaves(&pt);
-    assert_eq!(l.len(), 17);
-    assert!(l[..16].iter().all(|l| l.level == 2 && l.contiguous));
-    assert!(!l[16].contiguous);
+    assert_eq!(l.len(), BLOCK_RUN + 1);
+    assert!(l[..BLOCK_RUN].iter().all(|l| l.level == 2 && l.contiguous));
+    assert!(!l[BLOCK_RUN].contiguous);
     check_invariants(&pt);
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn partial_unmap_of_contiguous_run() {
     // Not live: the rest of the run loses its hint.
     let mut pt = new_pt(VaRange::Lower);
@@ -406,7 +397,7 @@ fn partial_unmap_of_contiguous_run() {
     assert_eq!(rec.range(), Some(FlushRange { start: va(KIB64 + PAGE_SIZE), size: PAGE_SIZE }));
     release(&mut pt, rec);
     let l = leaves(&pt);
-    assert_eq!(l.len(), 15);
+    assert_eq!(l.len(), PAGE_RUN - 1);
     assert!(l.iter().all(|l| !l.contiguous));
     check_invariants(&pt);
 
@@ -426,7 +417,7 @@ fn partial_unmap_of_contiguous_run() {
     assert_eq!(leaves(&pt), before);
     // Permission change of the whole run in place keeps the hint.
     let rec = pt.protect(va(KIB64), KIB64, Attributes::kernel_rodata()).unwrap();
-    assert_eq!(rec.leaves_changed(), 16);
+    assert_eq!(rec.leaves_changed(), PAGE_RUN as u64);
     assert!(rec.leaf_only());
     release(&mut pt, rec);
     assert!(leaves(&pt).iter().all(|l| l.contiguous && l.attrs == Attributes::kernel_rodata()));
@@ -441,59 +432,55 @@ fn partial_unmap_of_contiguous_run() {
 // ---- errors -------------------------------------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn range_errors() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
     let c = Constraints::NONE;
-    assert_eq!(pt.map(va(0x1000), pa(0), 0, a, c), Err(MapError::InvalidRange));
-    assert_eq!(pt.map(va(0x1001), pa(0), 0x1000, a, c), Err(MapError::Misaligned));
-    assert_eq!(pt.map(va(0x1000), pa(0x10), 0x1000, a, c), Err(MapError::Misaligned));
-    assert_eq!(pt.map(va(0x1000), pa(0), 0x1001, a, c), Err(MapError::Misaligned));
+    let page = PAGE_SIZE;
+    assert_eq!(pt.map(va(page), pa(0), 0, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(page + 1), pa(0), page, a, c), Err(MapError::Misaligned));
+    assert_eq!(pt.map(va(page), pa(0x10), page, a, c), Err(MapError::Misaligned));
+    assert_eq!(pt.map(va(page), pa(0), page + 1, a, c), Err(MapError::Misaligned));
     // Upper-half address in a lower table, and bit 48 set.
-    assert_eq!(pt.map(va(0xffff_0000_0000_0000), pa(0), 0x1000, a, c), Err(MapError::InvalidRange));
-    assert_eq!(pt.map(va(1 << 48), pa(0), 0x1000, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(0xffff_0000_0000_0000), pa(0), page, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(1 << 48), pa(0), page, a, c), Err(MapError::InvalidRange));
     // Past the end of the lower half, and u64 overflow.
-    assert_eq!(pt.map(va((1 << 48) - 0x1000), pa(0), 0x2000, a, c), Err(MapError::InvalidRange));
-    assert_eq!(pt.map(va(0x1000), pa(0), !0xfff, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va((1 << 48) - page), pa(0), 2 * page, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(page), pa(0), !(page - 1), a, c), Err(MapError::InvalidRange));
     // PA beyond 48 bits.
-    assert_eq!(pt.map(va(0x1000), pa((1 << 48) - 0x1000), 0x2000, a, c), Err(MapError::InvalidRange));
-    assert_eq!(pt.unmap(va(0x1000), 0).unwrap_err(), MapError::InvalidRange);
-    assert_eq!(pt.protect(va(0x800), 0x1000, a).unwrap_err(), MapError::Misaligned);
-    assert_eq!(pt.walk(va(1 << 48), 0x1000, |_| ()), Err(MapError::InvalidRange));
-    // The last page of the lower half is fine.
-    pt.map(va((1 << 48) - 0x1000), pa(0), 0x1000, a, c).unwrap();
-    assert_eq!(pt.translate(va((1 << 48) - 0x1000)), Some(pa(0)));
-    assert_eq!(pt.stats().tables_allocated, 4);
+    assert_eq!(pt.map(va(page), pa((1 << 48) - page), 2 * page, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.unmap(va(page), 0).unwrap_err(), MapError::InvalidRange);
+    assert_eq!(pt.protect(va(page / 2), page, a).unwrap_err(), MapError::Misaligned);
+    assert_eq!(pt.walk(va(1 << 48), page, |_| ()), Err(MapError::InvalidRange));
+    // The last page of the lower half is fine: a table at each level (three with 64 KiB pages).
+    pt.map(va((1 << 48) - page), pa(0), page, a, c).unwrap();
+    assert_eq!(pt.translate(va((1 << 48) - page)), Some(pa(0)));
+    assert_eq!(pt.stats().tables_allocated, per_granule(4, 4, 3));
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn already_mapped_changes_nothing() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
-    pt.map(va(0x20_0000), pa(0x20_0000), BLOCK_2M, a, Constraints::NONE).unwrap();
-    pt.map(va(0x50_0000), pa(0x50_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    // A block at one block's size, a page at 2.5 blocks (2 MiB and 5 MiB with 4 KiB pages).
+    let (block, page_va) = (BLOCK_2M, 5 * BLOCK_2M / 2);
+    pt.map(va(block), pa(block), BLOCK_2M, a, Constraints::NONE).unwrap();
+    pt.map(va(page_va), pa(page_va), PAGE_SIZE, a, Constraints::NONE).unwrap();
     let before = leaves(&pt);
     let frames = pt.translation().live_frames();
-    // Overlaps the page at the end, after needing new tables at the beginning (another 1 GiB).
+    // Overlaps the page at the end, after needing new tables at the beginning.
     assert_eq!(
-        pt.map(va(0), pa(0), 0x50_1000, a, Constraints::NONE),
-        Err(MapError::AlreadyMapped(va(0x20_0000)))
+        pt.map(va(0), pa(0), page_va + PAGE_SIZE, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(block)))
     );
     assert_eq!(
-        pt.map(va(0x40_0000), pa(0), 0x20_0000, a, Constraints::NONE),
-        Err(MapError::AlreadyMapped(va(0x50_0000)))
+        pt.map(va(2 * block), pa(0), BLOCK_2M, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(page_va)))
     );
+    let inside = block + 16 * PAGE_SIZE;
     assert_eq!(
-        pt.map(va(0x21_0000), pa(0), 0x1000, a, Constraints::NONE),
-        Err(MapError::AlreadyMapped(va(0x21_0000)))
+        pt.map(va(inside), pa(0), PAGE_SIZE, a, Constraints::NONE),
+        Err(MapError::AlreadyMapped(va(inside)))
     );
     assert_eq!(leaves(&pt), before);
     assert_eq!(pt.translation().live_frames(), frames);
@@ -503,26 +490,24 @@ fn already_mapped_changes_nothing() {
 // ---- unmap, split, records ------------------------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn unmap_detaches_empty_tables_into_the_record() {
     let mut pt = new_pt(VaRange::Lower);
-    pt.map(va(0x4000_0000), pa(0x1000), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
-    assert_eq!(check_invariants(&pt), 4);
+    // A table at each level: 4, 4 and 3 with 4, 16 and 64 KiB pages.
+    let tables = per_granule(4, 4, 3);
+    pt.map(va(0x4000_0000), pa(PAGE_SIZE), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    assert_eq!(check_invariants(&pt), tables);
     let rec = pt.unmap(va(0x4000_0000), PAGE_SIZE).unwrap();
     assert_eq!(rec.range(), Some(FlushRange { start: va(0x4000_0000), size: PAGE_SIZE }));
     assert!(rec.tables_removed());
-    assert_eq!(rec.detached_tables(), 3);
+    assert_eq!(rec.detached_tables(), tables - 1);
     assert_eq!((rec.min_leaf_size(), rec.max_leaf_size()), (PAGE_SIZE, PAGE_SIZE));
     assert!(rec.has_global() && !rec.has_non_global() && !rec.has_executable());
     // The frames are still allocated until release.
-    assert_eq!(pt.translation().live_frames(), 4);
+    assert_eq!(pt.translation().live_frames(), tables);
     assert_eq!(check_invariants(&pt), 1);
     release(&mut pt, rec);
     assert_eq!(pt.translation().live_frames(), 1);
-    assert_eq!(pt.translation().deallocations, 3);
+    assert_eq!(pt.translation().deallocations, tables - 1);
 
     // Unmapping a hole changes nothing and needs no flush.
     let rec = pt.unmap(va(0), 1 << 40).unwrap();
@@ -534,7 +519,7 @@ fn unmap_detaches_empty_tables_into_the_record() {
 #[test]
 #[cfg_attr(
     any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
+    ignore = "splits a level-1 block, which only the 4 KiB granule has (48-bit addresses)"
 )]
 fn unmap_splits_blocks() {
     let mut pt = new_pt(VaRange::Lower);
@@ -569,22 +554,21 @@ fn unmap_splits_blocks() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn record_merging() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::user(UserAccess::ReadExecute);
-    pt.map(va(0x10_0000), pa(0x10_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
-    pt.map(va(0x40_0000), pa(0x40_0000), BLOCK_2M, a, Constraints::NONE).unwrap();
-    let mut r1 = pt.unmap(va(0x10_0000), PAGE_SIZE).unwrap();
-    let r2 = pt.unmap(va(0x40_0000), BLOCK_2M).unwrap();
+    // A page at half a block, a block at two (1 MiB and 4 MiB with 4 KiB pages).
+    let (page_va, block) = (BLOCK_2M / 2, 2 * BLOCK_2M);
+    pt.map(va(page_va), pa(page_va), PAGE_SIZE, a, Constraints::NONE).unwrap();
+    pt.map(va(block), pa(block), BLOCK_2M, a, Constraints::NONE).unwrap();
+    let mut r1 = pt.unmap(va(page_va), PAGE_SIZE).unwrap();
+    let r2 = pt.unmap(va(block), BLOCK_2M).unwrap();
     assert_eq!(r1.detached_tables(), 1);
-    assert_eq!(r2.detached_tables(), 2, "the level-2 and level-1 tables");
+    // The level-2 and level-1 tables (the 64 KiB granule's level-1 table is the root).
+    assert_eq!(r2.detached_tables(), per_granule(2, 2, 1));
     r1.absorb(r2, pt.translation());
-    assert_eq!(r1.detached_tables(), 3);
-    assert_eq!(r1.range(), Some(FlushRange { start: va(0x10_0000), size: 0x50_0000 }));
+    assert_eq!(r1.detached_tables(), per_granule(3, 3, 2));
+    assert_eq!(r1.range(), Some(FlushRange { start: va(page_va), size: block + BLOCK_2M - page_va }));
     assert_eq!((r1.min_leaf_size(), r1.max_leaf_size()), (PAGE_SIZE, BLOCK_2M));
     assert!(r1.has_non_global() && !r1.has_global() && r1.has_executable());
     release(&mut pt, r1);
@@ -592,7 +576,6 @@ fn record_merging() {
 }
 
 #[test]
-#[cfg_attr(feature = "granule-64k", ignore = "counts the tables of a four-level walk")]
 fn frame_at_physical_zero_is_linked_correctly() {
     let mut pt = PageTable::new(EmuMem::with_base(0), VaRange::Lower).unwrap();
     // The root is at PA 0; put more tables in the tree, detach them, release.
@@ -600,11 +583,14 @@ fn frame_at_physical_zero_is_linked_correctly() {
         pt.map(va(i * BLOCK_1G), pa(0), PAGE_SIZE, Attributes::kernel_data(), Constraints::NONE).unwrap();
     }
     let rec = pt.unmap(va(0), 4 * BLOCK_1G).unwrap();
-    assert_eq!(rec.detached_tables(), 1 + 4 * 2);
+    // A level-1 table and four (level 2, level 3) pairs; with 64 KiB pages the level-1 table is
+    // the root, which stays.
+    let (detached, with_root) = per_granule((1 + 4 * 2, 10), (1 + 4 * 2, 10), (4 * 2, 9));
+    assert_eq!(rec.detached_tables(), detached);
     let (mut mem, rec2) = pt.destroy();
     let mut rec = rec;
     rec.absorb(rec2, &mem);
-    assert_eq!(rec.detached_tables(), 10);
+    assert_eq!(rec.detached_tables(), with_root);
     rec.release(&mut mem);
     assert_eq!(mem.live_frames(), 0);
 }
@@ -614,7 +600,6 @@ fn frame_at_physical_zero_is_linked_correctly() {
 /// cut by either end of the range; for a protect, the first leaf whose change is more than a
 /// permission change (leaves the change does not touch are skipped).
 #[test]
-#[cfg_attr(feature = "granule-64k", ignore = "counts the tables of a four-level walk")]
 fn live_refusals_name_the_first_address_that_needs_bbm() {
     let (data, ro) = (Attributes::kernel_data(), Attributes::kernel_rodata());
     let block = 2 * BLOCK_1G + 4 * BLOCK_2M;
@@ -645,7 +630,8 @@ fn live_refusals_name_the_first_address_that_needs_bbm() {
     assert_eq!((rec.leaves_changed(), rec.max_leaf_size()), (6, BLOCK_2M));
     release(&mut pt, rec);
     let rec = pt.unmap(va(block - 4 * PAGE_SIZE), 4 * PAGE_SIZE + 2 * BLOCK_2M + 4 * PAGE_SIZE).unwrap();
-    assert_eq!(rec.detached_tables(), 4); // Both last-level tables, the level-2 and level-1 ones.
+    // Both last-level tables, the level-2 and the level-1 ones (the root, with 64 KiB pages).
+    assert_eq!(rec.detached_tables(), per_granule(4, 4, 3));
     release(&mut pt, rec);
     assert_eq!(check_invariants(&pt), 1);
     pt.set_live(false);
@@ -656,24 +642,21 @@ fn live_refusals_name_the_first_address_that_needs_bbm() {
 /// run, and changes nothing; ranges covering whole runs are accepted. Inside one 2 MiB region
 /// (the fast path) and across a 2 MiB boundary (the general path).
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn live_cuts_of_contiguous_runs_are_refused_wherever_they_are() {
     let a = Attributes::kernel_data();
-    for base in [BLOCK_1G, BLOCK_1G + BLOCK_2M - 16 * PAGE_SIZE] {
-        // (first page, pages, first page refused): two runs of 16 pages at `base`.
+    let run = PAGE_RUN as u64;
+    for base in [BLOCK_1G, BLOCK_1G + BLOCK_2M - run * PAGE_SIZE] {
+        // (first page, pages, first page refused): two runs of `run` pages at `base`.
         for (first, count, refused) in [
-            (14u64, 2u64, Some(14u64)),
-            (15, 2, Some(15)),
+            (run - 2, 2u64, Some(run - 2)),
+            (run - 1, 2, Some(run - 1)),
             (1, 2, Some(1)),
-            (0, 17, Some(16)),
-            (16, 16, None),
+            (0, run + 1, Some(run)),
+            (run, run, None),
         ] {
             let mut pt = new_pt(VaRange::Lower);
-            pt.map(va(base), pa(0x8000_0000), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
-            assert!(pt.query(va(base + 31 * PAGE_SIZE)).unwrap().contiguous);
+            pt.map(va(base), pa(0x8000_0000), 2 * run * PAGE_SIZE, a, Constraints::NONE).unwrap();
+            assert!(pt.query(va(base + (2 * run - 1) * PAGE_SIZE)).unwrap().contiguous);
             pt.set_live(true);
             let before = leaves(&pt);
             let (v, size) = (va(base + first * PAGE_SIZE), count * PAGE_SIZE);
@@ -700,16 +683,12 @@ fn live_cuts_of_contiguous_runs_are_refused_wherever_they_are() {
 /// index, its span and the part of the range inside it, from absolute offsets; `skip_to` jumps
 /// over entries.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn entries_split_a_range_at_entry_boundaries() {
     use super::walk::{Entries, Entry};
     let e = |index, level, base, size, lo, hi| Entry { index, level, base, size, lo, hi };
     // Level 2 (2 MiB entries) of the table covering [1 GiB, 2 GiB): from the middle of entry 1
     // to the middle of entry 3.
-    let (lo, hi) = (BLOCK_1G + BLOCK_2M + 0x5000, BLOCK_1G + 3 * BLOCK_2M + 0x1000);
+    let (lo, hi) = (BLOCK_1G + BLOCK_2M + 5 * PAGE_SIZE, BLOCK_1G + 3 * BLOCK_2M + PAGE_SIZE);
     let got: Vec<Entry> = Entries::new(2, lo, hi).collect();
     let m = BLOCK_2M;
     assert_eq!(
@@ -724,21 +703,24 @@ fn entries_split_a_range_at_entry_boundaries() {
     assert_eq!(got[1].end(), BLOCK_1G + 3 * m);
     // Level 3 at the top of the space: the last entry, whole.
     let top = (1u64 << 48) - PAGE_SIZE;
-    assert_eq!(Entries::new(3, top, 1 << 48).collect::<Vec<_>>(), [e(511, 3, top, PAGE_SIZE, top, 1 << 48)]);
-    // Level 0 over the whole space: 512 whole entries of 512 GiB.
-    let all: Vec<Entry> = Entries::new(0, 0, 1 << 48).collect();
-    assert_eq!(all.len(), 512);
+    let last = ENTRIES_PER_TABLE - 1;
+    assert_eq!(Entries::new(3, top, 1 << 48).collect::<Vec<_>>(), [e(last, 3, top, PAGE_SIZE, top, 1 << 48)]);
+    // The root over the whole space: 512 whole entries of 512 GiB with 4 KiB pages, 2 of
+    // 128 TiB with 16 KiB, 64 (level 1) of 4 TiB with 64 KiB.
+    let (count, span) = per_granule((512, 1u64 << 39), (2, 1 << 47), (64, 1 << 42));
+    let all: Vec<Entry> = Entries::new(ROOT_LEVEL, 0, 1 << 48).collect();
+    assert_eq!(all.len(), count);
     assert!(
         all.iter()
             .enumerate()
-            .all(|(i, x)| x.index == i && x.level == 0 && x.whole() && x.base == i as u64 * (1 << 39))
+            .all(|(i, x)| x.index == i && x.level == ROOT_LEVEL && x.whole() && x.base == i as u64 * span)
     );
     // Skipping: past entries 4..=6 of a level-3 range, and never backwards.
-    let mut it = Entries::new(3, 0x4000, 0xa000);
+    let mut it = Entries::new(3, 4 * PAGE_SIZE, 10 * PAGE_SIZE);
     assert_eq!(it.next().map(|x| x.index), Some(4));
-    it.skip_to(0x7000);
+    it.skip_to(7 * PAGE_SIZE);
     assert_eq!(it.next().map(|x| x.index), Some(7));
-    it.skip_to(0x1000);
+    it.skip_to(PAGE_SIZE);
     assert_eq!(it.map(|x| x.index).collect::<Vec<_>>(), [8, 9]);
 }
 
@@ -802,67 +784,61 @@ fn dropping_a_live_table_frees_nothing() {
 // ---- protect ------------------------------------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn protect_in_place_and_bbm() {
     let mut pt = new_pt(VaRange::Lower);
+    let base = 0x1000_0000;
     let rw = Attributes::user(UserAccess::ReadWrite);
-    pt.map(va(0x1000_0000), pa(0x2000_0000), 8 * PAGE_SIZE, rw, Constraints::NONE).unwrap();
+    pt.map(va(base), pa(0x2000_0000), 8 * PAGE_SIZE, rw, Constraints::NONE).unwrap();
     pt.set_live(true);
     let rx = Attributes::user(UserAccess::ReadExecute);
-    let rec = pt.protect_with(va(0x1000_2000), 2 * PAGE_SIZE, |a| a.with_permissions_of(rx)).unwrap();
-    assert_eq!(rec.range(), Some(FlushRange { start: va(0x1000_2000), size: 2 * PAGE_SIZE }));
+    let rec =
+        pt.protect_with(va(base + 2 * PAGE_SIZE), 2 * PAGE_SIZE, |a| a.with_permissions_of(rx)).unwrap();
+    assert_eq!(rec.range(), Some(FlushRange { start: va(base + 2 * PAGE_SIZE), size: 2 * PAGE_SIZE }));
     assert!(rec.leaf_only() && rec.has_executable() && rec.has_non_global());
     release(&mut pt, rec);
-    assert_eq!(pt.query(va(0x1000_2000)).unwrap().attrs, rx);
-    assert_eq!(pt.query(va(0x1000_4000)).unwrap().attrs, rw);
+    assert_eq!(pt.query(va(base + 2 * PAGE_SIZE)).unwrap().attrs, rx);
+    assert_eq!(pt.query(va(base + 4 * PAGE_SIZE)).unwrap().attrs, rw);
     // Protecting to the same attributes changes nothing.
-    let rec = pt.protect(va(0x1000_0000), 2 * PAGE_SIZE, rw).unwrap();
+    let rec = pt.protect(va(base), 2 * PAGE_SIZE, rw).unwrap();
     assert!(!rec.needs_flush());
     release(&mut pt, rec);
     // Memory type change on a live table: refused, nothing changed.
     let before = leaves(&pt);
     let dev = rw.with_memory_type(MemoryType::NormalNonCacheable);
     assert_eq!(
-        pt.protect(va(0x1000_0000), PAGE_SIZE, dev).unwrap_err(),
-        MapError::BreakBeforeMakeRequired(va(0x1000_0000))
+        pt.protect(va(base), PAGE_SIZE, dev).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(base))
     );
     assert_eq!(
-        pt.protect(va(0x1000_0000), PAGE_SIZE, rw.with_global(true)).unwrap_err(),
-        MapError::BreakBeforeMakeRequired(va(0x1000_0000))
+        pt.protect(va(base), PAGE_SIZE, rw.with_global(true)).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(base))
     );
     assert_eq!(leaves(&pt), before);
     // Not live: allowed in place.
     pt.set_live(false);
-    let rec = pt.protect(va(0x1000_0000), PAGE_SIZE, dev).unwrap();
+    let rec = pt.protect(va(base), PAGE_SIZE, dev).unwrap();
     release(&mut pt, rec);
-    assert_eq!(pt.query(va(0x1000_0000)).unwrap().attrs.memory_type(), MemoryType::NormalNonCacheable);
+    assert_eq!(pt.query(va(base)).unwrap().attrs.memory_type(), MemoryType::NormalNonCacheable);
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn protect_splits_blocks_when_not_live() {
     let mut pt = new_pt(VaRange::Lower);
-    pt.map(va(0x20_0000), pa(0x20_0000), BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
+    pt.map(va(BLOCK_2M), pa(BLOCK_2M), BLOCK_2M, Attributes::kernel_data(), Constraints::NONE).unwrap();
     pt.set_live(true);
     assert_eq!(
-        pt.protect(va(0x20_0000), PAGE_SIZE, Attributes::kernel_rodata()).unwrap_err(),
-        MapError::BreakBeforeMakeRequired(va(0x20_0000))
+        pt.protect(va(BLOCK_2M), PAGE_SIZE, Attributes::kernel_rodata()).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(BLOCK_2M))
     );
     // No change needed for the part: no split either, even live.
-    let rec = pt.protect(va(0x20_0000), PAGE_SIZE, Attributes::kernel_data()).unwrap();
+    let rec = pt.protect(va(BLOCK_2M), PAGE_SIZE, Attributes::kernel_data()).unwrap();
     assert!(!rec.needs_flush());
     release(&mut pt, rec);
     pt.set_live(false);
-    let rec = pt.protect(va(0x20_0000), PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+    let rec = pt.protect(va(BLOCK_2M), PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
     release(&mut pt, rec);
     let l = leaves(&pt);
-    assert_eq!(l.len(), 512);
+    assert_eq!(l.len(), ENTRIES_PER_TABLE);
     assert_eq!(l[0].attrs, Attributes::kernel_rodata());
     assert!(l[1..].iter().all(|l| l.attrs == Attributes::kernel_data() && l.level == 3));
     check_invariants(&pt);
@@ -944,37 +920,37 @@ fn split_rolls_back_at_every_failure_point() {
 // ---- upper range and the kernel's boot use ---------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn upper_range() {
     let mut pt = new_pt(VaRange::Upper);
     let a = Attributes::kernel_data();
-    assert_eq!(pt.map(va(0x4000_0000), pa(0), 0x1000, a, Constraints::NONE), Err(MapError::InvalidRange));
-    assert_eq!(
-        pt.map(va(0xfffe_ffff_ffff_f000), pa(0), 0x1000, a, Constraints::NONE),
-        Err(MapError::InvalidRange)
-    );
+    let page = PAGE_SIZE;
+    let bottom = 0xffff_0000_0000_0000u64;
+    let top = 0u64.wrapping_sub(page);
+    assert_eq!(pt.map(va(0x4000_0000), pa(0), page, a, Constraints::NONE), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(bottom - page), pa(0), page, a, Constraints::NONE), Err(MapError::InvalidRange));
     // The very top page of the address space.
-    pt.map(va(0xffff_ffff_ffff_f000), pa(0x5000), 0x1000, a, Constraints::NONE).unwrap();
-    let leaf = pt.query(va(0xffff_ffff_ffff_f000)).unwrap();
-    assert_eq!((leaf.va, leaf.pa, leaf.level), (va(0xffff_ffff_ffff_f000), pa(0x5000), 3));
-    // Bottom of the upper half, with a 1 GiB block.
-    pt.map(va(0xffff_0000_0000_0000), pa(0), BLOCK_1G, a, Constraints::NONE).unwrap();
-    assert_eq!(pt.query(va(0xffff_0000_0000_0000)).unwrap().level, 1);
-    assert_eq!(pt.translate(va(0xffff_0000_1234_5000)), Some(pa(0x1234_5000)));
-    assert_eq!(pt.query(va(0x1234_5000)), None);
+    pt.map(va(top), pa(5 * page), page, a, Constraints::NONE).unwrap();
+    let leaf = pt.query(va(top)).unwrap();
+    assert_eq!((leaf.va, leaf.pa, leaf.level), (va(top), pa(5 * page), 3));
+    // Bottom of the upper half, one level-1 entry's span: a level-1 block with 4 KiB pages, a
+    // full table of level-2 blocks with 16 and 64 KiB pages (no level-1 blocks there).
+    pt.map(va(bottom), pa(0), BLOCK_1G, a, Constraints::NONE).unwrap();
+    assert_eq!(pt.query(va(bottom)).unwrap().level, per_granule(1, 2, 2));
+    let inside = 0x1234_5000 & !(page - 1);
+    assert_eq!(pt.translate(va(bottom + inside)), Some(pa(inside)));
+    assert_eq!(pt.query(va(inside)), None);
     let l = leaves(&pt);
-    assert_eq!(l.len(), 2);
-    assert_eq!(l[0].va, va(0xffff_0000_0000_0000));
-    let rec = pt.unmap(va(0xffff_ffff_ffff_f000), 0x1000).unwrap();
+    assert_eq!(l.len(), per_granule(2, 2049, 8193));
+    assert_eq!(l[0].va, va(bottom));
+    let rec = pt.unmap(va(top), page).unwrap();
     let r = rec.range().unwrap();
-    assert_eq!((r.start, r.size, r.end()), (va(0xffff_ffff_ffff_f000), 0x1000, None));
+    assert_eq!((r.start, r.size, r.end()), (va(top), page, None));
     assert_eq!(r.end_or_zero(), va(0));
     release(&mut pt, rec);
     let (mut mem, rec) = pt.destroy();
-    assert_eq!(rec.detached_tables(), 2);
+    // The root and the tables above the bottom's leaves: level 1 (4 KiB); levels 1 and 2
+    // (16 KiB); level 2 (64 KiB, whose root is level 1).
+    assert_eq!(rec.detached_tables(), per_granule(2, 3, 2));
     rec.release(&mut mem);
     assert_eq!(mem.live_frames(), 0);
 }
@@ -1010,10 +986,6 @@ unsafe impl Translation for BumpArena {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn kernel_boot_layout() {
     const KIMAGE: u64 = 0xffff_8000_0000_0000;
     const LINEAR: u64 = 0xffff_0000_0000_0000;
@@ -1025,19 +997,22 @@ fn kernel_boot_layout() {
     };
     let mut pt = PageTable::new(arena, VaRange::Upper).unwrap();
     let pages = Constraints::NO_BLOCKS | Constraints::NO_CONTIGUOUS;
-    let text = (0x2_3000, Attributes::kernel_text());
-    let rodata = (0x1_1000, Attributes::kernel_rodata());
-    let data = (0x4_0000, Attributes::kernel_data());
+    // 35, 17 and 64 pages (0x2_3000, 0x1_1000 and 0x4_0000 bytes with 4 KiB pages).
+    let text = (35 * PAGE_SIZE, Attributes::kernel_text());
+    let rodata = (17 * PAGE_SIZE, Attributes::kernel_rodata());
+    let data = (64 * PAGE_SIZE, Attributes::kernel_data());
     let mut off = 0;
     for (size, attrs) in [text, rodata, data] {
         pt.map(va(KIMAGE + off), pa(load + off), size, attrs, pages).unwrap();
         off += size;
     }
-    // Linear map of 1 GiB + 6 MiB of RAM at 0x4000_0000: one 1 GiB block and three 2 MiB blocks.
+    // Linear map of 1 GiB and three level-2 blocks of RAM at 0x4000_0000: with 4 KiB pages one
+    // 1 GiB block and three 2 MiB blocks; with 16 KiB, 35 blocks of 32 MiB; with 64 KiB, 5 of
+    // 512 MiB.
     pt.map(
         va(LINEAR + 0x4000_0000),
         pa(0x4000_0000),
-        BLOCK_1G + 3 * BLOCK_2M,
+        (1 << 30) + 3 * BLOCK_2M,
         Attributes::kernel_data(),
         Constraints::NONE,
     )
@@ -1063,28 +1038,33 @@ fn kernel_boot_layout() {
     let t = pt.query(va(KIMAGE)).unwrap();
     assert_eq!((t.pa, t.level), (pa(load), 3));
     assert!(t.attrs.permissions().el1.execute && !t.attrs.permissions().el1.write && t.attrs.uxn());
-    let r = pt.query(va(KIMAGE + 0x2_3000)).unwrap();
+    let r = pt.query(va(KIMAGE + text.0)).unwrap();
     assert_eq!(r.attrs, Attributes::kernel_rodata());
-    let d = pt.query(va(KIMAGE + 0x3_4000)).unwrap();
+    let d = pt.query(va(KIMAGE + text.0 + rodata.0)).unwrap();
     assert_eq!(d.attrs, Attributes::kernel_data());
-    assert_eq!(d.pa, pa(load + 0x3_4000));
+    assert_eq!(d.pa, pa(load + 52 * PAGE_SIZE));
     let mut exec_pages = 0;
     pt.walk_all(|l| {
         assert!(l.attrs.uxn(), "every kernel mapping is UXN");
         assert!(l.attrs.is_global());
         if !l.attrs.pxn() {
             exec_pages += 1;
-            assert!(l.va.0 >= KIMAGE && l.va.0 < KIMAGE + 0x2_3000, "only text is executable");
+            assert!(l.va.0 >= KIMAGE && l.va.0 < KIMAGE + text.0, "only text is executable");
         }
     });
-    assert_eq!(exec_pages, 0x23);
+    assert_eq!(exec_pages, 35);
     let lin = pt.query(va(LINEAR + 0x4000_0000)).unwrap();
-    assert_eq!(lin.level, 1);
+    assert_eq!(lin.level, per_granule(1, 2, 2));
     assert_eq!(pt.query(va(LINEAR + 0x8000_0000)).unwrap().level, 2);
     assert_eq!(pt.translate(va(0xffff_ffff_f000_0000)), Some(pa(0x0900_0000)));
-    // root + (image: L1, L2, L3) + (linear: L1 shared? no, other L0 slot: L1, L2) + (UART: L1, L2, L3)
-    assert_eq!(used, 1 + 3 + 2 + 3);
-    assert_eq!(pt.translation().next, used + 1, "the stack needed one new L3 table");
+    // 4 KiB: root + (image: L1, L2, L3) + (linear, another L0 slot: L1, L2) + (UART: L1, L2, L3).
+    // 16 KiB: the root's two entries; the image and the UART share the upper one's L1 table:
+    // root + (image: L1, L2, L3) + (linear: L1, L2) + (UART: L2, L3).
+    // 64 KiB: the root is level 1: root + (image: L2, L3) + (linear: L2) + (UART: L2, L3).
+    assert_eq!(used, per_granule(1 + 3 + 2 + 3, 1 + 3 + 2 + 2, 1 + 2 + 1 + 2));
+    // The stack, 256 MiB above the image, needs a last-level table of its own, except with 64 KiB
+    // pages, where one last-level table spans 512 MiB.
+    assert_eq!(pt.translation().next, used + per_granule(1, 1, 0), "the stack's new tables");
 }
 
 // ---- property test against a reference model ------------------------------------------------------
@@ -1459,23 +1439,20 @@ proptest! {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn fast_path_maps_into_an_existing_table_without_allocating() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::user(UserAccess::ReadWrite);
     let base = 0x4000_0000;
-    pt.map(va(base), pa(base), PAGE_SIZE, a, Constraints::NONE).unwrap(); // General: 3 tables.
-    assert_eq!(pt.stats().tables_allocated, 4);
+    pt.map(va(base), pa(base), PAGE_SIZE, a, Constraints::NONE).unwrap(); // General: the tables.
+    let tables = per_granule(4, 4, 3);
+    assert_eq!(pt.stats().tables_allocated, tables);
     // Fast: same 2 MiB region, no frame may be allocated (an allocator that fails proves it).
     pt.translation_mut().fail_after = Some(0);
     pt.map(va(base + PAGE_SIZE), pa(base + PAGE_SIZE), 3 * PAGE_SIZE, a, Constraints::NONE).unwrap();
-    // A 16-page run aligned in VA and PA gets the contiguous hint, as on the general path.
-    pt.map(va(base + 16 * PAGE_SIZE), pa(base + 16 * PAGE_SIZE), 16 * PAGE_SIZE, a, Constraints::NONE)
-        .unwrap();
-    let run = pt.query(va(base + 20 * PAGE_SIZE)).unwrap();
+    // A run aligned in VA and PA gets the contiguous hint, as on the general path.
+    let run = PAGE_RUN as u64 * PAGE_SIZE;
+    pt.map(va(base + run), pa(base + run), run, a, Constraints::NONE).unwrap();
+    let run = pt.query(va(base + run + 4 * PAGE_SIZE)).unwrap();
     assert!(run.contiguous && run.level == 3);
     assert!(!pt.query(va(base + PAGE_SIZE)).unwrap().contiguous);
     // Crossing into the next 2 MiB region needs a new table: the general path, which fails.
@@ -1485,7 +1462,7 @@ fn fast_path_maps_into_an_existing_table_without_allocating() {
     );
     assert_eq!(pt.query(va(base + BLOCK_2M - PAGE_SIZE)), None, "a failed call changed something");
     pt.translation_mut().fail_after = None;
-    assert_eq!(pt.stats().tables_allocated, 4);
+    assert_eq!(pt.stats().tables_allocated, tables);
     check_invariants(&pt);
 }
 
@@ -1543,16 +1520,12 @@ fn fast_path_unmap_detaches_every_table_it_empties() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn fast_path_unmap_of_a_whole_last_level_table() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
     pt.map(va(BLOCK_1G), pa(0), 2 * BLOCK_2M, a, Constraints::NO_BLOCKS).unwrap();
     let rec = pt.unmap(va(BLOCK_1G + BLOCK_2M), BLOCK_2M).unwrap();
-    assert_eq!((rec.leaves_changed(), rec.detached_tables()), (512, 1));
+    assert_eq!((rec.leaves_changed(), rec.detached_tables()), (ENTRIES_PER_TABLE as u64, 1));
     assert_eq!((rec.min_leaf_size(), rec.max_leaf_size()), (PAGE_SIZE, PAGE_SIZE));
     release(&mut pt, rec);
     assert_eq!(pt.query(va(BLOCK_1G + BLOCK_2M)), None);
@@ -1561,16 +1534,13 @@ fn fast_path_unmap_of_a_whole_last_level_table() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn fast_path_falls_back_for_contiguous_runs_and_bbm() {
     let a = Attributes::kernel_data();
     let base = BLOCK_1G;
+    let run = PAGE_RUN as u64;
     let setup = || {
         let mut pt = new_pt(VaRange::Lower);
-        pt.map(va(base), pa(0), 32 * PAGE_SIZE, a, Constraints::NONE).unwrap();
+        pt.map(va(base), pa(0), 2 * run * PAGE_SIZE, a, Constraints::NONE).unwrap();
         assert!(pt.query(va(base + 5 * PAGE_SIZE)).unwrap().contiguous);
         pt
     };
@@ -1583,16 +1553,16 @@ fn fast_path_falls_back_for_contiguous_runs_and_bbm() {
         MapError::BreakBeforeMakeRequired(va(base + 5 * PAGE_SIZE))
     );
     assert_eq!(
-        pt.protect(va(base + 16 * PAGE_SIZE), 16 * PAGE_SIZE, Attributes::device()).unwrap_err(),
-        MapError::BreakBeforeMakeRequired(va(base + 16 * PAGE_SIZE))
+        pt.protect(va(base + run * PAGE_SIZE), run * PAGE_SIZE, Attributes::device()).unwrap_err(),
+        MapError::BreakBeforeMakeRequired(va(base + run * PAGE_SIZE))
     );
     assert_eq!(leaves(&pt), before);
     // A whole run, and a permission change, are fine.
-    let rec = pt.protect(va(base), 16 * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
-    assert_eq!(rec.leaves_changed(), 16);
+    let rec = pt.protect(va(base), run * PAGE_SIZE, Attributes::kernel_rodata()).unwrap();
+    assert_eq!(rec.leaves_changed(), run);
     release(&mut pt, rec);
     assert!(pt.query(va(base)).unwrap().contiguous);
-    let rec = pt.unmap(va(base + 16 * PAGE_SIZE), 16 * PAGE_SIZE).unwrap();
+    let rec = pt.unmap(va(base + run * PAGE_SIZE), run * PAGE_SIZE).unwrap();
     release(&mut pt, rec);
     check_invariants(&pt);
     // Not live: the general path unfolds the run.
@@ -1600,7 +1570,7 @@ fn fast_path_falls_back_for_contiguous_runs_and_bbm() {
     let rec = pt.unmap(va(base + 5 * PAGE_SIZE), PAGE_SIZE).unwrap();
     release(&mut pt, rec);
     assert!(!pt.query(va(base + 4 * PAGE_SIZE)).unwrap().contiguous);
-    assert!(pt.query(va(base + 16 * PAGE_SIZE)).unwrap().contiguous);
+    assert!(pt.query(va(base + run * PAGE_SIZE)).unwrap().contiguous);
     check_invariants(&pt);
 }
 
@@ -1632,7 +1602,6 @@ fn last_table_cache_forgets_a_table_replaced_by_a_promotion() {
 }
 
 #[test]
-#[cfg_attr(feature = "granule-64k", ignore = "counts the tables of a four-level walk")]
 fn last_table_cache_follows_tables_freed_and_reused() {
     // The emulated memory hands the last freed frame out first, so a stale cache would point
     // into a frame now used at another level or for another region.
@@ -1643,7 +1612,8 @@ fn last_table_cache_follows_tables_freed_and_reused() {
         pt.map(va(r1 + PAGE_SIZE), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap();
         pt.map(va(r1), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Fast, caches r1.
         let rec = pt.unmap(va(r1), 2 * PAGE_SIZE).unwrap();
-        assert_eq!(rec.detached_tables(), 3, "round {round}"); // Levels 3, 2 and 1.
+        // Levels 3, 2 and 1 (1 is the root with 64 KiB pages).
+        assert_eq!(rec.detached_tables(), per_granule(3, 3, 2), "round {round}");
         release(&mut pt, rec);
         pt.map(va(r2), pa(0), PAGE_SIZE, a, Constraints::NONE).unwrap(); // Reuses the frames.
         assert_eq!(pt.query(va(r1)), None);
