@@ -14,7 +14,8 @@ use std::string::String;
 
 use super::hw::{ModelFrames, ModelHw, ModelMem, ModelTargets, Shared};
 use super::machine::{Counts, Machine, Proc};
-use crate::addr::{BLOCK_2M, PAGE_SIZE};
+use crate::addr::{BLOCK_1G, BLOCK_2M, PAGE_SIZE};
+use crate::descriptor::CONTIGUOUS_ENTRIES;
 use crate::paging::{PageTable, VaRange};
 use crate::tlb::{Errata, TlbFeatures, TlbIssuer};
 use crate::user::object::{MemObject, ObjectRef, SharedObject};
@@ -24,10 +25,13 @@ use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_READ};
 use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, MAP_SHARED};
 use crate::vm::prot::{PROT_EXEC, PROT_READ, PROT_WRITE};
 
-/// Pages of each process's window: two 2 MiB ranges, across a 1 GiB boundary.
-const WINDOW_PAGES: u64 = 1024;
-/// A 64 KiB run.
-const RUN_PAGES: u64 = 16;
+/// Pages of a level-2 block of the build's granule (2 MiB, 32 MiB or 512 MiB).
+const BLOCK_PAGES: u64 = BLOCK_2M / PAGE_SIZE;
+/// Pages of each process's window: two level-2 blocks, across the boundary of a level-1 entry
+/// (1 GiB with 4 KiB pages, 64 GiB with 16 KiB, 4 TiB with 64 KiB).
+const WINDOW_PAGES: u64 = 2 * BLOCK_PAGES;
+/// A contiguous run of pages (64 KiB with 4 KiB pages, 2 MiB with 16 or 64 KiB).
+const RUN_PAGES: u64 = CONTIGUOUS_ENTRIES as u64;
 /// Every this many steps, every usable entry is compared with the tables again, whether or not
 /// the step could have changed what it depends on.
 const FULL_CHECK_EVERY: u64 = 64;
@@ -125,7 +129,7 @@ pub(super) struct Driver {
 }
 
 fn lo_of(slot: usize) -> u64 {
-    (slot as u64 + 1) * (1 << 30) - BLOCK_2M
+    (slot as u64 + 1) * BLOCK_1G - BLOCK_2M
 }
 
 fn add(total: &mut UserStats, s: &UserStats) {
@@ -277,7 +281,7 @@ impl Driver {
                 self.queued(Step::Fault { slot, page, cursor })
             }
             28..=32 => {
-                // Complete a 64 KiB run: fault its pages one by one.
+                // Complete a contiguous run: fault its pages one by one.
                 let first = page & !(RUN_PAGES - 1);
                 for p in first..first + RUN_PAGES {
                     self.queue.push_back(Step::Fault { slot, page: p, cursor: true });
@@ -285,10 +289,11 @@ impl Driver {
                 self.queued(Step::Fault { slot, page, cursor: true })
             }
             33..=35 => {
-                // Complete a 2 MiB range: populate all but one page, then fault that one.
-                let region = page & !511;
-                let last = region + self.rand(512);
-                self.queue.push_back(Step::Populate { slot, page: last + 1, pages: region + 512 - last - 1 });
+                // Complete a block's range: populate all but one page, then fault that one.
+                let region = page & !(BLOCK_PAGES - 1);
+                let last = region + self.rand(BLOCK_PAGES);
+                let rest = region + BLOCK_PAGES - last - 1;
+                self.queue.push_back(Step::Populate { slot, page: last + 1, pages: rest });
                 self.queue.push_back(Step::Fault { slot, page: last, cursor: true });
                 self.queued(Step::Populate { slot, page: region, pages: last - region })
             }
@@ -333,11 +338,11 @@ impl Driver {
         }
     }
 
-    /// A range of 1 to 64 pages from `page`, a whole 2 MiB range, or the whole window.
+    /// A range of 1 to 64 pages from `page`, a whole block's range, or the whole window.
     fn random_range(&mut self, page: u64) -> (u64, u64) {
         match self.rand(10) {
             0 => (0, WINDOW_PAGES),
-            1 | 2 => (page & !511, 512),
+            1 | 2 => (page & !(BLOCK_PAGES - 1), BLOCK_PAGES),
             _ => (page, (1 + self.rand(64)).min(WINDOW_PAGES - page)),
         }
     }

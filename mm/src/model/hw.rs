@@ -22,7 +22,7 @@ pub(super) type Shared = Rc<RefCell<Machine>>;
 /// Table frames of the machine's memory.
 pub(super) struct ModelMem(pub(super) Shared);
 
-// SAFETY: frames are distinct 4096-byte heap allocations that live as long as the machine (which
+// SAFETY: frames are distinct page-sized heap allocations that live as long as the machine (which
 // this handle keeps alive); `table_ptr` refuses frames that are not allocated.
 unsafe impl Translation for ModelMem {
     fn allocate_table(&mut self) -> Option<PhysAddr> {

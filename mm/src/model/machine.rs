@@ -279,7 +279,7 @@ impl Machine {
     /// Reads a descriptor of an allocated table frame, `None` if the frame is not one.
     pub(super) fn read(&self, table: u64, index: usize) -> Option<Descriptor> {
         let f = self.tables[self.table_index(table)?];
-        // SAFETY: the frame is allocated, `index < 512`, and no reference to it is live (the
+        // SAFETY: the frame is allocated, `index < ENTRIES_PER_TABLE`, and no reference to it is live (the
         // code under test holds raw pointers only between its own accesses).
         Some(Descriptor::from_bits(unsafe { f.cast::<u64>().as_ptr().add(index).read_volatile() }))
     }

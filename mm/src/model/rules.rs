@@ -70,7 +70,7 @@ fn l3_table(m: &Machine) -> u64 {
 /// Writes descriptor `index` of the table frame `table`.
 fn write(m: &Machine, table: u64, index: usize, d: Descriptor) {
     let p = m.table_ptr(table);
-    // SAFETY: the frame is an allocated table (table_ptr checked it), `index < 512`, and no
+    // SAFETY: the frame is an allocated table (table_ptr checked it), `index < ENTRIES_PER_TABLE`, and no
     // reference to it is live.
     unsafe { p.cast::<u64>().as_ptr().add(index).write_volatile(d.bits()) };
 }

@@ -58,37 +58,21 @@ fn assert_covered(r: &Report) {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn two_cpus_2bit_asids_range() {
     assert_covered(&run(config(2, 2, 3, true, 25, 0x5eed_0001)));
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn three_cpus_3bit_asids_no_range() {
     assert_covered(&run(config(3, 3, 3, false, 25, 0x5eed_0002)));
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn four_cpus_3bit_asids_range() {
     assert_covered(&run(config(4, 3, 4, true, 25, 0x5eed_0003)));
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn four_cpus_8bit_asids_range() {
     let mut cfg = config(4, 8, 3, true, 25, 0x5eed_0004);
     cfg.exit_percent = 8;
@@ -227,10 +211,6 @@ fn planted_rollover_without_flush_is_caught() {
 /// through the stale entries and frame releases they cause on other CPUs (the others over-
 /// invalidate, or concern ranges of 4 GiB and more, global entries or CPU errata).
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn planner_bugs_that_reach_user_flushes_are_caught() {
     use Mutation::*;
     let cases = [
