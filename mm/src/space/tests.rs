@@ -48,6 +48,7 @@ use super::*;
 use crate::addr::{PAGE_SIZE, VirtAddr};
 use crate::descriptor::{CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, UserAccess, level_size};
 use crate::paging::{ENTRIES_PER_TABLE, VaRange};
+use crate::test_support::per_granule;
 use crate::tlb::model::{Invalidation, ModelEntry, VaMatch, decode};
 use crate::tlb::test_caps::Caps;
 use crate::tlb::{Errata, MAX_DVM_OPS, OpKind, RANGE_BOUND_PAGES, TlbInstr, TlbiOp};
@@ -1526,10 +1527,6 @@ fn tlbis_of(h: &mut Harness, f: impl FnOnce(&mut Harness)) -> Vec<TlbInstr> {
 /// (512 per-page TLBIs before). Without it, 512 pages exceed the per-page bound (511): one
 /// whole-ASID (user) or whole-TLB (kernel) flush.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn promotion_is_one_tlbi() {
     for (caps, space, want) in [
         (RANGE_CAPS, 1, TlbiOp::Rvae1is),
@@ -1538,9 +1535,11 @@ fn promotion_is_one_tlbi() {
         (Caps::BASELINE, 0, TlbiOp::Vmalle1is),
     ] {
         let mut h = Harness::new(3, caps);
-        // Explicit: 512 pages mapped in one call as pages, then promote().
-        h.apply(Op::Map { space, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 6 });
-        let va = VirtAddr(h.va(space, 512));
+        // Explicit: a block's pages (512 with 4 KiB pages) mapped in one call as pages, then
+        // promote().
+        let n = BLOCK_PAGES;
+        h.apply(Op::Map { space, page: n, pages: n, scatter: false, attrs: 0, constraints: 6 });
+        let va = VirtAddr(h.va(space, n));
         assert_eq!(h.spaces[space].query(va).unwrap().level, 3);
         let before = h.spaces[space].stats();
         let t = tlbis_of(&mut h, |h| assert_eq!(h.spaces[space].promote(va), Ok(true)));
@@ -1555,18 +1554,28 @@ fn promotion_is_one_tlbi() {
         assert_eq!(h.spaces[space].query(va).unwrap().level, 2);
         assert_eq!(h.spaces[space].promote(va), Ok(false), "already a block");
 
-        // Automatic: 512 single-page faults; the last one promotes (and earlier ones folded
-        // 64 KiB runs: one TLBI each).
-        h.apply(Op::Unmap { space, page: 1024, pages: 512 });
+        // Automatic: single-page faults over a block; the last one promotes (and earlier ones
+        // folded contiguous runs: one TLBI each).
+        h.apply(Op::Unmap { space, page: 2 * n, pages: n });
         let mut last = Vec::new();
-        for p in 0..512 {
+        for p in 0..n {
             last = tlbis_of(&mut h, |h| {
-                h.apply(Op::Map { space, page: 1024 + p, pages: 1, scatter: false, attrs: 0, constraints: 0 })
+                h.apply(Op::Map {
+                    space,
+                    page: 2 * n + p,
+                    pages: 1,
+                    scatter: false,
+                    attrs: 0,
+                    constraints: 0,
+                })
             });
         }
         let st = h.spaces[space].stats();
         assert_eq!(st.promotions - before.promotions, 2);
-        assert_eq!(st.folds, 31, "the 32nd run is promoted with the range instead");
+        // 32, 16 and 256 runs a block with 4, 16 and 64 KiB pages.
+        let runs = per_granule(32, 16, 256);
+        assert_eq!(BLOCK_PAGES / RUN_PAGES, runs);
+        assert_eq!(st.folds, runs - 1, "the last run is promoted with the range instead");
         assert_eq!(last.len(), 1, "{last:x?}");
         assert_eq!(last[0].op, want);
         h.teardown();
@@ -1574,36 +1583,36 @@ fn promotion_is_one_tlbi() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn partial_unmap_of_a_live_block_splits_through_bbm() {
     let mut h = Harness::new(4, RANGE_CAPS);
-    h.apply(Op::Map { space: 1, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
-    let base = h.va(1, 512);
+    let n = BLOCK_PAGES;
+    h.apply(Op::Map { space: 1, page: n, pages: n, scatter: false, attrs: 0, constraints: 0 });
+    let base = h.va(1, n);
     assert_eq!(h.spaces[1].query(VirtAddr(base)).unwrap().level, 2);
     let mut handed = Vec::new();
     let t = tlbis_of(&mut h, |h| {
         h.spaces[1].unmap(VirtAddr(base + 7 * PAGE_SIZE), 3 * PAGE_SIZE, |u| handed.push(u)).unwrap();
     });
-    // One op for the one 2 MiB block that changed (stride 2 MiB); leaf-only: no table removed.
+    // One op for the one block that changed (stride: the block); leaf-only: no table removed.
     assert_eq!(t.len(), 1, "{t:x?}");
     let inv = decode(t[0]);
     assert!(inv.leaf_only);
     assert_eq!(handed.len(), 1);
     assert_eq!((handed[0].va.0, handed[0].size), (base + 7 * PAGE_SIZE, 3 * PAGE_SIZE));
     assert_eq!(h.spaces[1].stats().demotions, 1);
-    // The rest is pages, with the contiguous hint on the 31 runs the unmap did not touch.
+    // The rest is pages, with the contiguous hint on the runs the unmap did not touch (31 of
+    // 32 with 4 KiB pages, 15 of 16 with 16 KiB, 255 of 256 with 64 KiB).
     let leaves: Vec<Leaf> = {
         let mut v = Vec::new();
         h.spaces[1].table().walk(VirtAddr(base), BLOCK_2M, |l| v.push(*l)).unwrap();
         v
     };
-    assert_eq!(leaves.len(), 509);
-    assert_eq!(leaves.iter().filter(|l| l.contiguous).count(), 31 * 16);
-    for i in 0..512 {
-        h.refs[1][512 + i] = if (7..10).contains(&i) { None } else { h.refs[1][512 + i] };
+    assert_eq!(leaves.len() as u64, n - 3);
+    let untouched = per_granule(31, 15, 255);
+    assert_eq!(leaves.iter().filter(|l| l.contiguous).count() as u64, untouched * RUN_PAGES);
+    for i in 0..n as usize {
+        let at = n as usize + i;
+        h.refs[1][at] = if (7..10).contains(&i) { None } else { h.refs[1][at] };
     }
     h.check_all();
     h.teardown();
@@ -1612,7 +1621,7 @@ fn partial_unmap_of_a_live_block_splits_through_bbm() {
 #[test]
 #[cfg_attr(
     any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
+    ignore = "splits a level-1 block, which only the 4 KiB granule has (48-bit addresses)"
 )]
 fn one_gib_block_splits_and_demotes() {
     let world = Rc::new(RefCell::new(World::new(5)));
@@ -1710,15 +1719,12 @@ fn one_flush_per_call_and_memory_type_changes() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn failed_operations_change_nothing() {
     let mut h = Harness::new(8, RANGE_CAPS);
-    h.apply(Op::Map { space: 1, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
+    let n = BLOCK_PAGES;
+    h.apply(Op::Map { space: 1, page: n, pages: n, scatter: false, attrs: 0, constraints: 0 });
     h.apply(Op::Map { space: 1, page: 100, pages: 10, scatter: false, attrs: 0, constraints: 0 });
-    let va = VirtAddr(h.va(1, 600));
+    let va = VirtAddr(h.va(1, n + 88));
     let frames = h.world.borrow().live_frames();
     h.world.borrow_mut().fail_after = Some(0);
     // A split needs a table frame.
@@ -1749,14 +1755,11 @@ fn failed_operations_change_nothing() {
 /// break-before-make: the table stays live and the engine refuses what needs it, with nothing
 /// changed and nothing issued.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn unflushed_table_access_still_refuses_break_before_make() {
     let mut h = Harness::new(9, RANGE_CAPS);
-    h.apply(Op::Map { space: 0, page: 512, pages: 512, scatter: false, attrs: 0, constraints: 0 });
-    let va = VirtAddr(h.va(0, 512));
+    let n = BLOCK_PAGES;
+    h.apply(Op::Map { space: 0, page: n, pages: n, scatter: false, attrs: 0, constraints: 0 });
+    let va = VirtAddr(h.va(0, n));
     assert_eq!(h.spaces[0].query(va).unwrap().level, 2);
     let t = tlbis_of(&mut h, |h| {
         // SAFETY: every change below is refused, so there is nothing to invalidate.
