@@ -52,10 +52,6 @@ fn mincore_all(m: &Mem, addr: u64, len: u64) -> (Vec<u8>, Result<(), Errno>) {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn mremap_errno_order_is_linux_6_1() {
     use Errno::*;
     let mut m = memory(true);
@@ -64,6 +60,8 @@ fn mremap_errno_order_is_linux_6_1() {
     let b = a + 8 * P;
     m.mmap(b, 4 * P, PROT_READ, ANON | MAP_FIXED, -1, 0).unwrap();
     let far = 0x5000_0000_0000u64;
+    // A page-aligned address below mmap_min_addr (64 KiB); with 64 KiB pages only 0 is.
+    let low = if P < 0x1_0000 { P } else { 0 };
     #[rustfmt::skip]
     let table: &[Row<RemapArgs, u64>] = &[
         ("unknown flag", (a, P, P, 8, 0), Err(EINVAL)),
@@ -84,7 +82,7 @@ fn mremap_errno_order_is_linux_6_1() {
         ("FIXED overlapping", (a, 4 * P, 4 * P, MAYMOVE | MREMAP_FIXED, a + 2 * P), Err(EINVAL)),
         ("DONTUNMAP hint overlapping", (a, 4 * P, 4 * P, MAYMOVE | MREMAP_DONTUNMAP, a + 2 * P), Err(EINVAL)),
         ("FIXED past its mapping", (a, 12 * P, 12 * P, MAYMOVE | MREMAP_FIXED, far), Err(EFAULT)),
-        ("FIXED below mmap_min_addr", (a, P, P, MAYMOVE | MREMAP_FIXED, 0x1000), Err(EPERM)),
+        ("FIXED below mmap_min_addr", (a, P, P, MAYMOVE | MREMAP_FIXED, low), Err(EPERM)),
         // No room after `a` and no MAYMOVE.
         ("grow without room", (a, 8 * P, 9 * P, 0, 0), Err(ENOMEM)),
         // Equal lengths are a shrink by nothing: the address, even past the mapping's end.
@@ -132,13 +130,10 @@ fn mremap_shrinks_grows_in_place_and_replaces_a_fixed_target() {
     assert!(frames.live.is_empty());
 }
 
-/// The point of moving entries: 64 MiB of 2 MiB blocks move with one flush and no data frame,
-/// and stay blocks; the data is where the program left it.
+/// The point of moving entries: 64 MiB (of 2 MiB or 32 MiB blocks; of pages with 64 KiB pages,
+/// whose blocks are larger) move with one flush and no data frame, and blocks stay blocks; the
+/// data is where the program left it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn a_64_mib_move_allocates_nothing_and_flushes_once() {
     for range in [true, false] {
         move_64_mib(range);
@@ -152,10 +147,15 @@ fn move_64_mib(range: bool) {
     m.frames_mut_for_test().free_frames = 1 << 20;
     let len = 64 * MIB;
     let a = m.mmap(0, len, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
-    assert_eq!(a % (2 * MIB), 0);
+    // Level-2 blocks: 32 of 2 MiB, 2 of 32 MiB; none of 512 MiB (64 KiB pages map it in pages).
+    let blocks = per_granule(32, 2, 0);
+    assert_eq!(len / BLOCK, blocks);
+    if blocks > 0 {
+        assert_eq!(a % BLOCK, 0);
+    }
     // Something right after it, so growing must move.
     m.mmap(a + len, P, PROT_READ, ANON | MAP_FIXED, -1, 0).unwrap();
-    assert_eq!(m.stats().fault_blocks, 32);
+    assert_eq!(m.stats().fault_blocks, blocks);
     for i in 0..64 {
         m.write(a + i * MIB + 8, &(i as u32).to_le_bytes()).unwrap();
     }
@@ -170,9 +170,9 @@ fn move_64_mib(range: bool) {
         &tlbis(&m)[tlbi_before..],
         m.frames().next - next_before
     );
-    // One range TLBI with FEAT_TLBIRANGE; without it one per 2 MiB block (32 leaves, within the
-    // planner's per-entry bound).
-    assert_eq!(tlbi_after - tlbi_before, if range { 1 } else { 32 });
+    // One range TLBI with FEAT_TLBIRANGE; without it one per block (32 or 2 leaves, within the
+    // planner's per-entry bound), or with 64 KiB pages one whole flush (1024 pages are past it).
+    assert_eq!(tlbi_after - tlbi_before, if range { 1 } else { per_granule(32, 2, 1) });
     assert_eq!(m.space().stats().flushes - flushes, 1, "one gathered flush");
     assert_eq!(m.frames().next, next_before, "no frame allocated");
     assert_eq!(m.stats().data_frames, frames_before);
@@ -180,8 +180,8 @@ fn move_64_mib(range: bool) {
         assert_eq!(read_page(&m, b + i * MIB)[8..12], (i as u32).to_le_bytes(), "MiB {i}");
         assert!(m.space().query(VirtAddr(a + i * MIB)).is_none());
     }
-    for i in 0..32 {
-        assert_eq!(m.space().query(VirtAddr(b + i * 2 * MIB)).unwrap().size, 2 * MIB, "block {i}");
+    for i in 0..blocks {
+        assert_eq!(m.space().query(VirtAddr(b + i * BLOCK)).unwrap().size, BLOCK, "block {i}");
     }
     // The grown part is demand paged, zero.
     assert!(m.space().query(VirtAddr(b + len)).is_none());
@@ -233,10 +233,6 @@ fn a_moved_code_area_stays_in_the_code_window() {
 }
 
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn mincore_reports_residency_from_the_tables() {
     let mut m = memory(true);
     let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
@@ -255,15 +251,16 @@ fn mincore_reports_residency_from_the_tables() {
     assert_eq!(mincore_all(&m, a + 6 * P, 4 * P), (std::vec![0, 1], Err(Errno::ENOMEM)));
     assert_eq!(mincore_all(&m, a - P, 2 * P), (Vec::new(), Err(Errno::ENOMEM)));
     assert_eq!(mincore_all(&m, a, 0), (Vec::new(), Ok(())));
-    // A 2 MiB block reports all of its pages.
+    // A level-2 block reports all of its pages.
     let mut l = large_memory();
-    let b = l.mmap(0, 4 * MIB, RW, ANON, -1, 0).unwrap();
+    let b = l.mmap(0, 2 * BLOCK, RW, ANON, -1, 0).unwrap();
     l.fault(b, Access::Write).unwrap();
-    let (v, r) = mincore_all(&l, b, 4 * MIB);
+    let (v, r) = mincore_all(&l, b, 2 * BLOCK);
     assert_eq!(r, Ok(()));
+    let n = BLOCK_PAGES as usize;
     assert_eq!(
-        (v[..512].iter().filter(|&&x| x == 1).count(), v[512..].iter().filter(|&&x| x == 1).count()),
-        (512, 0)
+        (v[..n].iter().filter(|&&x| x == 1).count(), v[n..].iter().filter(|&&x| x == 1).count()),
+        (n, 0)
     );
 }
 
@@ -408,28 +405,24 @@ fn mremap_growth_is_charged_to_rlimit_as() {
 /// cuts a 2 MiB block at its start moves every page (the bound counts the cut block's pages),
 /// and when that room cannot be had the call is ENOMEM with nothing changed.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn mremap_reserves_its_extents_before_it_changes_anything() {
     let mut m = large_memory();
-    let a = m.mmap(0, 4 * MIB, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
-    assert_eq!(a % (2 * MIB), 0);
+    let a = m.mmap(0, 2 * BLOCK, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(a % BLOCK, 0);
     assert_eq!(m.stats().fault_blocks, 2);
-    let from = a + MIB; // inside the first block: the move splits it
+    let from = a + BLOCK / 2; // inside the first block: the move splits it
     m.write(from + 3, b"cut").unwrap();
     let frames = m.stats().data_frames;
     crate::vm::fallible::fail_after(Some(0));
-    let refused = m.mremap(from, 2 * MIB, 2 * MIB, MAYMOVE | MREMAP_FIXED, a + 8 * MIB);
+    let refused = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a + 4 * BLOCK);
     crate::vm::fallible::fail_after(None);
     assert_eq!(refused, Err(Errno::ENOMEM));
-    assert_eq!(m.vm().find(from).map(|v| (v.start, v.end)), Some((a, a + 4 * MIB)), "the map is unchanged");
+    assert_eq!(m.vm().find(from).map(|v| (v.start, v.end)), Some((a, a + 2 * BLOCK)), "the map is unchanged");
     assert_eq!(&read_page(&m, from)[3..6], b"cut");
-    let to = m.mremap(from, 2 * MIB, 2 * MIB, MAYMOVE | MREMAP_FIXED, a + 8 * MIB).unwrap();
-    assert_eq!(to, a + 8 * MIB);
+    let to = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a + 4 * BLOCK).unwrap();
+    assert_eq!(to, a + 4 * BLOCK);
     assert_eq!(&read_page(&m, to)[3..6], b"cut");
-    for p in 0..(2 * MIB / P) {
+    for p in 0..(BLOCK / P) {
         assert!(m.space().translate(VirtAddr(to + p * P)).is_some(), "page {p} moved");
         assert!(m.space().translate(VirtAddr(from + p * P)).is_none(), "page {p} left the source");
     }

@@ -251,36 +251,32 @@ fn dontfork_wipeonfork_and_shared_memory() {
 /// A 2 MiB block is shared as a block and split only where written; a block all of whose
 /// frames have become the last reference is made writable whole, still a block.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn blocks_are_shared_whole_and_split_only_when_written() {
     let pool = Pool::default();
     pool.0.borrow_mut().contiguous = true;
     let mut p = parent(&pool, true);
-    let a = p.mmap(0, 8 << 20, RW, ANON, -1, 0).unwrap();
-    let block = a.next_multiple_of(2 << 20);
+    let a = p.mmap(0, 4 * BLOCK, RW, ANON, -1, 0).unwrap();
+    let block = a.next_multiple_of(BLOCK);
     p.write(block, &[1]).unwrap();
-    assert_eq!(p.space().query(VirtAddr(block)).unwrap().size, 2 << 20);
+    assert_eq!(p.space().query(VirtAddr(block)).unwrap().size, BLOCK);
     let mut c = fork(&mut p, &pool, 6).unwrap();
-    assert_eq!(c.space().query(VirtAddr(block)).unwrap().size, 2 << 20, "the child maps a block");
-    assert_eq!(p.space().query(VirtAddr(block)).unwrap().size, 2 << 20, "the parent's stays one");
-    assert_eq!(live(&pool), 512);
+    assert_eq!(c.space().query(VirtAddr(block)).unwrap().size, BLOCK, "the child maps a block");
+    assert_eq!(p.space().query(VirtAddr(block)).unwrap().size, BLOCK, "the parent's stays one");
+    assert_eq!(live(&pool) as u64, BLOCK_PAGES);
     c.write(block + 5 * PAGE_SIZE, &[2]).unwrap();
     let leaf = c.space().query(VirtAddr(block + 5 * PAGE_SIZE)).unwrap();
     assert_eq!(leaf.size, PAGE_SIZE);
     assert!(
-        c.space().query(VirtAddr(block + (1 << 20))).unwrap().contiguous,
+        c.space().query(VirtAddr(block + BLOCK / 2)).unwrap().contiguous,
         "untouched runs keep their hint"
     );
-    assert_eq!((live(&pool), peek(&p, &pool, block + 5 * PAGE_SIZE)), (513, 0));
+    assert_eq!((live(&pool) as u64, peek(&p, &pool, block + 5 * PAGE_SIZE)), (BLOCK_PAGES + 1, 0));
     drop(c.destroy());
     // Every frame of the parent's block is its own again: one permission change, still a block.
     p.write(block + 7 * PAGE_SIZE, &[3]).unwrap();
     assert_eq!(p.stats().cow_reuses, 1);
     let leaf = p.space().query(VirtAddr(block)).unwrap();
-    assert!(leaf.size == 2 << 20 && leaf.attrs.access().writable(), "{leaf:?}");
+    assert!(leaf.size == BLOCK && leaf.attrs.access().writable(), "{leaf:?}");
     drop(p.destroy());
     assert_eq!(live(&pool), 0);
 }
