@@ -1,5 +1,6 @@
 //! What the crate's unit tests share (test builds only): a heap-backed [`Translation`], one
-//! deterministic stream of 64-bit values, the list of every [`Attributes`] constructor, and
+//! deterministic stream of 64-bit values and one seeded generator, the list of every
+//! [`Attributes`] constructor, when an invalidation removes a cached entry of a model TLB, and
 //! [`per_granule`] for the expected values that are genuinely different in each granule's build.
 //!
 //! Why it is a module of its own: each of these was written out in two or three test files, and a
@@ -11,9 +12,11 @@ use core::ptr::NonNull;
 use std::boxed::Box;
 
 use crate::addr::PhysAddr;
-use crate::descriptor::{Attributes, UserAccess};
+use crate::addr::VirtAddr;
+use crate::descriptor::{Attributes, UserAccess, level_size};
 use crate::granule::{Format, Granule};
 use crate::paging::{AlignedTable, ENTRIES_PER_TABLE, Translation};
+use crate::tlb::model::{Invalidation, ModelEntry};
 
 /// Table frames from the heap; the "physical address" is the pointer (below 2^48 on the host).
 pub(crate) struct Heap;
@@ -73,4 +76,53 @@ pub(crate) fn per_granule<T>(k4: T, k16: T, k64: T) -> T {
         Granule::K16 => k16,
         Granule::K64 => k64,
     }
+}
+
+/// splitmix64: a fast seeded generator, so that every randomised run is reproducible from its
+/// seed.
+#[derive(Clone, Debug)]
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Whether the completed invalidation `inv` removes a model TLB's entry caching a descriptor
+/// of `level` (a leaf or a table, tagged with an ASID or global) that covers `size` bytes from
+/// `va`. A contiguous entry stands for a run of descriptors that differ only in their VA: it is
+/// hit if the op hits any of them, so the one tested is the first that overlaps the op's range.
+pub(crate) fn entry_hit_by(
+    inv: &Invalidation,
+    va: u64,
+    size: u64,
+    level: u8,
+    leaf: bool,
+    tag: Option<u16>,
+) -> bool {
+    let step = level_size(u32::from(level));
+    let va = match inv.va_bounds() {
+        None => va,
+        Some((s, e)) => {
+            let (es, ee) = (u128::from(va), u128::from(va) + u128::from(size));
+            if !(es < e && s < ee) {
+                return false;
+            }
+            (s.max(es) as u64) & !(step - 1)
+        }
+    };
+    inv.hits(&ModelEntry { va: VirtAddr(va), level, leaf, asid: tag })
 }

@@ -22,7 +22,7 @@ use crate::addr::{PAGE_SIZE, VirtAddr};
 use crate::asid::{AsidAllocator, AsidContext, BITMAP_WORDS_8BIT};
 use crate::descriptor::{Attributes, CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, level_size};
 use crate::paging::ENTRIES_PER_TABLE;
-use crate::tlb::model::{Invalidation, ModelEntry, decode};
+use crate::tlb::model::{Invalidation, decode};
 use crate::tlb::{FlushTarget, TlbInstr, TlbiOp};
 
 /// Physical address of the first table frame.
@@ -82,18 +82,7 @@ impl Entry {
     /// descriptors that differ only in their VA: it is hit if the op hits any of them, so the
     /// one tested is the first that overlaps the op's range.
     fn hit_by(&self, inv: &Invalidation) -> bool {
-        let step = level_size(u32::from(self.level));
-        let va = match inv.va_bounds() {
-            None => self.va,
-            Some((s, e)) => {
-                let (es, ee) = (u128::from(self.va), u128::from(self.va) + u128::from(self.size));
-                if !(es < e && s < ee) {
-                    return false;
-                }
-                (s.max(es) as u64) & !(step - 1)
-            }
-        };
-        inv.hits(&ModelEntry { va: VirtAddr(va), level: self.level, leaf: self.is_leaf(), asid: self.tag })
+        crate::test_support::entry_hit_by(inv, self.va, self.size, self.level, self.is_leaf(), self.tag)
     }
 }
 

@@ -638,6 +638,15 @@ fn a_reserved_entry_outside_the_range_keeps_its_table() {
     }
 }
 
+/// The blocks of a level-2 run and the pages of a level-3 run (16 and 16, 32 and 128, 32 and
+/// 32 with 4, 16 and 64 KiB pages), and a VA and a PA aligned to a level-2 run (32 MiB, 1 GiB,
+/// 16 GiB): 1 GiB and 2 GiB, but 16 GiB both with 64 KiB pages.
+fn run_layout() -> (u64, u64, u64, u64) {
+    let (blocks, pages) = (BLOCK_RUN as u64, PAGE_RUN as u64);
+    let span = blocks * crate::addr::BLOCK_2M;
+    (blocks, pages, 0x4000_0000u64.next_multiple_of(span), 0x8000_0000u64.next_multiple_of(span))
+}
+
 /// Runs wholly inside a protect keep their hint when the general path handles the call (level-2
 /// runs of 16 blocks; level-3 runs beside a run the range cuts), on a table that is not live and,
 /// for a permission change, on a live one; only a cut run loses it.
@@ -646,10 +655,7 @@ fn runs_wholly_inside_the_range_keep_their_hint_on_the_general_path() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
     let ro = Attributes::kernel_rodata();
-    // Aligned to a level-2 run (32 MiB, 1 GiB, 16 GiB): 1 GiB and 2 GiB but with 64 KiB pages.
-    let (blocks, pages) = (BLOCK_RUN as u64, PAGE_RUN as u64);
-    let run_span = blocks * MB2;
-    let (va, pa) = (0x4000_0000u64.next_multiple_of(run_span), 0x8000_0000u64.next_multiple_of(run_span));
+    let (blocks, pages, va, pa) = run_layout();
     // Level 2: two runs of blocks (64 MiB of 2 MiB blocks with 4 KiB pages); protect the first
     // run, then both.
     for live in [false, true] {
@@ -727,10 +733,7 @@ fn staged_changes_unfold_exactly_the_runs_they_cut() {
     const MB2: u64 = crate::addr::BLOCK_2M;
     let a = Attributes::kernel_data();
     let ro = Attributes::kernel_rodata();
-    // Aligned to a level-2 run (32 MiB, 1 GiB, 16 GiB): 1 GiB and 2 GiB but with 64 KiB pages.
-    let (blocks, pages) = (BLOCK_RUN as u64, PAGE_RUN as u64);
-    let run_span = blocks * MB2;
-    let (va, pa) = (0x4000_0000u64.next_multiple_of(run_span), 0x8000_0000u64.next_multiple_of(run_span));
+    let (blocks, pages, va, pa) = run_layout();
     // Level 2: two runs of blocks (16 each with 4 KiB pages); the first run whole, then half a
     // block of the second.
     let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();

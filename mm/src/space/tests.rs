@@ -48,7 +48,7 @@ use super::*;
 use crate::addr::{PAGE_SIZE, VirtAddr};
 use crate::descriptor::{CONTIGUOUS_ENTRIES, Descriptor, DescriptorKind, UserAccess, level_size};
 use crate::paging::{ENTRIES_PER_TABLE, VaRange};
-use crate::test_support::per_granule;
+use crate::test_support::{Rng, entry_hit_by, per_granule};
 use crate::tlb::model::{Invalidation, ModelEntry, VaMatch, decode};
 use crate::tlb::test_caps::Caps;
 use crate::tlb::{Errata, MAX_DVM_OPS, OpKind, RANGE_BOUND_PAGES, TlbInstr, TlbiOp};
@@ -57,26 +57,6 @@ const FULL_EVERY: usize = 256;
 const TLB_CAPACITY: usize = 64;
 
 // ---- a fast seeded PRNG ---------------------------------------------------------------------
-
-#[derive(Clone, Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 // ---- the world: memory, model TLB, spaces -----------------------------------------------------
 
@@ -109,18 +89,7 @@ impl Cached {
     /// descriptors and is hit if the op would hit any of them; they differ only in their VA,
     /// so the one to test is the first that overlaps the op's range.
     fn hit_by(&self, inv: &Invalidation) -> bool {
-        let step = level_size(u32::from(self.level));
-        let va = match inv.va_bounds() {
-            None => self.va,
-            Some((s, e)) => {
-                let (es, ee) = (u128::from(self.va), u128::from(self.va) + u128::from(self.size));
-                if !(es < e && s < ee) {
-                    return false;
-                }
-                (s.max(es) as u64) & !(step - 1)
-            }
-        };
-        inv.hits(&ModelEntry { va: VirtAddr(va), level: self.level, leaf: self.is_leaf(), asid: self.tag })
+        entry_hit_by(inv, self.va, self.size, self.level, self.is_leaf(), self.tag)
     }
 
     fn overlaps(&self, va: u64, size: u64) -> bool {
