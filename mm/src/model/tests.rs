@@ -226,6 +226,10 @@ fn planner_bugs_that_reach_user_flushes_are_caught() {
         (MissingFinalDsb, false),
     ];
     for (m, range) in cases {
+        // The 16 KiB build's BaseADDR is VA >> 14 already: there the mutation changes nothing.
+        if m == BaseShift14 && crate::granule::Format::BUILD.range_base_shift() == 14 {
+            continue;
+        }
         let mut cfg = config(4, 3, 3, range, 0, 0x5eed_0200);
         cfg.ops = 3_000;
         assert!(caught_with(m, cfg, 3).is_some(), "{m:?} (FEAT_TLBIRANGE {range}) not caught");
