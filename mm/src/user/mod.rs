@@ -373,7 +373,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
         let (vstart, vend, vflags) = (vma.start, vma.end, vma.flags);
-        for size in [crate::addr::BLOCK_2M, 16 * PAGE_SIZE] {
+        let run = crate::descriptor::CONTIGUOUS_ENTRIES as u64 * PAGE_SIZE;
+        for size in [crate::addr::BLOCK_2M, run] {
             if self.large_candidate(vstart, vend, vflags, page, size) {
                 let start = page & !(size - 1);
                 let pages = size / PAGE_SIZE;
