@@ -161,7 +161,9 @@ fn move_64_mib(range: bool) {
     }
     let (frames_before, next_before) = (m.stats().data_frames, m.frames().next);
     let (flushes, tlbi_before) = (m.space().stats().flushes, tlbis(&m).len());
-    let b = m.mremap(a, len, len + 2 * MIB, MAYMOVE, 0).unwrap();
+    // Grown by a block, so that the new length is a multiple of the block and the new place
+    // aligned to it (THP alignment): the blocks move as blocks.
+    let b = m.mremap(a, len, len + BLOCK, MAYMOVE, 0).unwrap();
     assert_ne!(b, a);
     let tlbi_after = tlbis(&m).len();
     std::println!(
@@ -185,7 +187,7 @@ fn move_64_mib(range: bool) {
     }
     // The grown part is demand paged, zero.
     assert!(m.space().query(VirtAddr(b + len)).is_none());
-    assert_eq!(m.vm().find(b).unwrap().end, b + len + 2 * MIB);
+    assert_eq!(m.vm().find(b).unwrap().end, b + len + BLOCK);
     assert!(m.vm().find(a).is_none());
     m.vm().check();
     let (_, _, frames) = m.destroy();
