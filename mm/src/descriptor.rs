@@ -806,8 +806,8 @@ mod tests {
             [1 << 47, 1 << 36, 1 << 25, 1 << 14],
             [1 << 55, 1 << 42, 1 << 29, 1 << 16],
         );
-        // The 64 KiB granule's walk starts at level 1 (48-bit addresses): no level-0 size to check.
-        for level in Format::BUILD.start_level()..=3 {
+        // From the tables' root (the 64 KiB granule's is level 1: no level-0 size to check).
+        for level in crate::paging::ROOT_LEVEL as i32..=3 {
             assert_eq!(level_size(level as u32), sizes[level as usize], "level {level}");
         }
     }
