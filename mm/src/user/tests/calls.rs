@@ -416,13 +416,13 @@ fn mremap_reserves_its_extents_before_it_changes_anything() {
     m.write(from + 3, b"cut").unwrap();
     let frames = m.stats().data_frames;
     crate::vm::fallible::fail_after(Some(0));
-    let refused = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a + 4 * BLOCK);
+    let refused = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a - 2 * BLOCK);
     crate::vm::fallible::fail_after(None);
     assert_eq!(refused, Err(Errno::ENOMEM));
     assert_eq!(m.vm().find(from).map(|v| (v.start, v.end)), Some((a, a + 2 * BLOCK)), "the map is unchanged");
     assert_eq!(&read_page(&m, from)[3..6], b"cut");
-    let to = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a + 4 * BLOCK).unwrap();
-    assert_eq!(to, a + 4 * BLOCK);
+    let to = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a - 2 * BLOCK).unwrap();
+    assert_eq!(to, a - 2 * BLOCK);
     assert_eq!(&read_page(&m, to)[3..6], b"cut");
     for p in 0..(BLOCK / P) {
         assert!(m.space().translate(VirtAddr(to + p * P)).is_some(), "page {p} moved");
