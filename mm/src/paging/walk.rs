@@ -123,21 +123,21 @@ impl<T: Translation> PageTable<T> {
         }
     }
 
-    /// The table at `level` (1..=3) on the path to offset `off`, if every entry above it is a
-    /// table descriptor.
+    /// The table at `level` (the root level up to 3) on the path to offset `off`, if every entry
+    /// above it is a table descriptor.
+    ///
+    /// Through [`descend`](Self::descend) like every other walk from the root, although this is
+    /// the walk of every last-table-cache miss outside the cached 1 GiB region: a loop of its own
+    /// (the fixed trip count unrolled) cost no fewer instructions (callgrind,
+    /// docs/benchmark-notes.md §3: 12,432,057 either way for 2^17 calls that all walk from the
+    /// root).
     #[inline(always)]
     pub(super) fn table_at(&self, off: u64, level: u32) -> Option<PhysAddr> {
-        // Not through `descend`: this is the last-table-cache miss of every small call, and a loop with
-        // a fixed trip count compiles to straight-line code.
-        let mut table = self.root;
-        for l in ROOT_LEVEL..level {
-            let d = self.read(table, index_of(off, l));
-            if !d.is_table(l) {
-                return None;
-            }
-            table = d.output_address();
+        if level == ROOT_LEVEL {
+            return Some(self.root);
         }
-        Some(table)
+        let (at, _, d) = self.descend(off, level - 1);
+        (at == level - 1 && d.is_table(at)).then(|| d.output_address())
     }
 
     /// The valid leaf translating offset `off`: `(level, first offset, descriptor)`.
