@@ -19,8 +19,11 @@ use crate::{ensure, ensure_eq, kernel_test};
 
 /// A page the memory-type test maps as device memory.
 const DEVICE_VA: u64 = TEST_WINDOW + 0x60_0000;
-/// A 2 MiB-aligned range the split test maps as one block.
-const BLOCK_VA: u64 = TEST_WINDOW + 0x80_0000;
+/// A block-aligned range the split test maps as one level-2 block (2 MiB, 32 MiB or 512 MiB),
+/// 8 MiB or one block into the window, clear of the pages the other tests use there.
+const BLOCK_VA: u64 = TEST_WINDOW + if BLOCK_2M > 0x80_0000 { BLOCK_2M } else { 0x80_0000 };
+/// The pages of one level-2 block: 512, 2048 or 8192.
+const BLOCK_PAGES: u64 = BLOCK_2M / PAGE_SIZE;
 
 /// MAIR_EL1 bytes (mm::descriptor::MAIR_EL1_VALUE) as PAR_EL1.ATTR reports them.
 const MAIR_DEVICE_NGNRE: u8 = 0x04;
@@ -84,15 +87,15 @@ kernel_test!(
 
 kernel_test!(
     fn kernel_map_block_split_goes_through_the_live_space() {
-        let pa = frames::alloc(512).ok_or("no 2 MiB of frames")?;
+        let pa = frames::alloc(BLOCK_PAGES as usize).ok_or("no level-2 block of frames")?;
         let result = (|| {
-            ensure!(pa.is_aligned(BLOCK_2M), "the buddy allocator gave a misaligned 2 MiB: {pa:?}");
+            ensure!(pa.is_aligned(BLOCK_2M), "the buddy allocator gave a misaligned block: {pa:?}");
             let va = VirtAddr(BLOCK_VA);
             let data = Attributes::kernel_data();
             space(|s| s.map(va, pa, BLOCK_2M, data, Constraints::NONE))?.map_err(err)?;
             ensure_eq!(space(|s| s.query(va).map(|l| l.level))?, Some(2));
-            for i in 0..512 {
-                // SAFETY: the block maps the 512 frames just allocated, read-write.
+            for i in 0..BLOCK_PAGES {
+                // SAFETY: the block maps the frames just allocated, read-write.
                 unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *mut u64).write_volatile(0x5917_0000 + i) };
             }
             let tlb_before = tlb::stats();
@@ -111,7 +114,7 @@ kernel_test!(
             ensure!(translate(one.0, true).is_err(), "the read-only page is writable");
             ensure!(translate(BLOCK_VA, true).is_ok(), "the split lost the rest of the block");
             ensure_eq!(translate(BLOCK_VA + 5 * PAGE_SIZE, false).ok(), Some(pa.0 + 5 * PAGE_SIZE));
-            for i in 0..512 {
+            for i in 0..BLOCK_PAGES {
                 // SAFETY: every page is still mapped (readable) to its frame.
                 let v = unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *const u64).read_volatile() };
                 ensure_eq!(v, 0x5917_0000 + i);
@@ -119,7 +122,7 @@ kernel_test!(
             Ok(())
         })();
         let _ = space(|s| s.unmap(VirtAddr(BLOCK_VA), BLOCK_2M, |_| {}));
-        frames::free(pa, 512);
+        frames::free(pa, BLOCK_PAGES as usize);
         result
     }
 );

@@ -11,6 +11,7 @@ mod promotion;
 mod shootdown;
 mod smp;
 mod tlb;
+mod translation;
 mod user;
 
 /// Frames in use outside the heap's grown chunks: what a test compares before and after a
