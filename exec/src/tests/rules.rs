@@ -226,7 +226,7 @@ fn a_program_linked_for_smaller_pages_is_named_as_such() {
     assert!(parse(&exec(&phdrs)).is_ok(), "loads with 4 KiB pages");
     let refusal = parse64(&phdrs).unwrap_err();
     assert_eq!(refusal, Refusal::LinkedForSmallerPages { index: 1, align: 0x1000, page: 0x1_0000 });
-    check_sentence(&refusal.to_string());
+    assert_eq!(check_sentence(&refusal.to_string()), Ok(()));
     assert!(refusal.to_string().contains("less than this kernel's 64 KiB pages"), "{refusal}");
     assert!(refusal.to_string().contains("-z max-page-size=65536"), "{refusal}");
     // The same layout with p_align 64 KiB: the plain congruence refusal (the file lies).

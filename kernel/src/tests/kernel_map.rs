@@ -178,7 +178,9 @@ kernel_test!(
                     // interrupt): a wrong frame differs every time, a live one agrees once.
                     let agree = (0..3).any(|_| {
                         // SAFETY: both addresses are mapped readable (checked), normal memory.
-                        unsafe { (at as *const u64).read_volatile() == (linear as *const u64).read_volatile() }
+                        unsafe {
+                            (at as *const u64).read_volatile() == (linear as *const u64).read_volatile()
+                        }
                     });
                     ensure!(agree, "page {i}: the alias and the linear map read different words");
                 }
