@@ -135,7 +135,10 @@ unsafe fn entry(table: *mut Table, index: usize) -> *mut u64 {
 /// something else.
 fn map_leaf(arena: &mut Bump, root: *mut Table, va: u64, pa: u64, attrs: Attributes) -> bool {
     let mut table = root;
-    let mut level = Format::BUILD.start_level() as u32;
+    // The tree below a level -1 table (4 KiB pages with LPA2: `early_map` puts that table on
+    // top afterwards) starts at level 0.
+    let start = Format::BUILD.start_level();
+    let mut level = if start < 0 { 0 } else { start as u32 };
     while level < EARLY_LEAF_LEVEL {
         // Below ENTRIES_PER_TABLE: the index is masked by the level's entry count.
         let index = Format::BUILD.table_index(va, level as i32);
