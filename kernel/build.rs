@@ -1,4 +1,8 @@
 //! Links the kernel with the workspace's `linker.ld` and records the version string.
+//!
+//! The link script aligns sections, guard pages and stacks to the build's page size, which the
+//! granule features choose (`granule-16k`, `granule-64k`; 4 KiB otherwise): it is passed as the
+//! symbol `KERNEL_PAGE_SIZE`, so one script serves the three granules.
 use std::process::Command;
 
 fn main() {
@@ -9,6 +13,14 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("none") {
         println!("cargo:rustc-link-arg=-T{script}");
         println!("cargo:rustc-link-arg=--no-pie");
+        let page_size = if std::env::var_os("CARGO_FEATURE_GRANULE_64K").is_some() {
+            65536
+        } else if std::env::var_os("CARGO_FEATURE_GRANULE_16K").is_some() {
+            16384
+        } else {
+            4096
+        };
+        println!("cargo:rustc-link-arg=--defsym=KERNEL_PAGE_SIZE={page_size}");
     }
     let describe = Command::new("git")
         .args(["describe", "--always", "--dirty", "--tags"])

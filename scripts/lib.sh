@@ -104,24 +104,47 @@ build_linux_programs() {
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test"
 }
 
-# build_images: the kernel (run image) and the test image, as ELF with symbols and raw Image.
-#   target/images/kernel.elf, Image          the kernel scripts/run boots
-#   target/images/kernel-test.elf, Image-test the test image scripts/test boots
+# granule_images GRANULE: the directory build_images puts that granule's images in:
+# target/images for 4k (the default everywhere), target/images-16k and target/images-64k.
+granule_images() {
+    case "$1" in
+        4k) echo "$ROOT/target/images" ;;
+        16k|64k) echo "$ROOT/target/images-$1" ;;
+        *) die "unknown granule '$1' (4k, 16k or 64k)" ;;
+    esac
+}
+
+# granule_page_size GRANULE: the page size in bytes (4096, 16384, 65536).
+granule_page_size() {
+    case "$1" in 4k) echo 4096 ;; 16k) echo 16384 ;; 64k) echo 65536 ;; *) die "unknown granule '$1' (4k, 16k or 64k)" ;; esac
+}
+
+# build_images [GRANULE]: the kernel (run image) and the test image for the translation granule
+# GRANULE (4k, 16k or 64k; default 4k: the kernel features granule-16k/granule-64k), as ELF with
+# symbols and raw Image, in $(granule_images GRANULE):
+#   kernel.elf, Image          the kernel scripts/run boots
+#   kernel-test.elf, Image-test the test image scripts/test boots
+#   userland.elf               the user program (the same for every granule)
 build_images() {
+    local granule="${1:-4k}"
+    local dir features=()
+    dir="$(granule_images "$granule")"
+    [ "$granule" = 4k ] || features=(--features "granule-$granule")
     cd "$ROOT"
-    mkdir -p "$IMAGES"
+    mkdir -p "$dir"
     local out="$ROOT/target/$TARGET/release/kernel"
     say "build: userland"
     cargo build -q --release -p userland --target "$USER_TARGET"
-    cp "$ROOT/target/$USER_TARGET/release/userland" "$IMAGES/userland.elf"
+    cp "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf"
     # The kernel embeds the user program as its built-in demo (kernel/build.rs).
-    export USERLAND_ELF="$IMAGES/userland.elf"
-    say "build: kernel"
-    cargo build -q --release -p kernel --target "$TARGET"
-    finish_image "$out" "$IMAGES/kernel.elf" "$IMAGES/Image"
-    say "build: test image"
-    cargo build -q --release -p kernel --target "$TARGET" --features test-image
-    finish_image "$out" "$IMAGES/kernel-test.elf" "$IMAGES/Image-test"
+    export USERLAND_ELF="$dir/userland.elf"
+    say "build: kernel ($granule pages)"
+    cargo build -q --release -p kernel --target "$TARGET" "${features[@]}"
+    finish_image "$out" "$dir/kernel.elf" "$dir/Image"
+    say "build: test image ($granule pages)"
+    if [ "$granule" = 4k ]; then features=(--features test-image); else features=(--features "test-image,granule-$granule"); fi
+    cargo build -q --release -p kernel --target "$TARGET" "${features[@]}"
+    finish_image "$out" "$dir/kernel-test.elf" "$dir/Image-test"
 }
 
 # finish_image BUILT ELF IMAGE: copy, embed the symbol table, make the raw Image.

@@ -26,7 +26,8 @@
 //! 5. PT_GNU_PROPERTY (the last one counts): the note as `parse_elf_properties` reads it;
 //! 6. each PT_LOAD as `elf_load` and the loop after it: with file bytes, `p_offset` and
 //!    `p_vaddr` congruent modulo the page size (`vm_mmap` refuses a misaligned offset; `p_align`
-//!    is not checked, as in Linux); `p_filesz <= p_memsz`; `p_vaddr + p_memsz` inside the user
+//!    is not checked, as in Linux, except to name the cause when it is below the page size:
+//!    a program linked for 4 KiB pages on a 16 KiB or 64 KiB kernel); `p_filesz <= p_memsz`; `p_vaddr + p_memsz` inside the user
 //!    range before and after the load bias, no wrap-around, nothing below `mmap_min_addr`. A
 //!    PT_LOAD with `p_filesz == 0` maps no file bytes, so its `p_offset` is not looked at (what
 //!    a linker writes for a bss-only segment may lie past the end of the file);
@@ -179,7 +180,11 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
     let mut phdr_addr = 0u64;
     for &(index, ph) in &loads {
         if ph.filesz != 0 && ph.offset % page != ph.vaddr % page {
-            return Err(Refusal::NotCongruent { index, vaddr: ph.vaddr, offset: ph.offset });
+            return Err(linked_for_smaller_pages(index, &ph, page).unwrap_or(Refusal::NotCongruent {
+                index,
+                vaddr: ph.vaddr,
+                offset: ph.offset,
+            }));
         }
         if ph.filesz > ph.memsz {
             return Err(Refusal::FileLargerThanMemory { index, filesz: ph.filesz, memsz: ph.memsz });
@@ -230,7 +235,13 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
     if segments.is_empty() {
         return Err(Refusal::NothingToLoad);
     }
-    check_no_shared_page(&segments, &indices, page)?;
+    check_no_shared_page(&segments, &indices, page).map_err(|refusal| match refusal {
+        Refusal::SharedPage { first, second, .. } => [first, second]
+            .into_iter()
+            .find_map(|i| phdrs.get(i).and_then(|ph| linked_for_smaller_pages(i, ph, page)))
+            .unwrap_or(refusal),
+        other => other,
+    })?;
 
     let entry = header.entry.wrapping_add(bias);
     if entry >= limits.task_size {
@@ -303,6 +314,19 @@ fn with_room<T>(n: usize) -> Result<Vec<T>, Refusal> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| Refusal::OutOfMemory)?;
     Ok(v)
+}
+
+/// The clearer reason when a PT_LOAD that cannot be mapped with `page`-byte pages was linked
+/// for smaller ones: its `p_align` (more than 1, which means "no constraint") is below the page
+/// size. Linux refuses the same files (`vm_mmap` of an offset that is not page-aligned gives
+/// `EINVAL`), without naming the cause; a file whose segments happen to fit the larger pages
+/// loads whatever its `p_align`, as on Linux.
+fn linked_for_smaller_pages(index: usize, ph: &ProgramHeader, page: u64) -> Option<Refusal> {
+    (ph.kind == pt::LOAD && ph.align > 1 && ph.align < page).then_some(Refusal::LinkedForSmallerPages {
+        index,
+        align: ph.align,
+        page,
+    })
 }
 
 /// Linux's `load_bias` for ET_DYN without an interpreter, placed at `pie_base` aligned to the

@@ -70,6 +70,17 @@ pub enum Refusal {
         /// `p_offset`.
         offset: u64,
     },
+    /// A PT_LOAD cannot be mapped with this kernel's pages ([`Refusal::NotCongruent`] or
+    /// [`Refusal::SharedPage`]), and its `p_align` is smaller than the page size: the program
+    /// was linked for smaller pages (`-z max-page-size=4096` on a 16 KiB or 64 KiB kernel).
+    LinkedForSmallerPages {
+        /// Program header index.
+        index: usize,
+        /// Its `p_align`.
+        align: u64,
+        /// The kernel's page size.
+        page: u64,
+    },
     /// A PT_LOAD's file bytes are not wholly inside the file.
     FileBytesOutsideFile {
         /// Program header index.
@@ -233,6 +244,11 @@ impl fmt::Display for Refusal {
             Self::NotCongruent { index, vaddr, offset } => write!(
                 f,
                 "program header {index} (PT_LOAD) has address {vaddr:#x} and file offset {offset:#x}, which differ modulo the page size, so the file cannot be mapped there"
+            ),
+            Self::LinkedForSmallerPages { index, align, page } => write!(
+                f,
+                "program header {index} (PT_LOAD) is aligned to {align:#x} bytes, less than this kernel's {} KiB pages: the program was linked for smaller pages and cannot be mapped here (link it with -z max-page-size={page}, which loads with every page size)",
+                page >> 10
             ),
             Self::FileBytesOutsideFile { index, offset, filesz, len } => write!(
                 f,

@@ -281,6 +281,8 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
 pub const STACK_SLOT: u64 = 256 * 1024;
 /// Kernel stack size per CPU.
 pub const KERNEL_STACK: u64 = 64 * 1024;
-/// Exception stack size per CPU.
-pub const EXCEPTION_STACK: u64 = 32 * 1024;
+/// Exception stack size per CPU: 32 KiB, or one page where a page is larger (64 KiB pages), since
+/// the stacks are mapped in whole pages.
+pub const EXCEPTION_STACK: u64 = if PAGE_SIZE > 32 * 1024 { PAGE_SIZE } else { 32 * 1024 };
 const _: () = assert!(PAGE_SIZE + KERNEL_STACK + PAGE_SIZE + EXCEPTION_STACK <= STACK_SLOT);
+const _: () = assert!(KERNEL_STACK.is_multiple_of(PAGE_SIZE) && EXCEPTION_STACK.is_multiple_of(PAGE_SIZE));

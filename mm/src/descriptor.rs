@@ -461,6 +461,22 @@ impl Descriptor {
         Self(BUILD.encode_oa(pa.0, level_shift(2)) | attributes_bits_in(BUILD, attrs) | VALID)
     }
 
+    /// A level-3 page mapping `pa` (lower bits dropped) with `attrs`, without the contiguous
+    /// hint: `leaf(3, pa, attrs, false)` without its level check, for the same reason as
+    /// [`Descriptor::block_2m`] (the early map of the 16 KiB and 64 KiB builds is made of pages).
+    ///
+    /// ```
+    /// use mm::addr::{PAGE_SIZE, PhysAddr};
+    /// use mm::descriptor::{Attributes, Descriptor};
+    /// let (pa, attrs) = (PhysAddr(0x4000_0000 + 3 * PAGE_SIZE), Attributes::kernel_data());
+    /// assert_eq!(Descriptor::page(pa, attrs), Descriptor::leaf(3, pa, attrs, false));
+    /// assert_eq!(Descriptor::page(pa, attrs).output_address(), pa);
+    /// ```
+    #[inline]
+    pub const fn page(pa: PhysAddr, attrs: Attributes) -> Self {
+        Self((pa.0 & OUTPUT_ADDRESS_MASK & !(level_size(3) - 1)) | attrs.0 | TYPE_TABLE_OR_PAGE | VALID)
+    }
+
     /// Whether bit 0 (valid) is set.
     #[inline]
     pub const fn is_valid(self) -> bool {

@@ -209,6 +209,60 @@ fn file_bytes_must_be_congruent_to_their_address_modulo_the_page_size() {
     assert!(parse(&exec(&phdrs)).is_ok());
 }
 
+/// With pages larger than a PT_LOAD's `p_align` (a program linked with `-z max-page-size=4096`
+/// on a 64 KiB kernel), a segment that cannot be mapped is refused as linked for smaller pages,
+/// naming the alignment; one that happens to fit loads, whatever its `p_align`, as on Linux.
+#[test]
+fn a_program_linked_for_smaller_pages_is_named_as_such() {
+    let k64 = Limits { page_size: 0x1_0000, ..LIMITS };
+    let parse64 = |phdrs: &[crate::header::ProgramHeader]| crate::parse(&exec(phdrs), &k64);
+    // GNU ld with -z max-page-size=4096: data at offset 0x1000 and address 0x2000 past a
+    // 64 KiB line, congruent modulo 4 KiB only.
+    let mut phdrs = simple();
+    phdrs[1].vaddr = BASE + 0x1_2000;
+    for ph in &mut phdrs {
+        ph.align = 0x1000;
+    }
+    assert!(parse(&exec(&phdrs)).is_ok(), "loads with 4 KiB pages");
+    let refusal = parse64(&phdrs).unwrap_err();
+    assert_eq!(refusal, Refusal::LinkedForSmallerPages { index: 1, align: 0x1000, page: 0x1_0000 });
+    assert_eq!(check_sentence(&refusal.to_string()), Ok(()));
+    assert!(refusal.to_string().contains("less than this kernel's 64 KiB pages"), "{refusal}");
+    assert!(refusal.to_string().contains("-z max-page-size=65536"), "{refusal}");
+    // The same layout with p_align 64 KiB: the plain congruence refusal (the file lies).
+    for ph in &mut phdrs {
+        ph.align = 0x1_0000;
+    }
+    assert_eq!(
+        parse64(&phdrs),
+        Err(Refusal::NotCongruent { index: 1, vaddr: BASE + 0x1_2000, offset: 0x1000 })
+    );
+    // p_align 0 or 1 means "no constraint": not a claim about pages either.
+    for ph in &mut phdrs {
+        ph.align = 1;
+    }
+    assert!(matches!(parse64(&phdrs), Err(Refusal::NotCongruent { index: 1, .. })));
+    // Congruent modulo 64 KiB, but both segments in one 64 KiB page: shared, and 4 KiB-aligned.
+    let mut phdrs = simple();
+    phdrs[1].offset = 0x1000;
+    phdrs[1].vaddr = BASE + 0x1000;
+    for ph in &mut phdrs {
+        ph.align = 0x1000;
+    }
+    assert!(parse(&exec(&phdrs)).is_ok(), "loads with 4 KiB pages");
+    assert_eq!(
+        parse64(&phdrs),
+        Err(Refusal::LinkedForSmallerPages { index: 0, align: 0x1000, page: 0x1_0000 })
+    );
+    // A 4 KiB p_align whose segments fit 64 KiB pages loads (Linux does not read p_align).
+    let mut phdrs = simple();
+    phdrs[1].offset = 0x1_1000;
+    for ph in &mut phdrs {
+        ph.align = 0x1000;
+    }
+    assert!(crate::parse(&image(ET_EXEC, BASE + 0x100, &phdrs, 0x1_2000), &k64).is_ok());
+}
+
 #[test]
 fn a_segment_without_file_bytes_may_have_any_offset() {
     for offset in [0x2000, 0x1_0000, u64::MAX, 0x1234_5678_9abc_def1] {
@@ -412,6 +466,7 @@ fn every_refusal_is_one_sentence() {
         Refusal::ExecutableStack,
         Refusal::NoPermissions { index: 1169, vaddr: u64::MAX },
         Refusal::SharedPage { first: 1168, second: 1169, page: u64::MAX },
+        Refusal::LinkedForSmallerPages { index: 1169, align: 0x1000, page: 0x1_0000 },
         Refusal::EntryOutside { entry: u64::MAX },
     ];
     for kind in [0, 1, 4, 0xffff] {

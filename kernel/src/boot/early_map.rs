@@ -5,20 +5,26 @@
 //! formatting, no atomics or locks (exclusives are unreliable with the MMU off), no heap. It is
 //! plain arithmetic and aligned stores into a static arena in .bss, reached PC-relatively. The
 //! descriptors come from the mm crate's `const` constructors (`Descriptor::block_2m`,
-//! `Descriptor::table`, the `Attributes` constants), the same encoding the final map uses: they
-//! compile to the same shifts and masks, inlined into `early_map`, with no panic path
-//! (`Descriptor::block_2m` has no level check to fail). `kimage check` (its `early-code` check)
+//! `Descriptor::page`, `Descriptor::table`, the `Attributes` constants), the same encoding the
+//! final map uses: they compile to the same shifts and masks, inlined into `early_map`, with no
+//! panic path (`block_2m` and `page` have no level check to fail). `kimage check` (its `early-code` check)
 //! reads the generated code: no indirect branch and no load of a link address in `early_map` or
 //! anything it calls.
 //!
-//! The map is deliberately coarse and short-lived (2 MiB blocks, read-write-execute for EL1 only):
+//! The map is deliberately coarse and short-lived (read-write-execute for EL1 only), in
+//! [`EARLY_LEAF`] units: 2 MiB blocks with 4 KiB pages; with 16 KiB and 64 KiB pages, whose
+//! level-2 blocks (32 MiB, 512 MiB) are larger than the 2 MiB alignment the boot protocol
+//! promises, level-3 pages (as Linux's `SWAPPER_BLOCK_SIZE` is `PAGE_SIZE` there):
 //! - TTBR0: the Image identity-mapped, so the instruction after the MMU turns on still fetches;
 //! - TTBR1: the Image at its link address [`KIMAGE_VADDR`];
-//! - TTBR1: a window of two 2 MiB blocks over the device tree x0 points at, read-only, at
-//!   [`FDT_WINDOW_VADDR`], so the kernel can validate it with the exception vectors installed
-//!   (a bad x0 then gives a report rather than a silent hang);
-//! - TTBR1: the board's fallback UART, if the board has one (device memory), at
+//! - TTBR1: a window of 4 MiB from the 2 MiB boundary below the device tree x0 points at,
+//!   read-only, at [`FDT_WINDOW_VADDR`], so the kernel can validate it with the exception
+//!   vectors installed (a bad x0 then gives a report rather than a silent hang);
+//! - TTBR1: the 2 MiB around the board's fallback UART, if the board has one (device memory), at
 //!   [`EARLY_UART_VADDR`].
+//!
+//! Before any of it, the CPU must offer the build's granule ([`super::translation`]); if it
+//! does not, `early_map` says so on the fallback UART and the entry code stops the run.
 //!
 //! `memory::kernel_map` replaces all of it with the final, section-by-section map.
 
@@ -26,8 +32,10 @@ use core::cell::UnsafeCell;
 
 use mm::addr::PhysAddr;
 use mm::descriptor::{Attributes, Descriptor, MAIR_EL1_VALUE as MM_MAIR};
+use mm::granule::Format;
 #[cfg(feature = "lpa2")]
 use mm::paging::lpa2;
+use mm::paging::{AlignedTable, ENTRIES_PER_TABLE};
 
 /// Link address of the Image's first byte; must equal `KIMAGE_VADDR` in `linker.ld` (checked at
 /// boot by `memory::layout::check_link_address`).
@@ -49,43 +57,29 @@ pub const SCTLR_EL1_MMU_OFF: u64 = (1 << 11) | (1 << 20) | (1 << 22) | (1 << 23)
 /// SCTLR_EL1 with the MMU (M), data cache (C), instruction cache (I) and SP alignment check (SA) on.
 pub const SCTLR_EL1_MMU_ON: u64 = SCTLR_EL1_MMU_OFF | (1 << 0) | (1 << 2) | (1 << 3) | (1 << 12);
 
-/// TCR_EL1 without IPS and AS (filled in from ID_AA64MMFR0_EL1 by the entry code): 48-bit VAs in
-/// both halves (T0SZ = T1SZ = 16), 4 KiB granules, walks inner-shareable write-back cacheable.
-/// The `lpa2` build adds [`LPA2_TCR`].
-pub const TCR_EL1_BASE: u64 = (16 // T0SZ
-    | (0b01 << 8) // IRGN0 write-back write-allocate
-    | (0b01 << 10) // ORGN0
-    | (0b11 << 12) // SH0 inner shareable
-    // TG0 = 0b00: 4 KiB
-    | (16 << 16) // T1SZ
-    | (0b01 << 24) // IRGN1
-    | (0b01 << 26) // ORGN1
-    | (0b11 << 28) // SH1
-    | (0b10 << 30)) // TG1 4 KiB
-    ^ LPA2_TCR;
-
-/// What FEAT_LPA2 changes in TCR_EL1 (`mm::paging::lpa2`): `DS`, a 52-bit kernel half (T1SZ 12
-/// instead of 16) and the user half's T0SZ (16 with 4 KiB pages, 12 with 16 KiB). Applied with
-/// `^` to the 48-bit value, whose T0SZ and T1SZ are 16.
-#[cfg(feature = "lpa2")]
-const LPA2_TCR: u64 = lpa2::TCR_DS | ((16 ^ lpa2::T1SZ_52) << 16) | (16 ^ lpa2::T0SZ);
-/// Nothing without the `lpa2` feature.
-#[cfg(not(feature = "lpa2"))]
-const LPA2_TCR: u64 = 0;
-
-/// The largest `TCR_EL1.IPS` the entry code programs (it takes PARange, capped here): 48 bits
-/// (0b101), 52 bits (0b110) in the `lpa2` build, whose descriptors can hold them.
-pub const TCR_IPS_MAX: u64 = if cfg!(feature = "lpa2") { 0b110 } else { 0b101 };
-
-/// Pages in the early arena: TTBR0 needs up to 1 + 2 + 2, TTBR1 1 + 1 + 1; a few spare.
+/// Table pages in the early arena. 4 KiB: TTBR0 needs up to 1 + 2 + 2, TTBR1 1 + 1 + 1.
+/// 16 KiB (levels 0 to 3, a level-3 table spans 32 MiB): TTBR0 1 + 1 + 1 + 2 (the Image may
+/// cross a 32 MiB line), TTBR1 1 + 1 + 1 + 1 (the Image) + 1 (the device-tree and UART windows,
+/// 512 MiB up, one 32 MiB span). 64 KiB (levels 1 to 3, a level-3 table spans 512 MiB): TTBR0
+/// 1 + 1 + 2, TTBR1 1 + 1 + 1 + 1. So 10 covers every granule.
 const ARENA_PAGES: usize = 10;
 
-#[repr(C, align(4096))]
-struct Arena(UnsafeCell<[[u64; 512]; ARENA_PAGES]>);
+/// The level the early map's leaves sit at: 2 (2 MiB blocks) with 4 KiB pages, 3 (pages)
+/// with 16 KiB and 64 KiB.
+const EARLY_LEAF_LEVEL: u32 = if mm::addr::BLOCK_2M == 2 << 20 { 2 } else { 3 };
+/// The size of one early leaf: 2 MiB or one page.
+pub const EARLY_LEAF: u64 = mm::descriptor::level_size(EARLY_LEAF_LEVEL);
+/// The unit the boot protocol aligns the Image to, and the early windows' alignment.
+const WINDOW_ALIGN: u64 = 2 << 20;
+const _: () = assert!(WINDOW_ALIGN.is_multiple_of(EARLY_LEAF));
+
+type Table = [u64; ENTRIES_PER_TABLE];
+
+struct Arena(UnsafeCell<[AlignedTable; ARENA_PAGES]>);
 // SAFETY: written only by the boot CPU before any other CPU or interrupt exists.
 unsafe impl Sync for Arena {}
 
-static EARLY_TABLES: Arena = Arena(UnsafeCell::new([[0; 512]; ARENA_PAGES]));
+static EARLY_TABLES: Arena = Arena(UnsafeCell::new([AlignedTable([0; ENTRIES_PER_TABLE]); ARENA_PAGES]));
 
 // The early map's attributes, as compile-time constants of the mm crate's one descriptor
 // encoding (`const` items: nothing of `Attributes` is left to run here but the `u64`s).
@@ -95,23 +89,28 @@ const IMAGE: Attributes = Attributes::kernel_data().with_el1_execute(true);
 const FDT: Attributes = Attributes::kernel_rodata();
 /// The fallback UART: Device-nGnRE, never executable.
 const UART: Attributes = Attributes::device();
-const BLOCK_2M: u64 = mm::addr::BLOCK_2M;
 
-/// The two roots, returned in x0 and x1 (AAPCS64 returns a 16-byte struct in registers).
+/// What the entry code needs to turn the MMU on: the two roots and `TCR_EL1`, returned through
+/// the buffer x8 points to (AAPCS64 returns a struct larger than 16 bytes in memory), all zero
+/// when the kernel cannot go on.
 #[repr(C)]
 pub struct EarlyRoots {
     ttbr0: u64,
     ttbr1: u64,
+    tcr: u64,
 }
 
+/// The answer that stops the boot.
+const REFUSED: EarlyRoots = EarlyRoots { ttbr0: 0, ttbr1: 0, tcr: 0 };
+
 struct Bump {
-    base: *mut [u64; 512],
+    base: *mut Table,
     used: usize,
 }
 
 impl Bump {
     /// Takes the next zeroed page of the arena (zeroed with .bss by the entry code), or `None`.
-    fn take(&mut self) -> Option<*mut [u64; 512]> {
+    fn take(&mut self) -> Option<*mut Table> {
         if self.used == ARENA_PAGES {
             return None;
         }
@@ -125,24 +124,30 @@ impl Bump {
 /// Reads entry `index` of the table at `table`.
 ///
 /// # Safety
-/// `table` points to a table page of the arena and `index < 512`.
-unsafe fn entry(table: *mut [u64; 512], index: u64) -> *mut u64 {
+/// `table` points to a table page of the arena and `index < ENTRIES_PER_TABLE`.
+unsafe fn entry(table: *mut Table, index: usize) -> *mut u64 {
     // SAFETY: in bounds by the caller's contract.
-    unsafe { table.cast::<u64>().add(index as usize) }
+    unsafe { table.cast::<u64>().add(index) }
 }
 
-/// Maps one 2 MiB block `va -> pa` under `root`, creating level-1 and level-2 tables as needed.
-/// Returns false when the arena is exhausted or the slot is taken by something else.
-fn map_block(arena: &mut Bump, root: *mut [u64; 512], va: u64, pa: u64, attrs: Attributes) -> bool {
+/// Maps one [`EARLY_LEAF`] `va -> pa` under `root`, creating the tables between the root level
+/// and the leaf as needed. Returns false when the arena is exhausted or the slot is taken by
+/// something else.
+fn map_leaf(arena: &mut Bump, root: *mut Table, va: u64, pa: u64, attrs: Attributes) -> bool {
     let mut table = root;
-    for level in 0..2u32 {
-        let index = (va >> (39 - 9 * level)) & 0x1ff;
-        // SAFETY: `table` is an arena page and index < 512.
+    // The tree below a level -1 table (4 KiB pages with LPA2: `early_map` puts that table on
+    // top afterwards) starts at level 0.
+    let start = Format::BUILD.start_level();
+    let mut level = if start < 0 { 0 } else { start as u32 };
+    while level < EARLY_LEAF_LEVEL {
+        // Below ENTRIES_PER_TABLE: the index is masked by the level's entry count.
+        let index = Format::BUILD.table_index(va, level as i32);
+        // SAFETY: `table` is an arena page and the index is in bounds.
         let slot = unsafe { entry(table, index) };
         // SAFETY: `slot` is a valid, aligned u64 inside the arena.
         let current = Descriptor::from_bits(unsafe { slot.read_volatile() });
         table = if current.is_table(level) {
-            current.output_address().0 as *mut [u64; 512]
+            current.output_address().0 as *mut Table
         } else if current.bits() == 0 {
             let Some(next) = arena.take() else { return false };
             // SAFETY: as above; the new table's physical address is its address (MMU off).
@@ -151,17 +156,35 @@ fn map_block(arena: &mut Bump, root: *mut [u64; 512], va: u64, pa: u64, attrs: A
         } else {
             return false;
         };
+        level += 1;
     }
-    let index = (va >> 21) & 0x1ff;
-    // SAFETY: `table` is an arena page and index < 512.
-    unsafe { entry(table, index).write_volatile(Descriptor::block_2m(PhysAddr(pa), attrs).bits()) };
+    let index = Format::BUILD.table_index(va, EARLY_LEAF_LEVEL as i32);
+    let leaf = if EARLY_LEAF_LEVEL == 2 {
+        Descriptor::block_2m(PhysAddr(pa), attrs)
+    } else {
+        Descriptor::page(PhysAddr(pa), attrs)
+    };
+    // SAFETY: `table` is an arena page and the index is in bounds.
+    unsafe { entry(table, index).write_volatile(leaf.bits()) };
     true
+}
+
+/// Maps `[va, va + size)` to `[pa, pa + size)` in [`EARLY_LEAF`]s (all three aligned to one).
+fn map_range(arena: &mut Bump, root: *mut Table, va: u64, pa: u64, size: u64, attrs: Attributes) -> bool {
+    let mut ok = true;
+    let mut offset = 0;
+    while offset < size {
+        ok &= map_leaf(arena, root, va + offset, pa + offset, attrs);
+        offset += EARLY_LEAF;
+    }
+    ok
 }
 
 /// Builds the early tables. Called once by the entry code, MMU off, on the boot stack.
 ///
-/// Returns the roots for TTBR0 and TTBR1, or zero roots when the arena ran out (the entry code
-/// then parks; this cannot happen for an Image below 4 MiB... see [`ARENA_PAGES`]).
+/// Returns the roots for TTBR0 and TTBR1, or zero roots when the kernel cannot go on (the CPU
+/// lacks the build's granule, the load address is misaligned, or the arena ran out; it said
+/// which on the fallback UART, and the entry code ends the run).
 #[unsafe(no_mangle)]
 extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
     unsafe extern "C" {
@@ -170,54 +193,55 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
     }
     // PC-relative: these are physical addresses here, and their difference is the image size.
     let image_size = (&raw const __image_end) as u64 - (&raw const __image_start) as u64;
-    if !load_pa.is_multiple_of(BLOCK_2M) {
+    let mmfr0 = super::translation::read_mmfr0();
+    if let Err(message) = super::translation::granule_supported(mmfr0) {
+        early_say(message);
+        return REFUSED;
+    }
+    if !load_pa.is_multiple_of(WINDOW_ALIGN) {
         early_say(b"kernel: loaded at an address that is not 2 MiB aligned; the arm64 boot protocol requires it\r\n");
-        return EarlyRoots { ttbr0: 0, ttbr1: 0 };
+        return REFUSED;
     }
     #[cfg(feature = "lpa2")]
-    if !lpa2::cpu_supports_lpa2(mm::granule::Format::BUILD, {
-        use aarch64_cpu::registers::Readable;
-        aarch64_cpu::registers::ID_AA64MMFR0_EL1.get()
-    }) {
+    if !lpa2::cpu_supports_lpa2(Format::BUILD, mmfr0) {
         early_say(b"kernel: built for FEAT_LPA2 (52-bit addresses), which this CPU's ID_AA64MMFR0_EL1 does not report for the kernel's granule; boot a build without the lpa2 feature\r\n");
-        return EarlyRoots { ttbr0: 0, ttbr1: 0 };
+        return REFUSED;
     }
     let mut arena = Bump { base: EARLY_TABLES.0.get().cast(), used: 0 };
     let (Some(root0), Some(root1)) = (arena.take(), arena.take()) else {
-        return EarlyRoots { ttbr0: 0, ttbr1: 0 };
+        return REFUSED;
     };
-    let mut ok = true;
-    let mut offset = 0;
-    while offset < image_size {
-        ok &= map_block(&mut arena, root0, load_pa + offset, load_pa + offset, IMAGE);
-        ok &= map_block(&mut arena, root1, KIMAGE_VADDR + offset, load_pa + offset, IMAGE);
-        offset += BLOCK_2M;
-    }
+    let image_span = image_size.next_multiple_of(EARLY_LEAF);
+    let mut ok = map_range(&mut arena, root0, load_pa, load_pa, image_span, IMAGE);
+    ok &= map_range(&mut arena, root1, KIMAGE_VADDR, load_pa, image_span, IMAGE);
     // The device-tree window: only for an x0 that could be a device tree at all.
     if fdt_pa != 0 && fdt_pa.is_multiple_of(8) && fdt_pa < (1 << 48) {
-        let base = fdt_pa & !(BLOCK_2M - 1);
-        ok &= map_block(&mut arena, root1, FDT_WINDOW_VADDR, base, FDT);
-        ok &= map_block(&mut arena, root1, FDT_WINDOW_VADDR + BLOCK_2M, base + BLOCK_2M, FDT);
+        let base = fdt_pa & !(WINDOW_ALIGN - 1);
+        ok &= map_range(&mut arena, root1, FDT_WINDOW_VADDR, base, FDT_WINDOW_SIZE, FDT);
     }
     if let Some(uart) = crate::board::FALLBACK_UART_PA {
-        ok &= map_block(&mut arena, root1, EARLY_UART_VADDR, uart & !(BLOCK_2M - 1), UART);
+        ok &= map_range(&mut arena, root1, EARLY_UART_VADDR, uart & !(WINDOW_ALIGN - 1), WINDOW_ALIGN, UART);
     }
     if !ok {
         early_say(b"kernel: the early page-table arena is too small for this image\r\n");
-        return EarlyRoots { ttbr0: 0, ttbr1: 0 };
+        return REFUSED;
     }
     #[cfg(feature = "lpa2")]
     if lpa2::LEVEL_MINUS_ONE {
         // A 52-bit kernel half with 4 KiB pages walks from a level -1 table; its last entry is
         // the tree built above (the upper 2^48 bytes, where the kernel lives).
-        let Some(top) = arena.take() else { return EarlyRoots { ttbr0: 0, ttbr1: 0 } };
-        let index = lpa2::level_minus_one_index(mm::addr::VirtAddr(KIMAGE_VADDR)) as u64;
+        let Some(top) = arena.take() else { return REFUSED };
+        let index = lpa2::level_minus_one_index(mm::addr::VirtAddr(KIMAGE_VADDR));
         // SAFETY: `top` is an arena page and index < 16; the table address is an arena page, so
         // `Descriptor::table` encodes it (no panic path, unlike the `Option` of the LPA2 helper).
         unsafe { entry(top, index).write_volatile(Descriptor::table(PhysAddr(root1 as u64)).bits()) };
-        return EarlyRoots { ttbr0: root0 as u64, ttbr1: top as u64 };
+        return EarlyRoots {
+            ttbr0: root0 as u64,
+            ttbr1: top as u64,
+            tcr: super::translation::tcr_el1(mmfr0),
+        };
     }
-    EarlyRoots { ttbr0: root0 as u64, ttbr1: root1 as u64 }
+    EarlyRoots { ttbr0: root0 as u64, ttbr1: root1 as u64, tcr: super::translation::tcr_el1(mmfr0) }
 }
 
 /// Writes a message to the board's fallback UART with the MMU off (device memory by default), for

@@ -15,11 +15,19 @@
 
 use core::arch::global_asm;
 
-use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON, TCR_EL1_BASE, TCR_IPS_MAX};
+use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON};
 
-/// Image flags: bit 0 = 0 (little-endian), bits 1-2 = 1 (4 KiB pages), bit 3 = 1 (the Image may be
-/// placed anywhere in physical memory, on a 2 MiB boundary).
-pub const IMAGE_FLAGS: u64 = (1 << 1) | (1 << 3);
+/// Image flags: bit 0 = 0 (little-endian), bits 1-2 = the kernel's page size (1 = 4 KiB,
+/// 2 = 16 KiB, 3 = 64 KiB: booting.rst, so a loader can tell which granule the kernel needs),
+/// bit 3 = 1 (the Image may be placed anywhere in physical memory, on a 2 MiB boundary).
+pub const IMAGE_FLAGS: u64 = (IMAGE_PAGE_SIZE_FLAG << 1) | (1 << 3);
+
+/// The page-size field of [`IMAGE_FLAGS`] for the build's granule.
+const IMAGE_PAGE_SIZE_FLAG: u64 = match super::translation::GRANULE {
+    mm::granule::Granule::K4 => 1,
+    mm::granule::Granule::K16 => 2,
+    mm::granule::Granule::K64 => 3,
+};
 
 /// code0: `ccmp x18, #0, #0xd, pl`, whose first two bytes are "MZ" (0x4d 0x5a), the MS-DOS
 /// signature PE/COFF loaders look for. Executed by a raw-Image loader's jump, it only sets the
@@ -279,10 +287,13 @@ el1_entry:
     mov     sp, x0
     mov     x0, x20
     mov     x1, x19
-    bl      early_map                // returns x0 = TTBR0 (identity), x1 = TTBR1 (kernel)
-    cbz     x0, boot_park            // early_map refused (it said why on the fallback UART)
-    mov     x23, x0
-    mov     x24, x1
+    sub     sp, sp, #32
+    mov     x8, sp                   // early_map's answer (TTBR0, TTBR1, TCR_EL1) goes here
+    bl      early_map
+    ldp     x23, x24, [sp]           // x23 = TTBR0 (identity), x24 = TTBR1 (kernel)
+    ldr     x25, [sp, #16]           // x25 = TCR_EL1 (boot::translation)
+    add     sp, sp, #32
+    cbz     x23, early_refused       // early_map refused (it said why on the fallback UART)
 
     // The tables and .bss were written with the data cache off: drop any stale lines the loader
     // may have left for those addresses, so the cached view after the MMU is on is memory's.
@@ -302,22 +313,10 @@ el1_entry:
     b.lo    4b
     dsb     sy
 
-    // MAIR, TCR (IPS from PARange capped at 48 bits, 52 with LPA2; 16-bit ASIDs where
-    // implemented), TTBRs.
+    // MAIR, TCR (made by boot::translation for the build's granule), TTBRs.
     ldr     x0, ={mair}
     msr     mair_el1, x0
-    ldr     x0, ={tcr}
-    mrs     x1, id_aa64mmfr0_el1
-    and     x2, x1, #0xf
-    cmp     x2, #{ips_max}
-    mov     x3, #{ips_max}
-    csel    x2, x2, x3, ls
-    bfi     x0, x2, #32, #3
-    ubfx    x2, x1, #4, #4
-    cmp     x2, #2
-    b.ne    5f
-    orr     x0, x0, #(1 << 36)
-5:  msr     tcr_el1, x0
+    msr     tcr_el1, x25
     msr     ttbr0_el1, x23
     msr     ttbr1_el1, x24
     isb
@@ -333,6 +332,31 @@ el1_entry:
 boot_park:
     wfe
     b       boot_park
+
+    // The boot cannot go on (early_map said why). End the run with status 1 through
+    // semihosting, which QEMU offers with -semihosting: SYS_EXIT (0x18) with the block
+    // (ADP_Stopped_ApplicationExit, 1). Without semihosting HLT is undefined, and the
+    // exception goes to early_vectors, which park: the same end as before, on a board.
+early_refused:
+    adr     x0, early_vectors
+    msr     vbar_el1, x0
+    isb
+    mov     x0, #0x26
+    movk    x0, #0x2, lsl #16        // ADP_Stopped_ApplicationExit = 0x20026
+    mov     x1, #1
+    stp     x0, x1, [sp, #-16]!
+    mov     x1, sp
+    mov     x0, #0x18
+    hlt     #0xf000
+    b       boot_park
+
+    // Vectors for early_refused only: every entry parks.
+    .balign 2048
+early_vectors:
+    .rept   16
+    b       boot_park
+    .balign 128
+    .endr
 
     .section .text, "ax"
 high_entry:
@@ -437,8 +461,6 @@ secondary_high:
     sctlr_off = const SCTLR_EL1_MMU_OFF,
     sctlr_on = const SCTLR_EL1_MMU_ON,
     mair = const MAIR_EL1_VALUE,
-    tcr = const TCR_EL1_BASE,
-    ips_max = const TCR_IPS_MAX,
     affinity = const crate::smp::MPIDR_AFFINITY,
     max_cpus = const crate::smp::MAX_CPUS,
     slot_size = const crate::smp::SLOT_SIZE,

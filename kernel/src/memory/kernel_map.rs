@@ -33,7 +33,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use mm::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::Attributes;
-use mm::paging::{Constraints, MapError, PageTable, Translation, VaRange};
+use mm::paging::{AlignedTable, Constraints, ENTRIES_PER_TABLE, MapError, PageTable, Translation, VaRange};
 use mm::phys::RegionSet;
 use mm::space::AddressSpace;
 use mm::tlb::issue::Aarch64Tlb;
@@ -44,14 +44,15 @@ use super::layout::{self, DEVICE_BASE};
 use super::{frames, tlb};
 use crate::boot::early_map::{FDT_WINDOW_VADDR, KIMAGE_VADDR};
 
-/// Table pages available before the frame allocator exists.
-pub const ARENA_PAGES: usize = 64;
+/// Table pages available before the frame allocator exists: 256 KiB of 4 KiB tables, or 16 of
+/// the larger ones, each of which maps 4 (16 KiB) or 16 (64 KiB) times more per level, so the
+/// same layouts need fewer of them (a boot reports how many it used).
+pub const ARENA_PAGES: usize = if PAGE_SIZE == 4096 { 64 } else { 16 };
 
-#[repr(C, align(4096))]
-struct Arena(UnsafeCell<[[u8; 4096]; ARENA_PAGES]>);
+struct Arena(UnsafeCell<[AlignedTable; ARENA_PAGES]>);
 // SAFETY: handed out page by page under the kernel-table lock.
 unsafe impl Sync for Arena {}
-static ARENA: Arena = Arena(UnsafeCell::new([[0; 4096]; ARENA_PAGES]));
+static ARENA: Arena = Arena(UnsafeCell::new([AlignedTable([0; ENTRIES_PER_TABLE]); ARENA_PAGES]));
 
 /// Where the kernel's table pages come from, and how the kernel reaches them.
 pub struct KernelTranslation {
@@ -72,7 +73,7 @@ impl KernelTranslation {
     }
 }
 
-// SAFETY: table frames are 4 KiB-aligned pages, either of the static arena (inside the Image, so
+// SAFETY: table frames are page-aligned pages, either of the static arena (inside the Image, so
 // below 2^48 and reachable at their link address) or of the frame allocator (RAM, reachable
 // through the linear map once it is live: `FRAMES_READY` is set only then). Each frame is handed
 // out once until returned, and the engine is the only user of a table frame.
@@ -104,14 +105,14 @@ unsafe impl Translation for KernelTranslation {
         }
     }
 
-    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; 512]> {
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
         let va = if (self.image_pa.0..self.image_pa.1).contains(&pa.0) {
             pa.0 + self.image_offset
         } else {
             layout::phys_to_linear(pa.0)
         };
         // SAFETY: never null: both windows are in the upper half.
-        unsafe { NonNull::new_unchecked(va as *mut [u64; 512]) }
+        unsafe { NonNull::new_unchecked(va as *mut [u64; ENTRIES_PER_TABLE]) }
     }
 
     fn publish_barrier(&self) {
@@ -160,9 +161,7 @@ fn kernel_space(
 static NEXT_DEVICE_VA: Mutex<u64> = Mutex::new(DEVICE_BASE);
 
 /// Zeroed table used to break TTBR1 during the switch.
-#[repr(C, align(4096))]
-struct EmptyTable([u64; 512]);
-static EMPTY_TABLE: EmptyTable = EmptyTable([0; 512]);
+static EMPTY_TABLE: AlignedTable = AlignedTable([0; ENTRIES_PER_TABLE]);
 
 /// What the final map needs to know.
 pub struct MapInputs<'a> {
@@ -299,7 +298,7 @@ pub fn frames_ready() {
 /// every table built after boot (user address spaces, test tables).
 pub struct FrameTranslation;
 
-// SAFETY: frames come from the frame allocator (4 KiB-aligned RAM below 2^48, each handed out
+// SAFETY: frames come from the frame allocator (page-aligned RAM below 2^48, each handed out
 // once until freed) and are reached through the linear map, which covers all usable RAM.
 unsafe impl Translation for FrameTranslation {
     fn allocate_table(&mut self) -> Option<PhysAddr> {
@@ -313,9 +312,9 @@ unsafe impl Translation for FrameTranslation {
         frames::free(pa, 1);
     }
 
-    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; 512]> {
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
         // SAFETY: the linear map is in the upper half, never null.
-        unsafe { NonNull::new_unchecked(layout::phys_to_linear(pa.0) as *mut [u64; 512]) }
+        unsafe { NonNull::new_unchecked(layout::phys_to_linear(pa.0) as *mut [u64; ENTRIES_PER_TABLE]) }
     }
 
     fn publish_barrier(&self) {

@@ -95,7 +95,7 @@ pub const fn phys_to_linear(pa: u64) -> u64 {
 /// Names the region a kernel address falls in, for fault reports.
 pub fn describe_address(va: u64) -> Option<&'static str> {
     let img = image();
-    let page = 4096;
+    let page = mm::addr::PAGE_SIZE;
     Some(if (img.boot_stack_guard..img.boot_stack_guard + page).contains(&va) {
         "guard page below the boot stack: kernel stack overflow"
     } else if (img.exception_stack_guard..img.exception_stack_guard + page).contains(&va) {

@@ -24,7 +24,7 @@ pub fn tiny_elf(code: &[u32]) -> Vec<u8> {
     }
     f.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
     f.extend_from_slice(&5u32.to_le_bytes()); // PF_R | PF_X
-    for v in [0, BASE, BASE, size, size, 0x1000] {
+    for v in [0, BASE, BASE, size, size, mm::addr::PAGE_SIZE] {
         f.extend_from_slice(&v.to_le_bytes());
     }
     for w in code {

@@ -1,6 +1,7 @@
-//! Superpage promotion under QEMU: 512 pages of a live TTBR0 address space become one 2 MiB
-//! block with one TLBI (where a page-by-page loop issues 512), and every page still reads what it
-//! held.
+//! Superpage promotion under QEMU: a table of pages of a live TTBR0 address space (512 pages with
+//! the 4 KiB granule, 2048 with 16 KiB) becomes one level-2 block (2 MiB, 32 MiB) with one TLBI
+//! (where a page-by-page loop issues one a page), and every page still reads what it held. (The
+//! test name keeps the 4 KiB numbers.)
 use aarch64_cpu::registers::{ReadWriteable, TCR_EL1, TTBR0_EL1, Writeable};
 use mm::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
 use mm::descriptor::Attributes;
@@ -16,6 +17,8 @@ use crate::{ensure, ensure_eq, kernel_test};
 
 const ASID: u16 = 9;
 const VA: u64 = 0x0000_0080_0000_0000;
+/// The pages of one level-2 block.
+const PAGES: u64 = BLOCK_2M / PAGE_SIZE;
 
 fn read(va: u64) -> u64 {
     // SAFETY: the test reads only the range it mapped (EL1-accessible normal memory).
@@ -25,9 +28,9 @@ fn read(va: u64) -> u64 {
 kernel_test!(
     fn promoting_512_pages_to_a_2m_block_takes_one_tlbi_and_keeps_the_data() {
         let frames_before = super::frames_in_use();
-        let block = frames::alloc(512).ok_or("no 2 MiB of contiguous frames")?;
+        let block = frames::alloc(PAGES as usize).ok_or("no level-2 block of contiguous frames")?;
         ensure!(block.is_aligned(BLOCK_2M), "the buddy allocator returned an unaligned block");
-        for i in 0..512u64 {
+        for i in 0..PAGES {
             // SAFETY: the frames were just allocated; reached through the linear map.
             unsafe { (phys_to_linear(block.0 + i * PAGE_SIZE) as *mut u64).write_volatile(0x5000 + i) };
         }
@@ -41,23 +44,23 @@ kernel_test!(
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         let result = (|| {
-            for i in 0..512u64 {
+            for i in 0..PAGES {
                 let (va, pa) = (VA + i * PAGE_SIZE, PhysAddr(block.0 + i * PAGE_SIZE));
                 space
                     .map(VirtAddr(va), pa, PAGE_SIZE, Attributes::kernel_data(), Constraints::NO_CONTIGUOUS)
                     .map_err(|e| alloc::format!("map: {e:?}"))?;
             }
-            for i in 0..512u64 {
+            for i in 0..PAGES {
                 ensure_eq!(read(VA + i * PAGE_SIZE), 0x5000 + i, "before promotion");
             }
             ensure_eq!(space.query(VirtAddr(VA)).map(|l| l.level), Some(3));
             let tlbis = space.tlb_stats().planned_tlbis();
             let promoted = space.promote(VirtAddr(VA)).map_err(|e| alloc::format!("promote: {e:?}"))?;
-            ensure!(promoted, "promote declined a full, contiguous, uniform 2 MiB range");
+            ensure!(promoted, "promote declined a full, contiguous, uniform block range");
             ensure_eq!(space.tlb_stats().planned_tlbis() - tlbis, 1, "TLBI instructions for one promotion");
             ensure_eq!(space.stats().promotions, 1);
             ensure_eq!(space.query(VirtAddr(VA)).map(|l| (l.level, l.size)), Some((2, BLOCK_2M)));
-            for i in 0..512u64 {
+            for i in 0..PAGES {
                 ensure_eq!(read(VA + i * PAGE_SIZE), 0x5000 + i, "after promotion");
             }
             Ok(())
@@ -69,7 +72,7 @@ kernel_test!(
         tlb::account(space.tlb_stats());
         let (mut translation, _, _) = space.destroy(|_| {});
         let _ = &mut translation;
-        frames::free(block, 512);
+        frames::free(block, PAGES as usize);
         ensure_eq!(super::frames_in_use(), frames_before, "frames leaked");
         result
     }

@@ -230,12 +230,13 @@ kernel_test!(
 
 kernel_test!(
     fn munmap_gives_back_each_frame_once_and_only_user_frames() {
+        const PAGE: u64 = mm::addr::PAGE_SIZE;
         // mmap 16 pages, touch each (demand paging: consecutive frames the address space may
         // report as one merged extent), munmap them, exit. Regression: merged extents were once
         // freed as one buddy block, corrupting the allocator.
         let mut code = Vec::new();
         code.extend(mov(0, 0));
-        code.extend(mov(1, 16 * 4096));
+        code.extend(mov(1, 16 * PAGE));
         code.extend(mov(2, 3)); // PROT_READ | PROT_WRITE
         code.extend(mov(3, 0x22)); // MAP_PRIVATE | MAP_ANONYMOUS
         code.extend(mov(4, u64::MAX)); // fd -1
@@ -246,11 +247,11 @@ kernel_test!(
         code.push(0xaa00_03f5); // mov x21, x0
         code.push(0xd280_0214); // movz x20, #16
         code.push(0xf900_0274); // loop: str x20, [x19]
-        code.push(0x9140_0673); // add x19, x19, #4096
+        code.push(0x9140_0273 | ((PAGE >> 12) << 10) as u32); // add x19, x19, #PAGE
         code.push(0xf100_0694); // subs x20, x20, #1
         code.push(0x54ff_ffa1); // b.ne loop
         code.push(0xaa15_03e0); // mov x0, x21
-        code.extend(mov(1, 16 * 4096));
+        code.extend(mov(1, 16 * PAGE));
         code.extend(mov(8, 215)); // munmap
         code.push(SVC);
         code.extend(mov(8, EXIT_GROUP));
@@ -295,6 +296,9 @@ kernel_test!(
         const FIXED: u64 = 0x10;
         const NOREPLACE: u64 = 0x10_0000;
         let none = u64::MAX; // fd -1
+        // The last page below mmap_min_addr (64 KiB): page-aligned with every granule (0 with
+        // 64 KiB pages), so the refusal is EPERM for the address and not EINVAL for alignment.
+        const BELOW_MIN: u64 = process::elf::LIMITS.min_addr - mm::addr::PAGE_SIZE;
         let rows: [(&str, u64, [u64; 6], i64); 20] = [
             ("mmap of length 0", 222, [0, 0, RW, PRIVATE_ANON, none, 0], EINVAL),
             (
@@ -303,7 +307,12 @@ kernel_test!(
                 [0x10_0001, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
                 EINVAL,
             ),
-            ("MAP_FIXED below mmap_min_addr", 222, [0x1000, 4096, RW, PRIVATE_ANON | FIXED, none, 0], EPERM),
+            (
+                "MAP_FIXED below mmap_min_addr",
+                222,
+                [BELOW_MIN, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
+                EPERM,
+            ),
             (
                 "MAP_FIXED_NOREPLACE over the program's text",
                 222,

@@ -12,7 +12,7 @@
 //! | 4 | code1 (u32) | `B` to the ELF entry point (`--no-efi`: anything) |
 //! | 8 | text_offset (u64) | 0 |
 //! | 16 | image_size (u64) | memory extent (including .bss), rounded up; ≥ the file length |
-//! | 24 | flags (u64) | `0xA`: little-endian, 4 KiB pages, any physical placement |
+//! | 24 | flags (u64) | `0xA`: little-endian, 4 KiB pages, any physical placement (`0xC` with 16 KiB, `0xE` with 64 KiB pages: `--page-size`) |
 //! | 32, 40, 48 | res2, res3, res4 (u64) | 0 |
 //! | 56 | magic (u32) | `0x644d5241` (`"ARM\x64"`) |
 //! | 60 | res5 (u32) | offset of the PE/COFF header (checked by [`crate::pe`]; `--no-efi`: 0) |
@@ -28,7 +28,20 @@ pub const HEADER_LEN: usize = 64;
 /// `"ARM\x64"` read as a little-endian u32.
 pub const IMAGE_MAGIC: u32 = 0x644d_5241;
 /// Little-endian (bit 0 clear), 4 KiB pages (bits 1-2 = 1), any physical placement (bit 3).
-pub const EXPECTED_FLAGS: u64 = 0xA;
+pub const EXPECTED_FLAGS: u64 = expected_flags(4096);
+
+/// The flags an Image for `page_size`-byte pages must have: little-endian, bits 1-2 the page
+/// size (1 = 4 KiB, 2 = 16 KiB, 3 = 64 KiB, as booting.rst defines them; 0 "unspecified" for
+/// any other size), any physical placement.
+pub const fn expected_flags(page_size: u64) -> u64 {
+    let page_bits = match page_size {
+        4096 => 1,
+        16384 => 2,
+        65536 => 3,
+        _ => 0,
+    };
+    (page_bits << 1) | (1 << 3)
+}
 /// The Image is loaded at a 2 MiB-aligned base (plus a `text_offset` of 0).
 pub const BASE_ALIGN: u64 = 2 << 20;
 /// Default rounding of `image_size`: the linker script rounds the end of the image to a 4 KiB
@@ -40,6 +53,8 @@ pub const DEFAULT_SIZE_ALIGN: u64 = 4096;
 pub struct Options {
     /// `image_size` must equal the memory extent rounded up to this (a power of two).
     pub size_align: u64,
+    /// The kernel's page size: the flags must name it ([`expected_flags`]).
+    pub page_size: u64,
     /// The Image is also an EFI application (the default): code0 is the "MZ" no-op, code1 the
     /// branch, res5 the PE header's offset, and the `pe-*` checks run. `false` checks a plain
     /// Image: code0 the branch, res5 0.
@@ -48,7 +63,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { size_align: DEFAULT_SIZE_ALIGN, efi: true }
+        Options { size_align: DEFAULT_SIZE_ALIGN, page_size: 4096, efi: true }
     }
 }
 
@@ -229,13 +244,14 @@ pub fn check(image: &[u8], elf_bytes: &[u8], options: &Options) -> Vec<Outcome> 
     if let Some(info) = &info {
         out.push(check_image_size(&header, info, image.len() as u64, options));
     }
+    let expected = expected_flags(options.page_size);
     out.push(outcome(
         "flags",
-        header.flags == EXPECTED_FLAGS,
-        if header.flags == EXPECTED_FLAGS {
+        header.flags == expected,
+        if header.flags == expected {
             describe_flags(header.flags)
         } else {
-            format!("expected {}, found {}", describe_flags(EXPECTED_FLAGS), describe_flags(header.flags))
+            format!("expected {}, found {}", describe_flags(expected), describe_flags(header.flags))
         },
     ));
     out.push(check_reserved(&header, options.efi));

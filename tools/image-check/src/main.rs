@@ -12,13 +12,16 @@ use image_check::symbols;
 /// Printed for no arguments, `-h`/`--help`, and argument errors.
 const USAGE: &str = "\
 usage:
-  kimage check [--no-efi] [--size-align BYTES] <Image> <ELF>
+  kimage check [--no-efi] [--page-size BYTES] [--size-align BYTES] <Image> <ELF>
       Check the arm64 Image header and layout against the ELF it was made from
       (llvm-objcopy -O binary), and the PE/COFF header that makes it an EFI
       application. One line per check, then 'N passed, N failed'; exit status 1
       if any check failed. image_size must equal the memory extent rounded up to
       BYTES (default 4096, as linker.ld rounds the image end). --no-efi checks a
       plain Image instead: code0 a branch to the entry, res5 0, no PE header.
+      --page-size (4096, the default, 16384 or 65536) is the kernel's page size:
+      the flags must name it, and image_size is rounded to it unless
+      --size-align says otherwise.
   kimage symbols <ELF>
       Write the kernel symbol table into the ELF's .ksyms section, in place
       (before objcopy makes the Image).";
@@ -45,12 +48,25 @@ fn usage_error() -> ExitCode {
     ExitCode::from(2)
 }
 
-/// `[--no-efi] [--size-align BYTES] <Image> <ELF>`.
+/// `[--no-efi] [--page-size BYTES] [--size-align BYTES] <Image> <ELF>`.
 fn parse_check<'a>(args: &[&'a str]) -> Option<(Options, &'a str, &'a str)> {
     let mut options = Options::default();
     let args = match args {
         ["--no-efi", rest @ ..] => {
             options.efi = false;
+            rest
+        }
+        rest => rest,
+    };
+    let args = match args {
+        ["--page-size", value, rest @ ..] => {
+            let parsed: u64 = value.trim().parse().ok()?;
+            if ![4096, 16384, 65536].contains(&parsed) {
+                eprintln!("kimage: --page-size must be 4096, 16384 or 65536");
+                return None;
+            }
+            options.page_size = parsed;
+            options.size_align = parsed;
             rest
         }
         rest => rest,
@@ -136,7 +152,13 @@ mod tests {
         let (options, ..) = parse_check(&["--size-align", "2097152", "a", "b"]).unwrap();
         assert_eq!(options.size_align, 2 << 20);
         let (options, _, _) = parse_check(&["--no-efi", "--size-align", "4096", "a", "b"]).unwrap();
-        assert_eq!(options, Options { size_align: 4096, efi: false });
+        assert_eq!(options, Options { size_align: 4096, page_size: 4096, efi: false });
+        let (options, ..) = parse_check(&["--page-size", "65536", "a", "b"]).unwrap();
+        assert_eq!(options, Options { size_align: 65536, page_size: 65536, efi: true });
+        let (options, ..) =
+            parse_check(&["--no-efi", "--page-size", "16384", "--size-align", "4096", "a", "b"]).unwrap();
+        assert_eq!(options, Options { size_align: 4096, page_size: 16384, efi: false });
+        assert!(parse_check(&["--page-size", "8192", "a", "b"]).is_none());
         assert!(parse_check(&["--size-align", "4096", "--no-efi", "a", "b"]).is_none());
         assert!(parse_check(&["--size-align", "3000", "a", "b"]).is_none());
         assert!(parse_check(&["a"]).is_none());

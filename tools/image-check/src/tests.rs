@@ -281,7 +281,7 @@ fn run(image: &[u8], elf: &[u8]) -> Vec<Outcome> {
     check::check(image, elf, &RAW)
 }
 
-const RAW: Options = Options { size_align: check::DEFAULT_SIZE_ALIGN, efi: false };
+const RAW: Options = Options { size_align: check::DEFAULT_SIZE_ALIGN, page_size: 4096, efi: false };
 
 /// Names of the failed checks.
 fn failures(outcomes: &[Outcome]) -> Vec<&'static str> {
@@ -348,6 +348,27 @@ fn wrong_flags_fail() {
         let mut t = TestElf::kernel();
         t.set_header(|h| h.flags = flags);
         assert_eq!(failures_of(&t), ["flags"], "flags {flags:#x}");
+    }
+}
+
+/// With `--page-size`, the flags must name that page size (bits 1-2: 2 for 16 KiB, 3 for
+/// 64 KiB) and nothing else; the 4 KiB flags then fail.
+#[test]
+fn flags_name_the_page_size() {
+    assert_eq!(
+        [4096, 16384, 65536, 8192].map(check::expected_flags),
+        [0xA, 0xC, 0xE, 0x8],
+        "booting.rst: bits 1-2 are 1, 2, 3 for 4K, 16K, 64K"
+    );
+    for (page_size, good) in [(16384, 0xC), (65536, 0xE)] {
+        let options = Options { page_size, ..RAW };
+        for flags in [0xA, 0xC, 0xE, 0x8] {
+            let mut t = TestElf::kernel();
+            t.set_header(|h| h.flags = flags);
+            let outcomes = check::check(&t.image(), &t.build(), &options);
+            let expected: &[&str] = if flags == good { &[] } else { &["flags"] };
+            assert_eq!(failures(&outcomes), expected, "page size {page_size}, flags {flags:#x}");
+        }
     }
 }
 

@@ -40,7 +40,7 @@ unsafe extern "C" {
 /// - `new_root_pa` is a complete kernel table that maps the Image at its link address (text
 ///   executable, the current stack and the exception stack writable), so execution continues;
 /// - the identity map of the Image is live in TTBR0, and `image_offset` is VA − PA for the Image;
-/// - `empty_table_pa` is a zeroed 4 KiB table.
+/// - `empty_table_pa` is a zeroed table page.
 pub unsafe fn switch_kernel_tables(new_root_pa: u64, empty_table_pa: u64, image_offset: u64) {
     let trampoline = (replace_ttbr1_idmap as *const () as u64).wrapping_sub(image_offset);
     // SAFETY: the trampoline's physical address is identity-mapped and executable in TTBR0 (the

@@ -594,7 +594,8 @@ fn trampoline(p: &Process) -> u64 {
     }
 }
 
-const TRAMPOLINE_SIZE: u64 = 4096;
+/// The trampoline's mapping: one page of the build's granule.
+const TRAMPOLINE_SIZE: u64 = mm::addr::PAGE_SIZE;
 
 /// Each CPU's room for the signal frame it writes (delivery) and the one it reads
 /// (`rt_sigreturn`): 4.7 KiB each, too large for the exception stack and, from the heap, one
