@@ -73,7 +73,13 @@ pub const fn va_bits(tcr: u64) -> (u32, u32) {
 
 /// Physical-address bits the walks may output under `tcr` (its IPS field, `[34:32]`).
 pub const fn ips_bits(tcr: u64) -> u32 {
-    match (tcr >> 32) & 0b111 {
+    pa_size_bits((tcr >> 32) & 0b111)
+}
+
+/// The bits of a physical-address size encoding: `TCR_EL1.IPS` and `ID_AA64MMFR0_EL1.PARange`
+/// share it (Arm ARM D19; 0b0110 is 52 bits, and later values are read as the largest).
+pub const fn pa_size_bits(encoding: u64) -> u32 {
+    match encoding {
         0 => 32,
         1 => 36,
         2 => 40,

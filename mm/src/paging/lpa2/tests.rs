@@ -67,7 +67,7 @@ mod build {
     use std::vec::Vec;
 
     use crate::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
-    use crate::descriptor::{Attributes, Descriptor, DescriptorKind, UserAccess};
+    use crate::descriptor::{Attributes, Descriptor, DescriptorKind};
     use crate::granule::Format;
     use crate::paging::{AlignedTable, Constraints, ENTRIES_PER_TABLE, PageTable, Translation, VaRange};
 
@@ -172,18 +172,7 @@ mod build {
     /// address bits `[51:50]` sit in `[9:8]` and the SH field is not written.
     #[test]
     fn descriptors_keep_high_address_bits_and_attributes() {
-        let attrs = [
-            Attributes::kernel_text(),
-            Attributes::kernel_rodata(),
-            Attributes::kernel_data(),
-            Attributes::device(),
-            Attributes::device_ngnrne(),
-            Attributes::user(UserAccess::ReadOnly),
-            Attributes::user(UserAccess::ReadWrite),
-            Attributes::user(UserAccess::ReadExecute),
-            Attributes::user(UserAccess::ReadWriteExecute),
-        ];
-        for a in attrs {
+        for a in crate::test_support::all_attributes() {
             for high in 0..4u64 {
                 let pa = PhysAddr((high << 50) | (0x1234 * BLOCK_2M));
                 for (level, d) in [(3, Descriptor::leaf(3, pa, a, false)), (2, Descriptor::block_2m(pa, a))] {
