@@ -126,3 +126,13 @@ pub(crate) fn entry_hit_by(
     };
     inv.hits(&ModelEntry { va: VirtAddr(va), level, leaf, asid: tag })
 }
+
+/// `full` scaled by `MM_PROPTEST_PERCENT` (default 100, at least 1 case): the proptest case count
+/// of the table tests. `scripts/mutants --screen` sets it low to screen mutants quickly; every
+/// mutant that survives the screen is run again at the full count, so the knob changes how long a
+/// mutation run takes, never its verdict. `cargo test` and `scripts/test` leave it unset.
+pub(crate) fn proptest_cases(full: u32) -> u32 {
+    let percent =
+        std::env::var("MM_PROPTEST_PERCENT").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(100);
+    (full.saturating_mul(percent) / 100).max(1)
+}

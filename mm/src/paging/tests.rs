@@ -1259,9 +1259,10 @@ fn run_model(ops: &[Op], fail_at: &[Option<usize>]) {
 }
 
 /// Proptest cases for `full` cases with 4 KiB pages: fewer with the larger granules, whose
-/// window and block-aligned operations hold 4 or 16 times the pages (so about the same work).
-const fn cases(full: u32) -> u32 {
-    full * 512 / ENTRIES_PER_TABLE as u32
+/// window and block-aligned operations hold 4 or 16 times the pages (so about the same work);
+/// scaled by `MM_PROPTEST_PERCENT` ([`crate::test_support::proptest_cases`]).
+fn cases(full: u32) -> u32 {
+    crate::test_support::proptest_cases(full * 512 / ENTRIES_PER_TABLE as u32)
 }
 
 proptest! {

@@ -1764,7 +1764,7 @@ fn op_from_raw((kind, space, a, b, c): (u8, u8, u16, u16, u8)) -> Op {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..proptest::prelude::ProptestConfig::default() })]
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: crate::test_support::proptest_cases(24), ..proptest::prelude::ProptestConfig::default() })]
 
     /// The same checks on shrinkable sequences (the seeded loops above run the long ones).
     #[test]
