@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,14 +375,14 @@ static void test_vfork_shares_memory(void) {
 
 // vfork from a multithreaded parent: only the calling thread waits for the child; the others go
 // on running (on other CPUs with -smp 4), mapping, writing and unmapping pages of their own
-// while the child lives. Each round the child sleeps a little, then exits or execs, as a correct
-// vfork child does; the caller finds that the threads made progress while it waited, and the
-// threads' fresh pages always read zero and hold what they wrote. (This kernel gives a parent
-// with other live threads a copy-on-write child rather than lending it the memory,
-// kernel/src/process/family.rs; a child that only sleeps, exits or execs cannot tell.)
+// while the child lives, in the memory the child shares. Each round the child writes a global,
+// sleeps a little, then exits or execs, as a correct vfork child does; the caller finds the
+// child's write (the memory is its own, not a copy), that the threads made progress while it
+// waited, and that the threads' fresh pages always read zero and hold what they wrote.
 enum { VFORK_THREADS = 3, VFORK_ROUNDS = 8 };
 static char *self_path = "/memfd-test";
 static volatile int vfork_stop;
+static volatile int vfork_child_wrote;
 static volatile unsigned long vfork_progress[VFORK_THREADS];
 static volatile int vfork_thread_bad;
 
@@ -410,17 +411,30 @@ static unsigned long vfork_total(void) {
     return n;
 }
 
-static void test_vfork_from_threads(void) {
-    pthread_t t[VFORK_THREADS];
+// Starts the worker threads and waits until each has run once.
+static void vfork_workers_start(pthread_t *t) {
     vfork_stop = 0;
     for (long i = 0; i < VFORK_THREADS; i++) CHECK(pthread_create(&t[i], NULL, vfork_worker, (void *)i) == 0, "thread");
     while (vfork_total() < VFORK_THREADS) sched_yield(); // every thread has started
+}
+
+static void vfork_workers_stop(pthread_t *t) {
+    vfork_stop = 1;
+    for (int i = 0; i < VFORK_THREADS; i++) pthread_join(t[i], NULL);
+    CHECK(!vfork_thread_bad, "a thread's page was wrong (%d)", vfork_thread_bad);
+}
+
+static void test_vfork_from_threads(void) {
+    pthread_t t[VFORK_THREADS];
+    vfork_workers_start(t);
     int bad = 0, ran = 0;
     for (int round = 0; round < VFORK_ROUNDS && !bad; round++) {
         unsigned long before = vfork_total();
+        vfork_child_wrote = 0;
         fflush(stdout);
         pid_t pid = vfork();
         if (pid == 0) {
+            vfork_child_wrote = round + 1; // into the parent's memory
             struct timespec nap = {0, 20 * 1000 * 1000};
             nanosleep(&nap, NULL);
             if (round % 2) {
@@ -433,14 +447,37 @@ static void test_vfork_from_threads(void) {
         int status;
         if (pid < 0 || waitpid(pid, &status, 0) != pid) bad = 1;
         else if (!WIFEXITED(status) || WEXITSTATUS(status) != (round % 2 ? 8 : 7)) bad = 2;
+        else if (vfork_child_wrote != round + 1) bad = 3; // the child ran on a copy
         ran += vfork_total() > before;
     }
-    vfork_stop = 1;
-    for (int i = 0; i < VFORK_THREADS; i++) pthread_join(t[i], NULL);
-    CHECK(!bad, "a vfork round failed (%d)", bad);
-    CHECK(!vfork_thread_bad, "a thread's page was wrong (%d)", vfork_thread_bad);
+    vfork_workers_stop(t);
+    CHECK(!bad, "a vfork round failed (%d; child wrote %d)", bad, vfork_child_wrote);
     // (Not every round: under a loaded host a vCPU may not be scheduled for the child's 20 ms.)
     CHECK(ran >= VFORK_ROUNDS / 2, "the other threads ran during %d of %d vfork children", ran, VFORK_ROUNDS);
+}
+
+// glibc's posix_spawn (clone with CLONE_VM | CLONE_VFORK on a stack of its own) from a
+// multithreaded program: the child reports a failed execve through the memory it shares with
+// the parent, so a missing program is ENOENT from posix_spawn itself, and a present one runs.
+static void test_posix_spawn_from_threads(void) {
+    pthread_t t[VFORK_THREADS];
+    vfork_workers_start(t);
+    pid_t pid = -1;
+    char *missing[] = {"missing", NULL};
+    int e = posix_spawn(&pid, "/no-such-program", NULL, NULL, missing, environ);
+    // glibc reaps the failed child itself before it returns the error: no child is left.
+    pid_t left = waitpid(-1, NULL, WNOHANG);
+    int left_errno = errno;
+    char *present[] = {"exec-child", NULL};
+    pid_t pid2 = -1;
+    int e2 = posix_spawn(&pid2, self_path, NULL, NULL, present, environ);
+    int status2 = -1;
+    pid_t reaped2 = e2 == 0 ? waitpid(pid2, &status2, 0) : -1;
+    vfork_workers_stop(t);
+    CHECK(e == ENOENT, "posix_spawn of a missing program: %d (%s)", e, strerror(e));
+    CHECK(left == -1 && left_errno == ECHILD, "a child is left: waitpid %d (%s)", left, strerror(left_errno));
+    CHECK(e2 == 0 && reaped2 == pid2 && WIFEXITED(status2) && WEXITSTATUS(status2) == 8,
+          "posix_spawn of a program: %d, status %#x", e2, status2);
 }
 
 // ---- guard regions (this kernel; Linux 6.13) -------------------------------------------------------
@@ -587,6 +624,7 @@ int main(int argc, char **argv) {
         {"jit_dual_mapping", test_jit_dual_mapping},
         {"vfork_shares_memory", test_vfork_shares_memory},
         {"vfork_from_threads", test_vfork_from_threads},
+        {"posix_spawn_from_threads", test_posix_spawn_from_threads},
     };
     return run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);
 }
