@@ -5,6 +5,7 @@
 //! the pages any process freed with `MADV_FREE`, then ends the process as Linux's OOM killer
 //! would (SIGKILL), unless the failure was injected (then the fault is retried). Apart from
 //! `process` (the process and thread lifetimes) because it is the trap side of the ABI.
+use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 
 use ::signal::info::SigInfo;
@@ -61,8 +62,8 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                 Access::Read
             };
             let fsc = iss & 0x3f;
-            let mut guard = process.mm.lock();
-            let Some(mm) = guard.as_mut() else { return Action::ExitThread };
+            let Some(space) = process.space() else { return Action::ExitThread };
+            let mut mm = space.lock();
             // Translation faults (demand paging) and write permission faults (copy-on-write)
             // are memory's to resolve.
             let resolvable =
@@ -95,12 +96,11 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                         // relieve (UserMemory::fault reclaims those): the pages other processes
                         // freed with MADV_FREE go next, as Linux's reclaim takes them from any
                         // process, and the fault is retried.
-                        drop(guard);
-                        if reclaim_lazily_freed_elsewhere(&process) {
+                        drop(mm);
+                        if reclaim_lazily_freed_elsewhere(&space) {
                             return Action::Continue;
                         }
-                        let mut guard = process.mm.lock();
-                        let Some(mm) = guard.as_mut() else { return Action::ExitThread };
+                        let mm = space.lock();
                         // Linux's out-of-memory path: the process is killed with SIGKILL (status
                         // 137), which no handler can catch; the kernel goes on and every frame of
                         // the process comes back at its teardown.
@@ -115,7 +115,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                             frame.far,
                             STATUS_OOM_KILL
                         );
-                        drop(guard);
+                        drop(mm);
                         return kill(&process, STATUS_OOM_KILL);
                     }
                 }
@@ -123,7 +123,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                 Unresolved::Forbidden
             };
             let mapped = mm.vm().find(frame.far).is_some();
-            drop(guard);
+            drop(mm);
             let fault = if bus {
                 // Linux's VM_FAULT_SIGBUS: BUS_ADRERR at the address.
                 let info = SigInfo::fault(num::SIGBUS, num::BUS_ADRERR, frame.far);
@@ -138,11 +138,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             match signals::force_fault(thread, frame, &fault) {
                 Ok(()) => Action::Continue,
                 Err(status) => {
-                    let guard = process.mm.lock();
-                    if let Some(mm) = guard.as_ref() {
-                        report_user_fault(&process, mm, frame, access, fsc, why, status);
-                    }
-                    drop(guard);
+                    report_user_fault(&process, &space.lock(), frame, access, fsc, why, status);
                     kill(&process, status)
                 }
             }
@@ -169,19 +165,20 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
     }
 }
 
-/// Reclaims the pages every process but `me` freed with `MADV_FREE` (each flushed where its
-/// own memory's flush targets say, before its frames go back); whether any frame came back.
+/// Reclaims the pages every address space but `mine` had freed with `MADV_FREE` (each flushed
+/// where its own flush targets say, before its frames go back); whether any frame came back.
 /// Called with no memory locked. A memory another CPU holds locked is passed over (`try_lock`):
-/// waiting for it could deadlock with that CPU doing the same, and it is busy, not idle.
-fn reclaim_lazily_freed_elsewhere(me: &Process) -> bool {
+/// waiting for it could deadlock with that CPU doing the same, and it is busy, not idle. A
+/// space shared by a vfork parent and child is reached twice: the first visit empties its
+/// list of lazily freed pages, so the second finds nothing to take.
+fn reclaim_lazily_freed_elsewhere(mine: &Arc<super::AddressSpace>) -> bool {
     let mut any = false;
     super::family::for_each_process(|p| {
-        if core::ptr::eq(&**p, me) {
+        let Some(space) = p.space() else { return };
+        if Arc::ptr_eq(&space, mine) {
             return;
         }
-        if let Some(mut guard) = p.mm.try_lock()
-            && let Some(mm) = guard.as_mut()
-        {
+        if let Some(mut mm) = space.try_lock() {
             any |= mm.reclaim_lazily_freed();
         }
     });

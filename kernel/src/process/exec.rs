@@ -7,9 +7,10 @@
 //!
 //! The new memory is built completely (segments, stack, strings) before the old one is touched,
 //! so every failure up to there, `ENOMEM` included, returns to the old program unchanged. Then
-//! the process switches TTBR0 to the new table, invalidates its ASID everywhere and tears the
-//! old memory down; handled signals return to their defaults, close-on-exec descriptors close,
-//! and a vfork parent runs on.
+//! the process switches TTBR0 to the new address space (with an ASID of its own) and drops its
+//! reference to the old one, which is torn down (its ASID invalidated everywhere first) unless a
+//! vfork parent still runs on it; handled signals return to their defaults, close-on-exec
+//! descriptors close, and a vfork parent runs on.
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
@@ -183,7 +184,10 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
-    let targets = AsidTargets::new(p.asid.clone());
+    let Ok(asid) = fallible::arc(Mutex::new(mm::asid::AsidContext::new())) else {
+        return done(frame, -ENOMEM);
+    };
+    let targets = AsidTargets::new(asid.clone());
     let mut mm = Mm::new(
         table,
         TlbIssuer::new(Aarch64Tlb, features.errata),
@@ -192,34 +196,24 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         frames::UserFrames,
         layout,
     );
-    let regs = match super::load(&mut mm, &exe, bytes, &argv, &envp) {
-        Ok(regs) => regs,
-        Err(_) => {
-            super::free_mm(mm, None);
-            return done(frame, -ENOMEM);
-        }
-    };
+    // Dropping `mm` or the space on a failure frees the memory.
+    let Ok(regs) = super::load(&mut mm, &exe, bytes, &argv, &envp) else { return done(frame, -ENOMEM) };
     {
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
         let limits = *p.rlimits.lock();
         mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
     }
-    // The point of no return: the new table goes live here, the old one is torn down after
-    // every CPU's entries of this ASID are gone.
-    let root = mm.space().table().root_pa().0;
-    let old = p.mm.lock().replace(mm);
-    p.root.store(root, Ordering::Release);
+    let Ok(space) = super::AddressSpace::new(mm, asid) else { return done(frame, -ENOMEM) };
+    // The point of no return: the new table goes live here with its own ASID; then the old
+    // space loses this process's reference (the last one tears it down after every CPU's
+    // entries of its ASID are gone; a vfork parent may still run on it).
     {
-        use aarch64_cpu::registers::{Readable, TTBR0_EL1, Writeable};
-        let asid = TTBR0_EL1.get() & (0xffff << 48);
-        TTBR0_EL1.set(root | asid);
+        use aarch64_cpu::registers::{TTBR0_EL1, Writeable};
+        let asid = crate::memory::asids::switch_to(space.asid(), crate::smp::current_cpu());
+        TTBR0_EL1.set(space.root() | (u64::from(asid) << 48));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }
-    if let Some(old) = old
-        && let Some(old) = super::family::give_back_lent(&p, old)
-    {
-        super::free_mm(old, Some(&p.asid));
-    }
+    drop(p.replace_space(space));
     p.signals.exec_reset();
     p.posix.files.lock().close_on_exec();
     thread.posix.name = super::posix::name_from_path(name);

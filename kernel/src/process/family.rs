@@ -8,15 +8,11 @@
 //!   its first switch and returns 0 from `clone`.
 //! - **vfork** (`CLONE_VFORK`): the parent's thread is parked in the child until the child execs
 //!   or exits (not interruptible by signals, as Linux's killable wait). With `CLONE_VM` (what
-//!   `vfork()` and `posix_spawn` pass) the child runs on the parent's own memory, as on Linux:
-//!   the memory is lent — moved into the child, which uses its own ASID on the parent's table
-//!   (the memory's flush targets follow it) — and given back when the child execs or exits,
-//!   after both ASIDs are flushed everywhere (the child's entries of the table, and the
-//!   parent's entries of what the child changed). Lending needs the parent's other threads to
-//!   be stopped, which the kernel cannot do yet: a parent with more than one live thread gets a
-//!   copy-on-write child instead (a correct vfork child only execs or exits, so it cannot tell;
-//!   what it writes before an `execve` fails, glibc's `posix_spawn` error report, is then not
-//!   seen by the parent).
+//!   `vfork()` and `posix_spawn` pass) the child runs on the parent's own address space, as on
+//!   Linux: both processes hold the same [`AddressSpace`] (one memory, one ASID, one set of CPUs
+//!   that may cache it), the parent's other threads keep running on it, and what the child
+//!   writes before its `execve` or `_exit` (glibc's `posix_spawn` error report) the parent sees.
+//!   The child's `execve` gives it an address space of its own; its exit drops its reference.
 //! - **Zombies**: a process whose last thread ended has given back every frame, but stays in its
 //!   parent's list with its status until the parent reaps it with `wait4`/`waitid`. A parent
 //!   that ignores `SIGCHLD` (or set `SA_NOCLDWAIT`) gets no zombies, as on Linux.
@@ -53,7 +49,7 @@ use spin::Mutex;
 
 use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, ESRCH};
 use super::syscall::{copy_out, errno::ECHILD};
-use super::{Action, Mm, Process, Thread, sched};
+use super::{Action, AddressSpace, Process, Thread, sched};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::asids::AsidTargets;
 use crate::memory::fallible;
@@ -87,8 +83,6 @@ struct Vfork {
     released: bool,
     /// The parent's thread, parked until then.
     parent: Option<Box<Thread>>,
-    /// The process whose memory this child runs on (`CLONE_VM`), to give it back.
-    lent_from: Option<Weak<Process>>,
 }
 
 /// A process's place in its family.
@@ -245,11 +239,10 @@ pub fn fork(
         }
     };
     let pid = child.pid;
-    if flags & CLONE_PARENT_SETTID != 0 && copy_out(&thread.process, ptid, &pid.to_le_bytes()).is_err() {
-        // The parent's memory may be lent to the child (vfork with CLONE_VM): the same memory.
-        if let Some(mm) = child.mm.lock().as_mut() {
-            let _ = mm.write(ptid, &pid.to_le_bytes());
-        }
+    if flags & CLONE_PARENT_SETTID != 0 {
+        // Into the parent's memory (after the fork's copy), as Linux's `kernel_clone`; a bad
+        // address is ignored, as there.
+        let _ = copy_out(&thread.process, ptid, &pid.to_le_bytes());
     }
     frame.x[0] = u64::from(pid);
     if vfork {
@@ -276,53 +269,42 @@ fn fork_child(
         return Err(-EAGAIN);
     }
     let pid = super::NEXT_PID.fetch_add(1, Ordering::Relaxed);
-    let asid = fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| -ENOMEM)?;
     let signals = p.signals.forked(thread.tid, pid).ok_or(-ENOMEM)?;
     let posix = p.posix.forked().ok_or(-ENOMEM)?;
-    let features = tlb::features();
-    let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
     let rlimits = *p.rlimits.lock();
-    let mut guard = p.mm.lock();
-    // vfork with CLONE_VM: the parent's own memory, lent (module documentation).
-    let lend = flags & CLONE_VM != 0 && flags & CLONE_VFORK != 0 && p.threads.load(Ordering::Acquire) == 1;
-    let mut mm: Mm = if lend {
-        let mut mm = guard.take().ok_or(-EAGAIN)?;
-        *mm.targets_mut() = AsidTargets::new(asid.clone());
-        mm
-    } else {
-        let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| -ENOMEM)?;
-        let parent_mm = guard.as_mut().ok_or(-EAGAIN)?;
-        parent_mm
-            .fork(table, issuer, features, AsidTargets::new(asid.clone()), frames::UserFrames)
-            .map_err(|e| e.as_ret())?
-    };
-    if flags & CLONE_CHILD_SETTID != 0 {
-        // Written into the child's memory (a copy-on-write break there), as Linux's
-        // `schedule_tail` does; a bad address is ignored, as there.
-        let _ = mm.write(ctid, &pid.to_le_bytes());
-    }
+    let parent_space = p.space().ok_or(-EAGAIN)?;
     let family = Family::with(pid, Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
-    // In the process table before the parent's memory is unlocked (module documentation).
-    let child = match Process::new(pid, asid, mm, signals, rlimits, posix, family) {
-        Ok(child) => child,
-        Err(mm) => {
-            if let Some(mut mm) = mm {
-                if lend {
-                    // The lent memory goes back to the parent; the child never ran.
-                    *mm.targets_mut() = AsidTargets::new(p.asid.clone());
-                    *guard = Some(mm);
-                } else {
-                    drop(guard);
-                    super::free_mm(mm, None);
-                }
-            }
-            return Err(-ENOMEM);
+    let child = if flags & CLONE_VM != 0 {
+        // vfork: the parent's own address space, shared (module documentation).
+        if flags & CLONE_CHILD_SETTID != 0 {
+            // Into the shared memory, as Linux's `schedule_tail` does; a bad address is
+            // ignored, as there.
+            let _ = parent_space.lock().write(ctid, &pid.to_le_bytes());
         }
+        Process::new(pid, parent_space, signals, rlimits, posix, family).ok_or(-ENOMEM)?
+    } else {
+        let asid = fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| -ENOMEM)?;
+        let features = tlb::features();
+        let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
+        let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| -ENOMEM)?;
+        let mut parent_mm = parent_space.lock();
+        let targets = AsidTargets::new(asid.clone());
+        let mut mm =
+            parent_mm.fork(table, issuer, features, targets, frames::UserFrames).map_err(|e| e.as_ret())?;
+        if flags & CLONE_CHILD_SETTID != 0 {
+            // Written into the child's memory (a copy-on-write break there), as Linux's
+            // `schedule_tail` does; a bad address is ignored, as there.
+            let _ = mm.write(ctid, &pid.to_le_bytes());
+        }
+        // In the process table before the parent's memory is unlocked (module documentation).
+        // A failure drops the child's copy, which frees it (under the parent's lock, as a
+        // copy-on-write break frees frames under it: the frame allocator's lock comes after).
+        let child = AddressSpace::new(mm, asid)
+            .ok()
+            .and_then(|space| Process::new(pid, space, signals, rlimits, posix, family));
+        drop(parent_mm);
+        child.ok_or(-ENOMEM)?
     };
-    drop(guard);
-    if lend {
-        child.family.vfork.lock().lent_from = Some(Arc::downgrade(&p));
-    }
     let clone = super::syscall::CloneArgs { flags, stack, tls, ctid };
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
@@ -330,11 +312,9 @@ fn fork_child(
     let listed = fallible::push(&mut p.family.children.lock(), child.clone());
     if let Err(e) = listed.and_then(|()| sched::admit(child_thread)) {
         p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
-        if let Some(mm) = child.mm.lock().take()
-            && let Some(mm) = give_back_lent(&child, mm)
-        {
-            super::free_mm(mm, None);
-        }
+        // The child's reference to its address space (the last one, unless it shares the
+        // parent's): it never ran.
+        drop(child.space.lock().take());
         ended();
         return Err(e.as_ret());
     }
@@ -352,20 +332,6 @@ pub fn park_vfork_parent(thread: Box<Thread>, pid: u32) -> Result<(), Box<Thread
     }
     v.parent = Some(thread);
     Ok(())
-}
-
-/// A vfork child `p` that ran on its parent's memory ends with it (at `execve` or exit): the
-/// memory goes back to the parent, after the child's ASID (its entries of the parent's table)
-/// and the parent's (entries of what the child changed) are flushed everywhere. Returns `mm`
-/// when it was `p`'s own, to free.
-pub fn give_back_lent(p: &Process, mut mm: Mm) -> Option<Mm> {
-    let lender = p.family.vfork.lock().lent_from.take();
-    let Some(parent) = lender.and_then(|w| w.upgrade()) else { return Some(mm) };
-    crate::memory::asids::flush_everywhere(&p.asid);
-    crate::memory::asids::flush_everywhere(&parent.asid);
-    *mm.targets_mut() = AsidTargets::new(parent.asid.clone());
-    *parent.mm.lock() = Some(mm);
-    None
 }
 
 /// The vfork child `p` execs or exits: its parent's thread runs on.

@@ -176,8 +176,10 @@ pub fn ftruncate(p: &Process, fd: u64, length: u64) -> i64 {
         Ok(Some(first)) => {
             let handle = m.handle();
             super::family::for_each_process(|q| {
-                if let Some(mm) = q.mm.lock().as_mut() {
-                    mm.truncate_object(&handle, first);
+                // A space shared by a vfork parent and child is reached twice; the second
+                // time finds nothing left past the end.
+                if let Some(space) = q.space() {
+                    space.lock().truncate_object(&handle, first);
                 }
             });
             0
@@ -219,9 +221,11 @@ pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, flags: u64, fd: u64, of
         Err(None) => return -ENODEV,
     };
     let Some(handle) = memfd(&file).map(Memfd::handle) else { return -ENODEV };
-    let mut guard = p.mm.lock();
-    let Some(mm) = guard.as_mut() else { return -ENOMEM };
-    mm.mmap_object(addr, len, prot, flags, handle, offset).map_or_else(|e| -i64::from(e.code()), |a| a as i64)
+    let Some(space) = p.space() else { return -ENOMEM };
+    space
+        .lock()
+        .mmap_object(addr, len, prot, flags, handle, offset)
+        .map_or_else(|e| -i64::from(e.code()), |a| a as i64)
 }
 
 /// Runs `f` on the frame of page `index` (allocated if new): `None` past the end or out of

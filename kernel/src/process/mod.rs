@@ -1,9 +1,10 @@
 //! User processes and their threads: load a static arm64 ELF, run its threads at EL0 on any CPU,
 //! serve their system calls and page faults, and tear the process down without leaking a frame.
 //!
-//! A [`Process`] is the address space and what is shared by its threads: the page table (live in
-//! TTBR0 with the process's ASID on every CPU running one of its threads), the areas, the program
-//! break, and the set of CPUs whose TLBs may hold its translations. A [`Thread`] is a saved user
+//! A [`Process`] is what its threads share: its address space (`address_space`: the page table,
+//! live in TTBR0 with the space's ASID on every CPU running one of its threads, the areas, the
+//! program break, and the set of CPUs whose TLBs may hold its translations; a vfork child shares
+//! its parent's), descriptors, signal actions and limits. A [`Thread`] is a saved user
 //! context (registers, FP/SIMD state, TPIDR_EL0). The kernel has no per-thread kernel stack: a
 //! thread's system call or fault is handled to completion on the CPU's exception stack, and a
 //! thread that must wait (futex) or yield has its user context saved and the CPU returns to its
@@ -14,6 +15,7 @@
 //! the rest is split by concern: `exceptions` (system calls, faults and the signals they
 //! become), `load` (an executable into an address space), `exec`, `family` (fork, wait, the
 //! process table), `sched`, `signals`, `syscall` and the files of each group of calls.
+mod address_space;
 pub mod elf;
 mod exceptions;
 mod exec;
@@ -57,7 +59,8 @@ use crate::arch::aarch64::exception::FpState;
 use crate::arch::aarch64::user::UserRegs;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
-use crate::memory::{asids, frames, tlb};
+use crate::memory::{fallible, frames, tlb};
+pub use address_space::AddressSpace;
 pub use exceptions::user_exception;
 pub use exec::set_initramfs;
 use load::load;
@@ -83,23 +86,19 @@ pub const STATUS_TRAP: u64 = killed_status(num::SIGTRAP);
 
 /// The memory of a process: `mm::user`'s layer over its live page table (break-before-make, one
 /// planned flush per call, each aimed by the ASID allocator at the moment it is issued) and its
-/// map of areas, with the kernel's frame allocator, behind the process's lock.
+/// map of areas, with the kernel's frame allocator, behind its address space's lock.
 pub type Mm = UserMemory<FrameTranslation, Aarch64Tlb, AsidTargets, frames::UserFrames>;
 
 /// Page faults resolved by demand paging, all processes (for `SYS_MM_STATS`).
 pub static PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
 
-/// A user process: an address space shared by its threads.
+/// A user process: threads sharing an address space, descriptors, signal actions and limits.
 pub struct Process {
     /// Process id.
     pub pid: u32,
-    /// Its ASID and the CPUs that may cache it (`mm::asid`, through `memory::asids`); shared
-    /// with the flush-target provider of its address space.
-    pub asid: Arc<Mutex<AsidContext>>,
-    /// Physical address of its page table's root (for TTBR0; `execve` replaces the table).
-    pub root: AtomicU64,
-    /// Its memory (`None` once torn down).
-    pub mm: Mutex<Option<Mm>>,
+    /// Its address space (`None` once the last thread has exited); read through
+    /// [`space`](Self::space). `execve` replaces it; a vfork child holds its parent's.
+    space: Mutex<Option<Arc<AddressSpace>>>,
     /// CPUs a thread of the process has run on (bit per CPU), to interrupt when it exits.
     pub cpus: AtomicU64,
     /// Threads not yet exited.
@@ -122,26 +121,20 @@ pub struct Process {
 }
 
 impl Process {
-    /// A process with one thread to come, neither run nor exiting: what the first program and
-    /// every fork start as, entered in the process table (`family`). The root comes from `mm`'s
-    /// table. `ENOMEM` (with `mm` and the rest handed back to be freed) when the heap cannot hold
-    /// it.
-    #[allow(clippy::result_large_err, reason = "the failure hands the memory back to be freed")]
+    /// A process with one thread to come, neither run nor exiting, on `space`: what the first
+    /// program and every fork start as, entered in the process table (`family`). `None` when the
+    /// heap cannot hold it (its reference to `space` is dropped then).
     fn new(
         pid: u32,
-        asid: Arc<Mutex<AsidContext>>,
-        mm: Mm,
+        space: Arc<AddressSpace>,
         signals: signals::Signals,
         rlimits: Rlimits,
         posix: posix::ProcessPosix,
         family: family::Family,
-    ) -> Result<Arc<Process>, Option<Mm>> {
-        let root = mm.space().table().root_pa().0;
+    ) -> Option<Arc<Process>> {
         let process = family::enter(Process {
             pid,
-            asid,
-            root: AtomicU64::new(root),
-            mm: Mutex::new(Some(mm)),
+            space: Mutex::new(Some(space)),
             cpus: AtomicU64::new(0),
             threads: AtomicUsize::new(1),
             exiting: AtomicBool::new(false),
@@ -153,7 +146,19 @@ impl Process {
             posix,
             family,
         });
-        process.map_err(|p| p.mm.into_inner())
+        process.ok()
+    }
+
+    /// Its address space; `None` once its last thread has exited. The handle keeps the space
+    /// alive while it is used, even if the process execs or exits meanwhile.
+    pub fn space(&self) -> Option<Arc<AddressSpace>> {
+        self.space.lock().clone()
+    }
+
+    /// Makes `space` the process's address space (`execve`); returns the old one, to be
+    /// dropped once no TTBR0 of this CPU holds it.
+    fn replace_space(&self, space: Arc<AddressSpace>) -> Option<Arc<AddressSpace>> {
+        self.space.lock().replace(space)
     }
 }
 
@@ -234,7 +239,8 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     // The real ASID is assigned when a thread first runs (memory::asids); until then the table
     // is reachable by no TTBR and the context has run nowhere, so its flushes (ASID 0, local)
     // cannot matter. From then on each flush asks the allocator where it must go.
-    let asid = Arc::new(Mutex::new(AsidContext::new()));
+    let asid =
+        fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| String::from("no memory for the ASID"))?;
     let targets = AsidTargets::new(asid.clone());
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
@@ -242,28 +248,18 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     // The heuristic overcommit measures requests against the machine's RAM (no swap).
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
     let mut mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
-    let regs = match load(&mut mm, &exe, bytes, argv, envp) {
-        Ok(regs) => regs,
-        Err(e) => {
-            free_mm(mm, None);
-            return Err(format!("{e}"));
-        }
-    };
+    // Dropping `mm` or the space on a failure below frees the memory.
+    let regs = load(&mut mm, &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    let space = AddressSpace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
     let process = Process::new(
         pid,
-        asid,
-        mm,
+        space,
         signals::Signals::new(pid),
         Rlimits::init(frames::usage().1 as u64),
         posix::ProcessPosix::first(),
         family::Family::first(pid),
     )
-    .map_err(|mm| {
-        if let Some(mm) = mm {
-            free_mm(mm, None);
-        }
-        String::from("no memory for the process")
-    })?;
+    .ok_or_else(|| String::from("no memory for the process"))?;
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
     family::started();
     let thread = Thread {
@@ -279,9 +275,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = sched::admit(thread) {
-        if let Some(mm) = process.mm.lock().take() {
-            free_mm(mm, None);
-        }
+        drop(process.space.lock().take());
         family::ended();
         return Err(format!("cannot start its first thread: {e}"));
     }
@@ -293,37 +287,19 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
 /// locked so the page cannot go away meanwhile. False if the page is not present.
 fn sync_user_icache(p: &Process, va: u64) -> bool {
     use mm::user::UserFrames as _;
-    let guard = p.mm.lock();
-    let Some(pa) = guard.as_ref().and_then(|mm| mm.space().translate(VirtAddr(va & !(PAGE_SIZE - 1)))) else {
-        return false;
-    };
+    let Some(space) = p.space() else { return false };
+    let mm = space.lock();
+    let Some(pa) = mm.space().translate(VirtAddr(va & !(PAGE_SIZE - 1))) else { return false };
     frames::UserFrames.sync_icache(pa);
     true
-}
-
-/// Frees everything an address space owns: the TLB entries of its ASID first (broadcast: any
-/// CPU may hold them, walk-cache entries of its tables included), then its frames and tables. No
-/// TTBR points at it any more.
-fn free_mm(mm: Mm, asid: Option<&Mutex<AsidContext>>) {
-    if let Some(asid) = asid {
-        asids::flush_everywhere(asid);
-    }
-    let _ = mm.destroy();
 }
 
 /// Called when a thread of `process` has exited; the last one tears the process down.
 pub fn thread_exited(process: &Arc<Process>) {
     if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
-        if let Some(mm) = process.mm.lock().take() {
-            // The test image checks the area map's invariants after every program (threads
-            // included: the concurrent map/unmap/protect stress ends here); a violation panics,
-            // which fails the run with the invariant named.
-            #[cfg(feature = "test-image")]
-            mm.vm().check();
-            if let Some(mm) = family::give_back_lent(process, mm) {
-                free_mm(mm, Some(&process.asid));
-            }
-        }
+        // The process's reference to its address space; the last one (a vfork parent or child
+        // may still run on it) frees the memory, after its ASID is flushed everywhere.
+        drop(process.space.lock().take());
         // Descriptors close at exit, not when the zombie is reaped (Linux's exit_files): a
         // pipe's reader sees end of file as soon as its last writer has exited.
         let files = core::mem::take(&mut *process.posix.files.lock());

@@ -174,8 +174,8 @@ fn generate(p: &Process) -> Result<Vec<u8>, fmt::Error> {
     let (exe, exe_len) = p.posix.exe();
     let exe = core::str::from_utf8(&exe[..exe_len]).unwrap_or("");
     let mut out = Text(Vec::new());
-    let guard = p.mm.lock();
-    let Some(mm) = guard.as_ref() else { return Ok(Vec::new()) };
+    let Some(space) = p.space() else { return Ok(Vec::new()) };
+    let mm = space.lock();
     for vma in mm.vm().iter() {
         line(&mut out, vma, name(vma, exe))?;
     }

@@ -146,9 +146,11 @@ pub struct Wait {
     pub deadline: Option<u64>,
 }
 
-/// The futex key of a process's address space.
-fn space_key(process: &Arc<Process>) -> usize {
-    Arc::as_ptr(process) as usize
+/// The futex key of a process's address space (Linux keys private futexes by the `mm`: a
+/// vfork child and its parent share it). 0 for a process whose space is gone, which no waiter
+/// can have: a waiting thread's process keeps its space.
+fn space_key(process: &Process) -> usize {
+    process.space().map_or(0, |space| Arc::as_ptr(&space) as usize)
 }
 
 struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
@@ -281,9 +283,16 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
             continue;
         }
         let process = thread.process.clone();
+        // A thread that is not exiting belongs to a process that holds its space (the last
+        // thread's exit drops it), so the space outlives this run of the thread.
+        let Some(space) = process.space() else {
+            finish(thread);
+            continue;
+        };
         process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
-        let asid = crate::memory::asids::switch_to(&process.asid, cpu);
-        TTBR0_EL1.set(process.root.load(Ordering::Acquire) | (u64::from(asid) << 48));
+        let asid = crate::memory::asids::switch_to(space.asid(), cpu);
+        TTBR0_EL1.set(space.root() | (u64::from(asid) << 48));
+        drop(space);
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         TPIDR_EL0.set(thread.tpidr);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);

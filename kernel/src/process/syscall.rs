@@ -321,9 +321,8 @@ fn with_faults(
             // The same address twice: demand paging did not help (protection, or not mapped).
             Err(fault) if last == Some(fault.at) => return Err(fault),
             Err(fault) => {
-                let mut guard = p.mm.lock();
-                let mm = guard.as_mut().ok_or(fault)?;
-                mm.fault(fault.at, access).map_err(|_| fault)?;
+                let space = p.space().ok_or(fault)?;
+                space.lock().fault(fault.at, access).map_err(|_| fault)?;
                 super::PAGE_FAULTS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                 last = Some(fault.at);
             }
@@ -417,8 +416,8 @@ fn prlimit(thread: &Thread, pid: u64, resource: u64, new: Option<u64>, old: Opti
     };
     if new.is_some() && (resource == RLIMIT_AS || resource == RLIMIT_DATA) {
         let limits = *p.rlimits.lock();
-        if let Some(mm) = p.mm.lock().as_mut() {
-            mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+        if let Some(space) = p.space() {
+            space.lock().vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
         }
     }
     match old {

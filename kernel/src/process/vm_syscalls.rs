@@ -19,9 +19,8 @@ fn ret(result: Result<(), Errno>) -> i64 {
 /// Runs `f` on the process's memory under its lock (ENOMEM if it is being torn down). User
 /// memory must not be copied inside `f`: a copy may demand-page, which takes the same lock.
 fn with_mm<R: From<i64>>(p: &Process, f: impl FnOnce(&mut Mm) -> R) -> R {
-    let mut guard = p.mm.lock();
-    match guard.as_mut() {
-        Some(mm) => f(mm),
+    match p.space() {
+        Some(space) => f(&mut space.lock()),
         None => R::from(-ENOMEM),
     }
 }
@@ -189,7 +188,7 @@ impl<T> From<i64> for Outcome<T> {
 /// frames, and the machine's free frames.
 pub fn mm_stats(p: &Process, buf: u64, size: u64) -> i64 {
     let t = crate::memory::tlb::stats();
-    let Some(u) = p.mm.lock().as_ref().map(|mm| mm.stats()) else { return -ENOMEM };
+    let Some(u) = p.space().map(|space| space.lock().stats()) else { return -ENOMEM };
     let (allocated, total) = crate::memory::frames::usage();
     let stats = MmStats {
         tlbi_range_broadcast: t.range_broadcast,

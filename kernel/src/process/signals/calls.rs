@@ -389,7 +389,7 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         }
         Err(why) => {
             let sp = if frame::frame_address_ok(sp) { clobber(thread, frame, &mut bytes, sp) } else { sp };
-            let mapped = p.mm.lock().as_ref().is_some_and(|mm| mm.vm().find(sp).is_some());
+            let mapped = p.space().is_some_and(|space| space.lock().vm().find(sp).is_some());
             let code = if mapped { num::SEGV_ACCERR } else { num::SEGV_MAPERR };
             let fault = Fault { info: SigInfo::fault(num::SIGSEGV, code, sp), address: 0, esr: 0 };
             match force_fault(thread, frame, &fault) {
