@@ -314,7 +314,7 @@ fn fork_child(
         p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
         // The child's reference to its address space (the last one, unless it shares the
         // parent's): it never ran.
-        drop(child.space.lock().take());
+        child.release_space();
         ended();
         return Err(e.as_ret());
     }

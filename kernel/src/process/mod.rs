@@ -160,6 +160,13 @@ impl Process {
     fn replace_space(&self, space: Arc<AddressSpace>) -> Option<Arc<AddressSpace>> {
         self.space.lock().replace(space)
     }
+
+    /// Drops the process's reference to its address space (its last thread has exited, or it
+    /// never ran). The last reference frees the memory, here, outside the handle's lock.
+    fn release_space(&self) {
+        let space = self.space.lock().take();
+        drop(space);
+    }
 }
 
 /// A thread: a user context waiting to run, or running on one CPU.
@@ -275,7 +282,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = sched::admit(thread) {
-        drop(process.space.lock().take());
+        process.release_space();
         family::ended();
         return Err(format!("cannot start its first thread: {e}"));
     }
@@ -299,7 +306,7 @@ pub fn thread_exited(process: &Arc<Process>) {
     if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
         // The process's reference to its address space; the last one (a vfork parent or child
         // may still run on it) frees the memory, after its ASID is flushed everywhere.
-        drop(process.space.lock().take());
+        process.release_space();
         // Descriptors close at exit, not when the zombie is reaped (Linux's exit_files): a
         // pipe's reader sees end of file as soon as its last writer has exited.
         let files = core::mem::take(&mut *process.posix.files.lock());
