@@ -179,16 +179,16 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         return done(frame, -EAGAIN);
     }
     let (Ok(argv), Ok(envp)) = (args.slices(), env.slices()) else { return done(frame, -ENOMEM) };
+    let Ok(asid) = fallible::arc(Mutex::new(mm::asid::AsidContext::new())) else {
+        return done(frame, -ENOMEM);
+    };
     let Ok(table) = PageTable::new(FrameTranslation, VaRange::Lower) else { return done(frame, -ENOMEM) };
     let features = tlb::features();
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
-    let Ok(asid) = fallible::arc(Mutex::new(mm::asid::AsidContext::new())) else {
-        return done(frame, -ENOMEM);
-    };
     let targets = AsidTargets::new(asid.clone());
-    let mut mm = Mm::new(
+    let mm = Mm::new(
         table,
         TlbIssuer::new(Aarch64Tlb, features.errata),
         features,
@@ -196,14 +196,16 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         frames::UserFrames,
         layout,
     );
-    // Dropping `mm` or the space on a failure frees the memory.
-    let Ok(regs) = super::load(&mut mm, &exe, bytes, &argv, &envp) else { return done(frame, -ENOMEM) };
-    {
+    // An address space from here on: dropping it on a failure frees the memory.
+    let Ok(space) = super::AddressSpace::new(mm, asid) else { return done(frame, -ENOMEM) };
+    let regs = {
+        let mut mm = space.lock();
+        let Ok(regs) = super::load(&mut mm, &exe, bytes, &argv, &envp) else { return done(frame, -ENOMEM) };
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
         let limits = *p.rlimits.lock();
         mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
-    }
-    let Ok(space) = super::AddressSpace::new(mm, asid) else { return done(frame, -ENOMEM) };
+        regs
+    };
     // The point of no return: the new table goes live here with its own ASID; then the old
     // space loses this process's reference (the last one tears it down after every CPU's
     // entries of its ASID are gone; a vfork parent may still run on it).

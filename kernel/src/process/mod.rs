@@ -240,24 +240,24 @@ pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, S
 pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>, String> {
     let exe = elf::parse(bytes).map_err(|refusal| format!("{refusal}"))?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
-    let table =
-        PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
-    let features = tlb::features();
     // The real ASID is assigned when a thread first runs (memory::asids); until then the table
     // is reachable by no TTBR and the context has run nowhere, so its flushes (ASID 0, local)
     // cannot matter. From then on each flush asks the allocator where it must go.
     let asid =
         fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| String::from("no memory for the ASID"))?;
+    let table =
+        PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| format!("no page table: {e:?}"))?;
+    let features = tlb::features();
     let targets = AsidTargets::new(asid.clone());
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
     // The heuristic overcommit measures requests against the machine's RAM (no swap).
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
-    let mut mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
-    // Dropping `mm` or the space on a failure below frees the memory.
-    let regs = load(&mut mm, &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
+    // An address space from here on: dropping it on a failure frees the memory.
     let space = AddressSpace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
+    let regs = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
     let process = Process::new(
         pid,
         space,
