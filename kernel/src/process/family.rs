@@ -97,6 +97,10 @@ pub struct Family {
     exit_signal: u32,
     /// Ended by a signal (its status is 128 + the signal), not by `exit`/`exit_group`.
     killed: AtomicBool,
+    /// Reaped by its parent (or never a zombie: its parent asked for none). Its pid is gone, as
+    /// Linux's `release_task` makes it before `wait4` returns, even while a CPU that ran its
+    /// last thread still holds a reference for a moment.
+    reaped: AtomicBool,
     vfork: Mutex<Vfork>,
     /// CPU time of reaped children (counter ticks), for `times`/`getrusage(RUSAGE_CHILDREN)`.
     pub children_ticks: AtomicU64,
@@ -116,6 +120,7 @@ impl Family {
             children: Mutex::new(Vec::new()),
             exit_signal,
             killed: AtomicBool::new(false),
+            reaped: AtomicBool::new(false),
             vfork: Mutex::new(Vfork::default()),
             children_ticks: AtomicU64::new(0),
         }
@@ -192,7 +197,7 @@ pub fn listed() -> usize {
 /// and no allocation. A process that lives throughout the walk is reached; so is a child whose
 /// fork copied its parent's memory before the walk visited the parent (it is in the table by
 /// then, after its parent). A process being freed meanwhile is passed over: nothing can reach
-/// its memory any more.
+/// its memory any more; so is one already reaped (its pid is gone).
 pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
     let mut after = 0;
     loop {
@@ -205,7 +210,7 @@ pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
         after = pid;
         // Dropped after the lock: the last reference frees the process, whose entry then
         // leaves the table.
-        if let Some(p) = p {
+        if let Some(p) = p.filter(|p| !p.family.reaped.load(Ordering::Acquire)) {
             f(&p);
         }
     }
@@ -382,6 +387,7 @@ pub fn exited(p: &Arc<Process>) {
     let link = p.family.parent.lock();
     if let Some(parent) = link.as_ref().and_then(Weak::upgrade) {
         if no_zombies(&parent) {
+            p.family.reaped.store(true, Ordering::Release);
             parent.family.children.lock().retain(|c| !Arc::ptr_eq(c, p));
         } else if p.family.exit_signal != 0 {
             let killed = p.family.killed.load(Ordering::Acquire);
@@ -463,6 +469,7 @@ fn find(p: &Process, which: Targets, keep: bool) -> Found {
         if children[i].done.load(Ordering::Acquire) {
             let c = if keep { children[i].clone() } else { children.swap_remove(i) };
             if !keep {
+                c.family.reaped.store(true, Ordering::Release);
                 p.family
                     .children_ticks
                     .fetch_add(c.posix.cpu_ticks.load(Ordering::Relaxed), Ordering::Relaxed);
