@@ -162,7 +162,8 @@ static CONTEXTS: Contexts = Contexts([const { UnsafeCell::new(KernelContext::ZER
 static LIVE_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// The most threads that may exist at once: Linux's `threads-max` for this machine's memory
-/// (`mm::vm::limits::max_threads`: 1024 for 128 MiB, 4096 for 512 MiB).
+/// (`mm::vm::limits::max_threads`: 1024 for 128 MiB, 4096 for 512 MiB; a quarter of that with
+/// 64 KiB pages, whose kernel stacks Linux makes one page).
 pub fn max_threads() -> usize {
     let frames = crate::memory::frames::usage().1 as u64;
     limits::max_threads(frames).min(usize::MAX as u64) as usize

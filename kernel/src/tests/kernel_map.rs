@@ -39,6 +39,24 @@ fn err(e: MapError) -> alloc::string::String {
     alloc::format!("{e:?}")
 }
 
+/// Runs `change` on the kernel space and checks that it split exactly one block with one
+/// gathered flush, planned once: what break-before-make through the live space costs.
+fn one_demotion_one_flush_one_plan(
+    change: impl FnOnce(&mut KernelSpace) -> Result<(), MapError>,
+) -> Result<(), alloc::string::String> {
+    let tlb_before = tlb::stats();
+    let (before, after, changed) = space(|s| {
+        let before = s.stats();
+        let changed = change(s);
+        (before, s.stats(), changed)
+    })?;
+    changed.map_err(err)?;
+    ensure_eq!(after.demotions - before.demotions, 1);
+    ensure_eq!(after.flushes - before.flushes, 1);
+    ensure_eq!(tlb::stats().since(&tlb_before).plans, 1);
+    Ok(())
+}
+
 kernel_test!(
     fn kernel_map_is_a_live_global_space() {
         let (live, user, target, policy) =
@@ -103,17 +121,8 @@ kernel_test!(
                 // SAFETY: the block maps the frames just allocated, read-write.
                 unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *mut u64).write_volatile(0x5917_0000 + i) };
             }
-            let tlb_before = tlb::stats();
             let one = va.wrapping_add(PAGE_SIZE);
-            let (before, after, changed) = space(|s| {
-                let before = s.stats();
-                let changed = s.protect(one, PAGE_SIZE, Attributes::kernel_rodata());
-                (before, s.stats(), changed)
-            })?;
-            changed.map_err(err)?;
-            ensure_eq!(after.demotions - before.demotions, 1);
-            ensure_eq!(after.flushes - before.flushes, 1);
-            ensure_eq!(tlb::stats().since(&tlb_before).plans, 1);
+            one_demotion_one_flush_one_plan(|s| s.protect(one, PAGE_SIZE, Attributes::kernel_rodata()))?;
             let leaf = space(|s| s.query(one))?.ok_or("the split lost the page")?;
             ensure_eq!((leaf.level, leaf.attrs), (3, Attributes::kernel_rodata()));
             ensure!(translate(one.0, true).is_err(), "the read-only page is writable");
@@ -151,16 +160,7 @@ kernel_test!(
         let result = (|| {
             ensure_eq!(space(|s| s.query(va).map(|l| (l.level, l.size)))?, Some((2, BLOCK_2M)));
             let hole = va.wrapping_add(BLOCK_2M / 2 + PAGE_SIZE);
-            let tlb_before = tlb::stats();
-            let (before, after, changed) = space(|s| {
-                let before = s.stats();
-                let changed = s.unmap(hole, PAGE_SIZE, |_| {});
-                (before, s.stats(), changed)
-            })?;
-            changed.map_err(err)?;
-            ensure_eq!(after.demotions - before.demotions, 1);
-            ensure_eq!(after.flushes - before.flushes, 1);
-            ensure_eq!(tlb::stats().since(&tlb_before).plans, 1);
+            one_demotion_one_flush_one_plan(|s| s.unmap(hole, PAGE_SIZE, |_| {}))?;
             ensure!(translate(hole.0, false).is_err(), "the unmapped page still translates");
             ensure_eq!(space(|s| s.query(hole.wrapping_add(PAGE_SIZE)).map(|l| l.level))?, Some(3));
             for i in 0..BLOCK_PAGES {

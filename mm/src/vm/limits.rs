@@ -89,10 +89,12 @@ impl Rlimit {
 }
 
 /// Linux's `threads-max` (`set_max_threads` in kernel/fork.c): the thread structures may use at
-/// most an eighth of memory, counting `THREAD_SIZE` (16 KiB on arm64) per thread, clamped to
-/// 20..=`FUTEX_TID_MASK`. `ram_pages` is the machine's frame count.
+/// most an eighth of memory, counting `THREAD_SIZE` per thread, clamped to 20..=`FUTEX_TID_MASK`.
+/// `ram_pages` is the machine's frame count. On arm64 `THREAD_SIZE` is 16 KiB, or one page when
+/// pages are larger (`THREAD_SHIFT` is `PAGE_SHIFT` then, with `CONFIG_VMAP_STACK` as Debian
+/// builds it: arch/arm64/include/asm/memory.h): 64 KiB with 64 KiB pages.
 pub const fn max_threads(ram_pages: u64) -> u64 {
-    const THREAD_SIZE: u64 = 16 << 10;
+    const THREAD_SIZE: u64 = if super::PAGE > 16 << 10 { super::PAGE } else { 16 << 10 };
     const MIN_THREADS: u64 = 20;
     const MAX_THREADS: u64 = 0x3fff_ffff;
     let threads = ram_pages.saturating_mul(super::PAGE) / (THREAD_SIZE * 8);
@@ -176,14 +178,17 @@ mod tests {
         assert_eq!(l.get(RLIMIT_AS), Rlimit::INFINITY);
         assert_eq!(l.get(RLIMIT_DATA), Rlimit::INFINITY);
         assert_eq!(l.get(RLIMIT_NOFILE), Rlimit { cur: 1024, max: 4096 });
-        // threads-max for 512 MiB is 4096: RLIMIT_NPROC is half of it.
-        assert_eq!(max_threads(RAM_512M), 4096);
-        assert_eq!(l.get(RLIMIT_NPROC), Rlimit { cur: 2048, max: 2048 });
+        // threads-max for 512 MiB is 4096 (1024 with 64 KiB pages): RLIMIT_NPROC is half of it.
+        let threads = crate::test_support::per_granule(4096, 4096, 1024);
+        assert_eq!(max_threads(RAM_512M), threads);
+        assert_eq!(l.get(RLIMIT_NPROC), Rlimit { cur: threads / 2, max: threads / 2 });
     }
 
     #[test]
     fn threads_max_as_linux_sets_it() {
-        assert_eq!(max_threads((128 << 20) / crate::vm::PAGE), 1024, "128 MiB");
+        // 128 MiB / (8 * THREAD_SIZE): 16 KiB stacks with 4 and 16 KiB pages, 64 KiB with 64 KiB.
+        let per_128m = crate::test_support::per_granule(1024, 1024, 256);
+        assert_eq!(max_threads((128 << 20) / crate::vm::PAGE), per_128m, "128 MiB");
         assert_eq!(max_threads(0), 20, "MIN_THREADS");
         assert_eq!(max_threads(u64::MAX), 0x3fff_ffff, "FUTEX_TID_MASK");
     }
