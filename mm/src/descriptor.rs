@@ -638,7 +638,7 @@ mod format_tests;
 mod tests {
     use super::*;
     use crate::addr::{BLOCK_2M, PAGE_SIZE};
-    use crate::test_support::per_granule;
+    use crate::test_support::{per_granule, per_lpa2};
 
     #[test]
     fn mair_value() {
@@ -721,10 +721,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        all(feature = "granule-16k", feature = "lpa2"),
-        ignore = "names 48-bit numbers; the 16 KiB LPA2 tree is 52-bit (paging::lpa2::tests cover it)"
-    )]
     fn descriptor_classification() {
         // The page address 0x1234_5000 rounded to the build's page (4, 16 or 64 KiB).
         let pa = PhysAddr(0x1234_5000 & !(PAGE_SIZE - 1));
@@ -749,10 +745,11 @@ mod tests {
         let blk = Descriptor::leaf(2, block_pa, attrs, true);
         assert_eq!(blk.bits() & 0b11, 0b01);
         assert_eq!(blk.kind(2), DescriptorKind::Block);
-        // Level-1 blocks exist with 4 KiB pages only (48-bit output addresses).
-        let level1 = per_granule(DescriptorKind::Block, DescriptorKind::Reserved, DescriptorKind::Reserved);
-        assert_eq!(blk.kind(1), level1);
-        assert_eq!(blk.kind(0), DescriptorKind::Reserved);
+        // Level-1 blocks exist with 4 KiB pages (48-bit output addresses) and in both LPA2 builds
+        // (16 KiB pages with `DS`); level-0 blocks with 4 KiB pages and `DS` only.
+        let (block, reserved) = (DescriptorKind::Block, DescriptorKind::Reserved);
+        assert_eq!(blk.kind(1), per_lpa2(per_granule(block, reserved, reserved), block));
+        assert_eq!(blk.kind(0), per_lpa2(reserved, per_granule(block, reserved, reserved)));
         assert_eq!(blk.kind(3), DescriptorKind::Reserved);
         assert!(blk.is_contiguous());
         assert_eq!(blk.bits() & (1 << 52), 1 << 52);
@@ -762,19 +759,17 @@ mod tests {
 
         assert_eq!(Descriptor::INVALID.kind(0), DescriptorKind::Invalid);
         assert_eq!(Descriptor::from_bits(0b10).kind(3), DescriptorKind::Invalid);
-        assert_eq!(Descriptor::from_bits(u64::MAX).output_address(), PhysAddr(OUTPUT_ADDRESS_MASK));
-        // Bits [47:page shift].
+        // Bits [47:page shift]; with LPA2 [49:page shift] and [9:8] (OA[51:50]), which decode to
+        // an address of 52 bits.
         let mask = per_granule(0x0000_ffff_ffff_f000, 0x0000_ffff_ffff_c000, 0x0000_ffff_ffff_0000);
-        assert_eq!(OUTPUT_ADDRESS_MASK, mask);
+        assert_eq!(OUTPUT_ADDRESS_MASK, per_lpa2(mask, mask | 0x0003_0000_0000_0300));
+        let all_ones = per_lpa2(mask, mask | 0x000f_0000_0000_0000);
+        assert_eq!(Descriptor::from_bits(u64::MAX).output_address(), PhysAddr(all_ones));
     }
 
     /// The early boot map's encodings, evaluated at compile time as early boot gets them, equal
     /// the runtime encodings the page-table engine writes (`leaf`, `table`).
     #[test]
-    #[cfg_attr(
-        all(feature = "granule-16k", feature = "lpa2"),
-        ignore = "names 48-bit numbers; the 16 KiB LPA2 tree is 52-bit (paging::lpa2::tests cover it)"
-    )]
     fn early_block_encoding_equals_the_leaf_encoding() {
         // The image's block one block above 1 GiB, a table three pages above 0x4009_0000 (with
         // 4 KiB pages: 0x4020_0000 and 0x4009_3000).
@@ -789,10 +784,12 @@ mod tests {
                 .bits()
         );
         assert_eq!(EARLY_TABLE, per_granule(0x4009_3003, 0x4009_c003, 0x400c_0003));
-        // Bits [47:level-2 block shift] of the address.
+        // Bits [47:level-2 block shift] of the address ([51:...] with LPA2).
         let block_mask = per_granule(0x0000_ffff_ffe0_0000, 0x0000_ffff_fe00_0000, 0x0000_ffff_e000_0000);
+        let block_mask = per_lpa2(block_mask, block_mask | 0x000f_0000_0000_0000);
         for a in crate::test_support::all_attributes() {
-            // Bits below the block size and above bit 47 of the address are dropped, as by `leaf`.
+            // Bits below the block size and above bit 47 (51) of the address are dropped, as by
+            // `leaf`.
             for pa in [0, 0x4000_0000, IMAGE, IMAGE + 0x1_2345, 0xffff_ffff_ffff_ffff, block_mask] {
                 let block = Descriptor::block_2m(PhysAddr(pa), a);
                 assert_eq!(block, Descriptor::leaf(2, PhysAddr(pa), a, false), "{pa:#x} {a:?}");

@@ -1,7 +1,8 @@
 //! What the crate's unit tests share (test builds only): a heap-backed [`Translation`], one
 //! deterministic stream of 64-bit values and one seeded generator, the list of every
 //! [`Attributes`] constructor, when an invalidation removes a cached entry of a model TLB, and
-//! [`per_granule`] for the expected values that are genuinely different in each granule's build.
+//! [`per_granule`] and [`per_lpa2`] for the expected values that are genuinely different in each
+//! granule's build and with 52-bit addresses.
 //!
 //! Why it is a module of its own: each of these was written out in two or three test files, and a
 //! copy that drifts (a constructor added to one list, a stream seeded differently) silently tests
@@ -76,6 +77,14 @@ pub(crate) fn per_granule<T>(k4: T, k16: T, k64: T) -> T {
         Granule::K16 => k16,
         Granule::K64 => k64,
     }
+}
+
+/// `plain`, or `lpa2` in the builds with the `lpa2` feature (FEAT_LPA2, `TCR_EL1.DS`: 52-bit
+/// output addresses, level-0 blocks with 4 KiB pages, range `TLBI`s on a 64 KiB grid): with
+/// [`per_granule`], for the expected values that differ with the address width. Taken from the
+/// feature, not from [`Format::BUILD`], so that a wrong build format cannot pick the expectation.
+pub(crate) fn per_lpa2<T>(plain: T, lpa2: T) -> T {
+    if cfg!(feature = "lpa2") { lpa2 } else { plain }
 }
 
 /// splitmix64: a fast seeded generator, so that every randomised run is reproducible from its

@@ -65,13 +65,14 @@ fn levels_and_top_tables() {
         }
         assert_eq!(bits + f.granule.shift(), f.va_bits(), "{}", f.name());
     }
-    // The build's format follows the features (4 KiB by default).
-    let build = if cfg!(feature = "granule-64k") {
-        Format::K64
-    } else if cfg!(feature = "granule-16k") {
-        Format::K16
-    } else {
-        Format::K4
+    // The build's format follows the features (4 KiB by default; `lpa2` adds 52-bit addresses
+    // to the 4 KiB or 16 KiB granule).
+    let build = match (cfg!(feature = "granule-64k"), cfg!(feature = "granule-16k"), cfg!(feature = "lpa2")) {
+        (true, _, _) => Format::K64,
+        (false, true, false) => Format::K16,
+        (false, true, true) => Format::K16_LPA2,
+        (false, false, false) => Format::K4,
+        (false, false, true) => Format::K4_LPA2,
     };
     assert_eq!(Format::BUILD, build);
     assert_eq!(Format::ALL.map(Format::name), ["4K", "4K-LPA2", "16K", "16K-LPA2", "64K", "64K-52"]);

@@ -603,6 +603,10 @@ fn unmap_clears_reserved_entries_in_its_range() {
 /// cleared by an unmap that covers it wholly, directly or staged, and kept by one that covers
 /// part of it.
 #[test]
+#[cfg_attr(
+    all(feature = "lpa2", not(feature = "granule-16k")),
+    ignore = "with 4 KiB pages and LPA2 (DS) a level-0 0b01 is a 512 GiB block: no root encoding is reserved"
+)]
 fn unmap_clears_a_reserved_root_entry_it_covers() {
     // A root entry's span: 512 GiB, 128 TiB, 4 TiB (level 1) with 4, 16, 64 KiB pages.
     let span = level_size(ROOT_LEVEL);

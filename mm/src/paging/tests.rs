@@ -18,7 +18,7 @@ use crate::addr::{BLOCK_1G, BLOCK_2M};
 use crate::descriptor::{DescriptorKind, level_size};
 use crate::descriptor::{MemoryType, UserAccess};
 use crate::granule::Format;
-use crate::test_support::per_granule;
+use crate::test_support::{per_granule, per_lpa2};
 
 /// One contiguous run of pages (64 KiB with 4 KiB pages, 2 MiB with 16 or 64 KiB).
 const KIB64: u64 = PAGE_RUN as u64 * PAGE_SIZE;
@@ -432,10 +432,6 @@ fn partial_unmap_of_contiguous_run() {
 // ---- errors -------------------------------------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    all(feature = "granule-16k", feature = "lpa2"),
-    ignore = "names 48-bit numbers; the 16 KiB LPA2 tree is 52-bit (paging::lpa2::tests cover it)"
-)]
 fn range_errors() {
     let mut pt = new_pt(VaRange::Lower);
     let a = Attributes::kernel_data();
@@ -445,20 +441,24 @@ fn range_errors() {
     assert_eq!(pt.map(va(page + 1), pa(0), page, a, c), Err(MapError::Misaligned));
     assert_eq!(pt.map(va(page), pa(0x10), page, a, c), Err(MapError::Misaligned));
     assert_eq!(pt.map(va(page), pa(0), page + 1, a, c), Err(MapError::Misaligned));
-    // Upper-half address in a lower table, and bit 48 set.
+    // The tree's VA and PA widths: 48 bits, or with LPA2 52-bit output addresses and (16 KiB
+    // pages) 52-bit VAs; the 4 KiB LPA2 tree stays 48-bit under its level -1 table.
+    let (top, pa_top) = (1u64 << per_lpa2(48, per_granule(48, 52, 48)), 1u64 << per_lpa2(48, 52));
+    assert_eq!((top, pa_top), (1 << VA_BITS, 1 << crate::addr::PA_BITS));
+    // Upper-half address in a lower table, and the bit above the VA set.
     assert_eq!(pt.map(va(0xffff_0000_0000_0000), pa(0), page, a, c), Err(MapError::InvalidRange));
-    assert_eq!(pt.map(va(1 << 48), pa(0), page, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(top), pa(0), page, a, c), Err(MapError::InvalidRange));
     // Past the end of the lower half, and u64 overflow.
-    assert_eq!(pt.map(va((1 << 48) - page), pa(0), 2 * page, a, c), Err(MapError::InvalidRange));
+    assert_eq!(pt.map(va(top - page), pa(0), 2 * page, a, c), Err(MapError::InvalidRange));
     assert_eq!(pt.map(va(page), pa(0), !(page - 1), a, c), Err(MapError::InvalidRange));
-    // PA beyond 48 bits.
-    assert_eq!(pt.map(va(page), pa((1 << 48) - page), 2 * page, a, c), Err(MapError::InvalidRange));
+    // PA beyond the output-address width.
+    assert_eq!(pt.map(va(page), pa(pa_top - page), 2 * page, a, c), Err(MapError::InvalidRange));
     assert_eq!(pt.unmap(va(page), 0).unwrap_err(), MapError::InvalidRange);
     assert_eq!(pt.protect(va(page / 2), page, a).unwrap_err(), MapError::Misaligned);
-    assert_eq!(pt.walk(va(1 << 48), page, |_| ()), Err(MapError::InvalidRange));
+    assert_eq!(pt.walk(va(top), page, |_| ()), Err(MapError::InvalidRange));
     // The last page of the lower half is fine: a table at each level (three with 64 KiB pages).
-    pt.map(va((1 << 48) - page), pa(0), page, a, c).unwrap();
-    assert_eq!(pt.translate(va((1 << 48) - page)), Some(pa(0)));
+    pt.map(va(top - page), pa(pa_top - page), page, a, c).unwrap();
+    assert_eq!(pt.translate(va(top - page)), Some(pa(pa_top - page)));
     assert_eq!(pt.stats().tables_allocated, per_granule(4, 4, 3));
 }
 

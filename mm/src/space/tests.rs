@@ -1681,7 +1681,8 @@ fn one_flush_per_call_and_memory_type_changes() {
         h.spaces[1].query(VirtAddr(h.va(1, 3))).unwrap().attrs.memory_type(),
         MemoryType::NormalNonCacheable
     );
-    let t = tlbis_of(&mut h, |h| h.apply(Op::Protect { space: 1, page: 10, pages: 4, attrs: 2 }));
+    // (From page 16: on the 64 KiB grid where LPA2's `DS` starts range ops, with 4 KiB pages.)
+    let t = tlbis_of(&mut h, |h| h.apply(Op::Protect { space: 1, page: 16, pages: 4, attrs: 2 }));
     assert_eq!(t.len(), 1);
     assert!(decode(t[0]).leaf_only);
     h.teardown();
