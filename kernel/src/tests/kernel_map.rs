@@ -17,6 +17,8 @@ use crate::memory::layout::{STACK_AREA, TEST_WINDOW};
 use crate::memory::{frames, tlb};
 use crate::{ensure, ensure_eq, kernel_test};
 
+use super::block_frames::{BLOCK_PAGES, BlockFrames};
+
 /// A page the memory-type test maps as device memory.
 const DEVICE_VA: u64 = TEST_WINDOW + 0x60_0000;
 /// A block-aligned range the split test maps as one level-2 block (2 MiB, 32 MiB or 512 MiB),
@@ -24,8 +26,6 @@ const DEVICE_VA: u64 = TEST_WINDOW + 0x60_0000;
 const BLOCK_VA: u64 = TEST_WINDOW + if BLOCK_2M > 0x80_0000 { BLOCK_2M } else { 0x80_0000 };
 /// Where the alias test maps a block of RAM again: the block after [`BLOCK_VA`]'s.
 const ALIAS_VA: u64 = BLOCK_VA + BLOCK_2M;
-/// The pages of one level-2 block: 512, 2048 or 8192.
-const BLOCK_PAGES: u64 = BLOCK_2M / PAGE_SIZE;
 
 /// MAIR_EL1 bytes (mm::descriptor::MAIR_EL1_VALUE) as PAR_EL1.ATTR reports them.
 const MAIR_DEVICE_NGNRE: u8 = 0x04;
@@ -105,20 +105,20 @@ kernel_test!(
     }
 );
 
-// With 64 KiB pages a level-2 block is 512 MiB: no test machine has a free, aligned block of
-// frames that large, so there only the read-only alias below splits a block in the live space.
-#[cfg(not(feature = "granule-64k"))]
+// With 64 KiB pages a level-2 block is 512 MiB, more free frames than a test machine has: there
+// the block is RAM the test shares with the kernel, and it writes only the frames it owns
+// (`block_frames`).
 kernel_test!(
     fn kernel_map_block_split_goes_through_the_live_space() {
-        let pa = frames::alloc(BLOCK_PAGES as usize).ok_or("no level-2 block of frames")?;
+        let block = BlockFrames::alloc()?;
+        let pa = block.base;
         let result = (|| {
-            ensure!(pa.is_aligned(BLOCK_2M), "the buddy allocator gave a misaligned block: {pa:?}");
             let va = VirtAddr(BLOCK_VA);
             let data = Attributes::kernel_data();
             space(|s| s.map(va, pa, BLOCK_2M, data, Constraints::NONE))?.map_err(err)?;
             ensure_eq!(space(|s| s.query(va).map(|l| l.level))?, Some(2));
-            for i in 0..BLOCK_PAGES {
-                // SAFETY: the block maps the frames just allocated, read-write.
+            for &i in &block.owned {
+                // SAFETY: the block maps the test's own frame of page `i`, read-write.
                 unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *mut u64).write_volatile(0x5917_0000 + i) };
             }
             let one = va.wrapping_add(PAGE_SIZE);
@@ -129,14 +129,18 @@ kernel_test!(
             ensure!(translate(BLOCK_VA, true).is_ok(), "the split lost the rest of the block");
             ensure_eq!(translate(BLOCK_VA + 5 * PAGE_SIZE, false).ok(), Some(pa.0 + 5 * PAGE_SIZE));
             for i in 0..BLOCK_PAGES {
-                // SAFETY: every page is still mapped (readable) to its frame.
+                ensure_eq!(translate(BLOCK_VA + i * PAGE_SIZE, false).ok(), Some(block.frame(i)), "page {i}");
+            }
+            for &i in &block.owned {
+                // SAFETY: every page is still mapped (readable) to its frame, this one the test's.
                 let v = unsafe { ((BLOCK_VA + i * PAGE_SIZE) as *const u64).read_volatile() };
                 ensure_eq!(v, 0x5917_0000 + i);
             }
+            ensure!(!block.owned.is_empty(), "no page of the block was written");
             Ok(())
         })();
         let _ = space(|s| s.unmap(VirtAddr(BLOCK_VA), BLOCK_2M, |_| {}));
-        frames::free(pa, BLOCK_PAGES as usize);
+        block.free();
         result
     }
 );

@@ -1,4 +1,5 @@
 //! The test image's in-kernel tests (built with the `test-image` feature).
+mod block_frames;
 mod boot;
 mod fiq;
 mod irq;
@@ -7,9 +8,6 @@ mod limits;
 #[cfg(feature = "lpa2")]
 mod lpa2;
 mod memory;
-// With 64 KiB pages the promoted block is 512 MiB of contiguous frames, more than a test machine
-// has free; promotion with 64 KiB pages is tested on the host (mm's tests, `granule-64k`).
-#[cfg(not(feature = "granule-64k"))]
 mod promotion;
 mod shootdown;
 mod smp;
