@@ -351,6 +351,35 @@ impl Format {
         low | high
     }
 
+    /// The `TTBRn_EL1` bits that name the translation table at physical address `table` (the
+    /// register's `BADDR` field; the ASID and `CnP` bits are left 0). With 48-bit addresses the
+    /// address itself, bits `[47:1]`. With a 52-bit output address (FEAT_LPA2 with `DS`, or the
+    /// 64 KiB granule with FEAT_LPA) the register has no bits `[51:48]`: they move to `[5:2]`,
+    /// and the table must be aligned to at least 64 bytes, which frees those bits (Arm ARM
+    /// D19.2, `TTBR0_EL1`/`TTBR1_EL1` "BADDR"; Linux `phys_to_ttbr()`,
+    /// arch/arm64/include/asm/pgtable.h and assembler.h: `(addr | addr >> 46) &
+    /// TTBR_BADDR_MASK_52`). Address bits the register cannot hold are dropped: a table address
+    /// must be below `2^pa_bits` and aligned as said. Every TTBR write goes through this.
+    #[inline]
+    pub const fn ttbr_baddr(self, table: u64) -> u64 {
+        if self.bits52 {
+            (table & TTBR_BADDR_LOW_52) | ((table >> 48) & 0xf) << 2
+        } else {
+            table & TTBR_BADDR_48
+        }
+    }
+
+    /// The physical address of the table a `TTBRn_EL1` value names: [`Format::ttbr_baddr`]
+    /// undone, the ASID and `CnP` ignored.
+    #[inline]
+    pub const fn ttbr_table(self, ttbr: u64) -> u64 {
+        if self.bits52 {
+            (ttbr & TTBR_BADDR_LOW_52) | ((ttbr >> 2) & 0xf) << 48
+        } else {
+            ttbr & TTBR_BADDR_48
+        }
+    }
+
     /// The output address held by `descriptor` for an entry mapping `2^align_shift` bytes.
     #[inline]
     pub const fn decode_oa(self, descriptor: u64, align_shift: u32) -> u64 {
@@ -359,6 +388,12 @@ impl Format {
         (field & !self.oa_high_mask()) | high << self.oa_high_shift()
     }
 }
+
+/// `TTBRn_EL1.BADDR` with 48-bit addresses: bits `[47:1]`.
+const TTBR_BADDR_48: u64 = 0x0000_ffff_ffff_fffe;
+/// The address bits a 52-bit `TTBRn_EL1` keeps in place: `[47:6]` (the table is 64-byte
+/// aligned; `[5:2]` hold `BADDR[51:48]`).
+const TTBR_BADDR_LOW_52: u64 = 0x0000_ffff_ffff_ffc0;
 
 #[cfg(test)]
 mod tests;

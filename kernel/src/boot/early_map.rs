@@ -235,13 +235,16 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
         // SAFETY: `top` is an arena page and index < 16; the table address is an arena page, so
         // `Descriptor::table` encodes it (no panic path, unlike the `Option` of the LPA2 helper).
         unsafe { entry(top, index).write_volatile(Descriptor::table(PhysAddr(root1 as u64)).bits()) };
-        return EarlyRoots {
-            ttbr0: root0 as u64,
-            ttbr1: top as u64,
-            tcr: super::translation::tcr_el1(mmfr0),
-        };
+        return roots(root0 as u64, top as u64, mmfr0);
     }
-    EarlyRoots { ttbr0: root0 as u64, ttbr1: root1 as u64, tcr: super::translation::tcr_el1(mmfr0) }
+    roots(root0 as u64, root1 as u64, mmfr0)
+}
+
+/// The answer for tables at `root0` and `root1`: TTBR values in the build's layout
+/// ([`super::translation::ttbr`]), never zero (a table is never at 0: the arena is in .bss).
+fn roots(root0: u64, root1: u64, mmfr0: u64) -> EarlyRoots {
+    use super::translation::{tcr_el1, ttbr};
+    EarlyRoots { ttbr0: ttbr(root0, 0), ttbr1: ttbr(root1, 0), tcr: tcr_el1(mmfr0) }
 }
 
 /// Writes a message to the board's fallback UART with the MMU off (device memory by default), for

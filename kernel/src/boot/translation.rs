@@ -1,10 +1,10 @@
 //! The translation regime the boot CPU turns on, in one place: `TCR_EL1` for the build's
-//! granule, and whether the CPU offers that granule at all.
+//! granule, whether the CPU offers that granule at all, and the TTBR values naming the tables.
 //!
 //! Why here and built so: the granule is a build choice (`granule-16k`, `granule-64k`; 4 KiB
 //! otherwise), and everything about it comes from the mm crate's [`Format::BUILD`], so the
-//! `TG0`/`TG1` encodings, the VA size and the table levels cannot disagree with the tables mm
-//! builds. The functions are plain arithmetic on the ID register's value, because
+//! `TG0`/`TG1` encodings, the VA size, the table levels and the TTBR address layout ([`ttbr`])
+//! cannot disagree with the tables mm builds. The functions are plain arithmetic on the ID register's value, because
 //! [`super::early_map`] calls them with the MMU off, at the Image's physical address (no panic
 //! path, no formatting: `kimage check`'s `early-code` check reads the generated code). Secondary
 //! CPUs copy the boot CPU's `TCR_EL1` (`smp`), so this is the only place it is made.
@@ -88,6 +88,25 @@ pub const fn pa_size_bits(encoding: u64) -> u32 {
         5 => 48,
         _ => 52,
     }
+}
+
+/// `TTBRn_EL1` naming the table at physical address `table`, with `asid` in bits `[63:48]` (0
+/// for TTBR1 and the boot tables): the build's BADDR layout ([`Format::ttbr_baddr`]; with a
+/// 52-bit OA `BADDR[51:48]` sits in bits `[5:2]`). Every TTBR0/TTBR1 value the kernel makes comes
+/// from here; plain arithmetic, callable with the MMU off.
+#[inline(always)]
+pub const fn ttbr(table: u64, asid: u16) -> u64 {
+    Format::BUILD.ttbr_baddr(table) | (asid as u64) << 48
+}
+
+/// The physical address of the table a `TTBRn_EL1` value names ([`ttbr`] undone).
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "the test image reads the live TTBRs back with it")
+)]
+#[inline(always)]
+pub const fn ttbr_table(ttbr: u64) -> u64 {
+    Format::BUILD.ttbr_table(ttbr)
 }
 
 /// The build's page size in KiB, for messages (4, 16 or 64).

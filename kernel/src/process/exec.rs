@@ -212,7 +212,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     {
         use aarch64_cpu::registers::{TTBR0_EL1, Writeable};
         let asid = crate::memory::asids::switch_to(space.asid(), crate::smp::current_cpu());
-        TTBR0_EL1.set(space.root() | (u64::from(asid) << 48));
+        TTBR0_EL1.set(crate::boot::translation::ttbr(space.root(), asid));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }
     drop(p.replace_space(space));

@@ -292,7 +292,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         };
         process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
         let asid = crate::memory::asids::switch_to(space.asid(), cpu);
-        TTBR0_EL1.set(space.root() | (u64::from(asid) << 48));
+        TTBR0_EL1.set(crate::boot::translation::ttbr(space.root(), asid));
         drop(space);
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         TPIDR_EL0.set(thread.tpidr);

@@ -15,6 +15,7 @@ use mm::tlb::operand::RangeOperand;
 use mm::tlb::{FlushTarget, OpKind};
 
 use super::tlb::{Space, range_request, scenario};
+use crate::boot::translation::ttbr_table;
 use crate::memory::kernel_map::{self, FrameTranslation};
 use crate::memory::layout::phys_to_linear;
 use crate::memory::{frames, tlb};
@@ -33,7 +34,7 @@ kernel_test!(
 
 kernel_test!(
     fn ttbr1_walks_from_the_build_start_level() {
-        let ttbr1 = PhysAddr(TTBR1_EL1.get() & 0x0000_ffff_ffff_ffc0);
+        let ttbr1 = PhysAddr(ttbr_table(TTBR1_EL1.get()));
         let result = kernel_map::with_space(|space| {
             let root = space.table().root_pa();
             if !lpa2::LEVEL_MINUS_ONE {
@@ -90,7 +91,7 @@ fn second_slot(frame: PhysAddr, offset: u64) -> Result<(), String> {
         Constraints::NO_CONTIGUOUS,
     );
     let entry = lpa2::level_minus_one_entry(pt.root_pa()).ok_or("root beyond 52 bits")?;
-    let ttbr1 = PhysAddr(TTBR1_EL1.get() & 0x0000_ffff_ffff_ffc0);
+    let ttbr1 = PhysAddr(ttbr_table(TTBR1_EL1.get()));
     let slot = kernel_map::with_space(|s| s.table().translation().table_ptr(ttbr1).cast::<u64>().as_ptr())
         .ok_or("no kernel space")?;
     let result = (|| {

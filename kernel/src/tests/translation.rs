@@ -2,11 +2,12 @@
 //! with, checked against the architecture's numbers written out here as literals per page size
 //! (not through the mm crate's encoding functions, which the boot code uses), the CPU check on
 //! made-up ID register values, and the Image's page-granular layout as the MMU sees it.
-use aarch64_cpu::registers::{ID_AA64MMFR0_EL1, Readable, TCR_EL1};
+use aarch64_cpu::registers::{ID_AA64MMFR0_EL1, Readable, TCR_EL1, TTBR1_EL1};
 use mm::addr::PAGE_SIZE;
 
 use crate::arch::mmu::translate;
-use crate::boot::translation::{granule_supported, tcr_el1};
+use crate::boot::translation::{granule_supported, tcr_el1, ttbr, ttbr_table};
+use crate::memory::kernel_map;
 use crate::memory::layout;
 use crate::{ensure, ensure_eq, kernel_test};
 
@@ -101,6 +102,23 @@ kernel_test!(
         ensure!(translate(img.start, false).is_ok() && translate(img.start, true).is_err());
         ensure!(translate(img.rodata_start, true).is_err());
         ensure!(translate(img.data_start, true).is_ok());
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn ttbr1_names_the_kernel_tables_in_the_builds_layout() {
+        // The live TTBR1 reads back as a value `ttbr` makes (with a 52-bit OA, BADDR[51:48] in
+        // bits [5:2], ASID 0), naming the kernel tree's root (with 4 KiB pages and LPA2, the
+        // level -1 table above it, which `tests::lpa2` follows).
+        let raw = TTBR1_EL1.get();
+        let table = ttbr_table(raw);
+        ensure_eq!(ttbr(table, 0), raw, "TTBR1 {raw:#x}");
+        ensure!(table != 0 && table.is_multiple_of(PAGE_SIZE), "TTBR1 names {table:#x}");
+        let root = kernel_map::with_space(|s| s.table().root_pa().0).ok_or("no kernel space")?;
+        if !mm::paging::lpa2::LEVEL_MINUS_ONE {
+            ensure_eq!(table, root, "TTBR1 {raw:#x} names the kernel's root");
+        }
         Ok(())
     }
 );

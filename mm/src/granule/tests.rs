@@ -188,3 +188,32 @@ fn output_address_layouts() {
     assert_eq!(Format::K16_LPA2.decode_oa(u64::MAX, 14), 0x000f_ffff_ffff_c000);
     assert_eq!(Format::K64_52.decode_oa(u64::MAX, 16), 0x000f_ffff_ffff_0000);
 }
+
+#[test]
+fn ttbr_holds_table_address_bits_51_to_48_in_bits_5_to_2() {
+    // A table at 0xa_bcde_f012_3000 (above 2^48) and at a 64-byte line of a 4 KiB page, as the
+    // Arm ARM's TTBR0_EL1 BADDR layout with a 52-bit OA puts them: [47:6] in place, [51:48] at
+    // [5:2]. Literal expectations, not the encoding's own arithmetic.
+    let high = 0x000a_bcde_f012_3000;
+    for f in [Format::K4_LPA2, Format::K16_LPA2, Format::K64_52] {
+        assert_eq!(f.ttbr_baddr(high), 0x0000_bcde_f012_3000 | 0xa << 2, "{}", f.name());
+        assert_eq!(f.ttbr_baddr(0x000f_0000_0000_0040), 0x40 | 0b11_1100, "{}", f.name());
+        assert_eq!(f.ttbr_baddr(0x0001_0000_0000_0000), 0b100, "{}", f.name());
+        // The highest table a 52-bit TTBR can name, and one below 2^48 (unchanged).
+        assert_eq!(f.ttbr_baddr(0x000f_ffff_ffff_ffc0), 0x0000_ffff_ffff_fffc, "{}", f.name());
+        assert_eq!(f.ttbr_baddr(0x4008_0000), 0x4008_0000, "{}", f.name());
+        // Back again, whatever the ASID and CnP say.
+        for table in [high, 0x000f_ffff_ffff_ffc0, 0x0001_0000_0000_0000, 0x4008_0000, 0] {
+            let ttbr = f.ttbr_baddr(table) | 0xbeef << 48 | 1;
+            assert_eq!(f.ttbr_table(ttbr), table, "{} {table:#x}", f.name());
+        }
+    }
+    // With 48-bit addresses BADDR is [47:1]: bits 51:48 have nowhere to go, and the low bits of
+    // a small top table's address (16 KiB pages: a 2-entry, 16-byte level 0) stay in place.
+    for f in [Format::K4, Format::K16, Format::K64] {
+        assert_eq!(f.ttbr_baddr(0x0000_bcde_f012_3000), 0x0000_bcde_f012_3000, "{}", f.name());
+        assert_eq!(f.ttbr_baddr(0x4000_0010), 0x4000_0010, "{}", f.name());
+        assert_eq!(f.ttbr_baddr(high), 0x0000_bcde_f012_3000, "{}", f.name());
+        assert_eq!(f.ttbr_table(0x0000_bcde_f012_303c | 0x1234 << 48), 0x0000_bcde_f012_303c, "{}", f.name());
+    }
+}

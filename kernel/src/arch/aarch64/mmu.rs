@@ -13,7 +13,7 @@ global_asm!(
     r#"
     .section .text, "ax"
     .global replace_ttbr1_idmap
-    // x0 = new TTBR1, x1 = physical address of an empty table. Runs at its physical address;
+    // x0 = new TTBR1, x1 = TTBR1 naming an empty table. Runs at its physical address;
     // touches no memory (the stack is in TTBR1).
 replace_ttbr1_idmap:
     msr     ttbr1_el1, x1
@@ -42,12 +42,13 @@ unsafe extern "C" {
 /// - the identity map of the Image is live in TTBR0, and `image_offset` is VA − PA for the Image;
 /// - `empty_table_pa` is a zeroed table page.
 pub unsafe fn switch_kernel_tables(new_root_pa: u64, empty_table_pa: u64, image_offset: u64) {
+    use crate::boot::translation::ttbr;
     let trampoline = (replace_ttbr1_idmap as *const () as u64).wrapping_sub(image_offset);
     // SAFETY: the trampoline's physical address is identity-mapped and executable in TTBR0 (the
     // caller's contract); it has the C ABI of `replace_ttbr1_idmap`.
     let at_pa: unsafe extern "C" fn(u64, u64) = unsafe { core::mem::transmute(trampoline) };
     // SAFETY: the arguments satisfy the trampoline's contract (see above).
-    unsafe { at_pa(new_root_pa, empty_table_pa) };
+    unsafe { at_pa(ttbr(new_root_pa, 0), ttbr(empty_table_pa, 0)) };
     TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
     TTBR0_EL1.set(0);
     // SAFETY: flushes every EL1&0 entry so nothing learned through the identity map survives.
