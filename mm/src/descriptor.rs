@@ -474,7 +474,12 @@ impl Descriptor {
     /// ```
     #[inline]
     pub const fn page(pa: PhysAddr, attrs: Attributes) -> Self {
-        Self((pa.0 & OUTPUT_ADDRESS_MASK & !(level_size(3) - 1)) | attrs.0 | TYPE_TABLE_OR_PAGE | VALID)
+        Self(
+            BUILD.encode_oa(pa.0, level_shift(3))
+                | attributes_bits_in(BUILD, attrs)
+                | TYPE_TABLE_OR_PAGE
+                | VALID,
+        )
     }
 
     /// Whether bit 0 (valid) is set.

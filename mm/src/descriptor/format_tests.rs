@@ -67,6 +67,28 @@ fn build_format_is_the_plain_encoding() {
 /// Which levels hold a block (bits `[1:0]` = 0b01), per format, written out from the Arm ARM's
 /// tables of lookup levels; level 3 never does (0b01 is reserved there).
 #[test]
+fn early_constructors_are_the_builds_leaf_encoding() {
+    // `Descriptor::page` and `Descriptor::block_2m` build the early map (MMU off, no level
+    // check) and must be bit for bit what the general constructor makes in the build's format:
+    // with LPA2's `DS` no SH field in [9:8] (those bits are OA[51:50]) and the address up to
+    // bit 51. Addresses across the build's whole PA range, so a 52-bit build meets [51:50].
+    let f = Format::BUILD;
+    for x in values(3000) {
+        let pa = x & ((1 << f.pa_bits()) - 1);
+        for attrs in all_attributes() {
+            let page = PhysAddr(pa & !(level_size(3) - 1));
+            let want = Descriptor::leaf_in(f, 3, page, attrs, false).expect("a page is always allowed");
+            assert_eq!(Descriptor::page(page, attrs), want, "page {:#x} in {}", page.0, f.name());
+            assert_eq!(Descriptor::page(page, attrs).output_address_in(f, 3), page);
+            let block = PhysAddr(pa & !(crate::addr::BLOCK_2M - 1));
+            if let Some(want) = Descriptor::leaf_in(f, 2, block, attrs, false) {
+                assert_eq!(Descriptor::block_2m(block, attrs), want, "block {:#x} in {}", block.0, f.name());
+            }
+        }
+    }
+}
+
+#[test]
 fn block_levels_per_format() {
     let rows: [(Format, [bool; 3]); 6] = [
         (Format::K4, [false, true, true]),
