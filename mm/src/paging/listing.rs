@@ -200,4 +200,36 @@ mod tests {
         let want: std::vec::Vec<std::string::String> = want.iter().map(|l| format!("{l}, {rw}")).collect();
         assert_eq!(data_lines, want, "{after}");
     }
+
+    /// A leaf size in the largest unit that divides it: GiB only for whole GiB (a 4 KiB
+    /// granule's level-1 block, a 64 KiB granule's 16 GiB contiguous block run), MiB for whole
+    /// MiB, else KiB. Only the 4 KiB build makes 1 GiB leaves, so the table tests reach the GiB
+    /// case in that build alone; this pins every branch in every build.
+    #[test]
+    fn sizes_are_named_in_the_largest_unit_that_divides_them() {
+        struct Size(u64);
+        impl core::fmt::Display for Size {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                super::size(f, self.0)
+            }
+        }
+        let cases = [
+            (4 << 10, "4 KiB"),
+            (64 << 10, "64 KiB"),
+            (512 << 10, "512 KiB"),
+            ((1 << 20) + (4 << 10), "1028 KiB"),
+            (1 << 20, "1 MiB"),
+            (2 << 20, "2 MiB"),
+            (3 << 20, "3 MiB"),
+            (512 << 20, "512 MiB"),
+            (1536 << 20, "1536 MiB"),
+            ((1 << 30) + (4 << 10), "1048580 KiB"),
+            (1 << 30, "1 GiB"),
+            (16 << 30, "16 GiB"),
+            (3 << 30, "3 GiB"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(Size(bytes).to_string(), want, "{bytes:#x}");
+        }
+    }
 }
