@@ -170,3 +170,142 @@ impl<T: Translation> PageTable<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The markers at the table level: where they are written, which tables they need and hold,
+    //! what is refused, what `guards_in` reports, and that `unmap` clears them (the address-space
+    //! layer's `Discard` and `Unguard` are tested in `user::tests::guard` and by the strict model).
+    use std::vec::Vec;
+
+    use super::super::{Constraints, MapError, PageTable, VaRange};
+    use crate::addr::{BLOCK_2M, PAGE_SIZE, PhysAddr, VirtAddr};
+    use crate::descriptor::{Attributes, UserAccess};
+    use crate::test_support::Heap;
+
+    /// Pages around the first last-level table boundary above 4 MiB: the markers of
+    /// `[BASE - 2 pages, BASE + 3 pages)` need two last-level tables.
+    const BASE: u64 = 2 * BLOCK_2M;
+
+    fn page(i: i64) -> VirtAddr {
+        VirtAddr(BASE.wrapping_add_signed(i * PAGE_SIZE as i64))
+    }
+
+    fn runs(pt: &PageTable<Heap>, va: VirtAddr, size: u64) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        pt.guards_in(va, size, |a, len| v.push((a.0, len))).unwrap();
+        v
+    }
+
+    fn end(pt: PageTable<Heap>) {
+        pt.check_occupancy();
+        let (mut translation, record) = pt.destroy();
+        record.release(&mut translation);
+    }
+
+    #[test]
+    fn markers_fill_exactly_their_range_with_the_tables_a_map_would_need() {
+        let mut pt = PageTable::new(Heap, VaRange::Lower).unwrap();
+        pt.install_guards(page(-2), 5 * PAGE_SIZE).unwrap();
+        for i in -3..4 {
+            assert_eq!(pt.is_guard(page(i)), (-2..3).contains(&i), "page {i}");
+        }
+        // The same tables as a page-by-page map of the range: a table per level on the way,
+        // two last-level ones.
+        let mut mapped = PageTable::new(Heap, VaRange::Lower).unwrap();
+        let attrs = Attributes::user(UserAccess::ReadWrite);
+        mapped.map(page(-2), PhysAddr(0x8000_0000), 5 * PAGE_SIZE, attrs, Constraints::NO_BLOCKS).unwrap();
+        let tables = pt.stats().tables_in_use();
+        assert_eq!(tables, mapped.stats().tables_in_use());
+        end(mapped);
+        assert_eq!(runs(&pt, VirtAddr(0), BASE * 2), [(page(-2).0, 5 * PAGE_SIZE)]);
+        // Again over the same pages and one more: no table is added, one marker is.
+        pt.install_guards(page(-2), 6 * PAGE_SIZE).unwrap();
+        assert_eq!(pt.stats().tables_in_use(), tables);
+        assert!(pt.is_guard(page(3)) && !pt.is_guard(page(4)));
+        // No leaf: queries and walks see none.
+        assert!(pt.query(page(0)).is_none());
+        let mut leaves = 0;
+        pt.walk(VirtAddr(0), BASE * 2, |_| leaves += 1).unwrap();
+        assert_eq!(leaves, 0);
+        end(pt);
+    }
+
+    #[test]
+    fn guards_in_reports_each_run_once_clipped_to_the_range() {
+        let mut pt = PageTable::new(Heap, VaRange::Lower).unwrap();
+        for (first, n) in [(-2, 3), (5, 1), (7, 2)] {
+            pt.install_guards(page(first), n * PAGE_SIZE).unwrap();
+        }
+        let p = |i: i64| page(i).0;
+        let all = runs(&pt, VirtAddr(0), 4 * BASE);
+        assert_eq!(all, [(p(-2), 3 * PAGE_SIZE), (p(5), PAGE_SIZE), (p(7), 2 * PAGE_SIZE)]);
+        // From inside the first run to inside the last: both clipped.
+        assert_eq!(
+            runs(&pt, page(-1), 9 * PAGE_SIZE),
+            [(p(-1), 2 * PAGE_SIZE), (p(5), PAGE_SIZE), (p(7), PAGE_SIZE)]
+        );
+        // A range between runs, and one with no table at all.
+        assert!(runs(&pt, page(1), 4 * PAGE_SIZE).is_empty());
+        assert!(runs(&pt, VirtAddr(8 * BASE), BASE).is_empty());
+        // A leaf between markers ends a run: it is not a marker.
+        let attrs = Attributes::user(UserAccess::ReadWrite);
+        pt.map(page(6), PhysAddr(0x8000_0000), PAGE_SIZE, attrs, Constraints::NONE).unwrap();
+        assert_eq!(runs(&pt, page(5), 4 * PAGE_SIZE), [(p(5), PAGE_SIZE), (p(7), 2 * PAGE_SIZE)]);
+        assert!(!pt.is_guard(page(6)));
+        assert_eq!(pt.guards_in(VirtAddr(1), PAGE_SIZE, |_, _| {}), Err(MapError::Misaligned));
+        end(pt);
+    }
+
+    #[test]
+    fn a_refused_install_writes_nothing_and_takes_no_table() {
+        let mut pt = PageTable::new(Heap, VaRange::Lower).unwrap();
+        let attrs = Attributes::user(UserAccess::ReadWrite);
+        // A page in the way, in the second of the two last-level tables the range needs; the
+        // first does not exist yet.
+        pt.map(page(2), PhysAddr(0x8000_0000), PAGE_SIZE, attrs, Constraints::NONE).unwrap();
+        let before = pt.stats();
+        assert_eq!(pt.install_guards(page(-2), 5 * PAGE_SIZE), Err(MapError::AlreadyMapped(page(2))));
+        assert_eq!(pt.stats().tables_in_use(), before.tables_in_use());
+        assert_eq!(pt.stats().tables_allocated, before.tables_allocated);
+        assert!(runs(&pt, VirtAddr(0), 4 * BASE).is_empty());
+        // A block in the way: refused at the first address of the range inside it.
+        let block = VirtAddr(4 * BASE);
+        pt.map(block, PhysAddr(16 * BLOCK_2M), BLOCK_2M, attrs, Constraints::NONE).unwrap();
+        assert_eq!(pt.query(block).unwrap().size, BLOCK_2M);
+        let inside = VirtAddr(block.0 + 3 * PAGE_SIZE);
+        assert_eq!(pt.install_guards(inside, PAGE_SIZE), Err(MapError::AlreadyMapped(inside)));
+        assert!(!pt.is_guard(inside));
+        assert!(runs(&pt, VirtAddr(0), 8 * BASE).is_empty());
+        // Out of the table's half, or not page-aligned.
+        assert!(pt.install_guards(VirtAddr(1 << 63), PAGE_SIZE).is_err());
+        assert_eq!(pt.install_guards(VirtAddr(PAGE_SIZE + 1), PAGE_SIZE), Err(MapError::Misaligned));
+        assert!(!pt.is_guard(VirtAddr(1 << 63)));
+        end(pt);
+    }
+
+    #[test]
+    fn unmap_clears_the_markers_and_the_tables_they_alone_held() {
+        let mut pt = PageTable::new(Heap, VaRange::Lower).unwrap();
+        let root_only = pt.stats().tables_in_use();
+        pt.install_guards(page(-2), 5 * PAGE_SIZE).unwrap();
+        // Clearing part keeps every table: markers are left in both last-level tables.
+        let mut records = Vec::new();
+        let record = pt.unmap(page(-1), 2 * PAGE_SIZE).unwrap();
+        assert_eq!(record.detached_tables(), 0);
+        records.push(record);
+        assert_eq!(runs(&pt, VirtAddr(0), 4 * BASE), [(page(-2).0, PAGE_SIZE), (page(1).0, 2 * PAGE_SIZE)]);
+        pt.check_occupancy();
+        // Clearing the rest leaves the tables empty: they go.
+        let record = pt.unmap(page(-2), 5 * PAGE_SIZE).unwrap();
+        assert!(record.detached_tables() > 0);
+        records.push(record);
+        assert!(runs(&pt, VirtAddr(0), 4 * BASE).is_empty());
+        assert_eq!(pt.stats().tables_in_use(), root_only);
+        let (mut translation, last) = pt.destroy();
+        for r in records {
+            r.release(&mut translation);
+        }
+        last.release(&mut translation);
+    }
+}
