@@ -259,7 +259,7 @@ impl<T: Translation> PageTable<T> {
                     self.finish_level(made_d.output_address(), level + 1, sub_lo, sub_hi, unmapped, made);
                 }
             } else if bits & MARK_UNMAP != 0 {
-                let leaf = Leaf { contiguous: false, ..self.leaf(d, level, x.base) };
+                let leaf = self.leaf(d, level, x.base);
                 unmapped(&leaf);
                 self.write(table, x.index, Descriptor::INVALID);
             } else if bits & MARK_DETACH != 0 {
