@@ -302,8 +302,10 @@ fn sync_user_icache(p: &Process, va: u64) -> bool {
     true
 }
 
-/// Called when a thread of `process` has exited; the last one tears the process down.
-pub fn thread_exited(process: &Arc<Process>) {
+/// Called when a thread of `process` has exited; the last one tears the process down and
+/// returns true (the caller then drops its reference and calls [`family::ended`]).
+#[must_use]
+pub fn thread_exited(process: &Arc<Process>) -> bool {
     if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
         // The process's reference to its address space; the last one (a vfork parent or child
         // may still run on it) frees the memory, after its ASID is flushed everywhere.
@@ -315,7 +317,9 @@ pub fn thread_exited(process: &Arc<Process>) {
         process.cpus.store(0, Ordering::Release);
         process.done.store(true, Ordering::Release);
         family::exited(process);
+        return true;
     }
+    false
 }
 
 /// What the scheduler should do after an exception from a thread.
