@@ -123,8 +123,7 @@ build_board_image() {
     esac
     [ "$granule" = 4k ] || features="$features,granule-$granule"
     if [ "$kind" = test ]; then features="$features,test-image"; suffix="-test"; fi
-    [ -f "$dir/userland.elf" ] || build_userland "$granule"
-    export USERLAND_ELF="$dir/userland.elf"
+    build_userland "$granule"
     say "build: kernel for $board ($granule pages)${suffix:+ (test image)}"
     cd "$ROOT"
     cargo build -q --release -p kernel --target "$TARGET" --no-default-features --features "$features"

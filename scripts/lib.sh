@@ -137,15 +137,23 @@ build_images() {
     features="$(kernel_features "$granule" "$variant")"; suffix="${variant:+-$variant}"
     say "build: kernel ($granule pages${variant:+, $variant})"
     build_kernel "$features" "$(granule_images "$granule")/kernel$suffix.elf"
-    build_test_image "$granule" "$variant"
+    build_test_kernel "$granule" "$variant"
 }
 
 # build_test_image GRANULE [lpa2]: the test image alone (kernel-test[-lpa2].elf and
 # Image-test[-lpa2] in $(granule_images GRANULE)), for the test cases that need no run image.
+# The user program is built first, as for build_images: a userland.elf left in the directory by
+# an earlier build may be stale.
 build_test_image() {
+    build_userland "$1"
+    build_test_kernel "$@"
+}
+
+# build_test_kernel GRANULE [lpa2]: build_test_image's kernel, with the user program already in
+# $(granule_images GRANULE)/userland.elf.
+build_test_kernel() {
     local granule="$1" variant="${2:-}" dir features suffix
     dir="$(granule_images "$granule")"
-    [ -f "$dir/userland.elf" ] || build_userland "$granule"
     export USERLAND_ELF="$dir/userland.elf"
     features="$(kernel_features "$granule" "$variant")"; suffix="${variant:+-$variant}"
     say "build: test image ($granule pages${variant:+, $variant})"
@@ -176,7 +184,10 @@ build_userland() {
     mkdir -p "$dir"
     say "build: userland"
     cargo build -q --release -p userland --target "$USER_TARGET"
-    cp "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf"
+    # Copied only when it changed: the kernel's build script watches the file (a new mtime alone
+    # would rebuild the kernel).
+    cmp -s "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf" \
+        || cp "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf"
     export USERLAND_ELF="$dir/userland.elf"
 }
 
