@@ -109,19 +109,25 @@ ensure_uboot() {
     [ -f "$UBOOT_RPI" ] || die "no rpi_arm64/u-boot.bin in u-boot-rpi"
 }
 
-# build_board_image BOARD [test]: the kernel (or the test image) built for a board's fallback
-# console (kernel/src/board/): target/images/Image-BOARD[-test]. BOARD: raspi3, raspi4, raspi5.
+# build_board_image BOARD [test] [GRANULE]: the kernel (or the test image) built for a board's
+# fallback console (kernel/src/board/) and the translation granule GRANULE (default 4k):
+# $(granule_images GRANULE)/Image-BOARD[-test]. BOARD: raspi3, raspi4, raspi5. A Pi 3's
+# Cortex-A53 and a Pi 4's Cortex-A72 have no 16 KiB granule: that build would only refuse to
+# boot there (on the mini UART), so it is refused here; the Pi 5's Cortex-A76 has all three.
 build_board_image() {
-    local board="$1" kind="${2:-}" features="board-$1" suffix=""
+    local board="$1" kind="${2:-}" granule="${3:-4k}" features="board-$1" suffix="" dir
+    dir="$(granule_images "$granule")"
+    case "$board:$granule" in
+        raspi3:16k) die "raspi3: the Pi 3's Cortex-A53 has no 16 KiB translation granule; build 4k or 64k" ;;
+        raspi4:16k) die "raspi4: the Pi 4's Cortex-A72 has no 16 KiB translation granule; build 4k or 64k" ;;
+    esac
+    [ "$granule" = 4k ] || features="$features,granule-$granule"
     if [ "$kind" = test ]; then features="$features,test-image"; suffix="-test"; fi
+    build_userland "$granule"
+    say "build: kernel for $board ($granule pages)${suffix:+ (test image)}"
     cd "$ROOT"
-    mkdir -p "$IMAGES"
-    [ -f "$IMAGES/userland.elf" ] || cargo build -q --release -p userland --target "$USER_TARGET"
-    [ -f "$IMAGES/userland.elf" ] || cp "$ROOT/target/$USER_TARGET/release/userland" "$IMAGES/userland.elf"
-    export USERLAND_ELF="$IMAGES/userland.elf"
-    say "build: kernel for $board${suffix:+ (test image)}"
     cargo build -q --release -p kernel --target "$TARGET" --no-default-features --features "$features"
-    finish_image "$ROOT/target/$TARGET/release/kernel" "$IMAGES/kernel-$board$suffix.elf" "$IMAGES/Image-$board$suffix"
+    finish_image "$ROOT/target/$TARGET/release/kernel" "$dir/kernel-$board$suffix.elf" "$dir/Image-$board$suffix"
 }
 
 # uboot_typist FIFO LOG TIMEOUT LINE...: feeds U-Boot's console. Opens FIFO for writing (QEMU

@@ -11,6 +11,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The 4 KiB images (scripts that source this file use it; granule_images gives the others').
+# shellcheck disable=SC2034
 IMAGES="$ROOT/target/images"
 TARGET=aarch64-unknown-none-softfloat
 USER_TARGET=aarch64-unknown-none
@@ -119,32 +121,85 @@ granule_page_size() {
     case "$1" in 4k) echo 4096 ;; 16k) echo 16384 ;; 64k) echo 65536 ;; *) die "unknown granule '$1' (4k, 16k or 64k)" ;; esac
 }
 
-# build_images [GRANULE]: the kernel (run image) and the test image for the translation granule
-# GRANULE (4k, 16k or 64k; default 4k: the kernel features granule-16k/granule-64k), as ELF with
-# symbols and raw Image, in $(granule_images GRANULE):
+# build_images [GRANULE [lpa2]]: the kernel (run image) and the test image for the translation
+# granule GRANULE (4k, 16k or 64k; default 4k: the kernel features granule-16k/granule-64k), as
+# ELF with symbols and raw Image, in $(granule_images GRANULE):
 #   kernel.elf, Image          the kernel scripts/run boots
 #   kernel-test.elf, Image-test the test image scripts/test boots
 #   userland.elf               the user program (the same for every granule)
+# With lpa2 (4k or 16k only): the same images built with FEAT_LPA2 (the kernel feature lpa2:
+# 52-bit addresses, TCR_EL1.DS), named kernel-lpa2.elf, Image-lpa2, kernel-test-lpa2.elf and
+# Image-test-lpa2, in the same directory.
 build_images() {
-    local granule="${1:-4k}"
-    local dir features=()
+    local granule="${1:-4k}" variant="${2:-}"
+    build_userland "$granule"
+    local features suffix
+    features="$(kernel_features "$granule" "$variant")"; suffix="${variant:+-$variant}"
+    say "build: kernel ($granule pages${variant:+, $variant})"
+    build_kernel "$features" "$(granule_images "$granule")/kernel$suffix.elf"
+    build_test_kernel "$granule" "$variant"
+}
+
+# build_test_image GRANULE [lpa2]: the test image alone (kernel-test[-lpa2].elf and
+# Image-test[-lpa2] in $(granule_images GRANULE)), for the test cases that need no run image.
+# The user program is built first, as for build_images: a userland.elf left in the directory by
+# an earlier build may be stale.
+build_test_image() {
+    build_userland "$1"
+    build_test_kernel "$@"
+}
+
+# build_test_kernel GRANULE [lpa2]: build_test_image's kernel, with the user program already in
+# $(granule_images GRANULE)/userland.elf.
+build_test_kernel() {
+    local granule="$1" variant="${2:-}" dir features suffix
     dir="$(granule_images "$granule")"
-    [ "$granule" = 4k ] || features=(--features "granule-$granule")
+    export USERLAND_ELF="$dir/userland.elf"
+    features="$(kernel_features "$granule" "$variant")"; suffix="${variant:+-$variant}"
+    say "build: test image ($granule pages${variant:+, $variant})"
+    build_kernel "test-image${features:+,$features}" "$dir/kernel-test$suffix.elf"
+}
+
+# kernel_features GRANULE [lpa2]: the kernel's cargo features for them, comma-separated (empty
+# for plain 4k). FEAT_LPA2 has 52 bits for the 4 KiB and 16 KiB granules only (64 KiB reaches
+# them through FEAT_LPA, which the kernel does not build: docs/mm.md, "The LPA2 build").
+kernel_features() {
+    local features=""
+    [ "$1" = 4k ] || features="granule-$1"
+    case "${2:-}" in
+        "") ;;
+        lpa2) [ "$1" != 64k ] || die "lpa2 is for the 4k and 16k granules (64 KiB pages reach 52 bits through FEAT_LPA, which this kernel does not build)"
+              features="${features:+$features,}lpa2" ;;
+        *) die "unknown variant '$2' (lpa2)" ;;
+    esac
+    echo "$features"
+}
+
+# build_userland GRANULE: the user program, copied into the granule's image directory; the
+# kernel embeds it as its built-in demo (kernel/build.rs reads USERLAND_ELF).
+build_userland() {
+    local dir
+    dir="$(granule_images "$1")"
     cd "$ROOT"
     mkdir -p "$dir"
-    local out="$ROOT/target/$TARGET/release/kernel"
     say "build: userland"
     cargo build -q --release -p userland --target "$USER_TARGET"
-    cp "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf"
-    # The kernel embeds the user program as its built-in demo (kernel/build.rs).
+    # Copied only when it changed: the kernel's build script watches the file (a new mtime alone
+    # would rebuild the kernel).
+    cmp -s "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf" \
+        || cp "$ROOT/target/$USER_TARGET/release/userland" "$dir/userland.elf"
     export USERLAND_ELF="$dir/userland.elf"
-    say "build: kernel ($granule pages)"
-    cargo build -q --release -p kernel --target "$TARGET" "${features[@]}"
-    finish_image "$out" "$dir/kernel.elf" "$dir/Image"
-    say "build: test image ($granule pages)"
-    if [ "$granule" = 4k ]; then features=(--features test-image); else features=(--features "test-image,granule-$granule"); fi
-    cargo build -q --release -p kernel --target "$TARGET" "${features[@]}"
-    finish_image "$out" "$dir/kernel-test.elf" "$dir/Image-test"
+}
+
+# build_kernel FEATURES ELF: the kernel built with FEATURES (comma-separated, may be empty),
+# finished as ELF (with its symbol table) and, beside it, the raw Image (ELF's name with kernel
+# replaced by Image and .elf dropped: kernel-test-lpa2.elf gives Image-test-lpa2).
+build_kernel() {
+    local features="$1" elf="$2" image
+    image="$(dirname "$elf")/$(basename "$elf" .elf | sed 's/^kernel/Image/')"
+    cd "$ROOT"
+    cargo build -q --release -p kernel --target "$TARGET" ${features:+--features "$features"}
+    finish_image "$ROOT/target/$TARGET/release/kernel" "$elf" "$image"
 }
 
 # finish_image BUILT ELF IMAGE: copy, embed the symbol table, make the raw Image.

@@ -56,7 +56,8 @@ use crate::memory::fallible;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{frames, tlb};
 
-/// Processes started and not yet torn down.
+/// Processes started and not yet torn down (a teardown ends when the CPU that did it has dropped
+/// its reference: `sched::finish`).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// The first process: orphans' new parent.
 static ROOT: Mutex<Option<Weak<Process>>> = Mutex::new(None);
@@ -71,7 +72,9 @@ pub fn started() {
     LIVE.fetch_add(1, Ordering::AcqRel);
 }
 
-/// A process that was counted by [`started`] was given up before it ran.
+/// A process that was counted by [`started`] no longer counts as live: it was given up before
+/// it ran, or its teardown ([`exited`]) is over and the CPU that did it has dropped its own
+/// reference (`sched::finish`).
 pub fn ended() {
     LIVE.fetch_sub(1, Ordering::AcqRel);
 }
@@ -359,7 +362,8 @@ fn no_zombies(p: &Process) -> bool {
 
 /// After the teardown of `p` (every frame back): a vfork parent runs on, its children go to
 /// the first process (or are killed when it is gone), and its parent is told (`SIGCHLD`, a
-/// wake-up of its waits) or, asking for no zombies, forgets it.
+/// wake-up of its waits) or, asking for no zombies, forgets it. The caller calls [`ended`] once
+/// it has dropped its own reference to `p`.
 pub fn exited(p: &Arc<Process>) {
     release_vfork(p);
     let orphans = core::mem::take(&mut *p.family.children.lock());
@@ -400,7 +404,6 @@ pub fn exited(p: &Arc<Process>) {
         drop(link);
         sched::notify(children_key(&parent));
     }
-    LIVE.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// `si_code` of `SIGCHLD`: the child exited.

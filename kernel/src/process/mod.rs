@@ -69,7 +69,8 @@ pub use sched::handle as handle_user_exception;
 /// Top of the user stack (exclusive); the stack area ends here, one page below the end of the
 /// 48-bit user range (Linux's mmap_base lies 128 MiB lower): 0xffff_ffff_f000 with 4 KiB
 /// pages, 0xffff_ffff_c000 with 16 KiB, 0xffff_ffff_0000 with 64 KiB.
-pub const STACK_TOP: u64 = (1 << mm::addr::VA_BITS) - PAGE_SIZE;
+/// The task size, not the tree's VA size: the 16 KiB LPA2 tree is 52-bit, the user range 48-bit.
+pub const STACK_TOP: u64 = (1 << mm::addr::USER_VA_BITS) - PAGE_SIZE;
 /// Size of the stack mapping (demand-paged: untouched pages cost nothing).
 pub const STACK_SIZE: u64 = 8 << 20;
 
@@ -301,8 +302,10 @@ fn sync_user_icache(p: &Process, va: u64) -> bool {
     true
 }
 
-/// Called when a thread of `process` has exited; the last one tears the process down.
-pub fn thread_exited(process: &Arc<Process>) {
+/// Called when a thread of `process` has exited; the last one tears the process down and
+/// returns true (the caller then drops its reference and calls [`family::ended`]).
+#[must_use]
+pub fn thread_exited(process: &Arc<Process>) -> bool {
     if process.threads.fetch_sub(1, Ordering::AcqRel) == 1 {
         // The process's reference to its address space; the last one (a vfork parent or child
         // may still run on it) frees the memory, after its ASID is flushed everywhere.
@@ -314,7 +317,9 @@ pub fn thread_exited(process: &Arc<Process>) {
         process.cpus.store(0, Ordering::Release);
         process.done.store(true, Ordering::Release);
         family::exited(process);
+        return true;
     }
+    false
 }
 
 /// What the scheduler should do after an exception from a thread.

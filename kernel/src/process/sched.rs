@@ -346,7 +346,15 @@ fn finish(thread: Box<Thread>) {
     process.signals.thread_gone(thread.tid);
     drop(thread);
     LIVE_THREADS.fetch_sub(1, Ordering::AcqRel);
-    super::thread_exited(&process);
+    let torn_down = super::thread_exited(&process);
+    // This CPU's reference goes before the process stops counting as live: once none is live,
+    // the CPU in `run_cpu(Some(..))` returns, and its caller may at once find the process table
+    // empty (the test image checks it after every program). Counting down first let a process
+    // whose last reference was this one still be listed then, while this CPU was held up.
+    drop(process);
+    if torn_down {
+        super::family::ended();
+    }
 }
 
 /// Entry from the vectors for every exception from EL0.
