@@ -170,6 +170,8 @@ mod tests {
 ",
         );
         assert_eq!(pt.mappings().to_string(), golden);
+        // `{:?}` of the listing alone is the same text.
+        assert_eq!(format!("{:?}", pt.mappings()), golden);
         // Debug of the table: its fields, then the same listing.
         let debug = format!("{pt:?}");
         assert!(debug.starts_with("PageTable { root: "), "{debug}");
