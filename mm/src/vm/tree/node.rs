@@ -72,10 +72,7 @@ impl Leaf {
     /// The summary, from every mapping (the leaf is not empty).
     pub fn sum(&self) -> Sum {
         let v = self.vmas();
-        let mut gap = 0;
-        for w in v.windows(2) {
-            gap = max(gap, w[1].start - w[0].end);
-        }
+        let gap = v.windows(2).fold(0, |g, w| max(g, w[1].start - w[0].end));
         Sum { lo: v.first().map_or(0, |f| f.start), hi: v.last().map_or(0, |l| l.end), gap }
     }
 
@@ -117,10 +114,12 @@ impl Branch {
 
     /// The summary, from every child (the branch is not empty).
     pub fn sum(&self) -> Sum {
+        // Over slices, without an index: the loop a fix-up runs whenever a largest gap shrank.
         let n = self.len;
-        let mut gap = 0;
-        for i in 0..n {
-            gap = max(gap, max(self.gap[i], self.between(i)));
+        let (lo, hi, gaps) = (&self.lo[..n], &self.hi[..n], &self.gap[..n]);
+        let mut gap = gaps.first().copied().unwrap_or(0);
+        for i in 1..n {
+            gap = max(gap, max(gaps[i], lo[i] - hi[i - 1]));
         }
         Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap }
     }
