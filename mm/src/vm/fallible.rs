@@ -111,6 +111,15 @@ impl<T: Copy + Default, const N: usize> List<T, N> {
         List { len: 0, inline: [T::default(); N], heap: Vec::new(), spilled: false }
     }
 
+    /// A list of the one element `x`, in place (nothing allocated: `N` is at least 1).
+    pub fn one(x: T) -> Self {
+        const { assert!(N >= 1, "a list with no place in line") };
+        let mut l = Self::new();
+        l.inline[0] = x;
+        l.len = 1;
+        l
+    }
+
     /// Appends `x`, moving the list to the heap when it outgrows its `N` places.
     ///
     /// # Errors

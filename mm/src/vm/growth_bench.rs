@@ -12,7 +12,7 @@ use core::hint::black_box;
 
 use super::flags::{MAP_ANONYMOUS, MAP_PRIVATE};
 use super::prot::{PROT_READ, PROT_WRITE};
-use super::{Layout, PAGE, VmMap};
+use super::{Layout, PAGE, Prot, VmMap, VmaFlags};
 
 /// The operations of the growth table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,26 @@ pub enum GrowthOp {
 /// # Panics
 /// If a mapping fails (the layout has room for millions).
 pub fn growth_space(held: usize) -> (VmMap, u64, u64) {
+    growth_space_of(held, false)
+}
+
+/// [`growth_space`], with the program's own mappings first if `program`: its image (text and
+/// data at 4 MiB), its code window around the text and its 8 MiB stack under the top, as the
+/// kernel's loader maps them. They matter to the gap search: the stack's gap above
+/// `mmap_base` is large but outside the search's domain, and the heap's below the held block
+/// is where top-down placement lands.
+///
+/// # Panics
+/// If a mapping fails.
+pub fn growth_space_of(held: usize, program: bool) -> (VmMap, u64, u64) {
     let mut m = VmMap::new(Layout::linux(0x1000_0000));
+    if program {
+        let top = m.layout().task_size - PAGE;
+        m.map_kernel(0x40_0000, 0x2_0000, Prot::RX, VmaFlags::IMAGE).expect("text");
+        m.map_kernel(0x42_0000, 0x1_0000, Prot::RW, VmaFlags::IMAGE).expect("data");
+        m.map_kernel(top - (8 << 20), 8 << 20, Prot::RW, VmaFlags::STACK).expect("stack");
+        m.init_code_window(Some((0x40_0000, 0x42_0000))).expect("code window");
+    }
     let flags = MAP_PRIVATE | MAP_ANONYMOUS;
     let mut middle = 0;
     let mut hold = |m: &mut VmMap, from: usize, to: usize| {
@@ -89,19 +108,21 @@ mod tests {
 
     #[test]
     fn the_growth_operations_leave_the_space_as_they_found_it() {
-        let (mut m, region, middle) = growth_space(101);
-        // The region merges with the 10th held page above it (both RW), as in the guest.
-        assert_eq!(m.map_count(), 101);
-        let before: std::vec::Vec<_> = m.iter().copied().collect();
-        for op in OPS {
-            growth_op(&mut m, region, middle, op);
-            m.check();
-            let after: std::vec::Vec<_> = m.iter().copied().collect();
-            assert_eq!(after, before, "{op:?}");
+        for program in [false, true] {
+            let (mut m, region, middle) = growth_space_of(101, program);
+            // The region merges with the 10th held page above it (both RW), as in the guest.
+            assert_eq!(m.map_count(), 101 + if program { 3 } else { 0 });
+            let before: std::vec::Vec<_> = m.iter().copied().collect();
+            for op in OPS {
+                growth_op(&mut m, region, middle, op);
+                m.check();
+                let after: std::vec::Vec<_> = m.iter().copied().collect();
+                assert_eq!(after, before, "{op:?}");
+            }
         }
     }
 
-    /// `GROWTH_HELD=50000 GROWTH_OP=MmapMunmap valgrind --tool=callgrind
+    /// `GROWTH_HELD=50000 GROWTH_OP=MmapMunmap [GROWTH_PROGRAM=1] valgrind --tool=callgrind
     /// --toggle-collect='*growth_measured*' target/release/deps/mm-… --ignored growth_ops_run`
     #[test]
     #[ignore = "profiling harness: run under callgrind"]
@@ -109,7 +130,8 @@ mod tests {
         let held = std::env::var("GROWTH_HELD").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
         let op = std::env::var("GROWTH_OP").unwrap_or_default();
         let op = OPS.into_iter().find(|o| std::format!("{o:?}") == op).unwrap_or(GrowthOp::MmapMunmap);
-        let (mut m, region, middle) = growth_space(held);
+        let program = std::env::var("GROWTH_PROGRAM").is_ok_and(|v| v == "1");
+        let (mut m, region, middle) = growth_space_of(held, program);
         for _ in 0..10 {
             growth_op(&mut m, region, middle, op);
         }

@@ -67,7 +67,7 @@ use super::advice::*;
 use super::flags::*;
 use super::limits::Rlimit;
 use super::prot::*;
-use super::tree::{Dir, GapQuery, VmaTree};
+use super::tree::{Around, Dir, GapQuery, VmaTree};
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
 /// Mappings or pieces of mappings a call returns: the common calls return one, in place.
@@ -428,10 +428,40 @@ impl VmMap {
     /// attributes. A merge extends the neighbour's record in place (and joining two neighbours
     /// removes one), so only a mapping that joins nothing takes a new node.
     fn add_merge(&mut self, v: Vma) {
+        self.count(&v, true);
+        // One descent decides and does it when both neighbours are in the leaf (or the free
+        // space beside the leaf shows that the one outside does not touch `v`).
+        let fast = self.tree.edit_leaf(v.start, |vs, beside| {
+            let k = vs.partition_point(|w| w.start < v.start);
+            let prev = match k.checked_sub(1) {
+                Some(j) => Some(vs[j].end == v.start && vs[j].same_attrs(&v)),
+                None => (beside.prev_end != Some(v.start)).then_some(false),
+            };
+            let next = match vs.get(k) {
+                Some(n) => Some(n.start == v.end && n.same_attrs(&v)),
+                None => (beside.next_start != Some(v.end)).then_some(false),
+            };
+            match (prev, next) {
+                (Some(true), Some(false)) => {
+                    vs[k - 1].end = v.end;
+                    (Some(true), true)
+                }
+                (Some(false), Some(true)) => {
+                    vs[k].start = v.start;
+                    (Some(true), true)
+                }
+                (Some(false), Some(false)) => (Some(false), false),
+                _ => (None, false),
+            }
+        });
+        match fast {
+            Some(true) => return,
+            Some(false) => return self.link(v),
+            None => {}
+        }
         let (prev, next) = self.tree.neighbours(v.start);
         let prev = prev.copied().filter(|p| p.end == v.start && p.same_attrs(&v));
         let next = next.copied().filter(|n| n.start == v.end && n.same_attrs(&v));
-        self.count(&v, true);
         match (prev, next) {
             (Some(p), Some(n)) => {
                 self.tree.remove(n.start);
@@ -448,6 +478,43 @@ impl VmMap {
     /// upper part takes a node. Needs the call's reservation; the list is allocated before
     /// anything changes.
     fn remove_range(&mut self, s: u64, e: u64) -> Result<Pieces, Errno> {
+        // The common case in one descent: the range within one mapping, cut at one end (or
+        // nothing mapped there).
+        let fast = self.tree.edit_leaf(s, |vs, beside| {
+            let k = vs.partition_point(|w| w.start <= s);
+            match k.checked_sub(1).map(|j| (j, vs[j])).filter(|(_, w)| w.end > s) {
+                Some((j, w)) if w.end >= e => match (w.start < s, w.end > e) {
+                    (false, true) => {
+                        vs[j].start = e;
+                        (Cut::Piece(w), true)
+                    }
+                    (true, false) => {
+                        vs[j].end = s;
+                        (Cut::Piece(w), true)
+                    }
+                    (false, false) => (Cut::Whole(w), false),
+                    (true, true) => (Cut::Slow, false),
+                },
+                Some(_) => (Cut::Slow, false),
+                None => {
+                    let next = vs.get(k).map(|n| n.start).or(beside.next_start);
+                    (if next.is_none_or(|n| n >= e) { Cut::Nothing } else { Cut::Slow }, false)
+                }
+            }
+        });
+        match fast {
+            Cut::Nothing => return Ok(Pieces::new()),
+            Cut::Piece(w) => {
+                let piece = w.clip(s, e);
+                self.count(&piece, false);
+                return Ok(Pieces::one(piece));
+            }
+            Cut::Whole(w) => {
+                self.take(w.start);
+                return Ok(Pieces::one(w));
+            }
+            Cut::Slow => {}
+        }
         let mut pieces = self.tree.overlapping(s, e)?;
         for v in pieces.iter_mut() {
             let piece = v.clip(s, e);
@@ -499,9 +566,15 @@ impl VmMap {
     /// boundary (or takes one node), a piece in the middle takes two. A rewritten piece may join
     /// the next, still unrewritten mapping; that mapping then already has the new attributes,
     /// so its own piece changes nothing.
-    fn rewrite(&mut self, pieces: &[Vma], mut f: impl FnMut(&Vma) -> Vma) {
+    fn rewrite(&mut self, pieces: &[Vma], f: impl FnMut(&Vma) -> Vma) {
+        self.rewrite_from(pieces, None, f);
+    }
+
+    /// [`VmMap::rewrite`], where `first` (if given) is what [`VmaTree::around`] says of the first
+    /// piece's start now: the caller looked already.
+    fn rewrite_from(&mut self, pieces: &[Vma], mut first: Option<Around>, mut f: impl FnMut(&Vma) -> Vma) {
         for p in pieces {
-            let around = self.tree.around(p.start);
+            let around = first.take().unwrap_or_else(|| self.tree.around(p.start));
             let Some(whole) = around.at else { continue };
             let new = f(p);
             debug_assert!((new.start, new.end) == (p.start, p.end) && whole.end >= p.end);
@@ -885,7 +958,9 @@ impl VmMap {
             return Err(Errno::ENOMEM);
         }
         self.reserve()?;
-        let replaced = self.remove_range(at, at + len)?;
+        // Only `MAP_FIXED` may land on mappings: every other placement (a free hint, a gap
+        // search, `MAP_FIXED_NOREPLACE` after its check) is free, and looking costs a descent.
+        let replaced = if flags & MAP_FIXED != 0 { self.remove_range(at, at + len)? } else { Pieces::new() };
         self.add_merge(Vma { start: at, end: at + len, prot: prot_v, flags: vflags, advice: Advice::Normal });
         if outside {
             self.window.placed_outside += 1;
@@ -970,21 +1045,26 @@ impl VmMap {
             return Err(Errno::EINVAL);
         }
         let new = Prot::from_bits_truncate(prot);
-        let first = self.tree.first_overlap(addr, end).copied().ok_or(Errno::ENOMEM)?;
+        // One descent serves the checks on the first mapping and, when the range lies in it,
+        // the selection and the neighbours its rewrite needs.
+        let around = self.tree.around(addr);
+        let Some(first) = around.at else {
+            // No mapping at `addr`: a mapping further in the range is what Linux's
+            // PROT_GROWSDOWN would have extended (EINVAL here, as nothing grows), else ENOMEM.
+            let further = around.next.is_some_and(|n| n.start < end);
+            return Err(if further && grows == PROT_GROWSDOWN { Errno::EINVAL } else { Errno::ENOMEM });
+        };
         if grows != 0 {
-            return Err(if grows == PROT_GROWSUP && first.start > addr {
-                Errno::ENOMEM
-            } else {
-                Errno::EINVAL
-            });
-        }
-        if first.start > addr {
-            return Err(Errno::ENOMEM);
+            return Err(Errno::EINVAL);
         }
         if new.write() && new.exec() && !self.allow_wx {
             return Err(Errno::EACCES);
         }
-        let (mut pieces, hole) = self.select(addr, end, true)?;
+        let (mut pieces, hole) = if first.end >= end {
+            (Pieces::one(first.clip(addr, end)), false)
+        } else {
+            self.select(addr, end, true)?
+        };
         let gains_x_outside =
             new.exec() && pieces.iter().any(|p| !p.prot.exec() && !self.inside_window(p.start, p.end));
         if gains_x_outside && self.window.strict {
@@ -1003,7 +1083,7 @@ impl VmMap {
         if !pieces.is_empty() {
             self.reserve()?;
         }
-        self.rewrite(&pieces, |p| Vma { prot: new, ..*p });
+        self.rewrite_from(&pieces, Some(around), |p| Vma { prot: new, ..*p });
         if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
@@ -1030,11 +1110,14 @@ impl VmMap {
     fn mprotect_refusal(&self, pieces: &[Vma], new: Prot) -> Option<usize> {
         let (mut count, mut data) = (self.tree.len(), self.data);
         let max = self.layout.max_map_count;
+        // Each piece splits at most twice: far from the limit, no split can pass it, and the
+        // descent that counts a piece's splits is not needed.
+        let roomy = count.saturating_add(pieces.len().saturating_mul(2)) <= max;
         for (i, p) in pieces.iter().enumerate() {
             if p.prot == new {
                 continue;
             }
-            let splits = self.splits_needed(p, &Vma { prot: new, ..*p });
+            let splits = if roomy { 0 } else { self.splits_needed(p, &Vma { prot: new, ..*p }) };
             if splits > 0 && count + splits > max {
                 return Some(i);
             }
@@ -1338,6 +1421,18 @@ impl VmMap {
             );
         }
     }
+}
+
+/// What [`VmMap::remove_range`] found in its first descent.
+enum Cut {
+    /// Nothing is mapped in the range.
+    Nothing,
+    /// The range was one end of this mapping, now cut off it.
+    Piece(Vma),
+    /// The range is exactly this mapping (still to be removed).
+    Whole(Vma),
+    /// Anything else: the general path.
+    Slow,
 }
 
 /// Linux's `round_hint_to_min`: the hint rounded down to a page; a non-zero hint below

@@ -908,3 +908,87 @@ fn a_call_refused_at_its_first_of_three_mappings_changes_nothing() {
     assert_eq!(m.find(base + PAGE).unwrap().prot, Prot::RW, "the refused piece keeps its rights");
     m.check();
 }
+
+/// The one-descent paths of `mmap`, `munmap` and `mprotect` (a new mapping joining a
+/// neighbour in its leaf or beside it, an unmap cutting one end of a mapping, an in-place
+/// change of rights) on a space of three and four levels, where neighbours fall in other leaves,
+/// against a page model; every invariant after every call.
+#[test]
+fn one_descent_edits_on_a_space_of_many_levels_agree_with_a_page_model() {
+    let mut m = VmMap::new(Layout::linux(0x60_0000));
+    let n = 3000u64;
+    let prots = [0, PROT_READ, RW];
+    for i in 0..n {
+        m.mmap(A + i * PAGE, PAGE, prots[1 + (i % 2) as usize], PRIV | MAP_FIXED, -1, 0).unwrap();
+    }
+    assert!(m.tree().height() >= 3, "{} levels", m.tree().height());
+    let mut model = std::collections::BTreeMap::<u64, Prot>::new();
+    for v in m.iter() {
+        for pg in (v.start..v.end).step_by(PAGE as usize) {
+            model.insert(pg, v.prot);
+        }
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for step in 0..4000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let addr = A + ((x >> 20) % (n + 8)) * PAGE - 4 * PAGE;
+        let len = ((x >> 12) % 3 + 1) * PAGE;
+        let prot = prots[((x >> 8) % 3) as usize];
+        let p = Prot::from_bits_truncate(prot);
+        match (x >> 4) % 4 {
+            0 => {
+                let r = m.mmap(addr, len, prot, PRIV | MAP_FIXED, -1, 0).unwrap();
+                let replaced: u64 = r.replaced.iter().map(|v| v.len()).sum();
+                assert_eq!(replaced, model.range(addr..addr + len).count() as u64 * PAGE, "step {step}");
+                for pg in (addr..addr + len).step_by(PAGE as usize) {
+                    model.insert(pg, p);
+                }
+            }
+            1 => {
+                // A hint: taken when free (the placement skips the unmap), else placed elsewhere.
+                let r = m.mmap(addr, len, prot, PRIV, -1, 0).unwrap();
+                assert!(model.range(r.addr..r.addr + r.len).next().is_none(), "step {step}");
+                assert_eq!(r.addr == addr, model.range(addr..addr + len).next().is_none(), "step {step}");
+                for pg in (r.addr..r.addr + r.len).step_by(PAGE as usize) {
+                    model.insert(pg, p);
+                }
+            }
+            2 => {
+                let removed: u64 = m.munmap(addr, len).unwrap().iter().map(|v| v.len()).sum();
+                let keys: Vec<u64> = model.range(addr..addr + len).map(|(&k, _)| k).collect();
+                assert_eq!(removed, keys.len() as u64 * PAGE, "step {step}");
+                for k in keys {
+                    model.remove(&k);
+                }
+            }
+            _ => {
+                let r = m.mprotect(addr, len, prot);
+                let prefix: Vec<u64> = (addr..addr + len)
+                    .step_by(PAGE as usize)
+                    .take_while(|pg| model.contains_key(pg))
+                    .collect();
+                if prefix.is_empty() {
+                    assert_eq!(r, Err(Errno::ENOMEM), "step {step}");
+                } else {
+                    let r = r.unwrap();
+                    let changed: u64 = r.changes.iter().map(|c| c.end - c.start).sum();
+                    let expect = prefix.iter().filter(|pg| model[pg] != p).count() as u64 * PAGE;
+                    assert_eq!(changed, expect, "step {step}");
+                    assert_eq!(r.error.is_some(), prefix.len() as u64 * PAGE != len, "step {step}");
+                    for pg in prefix {
+                        model.insert(pg, p);
+                    }
+                }
+            }
+        }
+        m.check();
+        if step % 97 == 0 {
+            let pages: Vec<(u64, Prot)> = m
+                .iter()
+                .flat_map(|v| (v.start..v.end).step_by(PAGE as usize).map(move |pg| (pg, v.prot)))
+                .collect();
+            let expect: Vec<(u64, Prot)> = model.iter().map(|(&k, &p)| (k, p)).collect();
+            assert_eq!(pages, expect, "step {step}");
+        }
+    }
+}

@@ -29,8 +29,13 @@ pub mod query;
 mod tests;
 
 use super::{Errno, PAGE, Vma, fallible};
+pub use node::Beside;
 use node::{Branch, FAN_MIN, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
 pub use query::{Dir, GapQuery};
+
+/// Insertions that split each node at most once (see `VmaTree::worst_case`): the one that
+/// splits a node, and as many more as cannot bring a half `LEAF_MIN - 1` entries at two each.
+const SMALL_RUN: usize = 1 + (if LEAF_MIN < FAN_MIN { LEAF_MIN } else { FAN_MIN } - 2) / 2;
 
 /// What [`VmaTree::around`] finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,16 +73,18 @@ impl VmaTree {
     }
 
     /// Spare nodes the next `insertions` insertions may take at most. Each takes the full nodes
-    /// at the bottom of its path and a new root if the whole path is full. A node that split is
-    /// about half full and needs [`LEAF_MIN`] more entries before it can split again, so fewer
-    /// insertions than that split each node of the tree at most once, and only the old root can
-    /// add a level: `min(k * height, nodes) + 1`. Beyond, each insertion may split its whole path,
-    /// one level more each time.
+    /// at the bottom of its path and a new root if the whole path is full. A node that split
+    /// holds at least [`LEAF_MIN`] entries and needs `LEAF_MIN - 1` more before it can split
+    /// again; one insertion brings a node at most two (an entry a full sibling passes to it,
+    /// `node::shift_out`, and the insertion or the split below it), so the few insertions
+    /// after a split cannot fill its halves: up to [`SMALL_RUN`] insertions split each node of
+    /// the tree at most once, and only the old root can add a level: `min(k * height, nodes) +
+    /// 1`. Beyond, each insertion may split its whole path, one level more each time.
     fn worst_case(&self, insertions: usize) -> usize {
         let k = insertions;
         if k == 0 {
             0
-        } else if k < LEAF_MIN.min(FAN_MIN) - 1 {
+        } else if k <= SMALL_RUN {
             k.saturating_mul(self.height).min(self.nodes) + 1
         } else {
             k.saturating_mul(self.height).saturating_add(k.saturating_mul(k + 1) / 2)
@@ -253,6 +260,27 @@ impl VmaTree {
                 }
             };
         }
+    }
+
+    /// Runs `f` on the mappings of one leaf, in one descent: the leaf holding the last mapping
+    /// starting at or below `addr` (the first leaf if none does), so that the mapping containing
+    /// `addr`, or the two around the free position `addr`, are in it or at its edges, where
+    /// [`Beside`] tells how far the mappings outside it reach. `f` may rewrite the mappings in
+    /// place: attributes, and bounds as long as the order stays and no mapping comes to overlap
+    /// another or those beside the leaf (the caller's duty; [`VmaTree::check`] finds a breach).
+    /// It returns its answer and whether it moved a bound; if it did, the summaries are fixed up
+    /// the path as far as they change. An empty tree gives `f` no mappings.
+    ///
+    /// Why: the common edits (a new mapping joining a neighbour, an unmap cutting one end of a
+    /// mapping) need the neighbours and the change in the same place, and a lookup followed by
+    /// a rewrite descends twice.
+    pub fn edit_leaf<R>(&mut self, addr: u64, f: impl FnOnce(&mut [Vma], Beside) -> (R, bool)) -> R {
+        let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else {
+            return f(&mut [], Beside::default()).0;
+        };
+        let (r, s) = node::edit_leaf(root, sum, addr, Beside::default(), f);
+        self.sum = Some(s);
+        r
     }
 
     /// The neighbours of the free position `addr`: the highest mapping starting below it and

@@ -72,10 +72,7 @@ impl Leaf {
     /// The summary, from every mapping (the leaf is not empty).
     pub fn sum(&self) -> Sum {
         let v = self.vmas();
-        let mut gap = 0;
-        for w in v.windows(2) {
-            gap = max(gap, w[1].start - w[0].end);
-        }
+        let gap = v.windows(2).fold(0, |g, w| max(g, w[1].start - w[0].end));
         Sum { lo: v.first().map_or(0, |f| f.start), hi: v.last().map_or(0, |l| l.end), gap }
     }
 
@@ -117,10 +114,12 @@ impl Branch {
 
     /// The summary, from every child (the branch is not empty).
     pub fn sum(&self) -> Sum {
+        // Over slices, without an index: the loop a fix-up runs whenever a largest gap shrank.
         let n = self.len;
-        let mut gap = 0;
-        for i in 0..n {
-            gap = max(gap, max(self.gap[i], self.between(i)));
+        let (lo, hi, gaps) = (&self.lo[..n], &self.hi[..n], &self.gap[..n]);
+        let mut gap = gaps.first().copied().unwrap_or(0);
+        for i in 1..n {
+            gap = max(gap, max(gaps[i], lo[i] - hi[i - 1]));
         }
         Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap }
     }
@@ -271,19 +270,25 @@ impl Pool {
     }
 }
 
-/// How many nodes inserting a mapping starting at `start` takes: the full nodes at the bottom
-/// of its path, plus a new root if the whole path is full.
+/// How many nodes inserting a mapping starting at `start` takes at most: the full nodes at the
+/// bottom of its path that split, plus a new root if the whole path is full. A full child whose
+/// sibling has room passes an entry to it instead of splitting ([`shift_out`]); only the first
+/// such pass on the path is foreseen here, since it moves the subtree below to a parent whose
+/// other children differ (below it a full node is counted as splitting).
 pub fn nodes_needed(mut node: &Node, start: u64) -> usize {
-    let (mut run, mut depth) = (0, 0);
+    let (mut run, mut depth, mut shifts, mut shifted) = (0, 0, false, false);
     loop {
         depth += 1;
-        run = if node.is_full() { run + 1 } else { 0 };
+        run = if node.is_full() && !shifts { run + 1 } else { 0 };
         match node {
             Node::Leaf(_) => break,
-            Node::Branch(b) => match b.child[b.route(start)].as_deref() {
-                Some(c) => node = c,
-                None => break,
-            },
+            Node::Branch(b) => {
+                let i = b.route(start);
+                let Some(c) = b.child[i].as_deref() else { break };
+                shifts = !shifted && c.is_full() && shift_target(b, i).is_some();
+                shifted |= shifts;
+                node = c;
+            }
         }
     }
     if run == depth { run + 1 } else { run }
@@ -315,10 +320,20 @@ pub fn insert(node: &mut Node, old: Option<Sum>, v: Vma, pool: &mut Pool) -> (Su
             l.len = keep;
             let rs = right.sum();
             let split = pool.take(Node::Leaf(right)).map(|n| (rs, n));
+            debug_assert!(split.is_some(), "the pool held the nodes an insertion needs");
             (l.sum(), split)
         }
         Node::Branch(b) => {
-            let i = b.route(v.start);
+            let mut i = b.route(v.start);
+            // A full child passes one entry to a sibling with room instead of splitting, so
+            // that mappings placed one after another (top-down mmap) fill their nodes rather
+            // than leave every node half full: fewer levels for the same count.
+            let mut old = old;
+            if b.child[i].as_deref().is_some_and(Node::is_full) && shift_out(b, i) {
+                i = b.route(v.start);
+                // The moved entry's gaps now lie between children: recompute below.
+                old = None;
+            }
             let child_old = b.child_sum(i);
             let Some(c) = b.child[i].as_deref_mut() else { return (b.sum(), None) };
             let (cs, split) = insert(c, Some(child_old), v, pool);
@@ -361,7 +376,103 @@ pub fn insert(node: &mut Node, old: Option<Sum>, v: Vma, pool: &mut Pool) -> (Su
             }
             let rs = right.sum();
             let split = pool.take(Node::Branch(right)).map(|n| (rs, n));
+            debug_assert!(split.is_some(), "the pool held the nodes an insertion needs");
             (b.sum(), split)
+        }
+    }
+}
+
+/// Where [`shift_out`] would move an entry of child `i` of `b`: the left one of the pair of
+/// siblings, and whether to the right; `None` if neither sibling has room for two.
+fn shift_target(b: &Branch, i: usize) -> Option<(usize, bool)> {
+    let room = |j: usize| b.child[j].as_deref().is_some_and(|c| c.len() + 2 <= c.cap());
+    if i + 1 < b.len && room(i + 1) {
+        Some((i, true))
+    } else if i > 0 && room(i - 1) {
+        Some((i - 1, false))
+    } else {
+        None
+    }
+}
+
+/// Child `i` of `b` is full: moves its last entry to the front of the next sibling, or its
+/// first to the end of the previous one, whichever has room for two (so that the insertion
+/// that follows finds room wherever it lands). Returns whether it moved one. The branch's own
+/// summary is unchanged (the same mappings, the same gaps between them).
+fn shift_out(b: &mut Branch, i: usize) -> bool {
+    let Some((a, to_right)) = shift_target(b, i) else { return false };
+    let (left, right) = b.child.split_at_mut(a + 1);
+    let (Some(ln), Some(rn)) = (left[a].as_deref_mut(), right[0].as_deref_mut()) else { return false };
+    match (ln, rn) {
+        (Node::Leaf(l), Node::Leaf(r)) => {
+            if to_right {
+                r.v.copy_within(0..r.len, 1);
+                r.v[0] = l.v[l.len - 1];
+                r.len += 1;
+                l.len -= 1;
+            } else {
+                l.v[l.len] = r.v[0];
+                l.len += 1;
+                r.v.copy_within(1..r.len, 0);
+                r.len -= 1;
+            }
+        }
+        (Node::Branch(l), Node::Branch(r)) => {
+            if to_right {
+                let s = l.child_sum(l.len - 1);
+                if let Some(c) = l.remove_at(l.len - 1) {
+                    r.insert_at(0, s, c);
+                }
+            } else {
+                let s = r.child_sum(0);
+                if let Some(c) = r.remove_at(0) {
+                    l.insert_at(l.len, s, c);
+                }
+            }
+        }
+        _ => return false,
+    }
+    let (Some(ln), Some(rn)) = (left[a].as_deref(), right[0].as_deref()) else { return false };
+    let (ls, rs) = (ln.sum(), rn.sum());
+    b.set(a, ls);
+    b.set(a + 1, rs);
+    true
+}
+
+/// What a descent knows of the mappings beside the leaf it reaches, from the summaries of the
+/// siblings it passed: the end of the last mapping before the leaf and the start of the first
+/// after it (`None`: no mapping on that side).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Beside {
+    /// End of the nearest mapping below the leaf.
+    pub prev_end: Option<u64>,
+    /// Start of the nearest mapping above the leaf.
+    pub next_start: Option<u64>,
+}
+
+/// Descends to the leaf where `addr` routes and runs `f` on its mappings and what lies beside
+/// it; `f` returns its answer and whether it moved a bound. The summaries of the subtree (whose
+/// summary was `old`) are fixed up the path only as far as they change; returns the answer and
+/// the new summary.
+pub fn edit_leaf<R, F>(node: &mut Node, old: Sum, addr: u64, beside: Beside, f: F) -> (R, Sum)
+where
+    F: FnOnce(&mut [Vma], Beside) -> (R, bool),
+{
+    match node {
+        Node::Leaf(l) => {
+            let (r, moved) = f(&mut l.v[..l.len], beside);
+            (r, if moved { l.sum() } else { old })
+        }
+        Node::Branch(b) => {
+            let i = b.route(addr);
+            let beside = Beside {
+                prev_end: if i > 0 { Some(b.hi[i - 1]) } else { beside.prev_end },
+                next_start: if i + 1 < b.len { Some(b.lo[i + 1]) } else { beside.next_start },
+            };
+            let child_old = b.child_sum(i);
+            let Some(c) = b.child[i].as_deref_mut() else { return (f(&mut [], beside).0, old) };
+            let (r, cs) = edit_leaf(c, child_old, addr, beside, f);
+            (r, if cs == child_old { old } else { b.update(i, old, cs) })
         }
     }
 }
