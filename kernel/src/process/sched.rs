@@ -283,14 +283,16 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
             finish(thread);
             continue;
         }
-        let process = thread.process.clone();
         // A thread that is not exiting belongs to a process that holds its space (the last
-        // thread's exit drops it), so the space outlives this run of the thread.
-        let Some(space) = process.space() else {
+        // thread's exit drops it), so the space outlives this run of the thread. No clone of
+        // the process is kept here: the thread's own reference is the one `finish` drops before
+        // the process stops counting as live, and a clone living to the end of this iteration
+        // let `run_cpu(Some(..))` on another CPU return with the process still listed.
+        let Some(space) = thread.process.space() else {
             finish(thread);
             continue;
         };
-        process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
+        thread.process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
         let asid = crate::memory::asids::switch_to(space.asid(), cpu);
         TTBR0_EL1.set(crate::boot::translation::ttbr(space.root(), asid));
         drop(space);
