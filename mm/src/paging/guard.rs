@@ -223,6 +223,12 @@ mod tests {
         pt.install_guards(page(-2), 6 * PAGE_SIZE).unwrap();
         assert_eq!(pt.stats().tables_in_use(), tables);
         assert!(pt.is_guard(page(3)) && !pt.is_guard(page(4)));
+        // A marker two blocks higher: the tables above exist, one last-level table is new.
+        let far = VirtAddr(BASE + 2 * BLOCK_2M);
+        pt.install_guards(far, PAGE_SIZE).unwrap();
+        assert_eq!(pt.stats().tables_in_use(), tables + 1);
+        assert!(pt.is_guard(far));
+        pt.check_occupancy();
         // No leaf: queries and walks see none.
         assert!(pt.query(page(0)).is_none());
         let mut leaves = 0;

@@ -78,8 +78,9 @@ impl Run {
 
 fn size(f: &mut fmt::Formatter<'_>, bytes: u64) -> fmt::Result {
     match bytes {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => write!(f, "{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => write!(f, "{} MiB", b >> 20),
+        // (A leaf is never empty, so a multiple of a unit is at least one unit.)
+        b if b % (1 << 30) == 0 => write!(f, "{} GiB", b >> 30),
+        b if b % (1 << 20) == 0 => write!(f, "{} MiB", b >> 20),
         b => write!(f, "{} KiB", b >> 10),
     }
 }

@@ -1037,3 +1037,72 @@ fn a_reserved_entry_beside_a_cut_run_leaves_the_count() {
         assert_eq!(pt.stats().tables_in_use(), 1, "staged {staged}: only the root is left");
     }
 }
+
+/// The run holding the last page of a range is the one at `hi - page`: an unmap of all but the
+/// last page of two contiguous runs (the first whole, the second cut one page short of its
+/// end) leaves that page without its hint, directly and staged on a live table alike. Two guard
+/// markers just below the runs, in the same last-level table, go with the unmap (the cut run
+/// sends that table through the general loop, which counts them as vacated).
+#[test]
+fn an_unmap_ending_one_page_short_of_a_runs_end_clears_that_runs_hint() {
+    let attrs = Attributes::kernel_data();
+    let run = PAGE_RUN as u64 * PAGE_SIZE;
+    let (va, pa) = (8 * run, 0x8000_0000);
+    for staged in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(va), PhysAddr(pa), 2 * run, attrs, Constraints::NONE).unwrap();
+        pt.install_guards(VirtAddr(va - 2 * PAGE_SIZE), 2 * PAGE_SIZE).unwrap();
+        assert!(pt.query(VirtAddr(va + 2 * run - PAGE_SIZE)).unwrap().contiguous);
+        let r = unmap_via(&mut pt, staged, va - 2 * PAGE_SIZE, 2 * run + PAGE_SIZE);
+        assert!(!pt.is_guard(VirtAddr(va - PAGE_SIZE)), "staged {staged}");
+        r.release(pt.translation_mut());
+        let last = pt.query(VirtAddr(va + 2 * run - PAGE_SIZE)).unwrap();
+        assert_eq!(
+            (last.pa, last.size, last.contiguous),
+            (PhysAddr(pa + 2 * run - PAGE_SIZE), PAGE_SIZE, false),
+            "staged {staged}"
+        );
+        for off in [0, run - PAGE_SIZE, run, 2 * run - 2 * PAGE_SIZE] {
+            assert_eq!(pt.query(VirtAddr(va + off)), None, "staged {staged}, offset {off:#x}");
+        }
+        pt.check_occupancy();
+    }
+}
+
+/// A page unmapped in the middle of one block of a contiguous run of blocks: that block is
+/// split around the page (its other pages stay, at their frames), and the other blocks of the
+/// run stay blocks without the hint, directly and staged on a live table alike.
+#[test]
+fn a_page_unmapped_inside_a_block_of_a_contiguous_block_run() {
+    let attrs = Attributes::kernel_data();
+    let block = crate::addr::BLOCK_2M;
+    let run = BLOCK_RUN as u64 * block;
+    let (va, pa) = (2 * run, 4 * run);
+    let hole = va + 3 * block + 5 * PAGE_SIZE;
+    for staged in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(va), PhysAddr(pa), run, attrs, Constraints::NONE).unwrap();
+        let first = pt.query(VirtAddr(va)).unwrap();
+        assert_eq!((first.level, first.contiguous), (2, true));
+        let r = unmap_via(&mut pt, staged, hole, PAGE_SIZE);
+        r.release(pt.translation_mut());
+        assert_eq!(pt.query(VirtAddr(hole)), None, "staged {staged}");
+        for at in [hole - PAGE_SIZE, hole + PAGE_SIZE, va + 3 * block, va + 4 * block - PAGE_SIZE] {
+            let leaf = pt.query(VirtAddr(at)).unwrap();
+            assert_eq!(
+                (leaf.level, leaf.translate(VirtAddr(at))),
+                (3, PhysAddr(pa + (at - va))),
+                "staged {staged}, {at:#x}"
+            );
+        }
+        for i in [0, 2, 4, BLOCK_RUN as u64 - 1] {
+            let leaf = pt.query(VirtAddr(va + i * block)).unwrap();
+            assert_eq!(
+                (leaf.level, leaf.pa, leaf.contiguous),
+                (2, PhysAddr(pa + i * block), false),
+                "staged {staged}, block {i}"
+            );
+        }
+        pt.check_occupancy();
+    }
+}
