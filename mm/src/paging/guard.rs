@@ -305,6 +305,10 @@ mod tests {
         // Clearing the rest leaves the tables empty: they go.
         let record = pt.unmap(page(-2), 5 * PAGE_SIZE).unwrap();
         assert!(record.detached_tables() > 0);
+        // The flush covers the cleared markers, and only them: the tables they held may sit in
+        // a walk cache, and an address inside each reaches it (`PendingFlush::cover`).
+        let range = record.range().expect("markers cleared from tables that go: a range to flush");
+        assert_eq!((range.start, range.size), (page(-2), 5 * PAGE_SIZE));
         records.push(record);
         assert!(runs(&pt, VirtAddr(0), 4 * BASE).is_empty());
         assert_eq!(pt.stats().tables_in_use(), root_only);

@@ -1106,3 +1106,22 @@ fn a_page_unmapped_inside_a_block_of_a_contiguous_block_run() {
         pt.check_occupancy();
     }
 }
+
+/// The same at the bottom of the address space, where the cut run's base is 0: all but the last
+/// page of a run at VA 0 unmapped leaves that page without its hint.
+#[test]
+fn an_unmap_of_all_but_the_last_page_of_the_run_at_address_0_clears_its_hint() {
+    let attrs = Attributes::kernel_data();
+    let run = PAGE_RUN as u64 * PAGE_SIZE;
+    for staged in [false, true] {
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        pt.map(VirtAddr(0), PhysAddr(0x8000_0000), run, attrs, Constraints::NONE).unwrap();
+        assert!(pt.query(VirtAddr(0)).unwrap().contiguous);
+        let r = unmap_via(&mut pt, staged, 0, run - PAGE_SIZE);
+        r.release(pt.translation_mut());
+        let last = pt.query(VirtAddr(run - PAGE_SIZE)).unwrap();
+        assert_eq!((last.size, last.contiguous), (PAGE_SIZE, false), "staged {staged}");
+        assert_eq!(pt.query(VirtAddr(0)), None);
+        pt.check_occupancy();
+    }
+}
