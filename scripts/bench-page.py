@@ -294,7 +294,7 @@ build's granule:
    NO_CONTIGUOUS`, from a 1 GiB-aligned VA): table frames in use
    (`PageTable::stats().tables_in_use()`, the root included) and their bytes, against the
    worked-out count (one last-level table per table's worth of pages, then one table a level up
-   to the root: 4K 512 + 1 + 1 + 1, 16K 32 + 1 + 1 + 1, 64K 2 + 1); asserted.
+   to the root: 4K 512 + 1 + 1 + 1, 16K 32 + 1 + 1 + 1, 64K 2 + 1 + 1); asserted.
 3. Host time to map then unmap that 1 GiB, one call per page (sequential VAs) and one call for
    the whole range, the best of 9 runs for each phase, per page and per MiB, table frames from
    the heap (the table not live: no TLB). This is mm alone: aarch64-paging, the comparison of

@@ -1590,7 +1590,7 @@ unsafe impl Translation for HeapFrames {
 ///    one page) and one TLBI per page; asserts ours ≤ Linux's.
 /// 2. Table frames for 1 GiB mapped with pages only (`NO_BLOCKS | NO_CONTIGUOUS`), against the
 ///    worked-out count: one last-level table per `ENTRIES_PER_TABLE` pages, then one table per
-///    level up to the root (4K: 512 + 1 + 1 + 1; 16K: 32 + 1 + 1 + 1; 64K: 2 + 1); asserted.
+///    level up to the root (4K: 512 + 1 + 1 + 1; 16K: 32 + 1 + 1 + 1; 64K: 2 + 1 + 1); asserted.
 /// 3. Host time of mapping then unmapping that 1 GiB one page per call (sequential VAs) and in
 ///    one call each, the best of 9 runs for each phase, per page and per MiB (informational:
 ///    never asserted).
@@ -1646,7 +1646,7 @@ fn figures_per_granule() {
     let worked_out = match format.granule {
         Granule::K4 => 512 + 1 + 1 + 1,
         Granule::K16 => 32 + 1 + 1 + 1,
-        Granule::K64 => 2 + 1,
+        Granule::K64 => 2 + 1 + 1,
     };
     assert_eq!(want, worked_out, "the formula against the worked-out count");
     let pages_only = Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS);
