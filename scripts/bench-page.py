@@ -275,6 +275,34 @@ copied); the W^X JIT cycle through two views of one memfd (write two instruction
 `IC IVAU`, call) against the same cycle with one mapping switched by `mprotect`.
 
 {block("10")}
+## 13. Per granule: promotion TLBIs, page-table memory, host throughput
+
+The host test `figures_per_granule` in each build of `mm` (4 KiB by default, `--features
+granule-16k`, `--features granule-64k`): `cargo test -q -p mm --release --lib [--features
+granule-16k|granule-64k] figures_per_granule -- --ignored --nocapture`. Three parts, for the
+build's granule:
+1. TLBIs of one promotion: a level-2 block's run of last-level pages (2 MiB with 4 KiB pages,
+   32 MiB with 16 KiB, 512 MiB with 64 KiB), mapped as pages in a user address space, replaced
+   by the block under break-before-make; counted on the model CPU of the address-space tests,
+   with and without FEAT_TLBIRANGE. Linux's column is its formula for the same flush: khugepaged
+   collapses a PMD with `pmdp_collapse_flush()`, which calls `flush_tlb_range(vma, addr, addr +
+   HPAGE_PMD_SIZE)`, on arm64 `__flush_tlb_range(vma, start, end, PAGE_SIZE, false, ..)`: a
+   stride of one page, non-leaf forms, with the limit check and `__flush_tlb_range_op` loop of
+   v6.10–v6.16 (the model of section 11); KPTI, which doubles Linux's user flushes, is left out.
+   The test asserts ours ≤ Linux's.
+2. Page-table memory for 1 GiB mapped with pages only (`Constraints::NO_BLOCKS |
+   NO_CONTIGUOUS`, from a 1 GiB-aligned VA): table frames in use
+   (`PageTable::stats().tables_in_use()`, the root included) and their bytes, against the
+   worked-out count (one last-level table per table's worth of pages, then one table a level up
+   to the root: 4K 512 + 1 + 1 + 1, 16K 32 + 1 + 1 + 1, 64K 2 + 1 + 1); asserted.
+3. Host time to map then unmap that 1 GiB, one call per page (sequential VAs) and one call for
+   the whole range, the best of 9 runs for each phase, per page and per MiB, table frames from
+   the heap (the table not live: no TLB). This is mm alone: aarch64-paging, the comparison of
+   section 3, has only the 4 KiB granule.
+
+Host times are informational (the machine is shared and loaded); the counts are exact.
+
+{block("9")}
 ## Not measured here
 
 - TLBIs on Linux (no counter; a QEMU TCG plugin could count executed TLBI encodings, but Debian

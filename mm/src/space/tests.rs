@@ -1551,6 +1551,172 @@ fn promotion_is_one_tlbi() {
     }
 }
 
+/// Table frames from the heap for [`figures_per_granule`]: a boxed, granule-aligned
+/// [`AlignedTable`](crate::paging::AlignedTable) whose pointer serves as the "physical address"
+/// (heap pointers are below 2^48 on the hosts the tests run on; checked). The table is never
+/// live, so no TLB is modelled: the host cost of the walks and writes alone.
+struct HeapFrames;
+
+// SAFETY: every frame is a fresh, exclusively owned, granule-aligned heap allocation of one
+// granule below 2^48 (checked), valid until `deallocate_table` frees it; `table_ptr` returns it.
+unsafe impl Translation for HeapFrames {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        // The engine zeroes new tables itself.
+        let frame: Box<core::mem::MaybeUninit<crate::paging::AlignedTable>> = Box::new_uninit();
+        let pa = Box::into_raw(frame) as u64;
+        assert!(pa < 1 << 48, "heap pointer above 2^48 cannot serve as a physical address");
+        Some(PhysAddr(pa))
+    }
+
+    fn deallocate_table(&mut self, pa: PhysAddr) {
+        // SAFETY: `pa` came from `allocate_table` and is handed back once.
+        drop(unsafe { Box::from_raw(pa.0 as *mut core::mem::MaybeUninit<crate::paging::AlignedTable>) });
+    }
+
+    fn table_ptr(&self, pa: PhysAddr) -> NonNull<[u64; ENTRIES_PER_TABLE]> {
+        NonNull::new(pa.0 as *mut [u64; ENTRIES_PER_TABLE]).expect("frame address 0")
+    }
+}
+
+/// The per-granule figures of the report, for the granule of the build (run it in each:
+/// `cargo test -q -p mm --release --lib [--features granule-16k|granule-64k]
+/// figures_per_granule -- --ignored --nocapture`):
+/// 1. TLBIs of one promotion (a level-2 block's run of pages, mapped as pages, replaced by the
+///    block: 2 MiB with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB with 64 KiB), counted on the
+///    model CPU, with and without FEAT_TLBIRANGE, against Linux's count for khugepaged's
+///    collapse of the same range (`pmdp_collapse_flush` → `flush_tlb_range(vma, addr, addr +
+///    HPAGE_PMD_SIZE)` → arm64 `__flush_tlb_range(.., PAGE_SIZE, last_level = false, ..)`:
+///    [`compare::linux_plan_count_in`](crate::tlb::compare::linux_plan_count_in) at a stride of
+///    one page) and one TLBI per page; asserts ours ≤ Linux's.
+/// 2. Table frames for 1 GiB mapped with pages only (`NO_BLOCKS | NO_CONTIGUOUS`), against the
+///    worked-out count: one last-level table per `ENTRIES_PER_TABLE` pages, then one table per
+///    level up to the root (4K: 512 + 1 + 1 + 1; 16K: 32 + 1 + 1 + 1; 64K: 2 + 1 + 1); asserted.
+/// 3. Host time of mapping then unmapping that 1 GiB one page per call (sequential VAs) and in
+///    one call each, the best of 9 runs for each phase, per page and per MiB (informational:
+///    never asserted).
+#[test]
+#[ignore]
+fn figures_per_granule() {
+    use crate::granule::Granule;
+    use crate::tlb::compare::linux_plan_count_in;
+    use std::println;
+    use std::time::{Duration, Instant};
+
+    let format = crate::granule::Format::BUILD;
+    let kib = PAGE_SIZE >> 10;
+    println!("granule: {} ({kib} KiB pages, {} entries a table)", format.name(), ENTRIES_PER_TABLE);
+
+    // 1. A promotion's TLBIs.
+    let n = BLOCK_PAGES;
+    println!(
+        "1. promotion of {} MiB ({n} pages -> one level-2 block), user ASID: TLBI instructions",
+        BLOCK_2M >> 20
+    );
+    println!("   FEAT_TLBIRANGE  ours (model CPU)  Linux (flush_tlb_range)  one per page");
+    for caps in [RANGE_CAPS, Caps::BASELINE] {
+        let mut h = Harness::new(3, caps);
+        h.apply(Op::Map { space: 1, page: n, pages: n, scatter: false, attrs: 0, constraints: 6 });
+        let va = VirtAddr(h.va(1, n));
+        assert_eq!(h.spaces[1].query(va).unwrap().level, 3);
+        let t = tlbis_of(&mut h, |h| assert_eq!(h.spaces[1].promote(va), Ok(true)));
+        assert_eq!(h.spaces[1].query(va).unwrap().level, 2);
+        let linux = linux_plan_count_in(format, va, n, 1, caps.range);
+        let ops: Vec<String> = t.iter().map(|i| std::format!("{:?}", i.op)).collect();
+        println!(
+            "   {:<15} {:>5} ({:<9}) {:>24} {:>13}",
+            if caps.range { "yes" } else { "no" },
+            t.len(),
+            ops.join(" "),
+            linux,
+            n
+        );
+        assert!(t.len() as u64 <= linux, "{}: ours {} > Linux's {linux}", format.name(), t.len());
+        h.teardown();
+    }
+
+    // 2. Page-table memory for 1 GiB of pages.
+    const GIB: u64 = 1 << 30;
+    const VA: u64 = 0x40_0000_0000; // 1 GiB-aligned (so block- and table-aligned in every granule)
+    const PA: u64 = 0x80_0000_0000;
+    let pages = GIB / PAGE_SIZE;
+    let shift = crate::addr::PAGE_SHIFT;
+    let levels = (crate::addr::VA_BITS - shift).div_ceil(shift - 3) as u64;
+    let last_level = pages / ENTRIES_PER_TABLE as u64;
+    let want = last_level + (levels - 1);
+    let worked_out = match format.granule {
+        Granule::K4 => 512 + 1 + 1 + 1,
+        Granule::K16 => 32 + 1 + 1 + 1,
+        Granule::K64 => 2 + 1 + 1,
+    };
+    assert_eq!(want, worked_out, "the formula against the worked-out count");
+    let pages_only = Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS);
+    let attrs = Attributes::user(UserAccess::ReadWrite);
+    let mut pt = PageTable::new(HeapFrames, VaRange::Lower).unwrap();
+    pt.map(VirtAddr(VA), PhysAddr(PA), GIB, attrs, pages_only).unwrap();
+    let tables = pt.stats().tables_in_use();
+    println!(
+        "2. 1 GiB mapped with {kib} KiB pages only ({pages} pages; NO_BLOCKS | NO_CONTIGUOUS): page-table memory"
+    );
+    println!(
+        "   tables in use {tables} = {} bytes ({:.2} MiB); worked out: {last_level} last-level + {} above (root included) = {want}",
+        tables * PAGE_SIZE,
+        (tables * PAGE_SIZE) as f64 / (1 << 20) as f64,
+        levels - 1
+    );
+    assert_eq!(tables, want);
+    let record = pt.unmap(VirtAddr(VA), GIB).unwrap();
+    record.release(pt.translation_mut());
+    assert_eq!(pt.stats().tables_in_use(), 1, "only the root is left");
+    let (mut frames, record) = pt.destroy();
+    record.release(&mut frames);
+
+    // 3. Host throughput: map then unmap 1 GiB one page per call, and in one call each.
+    let run = |per_page: bool| -> (Duration, Duration, u64) {
+        let mut pt = PageTable::new(HeapFrames, VaRange::Lower).unwrap();
+        let step = if per_page { PAGE_SIZE } else { GIB };
+        let t0 = Instant::now();
+        for off in (0..GIB).step_by(step as usize) {
+            pt.map(VirtAddr(VA + off), PhysAddr(PA + off), step, attrs, pages_only).unwrap();
+        }
+        let map = t0.elapsed();
+        let tables = pt.stats().tables_in_use();
+        let t1 = Instant::now();
+        for off in (0..GIB).step_by(step as usize) {
+            let record = pt.unmap(VirtAddr(VA + off), step).unwrap();
+            // Never live: no TLB to flush, the frames may go at once.
+            record.release(pt.translation_mut());
+        }
+        let unmap = t1.elapsed();
+        assert_eq!(pt.translate(VirtAddr(VA)), None);
+        let (mut frames, record) = pt.destroy();
+        record.release(&mut frames);
+        (map, unmap, tables)
+    };
+    const RUNS: usize = 9;
+    println!(
+        "3. host: map then unmap 1 GiB ({pages} pages of {kib} KiB), sequential VAs, best of {RUNS} per phase"
+    );
+    println!("   calls          map ns/page  unmap ns/page  total ns/page  total us/MiB  tables");
+    for (name, per_page) in [("one per page", true), ("one for 1 GiB", false)] {
+        // The best of each phase on its own: a run is tens of milliseconds, so one preemption
+        // on the loaded host spoils a phase, rarely both.
+        let (mut map, mut unmap, mut tables) = (Duration::MAX, Duration::MAX, 0);
+        for _ in 0..RUNS {
+            let r = run(per_page);
+            assert_eq!(r.2, want);
+            (map, unmap, tables) = (map.min(r.0), unmap.min(r.1), r.2);
+        }
+        let per = |d: Duration| d.as_nanos() as f64 / pages as f64;
+        println!(
+            "   {name:<14} {:>11.1} {:>14.1} {:>14.1} {:>13.1} {tables:>7}",
+            per(map),
+            per(unmap),
+            per(map + unmap),
+            (map + unmap).as_nanos() as f64 / 1024.0 / 1000.0
+        );
+    }
+}
+
 #[test]
 fn partial_unmap_of_a_live_block_splits_through_bbm() {
     let mut h = Harness::new(4, RANGE_CAPS);
