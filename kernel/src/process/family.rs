@@ -104,6 +104,11 @@ pub struct Family {
     /// Linux's `release_task` makes it before `wait4` returns, even while a CPU that ran its
     /// last thread still holds a reference for a moment.
     reaped: AtomicBool,
+    /// A zombie its parent may reap: set by [`exited`] once it has decided the parent keeps one
+    /// (Linux's `exit_notify` setting `EXIT_ZOMBIE`). Not `done`, which is set before that
+    /// decision: a wait on another CPU in between would reap a child whose parent asked for no
+    /// zombies.
+    zombie: AtomicBool,
     vfork: Mutex<Vfork>,
     /// CPU time of reaped children (counter ticks), for `times`/`getrusage(RUSAGE_CHILDREN)`.
     pub children_ticks: AtomicU64,
@@ -124,6 +129,7 @@ impl Family {
             exit_signal,
             killed: AtomicBool::new(false),
             reaped: AtomicBool::new(false),
+            zombie: AtomicBool::new(false),
             vfork: Mutex::new(Vfork::default()),
             children_ticks: AtomicU64::new(0),
         }
@@ -390,10 +396,17 @@ pub fn exited(p: &Arc<Process>) {
     // Under the parent link's lock, so an adoption cannot slip between the look and the signal.
     let link = p.family.parent.lock();
     if let Some(parent) = link.as_ref().and_then(Weak::upgrade) {
-        if no_zombies(&parent) {
+        let no_zombies_asked = no_zombies(&parent);
+        if no_zombies_asked {
             p.family.reaped.store(true, Ordering::Release);
             parent.family.children.lock().retain(|c| !Arc::ptr_eq(c, p));
-        } else if p.family.exit_signal != 0 {
+        } else {
+            // A zombie before the signal: a SIGCHLD handler's `waitpid(-1, WNOHANG)` on another
+            // CPU must find it. A wait may then reap it before the signal is sent (Linux's
+            // tasklist lock makes the two one step); the signal still carries its status.
+            p.family.zombie.store(true, Ordering::Release);
+        }
+        if !no_zombies_asked && p.family.exit_signal != 0 {
             let killed = p.family.killed.load(Ordering::Acquire);
             let mut info =
                 SigInfo::sent(p.family.exit_signal, if killed { CLD_KILLED } else { CLD_EXITED }, p.pid, 0);
@@ -469,7 +482,7 @@ fn find(p: &Process, which: Targets, keep: bool) -> Found {
             continue;
         }
         any = true;
-        if children[i].done.load(Ordering::Acquire) {
+        if children[i].family.zombie.load(Ordering::Acquire) {
             let c = if keep { children[i].clone() } else { children.swap_remove(i) };
             if !keep {
                 c.family.reaped.store(true, Ordering::Release);
