@@ -286,7 +286,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// area, `EAGAIN` out of frames (the POSIX errors Linux's `mlock` returns).
     fn populate_locked(&mut self, start: u64, end: u64) -> Result<(), Errno> {
         let mut cursor = start;
-        loop {
+        while cursor < end {
             let Some(v) = self.vm.mappings_in(cursor, end).next() else { break };
             cursor = v.end;
             if !v.flags.contains(VmaFlags::LOCKED) || v.flags.contains(VmaFlags::LOCKONFAULT) {

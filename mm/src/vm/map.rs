@@ -356,9 +356,14 @@ impl VmMap {
         self.tree.iter()
     }
 
-    /// The mappings overlapping `[start, end)`, clipped to it, in address order.
+    /// The mappings overlapping `[start, end)`, clipped to it, in address order; none for an
+    /// empty range (a mapping around `start` would otherwise come out clipped to nothing, and a
+    /// caller walking by the ends of what it finds would never get past it).
     pub fn mappings_in(&self, start: u64, end: u64) -> impl Iterator<Item = Vma> + '_ {
-        self.tree.iter_from(start).take_while(move |v| v.start < end).map(move |v| v.clip(start, end))
+        self.tree
+            .iter_from(start)
+            .take_while(move |v| start < end && v.start < end)
+            .map(move |v| v.clip(start, end))
     }
 
     /// The allocator underneath (read-only: for gap queries and benchmarks).

@@ -216,6 +216,21 @@ fn map_fixed_returns_what_it_replaced() {
     m.check();
 }
 
+/// An empty range overlaps nothing, even inside a mapping (a caller walking `[cursor, end)` by
+/// the ends of what it finds relies on that to stop).
+#[test]
+fn an_empty_range_holds_no_mappings() {
+    let m = fixture();
+    for at in [A, A + PAGE, A + 4 * PAGE, A + 9 * PAGE, 0, u64::MAX] {
+        assert_eq!(m.mappings_in(at, at).count(), 0, "[{at:#x}, {at:#x})");
+        assert_eq!(m.mappings_in(at, at.saturating_sub(PAGE)).count(), 0, "end below start at {at:#x}");
+    }
+    assert_eq!(
+        m.mappings_in(A + PAGE, A + PAGE + 1).map(|v| (v.start, v.end)).collect::<Vec<_>>(),
+        [(A + PAGE, A + PAGE + 1)]
+    );
+}
+
 #[test]
 fn mprotect_changes_the_prefix_before_a_hole_then_fails() {
     let mut m = fixture();

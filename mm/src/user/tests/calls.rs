@@ -385,6 +385,26 @@ fn mlockall_locks_current_and_future_areas() {
     m.vm().check();
 }
 
+/// A locked new mapping that joins a locked neighbour above it is populated, and the call
+/// returns: the population walks the new pages only, and used to loop for ever at their end,
+/// where the joined mapping goes on (the memory-call fuzzer hung there). The same through
+/// `mlockall(MCL_FUTURE)`.
+#[test]
+fn a_locked_mapping_that_joins_its_locked_neighbour_is_populated_and_returns() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 4 * P, RW, ANON | MAP_LOCKED, -1, 0).unwrap();
+    let b = m.mmap(0, 2 * P, RW, ANON | MAP_LOCKED, -1, 0).unwrap();
+    assert_eq!(b + 2 * P, a, "placed just below (top-down)");
+    let joined = m.vm().find(b).unwrap();
+    assert_eq!((joined.start, joined.end), (b, a + 4 * P), "one mapping");
+    assert_eq!(m.stats().data_frames, 6);
+    m.mlockall(MCL_FUTURE).unwrap();
+    let c = m.mmap(0, P, RW, ANON, -1, 0).unwrap();
+    assert_eq!((c + P, m.vm().find(c).unwrap().end), (b, a + 4 * P), "joined again");
+    assert_eq!(m.stats().data_frames, 7);
+    m.vm().check();
+}
+
 /// Growth is new address space: `RLIMIT_AS` refuses it as Linux's `vma_to_resize`
 /// (`may_expand_vm`) does, before anything changes; a shrink or a move of the same size passes.
 #[test]
