@@ -84,10 +84,6 @@ fn four_cpus_8bit_asids_range() {
 /// point at the table are invalidated before its frame goes back); faults find the markers.
 /// With them, `MADV_FREE` and the reclaim of what it freed (frames back after the flush).
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers"
-)]
 fn four_cpus_with_guard_regions() {
     let mut cfg = config(4, 3, 3, true, 15, 0x5eed_0005);
     cfg.guard_percent = 10;
@@ -157,10 +153,6 @@ fn planted_fork_without_the_parent_flush_is_caught() {
 /// markers is detached by an unmap or a guard removal, and freed while the walk caches of the
 /// CPUs that ran the process still point at it.
 #[test]
-#[cfg_attr(
-    any(feature = "granule-16k", feature = "granule-64k"),
-    ignore = "expects the 4 KiB granule's numbers (a last-level table of the window holding only markers)"
-)]
 fn planted_guard_clear_without_cover_is_caught() {
     let mut cfg = config(4, 3, 3, true, 0, 0x5eed_0700);
     cfg.ops = 5_000;
