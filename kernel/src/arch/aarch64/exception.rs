@@ -144,8 +144,8 @@ global_asm!(
     // returns where it was taken changes none of them, and skipping three writes of values
     // already there is architecturally a no-op. The reads are cheap everywhere; the writes are
     // not under QEMU's TCG, which ends the translation block after every system-register write
-    // and recomputes its cached CPU state before the next (as expensive as the exception
-    // return itself, measured: docs/benchmark-notes.md section 9e).
+    // and recomputes its cached CPU state before the next: the three cost about an eighth of a
+    // getpid's host time there (docs/benchmark-notes.md section 9e).
     .macro RESTORE_GPRS_AND_ERET
     ldp     x4, x5, [sp, #264]       // ELR, SPSR from the frame
     ldr     x2, [sp, #248]           // SP_EL0 from the frame
