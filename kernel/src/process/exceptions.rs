@@ -32,13 +32,23 @@ pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> 
 }
 
 fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
-    let process = thread.process.clone();
-    if process.exiting.load(Ordering::Acquire) {
+    if thread.process.exiting.load(Ordering::Acquire) {
         return Action::ExitThread;
     }
     if kind & 3 == 1 {
         return if sched::should_preempt() { Action::Yield } else { Action::Continue };
     }
+    let ec = (frame.esr >> 26) & 0x3f;
+    if kind & 3 == 0 && ec == 0x15 {
+        // A system call takes no reference of its own to the process: the thread's keeps it
+        // alive, and a clone and its drop would be two atomic read-modify-writes per call.
+        return if signals::nr::is_signal_call(frame.x[8]) {
+            signals::syscall(thread, frame)
+        } else {
+            syscall::dispatch(thread, frame)
+        };
+    }
+    let process = thread.process.clone();
     if kind & 3 != 0 {
         kprintln!(
             "\n*** pid {}: unexpected {} from EL0 at {:#x}; ending it",
@@ -48,10 +58,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
         );
         return kill(&process, STATUS_SEGV);
     }
-    let ec = (frame.esr >> 26) & 0x3f;
     match ec {
-        0x15 if signals::nr::is_signal_call(frame.x[8]) => signals::syscall(thread, frame),
-        0x15 => syscall::dispatch(thread, frame),
         0x20 | 0x24 => {
             let iss = frame.esr & 0x1ff_ffff;
             let access = if ec == 0x20 {

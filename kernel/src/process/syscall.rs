@@ -144,46 +144,48 @@ pub mod nr {
 pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     use super::{files, futex, identity, time};
     let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
-    let p = thread.process.clone();
+    // A borrow, not a clone: the thread's own reference keeps the process alive through the
+    // call, and a clone and its drop are two atomic read-modify-writes on every system call.
+    let p = &thread.process;
     let result: i64 = match frame.x[8] {
         // Descriptors and the console.
-        nr::READ => return files::read(&p, frame, a[0], files::Buffers::One(a[1], a[2])),
-        nr::READV => return files::read(&p, frame, a[0], files::Buffers::Vector(a[1], a[2])),
+        nr::READ => return files::read(p, frame, a[0], files::Buffers::One(a[1], a[2])),
+        nr::READV => return files::read(p, frame, a[0], files::Buffers::Vector(a[1], a[2])),
         nr::WRITE => {
-            return files::write(&p, frame, &mut thread.pipe_written, a[0], files::Buffers::One(a[1], a[2]));
+            return files::write(p, frame, &mut thread.pipe_written, a[0], files::Buffers::One(a[1], a[2]));
         }
         nr::WRITEV => {
             return files::write(
-                &p,
+                p,
                 frame,
                 &mut thread.pipe_written,
                 a[0],
                 files::Buffers::Vector(a[1], a[2]),
             );
         }
-        nr::PIPE2 => super::pipe::pipe2(&p, a[0], a[1]),
-        nr::CLOSE => files::close(&p, a[0]),
-        nr::DUP => files::dup(&p, a[0]),
-        nr::DUP3 => files::dup3(&p, a[0], a[1], a[2]),
-        nr::FCNTL => files::fcntl(&p, a[0], a[1], a[2]),
-        nr::IOCTL => files::ioctl(&p, a[0], a[1], a[2]),
-        nr::FSTAT => files::fstat(&p, a[0], a[1]),
-        nr::NEWFSTATAT => files::newfstatat(&p, a[0], a[1], a[2], a[3]),
-        nr::STATX => files::statx(&p, a[0], a[1], a[2], a[4]),
-        nr::LSEEK => files::lseek(&p, a[0], a[1], a[2]),
-        nr::PREAD64 => super::memfd::pread_pwrite(&p, a[0], a[1], a[2], a[3], false),
-        nr::PWRITE64 => super::memfd::pread_pwrite(&p, a[0], a[1], a[2], a[3], true),
-        nr::FTRUNCATE => super::memfd::ftruncate(&p, a[0], a[1]),
-        nr::MEMFD_CREATE => super::memfd::memfd_create(&p, a[0], a[1]),
-        nr::OPENAT => super::procfs::openat(&p, a[1], a[2]),
-        nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(&p, a[1]),
-        nr::READLINKAT => files::readlinkat(&p, a[1], a[3]),
-        nr::GETCWD => files::getcwd(&p, a[0], a[1]),
-        nr::PPOLL => return super::poll::ppoll(&p, frame, &mut thread.poll_deadline, a),
-        nr::PSELECT6 => return super::poll::pselect6(&p, frame, &mut thread.poll_deadline, a),
+        nr::PIPE2 => super::pipe::pipe2(p, a[0], a[1]),
+        nr::CLOSE => files::close(p, a[0]),
+        nr::DUP => files::dup(p, a[0]),
+        nr::DUP3 => files::dup3(p, a[0], a[1], a[2]),
+        nr::FCNTL => files::fcntl(p, a[0], a[1], a[2]),
+        nr::IOCTL => files::ioctl(p, a[0], a[1], a[2]),
+        nr::FSTAT => files::fstat(p, a[0], a[1]),
+        nr::NEWFSTATAT => files::newfstatat(p, a[0], a[1], a[2], a[3]),
+        nr::STATX => files::statx(p, a[0], a[1], a[2], a[4]),
+        nr::LSEEK => files::lseek(p, a[0], a[1], a[2]),
+        nr::PREAD64 => super::memfd::pread_pwrite(p, a[0], a[1], a[2], a[3], false),
+        nr::PWRITE64 => super::memfd::pread_pwrite(p, a[0], a[1], a[2], a[3], true),
+        nr::FTRUNCATE => super::memfd::ftruncate(p, a[0], a[1]),
+        nr::MEMFD_CREATE => super::memfd::memfd_create(p, a[0], a[1]),
+        nr::OPENAT => super::procfs::openat(p, a[1], a[2]),
+        nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(p, a[1]),
+        nr::READLINKAT => files::readlinkat(p, a[1], a[3]),
+        nr::GETCWD => files::getcwd(p, a[0], a[1]),
+        nr::PPOLL => return super::poll::ppoll(p, frame, &mut thread.poll_deadline, a),
+        nr::PSELECT6 => return super::poll::pselect6(p, frame, &mut thread.poll_deadline, a),
         // Threads and futexes.
         nr::EXIT => return exit_thread(thread, a[0]),
-        nr::EXIT_GROUP => return super::kill_with(&p, a[0] & 0xff, true),
+        nr::EXIT_GROUP => return super::kill_with(p, a[0] & 0xff, true),
         nr::SET_TID_ADDRESS => {
             thread.clear_child_tid = a[0];
             i64::from(thread.tid)
@@ -208,7 +210,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         // Time.
         nr::CLOCK_GETTIME => time::clock_gettime(thread, a[0], a[1]),
         nr::CLOCK_GETRES => time::clock_getres(thread, a[0], a[1]),
-        nr::GETTIMEOFDAY => time::gettimeofday(&p, a[0], a[1]),
+        nr::GETTIMEOFDAY => time::gettimeofday(p, a[0], a[1]),
         nr::NANOSLEEP => return time::nanosleep(thread, frame, a[0]),
         nr::CLOCK_NANOSLEEP => return time::clock_nanosleep(thread, frame, a[0], a[1], a[2]),
         nr::TIMES => time::times(thread, a[0]),
@@ -226,12 +228,12 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::SYSINFO => identity::sysinfo(thread, a[0]),
         nr::PRCTL => match a[0] {
             identity::PR_SET_NAME | identity::PR_GET_NAME => identity::prctl(thread, a[0], a[1]),
-            _ => super::vm_syscalls::prctl(&p, a[0], a[1], a[2], a[3], a[4]),
+            _ => super::vm_syscalls::prctl(p, a[0], a[1], a[2], a[3], a[4]),
         },
         nr::PERSONALITY => identity::personality(thread, a[0]),
-        nr::UNAME => uname(&p, a[0]),
-        nr::GETRANDOM => getrandom(&p, a[0], a[1], a[2]),
-        nr::GETCPU => getcpu(&p, a[0], a[1]),
+        nr::UNAME => uname(p, a[0]),
+        nr::GETRANDOM => getrandom(p, a[0], a[1], a[2]),
+        nr::GETCPU => getcpu(p, a[0], a[1]),
         // Limits.
         nr::GETRLIMIT => prlimit(thread, 0, a[0], None, Some(a[1])),
         nr::SETRLIMIT => prlimit(thread, 0, a[0], Some(a[1]), None),
@@ -239,22 +241,22 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
             prlimit(thread, a[0], a[1], (a[2] != 0).then_some(a[2]), (a[3] != 0).then_some(a[3]))
         }
         // Memory.
-        nr::MMAP => super::vm_syscalls::mmap(&p, a[0], a[1], a[2], a[3], a[4], a[5]),
-        nr::MUNMAP => super::vm_syscalls::munmap(&p, a[0], a[1]),
-        nr::MPROTECT => super::vm_syscalls::mprotect(&p, a[0], a[1], a[2]),
-        nr::MADVISE => super::vm_syscalls::madvise(&p, a[0], a[1], a[2]),
-        nr::BRK => super::vm_syscalls::brk(&p, a[0]),
-        nr::MREMAP => super::vm_syscalls::mremap(&p, a[0], a[1], a[2], a[3], a[4]),
-        nr::MSYNC => super::vm_syscalls::msync(&p, a[0], a[1], a[2]),
-        nr::MLOCK => super::vm_syscalls::mlock2(&p, a[0], a[1], 0),
-        nr::MUNLOCK => super::vm_syscalls::munlock(&p, a[0], a[1]),
-        nr::MLOCKALL => super::vm_syscalls::mlockall(&p, a[0]),
-        nr::MUNLOCKALL => super::vm_syscalls::munlockall(&p),
-        nr::MINCORE => super::vm_syscalls::mincore(&p, a[0], a[1], a[2]),
-        nr::MLOCK2 => super::vm_syscalls::mlock2(&p, a[0], a[1], a[2]),
-        abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(&p, a[0], a[1], a[2], a[3], a[4]),
-        abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(&p, a[0], a[1], a[2]),
-        abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(&p, a[0], a[1]),
+        nr::MMAP => super::vm_syscalls::mmap(p, a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::MUNMAP => super::vm_syscalls::munmap(p, a[0], a[1]),
+        nr::MPROTECT => super::vm_syscalls::mprotect(p, a[0], a[1], a[2]),
+        nr::MADVISE => super::vm_syscalls::madvise(p, a[0], a[1], a[2]),
+        nr::BRK => super::vm_syscalls::brk(p, a[0]),
+        nr::MREMAP => super::vm_syscalls::mremap(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::MSYNC => super::vm_syscalls::msync(p, a[0], a[1], a[2]),
+        nr::MLOCK => super::vm_syscalls::mlock2(p, a[0], a[1], 0),
+        nr::MUNLOCK => super::vm_syscalls::munlock(p, a[0], a[1]),
+        nr::MLOCKALL => super::vm_syscalls::mlockall(p, a[0]),
+        nr::MUNLOCKALL => super::vm_syscalls::munlockall(p),
+        nr::MINCORE => super::vm_syscalls::mincore(p, a[0], a[1], a[2]),
+        nr::MLOCK2 => super::vm_syscalls::mlock2(p, a[0], a[1], a[2]),
+        abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(p, a[0], a[1], a[2], a[3], a[4]),
+        abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(p, a[0], a[1], a[2]),
+        abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(p, a[0], a[1]),
         abi::SYS_FAIL_NTH => match crate::memory::fallible::fail_nth(p.pid, thread.tid, a[0]) {
             Some(left) => left as i64,
             None => unknown(thread, abi::SYS_FAIL_NTH),

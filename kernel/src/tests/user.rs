@@ -405,6 +405,50 @@ kernel_test!(
     }
 );
 
+kernel_test!(
+    fn a_call_whose_user_copy_faults_returns_with_its_pc_flags_and_stack() {
+        // The exception return writes ELR, SPSR and SP_EL0 back only when the frame's values
+        // differ from the registers'. Here the call's copy to user memory faults on a fresh page
+        // (demand paging inside the call): that nested exception from EL1 leaves kernel values in
+        // ELR and SPSR, so the call's own return must write them. The program sets NZCV before
+        // the call and exits with bit 0 = the call failed, bit 1 = NZCV changed, bit 2 = SP
+        // changed; a return to the wrong PC or level would not reach the exit at all.
+        use core::sync::atomic::Ordering;
+        // mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0): never touched.
+        let mut code = Vec::new();
+        for (r, v) in [(0, 0), (1, 4096), (2, 3), (3, 0x22), (4, u64::MAX), (5, 0), (8, 222)] {
+            code.extend(mov(r, v));
+        }
+        code.push(SVC);
+        code.push(0xaa00_03e1); // mov x1, x0: the timespec goes to the fresh page
+        code.extend(mov(0, 1)); // CLOCK_MONOTONIC
+        code.extend(mov(8, 113)); // clock_gettime
+        code.extend(mov(9, 0xa000_0000)); // N and C set
+        code.push(0x9100_03f3); // mov x19, sp
+        code.push(0xd51b_4209); // msr nzcv, x9
+        code.push(SVC);
+        code.push(0xd53b_420a); // mrs x10, nzcv
+        code.push(0x9100_03eb); // mov x11, sp
+        code.push(0xf100_001f); // cmp x0, #0
+        code.push(0x9a9f_07ec); // cset x12, ne
+        code.push(0xeb09_015f); // cmp x10, x9
+        code.push(0x9a9f_07ed); // cset x13, ne
+        code.push(0xeb13_017f); // cmp x11, x19
+        code.push(0x9a9f_07ee); // cset x14, ne
+        code.push(0xaa0d_0580); // orr x0, x12, x13, lsl #1
+        code.push(0xaa0e_0800); // orr x0, x0, x14, lsl #2
+        code.extend(mov(8, EXIT_GROUP));
+        code.push(SVC);
+        let faults = process::PAGE_FAULTS.load(Ordering::Relaxed);
+        ensure_eq!(run(&tiny_elf(&code))?, 0, "bit 0: call failed, 1: NZCV changed, 2: SP changed");
+        ensure!(
+            process::PAGE_FAULTS.load(Ordering::Relaxed) > faults,
+            "the copy did not fault: the nested exception this tests did not happen"
+        );
+        Ok(())
+    }
+);
+
 /// Runs the built-in userland demo in one mode; it exits non-zero when an invariant fails.
 fn run_demo(mode: &str) -> crate::ktest::TestResult {
     let program = crate::builtin_program();

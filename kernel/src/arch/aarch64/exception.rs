@@ -137,12 +137,29 @@ global_asm!(
     str     x7, [sp, #288]
     .endm
 
+    // ELR, SPSR and SP_EL0 are written back only when the frame's values differ from what the
+    // registers hold. A handler may have changed the frame (a signal frame, sigreturn, a
+    // restarted call), and an exception nested in the handler (a fault in a user copy, an
+    // interrupt) has replaced ELR and SPSR; then all three are written. A system call that
+    // returns where it was taken changes none of them, and skipping three writes of values
+    // already there is architecturally a no-op. The reads are cheap everywhere; the writes are
+    // not under QEMU's TCG, which ends the translation block after every system-register write
+    // and recomputes its cached CPU state before the next: the three cost about an eighth of a
+    // getpid's host time there (docs/benchmark-notes.md section 9e).
     .macro RESTORE_GPRS_AND_ERET
-    ldp     x4, x5, [sp, #264]       // ELR, SPSR (a handler may have changed them)
+    ldp     x4, x5, [sp, #264]       // ELR, SPSR from the frame
+    ldr     x2, [sp, #248]           // SP_EL0 from the frame
+    mrs     x6, elr_el1
+    mrs     x7, spsr_el1
+    mrs     x3, sp_el0               // (the vectors run on SP_EL1, so this reads the saved one)
+    cmp     x4, x6
+    ccmp    x5, x7, #0, eq
+    ccmp    x2, x3, #0, eq
+    b.eq    9f
     msr     elr_el1, x4
     msr     spsr_el1, x5
-    ldr     x2, [sp, #248]
     msr     sp_el0, x2
+9:
     ldp     x0, x1, [sp, #0]
     ldp     x2, x3, [sp, #16]
     ldp     x4, x5, [sp, #32]
