@@ -16,6 +16,11 @@
 //! far as they change, so an edit that moves no free edge (an `mprotect` of a whole mapping)
 //! touches one leaf.
 //!
+//! Top-down placement (mmap's) also has a memory: [`TopDownHint`], what the last plain top-down
+//! search showed about the free ranges above its answer, kept true by every change, so that the
+//! next search starts below the block of mappings the last one crossed instead of crossing it
+//! again (Linux's old `free_area_cache`, made exact: it never changes an answer).
+//!
 //! Memory: no operation here can panic for want of heap. Nodes come from a small pool of spare
 //! nodes: [`VmaTree::reserve`] fills it fallibly for the worst case of the next few insertions
 //! (each may split its path), and a merge after a removal gives a node back, so a caller that
@@ -513,6 +518,8 @@ impl VmaTree {
                         let c = b.child[i].as_deref().expect("a child in every used slot");
                         let s = walk(c, depth + 1, height, false, w);
                         assert_eq!(s, b.child_sum(i), "summary of child {i} at depth {depth}");
+                        let below = if i > 0 { b.lo[i] - b.hi[i - 1] } else { 0 };
+                        assert_eq!(b.room[i], s.gap.max(below), "room of child {i} at depth {depth}");
                     }
                     assert!(b.child[b.len..].iter().all(Option::is_none), "a child past the end");
                     b.sum()

@@ -53,9 +53,18 @@ pub struct Branch {
     pub lo: [u64; FAN],
     pub hi: [u64; FAN],
     pub gap: [u64; FAN],
+    /// The largest free gap in child `i` or just below it (between it and child `i - 1`):
+    /// `max(gap[i], lo[i] - hi[i - 1])`, `gap[0]` for the first. Kept with the bounds so that
+    /// the branch's largest gap, which a fix-up recomputes whenever the gap that was largest
+    /// shrank (every mmap placed top-down shrinks the largest gap of each level of its path),
+    /// is one maximum over one array.
+    pub room: [u64; FAN],
     pub child: [Link; FAN],
 }
 
+// Every node is one pool slot that may become either kind (`Pool::take`), so both kinds have
+// the size of the larger; boxing the variants would add a pointer chase to every level.
+#[allow(clippy::large_enum_variant)]
 pub enum Node {
     Leaf(Leaf),
     Branch(Branch),
@@ -92,15 +101,39 @@ impl Leaf {
 
 impl Branch {
     pub fn new() -> Self {
-        Branch { len: 0, lo: [0; FAN], hi: [0; FAN], gap: [0; FAN], child: [const { None }; FAN] }
+        Branch {
+            len: 0,
+            lo: [0; FAN],
+            hi: [0; FAN],
+            gap: [0; FAN],
+            room: [0; FAN],
+            child: [const { None }; FAN],
+        }
     }
 
     pub fn child_sum(&self, i: usize) -> Sum {
         Sum { lo: self.lo[i], hi: self.hi[i], gap: self.gap[i] }
     }
 
+    /// Records child `i`'s summary (child `i - 1`'s is recorded, if any) and the `room` of
+    /// child `i` and of the next child, if any.
     fn set(&mut self, i: usize, s: Sum) {
         (self.lo[i], self.hi[i], self.gap[i]) = (s.lo, s.hi, s.gap);
+        self.room[i] = self.room_of(i);
+        if i + 1 < self.len {
+            self.room[i + 1] = self.room_of(i + 1);
+        }
+    }
+
+    /// `room[i]` from the bounds and gaps. Saturating: while two siblings trade an entry, the
+    /// first is recorded before the second, whose old start may lie below the first's new end
+    /// for a moment; recording the second sets both right.
+    #[inline]
+    fn room_of(&self, i: usize) -> u64 {
+        match i.checked_sub(1) {
+            Some(p) => max(self.gap[i], self.lo[i].saturating_sub(self.hi[p])),
+            None => self.gap[0],
+        }
     }
 
     /// The free gap between children `i - 1` and `i` (0 at the ends).
@@ -115,13 +148,9 @@ impl Branch {
 
     /// The summary, from every child (the branch is not empty).
     pub fn sum(&self) -> Sum {
-        // Over slices, without an index: the loop a fix-up runs whenever a largest gap shrank.
+        // Over one slice: the loop a fix-up runs whenever a largest gap shrank.
         let n = self.len;
-        let (lo, hi, gaps) = (&self.lo[..n], &self.hi[..n], &self.gap[..n]);
-        let mut gap = gaps.first().copied().unwrap_or(0);
-        for i in 1..n {
-            gap = max(gap, max(gaps[i], lo[i] - hi[i - 1]));
-        }
+        let gap = self.room[..n].iter().fold(0, |g, &r| max(g, r));
         Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap }
     }
 
@@ -173,10 +202,11 @@ impl Branch {
         self.lo.copy_within(i..n, i + 1);
         self.hi.copy_within(i..n, i + 1);
         self.gap.copy_within(i..n, i + 1);
+        self.room.copy_within(i..n, i + 1);
         self.child[i..=n].rotate_right(1);
+        self.len += 1;
         self.set(i, s);
         self.child[i] = Some(c);
-        self.len += 1;
     }
 
     /// Takes child `i` out (returns its node).
@@ -185,9 +215,14 @@ impl Branch {
         self.lo.copy_within(i + 1..n, i);
         self.hi.copy_within(i + 1..n, i);
         self.gap.copy_within(i + 1..n, i);
+        self.room.copy_within(i + 1..n, i);
         let c = self.child[i].take();
         self.child[i..n].rotate_left(1);
         self.len -= 1;
+        // The child now at `i` has a new neighbour below.
+        if i < self.len {
+            self.room[i] = self.room_of(i);
+        }
         c
     }
 }
@@ -461,7 +496,7 @@ pub struct Beside {
     pub next_start: Option<u64>,
 }
 
-/// What an edit of a leaf's mappings ([`edit_leaf`]) did to their bounds.
+/// What an edit of a leaf's mappings ([`super::VmaTree::edit_leaf`]) did to their bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Edit {
     /// No bound moved (attributes may have changed).

@@ -302,22 +302,23 @@ fn search_branch(b: &Branch, q: &GapQuery) -> Option<u64> {
         let (g0, g1) = (b.hi[i - 1], b.lo[i]);
         if candidate(q, g0, g1) { q.place(g0, g1) } else { None }
     };
-    // The quick test first: most children (a run of mappings with no gap of `len` between
-    // them) hold no gap of `len` and have none on the side scanned next, and are passed over
-    // with three comparisons instead of the closures' checks.
-    // Each scan starts at the domain's edge, found by a binary search: the children beyond it,
-    // and the gaps between them, lie outside the domain (see `search_leaf`).
+    // Only the children from the first ending above `lo` to the last starting below `hi` can
+    // hold a fit, with the gaps below them and the one above the last. A binary search finds
+    // where the scan starts; the far edge is checked on the children that could hold the
+    // request. Between, one comparison a child (`room`: the largest gap in it or just below
+    // it) passes over those with no gap of `len`, most of a run of mappings with nothing
+    // between them.
     let n = b.len;
-    let (lo, hi, gap) = (&b.lo[..n], &b.hi[..n], &b.gap[..n]);
+    let room = &b.room[..n];
     match q.dir {
         Dir::Lowest => {
-            // The first child ending above `lo`; the gap below it may still reach into the domain.
-            for i in b.ending_after(q.lo)..n {
-                if gap[i] < q.len && lo[i] < q.hi && (i == 0 || lo[i] - hi[i - 1] < q.len) {
+            let first = b.ending_after(q.lo);
+            for (i, &r) in room.iter().enumerate().skip(first) {
+                if r < q.len {
                     continue;
                 }
                 if b.lo[i] >= q.hi {
-                    // Only the range below this child can still be in the domain.
+                    // Only the range below this child can still reach into the domain.
                     return if i > 0 { between(i) } else { None };
                 }
                 if let Some(x) = (i > 0).then(|| between(i)).flatten().or_else(|| inside(i)) {
@@ -326,15 +327,23 @@ fn search_branch(b: &Branch, q: &GapQuery) -> Option<u64> {
             }
         }
         Dir::Highest => {
-            // The last child starting below `hi`; the gap above it may still reach into the domain.
-            for i in (0..b.below(q.hi)).rev() {
-                if gap[i] < q.len && hi[i] > q.lo && (i + 1 == n || lo[i + 1] - hi[i] < q.len) {
+            let top = b.below(q.hi);
+            // The gap above the last child starting below `hi` may reach into the domain.
+            if top > 0
+                && top < n
+                && let Some(x) = between(top)
+            {
+                return Some(x);
+            }
+            for i in (0..top).rev() {
+                if room[i] < q.len {
                     continue;
                 }
                 if b.hi[i] <= q.lo {
-                    return if i + 1 < b.len { between(i + 1) } else { None };
+                    // This child and the gap below it lie below the domain, and so does the rest.
+                    return None;
                 }
-                if let Some(x) = (i + 1 < b.len).then(|| between(i + 1)).flatten().or_else(|| inside(i)) {
+                if let Some(x) = inside(i).or_else(|| (i > 0).then(|| between(i)).flatten()) {
                     return Some(x);
                 }
             }

@@ -417,7 +417,7 @@ proptest! {
                             0 => (v.start.saturating_sub(step).max(floor), v.end),
                             1 => ((v.start + step).min(v.end - PAGE), v.end),
                             2 => (v.start, (v.end + step).min(ceil)),
-                            _ => (v.start, (v.end - step).max(v.start + PAGE)),
+                            _ => (v.start, v.end.saturating_sub(step).max(v.start + PAGE)),
                         };
                         let edited = t.replace(v.start, Vma { start, end, ..v });
                         prop_assert!(edited);
@@ -440,7 +440,7 @@ proptest! {
                             0 => (old.start.saturating_sub(step).max(floor), old.end),
                             1 => ((old.start + step).min(old.end - PAGE), old.end),
                             2 => (old.start, (old.end + step).min(ceil)),
-                            _ => (old.start, (old.end - step).max(old.start + PAGE)),
+                            _ => (old.start, old.end.saturating_sub(step).max(old.start + PAGE)),
                         };
                         (vs[j].start, vs[j].end) = new;
                         (Some((old.start, new)), edit_of((old.start, old.end), new, j))
