@@ -313,7 +313,7 @@ fn search_branch(b: &Branch, q: &GapQuery) -> Option<u64> {
     match q.dir {
         Dir::Lowest => {
             let first = b.ending_after(q.lo);
-            for (i, &r) in room.iter().enumerate().skip(first) {
+            for (i, &r) in (first..).zip(&room[first..]) {
                 if r < q.len {
                     continue;
                 }
