@@ -67,7 +67,7 @@ use super::advice::*;
 use super::flags::*;
 use super::limits::Rlimit;
 use super::prot::*;
-use super::tree::{Around, Dir, GapQuery, VmaTree};
+use super::tree::{Around, Dir, Edit, GapQuery, VmaTree};
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
 /// Mappings or pieces of mappings a call returns: the common calls return one, in place.
@@ -449,14 +449,14 @@ impl VmMap {
             match (prev, next) {
                 (Some(true), Some(false)) => {
                     vs[k - 1].end = v.end;
-                    (Some(true), true)
+                    (Some(true), Edit::Took)
                 }
                 (Some(false), Some(true)) => {
                     vs[k].start = v.start;
-                    (Some(true), true)
+                    (Some(true), Edit::Took)
                 }
-                (Some(false), Some(false)) => (Some(false), false),
-                _ => (None, false),
+                (Some(false), Some(false)) => (Some(false), Edit::Kept),
+                _ => (None, Edit::Kept),
             }
         });
         match fast {
@@ -491,19 +491,19 @@ impl VmMap {
                 Some((j, w)) if w.end >= e => match (w.start < s, w.end > e) {
                     (false, true) => {
                         vs[j].start = e;
-                        (Cut::Piece(w), true)
+                        (Cut::Piece(w), Edit::Freed(j))
                     }
                     (true, false) => {
                         vs[j].end = s;
-                        (Cut::Piece(w), true)
+                        (Cut::Piece(w), Edit::Freed(j))
                     }
-                    (false, false) => (Cut::Whole(w), false),
-                    (true, true) => (Cut::Slow, false),
+                    (false, false) => (Cut::Whole(w), Edit::Kept),
+                    (true, true) => (Cut::Slow, Edit::Kept),
                 },
-                Some(_) => (Cut::Slow, false),
+                Some(_) => (Cut::Slow, Edit::Kept),
                 None => {
                     let next = vs.get(k).map(|n| n.start).or(beside.next_start);
-                    (if next.is_none_or(|n| n >= e) { Cut::Nothing } else { Cut::Slow }, false)
+                    (if next.is_none_or(|n| n >= e) { Cut::Nothing } else { Cut::Slow }, Edit::Kept)
                 }
             }
         });
@@ -775,7 +775,7 @@ impl VmMap {
     /// Where a non-code mapping of `len` bytes goes: the hint if free (and not in the window),
     /// else top-down below `mmap_base`, else bottom-up above `TASK_UNMAPPED_BASE`, skipping the
     /// window.
-    fn place_data(&self, hint: u64, len: u64) -> Option<u64> {
+    fn place_data(&mut self, hint: u64, len: u64) -> Option<u64> {
         let l = &self.layout;
         let w = self.window_range();
         if hint != 0
@@ -794,7 +794,8 @@ impl VmMap {
         let thp = (hint == 0 && len.is_multiple_of(BLOCK_2M))
             .then(|| self.tree.find_gap(&GapQuery { align: BLOCK_2M, ..q }))
             .flatten();
-        thp.or_else(|| self.tree.find_gap(&q)).or_else(|| {
+        // The plain top-down search teaches the tree where it ended, for the next one.
+        thp.or_else(|| self.tree.find_gap_and_learn(&q)).or_else(|| {
             let q =
                 GapQuery { exclude: w, ..GapQuery::new(l.unmapped_base(), l.task_size, len, Dir::Lowest) };
             self.tree.find_gap(&q)

@@ -16,6 +16,11 @@
 //! far as they change, so an edit that moves no free edge (an `mprotect` of a whole mapping)
 //! touches one leaf.
 //!
+//! Top-down placement (mmap's) also has a memory: [`TopDownHint`], what the last plain top-down
+//! search showed about the free ranges above its answer, kept true by every change, so that the
+//! next search starts below the block of mappings the last one crossed instead of crossing it
+//! again (Linux's old `free_area_cache`, made exact: it never changes an answer).
+//!
 //! Memory: no operation here can panic for want of heap. Nodes come from a small pool of spare
 //! nodes: [`VmaTree::reserve`] fills it fallibly for the worst case of the next few insertions
 //! (each may split its path), and a merge after a removal gives a node back, so a caller that
@@ -29,9 +34,9 @@ pub mod query;
 mod tests;
 
 use super::{Errno, PAGE, Vma, fallible};
-pub use node::Beside;
+pub use node::{Beside, Edit};
 use node::{Branch, FAN_MIN, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
-pub use query::{Dir, GapQuery};
+pub use query::{Dir, GapQuery, TopDownHint};
 
 /// Insertions that split each node at most once (see `VmaTree::worst_case`): the one that
 /// splits a node, and as many more as cannot bring a half `LEAF_MIN - 1` entries at two each.
@@ -64,12 +69,22 @@ pub struct VmaTree {
     /// Nodes in the tree.
     nodes: usize,
     spare: Pool,
+    /// What the last top-down search learnt, kept true by every change (see [`TopDownHint`]).
+    hint: TopDownHint,
 }
 
 impl VmaTree {
     /// An empty tree.
     pub const fn new() -> Self {
-        VmaTree { root: None, sum: None, height: 0, count: 0, nodes: 0, spare: Pool::new() }
+        VmaTree {
+            root: None,
+            sum: None,
+            height: 0,
+            count: 0,
+            nodes: 0,
+            spare: Pool::new(),
+            hint: TopDownHint { hi: 0, below: 0, longest: 0 },
+        }
     }
 
     /// Spare nodes the next `insertions` insertions may take at most. Each takes the full nodes
@@ -184,7 +199,7 @@ impl VmaTree {
     pub fn remove(&mut self, start: u64) -> Option<Vma> {
         let cap = self.spare_cap();
         let (root, sum) = (self.root.as_deref_mut()?, self.sum?);
-        let (v, s) = node::remove(root, sum, start, &mut self.spare, cap)?;
+        let (v, s) = node::remove(root, sum, start, &mut self.spare, cap, Beside::default(), &mut self.hint)?;
         self.count -= 1;
         self.sum = s;
         // A root branch of one child gives way to the child; an empty root leaf goes.
@@ -222,7 +237,7 @@ impl VmaTree {
             "in-place rewrite of {start:#x} as {vma:?} overlaps a neighbour"
         );
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else { return false };
-        match node::replace(root, sum, start, vma) {
+        match node::replace(root, sum, start, vma, Beside::default(), &mut self.hint) {
             Some(s) => {
                 self.sum = Some(s);
                 true
@@ -268,17 +283,20 @@ impl VmaTree {
     /// [`Beside`] tells how far the mappings outside it reach. `f` may rewrite the mappings in
     /// place: attributes, and bounds as long as the order stays and no mapping comes to overlap
     /// another or those beside the leaf (the caller's duty; [`VmaTree::check`] finds a breach).
-    /// It returns its answer and whether it moved a bound; if it did, the summaries are fixed up
-    /// the path as far as they change. An empty tree gives `f` no mappings.
+    /// It returns its answer and what it did to the bounds ([`Edit`]: nothing, only took free
+    /// space, or shrank one mapping); if it moved any, the summaries are fixed up the path as far
+    /// as they change, and the top-down hint checks the free ranges a shrunk mapping left (the
+    /// account must be true: test builds check the whole leaf against it). An empty tree gives
+    /// `f` no mappings.
     ///
     /// Why: the common edits (a new mapping joining a neighbour, an unmap cutting one end of a
     /// mapping) need the neighbours and the change in the same place, and a lookup followed by
     /// a rewrite descends twice.
-    pub fn edit_leaf<R>(&mut self, addr: u64, f: impl FnOnce(&mut [Vma], Beside) -> (R, bool)) -> R {
+    pub fn edit_leaf<R>(&mut self, addr: u64, f: impl FnOnce(&mut [Vma], Beside) -> (R, Edit)) -> R {
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else {
             return f(&mut [], Beside::default()).0;
         };
-        let (r, s) = node::edit_leaf(root, sum, addr, Beside::default(), f);
+        let (r, s) = node::edit_leaf(root, sum, addr, Beside::default(), &mut self.hint, f);
         self.sum = Some(s);
         r
     }
@@ -431,8 +449,10 @@ impl VmaTree {
         (None, 0)
     }
 
-    /// The free placement `q` asks for, in one O(log n) walk (see [`query`]).
+    /// The free placement `q` asks for, in one O(log n) walk (see [`query`]). A top-down query
+    /// searches below the hint's `below` when the hint shows that nothing fits above it.
     pub fn find_gap(&self, q: &GapQuery) -> Option<u64> {
+        let q = &self.hint.narrow(q);
         if q.len == 0 || q.hi <= q.lo || q.hi - q.lo < q.len {
             return None;
         }
@@ -442,6 +462,20 @@ impl VmaTree {
             Dir::Lowest => q.place(0, s.lo).or_else(inside).or_else(|| q.place(s.hi, u64::MAX)),
             Dir::Highest => q.place(s.hi, u64::MAX).or_else(inside).or_else(|| q.place(0, s.lo)),
         }
+    }
+
+    /// [`VmaTree::find_gap`], remembering what a top-down answer shows about the free space
+    /// above it ([`TopDownHint::learn`]), so that the next top-down search, once this one's
+    /// mapping is made, starts just below it instead of crossing the mappings above again.
+    pub fn find_gap_and_learn(&mut self, q: &GapQuery) -> Option<u64> {
+        let x = self.find_gap(q)?;
+        self.hint.learn(q, x);
+        Some(x)
+    }
+
+    /// The hint the top-down searches share (for tests and measurements).
+    pub fn hint(&self) -> TopDownHint {
+        self.hint
     }
 
     /// Checks every invariant: order, disjointness, alignment, every leaf at the same depth,
@@ -484,6 +518,8 @@ impl VmaTree {
                         let c = b.child[i].as_deref().expect("a child in every used slot");
                         let s = walk(c, depth + 1, height, false, w);
                         assert_eq!(s, b.child_sum(i), "summary of child {i} at depth {depth}");
+                        let below = if i > 0 { b.lo[i] - b.hi[i - 1] } else { 0 };
+                        assert_eq!(b.room[i], s.gap.max(below), "room of child {i} at depth {depth}");
                     }
                     assert!(b.child[b.len..].iter().all(Option::is_none), "a child past the end");
                     b.sum()
@@ -498,6 +534,17 @@ impl VmaTree {
                 assert_eq!(Some(s), self.sum, "the root's summary");
             }
         }
+        let mut g0 = 0;
+        for v in self.iter() {
+            assert!(
+                self.hint.holds(g0, v.start),
+                "hint {:?} broken by the free range [{g0:#x}, {:#x})",
+                self.hint,
+                v.start
+            );
+            g0 = v.end;
+        }
+        assert!(self.hint.holds(g0, u64::MAX), "hint {:?} broken by the free range from {g0:#x}", self.hint);
         assert_eq!(w.count, self.count, "count");
         assert_eq!(w.nodes, self.nodes, "nodes");
         assert!(

@@ -19,6 +19,7 @@ use alloc::boxed::Box;
 use core::cmp::max;
 
 use super::super::Vma;
+use super::query::TopDownHint;
 
 /// Most mappings in a leaf.
 pub const LEAF: usize = 16;
@@ -52,9 +53,18 @@ pub struct Branch {
     pub lo: [u64; FAN],
     pub hi: [u64; FAN],
     pub gap: [u64; FAN],
+    /// The largest free gap in child `i` or just below it (between it and child `i - 1`):
+    /// `max(gap[i], lo[i] - hi[i - 1])`, `gap[0]` for the first. Kept with the bounds so that
+    /// the branch's largest gap, which a fix-up recomputes whenever the gap that was largest
+    /// shrank (every mmap placed top-down shrinks the largest gap of each level of its path),
+    /// is one maximum over one array.
+    pub room: [u64; FAN],
     pub child: [Link; FAN],
 }
 
+// Every node is one pool slot that may become either kind (`Pool::take`), so both kinds have
+// the size of the larger; boxing the variants would add a pointer chase to every level.
+#[allow(clippy::large_enum_variant)]
 pub enum Node {
     Leaf(Leaf),
     Branch(Branch),
@@ -91,15 +101,39 @@ impl Leaf {
 
 impl Branch {
     pub fn new() -> Self {
-        Branch { len: 0, lo: [0; FAN], hi: [0; FAN], gap: [0; FAN], child: [const { None }; FAN] }
+        Branch {
+            len: 0,
+            lo: [0; FAN],
+            hi: [0; FAN],
+            gap: [0; FAN],
+            room: [0; FAN],
+            child: [const { None }; FAN],
+        }
     }
 
     pub fn child_sum(&self, i: usize) -> Sum {
         Sum { lo: self.lo[i], hi: self.hi[i], gap: self.gap[i] }
     }
 
+    /// Records child `i`'s summary (child `i - 1`'s is recorded, if any) and the `room` of
+    /// child `i` and of the next child, if any.
     fn set(&mut self, i: usize, s: Sum) {
         (self.lo[i], self.hi[i], self.gap[i]) = (s.lo, s.hi, s.gap);
+        self.room[i] = self.room_of(i);
+        if i + 1 < self.len {
+            self.room[i + 1] = self.room_of(i + 1);
+        }
+    }
+
+    /// `room[i]` from the bounds and gaps. Saturating: while two siblings trade an entry, the
+    /// first is recorded before the second, whose old start may lie below the first's new end
+    /// for a moment; recording the second sets both right.
+    #[inline]
+    fn room_of(&self, i: usize) -> u64 {
+        match i.checked_sub(1) {
+            Some(p) => max(self.gap[i], self.lo[i].saturating_sub(self.hi[p])),
+            None => self.gap[0],
+        }
     }
 
     /// The free gap between children `i - 1` and `i` (0 at the ends).
@@ -114,13 +148,9 @@ impl Branch {
 
     /// The summary, from every child (the branch is not empty).
     pub fn sum(&self) -> Sum {
-        // Over slices, without an index: the loop a fix-up runs whenever a largest gap shrank.
+        // Over one slice: the loop a fix-up runs whenever a largest gap shrank.
         let n = self.len;
-        let (lo, hi, gaps) = (&self.lo[..n], &self.hi[..n], &self.gap[..n]);
-        let mut gap = gaps.first().copied().unwrap_or(0);
-        for i in 1..n {
-            gap = max(gap, max(gaps[i], lo[i] - hi[i - 1]));
-        }
+        let gap = self.room[..n].iter().fold(0, |g, &r| max(g, r));
         Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap }
     }
 
@@ -139,6 +169,16 @@ impl Branch {
             return self.sum();
         };
         Sum { lo: self.lo[0], hi: self.hi[self.len - 1], gap }
+    }
+
+    /// What lies beside child `i`, from what lies beside this branch (`outer`): the summaries
+    /// of its siblings.
+    #[inline]
+    fn beside(&self, i: usize, outer: Beside) -> Beside {
+        Beside {
+            prev_end: if i > 0 { Some(self.hi[i - 1]) } else { outer.prev_end },
+            next_start: if i + 1 < self.len { Some(self.lo[i + 1]) } else { outer.next_start },
+        }
     }
 
     /// The child holding the last mapping starting at or below `addr` (0 if none).
@@ -162,10 +202,11 @@ impl Branch {
         self.lo.copy_within(i..n, i + 1);
         self.hi.copy_within(i..n, i + 1);
         self.gap.copy_within(i..n, i + 1);
+        self.room.copy_within(i..n, i + 1);
         self.child[i..=n].rotate_right(1);
+        self.len += 1;
         self.set(i, s);
         self.child[i] = Some(c);
-        self.len += 1;
     }
 
     /// Takes child `i` out (returns its node).
@@ -174,9 +215,14 @@ impl Branch {
         self.lo.copy_within(i + 1..n, i);
         self.hi.copy_within(i + 1..n, i);
         self.gap.copy_within(i + 1..n, i);
+        self.room.copy_within(i + 1..n, i);
         let c = self.child[i].take();
         self.child[i..n].rotate_left(1);
         self.len -= 1;
+        // The child now at `i` has a new neighbour below.
+        if i < self.len {
+            self.room[i] = self.room_of(i);
+        }
         c
     }
 }
@@ -450,28 +496,55 @@ pub struct Beside {
     pub next_start: Option<u64>,
 }
 
+/// What an edit of a leaf's mappings ([`super::VmaTree::edit_leaf`]) did to their bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// No bound moved (attributes may have changed).
+    Kept,
+    /// Bounds moved into free space only: mappings grew, no free range did.
+    Took,
+    /// The mapping at this slot shrank (and no other bound moved): the free ranges on either
+    /// side of it grew.
+    Freed(usize),
+}
+
 /// Descends to the leaf where `addr` routes and runs `f` on its mappings and what lies beside
-/// it; `f` returns its answer and whether it moved a bound. The summaries of the subtree (whose
-/// summary was `old`) are fixed up the path only as far as they change; returns the answer and
-/// the new summary.
-pub fn edit_leaf<R, F>(node: &mut Node, old: Sum, addr: u64, beside: Beside, f: F) -> (R, Sum)
+/// it; `f` returns its answer and what it did to the bounds. The summaries of the subtree (whose
+/// summary was `old`) are fixed up the path only as far as they change, and `hint` is told of
+/// the free ranges that grew; returns the answer and the new summary.
+pub fn edit_leaf<R, F>(
+    node: &mut Node,
+    old: Sum,
+    addr: u64,
+    beside: Beside,
+    hint: &mut TopDownHint,
+    f: F,
+) -> (R, Sum)
 where
-    F: FnOnce(&mut [Vma], Beside) -> (R, bool),
+    F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
 {
     match node {
         Node::Leaf(l) => {
-            let (r, moved) = f(&mut l.v[..l.len], beside);
-            (r, if moved { l.sum() } else { old })
+            let (r, edit) = f(&mut l.v[..l.len], beside);
+            if let Edit::Freed(j) = edit {
+                hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start);
+            }
+            // The edit's own account decides which free ranges the hint checks: make sure,
+            // in test builds, that it left none breaking it.
+            #[cfg(debug_assertions)]
+            {
+                let mut all = *hint;
+                all.freed_around(l.vmas(), beside.prev_end, beside.next_start);
+                debug_assert_eq!(all, *hint, "an edit reported as {edit:?} grew another free range");
+            }
+            (r, if edit == Edit::Kept { old } else { l.sum() })
         }
         Node::Branch(b) => {
             let i = b.route(addr);
-            let beside = Beside {
-                prev_end: if i > 0 { Some(b.hi[i - 1]) } else { beside.prev_end },
-                next_start: if i + 1 < b.len { Some(b.lo[i + 1]) } else { beside.next_start },
-            };
+            let beside = b.beside(i, beside);
             let child_old = b.child_sum(i);
             let Some(c) = b.child[i].as_deref_mut() else { return (f(&mut [], beside).0, old) };
-            let (r, cs) = edit_leaf(c, child_old, addr, beside, f);
+            let (r, cs) = edit_leaf(c, child_old, addr, beside, hint, f);
             (r, if cs == child_old { old } else { b.update(i, old, cs) })
         }
     }
@@ -479,22 +552,35 @@ where
 
 /// Rewrites the mapping starting at `start` as `v` (same place in the order) in the subtree
 /// whose summary was `old`; returns the new summary, or `None` if no mapping starts there.
-pub fn replace(node: &mut Node, old: Sum, start: u64, v: Vma) -> Option<Sum> {
+/// `hint` is told of the free ranges beside it if it shrank.
+pub fn replace(
+    node: &mut Node,
+    old: Sum,
+    start: u64,
+    v: Vma,
+    beside: Beside,
+    hint: &mut TopDownHint,
+) -> Option<Sum> {
     match node {
         Node::Leaf(l) => {
             let k = l.route(start);
             if k >= l.len || l.v[k].start != start {
                 return None;
             }
-            let moved = (l.v[k].start, l.v[k].end) != (v.start, v.end);
+            let was = l.v[k];
+            let moved = (was.start, was.end) != (v.start, v.end);
             l.v[k] = v;
+            if v.start > was.start || v.end < was.end {
+                hint.freed_beside(l.vmas(), k, beside.prev_end, beside.next_start);
+            }
             Some(if moved { l.sum() } else { old })
         }
         Node::Branch(b) => {
             let i = b.route(start);
+            let beside = b.beside(i, beside);
             let child_old = b.child_sum(i);
             let c = b.child[i].as_deref_mut()?;
-            let cs = replace(c, child_old, start, v)?;
+            let cs = replace(c, child_old, start, v, beside, hint)?;
             Some(if cs == child_old { old } else { b.update(i, old, cs) })
         }
     }
@@ -502,13 +588,16 @@ pub fn replace(node: &mut Node, old: Sum, start: u64, v: Vma) -> Option<Sum> {
 
 /// Removes the mapping starting at `start` from the subtree; returns it and the subtree's new
 /// summary (`None` if it became empty, only possible for a root leaf). Merged nodes go to
-/// `pool`. A child left with too few entries borrows from a sibling or merges with it.
+/// `pool`. A child left with too few entries borrows from a sibling or merges with it. `hint`
+/// is told of the free range the mapping leaves (`beside`: what lies beside the subtree).
 pub fn remove(
     node: &mut Node,
     old: Sum,
     start: u64,
     pool: &mut Pool,
     cap: usize,
+    beside: Beside,
+    hint: &mut TopDownHint,
 ) -> Option<(Vma, Option<Sum>)> {
     match node {
         Node::Leaf(l) => {
@@ -519,13 +608,17 @@ pub fn remove(
             let v = l.v[k];
             l.v.copy_within(k + 1..l.len, k);
             l.len -= 1;
+            let below = if k > 0 { l.v[k - 1].end } else { beside.prev_end.unwrap_or(0) };
+            let above = if k < l.len { l.v[k].start } else { beside.next_start.unwrap_or(u64::MAX) };
+            hint.freed(below, above);
             Some((v, (l.len > 0).then(|| l.sum())))
         }
         Node::Branch(b) => {
             let i = b.route(start);
             let child_old = b.child_sum(i);
+            let beside = b.beside(i, beside);
             let c = b.child[i].as_deref_mut()?;
-            let (v, cs) = remove(c, child_old, start, pool, cap)?;
+            let (v, cs) = remove(c, child_old, start, pool, cap, beside, hint)?;
             let under = c.underfull();
             let Some(cs) = cs else {
                 // An empty child: only a leaf of a branch of one child (never kept), but stay exact.

@@ -286,6 +286,17 @@ fn fifty_thousand_mappings_are_five_levels_and_go_away_in_any_order() {
     assert!(t.spares() <= t.spare_cap());
 }
 
+/// The account of an edit that moved the bounds of slot `j` from `old` to `new`.
+fn edit_of(old: (u64, u64), new: (u64, u64), j: usize) -> Edit {
+    if new == old {
+        Edit::Kept
+    } else if new.0 > old.0 || new.1 < old.1 {
+        Edit::Freed(j)
+    } else {
+        Edit::Took
+    }
+}
+
 /// What one `edit_leaf` saw and did.
 struct Seen {
     leaf: Vec<(u64, u64)>,
@@ -331,7 +342,7 @@ proptest! {
                 };
                 (vs[j].start, vs[j].end) = new;
                 vs[j].prot = if r & 64 == 0 { Prot::RW } else { Prot::READ };
-                (Seen { leaf, beside, old, new }, new != (old.start, old.end))
+                (Seen { leaf, beside, old, new }, edit_of((old.start, old.end), new, j))
             });
             // The leaf: the one holding the last mapping starting at or below `addr`.
             let routed = model.range(..=addr).next_back().map_or_else(
@@ -362,7 +373,143 @@ proptest! {
 #[test]
 fn edit_leaf_of_an_empty_tree_sees_nothing() {
     let mut t = VmaTree::new();
-    let (n, b) = t.edit_leaf(5 * PAGE, |vs, beside| ((vs.len(), beside), false));
+    let (n, b) = t.edit_leaf(5 * PAGE, |vs, beside| ((vs.len(), beside), Edit::Kept));
     assert_eq!((n, b), (0, Beside::default()));
     t.check();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// The top-down hint never changes an answer: top-down searches that learn from their
+    /// answers, mixed with insertions (the learnt placement mapped or not, as an mmap that fails
+    /// after placement), removals, in-place rewrites that grow or shrink a mapping and leaf edits,
+    /// on trees of up to four levels; every answer as the brute-force oracle gives it, and the
+    /// hint's claim checked against every free range after every change (`check`).
+    #[test]
+    fn the_top_down_hint_never_changes_an_answer(
+        ops in proptest::collection::vec((0u8..10, 0u64..3000, 1u64..5, any::<u64>()), 200..1500),
+    ) {
+        let mut t = VmaTree::new();
+        let mut model = BTreeMap::new();
+        let top = 3200 * PAGE;
+        let mut learnt = 0;
+        for (kind, s, l, r) in ops {
+            match kind {
+                0 | 1 => {
+                    if t.is_free(s * PAGE, (s + l) * PAGE) {
+                        t.insert(vma(s, s + l)).unwrap();
+                        model.insert(s * PAGE, (s + l) * PAGE);
+                    }
+                }
+                2 => {
+                    if let Some(v) = t.first_ending_after(s * PAGE).copied() {
+                        prop_assert_eq!(t.remove(v.start), Some(v));
+                        model.remove(&v.start);
+                    }
+                }
+                3 | 4 => {
+                    // Grow or shrink one end within the neighbours.
+                    if let Some(v) = t.first_ending_after(s * PAGE).copied() {
+                        let floor = t.last_starting_before(v.start).map_or(0, |p| p.end);
+                        let ceil = t.first_ending_after(v.end).map_or(!(PAGE - 1), |n| n.start);
+                        let step = (r % 4) * PAGE;
+                        let (start, end) = match r >> 2 & 3 {
+                            0 => (v.start.saturating_sub(step).max(floor), v.end),
+                            1 => ((v.start + step).min(v.end - PAGE), v.end),
+                            2 => (v.start, (v.end + step).min(ceil)),
+                            _ => (v.start, v.end.saturating_sub(step).max(v.start + PAGE)),
+                        };
+                        let edited = t.replace(v.start, Vma { start, end, ..v });
+                        prop_assert!(edited);
+                        model.remove(&v.start);
+                        model.insert(start, end);
+                    }
+                }
+                5 => {
+                    // A leaf edit that moves one bound (as munmap's cut and mmap's merge do).
+                    let moved = t.edit_leaf(s * PAGE, |vs, beside| {
+                        if vs.is_empty() {
+                            return (None, Edit::Kept);
+                        }
+                        let j = (r >> 8) as usize % vs.len();
+                        let floor = if j > 0 { vs[j - 1].end } else { beside.prev_end.unwrap_or(0) };
+                        let ceil = if j + 1 < vs.len() { vs[j + 1].start } else { beside.next_start.unwrap_or(1 << 40) };
+                        let old = vs[j];
+                        let step = (r % 4) * PAGE;
+                        let new = match r >> 2 & 3 {
+                            0 => (old.start.saturating_sub(step).max(floor), old.end),
+                            1 => ((old.start + step).min(old.end - PAGE), old.end),
+                            2 => (old.start, (old.end + step).min(ceil)),
+                            _ => (old.start, old.end.saturating_sub(step).max(old.start + PAGE)),
+                        };
+                        (vs[j].start, vs[j].end) = new;
+                        (Some((old.start, new)), edit_of((old.start, old.end), new, j))
+                    });
+                    if let Some((was, (a, b))) = moved {
+                        model.remove(&was);
+                        model.insert(a, b);
+                    }
+                }
+                _ => {
+                    // A top-down placement, as mmap asks it (sometimes with an excluded range
+                    // or a stronger alignment, which teach nothing but may use the hint).
+                    let q = GapQuery {
+                        align: if r & 3 == 0 { PAGE << 2 } else { PAGE },
+                        exclude: (r & 12 == 0).then_some((s * PAGE, (s + 200) * PAGE)),
+                        ..GapQuery::new(PAGE * (r >> 4 & 7), if r & 16 == 0 { top } else { top - 64 * PAGE }, l * PAGE, Dir::Highest)
+                    };
+                    let want = oracle_by_ranges(&model, &q);
+                    let got = t.find_gap_and_learn(&q);
+                    prop_assert_eq!(got, want, "{:?} with hint {:?}", q, t.hint());
+                    if let Some(x) = got {
+                        learnt += usize::from(t.hint().below == x + q.len);
+                        if r & 32 == 0 {
+                            t.insert(Vma { start: x, end: x + q.len, ..vma(0, 1) }).unwrap();
+                            model.insert(x, x + q.len);
+                        }
+                    }
+                }
+            }
+            t.check();
+            // Any other top-down question the hint may narrow.
+            if r & 0xf00 == 0 {
+                let q = GapQuery::new(0, top, (r >> 12) % 6 * PAGE + PAGE, Dir::Highest);
+                prop_assert_eq!(t.find_gap(&q), oracle_by_ranges(&model, &q), "{:?} with hint {:?}", q, t.hint());
+            }
+        }
+        prop_assert!(learnt > 0, "no search learnt anything");
+    }
+}
+
+#[test]
+fn a_run_of_top_down_placements_searches_below_the_last() {
+    // Mappings from the top down with a large free range above the domain (a stack's):
+    // after each placement the hint's `below` is the top of the next fit, and unmapping the
+    // last one gives back exactly what it took.
+    let mut t = VmaTree::new();
+    let (base, stack) = (100_000 * PAGE, 120_000 * PAGE);
+    t.insert(vma(10, 12)).unwrap();
+    t.insert(Vma { start: stack, end: stack + 8 * PAGE, ..vma(0, 1) }).unwrap();
+    let q = GapQuery::new(PAGE, base, PAGE, Dir::Highest);
+    for i in 1..=3000 {
+        let x = t.find_gap_and_learn(&q).unwrap();
+        assert_eq!(x, base - i * PAGE);
+        assert_eq!(t.hint(), TopDownHint { hi: base, below: x + PAGE, longest: PAGE - 1 });
+        t.insert(Vma { start: x, end: x + PAGE, ..vma(0, 1) }).unwrap();
+    }
+    t.check();
+    assert!(t.height() >= 3);
+    let last = base - 3000 * PAGE;
+    t.remove(last);
+    t.check();
+    // The range freed ends where the hint's claim starts: the claim stands.
+    assert_eq!(t.hint().below, last + PAGE);
+    assert_eq!(t.find_gap(&q), Some(last));
+    // Freeing one in the middle opens a hole the next search must see: the claim gives way.
+    t.remove(base - 10 * PAGE);
+    t.check();
+    assert_eq!(t.hint().below, base - 9 * PAGE);
+    assert_eq!(t.find_gap_and_learn(&q), Some(base - 10 * PAGE));
+    // A longer request than the claim covers is not narrowed.
+    assert_eq!(t.find_gap(&GapQuery { len: 2 * PAGE, ..q }), Some(last - PAGE));
 }
