@@ -296,7 +296,7 @@ impl VmaTree {
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else {
             return f(&mut [], Beside::default()).0;
         };
-        let (r, s) = node::edit_leaf(root, sum, addr, Beside::default(), &mut self.hint, f);
+        let (r, s) = node::edit_leaf(root, sum, addr, &mut self.hint, f);
         self.sum = Some(s);
         r
     }

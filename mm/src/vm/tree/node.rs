@@ -533,45 +533,91 @@ pub enum Edit {
     Freed(usize),
 }
 
+/// Branches a path from the root to a leaf can pass: a tree of `h` levels holds at least
+/// `2 * LEAF_MIN * FAN_MIN^(h - 2)` mappings (every node but the root at least half full, the
+/// root branch with two children), and there are at most 2^52 (page-aligned, non-empty,
+/// disjoint mappings in 2^64 bytes, pages of 4 KiB at least), so `h <= 18`.
+const PATH: usize = 24;
+
 /// Descends to the leaf where `addr` routes and runs `f` on its mappings and what lies beside
-/// it; `f` returns its answer and what it did to the bounds. The summaries of the subtree (whose
-/// summary was `old`) are fixed up the path only as far as they change, and `hint` is told of
-/// the free ranges that grew; returns the answer and the new summary.
-pub fn edit_leaf<R, F>(
-    node: &mut Node,
-    old: Sum,
-    addr: u64,
-    beside: Beside,
-    hint: &mut TopDownHint,
-    f: F,
-) -> (R, Sum)
+/// it; `f` returns its answer and what it did to the bounds. The summaries of the tree under
+/// `root` (whose summary was `old`) are fixed up the path only as far as they change, and
+/// `hint` is told of the free ranges that grew; returns the answer and the new summary.
+///
+/// Why not recursive: the common mmap and munmap each make one such edit, and a recursive
+/// descent passed `f` and returned the answer through every level. This one keeps the slots
+/// it took in a fixed array, and the fix-up finds each branch again from the root by them
+/// (a few pointer steps: the tree is 4 or 5 levels deep with 50,000 mappings), stopping at the
+/// first branch whose child's summary came out unchanged.
+pub fn edit_leaf<R, F>(root: &mut Node, old: Sum, addr: u64, hint: &mut TopDownHint, f: F) -> (R, Sum)
 where
     F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
 {
+    let mut path = [0u8; PATH];
+    let mut depth = 0;
+    let mut beside = Beside::default();
+    let mut cur = &mut *root;
+    let (r, leaf) = loop {
+        match cur {
+            Node::Branch(b) => {
+                let i = b.route(addr);
+                beside = b.beside(i, beside);
+                // In bounds: no tree has `PATH` levels (see `PATH`). `i < FAN <= 255`.
+                path[depth] = i as u8;
+                depth += 1;
+                match b.child[i].as_deref_mut() {
+                    Some(c) => cur = c,
+                    None => return (f(&mut [], beside).0, old),
+                }
+            }
+            Node::Leaf(l) => {
+                let (r, edit) = f(&mut l.v[..l.len], beside);
+                if let Edit::Freed(j) = edit {
+                    hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start);
+                }
+                // The edit's own account decides which free ranges the hint checks: make
+                // sure, in test builds, that it left none breaking it.
+                #[cfg(debug_assertions)]
+                {
+                    let mut all = *hint;
+                    all.freed_around(l.vmas(), beside.prev_end, beside.next_start);
+                    debug_assert_eq!(all, *hint, "an edit reported as {edit:?} grew another free range");
+                }
+                if edit == Edit::Kept {
+                    return (r, old);
+                }
+                break (r, l.sum());
+            }
+        }
+    };
+    if depth == 0 {
+        return (r, leaf);
+    }
+    let mut s = leaf;
+    for d in (0..depth).rev() {
+        let Some(b) = branch_at(root, &path[..d]) else { break };
+        let i = usize::from(path[d]);
+        if b.child_sum(i) == s {
+            // Unchanged from here up.
+            return (r, old);
+        }
+        s = b.update(i, s);
+    }
+    (r, s)
+}
+
+/// The branch reached from `node` through the child slots `path`.
+#[inline]
+fn branch_at<'a>(mut node: &'a mut Node, path: &[u8]) -> Option<&'a mut Branch> {
+    for &i in path {
+        node = match node {
+            Node::Branch(b) => b.child[usize::from(i)].as_deref_mut()?,
+            Node::Leaf(_) => return None,
+        };
+    }
     match node {
-        Node::Leaf(l) => {
-            let (r, edit) = f(&mut l.v[..l.len], beside);
-            if let Edit::Freed(j) = edit {
-                hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start);
-            }
-            // The edit's own account decides which free ranges the hint checks: make sure,
-            // in test builds, that it left none breaking it.
-            #[cfg(debug_assertions)]
-            {
-                let mut all = *hint;
-                all.freed_around(l.vmas(), beside.prev_end, beside.next_start);
-                debug_assert_eq!(all, *hint, "an edit reported as {edit:?} grew another free range");
-            }
-            (r, if edit == Edit::Kept { old } else { l.sum() })
-        }
-        Node::Branch(b) => {
-            let i = b.route(addr);
-            let beside = b.beside(i, beside);
-            let child_old = b.child_sum(i);
-            let Some(c) = b.child[i].as_deref_mut() else { return (f(&mut [], beside).0, old) };
-            let (r, cs) = edit_leaf(c, child_old, addr, beside, hint, f);
-            (r, if cs == child_old { old } else { b.update(i, cs) })
-        }
+        Node::Branch(b) => Some(b),
+        Node::Leaf(_) => None,
     }
 }
 
