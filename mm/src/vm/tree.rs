@@ -176,7 +176,7 @@ impl VmaTree {
         }
         let Some(root) = self.root.as_deref_mut() else { return Ok(()) };
         let before = self.spare.n;
-        let (s, split) = node::insert(root, self.sum, vma, &mut self.spare);
+        let (s, split) = node::insert(root, vma, &mut self.spare);
         self.sum = Some(s);
         if let Some((rs, right)) = split {
             // The root split: a new root over the two halves.
@@ -296,7 +296,7 @@ impl VmaTree {
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else {
             return f(&mut [], Beside::default()).0;
         };
-        let (r, s) = node::edit_leaf(root, sum, addr, Beside::default(), &mut self.hint, f);
+        let (r, s) = node::edit_leaf(root, sum, addr, &mut self.hint, f);
         self.sum = Some(s);
         r
     }
@@ -521,6 +521,16 @@ impl VmaTree {
                         let below = if i > 0 { b.lo[i] - b.hi[i - 1] } else { 0 };
                         assert_eq!(b.room[i], s.gap.max(below), "room of child {i} at depth {depth}");
                     }
+                    let room = &b.room[..b.len];
+                    let best = room.iter().copied().max().unwrap_or(0);
+                    assert!(b.top < b.len && room[b.top] == best, "top {} of {room:?}", b.top);
+                    let second = room.iter().enumerate().filter(|&(j, _)| j != b.top).map(|(_, &r)| r).max();
+                    assert_eq!(
+                        b.second,
+                        second.unwrap_or(0),
+                        "second largest room of {room:?} (top {})",
+                        b.top
+                    );
                     assert!(b.child[b.len..].iter().all(Option::is_none), "a child past the end");
                     b.sum()
                 }

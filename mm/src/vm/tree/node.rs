@@ -9,8 +9,8 @@
 //! lines with the next key. The summaries live in the parent so that a gap search decides which
 //! children to enter without reading them (as Linux's maple tree keeps its gaps in the parent's
 //! slots). A change fixes the summaries up its path only as far as they change, and a fix-up at a
-//! branch recomputes the largest gap from the whole array only when the changed child may have
-//! held the old maximum.
+//! branch reads its whole array only when the largest gap shrank below the second largest, which
+//! each branch keeps.
 //!
 //! Memory: a node never comes from the heap here. Every node a change needs is taken from a
 //! [`Pool`] that the tree filled fallibly beforehand, and a node a change frees goes back to it.
@@ -55,10 +55,15 @@ pub struct Branch {
     pub gap: [u64; FAN],
     /// The largest free gap in child `i` or just below it (between it and child `i - 1`):
     /// `max(gap[i], lo[i] - hi[i - 1])`, `gap[0]` for the first. Kept with the bounds so that
-    /// the branch's largest gap, which a fix-up recomputes whenever the gap that was largest
-    /// shrank (every mmap placed top-down shrinks the largest gap of each level of its path),
-    /// is one maximum over one array.
+    /// a scan passes over a child that cannot help with one comparison, and so that the
+    /// branch's largest gap is the largest of one array.
     pub room: [u64; FAN],
+    /// The slot of a largest `room` (0 when empty), and the largest `room` of the other
+    /// children (0 if none): the branch's largest gap is `room[top]`, read in one step, and a
+    /// change that shrinks it (every mmap placed top-down shrinks the largest gap of each level
+    /// of its path, by the page it takes) rescans the array only when it falls below `second`.
+    pub top: usize,
+    pub second: u64,
     pub child: [Link; FAN],
 }
 
@@ -107,6 +112,8 @@ impl Branch {
             hi: [0; FAN],
             gap: [0; FAN],
             room: [0; FAN],
+            top: 0,
+            second: 0,
             child: [const { None }; FAN],
         }
     }
@@ -119,10 +126,56 @@ impl Branch {
     /// child `i` and of the next child, if any.
     fn set(&mut self, i: usize, s: Sum) {
         (self.lo[i], self.hi[i], self.gap[i]) = (s.lo, s.hi, s.gap);
-        self.room[i] = self.room_of(i);
+        self.set_room(i, self.room_of(i));
         if i + 1 < self.len {
-            self.room[i + 1] = self.room_of(i + 1);
+            self.set_room(i + 1, self.room_of(i + 1));
         }
+    }
+
+    /// Sets `room[j]` and keeps `top` and `second` true from what they were, rescanning only
+    /// when the change may have taken away the value one of them held. Inside a structural
+    /// change (a split, a merge, a shift of the arrays) they may be left wrong for a moment:
+    /// every such change ends with [`Branch::rescan`].
+    #[inline]
+    fn set_room(&mut self, j: usize, new: u64) {
+        let old = self.room[j];
+        self.room[j] = new;
+        if old == new {
+            return;
+        }
+        let top = self.room[self.top];
+        if j == self.top {
+            if new < self.second {
+                self.rescan();
+            }
+        } else if new > top {
+            if old == self.second {
+                self.rescan();
+            } else {
+                // `second` is held by a child other than `j` and the old top: the old top is
+                // the new second largest.
+                (self.top, self.second) = (j, top);
+            }
+        } else if new >= self.second {
+            self.second = new;
+        } else if old == self.second {
+            self.rescan();
+        }
+    }
+
+    /// Recomputes `top` and `second` from the whole `room` array.
+    pub fn rescan(&mut self) {
+        let n = self.len;
+        let (mut top, mut best, mut second) = (0, 0, 0);
+        for (j, &r) in self.room[..n].iter().enumerate() {
+            if r > best {
+                (top, best, second) = (j, r, best);
+            } else if r > second {
+                second = r;
+            }
+        }
+        // A tie for the largest: `second` equals it (the first is `top`).
+        (self.top, self.second) = (top, second);
     }
 
     /// `room[i]` from the bounds and gaps. Saturating: while two siblings trade an entry, the
@@ -136,39 +189,18 @@ impl Branch {
         }
     }
 
-    /// The free gap between children `i - 1` and `i` (0 at the ends).
-    fn between(&self, i: usize) -> u64 {
-        if i == 0 || i >= self.len { 0 } else { self.lo[i] - self.hi[i - 1] }
-    }
-
-    /// The largest gap child `i` takes part in: its own and the two beside it.
-    fn around(&self, i: usize) -> u64 {
-        max(self.gap[i], max(self.between(i), self.between(i + 1)))
-    }
-
-    /// The summary, from every child (the branch is not empty).
+    /// The summary (the branch is not empty): the largest gap is the largest `room`, kept in
+    /// `top`.
     pub fn sum(&self) -> Sum {
-        // Over one slice: the loop a fix-up runs whenever a largest gap shrank.
         let n = self.len;
-        let gap = self.room[..n].iter().fold(0, |g, &r| max(g, r));
-        Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap }
+        Sum { lo: self.lo[0], hi: self.hi[n.saturating_sub(1)], gap: self.room[self.top] }
     }
 
-    /// Child `i` now has the summary `new`: records it and returns this branch's summary, whose
-    /// old value was `old`. The whole array is read only when child `i`'s part may have been
-    /// the old maximum and shrank.
-    fn update(&mut self, i: usize, old: Sum, new: Sum) -> Sum {
-        let before = self.around(i);
+    /// Child `i` now has the summary `new`: records it and returns this branch's summary. The
+    /// whole array is read only when the largest gap shrank below the second largest.
+    fn update(&mut self, i: usize, new: Sum) -> Sum {
         self.set(i, new);
-        let after = self.around(i);
-        let gap = if after >= old.gap {
-            after
-        } else if before < old.gap {
-            old.gap
-        } else {
-            return self.sum();
-        };
-        Sum { lo: self.lo[0], hi: self.hi[self.len - 1], gap }
+        self.sum()
     }
 
     /// What lies beside child `i`, from what lies beside this branch (`outer`): the summaries
@@ -207,6 +239,7 @@ impl Branch {
         self.len += 1;
         self.set(i, s);
         self.child[i] = Some(c);
+        self.rescan();
     }
 
     /// Takes child `i` out (returns its node).
@@ -223,6 +256,7 @@ impl Branch {
         if i < self.len {
             self.room[i] = self.room_of(i);
         }
+        self.rescan();
         c
     }
 }
@@ -340,10 +374,10 @@ pub fn nodes_needed(mut node: &Node, start: u64) -> usize {
     if run == depth { run + 1 } else { run }
 }
 
-/// Inserts `v` into the subtree `node` (whose summary was `old`, `None` for an empty leaf):
-/// returns its new summary and, if it split, the new right sibling with its summary. Takes its
-/// nodes from `pool`, which holds at least [`nodes_needed`] of them.
-pub fn insert(node: &mut Node, old: Option<Sum>, v: Vma, pool: &mut Pool) -> (Sum, Option<(Sum, Box<Node>)>) {
+/// Inserts `v` into the subtree `node`: returns its new summary and, if it split, the new right
+/// sibling with its summary. Takes its nodes from `pool`, which holds at least [`nodes_needed`]
+/// of them.
+pub fn insert(node: &mut Node, v: Vma, pool: &mut Pool) -> (Sum, Option<(Sum, Box<Node>)>) {
     match node {
         Node::Leaf(l) => {
             let k = l.slot(v.start);
@@ -374,24 +408,13 @@ pub fn insert(node: &mut Node, old: Option<Sum>, v: Vma, pool: &mut Pool) -> (Su
             // A full child passes one entry to a sibling with room instead of splitting, so
             // that mappings placed one after another (top-down mmap) fill their nodes rather
             // than leave every node half full: fewer levels for the same count.
-            let mut old = old;
             if b.child[i].as_deref().is_some_and(Node::is_full) && shift_out(b, i) {
                 i = b.route(v.start);
-                // The moved entry's gaps now lie between children: recompute below.
-                old = None;
             }
-            let child_old = b.child_sum(i);
             let Some(c) = b.child[i].as_deref_mut() else { return (b.sum(), None) };
-            let (cs, split) = insert(c, Some(child_old), v, pool);
+            let (cs, split) = insert(c, v, pool);
             let Some((ss, sn)) = split else {
-                let s = match old {
-                    Some(o) => b.update(i, o, cs),
-                    None => {
-                        b.set(i, cs);
-                        b.sum()
-                    }
-                };
-                return (s, None);
+                return (b.update(i, cs), None);
             };
             b.set(i, cs);
             if b.len < FAN {
@@ -420,6 +443,8 @@ pub fn insert(node: &mut Node, old: Option<Sum>, v: Vma, pool: &mut Pool) -> (Su
                 half.child[half.len] = l;
                 half.len += 1;
             }
+            b.rescan();
+            right.rescan();
             let rs = right.sum();
             let split = pool.take(Node::Branch(right)).map(|n| (rs, n));
             debug_assert!(split.is_some(), "the pool held the nodes an insertion needs");
@@ -508,45 +533,91 @@ pub enum Edit {
     Freed(usize),
 }
 
+/// Branches a path from the root to a leaf can pass: a tree of `h` levels holds at least
+/// `2 * LEAF_MIN * FAN_MIN^(h - 2)` mappings (every node but the root at least half full, the
+/// root branch with two children), and there are at most 2^52 (page-aligned, non-empty,
+/// disjoint mappings in 2^64 bytes, pages of 4 KiB at least), so `h <= 18`.
+const PATH: usize = 24;
+
 /// Descends to the leaf where `addr` routes and runs `f` on its mappings and what lies beside
-/// it; `f` returns its answer and what it did to the bounds. The summaries of the subtree (whose
-/// summary was `old`) are fixed up the path only as far as they change, and `hint` is told of
-/// the free ranges that grew; returns the answer and the new summary.
-pub fn edit_leaf<R, F>(
-    node: &mut Node,
-    old: Sum,
-    addr: u64,
-    beside: Beside,
-    hint: &mut TopDownHint,
-    f: F,
-) -> (R, Sum)
+/// it; `f` returns its answer and what it did to the bounds. The summaries of the tree under
+/// `root` (whose summary was `old`) are fixed up the path only as far as they change, and
+/// `hint` is told of the free ranges that grew; returns the answer and the new summary.
+///
+/// Why not recursive: the common mmap and munmap each make one such edit, and a recursive
+/// descent passed `f` and returned the answer through every level. This one keeps the slots
+/// it took in a fixed array, and the fix-up finds each branch again from the root by them
+/// (a few pointer steps: the tree is 4 or 5 levels deep with 50,000 mappings), stopping at the
+/// first branch whose child's summary came out unchanged.
+pub fn edit_leaf<R, F>(root: &mut Node, old: Sum, addr: u64, hint: &mut TopDownHint, f: F) -> (R, Sum)
 where
     F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
 {
+    let mut path = [0u8; PATH];
+    let mut depth = 0;
+    let mut beside = Beside::default();
+    let mut cur = &mut *root;
+    let (r, leaf) = loop {
+        match cur {
+            Node::Branch(b) => {
+                let i = b.route(addr);
+                beside = b.beside(i, beside);
+                // In bounds: no tree has `PATH` levels (see `PATH`). `i < FAN <= 255`.
+                path[depth] = i as u8;
+                depth += 1;
+                match b.child[i].as_deref_mut() {
+                    Some(c) => cur = c,
+                    None => return (f(&mut [], beside).0, old),
+                }
+            }
+            Node::Leaf(l) => {
+                let (r, edit) = f(&mut l.v[..l.len], beside);
+                if let Edit::Freed(j) = edit {
+                    hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start);
+                }
+                // The edit's own account decides which free ranges the hint checks: make
+                // sure, in test builds, that it left none breaking it.
+                #[cfg(debug_assertions)]
+                {
+                    let mut all = *hint;
+                    all.freed_around(l.vmas(), beside.prev_end, beside.next_start);
+                    debug_assert_eq!(all, *hint, "an edit reported as {edit:?} grew another free range");
+                }
+                if edit == Edit::Kept {
+                    return (r, old);
+                }
+                break (r, l.sum());
+            }
+        }
+    };
+    if depth == 0 {
+        return (r, leaf);
+    }
+    let mut s = leaf;
+    for d in (0..depth).rev() {
+        let Some(b) = branch_at(root, &path[..d]) else { break };
+        let i = usize::from(path[d]);
+        if b.child_sum(i) == s {
+            // Unchanged from here up.
+            return (r, old);
+        }
+        s = b.update(i, s);
+    }
+    (r, s)
+}
+
+/// The branch reached from `node` through the child slots `path`.
+#[inline]
+fn branch_at<'a>(mut node: &'a mut Node, path: &[u8]) -> Option<&'a mut Branch> {
+    for &i in path {
+        node = match node {
+            Node::Branch(b) => b.child[usize::from(i)].as_deref_mut()?,
+            Node::Leaf(_) => return None,
+        };
+    }
     match node {
-        Node::Leaf(l) => {
-            let (r, edit) = f(&mut l.v[..l.len], beside);
-            if let Edit::Freed(j) = edit {
-                hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start);
-            }
-            // The edit's own account decides which free ranges the hint checks: make sure,
-            // in test builds, that it left none breaking it.
-            #[cfg(debug_assertions)]
-            {
-                let mut all = *hint;
-                all.freed_around(l.vmas(), beside.prev_end, beside.next_start);
-                debug_assert_eq!(all, *hint, "an edit reported as {edit:?} grew another free range");
-            }
-            (r, if edit == Edit::Kept { old } else { l.sum() })
-        }
-        Node::Branch(b) => {
-            let i = b.route(addr);
-            let beside = b.beside(i, beside);
-            let child_old = b.child_sum(i);
-            let Some(c) = b.child[i].as_deref_mut() else { return (f(&mut [], beside).0, old) };
-            let (r, cs) = edit_leaf(c, child_old, addr, beside, hint, f);
-            (r, if cs == child_old { old } else { b.update(i, old, cs) })
-        }
+        Node::Branch(b) => Some(b),
+        Node::Leaf(_) => None,
     }
 }
 
@@ -581,7 +652,7 @@ pub fn replace(
             let child_old = b.child_sum(i);
             let c = b.child[i].as_deref_mut()?;
             let cs = replace(c, child_old, start, v, beside, hint)?;
-            Some(if cs == child_old { old } else { b.update(i, old, cs) })
+            Some(if cs == child_old { old } else { b.update(i, cs) })
         }
     }
 }
@@ -628,7 +699,7 @@ pub fn remove(
                 return Some((v, (b.len > 0).then(|| b.sum())));
             };
             if !under {
-                return Some((v, Some(if cs == child_old { old } else { b.update(i, old, cs) })));
+                return Some((v, Some(if cs == child_old { old } else { b.update(i, cs) })));
             }
             b.set(i, cs);
             if b.len > 1 {
@@ -672,6 +743,7 @@ fn refill(b: &mut Branch, i: usize, pool: &mut Pool, cap: usize) {
                     l.child[l.len] = r.child[j].take();
                     l.len += 1;
                 }
+                l.rescan();
                 r.len = 0;
             } else if l.len < r.len {
                 let s = r.child_sum(0);

@@ -513,3 +513,66 @@ fn a_run_of_top_down_placements_searches_below_the_last() {
     // A longer request than the claim covers is not narrowed.
     assert_eq!(t.find_gap(&GapQuery { len: 2 * PAGE, ..q }), Some(last - PAGE));
 }
+
+/// The largest gap of each branch is kept with the second largest (`Branch::top`, `second`):
+/// shrinking the largest one page at a time from its top (as a run of top-down mmaps merging
+/// into the mapping above it does) until it falls below two others of equal length, one of
+/// them in another leaf, then giving the pages back, keeps every summary exact and every
+/// search answering as the model (`check` compares both with a scan of every branch).
+#[test]
+fn the_largest_gap_shrinking_below_the_second_keeps_every_summary() {
+    let mut t = VmaTree::new();
+    let mut model = BTreeMap::new();
+    // 2,000 one-page mappings with a page between each; three long gaps: 40 pages after the
+    // 300th, 12 after the 900th and 12 after the 1,500th.
+    let mut at = 1;
+    let mut big = 0;
+    for i in 0..2000 {
+        t.insert(vma(at, at + 1)).unwrap();
+        model.insert(at * PAGE, (at + 1) * PAGE);
+        at += 2;
+        match i {
+            300 => {
+                big = at;
+                at += 39;
+            }
+            900 | 1500 => at += 11,
+            _ => {}
+        }
+    }
+    assert!(t.height() >= 3, "{} levels", t.height());
+    // The mapping just above the 40-page gap reaches down into it, one page a step.
+    let above = |t: &VmaTree| t.first_ending_after(big * PAGE).map(|v| v.start).unwrap();
+    let answers = |t: &VmaTree, model: &BTreeMap<u64, u64>| {
+        for len in [1, 11, 12, 13, 20, 39, 40, 41] {
+            for dir in [Dir::Lowest, Dir::Highest] {
+                let q = GapQuery::new(0, 1 << 40, len * PAGE, dir);
+                assert_eq!(t.find_gap(&q), oracle_by_ranges(model, &q), "{q:?}");
+            }
+        }
+    };
+    for _ in 0..36 {
+        let s = above(&t);
+        t.edit_leaf(s, |vs, _| {
+            let j = vs.iter().position(|v| v.start == s).unwrap();
+            vs[j].start -= PAGE;
+            ((), Edit::Took)
+        });
+        let e = model.remove(&s).unwrap();
+        model.insert(s - PAGE, e);
+        t.check();
+        answers(&t, &model);
+    }
+    for _ in 0..36 {
+        let s = above(&t);
+        t.edit_leaf(s, |vs, _| {
+            let j = vs.iter().position(|v| v.start == s).unwrap();
+            vs[j].start += PAGE;
+            ((), Edit::Freed(j))
+        });
+        let e = model.remove(&s).unwrap();
+        model.insert(s + PAGE, e);
+        t.check();
+        answers(&t, &model);
+    }
+}
