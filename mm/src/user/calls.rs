@@ -10,7 +10,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Access, Fault, POPULATE_RESERVE_FRAMES, UserFrames, UserMemory};
+use super::{Access, Fault, UserFrames, UserMemory};
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::Attributes;
 use crate::paging::{Constraints, Translation};
@@ -300,7 +300,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             for page in (v.start..v.end).step_by(PAGE_SIZE as usize) {
                 // As MAP_POPULATE: the machine's last frames stay for everyone's next fault, so
                 // a lock larger than what is free fails (EAGAIN) instead of starving them.
-                if self.frames.free_frames() <= POPULATE_RESERVE_FRAMES {
+                if !self.may_populate() {
                     return Err(Errno::EAGAIN);
                 }
                 match self.fault(page, access) {

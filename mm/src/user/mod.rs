@@ -570,7 +570,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             // the memory every other process needs for its next fault).
             let access = if mapped.prot.write() { Access::Write } else { Access::Read };
             let mut page = mapped.addr;
-            while page < mapped.addr + mapped.len && self.frames.free_frames() > POPULATE_RESERVE_FRAMES {
+            while page < mapped.addr + mapped.len && self.may_populate() {
                 if self.fault(page, access).is_err() {
                     break;
                 }
@@ -584,6 +584,15 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if !lock.is_empty() {
             self.lock_new(mapped.addr, mapped.addr + mapped.len, lock);
         }
+    }
+
+    /// Whether a population (`MAP_POPULATE`, a lock) may take another frame: more than the
+    /// machine's last [`POPULATE_RESERVE_FRAMES`] are free, if need be after this process's
+    /// lazily freed pages are reclaimed (Linux's direct reclaim takes `MADV_FREE` pages before an
+    /// allocation gives up; a fault does the same in [`fault`](Self::fault)).
+    pub(super) fn may_populate(&mut self) -> bool {
+        self.frames.free_frames() > POPULATE_RESERVE_FRAMES
+            || (self.reclaim_lazily_freed() && self.frames.free_frames() > POPULATE_RESERVE_FRAMES)
     }
 
     /// `munmap(addr, len)`: one flush for the whole range, however many areas it covered.

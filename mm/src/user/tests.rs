@@ -66,6 +66,8 @@ struct Frames {
     contiguous: bool,
     /// What `free_frames` reports.
     free_frames: u64,
+    /// Whether a freed frame adds one to `free_frames` (for the tests of reclaim under pressure).
+    frees_count: bool,
 }
 
 impl UserFrames for Frames {
@@ -83,6 +85,9 @@ impl UserFrames for Frames {
         assert!(self.live.remove(&pa.0), "frame {:#x} freed twice or never allocated", pa.0);
         self.contents.remove(&pa.0);
         self.freed += 1;
+        if self.frees_count {
+            self.free_frames += 1;
+        }
     }
     fn alloc_zeroed_contiguous(&mut self, pages: u64) -> Option<PhysAddr> {
         if !self.contiguous || self.limit.is_some_and(|l| self.live.len() as u64 + pages > l) {

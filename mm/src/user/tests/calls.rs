@@ -385,6 +385,42 @@ fn mlockall_locks_current_and_future_areas() {
     m.vm().check();
 }
 
+/// Under pressure a lock, and `MAP_POPULATE`, reclaim this process's lazily freed pages before
+/// they give up at the machine's last frames, as Linux's direct reclaim takes `MADV_FREE` pages
+/// before an allocation fails; with nothing left to reclaim, a lock fails with `EAGAIN` as before.
+#[test]
+fn population_under_pressure_reclaims_lazily_freed_pages_first() {
+    let mut m = memory(true);
+    let f = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
+    for i in 0..8 {
+        m.fault(f + i * P, Access::Write).unwrap();
+    }
+    m.madvise(f, 8 * P, MADV_FREE).unwrap();
+    assert_eq!(m.lazily_freed(), [(f, f + 8 * P)]);
+    let a = m.mmap(0, 4 * P, RW, ANON, -1, 0).unwrap();
+    m.frames_mut_for_test().free_frames = POPULATE_RESERVE_FRAMES;
+    m.frames_mut_for_test().frees_count = true;
+    m.mlock(a, 4 * P).unwrap();
+    assert!(m.lazily_freed().is_empty(), "the freed pages were reclaimed");
+    assert_eq!(m.stats().data_frames, 4, "only the locked pages are held");
+    assert!((0..8).all(|i| m.space().query(VirtAddr(f + i * P)).is_none()), "reclaimed pages unmapped");
+    // MAP_POPULATE, the same: the 8 reclaimed frames above the reserve are what it may take.
+    let g = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    for i in 0..2 {
+        m.fault(g + i * P, Access::Write).unwrap();
+    }
+    m.madvise(g, 2 * P, MADV_FREE).unwrap();
+    m.frames_mut_for_test().free_frames = POPULATE_RESERVE_FRAMES;
+    let p = m.mmap(0, 2 * P, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert!(m.lazily_freed().is_empty());
+    assert!((0..2).all(|i| m.space().query(VirtAddr(p + i * P)).is_some()), "populated");
+    // Nothing left to reclaim: the lock stops at the reserve.
+    let b = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    m.frames_mut_for_test().free_frames = POPULATE_RESERVE_FRAMES;
+    assert_eq!(m.mlock(b, 2 * P), Err(Errno::EAGAIN));
+    m.vm().check();
+}
+
 /// A locked new mapping that joins a locked neighbour above it is populated, and the call
 /// returns: the population walks the new pages only, and used to loop for ever at their end,
 /// where the joined mapping goes on (the memory-call fuzzer hung there). The same through
