@@ -122,6 +122,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn near_placement_teaches_the_bottom_up_hint_where_the_held_block_ends() {
+        let (mut m, _, middle) = growth_space_of(3000, true);
+        let flags = MAP_PRIVATE | MAP_ANONYMOUS;
+        // The block of held pages ends under `mmap_base`; above it is free up to the stack's
+        // guard gap.
+        let block_top =
+            m.iter().filter(|v| v.start > middle && v.end <= m.layout().mmap_base).map(|v| v.end).max();
+        let first = m.map_near(middle, PAGE, 1 << 30, PROT_READ | PROT_WRITE, flags).unwrap().addr;
+        // The search above the target crossed the upper half of the block: the hint says that
+        // nothing of a page fits between the target and the block's top, and that the range
+        // from there up is free. (The answer is the fit under the block, nearer by a page.)
+        let top = block_top.unwrap();
+        let up = m.tree().hints().up;
+        // (It searched from the target itself: the lowest start whose far end is nearest.)
+        assert_eq!(up.lo, middle, "{up:?}");
+        assert_eq!((up.above, up.longest), (top, PAGE - 1), "{up:?}");
+        assert!(up.gap_hi > top && m.tree().is_free(top, up.gap_hi), "{up:?}");
+        assert!(first < middle);
+        m.check();
+        m.munmap(first, PAGE).unwrap();
+        assert_eq!(m.tree().hints().up, up);
+        m.check();
+        // The next search above the same target starts at the block's top and takes its answer
+        // from the free range there: the same placement as before.
+        let again = m.map_near(middle, PAGE, 1 << 30, PROT_READ | PROT_WRITE, flags).unwrap().addr;
+        assert_eq!(again, first);
+        assert_eq!(m.tree().hints().up, up);
+        m.check();
+    }
+
     /// `GROWTH_HELD=50000 GROWTH_OP=MmapMunmap [GROWTH_PROGRAM=1] valgrind --tool=callgrind
     /// --toggle-collect='*growth_measured*' target/release/deps/mm-… --ignored growth_ops_run`
     #[test]

@@ -67,7 +67,7 @@ use super::advice::*;
 use super::flags::*;
 use super::limits::Rlimit;
 use super::prot::*;
-use super::tree::{Around, Dir, Edit, GapQuery, VmaTree};
+use super::tree::{Around, Dir, Edit, Fit, GapQuery, VmaTree};
 use super::{Advice, Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
 /// Mappings or pieces of mappings a call returns: the common calls return one, in place.
@@ -449,11 +449,11 @@ impl VmMap {
             match (prev, next) {
                 (Some(true), Some(false)) => {
                     vs[k - 1].end = v.end;
-                    (Some(true), Edit::Took)
+                    (Some(true), Edit::Took(k - 1))
                 }
                 (Some(false), Some(true)) => {
                     vs[k].start = v.start;
-                    (Some(true), Edit::Took)
+                    (Some(true), Edit::Took(k))
                 }
                 (Some(false), Some(false)) => (Some(false), Edit::Kept),
                 _ => (None, Edit::Kept),
@@ -1308,6 +1308,19 @@ impl VmMap {
     /// # Errors
     /// `ENOMEM` when no free range lies wholly within `radius` of `target`.
     pub fn find_near(&self, target: u64, len: u64, radius: u64, code: bool) -> Result<u64, Errno> {
+        self.near(target, len, radius, code).map(|(at, _)| at)
+    }
+
+    /// [`VmMap::find_near`], with the search above the target and its answer, if it had one:
+    /// what [`VmMap::map_near`] teaches the tree's bottom-up hint, so that the next search above
+    /// a target at or above this one's starts where this one's answer lies.
+    fn near(
+        &self,
+        target: u64,
+        len: u64,
+        radius: u64,
+        code: bool,
+    ) -> Result<(u64, Option<(GapQuery, Fit)>), Errno> {
         let l = &self.layout;
         let mut lo = target.saturating_sub(radius).max(l.mmap_min_addr);
         let mut hi = page_down(target.saturating_add(radius).min(l.task_size));
@@ -1329,7 +1342,9 @@ impl VmMap {
         let half_up = if m <= 0 { 0 } else { ((m + 1) / 2) as u64 };
         let amin = page_up(half_up).unwrap_or(!(PAGE - 1));
         let base = GapQuery { exclude, ..GapQuery::new(lo, hi, len, Dir::Lowest) };
-        let above = self.tree.find_gap(&GapQuery { lo: lo.max(amin), ..base });
+        let up = GapQuery { lo: lo.max(amin), ..base };
+        let fit = self.tree.find_fit(&up);
+        let above = fit.map(|f| f.at);
         let below = amin.checked_sub(PAGE).and_then(|last| {
             let top = hi.min(last.saturating_add(len));
             self.tree.find_gap(&GapQuery { hi: top, dir: Dir::Highest, ..base })
@@ -1338,10 +1353,11 @@ impl VmMap {
             let (a, t, n) = (i128::from(a), i128::from(target), i128::from(len));
             (t - a).max(a + n - t) as u128
         };
+        let learnt = fit.map(|f| (up, f));
         match (below, above) {
-            (Some(b), Some(a)) => Ok(if dist(a) <= dist(b) { a } else { b }),
-            (Some(b), None) => Ok(b),
-            (None, Some(a)) => Ok(a),
+            (Some(b), Some(a)) => Ok((if dist(a) <= dist(b) { a } else { b }, learnt)),
+            (Some(b), None) => Ok((b, learnt)),
+            (None, Some(a)) => Ok((a, learnt)),
             (None, None) => Err(Errno::ENOMEM),
         }
     }
@@ -1383,7 +1399,10 @@ impl VmMap {
         if code {
             self.ensure_window();
         }
-        let at = self.find_near(target, len, radius, code)?;
+        let (at, learnt) = self.near(target, len, radius, code)?;
+        if let Some((q, fit)) = learnt {
+            self.tree.learn(&q, fit);
+        }
         let vflags = if flags & MAP_CODE != 0 { VmaFlags::CODE } else { VmaFlags::empty() };
         // As mmap: the address-space limits and the heuristic overcommit.
         if !self.may_expand(is_data(p, vflags), len) || (p.write() && !self.enough_memory(len)) {

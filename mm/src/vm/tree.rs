@@ -19,7 +19,12 @@
 //! Top-down placement (mmap's) also has a memory: [`TopDownHint`], what the last plain top-down
 //! search showed about the free ranges above its answer, kept true by every change, so that the
 //! next search starts below the block of mappings the last one crossed instead of crossing it
-//! again (Linux's old `free_area_cache`, made exact: it never changes an answer).
+//! again (Linux's old `free_area_cache`, made exact: it never changes an answer), and the free
+//! range just below that, from which the next placement usually comes without a descent.
+//! [`BottomUpHint`] is the same for searches of the lowest fit (near placement's above its
+//! target). And the last leaf edit leaves a finger (`node::Finger`): the slots of its path, so
+//! that the next edit of the same leaf (the munmap cutting the mapping the mmap just merged)
+//! follows them instead of searching each level.
 //!
 //! Memory: no operation here can panic for want of heap. Nodes come from a small pool of spare
 //! nodes: [`VmaTree::reserve`] fills it fallibly for the worst case of the next few insertions
@@ -35,8 +40,8 @@ mod tests;
 
 use super::{Errno, PAGE, Vma, fallible};
 pub use node::{Beside, Edit};
-use node::{Branch, FAN_MIN, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
-pub use query::{Dir, GapQuery, TopDownHint};
+use node::{Branch, FAN_MIN, Finger, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
+pub use query::{BottomUpHint, Dir, Fit, GapQuery, Hints, TopDownHint};
 
 /// Insertions that split each node at most once (see `VmaTree::worst_case`): the one that
 /// splits a node, and as many more as cannot bring a half `LEAF_MIN - 1` entries at two each.
@@ -69,8 +74,12 @@ pub struct VmaTree {
     /// Nodes in the tree.
     nodes: usize,
     spare: Pool,
-    /// What the last top-down search learnt, kept true by every change (see [`TopDownHint`]).
-    hint: TopDownHint,
+    /// What the last top-down and bottom-up searches learnt, kept true by every change (see
+    /// [`TopDownHint`], [`BottomUpHint`]).
+    hint: Hints,
+    /// The leaf the last [`VmaTree::edit_leaf`] edited (forgotten once any other change may
+    /// have moved it or its neighbours): the next edit there follows its slots.
+    finger: Finger,
 }
 
 impl VmaTree {
@@ -83,7 +92,8 @@ impl VmaTree {
             count: 0,
             nodes: 0,
             spare: Pool::new(),
-            hint: TopDownHint { hi: 0, below: 0, longest: 0 },
+            hint: Hints::NONE,
+            finger: Finger::NONE,
         }
     }
 
@@ -156,6 +166,7 @@ impl VmaTree {
     /// `ENOMEM` when the insertion needs more nodes than there are spares and the heap cannot
     /// hold them (nothing changed).
     pub fn insert(&mut self, vma: Vma) -> Result<(), Errno> {
+        self.finger.forget();
         debug_assert!(vma.start < vma.end && vma.start.is_multiple_of(PAGE) && vma.end.is_multiple_of(PAGE));
         debug_assert!(self.first_overlap(vma.start, vma.end).is_none(), "overlapping insert {vma:?}");
         let Some(root) = self.root.as_deref_mut() else {
@@ -166,6 +177,7 @@ impl VmaTree {
             self.root = self.spare.take(Node::Leaf(leaf));
             self.sum = Some(Sum { lo: vma.start, hi: vma.end, gap: 0 });
             (self.height, self.count, self.nodes) = (1, 1, 1);
+            self.hint.took(vma.start, vma.end);
             return Ok(());
         };
         if self.spare.n <= self.height {
@@ -192,11 +204,13 @@ impl VmaTree {
         }
         self.nodes += before - self.spare.n;
         self.count += 1;
+        self.hint.took(vma.start, vma.end);
         Ok(())
     }
 
     /// Removes the mapping that starts at `start`, if any.
     pub fn remove(&mut self, start: u64) -> Option<Vma> {
+        self.finger.forget();
         let cap = self.spare_cap();
         let (root, sum) = (self.root.as_deref_mut()?, self.sum?);
         let (v, s) = node::remove(root, sum, start, &mut self.spare, cap, Beside::default(), &mut self.hint)?;
@@ -236,6 +250,7 @@ impl VmaTree {
                     .is_none_or(|n| vma.end <= n.start),
             "in-place rewrite of {start:#x} as {vma:?} overlaps a neighbour"
         );
+        self.finger.forget();
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else { return false };
         match node::replace(root, sum, start, vma, Beside::default(), &mut self.hint) {
             Some(s) => {
@@ -296,7 +311,7 @@ impl VmaTree {
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else {
             return f(&mut [], Beside::default()).0;
         };
-        let (r, s) = node::edit_leaf(root, sum, addr, &mut self.hint, f);
+        let (r, s) = node::edit_leaf(root, sum, addr, &mut self.hint, &mut self.finger, f);
         self.sum = Some(s);
         r
     }
@@ -449,32 +464,62 @@ impl VmaTree {
         (None, 0)
     }
 
-    /// The free placement `q` asks for, in one O(log n) walk (see [`query`]). A top-down query
-    /// searches below the hint's `below` when the hint shows that nothing fits above it.
+    /// The free placement `q` asks for, in one O(log n) walk (see [`query`]). A query the hint
+    /// of its direction covers searches only beyond the hint's edge ([`Hints::narrow`]), and not
+    /// at all when the free range the hint knows at that edge holds it.
     pub fn find_gap(&self, q: &GapQuery) -> Option<u64> {
-        let q = &self.hint.narrow(q);
+        self.find_fit(q).map(|f| f.at)
+    }
+
+    /// [`VmaTree::find_gap`], with the free range the answer lies in (what
+    /// [`VmaTree::learn`] takes).
+    pub fn find_fit(&self, q: &GapQuery) -> Option<Fit> {
+        let (q, known) = self.hint.narrow(q);
+        let q = &q;
         if q.len == 0 || q.hi <= q.lo || q.hi - q.lo < q.len {
             return None;
         }
-        let (Some(root), Some(s)) = (self.root.as_deref(), self.sum) else { return q.place(0, u64::MAX) };
+        // The best fit in the domain lies in the free range at its edge if one does: the
+        // domain ends there and the range is free.
+        if let Some((g0, g1)) = known
+            && let Some(f) = q.fit(g0, g1)
+        {
+            return Some(f);
+        }
+        let (Some(root), Some(s)) = (self.root.as_deref(), self.sum) else { return q.fit(0, u64::MAX) };
         let inside = || (s.gap >= q.len && !q.prune(s.lo, s.hi)).then(|| query::search(root, q)).flatten();
         match q.dir {
-            Dir::Lowest => q.place(0, s.lo).or_else(inside).or_else(|| q.place(s.hi, u64::MAX)),
-            Dir::Highest => q.place(s.hi, u64::MAX).or_else(inside).or_else(|| q.place(0, s.lo)),
+            Dir::Lowest => q.fit(0, s.lo).or_else(inside).or_else(|| q.fit(s.hi, u64::MAX)),
+            Dir::Highest => q.fit(s.hi, u64::MAX).or_else(inside).or_else(|| q.fit(0, s.lo)),
         }
     }
 
-    /// [`VmaTree::find_gap`], remembering what a top-down answer shows about the free space
-    /// above it ([`TopDownHint::learn`]), so that the next top-down search, once this one's
-    /// mapping is made, starts just below it instead of crossing the mappings above again.
+    /// [`VmaTree::find_gap`], remembering what the answer shows about the free space before
+    /// it in the query's order ([`Hints::learn`]), so that the next search in that direction,
+    /// once this one's mapping is made, starts just beyond it instead of crossing the mappings
+    /// before it again, and finds its answer without a descent when the free range there holds
+    /// it.
     pub fn find_gap_and_learn(&mut self, q: &GapQuery) -> Option<u64> {
-        let x = self.find_gap(q)?;
-        self.hint.learn(q, x);
-        Some(x)
+        let f = self.find_fit(q)?;
+        self.hint.learn(q, f);
+        Some(f.at)
+    }
+
+    /// Remembers what `fit`, the answer [`VmaTree::find_fit`] gave to `q` with no change to the
+    /// tree since, shows ([`VmaTree::find_gap_and_learn`] in two steps, for a caller that asks
+    /// more than one question before it knows which answer it learns from).
+    pub fn learn(&mut self, q: &GapQuery, fit: Fit) {
+        debug_assert_eq!(self.find_fit(q), Some(fit), "learning from an answer the tree did not give");
+        self.hint.learn(q, fit);
     }
 
     /// The hint the top-down searches share (for tests and measurements).
     pub fn hint(&self) -> TopDownHint {
+        self.hint.down
+    }
+
+    /// Both hints (for tests and measurements).
+    pub fn hints(&self) -> Hints {
         self.hint
     }
 
@@ -555,6 +600,20 @@ impl VmaTree {
             g0 = v.end;
         }
         assert!(self.hint.holds(g0, u64::MAX), "hint {:?} broken by the free range from {g0:#x}", self.hint);
+        let (down, up) = (self.hint.down, self.hint.up);
+        assert!(
+            down.gap_lo <= down.below || down.hi == 0,
+            "top-down hint {down:?}: its free range is reversed"
+        );
+        assert!(
+            down.gap_lo >= down.below || self.is_free(down.gap_lo, down.below),
+            "top-down hint {down:?}: its free range holds a mapping"
+        );
+        assert!(up.above <= up.gap_hi, "bottom-up hint {up:?}: its free range is reversed");
+        assert!(
+            up.above >= up.gap_hi || self.is_free(up.above, up.gap_hi),
+            "bottom-up hint {up:?}: its free range holds a mapping"
+        );
         assert_eq!(w.count, self.count, "count");
         assert_eq!(w.nodes, self.nodes, "nodes");
         assert!(

@@ -19,7 +19,7 @@ use alloc::boxed::Box;
 use core::cmp::max;
 
 use super::super::Vma;
-use super::query::TopDownHint;
+use super::query::Hints;
 
 /// Most mappings in a leaf.
 pub const LEAF: usize = 16;
@@ -526,8 +526,9 @@ pub struct Beside {
 pub enum Edit {
     /// No bound moved (attributes may have changed).
     Kept,
-    /// Bounds moved into free space only: mappings grew, no free range did.
-    Took,
+    /// The mapping at this slot grew into free space (and no other bound moved): no free range
+    /// grew.
+    Took(usize),
     /// The mapping at this slot shrank (and no other bound moved): the free ranges on either
     /// side of it grew.
     Freed(usize),
@@ -539,57 +540,156 @@ pub enum Edit {
 /// disjoint mappings in 2^64 bytes, pages of 4 KiB at least), so `h <= 18`.
 const PATH: usize = 24;
 
-/// Descends to the leaf where `addr` routes and runs `f` on its mappings and what lies beside
-/// it; `f` returns its answer and what it did to the bounds. The summaries of the tree under
-/// `root` (whose summary was `old`) are fixed up the path only as far as they change, and
-/// `hint` is told of the free ranges that grew; returns the answer and the new summary.
+/// Where a leaf is: the child slots from the root down to it, and what lies beside it. Kept by
+/// the tree after each leaf edit (its finger), so that the next edit of the same leaf follows
+/// the slots instead of searching each level; valid until the tree's shape or another leaf's
+/// bounds change (the tree drops it then).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finger {
+    /// Whether it names a leaf.
+    valid: bool,
+    depth: usize,
+    path: [u8; PATH],
+    beside: Beside,
+}
+
+impl Default for Finger {
+    fn default() -> Self {
+        Finger::NONE
+    }
+}
+
+impl Finger {
+    /// A finger that names no leaf.
+    pub const NONE: Finger = Finger {
+        valid: false,
+        depth: 0,
+        path: [0; PATH],
+        beside: Beside { prev_end: None, next_start: None },
+    };
+
+    /// Forgets the leaf (the tree's shape or another leaf's bounds may have changed).
+    #[inline]
+    pub fn forget(&mut self) {
+        self.valid = false;
+    }
+
+    /// Whether a descent by `addr` ends in `leaf`, the leaf this finger names: `addr` lies
+    /// from the leaf's first start (from 0 for the first leaf) to the next leaf's first start.
+    /// At every level the path's child starts at or below the leaf and the next child at or
+    /// above the next leaf, so the binary search of each level would pick the path's slot.
+    #[inline]
+    fn routes(&self, leaf: &Leaf, addr: u64) -> bool {
+        let Some(first) = leaf.vmas().first() else { return false };
+        (self.beside.prev_end.is_none() || first.start <= addr)
+            && self.beside.next_start.is_none_or(|n| addr < n)
+    }
+
+    /// Whether it names a leaf and `addr` routes there.
+    #[inline]
+    fn hits(&self, root: &Node, addr: u64) -> bool {
+        self.valid && leaf_at(root, &self.path[..self.depth]).is_some_and(|l| self.routes(l, addr))
+    }
+
+    /// Names the leaf where `addr` routes, found by a binary search at each level.
+    fn locate(&mut self, root: &Node, addr: u64) {
+        (self.valid, self.depth, self.beside) = (true, 0, Beside::default());
+        let mut cur = root;
+        while let Node::Branch(b) = cur {
+            let i = b.route(addr);
+            self.beside = b.beside(i, self.beside);
+            // In bounds: no tree has `PATH` levels (see `PATH`). `i < FAN <= 255`.
+            self.path[self.depth] = i as u8;
+            self.depth += 1;
+            match b.child[i].as_deref() {
+                Some(c) => cur = c,
+                None => break,
+            }
+        }
+    }
+}
+
+/// The leaf reached from `node` through the child slots `path`.
+#[inline]
+fn leaf_at<'a>(mut node: &'a Node, path: &[u8]) -> Option<&'a Leaf> {
+    for &i in path {
+        node = match node {
+            Node::Branch(b) => b.child[usize::from(i)].as_deref()?,
+            Node::Leaf(_) => return None,
+        };
+    }
+    match node {
+        Node::Leaf(l) => Some(l),
+        Node::Branch(_) => None,
+    }
+}
+
+/// [`leaf_at`], for writing.
+#[inline]
+fn leaf_at_mut<'a>(mut node: &'a mut Node, path: &[u8]) -> Option<&'a mut Leaf> {
+    for &i in path {
+        node = match node {
+            Node::Branch(b) => b.child[usize::from(i)].as_deref_mut()?,
+            Node::Leaf(_) => return None,
+        };
+    }
+    match node {
+        Node::Leaf(l) => Some(l),
+        Node::Branch(_) => None,
+    }
+}
+
+/// Runs `f` on the mappings of the leaf where `addr` routes and what lies beside it; `f`
+/// returns its answer and what it did to the bounds. The summaries of the tree under `root`
+/// (whose summary was `old`) are fixed up the path only as far as they change, and `hint` is
+/// told of the free ranges that grew or shrank; returns the answer and the new summary.
+///
+/// `finger` is where the last edit was (`None`: unknown, or the tree changed since): when
+/// `addr` routes to that leaf, the edit follows its slots instead of searching each level (an
+/// mmap's merge into a mapping and the munmap that cuts it again, a fault's neighbours, are in
+/// one leaf); otherwise it descends. It is left naming the leaf edited, with what lies beside
+/// it, which `f` cannot change.
 ///
 /// Why not recursive: the common mmap and munmap each make one such edit, and a recursive
 /// descent passed `f` and returned the answer through every level. This one keeps the slots
 /// it took in a fixed array, and the fix-up finds each branch again from the root by them
 /// (a few pointer steps: the tree is 4 or 5 levels deep with 50,000 mappings), stopping at the
 /// first branch whose child's summary came out unchanged.
-pub fn edit_leaf<R, F>(root: &mut Node, old: Sum, addr: u64, hint: &mut TopDownHint, f: F) -> (R, Sum)
+pub fn edit_leaf<R, F>(
+    root: &mut Node,
+    old: Sum,
+    addr: u64,
+    hint: &mut Hints,
+    finger: &mut Finger,
+    f: F,
+) -> (R, Sum)
 where
     F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
 {
-    let mut path = [0u8; PATH];
-    let mut depth = 0;
-    let mut beside = Beside::default();
-    let mut cur = &mut *root;
-    let (r, leaf) = loop {
-        match cur {
-            Node::Branch(b) => {
-                let i = b.route(addr);
-                beside = b.beside(i, beside);
-                // In bounds: no tree has `PATH` levels (see `PATH`). `i < FAN <= 255`.
-                path[depth] = i as u8;
-                depth += 1;
-                match b.child[i].as_deref_mut() {
-                    Some(c) => cur = c,
-                    None => return (f(&mut [], beside).0, old),
-                }
-            }
-            Node::Leaf(l) => {
-                let (r, edit) = f(&mut l.v[..l.len], beside);
-                if let Edit::Freed(j) = edit {
-                    hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start);
-                }
-                // The edit's own account decides which free ranges the hint checks: make
-                // sure, in test builds, that it left none breaking it.
-                #[cfg(debug_assertions)]
-                {
-                    let mut all = *hint;
-                    all.freed_around(l.vmas(), beside.prev_end, beside.next_start);
-                    debug_assert_eq!(all, *hint, "an edit reported as {edit:?} grew another free range");
-                }
-                if edit == Edit::Kept {
-                    return (r, old);
-                }
-                break (r, l.sum());
-            }
-        }
+    // A tree of one leaf needs no finger.
+    if let Node::Leaf(l) = root {
+        let (r, edit) = edit_in(l, Beside::default(), hint, f);
+        return (r, if edit == Edit::Kept { old } else { l.sum() });
+    }
+    if !finger.hits(root, addr) {
+        finger.locate(root, addr);
+    }
+    #[cfg(debug_assertions)]
+    {
+        let mut fresh = Finger::NONE;
+        fresh.locate(root, addr);
+        debug_assert_eq!(*finger, fresh, "the finger names another leaf than the descent finds");
+    }
+    let (path, depth, beside) = (&finger.path, finger.depth, finger.beside);
+    let Some(l) = leaf_at_mut(root, &path[..depth]) else {
+        finger.forget();
+        return (f(&mut [], beside).0, old);
     };
+    let (r, edit) = edit_in(l, beside, hint, f);
+    if edit == Edit::Kept {
+        return (r, old);
+    }
+    let leaf = l.sum();
     if depth == 0 {
         return (r, leaf);
     }
@@ -604,6 +704,29 @@ where
         s = b.update(i, s);
     }
     (r, s)
+}
+
+/// Runs the edit `f` on leaf `l` (with what lies beside it) and tells `hint` what it did to the
+/// bounds, by its own account.
+#[inline]
+fn edit_in<R, F>(l: &mut Leaf, beside: Beside, hint: &mut Hints, f: F) -> (R, Edit)
+where
+    F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
+{
+    let (r, edit) = f(&mut l.v[..l.len], beside);
+    match edit {
+        Edit::Freed(j) => hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start),
+        Edit::Took(j) => hint.took(l.v[j].start, l.v[j].end),
+        Edit::Kept => {}
+    }
+    // The edit's own account decides what the hints check: make sure, in test builds, that it
+    // left them true of the whole leaf.
+    debug_assert!(
+        hint.true_of(l.vmas(), beside.prev_end, beside.next_start),
+        "an edit reported as {edit:?} left {hint:?} false of {:?}",
+        l.vmas()
+    );
+    (r, edit)
 }
 
 /// The branch reached from `node` through the child slots `path`.
@@ -630,7 +753,7 @@ pub fn replace(
     start: u64,
     v: Vma,
     beside: Beside,
-    hint: &mut TopDownHint,
+    hint: &mut Hints,
 ) -> Option<Sum> {
     match node {
         Node::Leaf(l) => {
@@ -641,6 +764,11 @@ pub fn replace(
             let was = l.v[k];
             let moved = (was.start, was.end) != (v.start, v.end);
             l.v[k] = v;
+            // What it took first: the hints' free ranges are then free again, as the extension
+            // of one by a freed range beside it assumes.
+            if v.start < was.start || v.end > was.end {
+                hint.took(v.start, v.end);
+            }
             if v.start > was.start || v.end < was.end {
                 hint.freed_beside(l.vmas(), k, beside.prev_end, beside.next_start);
             }
@@ -668,7 +796,7 @@ pub fn remove(
     pool: &mut Pool,
     cap: usize,
     beside: Beside,
-    hint: &mut TopDownHint,
+    hint: &mut Hints,
 ) -> Option<(Vma, Option<Sum>)> {
     match node {
         Node::Leaf(l) => {

@@ -109,22 +109,59 @@ impl GapQuery {
     }
 }
 
+/// A placement and the free range it was found in (`g0 <= at`, `at + len <= g1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fit {
+    /// The placement.
+    pub at: u64,
+    /// The free range's start.
+    pub g0: u64,
+    /// The free range's end.
+    pub g1: u64,
+}
+
+impl GapQuery {
+    /// [`GapQuery::place`], with the free range it placed in.
+    #[inline]
+    pub(super) fn fit(&self, g0: u64, g1: u64) -> Option<Fit> {
+        self.place(g0, g1).map(|at| Fit { at, g0, g1 })
+    }
+
+    /// Whether a search that answered this query has passed over every free range before its
+    /// answer for being too short, so that the answer teaches a hint something: page-aligned,
+    /// no line it must not cross shorter than itself, and the domain's edge it starts from
+    /// page-aligned.
+    fn plain(&self) -> bool {
+        let edge = match self.dir {
+            Dir::Highest => self.hi,
+            Dir::Lowest => self.lo,
+        };
+        self.align == PAGE
+            && self.no_cross.is_none_or(|b| self.len > b)
+            && edge.is_multiple_of(PAGE)
+            && self.len.is_multiple_of(PAGE)
+    }
+}
+
 /// What the last top-down search learnt about the free space above its answer (Linux's old
 /// `free_area_cache` with its `cached_hole_size`, made exact): every free range `[g0, g1)`
 /// between two neighbouring mappings (or below the first, or above the last) whose part below
 /// `hi` ends above `below` is at most `longest` long:
-/// `min(g1, hi) > below` implies `min(g1, hi) - g0 <= longest`.
+/// `min(g1, hi) > below` implies `min(g1, hi) - g0 <= longest`. And `[gap_lo, below)` is free
+/// (empty when `gap_lo == below`).
 ///
 /// Why: placements are top-down and mappings pile up downwards from `mmap_base`, so a search for
 /// the highest fit crosses the same block of full subtrees every time, one spine and up to 16
 /// children a level, before it reaches the gap below them. A request longer than `longest`
 /// cannot fit in any range ending above `below` (such a fit would lie in one of them, which is
-/// too short), so the search can take `below` as its domain's top and find the same answer
-/// directly. Unlike Linux's cache, which moved with every search and unmap and could make the
-/// next search miss a hole (so placements depended on the history), the claim is kept true: a
-/// change that frees space checks the free ranges it made, and raises `below` above any that
-/// break it; a change that only takes space cannot break it. [`super::VmaTree::check`] checks
-/// it against every free range.
+/// too short), so the search can take `below` as its domain's top; and when the free range
+/// `[gap_lo, below)` just under that top holds the request, its highest fit there is the
+/// answer, found without a descent. Unlike Linux's cache, which moved with every search and
+/// unmap and could make the next search miss a hole (so placements depended on the history),
+/// both claims are kept true: a change that frees space checks the free ranges it made, and
+/// raises `below` above any that break it; a change that takes space lowers `below` under a
+/// mapping that now covers it, or raises `gap_lo` above one inside the range.
+/// [`super::VmaTree::check`] checks both against every free range.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TopDownHint {
     /// The top of the domain it speaks of (0: it says nothing).
@@ -133,35 +170,55 @@ pub struct TopDownHint {
     pub below: u64,
     /// The longest such range.
     pub longest: u64,
+    /// The bottom of a free range ending at `below`.
+    pub gap_lo: u64,
+}
+
+/// The bottom-up mirror of [`TopDownHint`], learnt from a search for the lowest fit (near
+/// placement's search above its target, or a bottom-up mmap layout): every free range whose
+/// part above `lo` starts below `above` is at most `longest` long:
+/// `max(g0, lo) < above` implies `g1 - max(g0, lo) <= longest`. And `[above, gap_hi)` is free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BottomUpHint {
+    /// The bottom of the domain it speaks of (`u64::MAX`: it says nothing).
+    pub lo: u64,
+    /// Where the free ranges it bounds start below.
+    pub above: u64,
+    /// The longest such range.
+    pub longest: u64,
+    /// The top of a free range starting at `above`.
+    pub gap_hi: u64,
+}
+
+impl Default for BottomUpHint {
+    fn default() -> Self {
+        Hints::NONE.up
+    }
 }
 
 impl TopDownHint {
     /// `q` with its top lowered to `below` where the hint shows that no fit ends above it: a
     /// top-down query whose domain's top is at or below `hi` and that asks more than `longest`.
+    /// With it, the free range just under the new top, if the hint knows one.
     #[inline]
-    pub fn narrow(&self, q: &GapQuery) -> GapQuery {
-        if q.dir == Dir::Highest && q.hi <= self.hi && q.len > self.longest && self.below < q.hi {
-            GapQuery { hi: self.below, ..*q }
-        } else {
-            *q
-        }
+    fn narrow(&self, q: &GapQuery) -> Option<(GapQuery, Option<(u64, u64)>)> {
+        (q.dir == Dir::Highest && q.hi <= self.hi && q.len > self.longest && self.below < q.hi).then(|| {
+            (
+                GapQuery { hi: self.below, ..*q },
+                (self.gap_lo < self.below).then_some((self.gap_lo, self.below)),
+            )
+        })
     }
 
-    /// The search `q` answered `x` (not narrowed by this hint, or narrowed and still longer than
-    /// `longest`): remembers what its answer shows, when it shows it. A plain page-aligned
-    /// top-down search that places `x` at the top of its gap has passed over every free range
-    /// above for being too short, unless the excluded range cut one; so every range ending
-    /// above `x + len` (below `q.hi`) is shorter than `len`. True before the mapping is made,
+    /// The plain top-down search `q` answered `fit` (not narrowed by this hint, or narrowed
+    /// and still longer than `longest`): it has passed over every free range above for being
+    /// too short, unless the excluded range cut one; so every range ending above
+    /// `fit.at + len` (below `q.hi`) is shorter than `len`. True before the mapping is made,
     /// and after (a mapping only takes space).
-    pub fn learn(&mut self, q: &GapQuery, x: u64) {
-        let plain = q.dir == Dir::Highest
-            && q.align == PAGE
-            && q.no_cross.is_none_or(|b| q.len > b)
-            && q.hi.is_multiple_of(PAGE)
-            && q.len.is_multiple_of(PAGE);
-        let top = x.saturating_add(q.len);
-        if plain && q.exclude.is_none_or(|(x0, x1)| x1 <= top || x0 >= q.hi) {
-            *self = TopDownHint { hi: q.hi, below: top, longest: q.len - 1 };
+    fn learn(&mut self, q: &GapQuery, fit: Fit) {
+        let top = fit.at.saturating_add(q.len);
+        if q.dir == Dir::Highest && q.plain() && q.exclude.is_none_or(|(x0, x1)| x1 <= top || x0 >= q.hi) {
+            *self = TopDownHint { hi: q.hi, below: top, longest: q.len - 1, gap_lo: fit.g0 };
         }
     }
 
@@ -172,16 +229,143 @@ impl TopDownHint {
         top <= self.below || top.saturating_sub(g0) <= self.longest
     }
 
-    /// The free range `[g0, g1)` may have grown: if it breaks the claim, the claim gives up
-    /// the space below its top (raising `below` keeps every other range's part of it true).
+    /// The free range `[g0, g1)` (whole, between two neighbours) may have grown: if it breaks
+    /// the claim, the claim gives up the space below its top (raising `below` keeps every other
+    /// range's part of it true) and the range is the one under `below`; if it reaches the free
+    /// range under `below` from beneath, that one now starts at `g0`.
     #[inline]
-    pub fn freed(&mut self, g0: u64, g1: u64) {
+    fn freed(&mut self, g0: u64, g1: u64) {
         if !self.holds(g0, g1) {
-            self.below = g1.min(self.hi);
+            (self.below, self.gap_lo) = (g1.min(self.hi), g0);
+        } else if g0 < self.gap_lo && g1 >= self.gap_lo {
+            self.gap_lo = g0;
         }
     }
 
-    /// [`TopDownHint::freed`] on the two free ranges beside `v[j]` (`v` in order, with what lies
+    /// `[s, e)` is mapped now. A mapping over `below` lowers it to the mapping's start (no
+    /// free range ends inside a mapping, so the claim loses nothing) and the free range under
+    /// it is unknown beyond the start; one inside `[gap_lo, below)` raises `gap_lo` to its end.
+    #[inline]
+    fn took(&mut self, s: u64, e: u64) {
+        if s >= self.below {
+        } else if e >= self.below {
+            self.below = s;
+            self.gap_lo = self.gap_lo.min(s);
+        } else if e > self.gap_lo {
+            self.gap_lo = e;
+        }
+    }
+}
+
+impl BottomUpHint {
+    /// `q` with its bottom raised to `above` where the hint shows that no fit starts below it,
+    /// and the free range starting there if the hint knows one ([`TopDownHint::narrow`]).
+    #[inline]
+    fn narrow(&self, q: &GapQuery) -> Option<(GapQuery, Option<(u64, u64)>)> {
+        (q.dir == Dir::Lowest && q.lo >= self.lo && q.len > self.longest && self.above > q.lo).then(|| {
+            (
+                GapQuery { lo: self.above, ..*q },
+                (self.above < self.gap_hi).then_some((self.above, self.gap_hi)),
+            )
+        })
+    }
+
+    /// The plain bottom-up search `q` answered `fit`: every free range whose part above `q.lo`
+    /// starts below `fit.at` is shorter than `len` (a fit at its start would have been found
+    /// first), unless the excluded range cut one.
+    fn learn(&mut self, q: &GapQuery, fit: Fit) {
+        if q.dir == Dir::Lowest && q.plain() && q.exclude.is_none_or(|(x0, x1)| x0 >= fit.at || x1 <= q.lo) {
+            *self = BottomUpHint { lo: q.lo, above: fit.at, longest: q.len - 1, gap_hi: fit.g1 };
+        }
+    }
+
+    /// Whether the free range `[g0, g1)` keeps the claim.
+    #[inline]
+    pub fn holds(&self, g0: u64, g1: u64) -> bool {
+        let bottom = g0.max(self.lo);
+        bottom >= self.above || g1.saturating_sub(bottom) <= self.longest
+    }
+
+    /// [`TopDownHint::freed`], mirrored.
+    #[inline]
+    fn freed(&mut self, g0: u64, g1: u64) {
+        if !self.holds(g0, g1) {
+            (self.above, self.gap_hi) = (g0.max(self.lo), g1);
+        } else if g1 > self.gap_hi && g0 <= self.gap_hi {
+            self.gap_hi = g1;
+        }
+    }
+
+    /// [`TopDownHint::took`], mirrored.
+    #[inline]
+    fn took(&mut self, s: u64, e: u64) {
+        if e <= self.above {
+        } else if s <= self.above {
+            self.above = e;
+            self.gap_hi = self.gap_hi.max(e);
+        } else if s < self.gap_hi {
+            self.gap_hi = s;
+        }
+    }
+}
+
+/// Both hints, kept true together by every change to the tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// What the last plain top-down search learnt.
+    pub down: TopDownHint,
+    /// What the last plain bottom-up search learnt.
+    pub up: BottomUpHint,
+}
+
+impl Hints {
+    /// Hints that say nothing.
+    pub const NONE: Hints = Hints {
+        down: TopDownHint { hi: 0, below: 0, longest: 0, gap_lo: 0 },
+        up: BottomUpHint { lo: u64::MAX, above: u64::MAX, longest: 0, gap_hi: u64::MAX },
+    };
+
+    /// `q` narrowed by the hint of its direction, and a free range at the narrowed edge whose
+    /// fit, if it has one, is the answer; `q` itself when the hint says nothing of it.
+    #[inline]
+    pub fn narrow(&self, q: &GapQuery) -> (GapQuery, Option<(u64, u64)>) {
+        match q.dir {
+            Dir::Highest => self.down.narrow(q),
+            Dir::Lowest => self.up.narrow(q),
+        }
+        .unwrap_or((*q, None))
+    }
+
+    /// The search `q` (plain, not narrowed below what the hint of its direction covers)
+    /// answered `fit`: the hint of its direction remembers what that shows.
+    pub fn learn(&mut self, q: &GapQuery, fit: Fit) {
+        match q.dir {
+            Dir::Highest => self.down.learn(q, fit),
+            Dir::Lowest => self.up.learn(q, fit),
+        }
+    }
+
+    /// Whether the free range `[g0, g1)` keeps both claims.
+    #[inline]
+    pub fn holds(&self, g0: u64, g1: u64) -> bool {
+        self.down.holds(g0, g1) && self.up.holds(g0, g1)
+    }
+
+    /// The free range `[g0, g1)` (whole, between two neighbours) may have grown.
+    #[inline]
+    pub fn freed(&mut self, g0: u64, g1: u64) {
+        self.down.freed(g0, g1);
+        self.up.freed(g0, g1);
+    }
+
+    /// The mapping `[s, e)` is new or has grown into free space.
+    #[inline]
+    pub fn took(&mut self, s: u64, e: u64) {
+        self.down.took(s, e);
+        self.up.took(s, e);
+    }
+
+    /// [`Hints::freed`] on the two free ranges beside `v[j]` (`v` in order, with what lies
     /// beside them): after `v[j]` shrank.
     #[inline]
     pub fn freed_beside(
@@ -200,35 +384,28 @@ impl TopDownHint {
         self.freed(v[j].end, above);
     }
 
-    /// [`TopDownHint::freed`] on every free range touching the mappings `v` (in order, with
-    /// what lies beside them): after an edit that may have moved any of their bounds.
-    pub fn freed_around(&mut self, v: &[super::super::Vma], prev_end: Option<u64>, next_start: Option<u64>) {
-        if self.below >= self.hi {
-            // It says nothing: nothing can break it.
-            return;
-        }
-        // Only a range ending above `below` can break it: those ending at the starts from the
-        // first mapping starting above `below` on, and the one above the last. Most of them
-        // (in a run of mappings with nothing between them) are no longer than `longest`, which
-        // one subtraction shows.
-        let from = v.partition_point(|w| w.start <= self.below);
-        let mut g0 = match from.checked_sub(1) {
-            Some(k) => v[k].end,
-            None => prev_end.unwrap_or(0),
-        };
-        for w in &v[from..] {
-            if w.start - g0 > self.longest {
-                self.freed(g0, w.start);
+    /// Whether both hints are true of the mappings `v` (in order, with what lies beside them):
+    /// every free range touching them keeps both claims, and neither hint's free range holds
+    /// any of them. Test builds check every leaf edit with it.
+    pub fn true_of(&self, v: &[super::super::Vma], prev_end: Option<u64>, next_start: Option<u64>) -> bool {
+        let mut g0 = prev_end.unwrap_or(0);
+        for w in v {
+            if !self.holds(g0, w.start) {
+                return false;
             }
             g0 = w.end;
         }
-        self.freed(g0, next_start.unwrap_or(u64::MAX));
+        let outside = |w: &super::super::Vma, (a, b): (u64, u64)| a >= b || w.end <= a || w.start >= b;
+        self.holds(g0, next_start.unwrap_or(u64::MAX))
+            && v.iter().all(|w| {
+                outside(w, (self.down.gap_lo, self.down.below)) && outside(w, (self.up.above, self.up.gap_hi))
+            })
     }
 }
 
 /// The first fit of `q` in a free range strictly between two mappings of the subtree `node`,
 /// in `q`'s order.
-pub fn search(node: &Node, q: &GapQuery) -> Option<u64> {
+pub fn search(node: &Node, q: &GapQuery) -> Option<Fit> {
     match node {
         Node::Leaf(l) => search_leaf(l, q),
         Node::Branch(b) => search_branch(b, q),
@@ -241,7 +418,7 @@ fn candidate(q: &GapQuery, g0: u64, g1: u64) -> bool {
     g1 - g0 >= q.len && g1 > q.lo && g0 < q.hi
 }
 
-fn search_leaf(l: &Leaf, q: &GapQuery) -> Option<u64> {
+fn search_leaf(l: &Leaf, q: &GapQuery) -> Option<Fit> {
     // Over the pairs of neighbours, without an index: a leaf of a run of mappings with no gap
     // between them is passed over at a few instructions a pair. The scan starts at the domain's
     // edge, found by a binary search: the pairs beyond it cannot hold a fit, and a top-down
@@ -261,7 +438,7 @@ fn search_leaf(l: &Leaf, q: &GapQuery) -> Option<u64> {
                     break;
                 }
                 if candidate(q, g0, g1)
-                    && let Some(x) = q.place(g0, g1)
+                    && let Some(x) = q.fit(g0, g1)
                 {
                     return Some(x);
                 }
@@ -279,7 +456,7 @@ fn search_leaf(l: &Leaf, q: &GapQuery) -> Option<u64> {
                     break;
                 }
                 if candidate(q, g0, g1)
-                    && let Some(x) = q.place(g0, g1)
+                    && let Some(x) = q.fit(g0, g1)
                 {
                     return Some(x);
                 }
@@ -289,7 +466,7 @@ fn search_leaf(l: &Leaf, q: &GapQuery) -> Option<u64> {
     None
 }
 
-fn search_branch(b: &Branch, q: &GapQuery) -> Option<u64> {
+fn search_branch(b: &Branch, q: &GapQuery) -> Option<Fit> {
     // Child `i`'s own gaps, entered only if its largest could hold the request.
     let inside = |i: usize| {
         if b.gap[i] < q.len || q.prune(b.lo[i], b.hi[i]) {
@@ -300,7 +477,7 @@ fn search_branch(b: &Branch, q: &GapQuery) -> Option<u64> {
     // The free range between children `i - 1` and `i`.
     let between = |i: usize| {
         let (g0, g1) = (b.hi[i - 1], b.lo[i]);
-        if candidate(q, g0, g1) { q.place(g0, g1) } else { None }
+        if candidate(q, g0, g1) { q.fit(g0, g1) } else { None }
     };
     // Only the children from the first ending above `lo` to the last starting below `hi` can
     // hold a fit, with the gaps below them and the one above the last. A binary search finds

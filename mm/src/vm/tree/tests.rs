@@ -293,7 +293,7 @@ fn edit_of(old: (u64, u64), new: (u64, u64), j: usize) -> Edit {
     } else if new.0 > old.0 || new.1 < old.1 {
         Edit::Freed(j)
     } else {
-        Edit::Took
+        Edit::Took(j)
     }
 }
 
@@ -380,13 +380,14 @@ fn edit_leaf_of_an_empty_tree_sees_nothing() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-    /// The top-down hint never changes an answer: top-down searches that learn from their
+    /// The hints never change an answer: top-down and bottom-up searches that learn from their
     /// answers, mixed with insertions (the learnt placement mapped or not, as an mmap that fails
     /// after placement), removals, in-place rewrites that grow or shrink a mapping and leaf edits,
     /// on trees of up to four levels; every answer as the brute-force oracle gives it, and the
-    /// hint's claim checked against every free range after every change (`check`).
+    /// hints' claims and free ranges checked against every free range after every change
+    /// (`check`).
     #[test]
-    fn the_top_down_hint_never_changes_an_answer(
+    fn the_hints_never_change_an_answer(
         ops in proptest::collection::vec((0u8..10, 0u64..3000, 1u64..5, any::<u64>()), 200..1500),
     ) {
         let mut t = VmaTree::new();
@@ -451,18 +452,25 @@ proptest! {
                     }
                 }
                 _ => {
-                    // A top-down placement, as mmap asks it (sometimes with an excluded range
-                    // or a stronger alignment, which teach nothing but may use the hint).
+                    // A placement that learns, top-down as mmap asks it, or bottom-up from a
+                    // target as near placement asks its search above (sometimes with an
+                    // excluded range or a stronger alignment, which teach nothing but may use
+                    // the hints).
+                    let up = r & 64 != 0;
                     let q = GapQuery {
                         align: if r & 3 == 0 { PAGE << 2 } else { PAGE },
                         exclude: (r & 12 == 0).then_some((s * PAGE, (s + 200) * PAGE)),
-                        ..GapQuery::new(PAGE * (r >> 4 & 7), if r & 16 == 0 { top } else { top - 64 * PAGE }, l * PAGE, Dir::Highest)
+                        ..if up {
+                            GapQuery::new(PAGE * (s / 2 + (r >> 4 & 7)), top, l * PAGE, Dir::Lowest)
+                        } else {
+                            GapQuery::new(PAGE * (r >> 4 & 7), if r & 16 == 0 { top } else { top - 64 * PAGE }, l * PAGE, Dir::Highest)
+                        }
                     };
                     let want = oracle_by_ranges(&model, &q);
                     let got = t.find_gap_and_learn(&q);
-                    prop_assert_eq!(got, want, "{:?} with hint {:?}", q, t.hint());
+                    prop_assert_eq!(got, want, "{:?} with hints {:?}", q, t.hints());
                     if let Some(x) = got {
-                        learnt += usize::from(t.hint().below == x + q.len);
+                        learnt += usize::from(if up { t.hints().up.above == x } else { t.hint().below == x + q.len });
                         if r & 32 == 0 {
                             t.insert(Vma { start: x, end: x + q.len, ..vma(0, 1) }).unwrap();
                             model.insert(x, x + q.len);
@@ -471,10 +479,12 @@ proptest! {
                 }
             }
             t.check();
-            // Any other top-down question the hint may narrow.
+            // Any other question a hint may narrow, or answer from its free range.
             if r & 0xf00 == 0 {
-                let q = GapQuery::new(0, top, (r >> 12) % 6 * PAGE + PAGE, Dir::Highest);
-                prop_assert_eq!(t.find_gap(&q), oracle_by_ranges(&model, &q), "{:?} with hint {:?}", q, t.hint());
+                let len = (r >> 12) % 6 * PAGE + PAGE;
+                for q in [GapQuery::new(0, top, len, Dir::Highest), GapQuery::new(PAGE * (s / 3), top, len, Dir::Lowest)] {
+                    prop_assert_eq!(t.find_gap(&q), oracle_by_ranges(&model, &q), "{:?} with hints {:?}", q, t.hints());
+                }
             }
         }
         prop_assert!(learnt > 0, "no search learnt anything");
@@ -494,8 +504,12 @@ fn a_run_of_top_down_placements_searches_below_the_last() {
     for i in 1..=3000 {
         let x = t.find_gap_and_learn(&q).unwrap();
         assert_eq!(x, base - i * PAGE);
-        assert_eq!(t.hint(), TopDownHint { hi: base, below: x + PAGE, longest: PAGE - 1 });
+        // The free range under `below` is the whole one down to the first mapping: the next
+        // search takes its answer from it without a descent.
+        assert_eq!(t.hint(), TopDownHint { hi: base, below: x + PAGE, longest: PAGE - 1, gap_lo: 12 * PAGE });
         t.insert(Vma { start: x, end: x + PAGE, ..vma(0, 1) }).unwrap();
+        // The new mapping covers `below`: the claim now starts under it, with the same range.
+        assert_eq!(t.hint(), TopDownHint { hi: base, below: x, longest: PAGE - 1, gap_lo: 12 * PAGE });
     }
     t.check();
     assert!(t.height() >= 3);
@@ -556,7 +570,7 @@ fn the_largest_gap_shrinking_below_the_second_keeps_every_summary() {
         t.edit_leaf(s, |vs, _| {
             let j = vs.iter().position(|v| v.start == s).unwrap();
             vs[j].start -= PAGE;
-            ((), Edit::Took)
+            ((), Edit::Took(j))
         });
         let e = model.remove(&s).unwrap();
         model.insert(s - PAGE, e);
