@@ -213,7 +213,7 @@ proptest! {
                             0 => (v.start.saturating_sub(step).max(floor), v.end),
                             1 => ((v.start + step).min(v.end - PAGE), v.end),
                             2 => (v.start, (v.end + step).min(ceil)),
-                            3 => (v.start, (v.end - step).max(v.start + PAGE)),
+                            3 => (v.start, v.end.saturating_sub(step).max(v.start + PAGE)),
                             _ => (v.start, v.end),
                         };
                         let prot = if r & 8 == 0 { Prot::RW } else { Prot::READ };
