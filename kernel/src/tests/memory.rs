@@ -154,8 +154,10 @@ kernel_test!(
         let bytes = 2 * PAGE_SIZE as usize;
         // SAFETY: two fresh frames owned by this test, through the linear map.
         let mem = unsafe { core::slice::from_raw_parts_mut(va as *mut u8, bytes) };
-        // Whole blocks (DC ZVA where allowed), then an unaligned range (the write_bytes path).
-        for (start, len) in [(PAGE_SIZE as usize, PAGE_SIZE as usize), (100, 301)] {
+        // Whole blocks (DC ZVA where allowed: a frame four at a time, three blocks one at a
+        // time, nothing), then an unaligned range (the write_bytes path).
+        let (page, three) = (PAGE_SIZE as usize, 3 * 64);
+        for (start, len) in [(page, page), (page, three), (0, 0), (100, 301)] {
             mem.fill(0xa5);
             // SAFETY: inside the two frames owned by this test.
             unsafe { crate::arch::aarch64::cache::zero(va + start, len) };

@@ -618,7 +618,10 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// As Linux (`EINVAL`, `ENOMEM` for a hole after changing what precedes it, `EACCES`);
     /// `ENOMEM` if splitting a block or run needed a table frame that could not be had.
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: u64) -> Result<(), Errno> {
-        let protected = self.vm.mprotect(addr, len, prot)?;
+        // Written in place: a move of the 88-byte answer is a call to `memcpy` on the kernel's
+        // strict-alignment target.
+        let mut protected = crate::vm::map::Protected::default();
+        self.vm.mprotect_into(addr, len, prot, &mut protected)?;
         // Linux gives the whole range one protection: one call, one flush. (Should the changes
         // ever differ, each gets its own call.)
         let changes = &protected.changes;

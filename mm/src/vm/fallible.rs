@@ -95,20 +95,24 @@ pub fn push<T>(v: &mut Vec<T>, x: T) -> Result<(), Errno> {
 /// makes) then costs no allocation. Reads and writes go through the slice it dereferences to.
 #[derive(Clone)]
 pub struct List<T: Copy + Default, const N: usize> {
+    /// How many places of `inline` are used, or [`SPILLED`] once the list lives in `heap`. Not
+    /// `!heap.is_empty()`: a list truncated on the heap to nothing stays there, and the stale
+    /// places in `inline` must not come back. Not a `bool` of its own either: its seven bytes
+    /// of padding made every move of a list (mprotect's pieces, its answer) end in a `memcpy`
+    /// call of them on the kernel's strict-alignment target.
     len: usize,
     inline: [T; N],
-    /// Every element once the list outgrew `inline` (then `inline` and `len` are unused).
+    /// Every element once the list outgrew `inline` (then `inline` is unused).
     heap: Vec<T>,
-    /// Whether the list lives in `heap`. A flag of its own, not `!heap.is_empty()`: a list
-    /// truncated on the heap to nothing stays there, and the stale places in `inline` must not
-    /// come back.
-    spilled: bool,
 }
+
+/// [`List::len`]'s value once the list lives on the heap.
+const SPILLED: usize = usize::MAX;
 
 impl<T: Copy + Default, const N: usize> List<T, N> {
     /// An empty list.
     pub fn new() -> Self {
-        List { len: 0, inline: [T::default(); N], heap: Vec::new(), spilled: false }
+        List { len: 0, inline: [T::default(); N], heap: Vec::new() }
     }
 
     /// A list of the one element `x`, in place (nothing allocated: `N` is at least 1).
@@ -125,7 +129,7 @@ impl<T: Copy + Default, const N: usize> List<T, N> {
     /// # Errors
     /// `ENOMEM` when the heap cannot hold the list (the list is unchanged).
     pub fn push(&mut self, x: T) -> Result<(), Errno> {
-        if !self.spilled {
+        if self.len != SPILLED {
             if self.len < N {
                 self.inline[self.len] = x;
                 self.len += 1;
@@ -133,14 +137,14 @@ impl<T: Copy + Default, const N: usize> List<T, N> {
             }
             reserve(&mut self.heap, 2 * N + 1)?;
             self.heap.extend_from_slice(&self.inline[..self.len]);
-            self.spilled = true;
+            self.len = SPILLED;
         }
         push(&mut self.heap, x)
     }
 
     /// Keeps the first `n` elements.
     pub fn truncate(&mut self, n: usize) {
-        if self.spilled {
+        if self.len == SPILLED {
             self.heap.truncate(n);
         } else {
             self.len = self.len.min(n);
@@ -148,13 +152,15 @@ impl<T: Copy + Default, const N: usize> List<T, N> {
     }
 
     /// The elements, as a slice.
+    #[inline]
     pub fn as_slice(&self) -> &[T] {
-        if self.spilled { &self.heap } else { &self.inline[..self.len] }
+        if self.len == SPILLED { &self.heap } else { &self.inline[..self.len] }
     }
 
     /// The elements, as a mutable slice.
+    #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [T] {
-        if self.spilled { &mut self.heap } else { &mut self.inline[..self.len] }
+        if self.len == SPILLED { &mut self.heap } else { &mut self.inline[..self.len] }
     }
 }
 
@@ -166,12 +172,14 @@ impl<T: Copy + Default, const N: usize> Default for List<T, N> {
 
 impl<T: Copy + Default, const N: usize> core::ops::Deref for List<T, N> {
     type Target = [T];
+    #[inline]
     fn deref(&self) -> &[T] {
         self.as_slice()
     }
 }
 
 impl<T: Copy + Default, const N: usize> core::ops::DerefMut for List<T, N> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
         self.as_mut_slice()
     }

@@ -577,9 +577,18 @@ impl VmMap {
 
     /// [`VmMap::rewrite`], where `first` (if given) is what [`VmaTree::around`] says of the first
     /// piece's start now: the caller looked already.
-    fn rewrite_from(&mut self, pieces: &[Vma], mut first: Option<Around>, mut f: impl FnMut(&Vma) -> Vma) {
+    /// The caller's answer is borrowed, not moved: a move of the 72-byte [`Around`] is a call to
+    /// `memcpy` on a strict-alignment target.
+    fn rewrite_from(&mut self, pieces: &[Vma], mut first: Option<&Around>, mut f: impl FnMut(&Vma) -> Vma) {
         for p in pieces {
-            let around = first.take().unwrap_or_else(|| self.tree.around(p.start));
+            let looked;
+            let around = match first.take() {
+                Some(a) => a,
+                None => {
+                    looked = self.tree.around(p.start);
+                    &looked
+                }
+            };
             let Some(whole) = around.at else { continue };
             let new = f(p);
             debug_assert!((new.start, new.end) == (p.start, p.end) && whole.end >= p.end);
@@ -1037,13 +1046,33 @@ impl VmMap {
     /// (W^X), or adding `PROT_EXEC` outside the code window in strict mode. `len == 0` succeeds
     /// with no change.
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: u64) -> Result<Protected, Errno> {
+        let mut out = Protected::default();
+        self.mprotect_into(addr, len, prot, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`VmMap::mprotect`], its answer written to `out` (emptied first): the kernel's system
+    /// call reads it in place, where returning the 88-byte [`Protected`] in a `Result` is a call
+    /// to `memcpy` on its strict-alignment target.
+    ///
+    /// # Errors
+    /// As [`VmMap::mprotect`]; `out` is then empty.
+    pub fn mprotect_into(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        out: &mut Protected,
+    ) -> Result<(), Errno> {
+        out.changes.truncate(0);
+        out.error = None;
         let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
         let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
         if grows == PROT_GROWSDOWN | PROT_GROWSUP || addr & (PAGE - 1) != 0 {
             return Err(Errno::EINVAL);
         }
         if len == 0 {
-            return Ok(Protected::default());
+            return Ok(());
         }
         let end =
             page_up(len).and_then(|l| addr.checked_add(l)).filter(|&e| e > addr).ok_or(Errno::ENOMEM)?;
@@ -1082,19 +1111,24 @@ impl VmMap {
         if let Some(i) = refused {
             pieces.truncate(i);
         }
-        let mut changes = fallible::List::new();
         for p in pieces.iter().filter(|p| p.prot != new) {
-            changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new })?;
+            if let Err(e) = out.changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new }) {
+                out.changes.truncate(0);
+                return Err(e);
+            }
         }
-        if !pieces.is_empty() {
-            self.reserve()?;
+        if !pieces.is_empty()
+            && let Err(e) = self.reserve()
+        {
+            out.changes.truncate(0);
+            return Err(e);
         }
-        self.rewrite_from(&pieces, Some(around), |p| Vma { prot: new, ..*p });
+        self.rewrite_from(&pieces, Some(&around), |p| Vma { prot: new, ..*p });
         if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
-        let error = (refused.is_some() || hole).then_some(Errno::ENOMEM);
-        Ok(Protected { changes, error })
+        out.error = (refused.is_some() || hole).then_some(Errno::ENOMEM);
+        Ok(())
     }
 
     /// How many new areas rewriting piece `p` (of one mapping) as `changed` creates: one per end

@@ -70,7 +70,40 @@ pub unsafe fn zero(va: usize, len: usize) {
         return;
     }
     let mut a = va;
-    while a < va + len {
+    let end = va + len;
+    // Four blocks an iteration when the range allows it (a 4 KiB frame always does with blocks
+    // of up to 1 KiB): 10 instructions for four blocks instead of 16, the loop's compare and
+    // branch shared.
+    let step = 4 * block;
+    if len != 0 && len.is_multiple_of(step) {
+        // SAFETY: each `dc zva` clears one whole block of `[a, a + step)`, inside the caller's
+        // range of Normal memory (DC ZVA on Device memory would fault; the linear map is Normal,
+        // write-back); the loop runs at least once and ends at `end`, a nonzero multiple of
+        // `step` past `va`.
+        unsafe {
+            asm!(
+                "2:",
+                "dc zva, {a}",
+                "add {t}, {a}, {b}",
+                "dc zva, {t}",
+                "add {t}, {t}, {b}",
+                "dc zva, {t}",
+                "add {t}, {t}, {b}",
+                "dc zva, {t}",
+                "add {a}, {a}, {s}",
+                "cmp {a}, {e}",
+                "b.lo 2b",
+                a = inout(reg) a => _,
+                t = out(reg) _,
+                b = in(reg) block,
+                s = in(reg) step,
+                e = in(reg) end,
+                options(nostack),
+            )
+        };
+        return;
+    }
+    while a < end {
         // SAFETY: a whole block inside the caller's range of Normal memory (DC ZVA on Device
         // memory would fault; the linear map is Normal, write-back).
         unsafe { asm!("dc zva, {}", in(reg) a, options(nostack)) };
