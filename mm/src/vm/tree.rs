@@ -262,33 +262,20 @@ impl VmaTree {
     }
 
     /// Rewrites the attributes of the mapping that starts at `start` (same bounds: no summary
-    /// changes, so one descent without recursion and nothing on the way back). Returns whether
-    /// a mapping with those bounds started there.
+    /// changes, so one descent without recursion, or none when the finger names the leaf, and
+    /// nothing on the way back). Returns whether a mapping with those bounds started there.
     pub fn replace_attrs(&mut self, start: u64, vma: Vma) -> bool {
-        let mut cur = match self.root.as_deref_mut() {
-            Some(n) => n,
-            None => return false,
-        };
-        loop {
-            cur = match cur {
-                Node::Branch(b) => {
-                    let i = b.route(start);
-                    match b.child[i].as_deref_mut() {
-                        Some(c) => c,
-                        None => return false,
-                    }
-                }
-                Node::Leaf(l) => {
-                    let k = l.route(start);
-                    return match l.v[..l.len].get_mut(k) {
-                        Some(v) if (v.start, v.end) == (start, vma.end) && vma.start == start => {
-                            *v = vma;
-                            true
-                        }
-                        _ => false,
-                    };
-                }
-            };
+        // By the finger when the last edit was in this leaf (an mprotect pair of one mapping),
+        // which this change keeps true: it moves no bound.
+        let Some(root) = self.root.as_deref_mut() else { return false };
+        let Some(l) = self.finger.leaf_for(root, start) else { return false };
+        let k = l.route(start);
+        match l.v[..l.len].get_mut(k) {
+            Some(v) if (v.start, v.end) == (start, vma.end) && vma.start == start => {
+                *v = vma;
+                true
+            }
+            _ => false,
         }
     }
 

@@ -587,13 +587,31 @@ impl Finger {
 
     /// Whether it names a leaf and `addr` routes there.
     #[inline]
-    fn hits(&self, root: &Node, addr: u64) -> bool {
+    pub fn hits(&self, root: &Node, addr: u64) -> bool {
         self.valid && leaf_at(root, &self.path[..self.depth]).is_some_and(|l| self.routes(l, addr))
     }
 
+    /// The leaf where `addr` routes, for writing: by the slots when this finger names it,
+    /// else by a descent, which this finger then names. Only a change that moves no bound
+    /// may follow (it keeps the finger true).
+    #[inline]
+    pub fn leaf_for<'a>(&mut self, root: &'a mut Node, addr: u64) -> Option<&'a mut Leaf> {
+        if !self.hits(root, addr) {
+            self.locate(root, addr);
+        }
+        #[cfg(debug_assertions)]
+        {
+            let mut fresh = Finger::NONE;
+            fresh.locate(root, addr);
+            debug_assert_eq!(*self, fresh, "the finger names another leaf than the descent finds");
+        }
+        leaf_at_mut(root, &self.path[..self.depth])
+    }
+
     /// Names the leaf where `addr` routes, found by a binary search at each level.
-    fn locate(&mut self, root: &Node, addr: u64) {
-        (self.valid, self.depth, self.beside) = (true, 0, Beside::default());
+    pub fn locate(&mut self, root: &Node, addr: u64) {
+        // The whole path, so that slots past the depth (from a deeper tree) compare equal.
+        (self.valid, self.depth, self.path, self.beside) = (true, 0, [0; PATH], Beside::default());
         let mut cur = root;
         while let Node::Branch(b) = cur {
             let i = b.route(addr);
