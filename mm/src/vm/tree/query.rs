@@ -247,11 +247,10 @@ impl TopDownHint {
     /// it is unknown beyond the start; one inside `[gap_lo, below)` raises `gap_lo` to its end.
     #[inline]
     fn took(&mut self, s: u64, e: u64) {
-        if s >= self.below {
-        } else if e >= self.below {
+        if s < self.below && e >= self.below {
             self.below = s;
             self.gap_lo = self.gap_lo.min(s);
-        } else if e > self.gap_lo {
+        } else if s < self.below && e > self.gap_lo {
             self.gap_lo = e;
         }
     }
@@ -299,11 +298,10 @@ impl BottomUpHint {
     /// [`TopDownHint::took`], mirrored.
     #[inline]
     fn took(&mut self, s: u64, e: u64) {
-        if e <= self.above {
-        } else if s <= self.above {
+        if e > self.above && s <= self.above {
             self.above = e;
             self.gap_hi = self.gap_hi.max(e);
-        } else if s < self.gap_hi {
+        } else if e > self.above && s < self.gap_hi {
             self.gap_hi = s;
         }
     }
