@@ -16,7 +16,9 @@ use super::flush::FrameList;
 use super::guard::is_guard;
 use super::occupancy::{plus_occupants, table_descriptor};
 use super::walk::{Entries, LastLevel};
-use super::{Constraints, MapError, PAGE_RUN, PageTable, ROOT_LEVEL, Translation, index_of, run_entries};
+use super::{
+    Constraints, MapError, PAGE_RUN, PageTable, ROOT_LEVEL, SPACE_SIZE, Translation, index_of, run_entries,
+};
 
 /// The attributes of one `map` call, in the offset domain (offsets from the range base).
 struct MapArgs {
@@ -274,15 +276,35 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// Checks the arguments of a `map` and returns the range as offsets from the range base.
+    ///
+    /// As [`check_range`](Self::check_range), one test accepts every valid call (the physical
+    /// range `[pa, pa + size)` aligned and below 2^`PA_BITS`, written so that nothing wraps), and
+    /// the error of a refused one is worked out apart, in [`map_error`](Self::map_error).
     #[inline(always)]
     fn check_map(&self, va: VirtAddr, pa: PhysAddr, size: u64) -> Result<(u64, u64), MapError> {
-        let range = self.check_range(va, size)?;
-        if !pa.is_page_aligned() {
-            return Err(MapError::Misaligned);
+        const PA_LIMIT: u64 = 1 << crate::addr::PA_BITS;
+        let start = va.0.wrapping_sub(self.range.base().0);
+        if (va.0 | size | pa.0) & (PAGE_SIZE - 1) == 0
+            && start < SPACE_SIZE
+            && size.wrapping_sub(1) < SPACE_SIZE - start
+            && pa.0 <= PA_LIMIT
+            && size <= PA_LIMIT - pa.0
+        {
+            return Ok((start, start + size));
         }
-        match pa.0.checked_add(size) {
-            Some(pa_end) if pa_end <= 1 << crate::addr::PA_BITS => Ok(range),
-            _ => Err(MapError::InvalidRange),
+        Err(self.map_error(va, pa, size))
+    }
+
+    /// The error for a `map` [`check_map`](Self::check_map) refused: the virtual range's first
+    /// (as every operation reports it), then a misaligned physical address, then a physical
+    /// range past 2^`PA_BITS`.
+    #[cold]
+    #[inline(never)]
+    fn map_error(&self, va: VirtAddr, pa: PhysAddr, size: u64) -> MapError {
+        match self.check_range(va, size) {
+            Err(e) => e,
+            Ok(_) if !pa.is_page_aligned() => MapError::Misaligned,
+            Ok(_) => MapError::InvalidRange,
         }
     }
 

@@ -408,9 +408,11 @@ pub struct PageTable<T: Translation> {
     stats: Stats,
     /// The last-table cache: `walk_key` is `off >> level_shift(2)` of the region (2 MiB with
     /// 4 KiB pages) whose last-level table is
-    /// `walk_table`, pointed at by an entry of the level-2 table `walk_parent`, or `NO_WALK`
-    /// when empty (see `walk.rs`).
+    /// `walk_table`, pointed at by an entry of the level-2 table `walk_parent`, itself pointed
+    /// at by an entry of the level-1 table `walk_grandparent`, or `NO_WALK` when empty (see
+    /// `walk.rs`).
     walk_key: u64,
+    walk_grandparent: PhysAddr,
     walk_parent: PhysAddr,
     walk_table: PhysAddr,
     /// Test switch: send every call to the general path (to compare the two).
@@ -447,6 +449,7 @@ impl<T: Translation> PageTable<T> {
             live: false,
             stats: Stats { tables_allocated: 1, ..Stats::default() },
             walk_key: walk::NO_WALK,
+            walk_grandparent: PhysAddr(0),
             walk_parent: PhysAddr(0),
             walk_table: PhysAddr(0),
             #[cfg(test)]
@@ -538,21 +541,33 @@ impl<T: Translation> PageTable<T> {
     }
 
     /// Checks `[va, va + size)` and returns it as offsets from the range base.
+    ///
+    /// One test accepts every valid range, so a valid call pays one branch: aligned, inside this
+    /// half (`start`, the offset from the half's base, wraps above the half's size for an
+    /// address outside it), and `1 <= size <= SPACE_SIZE - start` (`size - 1` wraps for an empty
+    /// range, so one comparison refuses both an empty and an overlong range). Which error a
+    /// refused range gets is worked out apart, in [`range_error`](Self::range_error).
     #[inline(always)]
     fn check_range(&self, va: VirtAddr, size: u64) -> Result<(u64, u64), MapError> {
-        if size == 0 {
-            return Err(MapError::InvalidRange);
+        let start = va.0.wrapping_sub(self.range.base().0);
+        if (va.0 | size) & (PAGE_SIZE - 1) == 0
+            && start < SPACE_SIZE
+            && size.wrapping_sub(1) < SPACE_SIZE - start
+        {
+            return Ok((start, start + size));
         }
-        if (va.0 | size) & (PAGE_SIZE - 1) != 0 {
-            return Err(MapError::Misaligned);
-        }
-        if !self.range.contains(va) {
-            return Err(MapError::InvalidRange);
-        }
-        let start = va.0 & (SPACE_SIZE - 1);
-        match start.checked_add(size) {
-            Some(end) if end <= SPACE_SIZE => Ok((start, end)),
-            _ => Err(MapError::InvalidRange),
+        Err(Self::range_error(va, size))
+    }
+
+    /// The error for a range [`check_range`](Self::check_range) refused: an empty range is
+    /// invalid before it is misaligned; an aligned range it refused lies outside the half.
+    #[cold]
+    #[inline(never)]
+    const fn range_error(va: VirtAddr, size: u64) -> MapError {
+        if size != 0 && (va.0 | size) & (PAGE_SIZE - 1) != 0 {
+            MapError::Misaligned
+        } else {
+            MapError::InvalidRange
         }
     }
 

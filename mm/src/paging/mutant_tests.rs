@@ -405,7 +405,8 @@ fn calls_inside_one_2mib_region_touch_only_its_last_level_table() {
 
 /// The last-table cache's level-2 table serves its whole 1 GiB region: a call in another 2 MiB
 /// region of it reads only the level-2 table and that region's last-level table, a call in
-/// another 1 GiB region walks from the root, and once the tables of the region have been
+/// another 1 GiB region starts at the cached level-1 table, one in another level-0 region walks
+/// from the root, and once the tables of the region have been
 /// detached a call there builds its path again from the root.
 #[test]
 fn the_cached_level_2_table_serves_its_whole_1gib_region() {
@@ -431,8 +432,29 @@ fn the_cached_level_2_table_serves_its_whole_1gib_region() {
     let r = pt.unmap(VirtAddr(r0 + PAGE_SIZE), PAGE_SIZE).unwrap();
     assert_eq!(pt.translation().take_touched(), sorted(l2, l3_r0), "unmap in another 2 MiB region");
     r.release(pt.translation_mut());
+    let mut far_path = [1, 2, 3].map(|level| pt.table_at(far, level).unwrap().0);
+    far_path.sort_unstable();
+    pt.translation().take_touched();
     map(&mut pt, far + PAGE_SIZE).unwrap();
-    assert!(pt.translation().take_touched().contains(&root), "another 1 GiB region walks from the root");
+    assert_eq!(
+        pt.translation().take_touched(),
+        far_path.to_vec(),
+        "another 1 GiB region starts at the cached level-1 table (the root with 64 KiB pages)"
+    );
+    if ROOT_LEVEL == 0 {
+        // Another level-0 region (512 GiB, 128 TiB) walks from the root.
+        let other = far + crate::descriptor::level_size(0);
+        map(&mut pt, other).unwrap(); // General: builds the path.
+        map(&mut pt, r0 + 2 * PAGE_SIZE).unwrap(); // The cache holds r0's region again.
+        pt.translation().take_touched();
+        map(&mut pt, other + PAGE_SIZE).unwrap();
+        assert!(
+            pt.translation().take_touched().contains(&root),
+            "another level-0 region walks from the root"
+        );
+        let r = pt.unmap(VirtAddr(other), 2 * PAGE_SIZE).unwrap();
+        r.release(pt.translation_mut());
+    }
     // Empty the 1 GiB region of r0 and r1: its level-2 table is detached.
     let r = pt.unmap(VirtAddr(r0 & !(span - 1)), span).unwrap();
     r.release(pt.translation_mut());

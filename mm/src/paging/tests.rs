@@ -1447,6 +1447,37 @@ proptest! {
     }
 }
 
+/// The last-table cache keeps the level-1 table of its path for the rest of that level-0
+/// region, and a walk that fails below a level-1 table it read (a level-2 block) leaves the
+/// cache as it was: the next call in the cached level-0 region must not use the level-1 table
+/// of the failed walk, which here has a table at the same index (the call would land in the
+/// other region's last-level table). Only a fast-path call fills the cache.
+#[test]
+fn a_failed_walk_leaves_the_cached_level_1_table_alone() {
+    if ROOT_LEVEL != 0 {
+        return; // The root is the level-1 table: every offset shares it.
+    }
+    let (s0, s1, s2) = (level_size(0), level_size(1), level_size(2));
+    let page_at = |off: u64| (off - WINDOW_BASE) / PAGE_SIZE;
+    let map = |off: u64, size: u64| Op::Map {
+        page: page_at(off),
+        pages: size / PAGE_SIZE,
+        pa_page: page_at(off),
+        attrs: 0,
+        constraints: 0,
+    };
+    let ops = [
+        map(2 * s1, PAGE_SIZE),                       // level-0 region 0, level-1 entry 2
+        map(s0 + 2 * s1, PAGE_SIZE),                  // level-0 region 1, level-1 entry 2, level-2 entry 0
+        map(s0 + 2 * s1 + s2, s2),                    // there, level-2 entry 1: a block
+        map(s1, PAGE_SIZE),                           // level-0 region 0, level-1 entry 1 (general path)
+        map(s1 + PAGE_SIZE, PAGE_SIZE),               // the same table (fast path): the cache holds this path
+        map(s0 + 2 * s1 + s2 + PAGE_SIZE, PAGE_SIZE), // in the block: the walk fails at level 2
+        map(2 * s1 + PAGE_SIZE, PAGE_SIZE),           // level-0 region 0 again, level-1 entry 2
+    ];
+    run_differential(&ops, &[]);
+}
+
 #[test]
 fn fast_path_maps_into_an_existing_table_without_allocating() {
     let mut pt = new_pt(VaRange::Lower);

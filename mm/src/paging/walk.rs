@@ -97,7 +97,8 @@ pub(super) struct LastLevel {
     pub table: PhysAddr,
 }
 
-/// The empty last-table cache (no offset below 2^48 shifts to it, nor to its level-1 region).
+/// The empty last-table cache (no offset below 2^52 shifts to it, nor to its level-1 or level-0
+/// region).
 pub(super) const NO_WALK: u64 = u64::MAX;
 /// Log2 of the span of one last-level table (2 MiB with 4 KiB pages, 32 MiB with 16 KiB,
 /// 512 MiB with 64 KiB).
@@ -168,25 +169,37 @@ impl<T: Translation> PageTable<T> {
     /// walk from the root meets a table descriptor at every level above 3.
     ///
     /// The last-table cache remembers the answer for the level-2 region of `off` (2 MiB with
-    /// 4 KiB pages); its level-2 table also serves the rest of that level-1 region. It stays right as long
-    /// as no table descriptor on that path is removed or replaced: `map` only turns invalid
+    /// 4 KiB pages), and the tables above it, as a walk cache does: its level-2 table also serves
+    /// the rest of that level-1 region (1 GiB), its level-1 table the rest of that level-0
+    /// region (512 GiB), so a miss reads the one or two entries below what it shares with the
+    /// cached path, not every level from the root. It stays right as long as no table
+    /// descriptor on that path is removed or replaced: `map` only turns invalid
     /// entries into valid ones, and every operation that removes or replaces a table descriptor
     /// (the modification engine when it may detach or split, the staged operations of `bbm.rs`,
     /// `destroy`) first empties the cache with [`forget_walk`](Self::forget_walk). A table frame
-    /// is never freed while it is in the tree, so the cached frame is always one of this tree's.
+    /// is never freed while it is in the tree, so the cached frames are always this tree's.
     #[inline(always)]
     fn last_level_table(&mut self, off: u64) -> Option<LastLevel> {
         let key = off >> L3_SPAN_SHIFT;
         if key == self.walk_key {
             return Some(LastLevel { parent: self.walk_parent, table: self.walk_table });
         }
-        // The cached level-2 table also translates the other level-2 regions of its level-1 region
-        // (the path above it is the same, and kept as right as the rest of the entry): only the
-        // level-2 entry is read then, not the three levels from the root.
-        let parent = if key >> L3_PER_L2_SHIFT == self.walk_key >> L3_PER_L2_SHIFT {
-            self.walk_parent
+        // The cache is written only once the whole path is found: a miss leaves it as it was.
+        let (grandparent, parent) = if key >> L3_PER_L2_SHIFT == self.walk_key >> L3_PER_L2_SHIFT {
+            (self.walk_grandparent, self.walk_parent)
         } else {
-            self.table_at(off, 2)?
+            // With the 64 KiB granule the root is at level 1 and every offset shares it (the
+            // level-0 region is wider than the space), which `table_at` returns.
+            let grandparent = if key >> (2 * L3_PER_L2_SHIFT) == self.walk_key >> (2 * L3_PER_L2_SHIFT) {
+                self.walk_grandparent
+            } else {
+                self.table_at(off, 1)?
+            };
+            let d = self.read(grandparent, index_of(off, 1));
+            if !d.is_table(1) {
+                return None;
+            }
+            (grandparent, d.output_address())
         };
         let d = self.read(parent, index_of(off, 2));
         if !d.is_table(2) {
@@ -194,6 +207,7 @@ impl<T: Translation> PageTable<T> {
         }
         let table = d.output_address();
         self.walk_key = key;
+        self.walk_grandparent = grandparent;
         self.walk_parent = parent;
         self.walk_table = table;
         Some(LastLevel { parent, table })
