@@ -164,15 +164,7 @@ impl PageRun {
         if self.count == 0 {
             return;
         }
-        let (old_and, old_or) =
-            (Attributes::from_descriptor_bits(self.old_and), Attributes::from_descriptor_bits(self.old_or));
-        let new_and = Attributes::from_descriptor_bits(self.new_and);
-        // Some leaf was global (nG clear) iff nG is clear in the AND; some was non-global iff nG
-        // is set in the OR; some was (or became) executable iff PXN or UXN is clear in an AND.
-        let global = old_and.is_global();
-        let non_global = !old_or.is_global();
-        let executable = !old_and.pxn() || !old_and.uxn() || !new_and.pxn() || !new_and.uxn();
-        record.add_pages(self.lo, self.hi, self.count, global, non_global, executable);
+        record.add_pages(self.lo, self.hi, self.count, self.old_and, self.old_or, self.new_and);
     }
 }
 

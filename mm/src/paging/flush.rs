@@ -159,9 +159,15 @@ pub struct PendingFlush {
     min_leaf: u64,
     max_leaf: u64,
     leaves: u64,
-    global: bool,
-    non_global: bool,
-    executable: bool,
+    /// The AND and the OR of the bits of every changed leaf before the change, and the AND of
+    /// the bits a changed leaf was given (`u64::MAX` if none): the flags `has_global`,
+    /// `has_non_global` and `has_executable` are read off them when asked, so recording a leaf
+    /// costs three bitwise operations and no test (only nG, PXN and UXN are read, which sit at
+    /// the same bits in a descriptor and in [`Attributes`], through
+    /// [`Attributes::from_descriptor_bits`]).
+    old_and: u64,
+    old_or: u64,
+    new_and: u64,
     frames: FrameList,
 }
 
@@ -176,9 +182,9 @@ impl PendingFlush {
             min_leaf: 0,
             max_leaf: 0,
             leaves: 0,
-            global: false,
-            non_global: false,
-            executable: false,
+            old_and: u64::MAX,
+            old_or: 0,
+            new_and: u64::MAX,
             frames: FrameList::new(),
         }
     }
@@ -191,14 +197,10 @@ impl PendingFlush {
         self.min_leaf = if self.leaves == 0 { size } else { self.min_leaf.min(size) };
         self.max_leaf = self.max_leaf.max(size);
         self.leaves += 1;
-        if old.is_global() {
-            self.global = true;
-        } else {
-            self.non_global = true;
-        }
-        let exec = |a: Attributes| !a.pxn() || !a.uxn();
-        if exec(old) || new.is_some_and(exec) {
-            self.executable = true;
+        self.old_and &= old.bits();
+        self.old_or |= old.bits();
+        if let Some(new) = new {
+            self.new_and &= new.bits();
         }
     }
 
@@ -223,17 +225,18 @@ impl PendingFlush {
     }
 
     /// Records that `count` pages (4 KiB leaves) covering offsets `[lo, hi)` at least (the first
-    /// and last changed page bound it) were changed; `global`, `non_global` and `executable` as
-    /// [`add_leaf`](Self::add_leaf) would have found them. `count == 0` records nothing.
+    /// and last changed page bound it) were changed: `old_and` and `old_or` are the AND and the
+    /// OR of their bits before the change (descriptor or [`Attributes`] bits), `new_and` the AND
+    /// of the bits they were given (`u64::MAX` for an unmap). `count == 0` records nothing.
     #[inline(always)]
     pub(crate) fn add_pages(
         &mut self,
         lo: u64,
         hi: u64,
         count: u64,
-        global: bool,
-        non_global: bool,
-        executable: bool,
+        old_and: u64,
+        old_or: u64,
+        new_and: u64,
     ) {
         if count == 0 {
             return;
@@ -243,9 +246,9 @@ impl PendingFlush {
         self.min_leaf = if self.leaves == 0 { PAGE_SIZE } else { self.min_leaf.min(PAGE_SIZE) };
         self.max_leaf = self.max_leaf.max(PAGE_SIZE);
         self.leaves += count;
-        self.global |= global;
-        self.non_global |= non_global;
-        self.executable |= executable;
+        self.old_and &= old_and;
+        self.old_or |= old_or;
+        self.new_and &= new_and;
     }
 
     /// Records that the guard markers (`guard.rs`) of `[lo, hi)` were cleared: no TLB holds a
@@ -319,20 +322,23 @@ impl PendingFlush {
     }
 
     /// Whether a changed leaf was global (nG clear): its TLB entries match every ASID, so an
-    /// ASID-based invalidation does not remove them.
+    /// ASID-based invalidation does not remove them. (nG is clear in the AND of the old bits
+    /// iff it was clear in one of them; with no leaf the AND is all ones.)
     pub fn has_global(&self) -> bool {
-        self.global
+        Attributes::from_descriptor_bits(self.old_and).is_global()
     }
 
-    /// Whether a changed leaf was non-global (tagged with an ASID).
+    /// Whether a changed leaf was non-global (tagged with an ASID): nG set in the OR.
     pub fn has_non_global(&self) -> bool {
-        self.non_global
+        !Attributes::from_descriptor_bits(self.old_or).is_global()
     }
 
     /// Whether a changed leaf was, or became, executable at EL0 or EL1 (the issuer then ends
     /// with an `ISB`, and I-cache maintenance may be due).
     pub fn has_executable(&self) -> bool {
-        self.executable
+        // Some leaf was (or became) executable iff PXN or UXN is clear in an AND.
+        let and = Attributes::from_descriptor_bits(self.old_and & self.new_and);
+        !and.pxn() || !and.uxn()
     }
 
     /// Number of detached table frames held by the record.
@@ -358,9 +364,9 @@ impl PendingFlush {
             self.max_leaf = self.max_leaf.max(other.max_leaf);
         }
         self.leaves += other.leaves;
-        self.global |= other.global;
-        self.non_global |= other.non_global;
-        self.executable |= other.executable;
+        self.old_and &= other.old_and;
+        self.old_or |= other.old_or;
+        self.new_and &= other.new_and;
         let frames = core::mem::take(&mut other.frames);
         self.frames.append(frames, translation);
     }

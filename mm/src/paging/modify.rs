@@ -129,24 +129,20 @@ impl<T: Translation> PageTable<T> {
         }
         let mut record = PendingFlush::new(self.range);
         if d.is_leaf(3) {
-            let old = d.attributes();
-            let executable = !old.pxn() || !old.uxn();
-            record.add_pages(start, end, 1, old.is_global(), !old.is_global(), executable);
-        }
-        // A reserved encoding is cleared too, and a guard marker if asked, without a record (see
-        // `apply_pages`).
-        let guard = clear_guard && super::guard::is_guard(d);
-        if guard {
+            record.add_pages(start, end, 1, d.bits(), d.bits(), u64::MAX);
+        } else if clear_guard && super::guard::is_guard(d) {
             record.cover(start, end);
+        } else if !d.is_valid() {
+            return Some(record);
         }
-        if d.is_valid() || guard {
-            self.write(last.table, index, Descriptor::INVALID);
-            if self.vacate(last, start, 1) {
-                // Rare: a copy to detach into keeps `record` out of memory on the common path.
-                let mut detached = record;
-                self.detach_emptied(start, &mut detached);
-                return Some(detached);
-            }
+        // The page, a reserved encoding (cleared without a record, see `apply_pages`) or a guard
+        // marker the call clears.
+        self.write(last.table, index, Descriptor::INVALID);
+        if self.vacate(last, start, 1) {
+            // Rare: a copy to detach into keeps `record` out of memory on the common path.
+            let mut detached = record;
+            self.detach_emptied(start, &mut detached);
+            return Some(detached);
         }
         Some(record)
     }

@@ -185,22 +185,21 @@ impl<T: Translation> PageTable<T> {
             return Some(LastLevel { parent: self.walk_parent, table: self.walk_table });
         }
         // The cache is written only once the whole path is found: a miss leaves it as it was.
-        let (grandparent, parent) = if key >> L3_PER_L2_SHIFT == self.walk_key >> L3_PER_L2_SHIFT {
-            (self.walk_grandparent, self.walk_parent)
+        // The level-1 entry is read again even when the level-1 region (1 GiB) is the cached
+        // one: that read hits a line the last walk read, and it spares a branch on which region
+        // it is, which a call in a random place of a few GiB mispredicts often.
+        // With the 64 KiB granule the root is at level 1 and every offset shares it (the
+        // level-0 region is wider than the space), which `table_at` returns.
+        let grandparent = if key >> (2 * L3_PER_L2_SHIFT) == self.walk_key >> (2 * L3_PER_L2_SHIFT) {
+            self.walk_grandparent
         } else {
-            // With the 64 KiB granule the root is at level 1 and every offset shares it (the
-            // level-0 region is wider than the space), which `table_at` returns.
-            let grandparent = if key >> (2 * L3_PER_L2_SHIFT) == self.walk_key >> (2 * L3_PER_L2_SHIFT) {
-                self.walk_grandparent
-            } else {
-                self.table_at(off, 1)?
-            };
-            let d = self.read(grandparent, index_of(off, 1));
-            if !d.is_table(1) {
-                return None;
-            }
-            (grandparent, d.output_address())
+            self.table_at(off, 1)?
         };
+        let d = self.read(grandparent, index_of(off, 1));
+        if !d.is_table(1) {
+            return None;
+        }
+        let parent = d.output_address();
         let d = self.read(parent, index_of(off, 2));
         if !d.is_table(2) {
             return None;
