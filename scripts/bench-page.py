@@ -164,7 +164,7 @@ are proved by tests (docs/invalidation.md).
 ## 3. Page-table throughput on the host, against aarch64-paging
 
 `cargo run --release -p mm-bench` part b): map then unmap 2^20 pages of 4 KiB, one call per
-page (sequential VAs, then shuffled VAs in a 1 GiB window, then one call for the whole range),
+page (sequential VAs, then the same 4 GiB of VAs shuffled, then one call for the whole range),
 with the same frame allocator and the same descriptor bits for both crates (checked each run),
 best of 5, ns per page on the host. The shuffled workload is bound by cache and TLB misses on
 the last-level tables, so its ratio moves with the machine's load; instruction counts
