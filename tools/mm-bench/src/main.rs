@@ -393,11 +393,15 @@ fn throughput(pages: usize, runs: usize, only: Option<&str>) -> bool {
         let per_page = |d: Duration| d.as_nanos() as f64 / pages as f64;
         let total = |r: &RunResult| per_page(r.map + r.unmap);
         let ratio = total(&theirs) / total(&ours);
-        let verdict = if ratio >= 1.0 {
+        let mut verdict = if ratio >= 1.0 {
             format!("mm is {ratio:.2}x faster")
         } else {
             format!("mm is {:.2}x slower", 1.0 / ratio)
         };
+        // The goal is for calls of one page (the per-call overhead is what a crate adds).
+        if len == PAGE_SIZE {
+            verdict += if ratio >= 2.0 { ": goal met" } else { ": goal NOT met" };
+        }
         for (crate_name, r, shown) in [("mm", &ours, verdict), ("aarch64-paging", &theirs, String::new())] {
             println!(
                 "   {:<10} {:<15} {:>8.1} {:>8.1} {:>8.1} {:>10} {:>10}  {}",
@@ -419,10 +423,10 @@ fn throughput(pages: usize, runs: usize, only: Option<&str>) -> bool {
     }
     println!("   frames = table frames allocated in the run (root included), peak = most in use at once;");
     println!(
-        "   ratio = aarch64-paging total / mm total (goal: mm at least 2x faster). Same allocator, same"
+        "   ratio = aarch64-paging total / mm total (goal, one call per page: mm at least 2x faster). Same"
     );
-    println!("   descriptors (checked). 'one call' maps and unmaps the whole range in one call each");
-    println!("   (sequential VAs): the per-call overhead left out.");
+    println!("   allocator, same descriptors (checked). 'one call' maps and unmaps the whole range in one");
+    println!("   call each (sequential VAs): the per-call overhead left out.");
     ok
 }
 
