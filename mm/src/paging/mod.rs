@@ -48,9 +48,10 @@
 //!   fields: no atomics, no heap), emptied before any table descriptor is removed or
 //!   replaced (an `unmap` detaching a table, every staged operation of `bbm.rs`); `map` only
 //!   turns invalid entries valid, so it never makes a cached path wrong. The cache also keeps the
-//!   level-2 table, whose entry holds the last-level table's occupancy count, and which serves
-//!   the other 2 MiB regions of its 1 GiB region too: a miss there reads one level-2 entry instead
-//!   of walking three levels from the root. An `unmap` that
+//!   level-2 table, whose entry holds the last-level table's occupancy count, and the level-1
+//!   table, which serves the rest of its 512 GiB region: a miss there reads one level-1 and one
+//!   level-2 entry instead of walking from the root (it does not test whether the 1 GiB region
+//!   is the cached one, a branch that random calls mispredict). An `unmap` that
 //!   empties the table detaches it and the tables above it that it empties, as the general path
 //!   does.
 //!   The differential property test in `tests.rs` runs every operation both ways and compares

@@ -169,10 +169,10 @@ impl<T: Translation> PageTable<T> {
     /// walk from the root meets a table descriptor at every level above 3.
     ///
     /// The last-table cache remembers the answer for the level-2 region of `off` (2 MiB with
-    /// 4 KiB pages), and the tables above it, as a walk cache does: its level-2 table also serves
-    /// the rest of that level-1 region (1 GiB), its level-1 table the rest of that level-0
-    /// region (512 GiB), so a miss reads the one or two entries below what it shares with the
-    /// cached path, not every level from the root. It stays right as long as no table
+    /// 4 KiB pages), and the tables above it, as a walk cache does: a hit returns the level-2
+    /// and last-level tables, and a miss in the same level-0 region (512 GiB) reads the level-1
+    /// and level-2 entries from the cached level-1 table, not every level from the root. It
+    /// stays right as long as no table
     /// descriptor on that path is removed or replaced: `map` only turns invalid
     /// entries into valid ones, and every operation that removes or replaces a table descriptor
     /// (the modification engine when it may detach or split, the staged operations of `bbm.rs`,
