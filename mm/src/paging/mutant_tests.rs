@@ -575,12 +575,6 @@ fn unmapping_part_of_a_run_unfolds_it_everywhere() {
     }
 }
 
-/// A reserved encoding (valid bit set but not a page: it translates nothing, and the walker
-/// faults on it, so no TLB holds it) inside an unmapped range is cleared with the range, and
-/// a table it was the last occupant of is detached: `unmap` leaves every entry of its range
-/// invalid, on the fast path (one 2 MiB region), on the general path (a range crossing regions
-/// or covering whole tables), and when staged on a live table. One outside the range keeps its
-/// table.
 /// Writes `d` into the last-level entry translating offset `off` (its table must exist), keeping
 /// the table's occupancy count right: how a test plants an encoding the crate never writes.
 fn plant<T: Translation>(pt: &mut PageTable<T>, off: u64, d: Descriptor) {
@@ -594,6 +588,12 @@ fn plant<T: Translation>(pt: &mut PageTable<T>, off: u64, d: Descriptor) {
     pt.check_occupancy();
 }
 
+/// A reserved encoding (valid bit set but not a page: it translates nothing, and the walker
+/// faults on it, so no TLB holds it) inside an unmapped range is cleared with the range, and
+/// a table it was the last occupant of is detached: `unmap` leaves every entry of its range
+/// invalid, on the one-page path, on the fast path (one 2 MiB region), on the general path (a
+/// range crossing regions or covering whole tables), and when staged on a live table. One
+/// outside the range keeps its table (the next test).
 #[test]
 fn unmap_clears_reserved_entries_in_its_range() {
     let a = Attributes::kernel_data();
@@ -620,6 +620,18 @@ fn unmap_clears_reserved_entries_in_its_range() {
             assert_eq!(pt.stats().tables_in_use(), 1, "{what}: only the root is left");
             assert!(pt.is_empty_table(pt.root), "{what}");
         }
+        // The one-page path (`unmap_page`): the reserved entry unmapped alone, after the page
+        // beside it, is its table's last occupant.
+        let mut pt = PageTable::new(Frames::default(), VaRange::Lower).unwrap();
+        let page = |i: u64| VirtAddr(region + i * PAGE_SIZE);
+        pt.map(page(0), PhysAddr(0x8000_0000), PAGE_SIZE, a, Constraints::NONE).unwrap();
+        plant(&mut pt, page(1).0, reserved);
+        for i in [0, 1] {
+            let r = unmap_via(&mut pt, staged, page(i).0, PAGE_SIZE);
+            r.release(pt.translation_mut());
+        }
+        assert_eq!(pt.stats().tables_in_use(), 1, "staged {staged}: one page, then the reserved entry alone");
+        assert!(pt.is_empty_table(pt.root));
     }
 }
 
