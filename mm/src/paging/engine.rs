@@ -31,7 +31,7 @@ use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
-use super::flush::{FrameList, PendingFlush};
+use super::flush::{FrameList, LeafBits, PendingFlush};
 use super::guard::is_guard;
 use super::occupancy::{minus_occupants, occupancy, table_descriptor, with_occupancy};
 use super::walk::{Entries, Entry};
@@ -124,22 +124,18 @@ const fn part(base: u64, size: u64, lo: u64, hi: u64) -> Part {
     }
 }
 
-/// The pages changed by one pass over a last-level table, for [`PendingFlush::add_pages`]: the
-/// attribute bits are ANDed and ORed so that the record's flags come out as `add_leaf` per page
-/// would make them, without per-page branches.
+/// The pages changed by one pass over a last-level table, for [`PendingFlush::add_pages`]: their
+/// bits are gathered as `add_leaf` per page would gather them, without per-page branches.
 struct PageRun {
     lo: u64,
     hi: u64,
     count: u64,
-    /// AND and OR of the old attribute bits; AND of the new ones (`u64::MAX` for an unmap).
-    old_and: u64,
-    old_or: u64,
-    new_and: u64,
+    bits: LeafBits,
 }
 
 impl PageRun {
     const fn new() -> Self {
-        Self { lo: 0, hi: 0, count: 0, old_and: u64::MAX, old_or: 0, new_and: u64::MAX }
+        Self { lo: 0, hi: 0, count: 0, bits: LeafBits::NONE }
     }
 
     /// Adds the page at offset `off`, whose attributes `old` were removed (`new == None`) or
@@ -151,11 +147,7 @@ impl PageRun {
         }
         self.hi = off + PAGE_SIZE;
         self.count += 1;
-        self.old_and &= old.bits();
-        self.old_or |= old.bits();
-        if let Some(new) = new {
-            self.new_and &= new.bits();
-        }
+        self.bits.add(old.bits(), new.map(Attributes::bits));
     }
 
     /// Adds the run to `record`.
@@ -164,7 +156,7 @@ impl PageRun {
         if self.count == 0 {
             return;
         }
-        record.add_pages(self.lo, self.hi, self.count, self.old_and, self.old_or, self.new_and);
+        record.add_pages(self.lo, self.hi, self.count, self.bits);
     }
 }
 

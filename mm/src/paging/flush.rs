@@ -138,6 +138,63 @@ impl FlushRange {
     }
 }
 
+/// What a set of changed leaves tells the TLB planner, kept as bits so that adding a leaf costs
+/// three bitwise operations and no test: the AND and the OR of the leaves' bits before the
+/// change, and the AND of the bits they were given (`u64::MAX` if none). Only nG, PXN and UXN
+/// are read, which sit at the same bits in a descriptor and in [`Attributes`] (read through
+/// [`Attributes::from_descriptor_bits`]). Shared by the record and the engine's page runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeafBits {
+    old_and: u64,
+    old_or: u64,
+    new_and: u64,
+}
+
+impl LeafBits {
+    /// No leaf.
+    pub(crate) const NONE: Self = Self { old_and: u64::MAX, old_or: 0, new_and: u64::MAX };
+
+    /// One leaf removed whose bits (descriptor or [`Attributes`]) were `old`.
+    #[inline(always)]
+    pub(crate) const fn removed(old: u64) -> Self {
+        Self { old_and: old, old_or: old, new_and: u64::MAX }
+    }
+
+    /// Adds a leaf whose bits were `old`, removed (`new == None`) or given the bits `new`.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, old: u64, new: Option<u64>) {
+        self.old_and &= old;
+        self.old_or |= old;
+        if let Some(new) = new {
+            self.new_and &= new;
+        }
+    }
+
+    /// Adds every leaf of `other`.
+    #[inline(always)]
+    pub(crate) fn absorb(&mut self, other: Self) {
+        self.old_and &= other.old_and;
+        self.old_or |= other.old_or;
+        self.new_and &= other.new_and;
+    }
+
+    /// Some leaf was global: nG clear in the AND of the old bits (all ones with no leaf).
+    fn has_global(&self) -> bool {
+        Attributes::from_descriptor_bits(self.old_and).is_global()
+    }
+
+    /// Some leaf was non-global: nG set in the OR.
+    fn has_non_global(&self) -> bool {
+        !Attributes::from_descriptor_bits(self.old_or).is_global()
+    }
+
+    /// Some leaf was (or became) executable: PXN or UXN clear in an AND.
+    fn has_executable(&self) -> bool {
+        let and = Attributes::from_descriptor_bits(self.old_and & self.new_and);
+        !and.pxn() || !and.uxn()
+    }
+}
+
 /// What the TLB invalidation after an `unmap` or `protect` must cover, plus the table frames that
 /// may be freed only after it has completed.
 ///
@@ -159,15 +216,8 @@ pub struct PendingFlush {
     min_leaf: u64,
     max_leaf: u64,
     leaves: u64,
-    /// The AND and the OR of the bits of every changed leaf before the change, and the AND of
-    /// the bits a changed leaf was given (`u64::MAX` if none): the flags `has_global`,
-    /// `has_non_global` and `has_executable` are read off them when asked, so recording a leaf
-    /// costs three bitwise operations and no test (only nG, PXN and UXN are read, which sit at
-    /// the same bits in a descriptor and in [`Attributes`], through
-    /// [`Attributes::from_descriptor_bits`]).
-    old_and: u64,
-    old_or: u64,
-    new_and: u64,
+    /// The changed leaves' bits, which `has_global`, `has_non_global` and `has_executable` read.
+    bits: LeafBits,
     frames: FrameList,
 }
 
@@ -182,9 +232,7 @@ impl PendingFlush {
             min_leaf: 0,
             max_leaf: 0,
             leaves: 0,
-            old_and: u64::MAX,
-            old_or: 0,
-            new_and: u64::MAX,
+            bits: LeafBits::NONE,
             frames: FrameList::new(),
         }
     }
@@ -197,11 +245,7 @@ impl PendingFlush {
         self.min_leaf = if self.leaves == 0 { size } else { self.min_leaf.min(size) };
         self.max_leaf = self.max_leaf.max(size);
         self.leaves += 1;
-        self.old_and &= old.bits();
-        self.old_or |= old.bits();
-        if let Some(new) = new {
-            self.new_and &= new.bits();
-        }
+        self.bits.add(old.bits(), new.map(Attributes::bits));
     }
 
     /// Records that `count` consecutive leaves of `size` bytes from offset `off`, all with
@@ -225,19 +269,10 @@ impl PendingFlush {
     }
 
     /// Records that `count` pages (4 KiB leaves) covering offsets `[lo, hi)` at least (the first
-    /// and last changed page bound it) were changed: `old_and` and `old_or` are the AND and the
-    /// OR of their bits before the change (descriptor or [`Attributes`] bits), `new_and` the AND
-    /// of the bits they were given (`u64::MAX` for an unmap). `count == 0` records nothing.
+    /// and last changed page bound it) were changed, with `bits` their bits. `count == 0`
+    /// records nothing.
     #[inline(always)]
-    pub(crate) fn add_pages(
-        &mut self,
-        lo: u64,
-        hi: u64,
-        count: u64,
-        old_and: u64,
-        old_or: u64,
-        new_and: u64,
-    ) {
+    pub(crate) fn add_pages(&mut self, lo: u64, hi: u64, count: u64, bits: LeafBits) {
         if count == 0 {
             return;
         }
@@ -246,9 +281,7 @@ impl PendingFlush {
         self.min_leaf = if self.leaves == 0 { PAGE_SIZE } else { self.min_leaf.min(PAGE_SIZE) };
         self.max_leaf = self.max_leaf.max(PAGE_SIZE);
         self.leaves += count;
-        self.old_and &= old_and;
-        self.old_or |= old_or;
-        self.new_and &= new_and;
+        self.bits.absorb(bits);
     }
 
     /// Records that the guard markers (`guard.rs`) of `[lo, hi)` were cleared: no TLB holds a
@@ -322,23 +355,20 @@ impl PendingFlush {
     }
 
     /// Whether a changed leaf was global (nG clear): its TLB entries match every ASID, so an
-    /// ASID-based invalidation does not remove them. (nG is clear in the AND of the old bits
-    /// iff it was clear in one of them; with no leaf the AND is all ones.)
+    /// ASID-based invalidation does not remove them.
     pub fn has_global(&self) -> bool {
-        Attributes::from_descriptor_bits(self.old_and).is_global()
+        self.bits.has_global()
     }
 
-    /// Whether a changed leaf was non-global (tagged with an ASID): nG set in the OR.
+    /// Whether a changed leaf was non-global (tagged with an ASID).
     pub fn has_non_global(&self) -> bool {
-        !Attributes::from_descriptor_bits(self.old_or).is_global()
+        self.bits.has_non_global()
     }
 
     /// Whether a changed leaf was, or became, executable at EL0 or EL1 (the issuer then ends
     /// with an `ISB`, and I-cache maintenance may be due).
     pub fn has_executable(&self) -> bool {
-        // Some leaf was (or became) executable iff PXN or UXN is clear in an AND.
-        let and = Attributes::from_descriptor_bits(self.old_and & self.new_and);
-        !and.pxn() || !and.uxn()
+        self.bits.has_executable()
     }
 
     /// Number of detached table frames held by the record.
@@ -364,9 +394,7 @@ impl PendingFlush {
             self.max_leaf = self.max_leaf.max(other.max_leaf);
         }
         self.leaves += other.leaves;
-        self.old_and &= other.old_and;
-        self.old_or |= other.old_or;
-        self.new_and &= other.new_and;
+        self.bits.absorb(other.bits);
         let frames = core::mem::take(&mut other.frames);
         self.frames.append(frames, translation);
     }

@@ -15,7 +15,7 @@ use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
 use super::bbm::BbmCounts;
 use super::engine::{Engine, Mode, StagedOp};
-use super::flush::{FrameList, PendingFlush};
+use super::flush::{FrameList, LeafBits, PendingFlush};
 use super::occupancy::{minus_occupants, occupancy};
 use super::walk::{Entries, LastLevel};
 use super::{MapError, PageTable, ROOT_LEVEL, Translation, index_of, run_entries};
@@ -129,7 +129,7 @@ impl<T: Translation> PageTable<T> {
         }
         let mut record = PendingFlush::new(self.range);
         if d.is_leaf(3) {
-            record.add_pages(start, end, 1, d.bits(), d.bits(), u64::MAX);
+            record.add_pages(start, end, 1, LeafBits::removed(d.bits()));
         } else if clear_guard && super::guard::is_guard(d) {
             record.cover(start, end);
         } else if !d.is_valid() {
