@@ -429,7 +429,7 @@ fn copy_aligned(data: &[u8]) -> InitBytes {
 /// file `rdinit=` names (default `/init`; an archive with a single file runs that file); an
 /// initrd that is not an archive is the program itself; without an initrd, the built-in demo.
 fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String> {
-    use linux_abi::cpio::{Archive, LookupError, is_cpio};
+    use initramfs::cpio::{Archive, LookupError, is_cpio};
     let Some((start, end)) = booted.machine.initrd else {
         return Ok(Init { bytes: InitBytes::Static(&BUILTIN_PROGRAM.0), path: String::from("userland") });
     };
@@ -466,8 +466,8 @@ fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String
 #[cfg_attr(feature = "test-image", allow(dead_code, reason = "the test image runs programs from its tests"))]
 fn run_init(booted: &Booted) -> u64 {
     // The command line as Linux reads it for init: `rdinit=`, NAME=VALUE environment, arguments
-    // (linux_abi::cmdline documents the syntax).
-    let args = match linux_abi::cmdline::BootArgs::parse(booted.machine.bootargs) {
+    // (initramfs::cmdline documents the syntax).
+    let args = match initramfs::cmdline::BootArgs::parse(booted.machine.bootargs) {
         Ok(args) => args,
         Err(why) => {
             kprintln!("kernel: cannot read the command line: {why}");

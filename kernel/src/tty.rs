@@ -1,4 +1,4 @@
-//! The console as a terminal: the line discipline (`linux_abi::tty`) between the UART and the
+//! The console as a terminal: the line discipline (the `line-discipline` crate) between the UART and the
 //! programs' descriptors 0, 1 and 2, the window size, and waking readers when input arrives.
 //!
 //! Input is interrupt-driven where the device tree gives the console's interrupt and the
@@ -10,8 +10,9 @@
 //! FIFO, and QEMU's serial back end stops taking input while the FIFO is full.
 //!
 //! Echo goes straight to the UART from the tick, as Linux echoes from its receive path.
+use line_discipline::LineDiscipline;
 use linux_abi::layout::Winsize;
-use linux_abi::tty::{LineDiscipline, Termios, oflag};
+use linux_abi::termios::{Termios, oflag};
 use spin::Mutex;
 
 struct Tty {

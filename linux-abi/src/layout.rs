@@ -2,12 +2,8 @@
 //! asm-generic): `struct stat`, `struct sysinfo`, `struct winsize`, `struct pollfd`. Each is built
 //! into a byte array in one place, so a layout mistake shows in a host test rather than as a
 //! program that misreads a field.
+use crate::poll;
 use crate::time::Timespec;
-
-/// `S_IFCHR`: a character device.
-pub const S_IFCHR: u32 = 0o020_000;
-/// `S_IFREG`: a regular file.
-pub const S_IFREG: u32 = 0o100_000;
 
 /// The fields of `struct stat` (asm-generic `stat.h`) this kernel fills.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -137,26 +133,6 @@ pub struct PollFd {
     pub revents: u16,
 }
 
-/// `poll` event bits (asm-generic `poll.h`).
-pub mod poll {
-    /// Data to read.
-    pub const POLLIN: u16 = 0x001;
-    /// Urgent data.
-    pub const POLLPRI: u16 = 0x002;
-    /// Room to write.
-    pub const POLLOUT: u16 = 0x004;
-    /// An error (always reported).
-    pub const POLLERR: u16 = 0x008;
-    /// Hung up (always reported).
-    pub const POLLHUP: u16 = 0x010;
-    /// Not an open descriptor (always reported).
-    pub const POLLNVAL: u16 = 0x020;
-    /// Normal data to read.
-    pub const POLLRDNORM: u16 = 0x040;
-    /// Room to write normal data.
-    pub const POLLWRNORM: u16 = 0x100;
-}
-
 impl PollFd {
     /// From the user's 8 bytes.
     pub fn from_bytes(b: [u8; 8]) -> Self {
@@ -187,6 +163,7 @@ impl PollFd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fcntl::S_IFCHR;
 
     fn u32_at(b: &[u8], at: usize) -> u32 {
         u32::from_le_bytes(b[at..at + 4].try_into().unwrap())

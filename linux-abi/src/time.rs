@@ -5,6 +5,37 @@
 //! (`timespec64_valid`); a relative timeout is measured on CLOCK_MONOTONIC; converting a timeout
 //! to ticks rounds up, so nobody wakes before the time asked for.
 
+/// The wall clock.
+pub const CLOCK_REALTIME: i32 = 0;
+/// Time since boot, not counting suspend (never set).
+pub const CLOCK_MONOTONIC: i32 = 1;
+/// CPU time of the calling process.
+pub const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+/// CPU time of the calling thread.
+pub const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+/// `CLOCK_MONOTONIC` without NTP adjustment.
+pub const CLOCK_MONOTONIC_RAW: i32 = 4;
+/// `CLOCK_REALTIME` at the last tick.
+pub const CLOCK_REALTIME_COARSE: i32 = 5;
+/// `CLOCK_MONOTONIC` at the last tick.
+pub const CLOCK_MONOTONIC_COARSE: i32 = 6;
+/// Time since boot, counting suspend.
+pub const CLOCK_BOOTTIME: i32 = 7;
+/// `CLOCK_REALTIME` that wakes a suspended system.
+pub const CLOCK_REALTIME_ALARM: i32 = 8;
+/// `CLOCK_BOOTTIME` that wakes a suspended system.
+pub const CLOCK_BOOTTIME_ALARM: i32 = 9;
+/// International atomic time.
+pub const CLOCK_TAI: i32 = 11;
+/// `clock_nanosleep`/`timer_settime`: the time is absolute.
+pub const TIMER_ABSTIME: u64 = 1;
+/// `setitimer`: real time, SIGALRM.
+pub const ITIMER_REAL: u64 = 0;
+/// `setitimer`: user CPU time, SIGVTALRM.
+pub const ITIMER_VIRTUAL: u64 = 1;
+/// `setitimer`: user and system CPU time, SIGPROF.
+pub const ITIMER_PROF: u64 = 2;
+
 /// Nanoseconds per second.
 pub const NSEC_PER_SEC: u64 = 1_000_000_000;
 

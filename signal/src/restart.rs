@@ -1,18 +1,9 @@
 //! What an interrupted system call returns once a signal has been taken (Linux's `do_signal`):
-//! the kernel-internal "restart" codes a blocking call leaves in x0 become -EINTR or a restart
-//! of the call, depending on whether a handler runs and on its `SA_RESTART`.
+//! the kernel-internal "restart" codes a blocking call leaves in x0 (`Errno::ERESTARTSYS` and
+//! its kin, defined in `linux_abi::errno`) become -EINTR or a restart of the call, depending on
+//! whether a handler runs and on its `SA_RESTART`.
 use crate::num::SA_RESTART;
-
-/// Interrupted; restart if the handler has SA_RESTART or no handler runs (futex wait, no timeout).
-pub const ERESTARTSYS: i64 = 512;
-/// Interrupted; always restart.
-pub const ERESTARTNOINTR: i64 = 513;
-/// Interrupted; restart only if no handler runs (rt_sigsuspend).
-pub const ERESTARTNOHAND: i64 = 514;
-/// Interrupted; restart (with the time left) only if no handler runs (futex wait with a timeout).
-pub const ERESTART_RESTARTBLOCK: i64 = 516;
-/// Interrupted system call.
-pub const EINTR: i64 = 4;
+use linux_abi::Errno;
 
 /// What to do with a system call's result `ret` (a negative errno or a restart code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,19 +16,22 @@ pub enum Resume {
 
 /// The fate of `ret` when a handler with `flags` runs (`Some`) or none does (`None`).
 pub fn resume(ret: i64, handler_flags: Option<u64>) -> Resume {
-    let code = -ret;
-    match (code, handler_flags) {
-        (ERESTARTNOHAND | ERESTART_RESTARTBLOCK, Some(_)) => Resume::Return(-EINTR),
-        (ERESTARTSYS, Some(flags)) if flags & SA_RESTART == 0 => Resume::Return(-EINTR),
-        (ERESTARTSYS | ERESTARTNOINTR, Some(_)) => Resume::Restart,
-        (ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | ERESTART_RESTARTBLOCK, None) => Resume::Restart,
+    use Errno as E;
+    let eintr = Resume::Return(E::EINTR.as_ret());
+    match (Errno::from_ret(ret), handler_flags) {
+        (Some(E::ERESTARTNOHAND | E::ERESTART_RESTARTBLOCK), Some(_)) => eintr,
+        (Some(E::ERESTARTSYS), Some(flags)) if flags & SA_RESTART == 0 => eintr,
+        (Some(E::ERESTARTSYS | E::ERESTARTNOINTR), Some(_)) => Resume::Restart,
+        (Some(E::ERESTARTSYS | E::ERESTARTNOINTR | E::ERESTARTNOHAND | E::ERESTART_RESTARTBLOCK), None) => {
+            Resume::Restart
+        }
         _ => Resume::Return(ret),
     }
 }
 
 /// Whether `ret` is one of the kernel-internal restart codes (never seen by a program).
 pub fn is_restart_code(ret: i64) -> bool {
-    matches!(-ret, ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | ERESTART_RESTARTBLOCK)
+    Errno::from_ret(ret).is_some_and(|e| e.is_restart() && e != Errno::ENOIOCTLCMD)
 }
 
 #[cfg(test)]
@@ -46,6 +40,11 @@ mod tests {
 
     #[test]
     fn linux_restart_rules() {
+        const ERESTARTSYS: i64 = Errno::ERESTARTSYS.code() as i64;
+        const ERESTARTNOINTR: i64 = Errno::ERESTARTNOINTR.code() as i64;
+        const ERESTARTNOHAND: i64 = Errno::ERESTARTNOHAND.code() as i64;
+        const ERESTART_RESTARTBLOCK: i64 = Errno::ERESTART_RESTARTBLOCK.code() as i64;
+        const EINTR: i64 = Errno::EINTR.code() as i64;
         assert_eq!(resume(-ERESTARTSYS, Some(SA_RESTART)), Resume::Restart);
         assert_eq!(resume(-ERESTARTSYS, Some(0)), Resume::Return(-EINTR));
         assert_eq!(resume(-ERESTARTSYS, None), Resume::Restart);

@@ -75,7 +75,7 @@ impl SigSet {
         if self.is_empty() {
             return None;
         }
-        let sync = (1..=num::NSIG).filter(|&s| num::synchronous(s)).fold(0, |m, s| m | Self::bit(s));
+        let sync = (1..=num::_NSIG).filter(|&s| num::synchronous(s)).fold(0, |m, s| m | Self::bit(s));
         let pick = if self.0 & sync != 0 { self.0 & sync } else { self.0 };
         Some(pick.trailing_zeros() + 1)
     }

@@ -5,14 +5,7 @@ use crate::{get_u32, get_u64, put_u32, put_u64};
 
 /// Bytes of `stack_t`.
 pub const STACK_T_SIZE: usize = 24;
-/// `ss_flags`: the thread is running on the alternate stack (reported), or "enable" (given).
-pub const SS_ONSTACK: u32 = 1;
-/// `ss_flags`: no alternate stack.
-pub const SS_DISABLE: u32 = 2;
-/// `ss_flags`: forget the alternate stack while a handler runs on it.
-pub const SS_AUTODISARM: u32 = 1 << 31;
-/// The smallest alternate stack arm64 Linux accepts (`MINSIGSTKSZ`, room for the signal frame).
-pub const MINSIGSTKSZ: u64 = 5120;
+pub use linux_abi::signal::{MINSIGSTKSZ, SS_AUTODISARM, SS_DISABLE, SS_ONSTACK};
 
 /// A `stack_t` as the program gives or receives it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

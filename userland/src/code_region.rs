@@ -51,7 +51,7 @@ pub fn run(ctx: &Ctx) -> bool {
             );
             Some(w)
         }
-        Err(Errno(sys::ENOSYS)) => {
+        Err(Errno::ENOSYS) => {
             say!(
                 "  no code window (SYS_CODE_WINDOW: ENOSYS): reporting where code lands instead of checking it"
             );
@@ -311,11 +311,7 @@ fn run_code(c: &mut Checks, name: &str, ext: bool, objs: &[(u64, u32)], kept: &[
         // SAFETY: chunk `x` holds no code anyone calls; adding rights breaks nothing.
         let r = unsafe { sys::mprotect(x, CHUNK, PROT_READ | PROT_WRITE | sys::PROT_EXEC) };
         if ext {
-            ok!(
-                c,
-                r == Err(Errno(sys::EACCES)),
-                "{name}: mprotect(RWX) refused with EACCES (W^X): got {r:?}"
-            );
+            ok!(c, r == Err(Errno::EACCES), "{name}: mprotect(RWX) refused with EACCES (W^X): got {r:?}");
         } else {
             say!("  {name}: (Linux) mprotect(RWX) -> {r:?} — Linux permits W+X; informative");
         }

@@ -35,17 +35,16 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::sys::{self, Errno, PROT_READ, PROT_WRITE};
 use crate::thread;
 use crate::{Checks, Ctx, check, ok, say};
+use linux_abi::mman::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE};
+use linux_abi::nr::{
+    BRK, FUTEX, GETCPU, GETPID, GETTID, MADVISE, MMAP, MPROTECT, MUNMAP, SCHED_GETAFFINITY,
+    SCHED_SETAFFINITY, SCHED_YIELD, TGKILL,
+};
 
 /// Pages of a worker's arena.
 const ARENA_PAGES: u64 = 1024;
 /// Calls per worker by default.
 pub const DEFAULT_CALLS: u64 = 20_000;
-
-const MAP_PRIVATE: u64 = 0x02;
-const MAP_ANONYMOUS: u64 = 0x20;
-const MAP_FIXED: u64 = 0x10;
-const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
-const MADV_DONTNEED: u64 = 4;
 
 /// Most workers.
 const MAX_WORKERS: usize = 16;
@@ -149,20 +148,6 @@ fn raw(n: u64, a: [u64; 6]) -> Result<u64, Errno> {
     }
     r
 }
-
-const MMAP: u64 = 222;
-const MUNMAP: u64 = 215;
-const MPROTECT: u64 = 226;
-const MADVISE: u64 = 233;
-const BRK: u64 = 214;
-const FUTEX: u64 = 98;
-const SCHED_SETAFFINITY: u64 = 122;
-const SCHED_GETAFFINITY: u64 = 123;
-const SCHED_YIELD: u64 = 124;
-const GETCPU: u64 = 168;
-const GETPID: u64 = 172;
-const GETTID: u64 = 178;
-const TGKILL: u64 = 131;
 
 impl Worker {
     fn new(seed: u64, page: u64) -> Result<Self, Errno> {
@@ -301,7 +286,7 @@ impl Worker {
                 }
             }
             Ok(a) => self.broken(format_args!("MAP_FIXED at {at:#x} returned {a:#x}")),
-            Err(Errno(17)) if flags & MAP_FIXED_NOREPLACE != 0 => {
+            Err(Errno::EEXIST) if flags & MAP_FIXED_NOREPLACE != 0 => {
                 let any = (first..first + pages).any(|p| self.shadow[p as usize] != Page::Unmapped);
                 if !any {
                     self.broken(format_args!("MAP_FIXED_NOREPLACE: EEXIST over a free range"));
@@ -347,7 +332,9 @@ impl Worker {
                         self.touch_range(first, pages);
                     }
                     Ok(a) => self.broken(format_args!("MAP_FIXED_NOREPLACE at {at:#x} returned {a:#x}")),
-                    Err(Errno(17)) => self.broken(format_args!("MAP_FIXED_NOREPLACE: EEXIST over a hole")),
+                    Err(Errno::EEXIST) => {
+                        self.broken(format_args!("MAP_FIXED_NOREPLACE: EEXIST over a hole"))
+                    }
                     Err(_) => {} // out of memory or the map count: nothing mapped
                 }
             }

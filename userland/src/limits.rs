@@ -20,7 +20,7 @@
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::sys::{self, EAGAIN, EINVAL, ENOMEM, Errno, PROT_NONE, PROT_READ, PROT_WRITE};
+use crate::sys::{self, Errno, PROT_NONE, PROT_READ, PROT_WRITE};
 use crate::{Checks, Ctx, abi, check, ok, say};
 
 /// `clone` flags of the flood threads: a thread in this address space (no TLS, no tid words).
@@ -70,7 +70,7 @@ global_asm!(
     ".size limits_flood_clone, . - limits_flood_clone",
     clone = const sys::nr::CLONE,
     futex = const sys::nr::FUTEX,
-    wait = const sys::FUTEX_WAIT | sys::FUTEX_PRIVATE_FLAG,
+    wait = const linux_abi::futex::FUTEX_WAIT | linux_abi::futex::FUTEX_PRIVATE_FLAG,
     exit = const sys::nr::EXIT,
 );
 
@@ -92,7 +92,7 @@ fn flood_thread() -> Result<(), Errno> {
     let r = unsafe { limits_flood_clone(FLOOD_FLAGS, &RELEASE, &ALIVE) };
     if r < 0 {
         ALIVE.fetch_sub(1, Ordering::AcqRel);
-        return Err(Errno(-r));
+        return Err(Errno::from_ret(r).unwrap_or(Errno::EINVAL));
     }
     Ok(())
 }
@@ -147,7 +147,7 @@ fn thread_flood(ctx: &Ctx, c: &mut Checks) {
         err.map_or("the cap".into(), |e| alloc::format!("{e}"))
     );
     if let Some(e) = err {
-        ok!(c, e == Errno(EAGAIN), "clone past the thread limit fails with EAGAIN (got {e})");
+        ok!(c, e == Errno::EAGAIN, "clone past the thread limit fails with EAGAIN (got {e})");
     }
     if ctx.ext {
         // The default RLIMIT_NPROC is threads-max / 2, rounded down.
@@ -205,14 +205,14 @@ fn map_flood(ctx: &Ctx, c: &mut Checks) {
         "  mapping flood: {n} mappings in {ms} ms, then {}",
         err.map_or("the cap".into(), |e| alloc::format!("{e}"))
     );
-    ok!(c, err == Some(Errno(ENOMEM)), "mmap past vm.max_map_count fails with ENOMEM");
+    ok!(c, err == Some(Errno::ENOMEM), "mmap past vm.max_map_count fails with ENOMEM");
     ok!(c, (60_000..65_531).contains(&n), "the limit is vm.max_map_count = 65530 ({n} + the program's own)");
     if err.is_some() {
         // SAFETY: unmaps nothing (refused) or, were it allowed, one page of the record nothing reads.
         let split = unsafe { sys::munmap(record + page, page) };
         ok!(
             c,
-            split == Err(Errno(ENOMEM)),
+            split == Err(Errno::ENOMEM),
             "munmap splitting a mapping at the limit fails with ENOMEM ({split:?})"
         );
         // SAFETY: a flood page nothing uses.
@@ -222,7 +222,7 @@ fn map_flood(ctx: &Ctx, c: &mut Checks) {
         let prot = if (n / 2).is_multiple_of(2) { PROT_READ } else { PROT_NONE };
         let one = sys::mmap_anon(0, page, prot, 0);
         let two = sys::mmap_anon(0, page, prot, 0);
-        ok!(c, one.is_ok() && two == Err(Errno(ENOMEM)), "one page unmapped: room for exactly one mapping");
+        ok!(c, one.is_ok() && two == Err(Errno::ENOMEM), "one page unmapped: room for exactly one mapping");
         if let Ok(a) = one {
             // SAFETY: the page just mapped, unused.
             unsafe { rec.add((n / 2) as usize).write(a) };
@@ -245,7 +245,7 @@ fn map_flood(ctx: &Ctx, c: &mut Checks) {
 fn overcommit(c: &mut Checks) {
     let tib = 1u64 << 40;
     let rw = sys::mmap_anon(0, tib, PROT_READ | PROT_WRITE, 0);
-    ok!(c, rw == Err(Errno(ENOMEM)), "a 1 TiB private writable mapping fails with ENOMEM ({rw:?})");
+    ok!(c, rw == Err(Errno::ENOMEM), "a 1 TiB private writable mapping fails with ENOMEM ({rw:?})");
     for (what, prot, flags) in
         [("PROT_NONE", PROT_NONE, 0), ("MAP_NORESERVE", PROT_READ | PROT_WRITE, sys::MAP_NORESERVE)]
     {
@@ -266,11 +266,11 @@ fn address_space_limit(ctx: &Ctx, c: &mut Checks) {
     };
     ok!(c, old == [RLIM_INFINITY, RLIM_INFINITY], "RLIMIT_AS starts unlimited ({old:x?})");
     let bad = prlimit(RLIMIT_AS, Some([2 * MIB, MIB]));
-    ok!(c, bad == Err(Errno(EINVAL)), "a soft limit above the hard one: EINVAL ({bad:?})");
+    ok!(c, bad == Err(Errno::EINVAL), "a soft limit above the hard one: EINVAL ({bad:?})");
     let set = prlimit(RLIMIT_AS, Some([64 * MIB, RLIM_INFINITY]));
     ok!(c, set == Ok(old), "RLIMIT_AS set to 64 MiB");
     let big = sys::mmap_anon(0, 128 * MIB, PROT_NONE, 0);
-    ok!(c, big == Err(Errno(ENOMEM)), "under RLIMIT_AS 64 MiB, 128 MiB more fails with ENOMEM ({big:?})");
+    ok!(c, big == Err(Errno::ENOMEM), "under RLIMIT_AS 64 MiB, 128 MiB more fails with ENOMEM ({big:?})");
     if let Ok(a) = big {
         // SAFETY: just mapped, unused.
         let _ = unsafe { sys::munmap(a, 128 * MIB) };

@@ -186,7 +186,7 @@ fn main(start: &rt::Start) -> u64 {
     let window = layout::window();
     let ext = match window {
         Ok(_) => true,
-        Err(Errno(sys::ENOSYS)) => false,
+        Err(Errno::ENOSYS) => false,
         // Any other answer means the call exists (a bug to report, in code-region).
         Err(_) => true,
     };

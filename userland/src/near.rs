@@ -126,7 +126,7 @@ pub fn run(ctx: &Ctx) -> bool {
 
     let (r, _, _) = near(target, page, 1024);
     match r {
-        Err(Errno(sys::ENOSYS)) => {
+        Err(Errno::ENOSYS) => {
             say!("  SYS_MMAP_NEAR: ENOSYS (Linux): probing is the only way; no comparison");
         }
         Err(e) => {
@@ -166,7 +166,7 @@ pub fn run(ctx: &Ctx) -> bool {
             give_back(r16.ok(), page);
             ok!(
                 c,
-                r16 == Err(Errno(sys::ENOMEM)),
+                r16 == Err(Errno::ENOMEM),
                 "SYS_MMAP_NEAR r=16 pages: ENOMEM as nothing is free ({r16:?})"
             );
             // Exhausted: fill the hole, then both methods must come back empty.
@@ -178,22 +178,22 @@ pub fn run(ctx: &Ctx) -> bool {
             let (r, calls, cus) = near(target, page, 1024);
             give_back(r.ok(), page);
             say!("  exhausted, SYS_MMAP_NEAR r=1024: {r:?}, {calls} system call, {} us", Centi(cus));
-            ok!(c, r == Err(Errno(sys::ENOMEM)), "exhausted neighbourhood: SYS_MMAP_NEAR gives ENOMEM");
+            ok!(c, r == Err(Errno::ENOMEM), "exhausted neighbourhood: SYS_MMAP_NEAR gives ENOMEM");
             // The neighbourhood is intact (nothing was replaced): the target page is still taken.
             let t = sys::mmap_anon(target, page, sys::PROT_NONE, MAP_FIXED_NOREPLACE);
             give_back(t.ok(), page);
-            ok!(c, t == Err(Errno(sys::EEXIST)), "neighbourhood intact after near placement ({t:?})");
+            ok!(c, t == Err(Errno::EEXIST), "neighbourhood intact after near placement ({t:?})");
             // Argument checks from the ABI.
             let bad = sys::mmap_near(target + 1, page, 16 * page, PROT_READ, 0);
             give_back(bad.ok(), page);
             check!(
                 c,
-                bad == Err(Errno(sys::EINVAL)),
+                bad == Err(Errno::EINVAL),
                 "SYS_MMAP_NEAR with unaligned target: {bad:?}, expected EINVAL"
             );
             let bad = sys::mmap_near(target, 0, 16 * page, PROT_READ, 0);
             give_back(bad.ok(), page);
-            check!(c, bad == Err(Errno(sys::EINVAL)), "SYS_MMAP_NEAR with len 0: {bad:?}, expected EINVAL");
+            check!(c, bad == Err(Errno::EINVAL), "SYS_MMAP_NEAR with len 0: {bad:?}, expected EINVAL");
         }
     }
     // SAFETY: the whole neighbourhood reservation is ours and unused.

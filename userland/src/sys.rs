@@ -10,94 +10,13 @@ pub use crate::abi::{
     CodeWindowInfo, MAP_CODE, MmStats, SYS_CODE_WINDOW, SYS_MM_STATS, SYS_MMAP_NEAR, WINDOW_GET,
 };
 
-/// Linux arm64 (asm-generic) system call numbers.
-pub mod nr {
-    pub const READ: u64 = 63;
-    pub const WRITE: u64 = 64;
-    pub const EXIT: u64 = 93;
-    pub const EXIT_GROUP: u64 = 94;
-    pub const FUTEX: u64 = 98;
-    pub const CLOCK_GETTIME: u64 = 113;
-    pub const SCHED_SETAFFINITY: u64 = 122;
-    pub const SCHED_GETAFFINITY: u64 = 123;
-    pub const SCHED_YIELD: u64 = 124;
-    pub const REBOOT: u64 = 142;
-    pub const GETRUSAGE: u64 = 165;
-    pub const GETCPU: u64 = 168;
-    pub const PRCTL: u64 = 167;
-    pub const GETPID: u64 = 172;
-    pub const GETTID: u64 = 178;
-    pub const BRK: u64 = 214;
-    pub const MUNMAP: u64 = 215;
-    pub const CLONE: u64 = 220;
-    pub const MMAP: u64 = 222;
-    pub const MPROTECT: u64 = 226;
-    pub const MADVISE: u64 = 233;
-    pub const PERF_EVENT_OPEN: u64 = 241;
-    pub const GETRANDOM: u64 = 278;
-    pub const MEMFD_CREATE: u64 = 279;
-    pub const FTRUNCATE: u64 = 46;
-    pub const CLOSE: u64 = 57;
-}
-
-pub const PROT_NONE: u64 = 0;
-pub const PROT_READ: u64 = 1;
-pub const PROT_WRITE: u64 = 2;
-pub const PROT_EXEC: u64 = 4;
-pub const MAP_SHARED: u64 = 0x01;
-pub const MAP_PRIVATE: u64 = 0x02;
-pub const MAP_FIXED: u64 = 0x10;
-pub const MAP_ANONYMOUS: u64 = 0x20;
-pub const MAP_NORESERVE: u64 = 0x4000;
-pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
-pub const MADV_DONTNEED: u64 = 4;
-/// `MADV_NOHUGEPAGE`: faults map single pages (no 64 KiB runs or 2 MiB blocks at once).
-pub const MADV_NOHUGEPAGE: u64 = 15;
-pub const CLOCK_MONOTONIC: u64 = 1;
-pub const FUTEX_WAIT: u64 = 0;
-pub const FUTEX_WAKE: u64 = 1;
-pub const FUTEX_PRIVATE_FLAG: u64 = 128;
-
-pub const EPERM: i64 = 1;
-pub const EINTR: i64 = 4;
-pub const EAGAIN: i64 = 11;
-pub const ENOMEM: i64 = 12;
-pub const EACCES: i64 = 13;
-pub const EEXIST: i64 = 17;
-pub const EINVAL: i64 = 22;
-pub const ENOSYS: i64 = 38;
-pub const ETIMEDOUT: i64 = 110;
-
-/// A system call's error: the positive errno.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Errno(pub i64);
-
-impl Errno {
-    /// The symbolic name, for reports.
-    pub fn name(self) -> &'static str {
-        match self.0 {
-            EPERM => "EPERM",
-            3 => "ESRCH",
-            EINTR => "EINTR",
-            EAGAIN => "EAGAIN",
-            ETIMEDOUT => "ETIMEDOUT",
-            ENOMEM => "ENOMEM",
-            EACCES => "EACCES",
-            EEXIST => "EEXIST",
-            EINVAL => "EINVAL",
-            ENOSYS => "ENOSYS",
-            16 => "EBUSY",
-            14 => "EFAULT",
-            _ => "errno",
-        }
-    }
-}
-
-impl core::fmt::Display for Errno {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{} ({})", self.name(), self.0)
-    }
-}
+pub use linux_abi::Errno;
+use linux_abi::futex::{FUTEX_PRIVATE_FLAG, FUTEX_WAIT, FUTEX_WAKE};
+pub use linux_abi::mman::{
+    MADV_DONTNEED, MADV_NOHUGEPAGE, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_NORESERVE,
+    MAP_PRIVATE, MAP_SHARED, PROT_EXEC, PROT_NONE, PROT_READ, PROT_WRITE,
+};
+pub use linux_abi::nr;
 
 /// Counts every system call this program makes, from every thread.
 static SYSCALLS: AtomicU64 = AtomicU64::new(0);
@@ -117,7 +36,10 @@ fn bump_count() {
 }
 
 fn result(ret: i64) -> Result<u64, Errno> {
-    if (-4095..0).contains(&ret) { Err(Errno(-ret)) } else { Ok(ret as u64) }
+    match Errno::from_ret(ret) {
+        Some(e) => Err(e),
+        None => Ok(ret as u64),
+    }
 }
 
 /// Issues system call `n` with six arguments.
@@ -228,7 +150,12 @@ pub unsafe fn madvise(addr: u64, len: u64, advice: u64) -> Result<u64, Errno> {
 pub fn monotonic_ns() -> Result<u64, Errno> {
     let mut ts = [0u64; 2];
     // SAFETY: the kernel writes one `struct timespec` (two 64-bit fields) to `ts`.
-    unsafe { syscall6(nr::CLOCK_GETTIME, [CLOCK_MONOTONIC, ts.as_mut_ptr() as u64, 0, 0, 0, 0])? };
+    unsafe {
+        syscall6(
+            nr::CLOCK_GETTIME,
+            [linux_abi::time::CLOCK_MONOTONIC as u64, ts.as_mut_ptr() as u64, 0, 0, 0, 0],
+        )?
+    };
     Ok(ts[0] * 1_000_000_000 + ts[1])
 }
 
@@ -276,14 +203,14 @@ pub unsafe fn mmap_fixed(addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
 /// expected`, at most `timeout_ns` (relative) when given. `Err(EAGAIN)` if the word differed,
 /// `Err(ETIMEDOUT)` on timeout; spurious wake-ups are possible (callers re-check the word).
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) -> Result<u64, Errno> {
-    futex_wait_op(word, expected, timeout_ns, FUTEX_WAIT | FUTEX_PRIVATE_FLAG)
+    futex_wait_op(word, expected, timeout_ns, u64::from(FUTEX_WAIT | FUTEX_PRIVATE_FLAG))
 }
 
 /// [`futex_wait`] without `FUTEX_PRIVATE_FLAG`: for the `CLONE_CHILD_CLEARTID` word, which Linux
 /// wakes with a shared-futex `FUTEX_WAKE` at thread exit (a private wait has another key and would
 /// miss it; glibc's `pthread_join` waits shared for the same reason).
 pub fn futex_wait_shared(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>) -> Result<u64, Errno> {
-    futex_wait_op(word, expected, timeout_ns, FUTEX_WAIT)
+    futex_wait_op(word, expected, timeout_ns, u64::from(FUTEX_WAIT))
 }
 
 fn futex_wait_op(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, op: u64) -> Result<u64, Errno> {
@@ -296,7 +223,7 @@ fn futex_wait_op(word: &AtomicU32, expected: u32, timeout_ns: Option<u64>, op: u
 
 /// `futex(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, n)`: wakes up to `n` waiters; returns how many.
 pub fn futex_wake(word: &AtomicU32, n: u32) -> Result<u64, Errno> {
-    let op = FUTEX_WAKE | FUTEX_PRIVATE_FLAG;
+    let op = u64::from(FUTEX_WAKE | FUTEX_PRIVATE_FLAG);
     // SAFETY: FUTEX_WAKE only uses the address as a key; it does not write memory.
     unsafe { syscall6(nr::FUTEX, [word.as_ptr() as u64, op, u64::from(n), 0, 0, 0]) }
 }

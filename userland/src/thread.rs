@@ -17,18 +17,12 @@ use alloc::boxed::Box;
 
 use crate::rt;
 use crate::sys::{self, Errno};
+use linux_abi::clone::{
+    CLONE_CHILD_CLEARTID, CLONE_FILES, CLONE_FS, CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_SIGHAND,
+    CLONE_SYSVSEM, CLONE_THREAD, CLONE_VM,
+};
 
 /// `clone` flags of a POSIX thread (glibc's `pthread_create`: 0x3d0f00).
-pub const CLONE_VM: u64 = 0x100;
-pub const CLONE_FS: u64 = 0x200;
-pub const CLONE_FILES: u64 = 0x400;
-pub const CLONE_SIGHAND: u64 = 0x800;
-pub const CLONE_THREAD: u64 = 0x1_0000;
-pub const CLONE_SYSVSEM: u64 = 0x4_0000;
-pub const CLONE_SETTLS: u64 = 0x8_0000;
-pub const CLONE_PARENT_SETTID: u64 = 0x10_0000;
-pub const CLONE_CHILD_CLEARTID: u64 = 0x20_0000;
-/// All of the above.
 pub const THREAD_FLAGS: u64 = CLONE_VM
     | CLONE_FS
     | CLONE_FILES
@@ -113,7 +107,7 @@ pub fn spawn(entry: Entry, arg: u64, tls: u64) -> Result<Thread, Errno> {
         e => {
             // SAFETY: no thread was created, so nothing uses the stack.
             let _ = unsafe { sys::munmap(base, len) };
-            Err(Errno(-e))
+            Err(Errno::from_ret(e).unwrap_or(Errno::EINVAL))
         }
     }
 }
@@ -185,7 +179,7 @@ const WAIT_NS: u64 = 50_000_000;
 pub static WAIT_TIMEOUTS: AtomicU32 = AtomicU32::new(0);
 
 fn note_wait(r: Result<u64, Errno>) {
-    if r == Err(Errno(sys::ETIMEDOUT)) {
+    if r == Err(Errno::ETIMEDOUT) {
         WAIT_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -224,7 +218,7 @@ pub fn cpu_list(mask: u64) -> impl Iterator<Item = u32> {
 /// Pins the calling thread to the `i`-th CPU of `mask` (modulo their number); returns the CPU.
 pub fn pin(mask: u64, i: usize) -> Result<u32, Errno> {
     let n = mask.count_ones() as usize;
-    let cpu = cpu_list(mask).nth(i % n.max(1)).ok_or(Errno(sys::EINVAL))?;
+    let cpu = cpu_list(mask).nth(i % n.max(1)).ok_or(Errno::EINVAL)?;
     MOVED.store(true, Ordering::Relaxed);
     sys::sched_setaffinity(1 << cpu)?;
     Ok(cpu)

@@ -296,7 +296,7 @@ fn churn(sh: &Shared, t: u32, it: u32) -> bool {
             // SAFETY: the fresh mapping just made, unused.
             let _ = unsafe { sys::munmap(a, q) };
         }
-        Err(Errno(sys::EEXIST)) => {
+        Err(Errno::EEXIST) => {
             sh.holes_taken.fetch_add(1, Ordering::Relaxed);
         }
         Err(e) => sh.fail(t, format_args!("round {it}: MAP_FIXED_NOREPLACE in the hole failed: {e}")),

@@ -18,7 +18,7 @@
 use core::fmt;
 use core::sync::atomic::Ordering;
 
-use crate::sys::{self, ENOSYS, Errno, MmStats, PROT_READ, PROT_WRITE};
+use crate::sys::{self, Errno, MmStats, PROT_READ, PROT_WRITE};
 use crate::thread;
 use crate::{Checks, Ctx, check, ok, say};
 
@@ -127,7 +127,7 @@ pub fn run(ctx: &Ctx) -> bool {
     );
     match sys::mm_stats() {
         Ok(_) => {}
-        Err(Errno(ENOSYS)) => {
+        Err(Errno::ENOSYS) => {
             say!("  SYS_MM_STATS: ENOSYS (not this kernel): no TLBI counters, skipped");
             return c.done();
         }

@@ -5,7 +5,7 @@
 use mm::addr::PAGE_SIZE;
 use mm::vm::Layout;
 
-pub use exec::Executable;
+pub use ::elf::Executable;
 
 /// Where a static PIE is loaded (Linux arm64 uses 2/3 of the user range; any page-aligned
 /// address below the mmap area works).
@@ -16,7 +16,7 @@ const LAYOUT: Layout = Layout::linux(0);
 
 /// The loader's limits: 4 KiB pages, `[mmap_min_addr, TASK_SIZE)`, W^X (no process has opted
 /// out at exec time).
-pub const LIMITS: exec::Limits = exec::Limits {
+pub const LIMITS: ::elf::Limits = ::elf::Limits {
     page_size: PAGE_SIZE,
     min_addr: LAYOUT.mmap_min_addr,
     task_size: LAYOUT.task_size,
@@ -29,6 +29,6 @@ pub const LIMITS: exec::Limits = exec::Limits {
 /// # Errors
 /// Why the file cannot run here (its `Display` is one sentence; no heap is needed to fail, so
 /// `execve` can fail without any).
-pub fn parse(bytes: &[u8]) -> Result<Executable, exec::Refusal> {
-    exec::parse(bytes, &LIMITS)
+pub fn parse(bytes: &[u8]) -> Result<Executable, ::elf::Refusal> {
+    ::elf::parse(bytes, &LIMITS)
 }

@@ -14,7 +14,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use linux_abi::cpio::{Archive, LookupError, is_cpio};
+use initramfs::cpio::{Archive, LookupError, is_cpio};
 use mm::addr::PAGE_SIZE;
 use mm::paging::{PageTable, VaRange};
 use mm::tlb::TlbIssuer;
@@ -171,7 +171,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     let bytes = unsafe { core::slice::from_raw_parts(image.as_ptr().cast::<u8>(), entry.data.len()) };
     let exe = match super::elf::parse(bytes) {
         Ok(exe) => exe,
-        Err(exec::Refusal::OutOfMemory) => return done(frame, -ENOMEM),
+        Err(::elf::Refusal::OutOfMemory) => return done(frame, -ENOMEM),
         Err(_) => return done(frame, -ENOEXEC),
     };
     if p.threads.load(Ordering::Acquire) > 1 {

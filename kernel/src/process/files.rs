@@ -16,9 +16,10 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use linux_abi::layout::{S_IFCHR, Stat, Winsize, encode_dev};
+use linux_abi::fcntl::S_IFCHR;
+use linux_abi::layout::{Stat, Winsize, encode_dev};
+use linux_abi::termios::{TERMIOS_SIZE, Termios};
 use linux_abi::time::Timespec;
-use linux_abi::tty::{TERMIOS_SIZE, Termios};
 
 use super::posix::{FD_LIMIT, FdEntry, FileKind, O_APPEND, O_CLOEXEC, O_NONBLOCK, OpenFile};
 use super::sched::{Wait, WaitFor};

@@ -1,6 +1,6 @@
 //! `futex`, `set_robust_list`, `get_robust_list`, and the robust-list cleanup at thread exit
 //! (Linux `kernel/futex/syscalls.c`, `waitwake.c`, `requeue.c`; the queue logic is
-//! `linux_abi::futex`, the blocking is `sched`).
+//! `futex::op`, the blocking is `sched`).
 //!
 //! Every futex is private to its process here (no memory is shared between processes), so
 //! `FUTEX_PRIVATE_FLAG` changes nothing. Timeouts: `FUTEX_WAIT` takes a relative one (measured on
@@ -8,8 +8,9 @@
 //! CLOCK_REALTIME with `FUTEX_CLOCK_REALTIME`. The checks come in Linux's order: the clock flag
 //! (ENOSYS), the timeout (EFAULT, EINVAL), the bitset (EINVAL), the alignment (EINVAL), the word
 //! (EFAULT, then EAGAIN when it differs).
-use linux_abi::futex::{self as f, Op, WakeOp};
-use linux_abi::robust::{self, UserWords};
+use ::futex::op::{Op, WakeOp};
+use ::futex::robust::{self, UserWords};
+use linux_abi::futex as f;
 
 use super::sched::{Wait, WaitFor};
 use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS};
@@ -61,7 +62,7 @@ fn futex_op(
         return Err(ENOSYS);
     }
     let result = match op.cmd {
-        f::WAIT | f::WAIT_BITSET => {
+        f::FUTEX_WAIT | f::FUTEX_WAIT_BITSET => {
             let deadline = if timeout == 0 {
                 None
             } else {
@@ -74,7 +75,7 @@ fn futex_op(
                     wallclock::deadline_at_monotonic(t)
                 })
             };
-            let bitset = if op.cmd == f::WAIT { f::BITSET_MATCH_ANY } else { val3 };
+            let bitset = if op.cmd == f::FUTEX_WAIT { f::FUTEX_BITSET_MATCH_ANY } else { val3 };
             if bitset == 0 || !uaddr.is_multiple_of(4) {
                 return Err(EINVAL);
             }
@@ -86,14 +87,14 @@ fn futex_op(
                 deadline,
             }));
         }
-        f::WAKE | f::WAKE_BITSET => {
-            let bitset = if op.cmd == f::WAKE { f::BITSET_MATCH_ANY } else { val3 };
+        f::FUTEX_WAKE | f::FUTEX_WAKE_BITSET => {
+            let bitset = if op.cmd == f::FUTEX_WAKE { f::FUTEX_BITSET_MATCH_ANY } else { val3 };
             if bitset == 0 || !uaddr.is_multiple_of(4) {
                 return Err(EINVAL);
             }
             super::sched::futex_wake(&p, uaddr, bitset, u64::from(val))
         }
-        f::REQUEUE | f::CMP_REQUEUE => {
+        f::FUTEX_REQUEUE | f::FUTEX_CMP_REQUEUE => {
             // val and val2 are ints: negative counts are EINVAL (Linux `futex_requeue`).
             let nrequeue = timeout as u32;
             if (val as i32) < 0 || (nrequeue as i32) < 0 {
@@ -106,10 +107,10 @@ fn futex_op(
             // demand paging cannot.
             read_word(&p, uaddr)?;
             read_word(&p, uaddr2)?;
-            let expected = (op.cmd == f::CMP_REQUEUE).then_some(val3);
+            let expected = (op.cmd == f::FUTEX_CMP_REQUEUE).then_some(val3);
             super::sched::futex_requeue(&p, uaddr, uaddr2, u64::from(val), u64::from(nrequeue), expected)?
         }
-        f::WAKE_OP => {
+        f::FUTEX_WAKE_OP => {
             let wake_op = WakeOp::decode(val3).ok_or(ENOSYS)?;
             if !uaddr.is_multiple_of(4) || !uaddr2.is_multiple_of(4) {
                 return Err(EINVAL);
@@ -166,13 +167,13 @@ impl UserWords for Words<'_> {
 }
 
 /// At thread exit: every robust futex the thread still holds is marked `FUTEX_OWNER_DIED` and one
-/// waiter of each is woken (see `linux_abi::robust`).
+/// waiter of each is woken (see `futex::robust`).
 pub fn release_robust_list(thread: &Thread) {
     if thread.posix.robust_list == 0 {
         return;
     }
     let p = thread.process.clone();
     robust::release(&mut Words(&p), thread.posix.robust_list, thread.tid, |uaddr| {
-        super::sched::futex_wake(&p, uaddr, f::BITSET_MATCH_ANY, 1);
+        super::sched::futex_wake(&p, uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
     });
 }

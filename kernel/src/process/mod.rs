@@ -220,7 +220,7 @@ pub fn init_el0_controls() {
 /// # Errors
 /// Why the program could not be started (bad ELF, out of memory).
 pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
-    run_with_env(bytes, argv, linux_abi::cmdline::DEFAULT_ENV)
+    run_with_env(bytes, argv, initramfs::cmdline::DEFAULT_ENV)
 }
 
 /// [`run`] with the environment `envp` (`NAME=VALUE` strings).

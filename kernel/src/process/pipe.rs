@@ -317,7 +317,7 @@ pub fn ready(end: &PipeEnd) -> (bool, bool) {
 
 /// `POLLHUP` for a read end without writers, `POLLERR` for a write end without readers.
 pub fn hangup(end: &PipeEnd) -> u16 {
-    use linux_abi::layout::poll;
+    use linux_abi::poll;
     let st = end.pipe.state.lock();
     match (end.write, st.readers, st.writers) {
         (false, _, 0) => poll::POLLHUP,

@@ -6,7 +6,8 @@
 //! (`ENOMEM`).
 use alloc::vec::Vec;
 
-use linux_abi::layout::{PollFd, poll};
+use linux_abi::layout::PollFd;
+use linux_abi::poll;
 
 use super::Action;
 use super::Process;

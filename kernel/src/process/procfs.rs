@@ -44,7 +44,8 @@ use super::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
 use super::syscall::copy_out;
 use super::syscall::errno::*;
 use super::{Process, STACK_TOP};
-use linux_abi::layout::{S_IFREG, Stat};
+use linux_abi::fcntl::S_IFREG;
+use linux_abi::layout::Stat;
 
 /// `EEXIST`.
 const EEXIST: i64 = 17;

@@ -1,5 +1,5 @@
 //! The scheduler: one run queue shared by every CPU, round-robin with a 10 ms tick, and the list
-//! of blocked threads (futex waits, sleeps, console reads: `linux_abi::futex::WaitList`).
+//! of blocked threads (futex waits, sleeps, console reads: `futex::wait_list::WaitList`).
 //!
 //! Each CPU runs [`run_cpu`]: take a runnable thread whose affinity allows this CPU, point TTBR0
 //! at its process (marking the CPU in the process's TLB set), and enter it. The thread runs until
@@ -36,7 +36,8 @@ use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use linux_abi::futex::{BITSET_MATCH_ANY, Channel, WaitList, Waiter};
+use futex::wait_list::{Channel, WaitList, Waiter};
+use linux_abi::futex::FUTEX_BITSET_MATCH_ANY as BITSET_MATCH_ANY;
 use mm::vm::{Errno, limits};
 
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
@@ -569,7 +570,7 @@ pub fn futex_wake_op(
     uaddr2: u64,
     nwake: u64,
     nwake2: u64,
-    op: linux_abi::futex::WakeOp,
+    op: futex::op::WakeOp,
 ) -> Result<u64, i64> {
     let mut waiting = WAITING.lock();
     let mut word = [0u8; 4];

@@ -13,42 +13,32 @@ use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{Fault, copy_from_user, copy_to_user};
 use crate::smp::current_cpu;
 
-/// The errno values the system calls return, negated-ready as `i64`; the numbers are defined once,
-/// in `mm::vm::Errno` (the memory calls') and `linux_abi::errno` (the others), Linux's asm-generic
-/// values.
+/// The errno values the system calls return, as positive `i64` codes (`-CODE` in x0), all from
+/// `linux_abi::Errno`.
+#[allow(missing_docs, reason = "each is the errno of the same name")]
 pub mod errno {
-    use mm::vm::Errno;
-    /// No such process.
+    use linux_abi::Errno;
     pub const ESRCH: i64 = Errno::ESRCH.code() as i64;
-    /// Bad file descriptor.
     pub const EBADF: i64 = Errno::EBADF.code() as i64;
-    /// Try again.
     pub const EAGAIN: i64 = Errno::EAGAIN.code() as i64;
-    /// Out of memory.
     pub const ENOMEM: i64 = Errno::ENOMEM.code() as i64;
-    /// Bad address.
     pub const EFAULT: i64 = Errno::EFAULT.code() as i64;
-    /// Invalid argument.
     pub const EINVAL: i64 = Errno::EINVAL.code() as i64;
-    /// Function not implemented.
     pub const ENOSYS: i64 = Errno::ENOSYS.code() as i64;
-    /// Interrupted system call.
-    pub const EINTR: i64 = ::signal::restart::EINTR;
-    /// Timed out.
+    pub const EINTR: i64 = Errno::EINTR.code() as i64;
     pub const ETIMEDOUT: i64 = Errno::ETIMEDOUT.code() as i64;
-    /// Operation not permitted.
     pub const EPERM: i64 = Errno::EPERM.code() as i64;
-    pub use linux_abi::errno::{EMFILE, ENAMETOOLONG, ENOENT, ENOTTY, ERANGE, ESPIPE};
-    /// Argument list too long.
-    pub const E2BIG: i64 = 7;
-    /// Exec format error.
-    pub const ENOEXEC: i64 = 8;
-    /// No child processes.
-    pub const ECHILD: i64 = 10;
-    /// Permission denied.
-    pub const EACCES: i64 = 13;
-    /// Broken pipe.
-    pub const EPIPE: i64 = 32;
+    pub const EMFILE: i64 = Errno::EMFILE.code() as i64;
+    pub const ENAMETOOLONG: i64 = Errno::ENAMETOOLONG.code() as i64;
+    pub const ENOENT: i64 = Errno::ENOENT.code() as i64;
+    pub const ENOTTY: i64 = Errno::ENOTTY.code() as i64;
+    pub const ERANGE: i64 = Errno::ERANGE.code() as i64;
+    pub const ESPIPE: i64 = Errno::ESPIPE.code() as i64;
+    pub const E2BIG: i64 = Errno::E2BIG.code() as i64;
+    pub const ENOEXEC: i64 = Errno::ENOEXEC.code() as i64;
+    pub const ECHILD: i64 = Errno::ECHILD.code() as i64;
+    pub const EACCES: i64 = Errno::EACCES.code() as i64;
+    pub const EPIPE: i64 = Errno::EPIPE.code() as i64;
 }
 use errno::*;
 
@@ -279,7 +269,7 @@ fn unknown(thread: &Thread, nr: u64) -> i64 {
             p.pid,
             thread.posix.name_str(),
             nr,
-            linux_abi::names::name(nr).unwrap_or("unknown to Linux")
+            linux_abi::syscalls::name(nr).unwrap_or("unknown to Linux")
         ),
         Report::LastOne => crate::kprintln!(
             "kernel: pid {} ({}): more system calls that are not implemented; no longer reporting them",
@@ -438,7 +428,7 @@ fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     super::futex::release_robust_list(thread);
     if thread.clear_child_tid != 0 {
         let _ = copy_out(&p, thread.clear_child_tid, &0u32.to_le_bytes());
-        super::sched::futex_wake(&p, thread.clear_child_tid, linux_abi::futex::BITSET_MATCH_ANY, 1);
+        super::sched::futex_wake(&p, thread.clear_child_tid, linux_abi::futex::FUTEX_BITSET_MATCH_ANY, 1);
     }
     Action::ExitThread
 }

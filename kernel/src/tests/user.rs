@@ -150,9 +150,9 @@ kernel_test!(
     }
 );
 
-/// A program whose only data is .bss, linked by GNU ld (`exec/fixtures/bss-only.S`): its RW
+/// A program whose only data is .bss, linked by GNU ld (`elf/fixtures/bss-only.S`): its RW
 /// PT_LOAD has `p_filesz` 0 and a `p_offset` past the end of the file, as Linux allows.
-static BSS_ONLY: &[u8] = include_bytes!("../../../exec/fixtures/bss-only.elf");
+static BSS_ONLY: &[u8] = include_bytes!("../../../elf/fixtures/bss-only.elf");
 
 kernel_test!(
     fn a_bss_only_program_linked_by_gnu_ld_runs() {

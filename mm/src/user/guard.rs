@@ -30,10 +30,7 @@ use crate::space::FlushTargets;
 use crate::tlb::TlbHardware;
 use crate::vm::{Errno, VmaFlags};
 
-/// `MADV_GUARD_INSTALL` (Linux 6.13).
-pub const MADV_GUARD_INSTALL: u64 = 102;
-/// `MADV_GUARD_REMOVE` (Linux 6.13).
-pub const MADV_GUARD_REMOVE: u64 = 103;
+pub use linux_abi::mman::{MADV_GUARD_INSTALL, MADV_GUARD_REMOVE};
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
     /// `madvise(addr, len, MADV_GUARD_INSTALL | MADV_GUARD_REMOVE)` (module documentation).

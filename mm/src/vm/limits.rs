@@ -13,45 +13,15 @@
 //! nothing grows), `RLIMIT_NPROC` (Linux exempts root, which every program here is) and the rest.
 use super::Errno;
 
-/// `RLIM_INFINITY`.
-pub const RLIM_INFINITY: u64 = u64::MAX;
+pub use linux_abi::resource::RLIM_INFINITY;
 
-/// Linux's resource numbers (`include/uapi/asm-generic/resource.h`).
+/// Linux's resource numbers (defined in `linux_abi::resource`).
 pub mod resource {
-    /// CPU time in seconds.
-    pub const RLIMIT_CPU: u32 = 0;
-    /// Largest file size.
-    pub const RLIMIT_FSIZE: u32 = 1;
-    /// Data mappings (private writable memory and the heap).
-    pub const RLIMIT_DATA: u32 = 2;
-    /// Stack size.
-    pub const RLIMIT_STACK: u32 = 3;
-    /// Core file size.
-    pub const RLIMIT_CORE: u32 = 4;
-    /// Resident set size.
-    pub const RLIMIT_RSS: u32 = 5;
-    /// Processes (threads) of the user.
-    pub const RLIMIT_NPROC: u32 = 6;
-    /// Open files.
-    pub const RLIMIT_NOFILE: u32 = 7;
-    /// Locked memory.
-    pub const RLIMIT_MEMLOCK: u32 = 8;
-    /// Address space.
-    pub const RLIMIT_AS: u32 = 9;
-    /// File locks.
-    pub const RLIMIT_LOCKS: u32 = 10;
-    /// Pending signals.
-    pub const RLIMIT_SIGPENDING: u32 = 11;
-    /// POSIX message queue bytes.
-    pub const RLIMIT_MSGQUEUE: u32 = 12;
-    /// Nice ceiling.
-    pub const RLIMIT_NICE: u32 = 13;
-    /// Real-time priority ceiling.
-    pub const RLIMIT_RTPRIO: u32 = 14;
-    /// Real-time CPU time in microseconds.
-    pub const RLIMIT_RTTIME: u32 = 15;
-    /// Number of resources (`RLIM_NLIMITS`).
-    pub const RLIM_NLIMITS: u32 = 16;
+    pub use linux_abi::resource::{
+        RLIM_NLIMITS, RLIMIT_AS, RLIMIT_CORE, RLIMIT_CPU, RLIMIT_DATA, RLIMIT_FSIZE, RLIMIT_LOCKS,
+        RLIMIT_MEMLOCK, RLIMIT_MSGQUEUE, RLIMIT_NICE, RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_RSS, RLIMIT_RTPRIO,
+        RLIMIT_RTTIME, RLIMIT_SIGPENDING, RLIMIT_STACK,
+    };
 }
 use resource::*;
 
@@ -195,7 +165,7 @@ mod tests {
 
     #[test]
     fn prlimit_rules_in_linux_order() {
-        use Errno::*;
+        use linux_abi::errno::consts::*;
         let mut l = Rlimits::init(RAM_512M);
         let lim = |cur, max| Some(Rlimit { cur, max });
         assert_eq!(l.prlimit(RLIM_NLIMITS, None, true), Err(EINVAL), "unknown resource");

@@ -32,62 +32,20 @@ pub use map::{Layout, VmMap};
 /// Page size of user mappings (the 4 KiB granule).
 pub const PAGE: u64 = crate::addr::PAGE_SIZE;
 
-/// Linux `PROT_*` values.
+/// Linux `PROT_*` values (defined in `linux_abi::mman`).
 pub mod prot {
-    /// Pages may be read.
-    pub const PROT_READ: u64 = 0x1;
-    /// Pages may be written.
-    pub const PROT_WRITE: u64 = 0x2;
-    /// Pages may be executed.
-    pub const PROT_EXEC: u64 = 0x4;
-    /// Accepted and ignored, as Linux does (atomic operations on the pages).
-    pub const PROT_SEM: u64 = 0x8;
-    /// arm64: branch target identification for executable pages.
-    pub const PROT_BTI: u64 = 0x10;
-    /// arm64: memory tagging (not supported here: `EINVAL`, as Linux without MTE).
-    pub const PROT_MTE: u64 = 0x20;
-    /// `mprotect` only: extend the change down to the start of a grows-down mapping.
-    pub const PROT_GROWSDOWN: u64 = 0x0100_0000;
-    /// `mprotect` only: extend the change up to the end of a grows-up mapping.
-    pub const PROT_GROWSUP: u64 = 0x0200_0000;
+    pub use linux_abi::mman::{
+        PROT_BTI, PROT_EXEC, PROT_GROWSDOWN, PROT_GROWSUP, PROT_MTE, PROT_READ, PROT_SEM, PROT_WRITE,
+    };
 }
 
-/// Linux `MAP_*` values (arm64 uses the generic ones).
+/// Linux `MAP_*` values (defined in `linux_abi::mman`), and the two this crate adds.
 pub mod flags {
-    /// Share changes.
-    pub const MAP_SHARED: u64 = 0x01;
-    /// Changes are private (copy on write).
-    pub const MAP_PRIVATE: u64 = 0x02;
-    /// `MAP_SHARED` that also validates the other flags.
-    pub const MAP_SHARED_VALIDATE: u64 = 0x03;
-    /// Mask of the mapping type.
-    pub const MAP_TYPE: u64 = 0x0f;
-    /// Place exactly at `addr`, replacing what is there.
-    pub const MAP_FIXED: u64 = 0x10;
-    /// Not backed by a file; zero-filled.
-    pub const MAP_ANONYMOUS: u64 = 0x20;
-    /// Stack-like segment (accepted; no automatic growth here).
-    pub const MAP_GROWSDOWN: u64 = 0x100;
-    /// Ignored.
-    pub const MAP_DENYWRITE: u64 = 0x800;
-    /// Ignored.
-    pub const MAP_EXECUTABLE: u64 = 0x1000;
-    /// Lock the pages (accepted; the kernel does not swap).
-    pub const MAP_LOCKED: u64 = 0x2000;
-    /// Do not reserve swap (accepted; no commit accounting here).
-    pub const MAP_NORESERVE: u64 = 0x4000;
-    /// Prefault the pages.
-    pub const MAP_POPULATE: u64 = 0x8000;
-    /// With `MAP_POPULATE`: do not block (ignored).
-    pub const MAP_NONBLOCK: u64 = 0x1_0000;
-    /// A thread stack (accepted).
-    pub const MAP_STACK: u64 = 0x2_0000;
-    /// Huge pages from hugetlbfs (no pool here: `ENOMEM`).
-    pub const MAP_HUGETLB: u64 = 0x4_0000;
-    /// DAX synchronous faults (file mappings only).
-    pub const MAP_SYNC: u64 = 0x8_0000;
-    /// Place exactly at `addr`, failing with `EEXIST` if anything is there.
-    pub const MAP_FIXED_NOREPLACE: u64 = 0x10_0000;
+    pub use linux_abi::mman::{
+        MAP_ANONYMOUS, MAP_DENYWRITE, MAP_EXECUTABLE, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_GROWSDOWN,
+        MAP_HUGETLB, MAP_LOCKED, MAP_NONBLOCK, MAP_NORESERVE, MAP_POPULATE, MAP_PRIVATE, MAP_SHARED,
+        MAP_SHARED_VALIDATE, MAP_STACK, MAP_SYNC, MAP_TYPE,
+    };
     /// This kernel's extension: meant for code (see [`super::abi::MAP_CODE`]).
     pub const MAP_CODE: u64 = super::abi::MAP_CODE;
     /// Not a Linux flag: the user-memory layer's mark for a mapping of a shared memory object
@@ -98,58 +56,14 @@ pub mod flags {
     pub const MAP_OBJECT: u64 = 1 << 63;
 }
 
-/// Linux `MADV_*` values.
+/// Linux `MADV_*` values (defined in `linux_abi::mman`).
 pub mod advice {
-    /// No special treatment.
-    pub const MADV_NORMAL: u64 = 0;
-    /// Expect random access.
-    pub const MADV_RANDOM: u64 = 1;
-    /// Expect sequential access.
-    pub const MADV_SEQUENTIAL: u64 = 2;
-    /// Will need these pages.
-    pub const MADV_WILLNEED: u64 = 3;
-    /// Drop the pages now; the next access reads zero.
-    pub const MADV_DONTNEED: u64 = 4;
-    /// The pages may be dropped lazily.
-    pub const MADV_FREE: u64 = 8;
-    /// Free a range of a shared file mapping (`EINVAL` on anonymous private memory).
-    pub const MADV_REMOVE: u64 = 9;
-    /// Do not inherit across fork.
-    pub const MADV_DONTFORK: u64 = 10;
-    /// Undo `MADV_DONTFORK`.
-    pub const MADV_DOFORK: u64 = 11;
-    /// KSM (not built here: `EINVAL`).
-    pub const MADV_MERGEABLE: u64 = 12;
-    /// KSM (not built here: `EINVAL`).
-    pub const MADV_UNMERGEABLE: u64 = 13;
-    /// Prefer huge pages.
-    pub const MADV_HUGEPAGE: u64 = 14;
-    /// Avoid huge pages.
-    pub const MADV_NOHUGEPAGE: u64 = 15;
-    /// Exclude from core dumps.
-    pub const MADV_DONTDUMP: u64 = 16;
-    /// Undo `MADV_DONTDUMP`.
-    pub const MADV_DODUMP: u64 = 17;
-    /// Zero in the child after fork.
-    pub const MADV_WIPEONFORK: u64 = 18;
-    /// Undo `MADV_WIPEONFORK`.
-    pub const MADV_KEEPONFORK: u64 = 19;
-    /// Deactivate the pages (a reclaim hint).
-    pub const MADV_COLD: u64 = 20;
-    /// Reclaim the pages (a hint; anonymous pages without swap stay).
-    pub const MADV_PAGEOUT: u64 = 21;
-    /// Prefault readable.
-    pub const MADV_POPULATE_READ: u64 = 22;
-    /// Prefault writable.
-    pub const MADV_POPULATE_WRITE: u64 = 23;
-    /// `MADV_DONTNEED` that also applies to locked pages.
-    pub const MADV_DONTNEED_LOCKED: u64 = 24;
-    /// Collapse into huge pages synchronously (needs THP: `EINVAL` here).
-    pub const MADV_COLLAPSE: u64 = 25;
-    /// Memory-failure injection (needs `CAP_SYS_ADMIN`: `EPERM`).
-    pub const MADV_HWPOISON: u64 = 100;
-    /// Memory-failure injection (needs `CAP_SYS_ADMIN`: `EPERM`).
-    pub const MADV_SOFT_OFFLINE: u64 = 101;
+    pub use linux_abi::mman::{
+        MADV_COLD, MADV_COLLAPSE, MADV_DODUMP, MADV_DOFORK, MADV_DONTDUMP, MADV_DONTFORK, MADV_DONTNEED,
+        MADV_DONTNEED_LOCKED, MADV_FREE, MADV_HUGEPAGE, MADV_HWPOISON, MADV_KEEPONFORK, MADV_MERGEABLE,
+        MADV_NOHUGEPAGE, MADV_NORMAL, MADV_PAGEOUT, MADV_POPULATE_READ, MADV_POPULATE_WRITE, MADV_RANDOM,
+        MADV_REMOVE, MADV_SEQUENTIAL, MADV_SOFT_OFFLINE, MADV_UNMERGEABLE, MADV_WILLNEED, MADV_WIPEONFORK,
+    };
 }
 
 /// Access rights of a mapping (the `PROT_READ | PROT_WRITE | PROT_EXEC` bits, plus BTI).

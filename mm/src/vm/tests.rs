@@ -54,7 +54,7 @@ fn ret(m: &mut VmMap, c: Call) -> Result<u64, Errno> {
 #[test]
 fn errno_table_from_the_man_pages() {
     use Call::*;
-    use Errno::*;
+    use linux_abi::errno::consts::*;
     let top = 1u64 << 48;
     // A page-aligned address below mmap_min_addr (64 KiB): 4 KiB with 4 KiB pages, 16 KiB with
     // 16 KiB; with 64 KiB pages only 0 is, the row of MAP_FIXED at 0 again.

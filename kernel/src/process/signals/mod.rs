@@ -30,16 +30,13 @@ use signal::stack::AltStack;
 use spin::Mutex;
 
 use super::syscall::copy_out;
-use super::syscall::errno::{EAGAIN, EFAULT, ESRCH};
+use super::syscall::errno::{EAGAIN, EFAULT, ENOMEM, EPERM, ESRCH};
 use super::{Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::UserRegs;
 use crate::kprintln;
+use linux_abi::Errno;
 
-/// No such permission.
-const EPERM: i64 = 1;
-/// Out of memory (a too-small alternate stack).
-const ENOMEM: i64 = 12;
 mod calls;
 pub use calls::{nr, syscall};
 
@@ -82,7 +79,7 @@ impl PerThread {
 }
 
 struct State {
-    actions: [SigAction; num::NSIG as usize],
+    actions: [SigAction; num::_NSIG as usize],
     /// Process-directed signals (kill, rt_sigqueueinfo): any thread not blocking one may take it.
     shared: Pending,
     threads: Vec<PerThread>,
@@ -137,7 +134,7 @@ impl Signals {
     pub fn new(tid: u32) -> Self {
         Self {
             state: Mutex::new(State {
-                actions: [SigAction::DEFAULT; num::NSIG as usize],
+                actions: [SigAction::DEFAULT; num::_NSIG as usize],
                 shared: Pending::new(),
                 threads: alloc::vec![PerThread::new(tid, SigSet::EMPTY)],
             }),
@@ -409,20 +406,21 @@ pub fn on_resume(thread: &mut Thread) -> Action {
 fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
     let p = &thread.process;
     let woke = ctx.x[0] as i64;
-    let interrupted = woke == -restart::EINTR;
+    let interrupted = woke == Errno::EINTR.as_ret();
     let mut st = p.signals.state.lock();
     let Some(wait) = st.thread(thread.tid).and_then(|t| p.signals.take_wait(t)) else { return Ok(()) };
     match wait {
         Wait::Futex { uaddr, timed } => {
             if interrupted {
-                ctx.x[0] = ret(-if timed { restart::ERESTART_RESTARTBLOCK } else { restart::ERESTARTSYS });
+                ctx.x[0] =
+                    ret(if timed { Errno::ERESTART_RESTARTBLOCK } else { Errno::ERESTARTSYS }.as_ret());
                 if let Some(t) = st.thread(thread.tid) {
                     t.restart_x0 = Some(uaddr);
                 }
             }
         }
         Wait::Suspend { mask_ptr } => {
-            ctx.x[0] = ret(-restart::ERESTARTNOHAND);
+            ctx.x[0] = ret(Errno::ERESTARTNOHAND.as_ret());
             if let Some(t) = st.thread(thread.tid) {
                 t.restart_x0 = Some(mask_ptr);
             }
@@ -437,7 +435,7 @@ fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
             ctx.x[0] = ret(match taken {
                 Some(si) => finish_taken(p, &si, info),
                 None if woke == -super::syscall::errno::ETIMEDOUT => -EAGAIN,
-                None => -restart::EINTR,
+                None => Errno::EINTR.as_ret(),
             });
         }
     }

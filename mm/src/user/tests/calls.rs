@@ -53,7 +53,7 @@ fn mincore_all(m: &Mem, addr: u64, len: u64) -> (Vec<u8>, Result<(), Errno>) {
 
 #[test]
 fn mremap_errno_order_is_linux_6_1() {
-    use Errno::*;
+    use linux_abi::errno::consts::*;
     let mut m = memory(true);
     let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
     // A second mapping right after the first, different protection (so no merge).
@@ -268,7 +268,7 @@ fn mincore_reports_residency_from_the_tables() {
 
 #[test]
 fn msync_checks_as_linux() {
-    use Errno::*;
+    use linux_abi::errno::consts::*;
     let mut m = memory(true);
     let a = m.mmap(0, 4 * P, RW, ANON, -1, 0).unwrap();
     m.mmap(a + 6 * P, 2 * P, RW, ANON | MAP_FIXED, -1, 0).unwrap();
@@ -297,7 +297,7 @@ fn msync_checks_as_linux() {
 
 #[test]
 fn mlock_populates_and_refuses_reclaim_advice() {
-    use Errno::*;
+    use linux_abi::errno::consts::*;
     let mut m = memory(true);
     let a = m.mmap(0, 8 * P, RW, ANON, -1, 0).unwrap();
     // An unaligned start widens to whole pages.
@@ -352,7 +352,7 @@ fn mlock_populates_and_refuses_reclaim_advice() {
 
 #[test]
 fn mlockall_locks_current_and_future_areas() {
-    use Errno::*;
+    use linux_abi::errno::consts::*;
     let mut m = memory(true);
     for bad in [0, MCL_ONFAULT, 8, MCL_CURRENT | 8] {
         assert_eq!(m.mlockall(bad), Err(EINVAL), "{bad}");

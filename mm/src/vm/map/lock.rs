@@ -14,20 +14,9 @@
 use super::VmMap;
 use crate::vm::{Errno, PAGE, Vma, VmaFlags};
 
-/// `msync`: schedule the write-back and return.
-pub const MS_ASYNC: u64 = 1;
-/// `msync`: invalidate other mappings of the same file.
-pub const MS_INVALIDATE: u64 = 2;
-/// `msync`: write back and wait.
-pub const MS_SYNC: u64 = 4;
-/// `mlock2`: lock the pages as they are faulted in, do not populate.
-pub const MLOCK_ONFAULT: u64 = 1;
-/// `mlockall`: lock every current mapping.
-pub const MCL_CURRENT: u64 = 1;
-/// `mlockall`: lock every future mapping.
-pub const MCL_FUTURE: u64 = 2;
-/// `mlockall`: with the others, lock on fault.
-pub const MCL_ONFAULT: u64 = 4;
+pub use linux_abi::mman::{
+    MCL_CURRENT, MCL_FUTURE, MCL_ONFAULT, MLOCK_ONFAULT, MS_ASYNC, MS_INVALIDATE, MS_SYNC,
+};
 
 /// Both lock flags: what `munlock` clears.
 const LOCK_MASK: VmaFlags = VmaFlags::LOCKED.union(VmaFlags::LOCKONFAULT);

@@ -23,13 +23,7 @@ use alloc::vec::Vec;
 use super::{VmMap, accountable, is_data, page_up};
 use crate::vm::{Errno, PAGE, Vma, VmaFlags};
 
-/// May move the mapping if it cannot be resized in place.
-pub const MREMAP_MAYMOVE: u64 = 1;
-/// Move to exactly `new_addr`, replacing what is there (needs `MREMAP_MAYMOVE`).
-pub const MREMAP_FIXED: u64 = 2;
-/// Move, and leave the source mapped (it then reads zero); needs `MREMAP_MAYMOVE` and
-/// `old_len == new_len`.
-pub const MREMAP_DONTUNMAP: u64 = 4;
+pub use linux_abi::mman::{MREMAP_DONTUNMAP, MREMAP_FIXED, MREMAP_MAYMOVE};
 
 /// Page-table entries to move: every leaf of `[from, from + len)` goes to the same offset from
 /// `to`, frames and all.

@@ -8,7 +8,7 @@
 //! one waiter is woken, so the next locker sees `EOWNERDEAD` instead of waiting forever. The entry
 //! being locked or unlocked at the time (`list_op_pending`) is treated the same way. The walk stops
 //! after 2048 entries (Linux's `ROBUST_LIST_LIMIT`), so a looping list cannot hang the kernel.
-use crate::futex::{OWNER_DIED, TID_MASK, WAITERS};
+use linux_abi::futex::{FUTEX_OWNER_DIED, FUTEX_TID_MASK, FUTEX_WAITERS};
 
 /// Entries walked at most.
 pub const LIST_LIMIT: usize = 2048;
@@ -71,13 +71,13 @@ fn death(
         wake(uaddr);
         return false;
     }
-    if value & TID_MASK != tid {
+    if value & FUTEX_TID_MASK != tid {
         return false;
     }
-    if mem.write_u32(uaddr, (value & WAITERS) | OWNER_DIED).is_none() {
+    if mem.write_u32(uaddr, (value & FUTEX_WAITERS) | FUTEX_OWNER_DIED).is_none() {
         return false;
     }
-    if !pi && value & WAITERS != 0 {
+    if !pi && value & FUTEX_WAITERS != 0 {
         wake(uaddr);
     }
     true
@@ -133,13 +133,13 @@ mod tests {
 
     #[test]
     fn words_held_by_the_thread_get_owner_died_and_their_waiters_a_wake() {
-        let mut m = robust_list(&[42, 42 | WAITERS, 7, 7 | WAITERS], 0);
+        let mut m = robust_list(&[42, 42 | FUTEX_WAITERS, 7, 7 | FUTEX_WAITERS], 0);
         let mut woken = vec![];
         assert_eq!(release(&mut m, HEAD, 42, |a| woken.push(a)), 2);
-        assert_eq!(m.read_u32(0x2000 + OFFSET), Some(OWNER_DIED));
-        assert_eq!(m.read_u32(0x2100 + OFFSET), Some(OWNER_DIED | WAITERS));
+        assert_eq!(m.read_u32(0x2000 + OFFSET), Some(FUTEX_OWNER_DIED));
+        assert_eq!(m.read_u32(0x2100 + OFFSET), Some(FUTEX_OWNER_DIED | FUTEX_WAITERS));
         assert_eq!(m.read_u32(0x2200 + OFFSET), Some(7), "another thread's lock is untouched");
-        assert_eq!(m.read_u32(0x2300 + OFFSET), Some(7 | WAITERS));
+        assert_eq!(m.read_u32(0x2300 + OFFSET), Some(7 | FUTEX_WAITERS));
         assert_eq!(woken, vec![0x2100 + OFFSET]);
     }
 
@@ -148,7 +148,7 @@ mod tests {
         let mut m = robust_list(&[42], 0x2000);
         let mut woken = vec![];
         assert_eq!(release(&mut m, HEAD, 42, |a| woken.push(a)), 1);
-        assert_eq!(m.read_u32(0x2000 + OFFSET), Some(OWNER_DIED));
+        assert_eq!(m.read_u32(0x2000 + OFFSET), Some(FUTEX_OWNER_DIED));
         let mut m = robust_list(&[], 0x5000);
         m.0.insert(0x5000 + OFFSET, 0);
         assert_eq!(release(&mut m, HEAD, 42, |a| woken.push(a)), 0);
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn misaligned_words_and_pi_bits_are_handled_as_linux_does() {
-        let mut m = robust_list(&[42 | WAITERS], 0);
+        let mut m = robust_list(&[42 | FUTEX_WAITERS], 0);
         m.put64(HEAD, 0x2000 | 1); // PI: marked, but no wake (the PI code would hand it over)
         assert_eq!(release(&mut m, HEAD, 42, |_| panic!("no wake for PI")), 1);
         let mut m = robust_list(&[42], 0);

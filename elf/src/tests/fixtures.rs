@@ -1,4 +1,4 @@
-//! The programs of exec/fixtures/ (built by GNU ld and rust-lld, see make.sh): each is accepted
+//! The programs of elf/fixtures/ (built by GNU ld and rust-lld, see make.sh): each is accepted
 //! with the segments readelf shows.
 
 use alloc::vec::Vec;

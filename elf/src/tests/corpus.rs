@@ -8,7 +8,7 @@
 //! tiny programs), every bit flip and five byte values at every header byte, every field of the
 //! ELF header and of each program header set to each of [`EXTREMES`]. Then random stacks of 1 to
 //! 4 mutations up to [`TOTAL`] inputs, from a fixed seed. `ELF_CORPUS_SCALE=N` multiplies the
-//! random part (`ELF_CORPUS_SCALE=100 cargo test --release -p exec corpus -- --nocapture`, about
+//! random part (`ELF_CORPUS_SCALE=100 cargo test --release -p elf corpus -- --nocapture`, about
 //! 10^7 inputs); `ELF_CORPUS_SEED` changes the seed.
 
 extern crate std;
