@@ -12,7 +12,7 @@ use crate::arch::time::{counter, ticks_to_us};
 use crate::kprintln;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{frames, tlb};
-use crate::process::tiny_elf::{loop_program, mov};
+use crate::process::exec::tiny_elf::{loop_program, mov};
 
 const SVC: u32 = 0xd400_0001;
 

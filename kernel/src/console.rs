@@ -7,7 +7,7 @@
 //! or one of `drivers::uart`.
 //! A console the kernel has no driver for leaves the kernel silent but running (the boot report,
 //! kept in memory by no one, still records the choice in [`kind`]). Output is polled; a lock keeps
-//! lines whole. Input is polled too ([`receive`], from `crate::tty` on each tick). The fatal paths (panic, exception report) take the console even if its lock is
+//! lines whole. Input is polled too ([`receive`], from `crate::fs::tty` on each tick). The fatal paths (panic, exception report) take the console even if its lock is
 //! held, because a report that deadlocks is worse than one that interleaves.
 
 use core::fmt::{self, Write};

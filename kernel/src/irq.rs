@@ -64,13 +64,13 @@ fn dispatch(intid: u32) {
         TIMER_INTID => {
             TICKS[cpu].fetch_add(1, Ordering::Relaxed);
             arm_timer();
-            // The console's receive side is polled on the tick (see `crate::tty`).
-            crate::tty::poll_input();
+            // The console's receive side is polled on the tick (see `crate::fs::tty`).
+            crate::fs::tty::poll_input();
         }
         IPI_PING => {
             PINGS[cpu].fetch_add(1, Ordering::Relaxed);
         }
-        id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::tty::poll_input(),
+        id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::fs::tty::poll_input(),
         _ => {}
     }
 }

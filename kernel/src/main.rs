@@ -26,19 +26,23 @@ mod devicetree;
 mod drivers;
 mod exit;
 mod firmware;
+mod fs;
 mod irq;
 #[cfg(feature = "test-image")]
 mod ktest;
 mod memory;
 mod process;
+mod procfs;
 mod random;
 mod report;
+mod sched;
 mod selftest;
 mod smp;
 mod symbols;
+mod syscall;
 #[cfg(feature = "test-image")]
 mod tests;
-mod tty;
+mod trap;
 mod wallclock;
 
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -320,7 +324,7 @@ extern "C" fn kernel_main(
         Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
     }
     kprintln!("  wall clock: {}", wallclock::init(&booted.machine.fdt));
-    kprintln!("  console input: {}", tty::enable_interrupts(&booted.machine));
+    kprintln!("  console input: {}", fs::tty::enable_interrupts(&booted.machine));
     for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {

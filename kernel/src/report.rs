@@ -153,12 +153,12 @@ pub fn print(b: &Booted) {
     );
     kprintln!("  granules: 4K {}, 16K {}, 64K {}", cpu.gran4, cpu.gran16, cpu.gran64);
     let tcr = aarch64_cpu::registers::Readable::get(&aarch64_cpu::registers::TCR_EL1);
-    let (kernel_va, user_va) = crate::boot::translation::va_bits(tcr);
+    let (kernel_va, user_va) = crate::arch::aarch64::translation::va_bits(tcr);
     kprintln!(
         "  translation: {}K granule (this build), {}-bit VA, {}-bit PA (TCR_EL1 {:#x}; user half {}-bit VA)",
-        crate::boot::translation::PAGE_KIB,
+        crate::arch::aarch64::translation::PAGE_KIB,
         kernel_va,
-        crate::boot::translation::ips_bits(tcr),
+        crate::arch::aarch64::translation::ips_bits(tcr),
         tcr,
         user_va
     );

@@ -273,7 +273,7 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
         crate::exit::park()
     }
     // Run user threads for as long as the machine is up.
-    crate::process::sched::run_cpu(None);
+    crate::sched::run_cpu(None);
     crate::exit::park()
 }
 

@@ -23,7 +23,7 @@
 //! - TTBR1: the 2 MiB around the board's fallback UART, if the board has one (device memory), at
 //!   [`EARLY_UART_VADDR`].
 //!
-//! Before any of it, the CPU must offer the build's granule ([`super::translation`]); if it
+//! Before any of it, the CPU must offer the build's granule ([`crate::arch::aarch64::translation`]); if it
 //! does not, `early_map` says so on the fallback UART and the entry code stops the run.
 //!
 //! `memory::kernel_map` replaces all of it with the final, section-by-section map.
@@ -193,8 +193,8 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
     }
     // PC-relative: these are physical addresses here, and their difference is the image size.
     let image_size = (&raw const __image_end) as u64 - (&raw const __image_start) as u64;
-    let mmfr0 = super::translation::read_mmfr0();
-    if let Err(message) = super::translation::granule_supported(mmfr0) {
+    let mmfr0 = crate::arch::aarch64::translation::read_mmfr0();
+    if let Err(message) = crate::arch::aarch64::translation::granule_supported(mmfr0) {
         early_say(message);
         return REFUSED;
     }
@@ -241,9 +241,9 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
 }
 
 /// The answer for tables at `root0` and `root1`: TTBR values in the build's layout
-/// ([`super::translation::ttbr`]), never zero (a table is never at 0: the arena is in .bss).
+/// ([`crate::arch::aarch64::translation::ttbr`]), never zero (a table is never at 0: the arena is in .bss).
 fn roots(root0: u64, root1: u64, mmfr0: u64) -> EarlyRoots {
-    use super::translation::{tcr_el1, ttbr};
+    use crate::arch::aarch64::translation::{tcr_el1, ttbr};
     EarlyRoots { ttbr0: ttbr(root0, 0), ttbr1: ttbr(root1, 0), tcr: tcr_el1(mmfr0) }
 }
 

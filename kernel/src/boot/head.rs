@@ -23,7 +23,7 @@ use super::early_map::{MAIR_EL1_VALUE, SCTLR_EL1_MMU_OFF, SCTLR_EL1_MMU_ON};
 pub const IMAGE_FLAGS: u64 = (IMAGE_PAGE_SIZE_FLAG << 1) | (1 << 3);
 
 /// The page-size field of [`IMAGE_FLAGS`] for the build's granule.
-const IMAGE_PAGE_SIZE_FLAG: u64 = match super::translation::GRANULE {
+const IMAGE_PAGE_SIZE_FLAG: u64 = match crate::arch::aarch64::translation::GRANULE {
     mm::granule::Granule::K4 => 1,
     mm::granule::Granule::K16 => 2,
     mm::granule::Granule::K64 => 3,
@@ -291,7 +291,7 @@ el1_entry:
     mov     x8, sp                   // early_map's answer (TTBR0, TTBR1, TCR_EL1) goes here
     bl      early_map
     ldp     x23, x24, [sp]           // x23 = TTBR0 (identity), x24 = TTBR1 (kernel)
-    ldr     x25, [sp, #16]           // x25 = TCR_EL1 (boot::translation)
+    ldr     x25, [sp, #16]           // x25 = TCR_EL1 (arch::aarch64::translation)
     add     sp, sp, #32
     cbz     x23, early_refused       // early_map refused (it said why on the fallback UART)
 
@@ -313,7 +313,7 @@ el1_entry:
     b.lo    4b
     dsb     sy
 
-    // MAIR, TCR (made by boot::translation for the build's granule), TTBRs.
+    // MAIR, TCR (made by arch::aarch64::translation for the build's granule), TTBRs.
     ldr     x0, ={mair}
     msr     mair_el1, x0
     msr     tcr_el1, x25

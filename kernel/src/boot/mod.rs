@@ -10,7 +10,6 @@
 
 pub mod early_map;
 pub mod head;
-pub mod translation;
 
 /// What the entry code learned before Rust ran, passed to `kernel_main`.
 #[derive(Clone, Copy, Debug)]

@@ -16,3 +16,4 @@ pub mod heap;
 pub mod kernel_map;
 pub mod layout;
 pub mod tlb;
+pub mod vmspace;

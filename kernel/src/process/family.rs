@@ -47,14 +47,15 @@ use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
 use spin::Mutex;
 
-use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, ESRCH};
-use super::syscall::{copy_out, errno::ECHILD};
-use super::{Action, AddressSpace, Process, Thread, sched};
+use super::{Action, AddressSpace, Process, Thread};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::asids::AsidTargets;
 use crate::memory::fallible;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{frames, tlb};
+use crate::sched;
+use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, ESRCH};
+use crate::syscall::{copy_out, errno::ECHILD};
 
 /// Processes started and not yet torn down (a teardown ends when the CPU that did it has dropped
 /// its reference: `sched::finish`).
@@ -243,7 +244,7 @@ pub fn fork(
     ctid: u64,
     vfork: bool,
 ) -> Action {
-    use super::syscall::clone_flags::*;
+    use crate::syscall::clone_flags::*;
     let result = fork_child(thread, frame, flags, stack, tls, ctid);
     let child = match result {
         Ok(child) => child,
@@ -273,7 +274,7 @@ fn fork_child(
     tls: u64,
     ctid: u64,
 ) -> Result<Arc<Process>, i64> {
-    use super::syscall::clone_flags::*;
+    use crate::syscall::clone_flags::*;
     let p = thread.process.clone();
     if p.exiting.load(Ordering::Acquire) {
         return Err(-EAGAIN);
@@ -319,7 +320,7 @@ fn fork_child(
         drop(parent_mm);
         child.ok_or(-ENOMEM)?
     };
-    let clone = super::syscall::CloneArgs { flags, stack, tls, ctid };
+    let clone = crate::syscall::CloneArgs { flags, stack, tls, ctid };
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();

@@ -15,27 +15,10 @@
 //! the rest is split by concern: `exceptions` (system calls, faults and the signals they
 //! become), `load` (an executable into an address space), `exec`, `family` (fork, wait, the
 //! process table), `sched`, `signals`, `syscall` and the files of each group of calls.
-mod address_space;
-pub mod elf;
-mod exceptions;
-mod exec;
+pub mod exec;
 pub mod family;
-mod files;
-mod futex;
-mod identity;
-mod load;
-mod memfd;
-mod pipe;
-mod poll;
 pub mod posix;
-pub mod procfs;
-pub mod sched;
 pub mod signals;
-pub mod stack;
-pub mod syscall;
-mod time;
-pub mod tiny_elf;
-mod vm_syscalls;
 
 use alloc::format;
 use alloc::string::String;
@@ -59,12 +42,12 @@ use crate::arch::aarch64::exception::FpState;
 use crate::arch::aarch64::user::UserRegs;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
+pub use crate::memory::vmspace::AddressSpace;
 use crate::memory::{fallible, frames, tlb};
-pub use address_space::AddressSpace;
-pub use exceptions::user_exception;
+pub use crate::sched::handle as handle_user_exception;
+pub use crate::trap::user::user_exception;
+use exec::load::load;
 pub use exec::set_initramfs;
-use load::load;
-pub use sched::handle as handle_user_exception;
 
 /// Top of the user stack (exclusive); the stack area ends here, one page below the end of the
 /// 48-bit user range (Linux's mmap_base lies 128 MiB lower): 0xffff_ffff_f000 with 4 KiB
@@ -114,7 +97,7 @@ pub struct Process {
     pub signals: signals::Signals,
     /// Its resource limits (`prlimit64`); `RLIMIT_AS` and `RLIMIT_DATA` are also in its `VmMap`.
     pub rlimits: Mutex<Rlimits>,
-    next_tid: AtomicU32,
+    pub(crate) next_tid: AtomicU32,
     /// Ids, descriptors, CPU time (everything of the ABI that is not memory).
     pub posix: posix::ProcessPosix,
     /// Parent, children, zombies, the exit signal, vfork (`family`).
@@ -230,7 +213,7 @@ pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
 pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, String> {
     let process = spawn(bytes, argv, envp)?;
     family::set_root(&process);
-    sched::run_cpu(Some(&process));
+    crate::sched::run_cpu(Some(&process));
     Ok(process.status.load(Ordering::Acquire))
 }
 
@@ -239,7 +222,7 @@ pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, S
 /// # Errors
 /// Why the program could not be started.
 pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>, String> {
-    let exe = elf::parse(bytes).map_err(|refusal| format!("{refusal}"))?;
+    let exe = exec::elf::parse(bytes).map_err(|refusal| format!("{refusal}"))?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     // The real ASID is assigned when a thread first runs (memory::asids); until then the table
     // is reachable by no TTBR and the context has run nowhere, so its flushes (ASID 0, local)
@@ -282,7 +265,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         poll_deadline: None,
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
-    if let Err(e) = sched::admit(thread) {
+    if let Err(e) = crate::sched::admit(thread) {
         process.release_space();
         family::ended();
         return Err(format!("cannot start its first thread: {e}"));
@@ -329,9 +312,9 @@ pub enum Action {
     Continue,
     /// Put the thread back in the run queue and run another (preemption, sched_yield, migration).
     Yield,
-    /// Block the thread until what `sched::Wait` names happens (futex wake, deadline, input,
+    /// Block the thread until what `crate::sched::Wait` names happens (futex wake, deadline, input,
     /// a signal), or a signal interrupts it.
-    Block(sched::Wait),
+    Block(crate::sched::Wait),
     /// The thread exits.
     ExitThread,
 }
@@ -348,6 +331,6 @@ pub fn kill_with(process: &Arc<Process>, status: u64, exited: bool) -> Action {
         process.status.store(status, Ordering::Release);
         process.family.set_killed(!exited);
     }
-    sched::stop_process(process);
+    crate::sched::stop_process(process);
     Action::ExitThread
 }

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
-use super::syscall::errno::{EMFILE, ENOMEM};
+use crate::syscall::errno::{EMFILE, ENOMEM};
 
 /// Descriptors a process may have open (Linux's default `RLIMIT_NOFILE` soft limit).
 pub const FD_LIMIT: usize = 1024;
@@ -30,14 +30,14 @@ pub const O_CLOEXEC: u32 = 0o2_000_000;
 /// What an open file is.
 #[derive(Debug)]
 pub enum FileKind {
-    /// The console (`/dev/console`): the UART through the line discipline (`crate::tty`).
+    /// The console (`/dev/console`): the UART through the line discipline (`crate::fs::tty`).
     Console,
-    /// One end of a pipe (`super::pipe`).
-    Pipe(super::pipe::PipeEnd),
-    /// `/proc/self/maps` (`super::procfs`).
-    Listing(super::procfs::Listing),
-    /// A memfd (`super::memfd`): a shared memory object.
-    Memfd(super::memfd::Memfd),
+    /// One end of a pipe (`crate::fs::pipe`).
+    Pipe(crate::fs::pipe::PipeEnd),
+    /// `/proc/self/maps` (`crate::procfs`).
+    Listing(crate::procfs::Listing),
+    /// A memfd (`crate::fs::memfd`): a shared memory object.
+    Memfd(crate::fs::memfd::Memfd),
 }
 
 /// An open file description.

@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 
 use crate::memory::heap;
 use crate::process;
+use crate::sched;
 use crate::{ensure, ensure_eq, kernel_test};
 
 kernel_test!(
@@ -16,10 +17,10 @@ kernel_test!(
             return Err(alloc::string::String::from("no built-in userland (build through scripts/)"));
         }
         let before = super::frames_in_use();
-        let live = process::sched::live_threads();
+        let live = sched::live_threads();
         let status = process::run(program, &["userland", "limits"])?;
         ensure_eq!(status, 0, "the limits mode failed (its report is above)");
-        ensure_eq!(process::sched::live_threads(), live, "threads left behind");
+        ensure_eq!(sched::live_threads(), live, "threads left behind");
         ensure_eq!(super::frames_in_use(), before, "frames leaked");
         Ok(())
     }

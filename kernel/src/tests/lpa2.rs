@@ -15,7 +15,7 @@ use mm::tlb::operand::RangeOperand;
 use mm::tlb::{FlushTarget, OpKind};
 
 use super::tlb::{Space, range_request, scenario};
-use crate::boot::translation::ttbr_table;
+use crate::arch::aarch64::translation::ttbr_table;
 use crate::memory::kernel_map::{self, FrameTranslation};
 use crate::memory::layout::phys_to_linear;
 use crate::memory::{frames, tlb};

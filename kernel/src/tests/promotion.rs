@@ -43,7 +43,7 @@ kernel_test!(
         let mut space =
             AddressSpace::user(table, TlbIssuer::new(Aarch64Tlb, features.errata), features, target);
         space.set_policy(Policy { promote: false, fold: false, split_contiguous: false });
-        TTBR0_EL1.set(crate::boot::translation::ttbr(space.table().root_pa().0, ASID));
+        TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(space.table().root_pa().0, ASID));
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         let result = (|| {

@@ -16,7 +16,7 @@ use mm::tlb::{FlushTarget, Reach, Scope, TlbRequest};
 use crate::memory::kernel_map;
 use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
 use crate::memory::{frames, tlb};
-use crate::process::sched::run_on;
+use crate::sched::run_on;
 use crate::smp::ONLINE;
 use crate::{ensure, kernel_test};
 

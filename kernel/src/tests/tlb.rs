@@ -77,7 +77,7 @@ impl Space {
         let pt = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|e| alloc::format!("{e:?}"))?;
         // Install it in TTBR0 with the test ASID; EL1 reaches it because the pages are EL1-only
         // (PAN only guards EL0-accessible pages).
-        TTBR0_EL1.set(crate::boot::translation::ttbr(pt.root_pa().0, TEST_ASID));
+        TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(pt.root_pa().0, TEST_ASID));
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         Ok(Space::User(pt))

@@ -5,8 +5,8 @@
 use aarch64_cpu::registers::{ID_AA64MMFR0_EL1, Readable, TCR_EL1, TTBR1_EL1};
 use mm::addr::PAGE_SIZE;
 
+use crate::arch::aarch64::translation::{granule_supported, tcr_el1, ttbr, ttbr_table};
 use crate::arch::mmu::translate;
-use crate::boot::translation::{granule_supported, tcr_el1, ttbr, ttbr_table};
 use crate::memory::kernel_map;
 use crate::memory::layout;
 use crate::{ensure, ensure_eq, kernel_test};

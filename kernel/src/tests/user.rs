@@ -7,7 +7,7 @@ use crate::memory::frames;
 use crate::process::{self, STATUS_ILL, STATUS_SEGV, STATUS_TRAP};
 use crate::{ensure, ensure_eq, kernel_test};
 
-use crate::process::tiny_elf::{BASE, EXIT_GROUP, HEADERS, SVC, mov, syscall_then_exit, tiny_elf};
+use crate::process::exec::tiny_elf::{BASE, EXIT_GROUP, HEADERS, SVC, mov, syscall_then_exit, tiny_elf};
 
 /// Runs `elf` and returns its exit status, checking that no frame leaked and that the process
 /// left the process table (its entry goes with the last reference to it).
@@ -87,7 +87,7 @@ kernel_test!(
 
 kernel_test!(
     fn bad_pointers_give_efault_never_a_kernel_fault() {
-        use crate::process::syscall::errno::EFAULT;
+        use crate::syscall::errno::EFAULT;
         let kernel = crate::boot::early_map::KIMAGE_VADDR;
         ensure_eq!(
             run(&syscall_then_exit(64, &[1, kernel, 8]))?,
@@ -122,7 +122,7 @@ kernel_test!(
 
 kernel_test!(
     fn errors_are_the_ones_linux_gives() {
-        use crate::process::syscall::errno::{EBADF, EINVAL, ENOSYS};
+        use crate::syscall::errno::{EBADF, EINVAL, ENOSYS};
         ensure_eq!(run(&syscall_then_exit(999, &[]))?, errno_status(ENOSYS), "unknown number");
         ensure_eq!(run(&syscall_then_exit(64, &[5, BASE, 1]))?, errno_status(EBADF), "write to fd 5");
         ensure_eq!(run(&syscall_then_exit(113, &[99, BASE]))?, errno_status(EINVAL), "unknown clock");
@@ -196,7 +196,7 @@ kernel_test!(
 
 kernel_test!(
     fn the_initial_stack_names_the_platform_and_the_program() {
-        use crate::process::stack::{self, at};
+        use crate::process::exec::stack::{self, at};
         let top = 0x1_0000_0000u64;
         let (sp, bytes) = stack::build(top, &["prog"], &["A=1"], &[(at::PAGESZ, 4096)], [7; 16])
             .map_err(|e| alloc::format!("stack::build: {e:?}"))?;
@@ -298,7 +298,7 @@ kernel_test!(
         let none = u64::MAX; // fd -1
         // The last page below mmap_min_addr (64 KiB): page-aligned with every granule (0 with
         // 64 KiB pages), so the refusal is EPERM for the address and not EINVAL for alignment.
-        const BELOW_MIN: u64 = process::elf::LIMITS.min_addr - mm::addr::PAGE_SIZE;
+        const BELOW_MIN: u64 = process::exec::elf::LIMITS.min_addr - mm::addr::PAGE_SIZE;
         let rows: [(&str, u64, [u64; 6], i64); 20] = [
             ("mmap of length 0", 222, [0, 0, RW, PRIVATE_ANON, none, 0], EINVAL),
             (
@@ -380,7 +380,7 @@ kernel_test!(
         body.push(0xaa1c_03e8); // mov x8, x28
         body.push(SVC);
         // skip:
-        let program = crate::process::tiny_elf::loop_program(&[], &body, 1010);
+        let program = crate::process::exec::tiny_elf::loop_program(&[], &body, 1010);
         ensure_eq!(run(&program)?, 0);
         Ok(())
     }

@@ -60,7 +60,7 @@ impl CpuFeatures {
     /// Decodes raw ID register values (Arm ARM D19 field layouts).
     pub fn decode(midr: u64, mpidr: u64, isar0: u64, mmfr0: u64, mmfr1: u64, mmfr2: u64) -> Self {
         let field = |reg: u64, shift: u32| ((reg >> shift) & 0xf) as u8;
-        let pa_bits = crate::boot::translation::pa_size_bits(mmfr0 & 0xf) as u8;
+        let pa_bits = crate::arch::aarch64::translation::pa_size_bits(mmfr0 & 0xf) as u8;
         Self {
             midr,
             mpidr,

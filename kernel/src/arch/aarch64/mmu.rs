@@ -42,7 +42,7 @@ unsafe extern "C" {
 /// - the identity map of the Image is live in TTBR0, and `image_offset` is VA − PA for the Image;
 /// - `empty_table_pa` is a zeroed table page.
 pub unsafe fn switch_kernel_tables(new_root_pa: u64, empty_table_pa: u64, image_offset: u64) {
-    use crate::boot::translation::ttbr;
+    use crate::arch::aarch64::translation::ttbr;
     let trampoline = (replace_ttbr1_idmap as *const () as u64).wrapping_sub(image_offset);
     // SAFETY: the trampoline's physical address is identity-mapped and executable in TTBR0 (the
     // caller's contract); it has the C ABI of `replace_ttbr1_idmap`.

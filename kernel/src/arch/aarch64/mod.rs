@@ -6,4 +6,5 @@ pub mod mmu;
 pub mod pmu;
 pub mod psci;
 pub mod time;
+pub mod translation;
 pub mod user;

@@ -29,20 +29,18 @@ use signal::set::SigSet;
 use signal::stack::AltStack;
 use spin::Mutex;
 
-use super::syscall::copy_out;
-use super::syscall::errno::{EAGAIN, EFAULT, ENOMEM, EPERM, ESRCH};
 use super::{Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::UserRegs;
 use crate::kprintln;
+use crate::syscall::copy_out;
+use crate::syscall::errno::{EAGAIN, EFAULT, ESRCH};
+pub(crate) use crate::syscall::errno::{ENOMEM, EPERM};
 use linux_abi::Errno;
-
-mod calls;
-pub use calls::{nr, syscall};
 
 /// What a parked thread is waiting in, so its resumption can finish the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Wait {
+pub(crate) enum Wait {
     /// FUTEX_WAIT on `uaddr` (x0 on entry), with or without a timeout.
     Futex { uaddr: u64, timed: bool },
     /// rt_sigsuspend(`mask_ptr`); the mask to restore is in `saved_mask`.
@@ -52,16 +50,16 @@ enum Wait {
 }
 
 /// One thread's signal state.
-struct PerThread {
-    tid: u32,
-    blocked: SigSet,
-    pending: Pending,
-    altstack: AltStack,
+pub(crate) struct PerThread {
+    pub(crate) tid: u32,
+    pub(crate) blocked: SigSet,
+    pub(crate) pending: Pending,
+    pub(crate) altstack: AltStack,
     /// rt_sigsuspend's mask to restore (into the handler frame's uc_sigmask).
-    saved_mask: Option<SigSet>,
-    wait: Option<Wait>,
+    pub(crate) saved_mask: Option<SigSet>,
+    pub(crate) wait: Option<Wait>,
     /// x0 of a system call whose x0 now holds a restart code (`signal::restart`).
-    restart_x0: Option<u64>,
+    pub(crate) restart_x0: Option<u64>,
 }
 
 impl PerThread {
@@ -78,30 +76,30 @@ impl PerThread {
     }
 }
 
-struct State {
+pub(crate) struct State {
     actions: [SigAction; num::_NSIG as usize],
     /// Process-directed signals (kill, rt_sigqueueinfo): any thread not blocking one may take it.
-    shared: Pending,
-    threads: Vec<PerThread>,
+    pub(crate) shared: Pending,
+    pub(crate) threads: Vec<PerThread>,
 }
 
 impl State {
-    fn thread(&mut self, tid: u32) -> Option<&mut PerThread> {
+    pub(crate) fn thread(&mut self, tid: u32) -> Option<&mut PerThread> {
         self.threads.iter_mut().find(|t| t.tid == tid)
     }
 
     /// The action of `sig` (1..=64; callers check the number first).
-    fn action(&self, sig: u32) -> SigAction {
+    pub(crate) fn action(&self, sig: u32) -> SigAction {
         self.actions.get((sig as usize).wrapping_sub(1)).copied().unwrap_or(SigAction::DEFAULT)
     }
 
-    fn set_action(&mut self, sig: u32, action: SigAction) {
+    pub(crate) fn set_action(&mut self, sig: u32, action: SigAction) {
         if let Some(slot) = self.actions.get_mut((sig as usize).wrapping_sub(1)) {
             *slot = action;
         }
     }
 
-    fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.shared.len() + self.threads.iter().map(|t| t.pending.len()).sum::<usize>()
     }
 
@@ -116,10 +114,10 @@ impl State {
 
 /// The signal state of a process (all its threads share the actions: CLONE_SIGHAND).
 pub struct Signals {
-    state: Mutex<State>,
+    pub(crate) state: Mutex<State>,
     /// Signals queued anywhere in the process: when 0 (almost always), returning to EL0 costs
     /// one load.
-    queued: AtomicUsize,
+    pub(crate) queued: AtomicUsize,
     /// Threads with a [`Wait`] recorded: when 0 and nothing is queued, resuming a thread costs
     /// two loads.
     waiting: AtomicUsize,
@@ -202,7 +200,7 @@ impl Signals {
     }
 
     /// Records that thread `t` (of this process) parks in `wait`.
-    fn set_wait(&self, t: &mut PerThread, wait: Wait) {
+    pub(crate) fn set_wait(&self, t: &mut PerThread, wait: Wait) {
         if t.wait.replace(wait).is_none() {
             self.waiting.fetch_add(1, Ordering::AcqRel);
         }
@@ -236,17 +234,17 @@ impl Signals {
 }
 
 /// Takes a signal of `set` pending for thread `tid` (its own first, then the process's).
-fn take_from(st: &mut State, tid: u32, set: SigSet) -> Option<SigInfo> {
+pub(crate) fn take_from(st: &mut State, tid: u32, set: SigSet) -> Option<SigInfo> {
     let own = st.thread(tid).and_then(|t| t.pending.take(set));
     own.or_else(|| st.shared.take(set))
 }
 
-fn ret(v: i64) -> u64 {
+pub(crate) fn ret(v: i64) -> u64 {
     v as u64
 }
 
 /// rt_sigtimedwait's result for `info`: its number, after its siginfo is copied out.
-fn finish_taken(p: &Process, info: &SigInfo, uinfo: u64) -> i64 {
+pub(crate) fn finish_taken(p: &Process, info: &SigInfo, uinfo: u64) -> i64 {
     if uinfo != 0 && copy_out(p, uinfo, &info.0).is_err() {
         return -EFAULT;
     }
@@ -255,14 +253,14 @@ fn finish_taken(p: &Process, info: &SigInfo, uinfo: u64) -> i64 {
 
 /// Who a signal is for.
 #[derive(Clone, Copy)]
-enum Target {
+pub(crate) enum Target {
     Process,
     Thread(u32),
 }
 
 /// Queues `info` for `target` and wakes a thread that can take it. `Err(errno)` if the target
 /// does not exist or the queue is full.
-fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
+pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
     let sig = info.signo();
     let wake = {
         let mut st = p.signals.state.lock();
@@ -297,9 +295,9 @@ fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
         wake
     };
     if let Some(tid) = wake {
-        super::sched::interrupt(p, tid);
+        crate::sched::interrupt(p, tid);
     }
-    super::sched::kick_cpus(p);
+    crate::sched::kick_cpus(p);
     Ok(())
 }
 
@@ -353,7 +351,7 @@ fn store(ctx: &Context, regs: &mut UserRegs, fp: &mut FpState) {
 }
 
 /// Runs `f` on the user context saved in `frame` (and the FP/SIMD state below it).
-fn with_frame<R>(frame: &mut TrapFrame, f: impl FnOnce(&mut Context) -> R) -> R {
+pub(crate) fn with_frame<R>(frame: &mut TrapFrame, f: impl FnOnce(&mut Context) -> R) -> R {
     // SAFETY: `frame` is the frame of an exception from EL0 (only those reach process code),
     // being handled now, below which FpState::below keeps the FP/SIMD state.
     let mut fp = unsafe { *FpState::below(frame) };
@@ -434,7 +432,7 @@ fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
             drop(st);
             ctx.x[0] = ret(match taken {
                 Some(si) => finish_taken(p, &si, info),
-                None if woke == -super::syscall::errno::ETIMEDOUT => -EAGAIN,
+                None if woke == -crate::syscall::errno::ETIMEDOUT => -EAGAIN,
                 None => Errno::EINTR.as_ret(),
             });
         }
@@ -586,7 +584,7 @@ fn trampoline(p: &Process) -> u64 {
         Ok(_) => addr,
         Err(other) => {
             // Another thread made one first: use it.
-            super::vm_syscalls::munmap(p, addr, TRAMPOLINE_SIZE);
+            crate::syscall::memory::munmap(p, addr, TRAMPOLINE_SIZE);
             other
         }
     }
@@ -601,7 +599,7 @@ const TRAMPOLINE_SIZE: u64 = mm::addr::PAGE_SIZE;
 static FRAME_OUT: [Mutex<[u8; frame::TOTAL]>; crate::smp::MAX_CPUS] =
     [const { Mutex::new([0; frame::TOTAL]) }; crate::smp::MAX_CPUS];
 /// See [`FRAME_OUT`].
-pub(super) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::smp::MAX_CPUS] =
+pub(crate) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::smp::MAX_CPUS] =
     [const { Mutex::new([0; frame::FRAME_SIZE]) }; crate::smp::MAX_CPUS];
 
 /// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
@@ -612,16 +610,16 @@ fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
     const MAP_PRIVATE_ANONYMOUS: u64 = 0x02 | 0x20;
     let rw = PROT_READ | PROT_WRITE;
     let addr =
-        super::vm_syscalls::mmap(p, 0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE_ANONYMOUS | flags, u64::MAX, 0);
+        crate::syscall::memory::mmap(p, 0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE_ANONYMOUS | flags, u64::MAX, 0);
     let addr = u64::try_from(addr).ok()?;
     let mut code = [0u8; 8];
     code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
     code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());
     let ready = copy_out(p, addr, &code).is_ok()
         && super::sync_user_icache(p, addr)
-        && super::vm_syscalls::mprotect(p, addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC) == 0;
+        && crate::syscall::memory::mprotect(p, addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC) == 0;
     if !ready {
-        super::vm_syscalls::munmap(p, addr, TRAMPOLINE_SIZE);
+        crate::syscall::memory::munmap(p, addr, TRAMPOLINE_SIZE);
         return None;
     }
     Some(addr)

@@ -93,7 +93,7 @@ pub fn poll_input() {
         crate::console::write_bytes(&echo[..echoed], onlcr);
     }
     if readable {
-        crate::process::sched::wake_input_waiters();
+        crate::sched::wake_input_waiters();
     }
 }
 

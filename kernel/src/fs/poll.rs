@@ -9,20 +9,20 @@ use alloc::vec::Vec;
 use linux_abi::layout::PollFd;
 use linux_abi::poll;
 
-use super::Action;
-use super::Process;
-use super::files::{done, fail, file};
-use super::posix::{FD_LIMIT, FileKind, OpenFile};
-use super::sched::{Wait, WaitFor};
-use super::syscall::errno::*;
-use super::syscall::{copy_in, copy_out};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::fallible;
+use crate::process::Action;
+use crate::process::Process;
+use crate::process::posix::{FD_LIMIT, FileKind, OpenFile};
+use crate::sched::{Wait, WaitFor};
+use crate::syscall::errno::*;
+use crate::syscall::files::{done, fail, file};
+use crate::syscall::{copy_in, copy_out};
 
 /// What the console is ready for now (POLLIN when a read would return, POLLOUT always).
 fn console_ready() -> u16 {
-    crate::tty::poll_input();
-    let input = if crate::tty::readable() { poll::POLLIN | poll::POLLRDNORM } else { 0 };
+    crate::fs::tty::poll_input();
+    let input = if crate::fs::tty::readable() { poll::POLLIN | poll::POLLRDNORM } else { 0 };
     input | poll::POLLOUT | poll::POLLWRNORM
 }
 
@@ -34,7 +34,7 @@ fn ready_of(f: &OpenFile) -> u16 {
         // A regular file is always ready, as Linux's poll says for files without a poll method.
         FileKind::Listing(_) => poll::POLLIN | poll::POLLRDNORM | poll::POLLOUT | poll::POLLWRNORM,
         FileKind::Pipe(end) => {
-            let (readable, writable) = super::pipe::ready(end);
+            let (readable, writable) = crate::fs::pipe::ready(end);
             let mut r = 0;
             if readable {
                 r |= poll::POLLIN | poll::POLLRDNORM;
@@ -42,7 +42,7 @@ fn ready_of(f: &OpenFile) -> u16 {
             if writable {
                 r |= poll::POLLOUT | poll::POLLWRNORM;
             }
-            r | super::pipe::hangup(end)
+            r | crate::fs::pipe::hangup(end)
         }
         // A regular file is always ready (Linux's DEFAULT_POLLMASK).
         FileKind::Memfd(_) => poll::POLLIN | poll::POLLRDNORM | poll::POLLOUT | poll::POLLWRNORM,
@@ -59,7 +59,7 @@ fn poll_deadline(p: &Process, tsp: u64, kept: Option<u64>) -> Result<Option<u64>
     if tsp == 0 {
         return Ok(None);
     }
-    let t = super::time::read_valid_timespec(p, tsp)?;
+    let t = crate::syscall::time::read_valid_timespec(p, tsp)?;
     Ok(Some(crate::wallclock::deadline_after(t.to_ns())))
 }
 
@@ -74,7 +74,7 @@ fn poll_expired(deadline: Option<u64>) -> bool {
 /// this code.
 pub fn ppoll(p: &Process, frame: &mut TrapFrame, resume: &mut Option<u64>, a: [u64; 6]) -> Action {
     let [fds, nfds, tsp, sigmask, sigsetsize, _] = a;
-    let generation = super::sched::event_generation();
+    let generation = crate::sched::event_generation();
     let kept = resume.take();
     if nfds > FD_LIMIT as u64 {
         return fail(frame, EINVAL);
@@ -130,7 +130,7 @@ fn block_for_poll(generation: u32, deadline: Option<u64>, resume: &mut Option<u6
 /// [`ppoll`]); the remaining time is not written back.
 pub fn pselect6(p: &Process, frame: &mut TrapFrame, resume: &mut Option<u64>, a: [u64; 6]) -> Action {
     let [nfds, sets @ .., tsp, _] = a;
-    let generation = super::sched::event_generation();
+    let generation = crate::sched::event_generation();
     let kept = resume.take();
     if nfds as i64 > FD_LIMIT as i64 || (nfds as i64) < 0 {
         return fail(frame, EINVAL);

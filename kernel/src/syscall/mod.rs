@@ -4,13 +4,20 @@
 //! goes through [`copy_in`]/[`copy_out`] (EFAULT, never a kernel fault; a page not yet touched is
 //! demand-paged first), and no argument value can make the kernel panic: anything not understood
 //! is EINVAL or ENOSYS, as Linux answers.
+pub mod files;
+pub mod futex;
+pub mod identity;
+pub mod memory;
+pub mod signals;
+pub mod time;
+
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 use mm::vm::abi;
 
-use super::{Access, Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{Fault, copy_from_user, copy_to_user};
+use crate::process::{Access, Action, Process, Thread};
 use crate::smp::current_cpu;
 
 /// The errno values the system calls return, as positive `i64` codes (`-CODE` in x0), all from
@@ -132,7 +139,7 @@ pub mod nr {
 
 /// Handles the system call in `frame` for `thread`; tells the scheduler what to do next.
 pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
-    use super::{files, futex, identity, time};
+    use crate::syscall::{files, futex, identity, time};
     let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
     // A borrow, not a clone: the thread's own reference keeps the process alive through the
     // call, and a clone and its drop are two atomic read-modify-writes on every system call.
@@ -153,7 +160,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
                 files::Buffers::Vector(a[1], a[2]),
             );
         }
-        nr::PIPE2 => super::pipe::pipe2(p, a[0], a[1]),
+        nr::PIPE2 => crate::fs::pipe::pipe2(p, a[0], a[1]),
         nr::CLOSE => files::close(p, a[0]),
         nr::DUP => files::dup(p, a[0]),
         nr::DUP3 => files::dup3(p, a[0], a[1], a[2]),
@@ -163,27 +170,27 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::NEWFSTATAT => files::newfstatat(p, a[0], a[1], a[2], a[3]),
         nr::STATX => files::statx(p, a[0], a[1], a[2], a[4]),
         nr::LSEEK => files::lseek(p, a[0], a[1], a[2]),
-        nr::PREAD64 => super::memfd::pread_pwrite(p, a[0], a[1], a[2], a[3], false),
-        nr::PWRITE64 => super::memfd::pread_pwrite(p, a[0], a[1], a[2], a[3], true),
-        nr::FTRUNCATE => super::memfd::ftruncate(p, a[0], a[1]),
-        nr::MEMFD_CREATE => super::memfd::memfd_create(p, a[0], a[1]),
-        nr::OPENAT => super::procfs::openat(p, a[1], a[2]),
+        nr::PREAD64 => crate::fs::memfd::pread_pwrite(p, a[0], a[1], a[2], a[3], false),
+        nr::PWRITE64 => crate::fs::memfd::pread_pwrite(p, a[0], a[1], a[2], a[3], true),
+        nr::FTRUNCATE => crate::fs::memfd::ftruncate(p, a[0], a[1]),
+        nr::MEMFD_CREATE => crate::fs::memfd::memfd_create(p, a[0], a[1]),
+        nr::OPENAT => crate::procfs::openat(p, a[1], a[2]),
         nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(p, a[1]),
         nr::READLINKAT => files::readlinkat(p, a[1], a[3]),
         nr::GETCWD => files::getcwd(p, a[0], a[1]),
-        nr::PPOLL => return super::poll::ppoll(p, frame, &mut thread.poll_deadline, a),
-        nr::PSELECT6 => return super::poll::pselect6(p, frame, &mut thread.poll_deadline, a),
+        nr::PPOLL => return crate::fs::poll::ppoll(p, frame, &mut thread.poll_deadline, a),
+        nr::PSELECT6 => return crate::fs::poll::pselect6(p, frame, &mut thread.poll_deadline, a),
         // Threads and futexes.
         nr::EXIT => return exit_thread(thread, a[0]),
-        nr::EXIT_GROUP => return super::kill_with(p, a[0] & 0xff, true),
+        nr::EXIT_GROUP => return crate::process::kill_with(p, a[0] & 0xff, true),
         nr::SET_TID_ADDRESS => {
             thread.clear_child_tid = a[0];
             i64::from(thread.tid)
         }
         nr::CLONE => return fork_or_thread(thread, frame, a),
-        nr::WAIT4 => return super::family::wait4(thread, frame, a[0], a[1], a[2], a[3]),
-        nr::WAITID => return super::family::waitid(thread, frame, a[0], a[1], a[2], a[3], a[4]),
-        nr::EXECVE => return super::exec::execve(thread, frame, a[0], a[1], a[2]),
+        nr::WAIT4 => return crate::process::family::wait4(thread, frame, a[0], a[1], a[2], a[3]),
+        nr::WAITID => return crate::process::family::waitid(thread, frame, a[0], a[1], a[2], a[3], a[4]),
+        nr::EXECVE => return crate::process::exec::execve(thread, frame, a[0], a[1], a[2]),
         nr::FUTEX => return futex::futex(thread, frame, a),
         nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
         nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
@@ -218,7 +225,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::SYSINFO => identity::sysinfo(thread, a[0]),
         nr::PRCTL => match a[0] {
             identity::PR_SET_NAME | identity::PR_GET_NAME => identity::prctl(thread, a[0], a[1]),
-            _ => super::vm_syscalls::prctl(p, a[0], a[1], a[2], a[3], a[4]),
+            _ => crate::syscall::memory::prctl(p, a[0], a[1], a[2], a[3], a[4]),
         },
         nr::PERSONALITY => identity::personality(thread, a[0]),
         nr::UNAME => uname(p, a[0]),
@@ -231,22 +238,22 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
             prlimit(thread, a[0], a[1], (a[2] != 0).then_some(a[2]), (a[3] != 0).then_some(a[3]))
         }
         // Memory.
-        nr::MMAP => super::vm_syscalls::mmap(p, a[0], a[1], a[2], a[3], a[4], a[5]),
-        nr::MUNMAP => super::vm_syscalls::munmap(p, a[0], a[1]),
-        nr::MPROTECT => super::vm_syscalls::mprotect(p, a[0], a[1], a[2]),
-        nr::MADVISE => super::vm_syscalls::madvise(p, a[0], a[1], a[2]),
-        nr::BRK => super::vm_syscalls::brk(p, a[0]),
-        nr::MREMAP => super::vm_syscalls::mremap(p, a[0], a[1], a[2], a[3], a[4]),
-        nr::MSYNC => super::vm_syscalls::msync(p, a[0], a[1], a[2]),
-        nr::MLOCK => super::vm_syscalls::mlock2(p, a[0], a[1], 0),
-        nr::MUNLOCK => super::vm_syscalls::munlock(p, a[0], a[1]),
-        nr::MLOCKALL => super::vm_syscalls::mlockall(p, a[0]),
-        nr::MUNLOCKALL => super::vm_syscalls::munlockall(p),
-        nr::MINCORE => super::vm_syscalls::mincore(p, a[0], a[1], a[2]),
-        nr::MLOCK2 => super::vm_syscalls::mlock2(p, a[0], a[1], a[2]),
-        abi::SYS_MMAP_NEAR => super::vm_syscalls::mmap_near(p, a[0], a[1], a[2], a[3], a[4]),
-        abi::SYS_CODE_WINDOW => super::vm_syscalls::code_window(p, a[0], a[1], a[2]),
-        abi::SYS_MM_STATS => super::vm_syscalls::mm_stats(p, a[0], a[1]),
+        nr::MMAP => crate::syscall::memory::mmap(p, a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::MUNMAP => crate::syscall::memory::munmap(p, a[0], a[1]),
+        nr::MPROTECT => crate::syscall::memory::mprotect(p, a[0], a[1], a[2]),
+        nr::MADVISE => crate::syscall::memory::madvise(p, a[0], a[1], a[2]),
+        nr::BRK => crate::syscall::memory::brk(p, a[0]),
+        nr::MREMAP => crate::syscall::memory::mremap(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::MSYNC => crate::syscall::memory::msync(p, a[0], a[1], a[2]),
+        nr::MLOCK => crate::syscall::memory::mlock2(p, a[0], a[1], 0),
+        nr::MUNLOCK => crate::syscall::memory::munlock(p, a[0], a[1]),
+        nr::MLOCKALL => crate::syscall::memory::mlockall(p, a[0]),
+        nr::MUNLOCKALL => crate::syscall::memory::munlockall(p),
+        nr::MINCORE => crate::syscall::memory::mincore(p, a[0], a[1], a[2]),
+        nr::MLOCK2 => crate::syscall::memory::mlock2(p, a[0], a[1], a[2]),
+        abi::SYS_MMAP_NEAR => crate::syscall::memory::mmap_near(p, a[0], a[1], a[2], a[3], a[4]),
+        abi::SYS_CODE_WINDOW => crate::syscall::memory::code_window(p, a[0], a[1], a[2]),
+        abi::SYS_MM_STATS => crate::syscall::memory::mm_stats(p, a[0], a[1]),
         abi::SYS_FAIL_NTH => match crate::memory::fallible::fail_nth(p.pid, thread.tid, a[0]) {
             Some(left) => left as i64,
             None => unknown(thread, abi::SYS_FAIL_NTH),
@@ -261,7 +268,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
 /// time each process makes it (up to `posix::REPORTS` of them), so a program that fails on it
 /// says why.
 fn unknown(thread: &Thread, nr: u64) -> i64 {
-    use super::posix::Report;
+    use crate::process::posix::Report;
     let p = &thread.process;
     match p.posix.report_unknown(nr) {
         Report::Name => crate::kprintln!(
@@ -315,7 +322,7 @@ fn with_faults(
             Err(fault) => {
                 let space = p.space().ok_or(fault)?;
                 space.lock().fault(fault.at, access).map_err(|_| fault)?;
-                super::PAGE_FAULTS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                crate::process::PAGE_FAULTS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                 last = Some(fault.at);
             }
         }
@@ -425,10 +432,10 @@ fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     if !p.exiting.load(Ordering::Acquire) {
         p.status.store(status & 0xff, Ordering::Release);
     }
-    super::futex::release_robust_list(thread);
+    crate::syscall::futex::release_robust_list(thread);
     if thread.clear_child_tid != 0 {
         let _ = copy_out(&p, thread.clear_child_tid, &0u32.to_le_bytes());
-        super::sched::futex_wake(&p, thread.clear_child_tid, linux_abi::futex::FUTEX_BITSET_MATCH_ANY, 1);
+        crate::sched::futex_wake(&p, thread.clear_child_tid, linux_abi::futex::FUTEX_BITSET_MATCH_ANY, 1);
     }
     Action::ExitThread
 }
@@ -473,7 +480,7 @@ fn fork_or_thread(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Ac
         unknown(thread, nr::CLONE)
     } else {
         let vfork = flags & CLONE_VFORK != 0;
-        return super::family::fork(thread, frame, flags, a[1], a[2], a[3], a[4], vfork);
+        return crate::process::family::fork(thread, frame, flags, a[1], a[2], a[3], a[4], vfork);
     };
     frame.x[0] = result as u64;
     Action::Continue
@@ -511,7 +518,7 @@ fn clone(
         return -EAGAIN;
     }
     // Linux's copy_process checks the thread limit before anything is written to the caller.
-    if super::sched::live_threads() >= super::sched::max_threads() {
+    if crate::sched::live_threads() >= crate::sched::max_threads() {
         return -EAGAIN;
     }
     let tid = p.next_tid.fetch_add(1, Ordering::Relaxed);
@@ -523,14 +530,14 @@ fn clone(
     }
     let clone = CloneArgs { flags, stack, tls, ctid };
     // The name is inherited; the robust list is the new thread's to register (Linux clears it).
-    let posix = super::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() };
+    let posix = crate::process::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() };
     let child = clone.child(thread, frame, tid, p.clone(), posix);
     if let Err(e) = p.signals.thread_created(thread.tid, tid) {
         return e.as_ret();
     }
     // Counted before it can run (a child that exits at once must find itself counted).
     p.threads.fetch_add(1, Ordering::AcqRel);
-    match super::sched::admit(child) {
+    match crate::sched::admit(child) {
         Ok(()) => i64::from(tid),
         Err(e) => {
             p.signals.thread_gone(tid);
@@ -611,8 +618,8 @@ impl CloneArgs {
         caller: &Thread,
         frame: &mut TrapFrame,
         tid: u32,
-        process: Arc<super::Process>,
-        posix: super::posix::ThreadPosix,
+        process: Arc<crate::process::Process>,
+        posix: crate::process::posix::ThreadPosix,
     ) -> Thread {
         use aarch64_cpu::registers::{Readable, TPIDR_EL0};
         let mut regs = caller.regs.clone();

@@ -3,7 +3,7 @@
 //! path calls of a machine without a file system (`openat`, `faccessat`, `readlinkat`: ENOENT;
 //! `getcwd`: "/").
 //!
-//! Every open file is the console (`crate::tty`), a character device like Linux's
+//! Every open file is the console (`crate::fs::tty`), a character device like Linux's
 //! `/dev/console` (major 5, minor 1): `isatty` holds, so C libraries line-buffer standard output.
 //! A read that finds no input blocks the thread ([`WaitFor::Input`]) unless the description has
 //! `O_NONBLOCK` (EAGAIN); a poll or select that finds nothing ready blocks until console input,
@@ -21,14 +21,14 @@ use linux_abi::layout::{Stat, Winsize, encode_dev};
 use linux_abi::termios::{TERMIOS_SIZE, Termios};
 use linux_abi::time::Timespec;
 
-use super::posix::{FD_LIMIT, FdEntry, FileKind, O_APPEND, O_CLOEXEC, O_NONBLOCK, OpenFile};
-use super::sched::{Wait, WaitFor};
-use super::syscall::copy_in;
-use super::syscall::copy_out;
-use super::syscall::errno::*;
-use super::{Action, Process};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::fallible;
+use crate::process::posix::{FD_LIMIT, FdEntry, FileKind, O_APPEND, O_CLOEXEC, O_NONBLOCK, OpenFile};
+use crate::process::{Action, Process};
+use crate::sched::{Wait, WaitFor};
+use crate::syscall::copy_in;
+use crate::syscall::copy_out;
+use crate::syscall::errno::*;
 
 /// Bytes moved per read (a canonical line is at most 4096).
 const READ_CHUNK: usize = 4096;
@@ -41,16 +41,16 @@ const AT_EMPTY_PATH: u64 = 0x1000;
 /// Longest path read from a program (`PATH_MAX`).
 const PATH_MAX: usize = 4096;
 
-pub(super) fn file(p: &Process, fd: u64) -> Result<Arc<OpenFile>, i64> {
+pub(crate) fn file(p: &Process, fd: u64) -> Result<Arc<OpenFile>, i64> {
     p.posix.files.lock().get(fd).map(|e| e.file.clone()).ok_or(EBADF)
 }
 
-pub(super) fn fail(frame: &mut TrapFrame, errno: i64) -> Action {
+pub(crate) fn fail(frame: &mut TrapFrame, errno: i64) -> Action {
     frame.x[0] = (-errno) as u64;
     Action::Continue
 }
 
-pub(super) fn done(frame: &mut TrapFrame, value: i64) -> Action {
+pub(crate) fn done(frame: &mut TrapFrame, value: i64) -> Action {
     frame.x[0] = value as u64;
     Action::Continue
 }
@@ -123,20 +123,20 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers) -> Ac
         Err(e) => return fail(frame, e),
     };
     if let FileKind::Pipe(end) = &f.kind {
-        return super::pipe::read(p, frame, &f, end, &buffers);
+        return crate::fs::pipe::read(p, frame, &f, end, &buffers);
     }
     if let FileKind::Listing(listing) = &f.kind {
-        return done(frame, super::procfs::read(p, listing, &buffers));
+        return done(frame, crate::procfs::read(p, listing, &buffers));
     }
     if let FileKind::Memfd(_) = &f.kind {
-        return done(frame, super::memfd::read(&f, p, &buffers));
+        return done(frame, crate::fs::memfd::read(&f, p, &buffers));
     }
     let total = buffers.iter().map(|b| b.1).sum::<u64>().min(READ_CHUNK as u64) as usize;
     if total == 0 {
         return done(frame, 0);
     }
     let Ok(mut data) = fallible::zeroed::<u8>(total) else { return fail(frame, ENOMEM) };
-    let Some(n) = crate::tty::read(&mut data) else {
+    let Some(n) = crate::fs::tty::read(&mut data) else {
         if f.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
             return fail(frame, EAGAIN);
         }
@@ -166,13 +166,13 @@ pub fn write(p: &Process, frame: &mut TrapFrame, progress: &mut u64, fd: u64, bu
         Err(e) => return fail(frame, e),
     };
     if let FileKind::Pipe(end) = &f.kind {
-        return super::pipe::write(p, frame, progress, &f, end, &buffers);
+        return crate::fs::pipe::write(p, frame, progress, &f, end, &buffers);
     }
     if let FileKind::Listing(_) = &f.kind {
-        return fail(frame, super::procfs::write_error(&f));
+        return fail(frame, crate::procfs::write_error(&f));
     }
     if let FileKind::Memfd(_) = &f.kind {
-        return done(frame, super::memfd::write(&f, p, &buffers));
+        return done(frame, crate::fs::memfd::write(&f, p, &buffers));
     }
     done(frame, write_console(p, &buffers))
 }
@@ -188,7 +188,7 @@ fn write_console(p: &Process, buffers: &[(u64, u64)]) -> i64 {
                 // Linux returns what was written before the fault, EFAULT if nothing was.
                 return if written == 0 { -EFAULT } else { written as i64 };
             }
-            crate::tty::write(&chunk[..n]);
+            crate::fs::tty::write(&chunk[..n]);
             off += n as u64;
             written += n as u64;
         }
@@ -300,7 +300,7 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
     if let FileKind::Pipe(end) = &f.kind {
         // A pipe is no terminal: only the queue size (and FIONBIO, below) are known to it.
         return match request as u32 as u64 {
-            FIONREAD => out(&(super::pipe::available(end) as u32).to_le_bytes()),
+            FIONREAD => out(&(crate::fs::pipe::available(end) as u32).to_le_bytes()),
             FIONBIO => {
                 let mut b = [0u8; 4];
                 if copy_in(p, &mut b, arg).is_err() {
@@ -322,33 +322,33 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
     };
     let ctty = p.posix.ctty.load(Ordering::Acquire);
     match request as u32 as u64 {
-        TCGETS => out(&crate::tty::termios().to_bytes()),
+        TCGETS => out(&crate::fs::tty::termios().to_bytes()),
         TCSETS | TCSETSW | TCSETSF => {
             let mut b = [0u8; TERMIOS_SIZE];
             if copy_in(p, &mut b, arg).is_err() {
                 return -EFAULT;
             }
             // Output is written synchronously, so TCSETSW's drain has nothing to wait for.
-            crate::tty::set_termios(Termios::from_bytes(b), request == TCSETSF);
+            crate::fs::tty::set_termios(Termios::from_bytes(b), request == TCSETSF);
             0
         }
-        TIOCGWINSZ => out(&crate::tty::winsize().to_bytes()),
+        TIOCGWINSZ => out(&crate::fs::tty::winsize().to_bytes()),
         TIOCSWINSZ => {
             let mut b = [0u8; 8];
             if copy_in(p, &mut b, arg).is_err() {
                 return -EFAULT;
             }
-            crate::tty::set_winsize(Winsize::from_bytes(b));
+            crate::fs::tty::set_winsize(Winsize::from_bytes(b));
             0
         }
-        FIONREAD => out(&(crate::tty::available() as u32).to_le_bytes()),
+        FIONREAD => out(&(crate::fs::tty::available() as u32).to_le_bytes()),
         TIOCOUTQ => out(&0u32.to_le_bytes()),
         TCFLSH => {
             if arg > 2 {
                 return -EINVAL;
             }
             if arg != 1 {
-                crate::tty::flush_input();
+                crate::fs::tty::flush_input();
             }
             0
         }
@@ -371,7 +371,7 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
                 return -EPERM;
             }
             p.posix.ctty.store(true, Ordering::Release);
-            crate::tty::set_foreground(p.posix.pgid.load(Ordering::Acquire));
+            crate::fs::tty::set_foreground(p.posix.pgid.load(Ordering::Acquire));
             0
         }
         TIOCNOTTY => {
@@ -381,13 +381,13 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> i64 {
             p.posix.ctty.store(false, Ordering::Release);
             0
         }
-        TIOCGPGRP if ctty => out(&crate::tty::foreground().to_le_bytes()),
+        TIOCGPGRP if ctty => out(&crate::fs::tty::foreground().to_le_bytes()),
         TIOCGSID if ctty => out(&p.posix.sid.load(Ordering::Acquire).to_le_bytes()),
         TIOCSPGRP if ctty => match in_u32() {
             Ok(pgrp) if (pgrp as i32) < 0 => -EINVAL,
             Ok(pgrp) if pgrp != p.posix.pgid.load(Ordering::Acquire) => -EPERM, // the only group
             Ok(pgrp) => {
-                crate::tty::set_foreground(pgrp);
+                crate::fs::tty::set_foreground(pgrp);
                 0
             }
             Err(e) => -e,
@@ -414,15 +414,15 @@ fn console_stat() -> Stat {
 /// `fstat(fd, buf)`.
 pub fn fstat(p: &Process, fd: u64, buf: u64) -> i64 {
     let stat = match file(p, fd) {
-        Ok(f) if matches!(f.kind, FileKind::Listing(_)) => super::procfs::stat(),
-        Ok(f) => super::memfd::stat(&f).unwrap_or_else(console_stat),
+        Ok(f) if matches!(f.kind, FileKind::Listing(_)) => crate::procfs::stat(),
+        Ok(f) => crate::fs::memfd::stat(&f).unwrap_or_else(console_stat),
         Err(e) => return -e,
     };
     if copy_out(p, buf, &stat.to_bytes()).is_err() { -EFAULT } else { 0 }
 }
 
 /// Reads a NUL-terminated path; EFAULT, or ENAMETOOLONG past `PATH_MAX`.
-pub(super) fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
+pub(crate) fn read_path(p: &Process, addr: u64) -> Result<Vec<u8>, i64> {
     let mut path = Vec::new();
     loop {
         let mut b = [0u8; 1];
@@ -493,7 +493,7 @@ pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, buf: u64) -> i64 {
 /// `lseek(fd, offset, whence)`: a tty cannot seek; a memfd can.
 pub fn lseek(p: &Process, fd: u64, offset: u64, whence: u64) -> i64 {
     match file(p, fd) {
-        Ok(f) if matches!(f.kind, FileKind::Memfd(_)) => super::memfd::lseek(&f, offset, whence),
+        Ok(f) if matches!(f.kind, FileKind::Memfd(_)) => crate::fs::memfd::lseek(&f, offset, whence),
         Ok(_) => -ESPIPE,
         Err(e) => -e,
     }

@@ -5,8 +5,8 @@ use mm::user::LargeFaults;
 use mm::vm::Errno;
 use mm::vm::abi::{CodeWindowInfo, MmStats, WINDOW_GET};
 
-use super::syscall::{copy_out, errno::*};
-use super::{Mm, PAGE_FAULTS, Process};
+use crate::process::{Mm, PAGE_FAULTS, Process};
+use crate::syscall::{copy_out, errno::*};
 
 fn errno(e: Errno) -> i64 {
     -i64::from(e.code())
@@ -28,7 +28,7 @@ fn with_mm<R: From<i64>>(p: &Process, f: impl FnOnce(&mut Mm) -> R) -> R {
 /// `mmap(addr, len, prot, flags, fd, offset)`.
 pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, map_flags: u64, fd: u64, offset: u64) -> i64 {
     if map_flags & mm::vm::flags::MAP_ANONYMOUS == 0 {
-        return super::memfd::mmap(p, addr, len, prot, map_flags, fd, offset);
+        return crate::fs::memfd::mmap(p, addr, len, prot, map_flags, fd, offset);
     }
     with_mm(p, |mm| mm.mmap(addr, len, prot, map_flags, fd as i32, offset).map_or_else(errno, |a| a as i64))
 }

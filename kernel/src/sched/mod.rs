@@ -43,11 +43,11 @@ use mm::vm::{Errno, limits};
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, TTBR0_EL1, Writeable};
 use spin::Mutex;
 
-use super::{Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{self, KernelContext};
 use crate::irq;
 use crate::memory::fallible;
+use crate::process::{Action, Process, Thread};
 use crate::smp::{MAX_CPUS, current_cpu};
 
 const CODE_YIELD: u64 = 1;
@@ -268,7 +268,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
     let cpu = current_cpu();
     loop {
         // The first process and every process it started (orphans are its children).
-        if until.is_some_and(|p| p.done.load(Ordering::Acquire) && super::family::live() == 0) {
+        if until.is_some_and(|p| p.done.load(Ordering::Acquire) && crate::process::family::live() == 0) {
             return;
         }
         let work = KERNEL_WORK[cpu].lock().take();
@@ -295,7 +295,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         };
         thread.process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
         let asid = crate::memory::asids::switch_to(space.asid(), cpu);
-        TTBR0_EL1.set(crate::boot::translation::ttbr(space.root(), asid));
+        TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(space.root(), asid));
         drop(space);
         TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
         TPIDR_EL0.set(thread.tpidr);
@@ -303,7 +303,7 @@ pub fn run_cpu(until: Option<&Arc<Process>>) {
         // A signal for the thread is delivered (and the call it waited in finished) now, with
         // its address space live.
         let mut thread = thread;
-        if super::signals::on_resume(&mut thread) == Action::ExitThread {
+        if crate::process::signals::on_resume(&mut thread) == Action::ExitThread {
             TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
             aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
             finish(thread);
@@ -349,14 +349,14 @@ fn finish(thread: Box<Thread>) {
     process.signals.thread_gone(thread.tid);
     drop(thread);
     LIVE_THREADS.fetch_sub(1, Ordering::AcqRel);
-    let torn_down = super::thread_exited(&process);
+    let torn_down = crate::process::thread_exited(&process);
     // This CPU's reference goes before the process stops counting as live: once none is live,
     // the CPU in `run_cpu(Some(..))` returns, and its caller may at once find the process table
     // empty (the test image checks it after every program). Counting down first let a process
     // whose last reference was this one still be listed then, while this CPU was held up.
     drop(process);
     if torn_down {
-        super::family::ended();
+        crate::process::family::ended();
     }
 }
 
@@ -366,7 +366,7 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
     let action = {
         let mut current = CURRENT[cpu].lock();
         match current.as_mut() {
-            Some(thread) => super::user_exception(thread, frame, kind),
+            Some(thread) => crate::process::user_exception(thread, frame, kind),
             None => Action::ExitThread,
         }
     };
@@ -386,7 +386,7 @@ pub fn handle(frame: &mut TrapFrame, kind: u64) {
     }
 }
 
-use super::syscall::errno::{EAGAIN, EFAULT, EINTR, ETIMEDOUT};
+use crate::syscall::errno::{EAGAIN, EFAULT, EINTR, ETIMEDOUT};
 
 /// Blocks the current thread as `wait` asks, or returns to it at once when the condition is
 /// already decided (the futex word changed, input is there). A thread with a signal it can take
@@ -420,7 +420,7 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
         }
         WaitFor::Input => {
             // Checked under the wait list's lock: input that arrives after this wakes the thread.
-            if crate::tty::readable() {
+            if crate::fs::tty::readable() {
                 frame.elr -= 4; // restart the call now: it finds the input
                 return;
             }
@@ -429,7 +429,7 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
         WaitFor::Poll { generation } => {
             // Both checked under the wait list's lock: input or a pipe change after this wakes
             // the thread; one since the caller looked restarts the call now.
-            if crate::tty::readable() || EVENTS.load(Ordering::Acquire) != generation {
+            if crate::fs::tty::readable() || EVENTS.load(Ordering::Acquire) != generation {
                 frame.elr -= 4;
                 return;
             }
@@ -447,7 +447,7 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
             drop(waiting);
             save_context(cpu, frame);
             let Some(thread) = CURRENT[cpu].lock().take() else { return };
-            match super::family::park_vfork_parent(thread, pid) {
+            match crate::process::family::park_vfork_parent(thread, pid) {
                 Ok(()) => switch_out(cpu, CODE_BLOCKED),
                 // The child already let go: the thread runs on at once.
                 Err(thread) => {
@@ -463,7 +463,7 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
             WaitFor::Futex { uaddr, .. } => Some((uaddr, wait.deadline.is_some())),
             _ => None,
         };
-        if super::signals::may_park(&thread, futex_wait) {
+        if crate::process::signals::may_park(&thread, futex_wait) {
             // Never allocates: `admit` made room in the list for every live thread.
             waiting.push(Waiter { channel, deadline: wait.deadline, item: thread });
         } else {

@@ -11,6 +11,11 @@
 //! reference to the old one, which is torn down (its ASID invalidated everywhere first) unless a
 //! vfork parent still runs on it; handled signals return to their defaults, close-on-exec
 //! descriptors close, and a vfork parent runs on.
+pub mod elf;
+pub mod load;
+pub mod stack;
+pub mod tiny_elf;
+
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
@@ -22,14 +27,14 @@ use mm::tlb::issue::Aarch64Tlb;
 use mm::vm::Layout;
 use spin::Mutex;
 
-use super::syscall::copy_in;
-use super::syscall::errno::{E2BIG, EACCES, EAGAIN, EFAULT, ENOENT, ENOEXEC, ENOMEM};
 use super::{Action, Mm, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::PSTATE_EL0;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{fallible, frames, tlb};
+use crate::syscall::copy_in;
+use crate::syscall::errno::{E2BIG, EACCES, EAGAIN, EFAULT, ENOENT, ENOEXEC, ENOMEM};
 
 /// The initramfs (a cpio archive), if the boot had one.
 static INITRAMFS: Mutex<Option<&'static [u8]>> = Mutex::new(None);
@@ -121,7 +126,7 @@ fn copy_string(p: &super::Process, at: u64, out: &mut Strings, budget: &mut usiz
 /// `execve(path, argv, envp)`.
 pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, envp: u64) -> Action {
     let p = thread.process.clone();
-    let path = match super::files::read_path(&p, path) {
+    let path = match crate::syscall::files::read_path(&p, path) {
         Ok(path) => path,
         Err(e) => return done(frame, -e),
     };
@@ -169,7 +174,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     }));
     // SAFETY: `image` holds `entry.data.len()` initialised bytes.
     let bytes = unsafe { core::slice::from_raw_parts(image.as_ptr().cast::<u8>(), entry.data.len()) };
-    let exe = match super::elf::parse(bytes) {
+    let exe = match crate::process::exec::elf::parse(bytes) {
         Ok(exe) => exe,
         Err(::elf::Refusal::OutOfMemory) => return done(frame, -ENOMEM),
         Err(_) => return done(frame, -ENOEXEC),
@@ -212,7 +217,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     {
         use aarch64_cpu::registers::{TTBR0_EL1, Writeable};
         let asid = crate::memory::asids::switch_to(space.asid(), crate::smp::current_cpu());
-        TTBR0_EL1.set(crate::boot::translation::ttbr(space.root(), asid));
+        TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(space.root(), asid));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }
     drop(p.replace_space(space));

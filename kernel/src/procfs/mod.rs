@@ -40,10 +40,10 @@ use alloc::sync::Arc;
 use mm::vm::{Vma, VmaFlags};
 use spin::Mutex;
 
-use super::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
-use super::syscall::copy_out;
-use super::syscall::errno::*;
-use super::{Process, STACK_TOP};
+use crate::process::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
+use crate::process::{Process, STACK_TOP};
+use crate::syscall::copy_out;
+use crate::syscall::errno::*;
 use linux_abi::fcntl::S_IFREG;
 use linux_abi::layout::Stat;
 
@@ -78,7 +78,7 @@ impl fmt::Debug for Listing {
 /// every other path is missing (ENOENT). An absolute path ignores `dirfd`, as on Linux; a
 /// relative one is taken from the root, the only working directory there is.
 pub fn openat(p: &Arc<Process>, path: u64, flags: u64) -> i64 {
-    let path = match super::files::read_path(p, path) {
+    let path = match crate::syscall::files::read_path(p, path) {
         Ok(path) => path,
         Err(e) => return -e,
     };

@@ -12,15 +12,15 @@ use signal::num;
 use signal::set::SigSet;
 use signal::stack::{STACK_T_SIZE, StackError, StackT};
 
-use super::{
-    ENOMEM, EPERM, Fault, Target, Wait, finish_taken, force_fault, ret, send, take_from, with_frame,
-};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::kprintln;
-use crate::process::sched::{self, WaitFor};
-use crate::process::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
-use crate::process::syscall::{copy_in, copy_out};
+use crate::process::signals::{
+    ENOMEM, EPERM, Fault, Target, Wait, finish_taken, force_fault, ret, send, take_from, with_frame,
+};
 use crate::process::{Action, Process, Thread};
+use crate::sched::{self, WaitFor};
+use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
+use crate::syscall::{copy_in, copy_out};
 
 /// Linux arm64 system call numbers of the signal calls.
 pub mod nr {
@@ -359,7 +359,7 @@ fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uin
 fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let sp = frame.sp_el0;
-    let mut bytes = super::FRAME_IN[crate::smp::current_cpu()].lock();
+    let mut bytes = crate::process::signals::FRAME_IN[crate::smp::current_cpu()].lock();
     bytes.fill(0);
     // What the kernel wrote first (as Linux, it reads the whole frame only if the records go on).
     let parsed = if !frame::frame_address_ok(sp) {
@@ -402,7 +402,7 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
                         why,
                         status
                     );
-                    super::super::kill(&p, status)
+                    crate::process::kill(&p, status)
                 }
             }
         }

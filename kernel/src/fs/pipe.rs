@@ -20,13 +20,13 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use spin::Mutex;
 
-use super::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
-use super::sched::{self, Wait, WaitFor};
-use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, EPIPE};
-use super::syscall::{copy_in, copy_out};
-use super::{Action, Process};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::fallible;
+use crate::process::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
+use crate::process::{Action, Process};
+use crate::sched::{self, Wait, WaitFor};
+use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, EPIPE};
+use crate::syscall::{copy_in, copy_out};
 
 /// The buffer of a pipe (Linux's default: 16 pages).
 pub const PIPE_SIZE: usize = 64 << 10;
@@ -159,7 +159,7 @@ pub fn read(
     buffers: &[(u64, u64)],
 ) -> Action {
     if end.write {
-        return done(frame, -super::syscall::errno::EBADF);
+        return done(frame, -crate::syscall::errno::EBADF);
     }
     let total = buffers.iter().map(|b| b.1).sum::<u64>().min(PIPE_SIZE as u64) as usize;
     if total == 0 {
@@ -217,7 +217,7 @@ pub fn write(
 ) -> Action {
     let resumed = core::mem::take(progress);
     if !end.write {
-        return done(frame, -super::syscall::errno::EBADF);
+        return done(frame, -crate::syscall::errno::EBADF);
     }
     let total: u64 = buffers.iter().map(|b| b.1).sum();
     if total == 0 {
@@ -295,7 +295,7 @@ pub fn write(
 /// A write with no read end open: `SIGPIPE`, and `EPIPE` unless `written` bytes went in.
 fn broken(p: &Process, frame: &mut TrapFrame, pipe: &Pipe, written: u64) -> Action {
     let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
-    super::signals::send_to_process(p, info);
+    crate::process::signals::send_to_process(p, info);
     if written > 0 { wrote(frame, pipe, written) } else { done(frame, -EPIPE) }
 }
 

@@ -2,7 +2,7 @@
 //! `mm_users`): the memory behind its lock, the ASID context its translations are tagged with
 //! (which also holds the set of CPUs that may cache them), and the root of its page table.
 //!
-//! A [`Process`](super::Process) holds its address space through an `Arc`. `fork` gives the
+//! A [`Process`](crate::process::Process) holds its address space through an `Arc`. `fork` gives the
 //! child a new one (a copy-on-write copy); `clone(CLONE_VM)` without `CLONE_THREAD` (vfork, what
 //! `posix_spawn` does) gives the child another handle to the parent's, so what the child writes
 //! the parent sees, while the parent's other threads keep running on it. `execve` replaces the
@@ -20,9 +20,9 @@ use core::mem::ManuallyDrop;
 use mm::asid::AsidContext;
 use spin::{Mutex, MutexGuard};
 
-use super::Mm;
 use crate::memory::asids::{self, AsidTargets};
 use crate::memory::fallible;
+use crate::process::Mm;
 
 /// One address space, shared by every process that runs on it.
 pub struct AddressSpace {

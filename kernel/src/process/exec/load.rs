@@ -6,13 +6,14 @@
 use mm::addr::PAGE_SIZE;
 use mm::vm::{Prot, VmaFlags};
 
-use super::{Mm, STACK_SIZE, STACK_TOP, elf, stack};
+use super::{elf, stack};
 use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
+use crate::process::{Mm, STACK_SIZE, STACK_TOP};
 
 /// The step of [`load`] that failed, and why (printed by `spawn`; `execve` returns the errno).
 /// No heap: `execve` must be able to fail when there is none.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct LoadError {
+pub(crate) struct LoadError {
     step: LoadStep,
     errno: mm::vm::Errno,
 }
@@ -40,7 +41,7 @@ impl core::fmt::Display for LoadError {
 }
 
 /// Maps the segments, the stack and the initial stack contents; returns the entry registers.
-pub(super) fn load<S: AsRef<[u8]>>(
+pub(crate) fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
     exe: &elf::Executable,
     bytes: &[u8],

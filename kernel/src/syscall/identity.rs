@@ -9,10 +9,10 @@ use core::sync::atomic::Ordering;
 
 use linux_abi::layout::Sysinfo;
 
-use super::Thread;
-use super::syscall::copy_in;
-use super::syscall::copy_out;
-use super::syscall::errno::{EFAULT, EINVAL, EPERM, ESRCH};
+use crate::process::Thread;
+use crate::syscall::copy_in;
+use crate::syscall::copy_out;
+use crate::syscall::errno::{EFAULT, EINVAL, EPERM, ESRCH};
 
 /// Whether `pid` (0: the caller) names the calling process.
 fn is_self(thread: &Thread, pid: u64) -> bool {

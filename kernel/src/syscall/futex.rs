@@ -12,12 +12,12 @@ use ::futex::op::{Op, WakeOp};
 use ::futex::robust::{self, UserWords};
 use linux_abi::futex as f;
 
-use super::sched::{Wait, WaitFor};
-use super::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS};
-use super::syscall::{copy_in, copy_out};
-use super::time::read_valid_timespec;
-use super::{Action, Process, Thread};
 use crate::arch::aarch64::exception::TrapFrame;
+use crate::process::{Action, Process, Thread};
+use crate::sched::{Wait, WaitFor};
+use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS};
+use crate::syscall::time::read_valid_timespec;
+use crate::syscall::{copy_in, copy_out};
 use crate::wallclock;
 
 fn read_word(p: &Process, uaddr: u64) -> Result<u32, i64> {
@@ -92,7 +92,7 @@ fn futex_op(
             if bitset == 0 || !uaddr.is_multiple_of(4) {
                 return Err(EINVAL);
             }
-            super::sched::futex_wake(&p, uaddr, bitset, u64::from(val))
+            crate::sched::futex_wake(&p, uaddr, bitset, u64::from(val))
         }
         f::FUTEX_REQUEUE | f::FUTEX_CMP_REQUEUE => {
             // val and val2 are ints: negative counts are EINVAL (Linux `futex_requeue`).
@@ -108,7 +108,7 @@ fn futex_op(
             read_word(&p, uaddr)?;
             read_word(&p, uaddr2)?;
             let expected = (op.cmd == f::FUTEX_CMP_REQUEUE).then_some(val3);
-            super::sched::futex_requeue(&p, uaddr, uaddr2, u64::from(val), u64::from(nrequeue), expected)?
+            crate::sched::futex_requeue(&p, uaddr, uaddr2, u64::from(val), u64::from(nrequeue), expected)?
         }
         f::FUTEX_WAKE_OP => {
             let wake_op = WakeOp::decode(val3).ok_or(ENOSYS)?;
@@ -119,7 +119,7 @@ fn futex_op(
             // Make the page present and writable before the locked read-modify-write.
             copy_out(&p, uaddr2, &old.to_le_bytes()).map_err(|_| EFAULT)?;
             let nwake2 = u64::from(timeout as u32);
-            super::sched::futex_wake_op(&p, uaddr, uaddr2, u64::from(val), nwake2, wake_op)?
+            crate::sched::futex_wake_op(&p, uaddr, uaddr2, u64::from(val), nwake2, wake_op)?
         }
         _ => return Err(ENOSYS), // the PI operations and FUTEX_WAIT_REQUEUE_PI
     };
@@ -138,7 +138,7 @@ pub fn set_robust_list(thread: &mut Thread, head: u64, len: u64) -> i64 {
 /// `get_robust_list(pid, head_ptr, len_ptr)` for the calling thread (pid 0 or its own tid).
 pub fn get_robust_list(thread: &Thread, pid: u64, head_ptr: u64, len_ptr: u64) -> i64 {
     if pid != 0 && pid != u64::from(thread.tid) {
-        return -super::syscall::errno::ESRCH;
+        return -crate::syscall::errno::ESRCH;
     }
     let p = &thread.process;
     if copy_out(p, head_ptr, &thread.posix.robust_list.to_le_bytes()).is_err()
@@ -174,6 +174,6 @@ pub fn release_robust_list(thread: &Thread) {
     }
     let p = thread.process.clone();
     robust::release(&mut Words(&p), thread.posix.robust_list, thread.tid, |uaddr| {
-        super::sched::futex_wake(&p, uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
+        crate::sched::futex_wake(&p, uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
     });
 }

@@ -24,11 +24,11 @@ use mm::user::UserFrames as _;
 use mm::user::object::{MAX_SIZE, MemObject, ObjectRef, SharedObject};
 use spin::Mutex;
 
-use super::Process;
-use super::posix::{FdEntry, FileKind, O_RDWR, OpenFile};
-use super::syscall::errno::*;
-use super::syscall::{copy_in, copy_out};
 use crate::memory::frames;
+use crate::process::Process;
+use crate::process::posix::{FdEntry, FileKind, O_RDWR, OpenFile};
+use crate::syscall::errno::*;
+use crate::syscall::{copy_in, copy_out};
 
 /// `MFD_CLOEXEC`.
 pub const MFD_CLOEXEC: u64 = 1;
@@ -175,7 +175,7 @@ pub fn ftruncate(p: &Process, fd: u64, length: u64) -> i64 {
         Ok(None) => 0,
         Ok(Some(first)) => {
             let handle = m.handle();
-            super::family::for_each_process(|q| {
+            crate::process::family::for_each_process(|q| {
                 // A space shared by a vfork parent and child is reached twice; the second
                 // time finds nothing left past the end.
                 if let Some(space) = q.space() {

@@ -14,12 +14,12 @@ use mm::addr::PAGE_SIZE;
 use mm::user::Fault;
 use mm::vm::Prot;
 
-use super::{
-    Access, Action, Mm, PAGE_FAULTS, Process, STATUS_OOM_KILL, STATUS_SEGV, Thread, kill, sched, signals,
-    syscall,
-};
 use crate::arch::aarch64::exception::{TrapFrame, exception_class_name, fault_status_name};
 use crate::kprintln;
+use crate::process::{
+    Access, Action, Mm, PAGE_FAULTS, Process, STATUS_OOM_KILL, STATUS_SEGV, Thread, kill, signals,
+};
+use crate::{sched, syscall};
 
 /// Handles one exception from a thread of `thread.process`; a pending signal the thread can
 /// take is delivered on the way back to EL0.
@@ -42,8 +42,8 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
     if kind & 3 == 0 && ec == 0x15 {
         // A system call takes no reference of its own to the process: the thread's keeps it
         // alive, and a clone and its drop would be two atomic read-modify-writes per call.
-        return if signals::nr::is_signal_call(frame.x[8]) {
-            signals::syscall(thread, frame)
+        return if syscall::signals::nr::is_signal_call(frame.x[8]) {
+            syscall::signals::syscall(thread, frame)
         } else {
             syscall::dispatch(thread, frame)
         };
@@ -178,9 +178,9 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
 /// waiting for it could deadlock with that CPU doing the same, and it is busy, not idle. A
 /// space shared by a vfork parent and child is reached twice: the first visit empties its
 /// list of lazily freed pages, so the second finds nothing to take.
-fn reclaim_lazily_freed_elsewhere(mine: &Arc<super::AddressSpace>) -> bool {
+fn reclaim_lazily_freed_elsewhere(mine: &Arc<crate::process::AddressSpace>) -> bool {
     let mut any = false;
-    super::family::for_each_process(|p| {
+    crate::process::family::for_each_process(|p| {
         let Some(space) = p.space() else { return };
         if Arc::ptr_eq(&space, mine) {
             return;

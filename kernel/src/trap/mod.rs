@@ -1,0 +1,2 @@
+//! Traps: what the kernel does with an exception.
+pub mod user;
