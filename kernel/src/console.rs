@@ -229,6 +229,12 @@ pub fn kind() -> ConsoleKind {
     CONSOLE.lock().kind
 }
 
+/// Ends the run with `code` (0 = success) once everything printed has left the UART.
+pub fn end_run(code: u32) -> ! {
+    flush();
+    crate::exit::exit(code)
+}
+
 /// Waits until everything written has left the UART (before powering off).
 pub fn flush() {
     if let Some(uart) = &CONSOLE.lock().uart {

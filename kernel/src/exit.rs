@@ -6,6 +6,9 @@
 //! handler that an undefined-instruction trap at this point means "no semihosting here"; the
 //! handler then falls back to PSCI `SYSTEM_OFF`. The same image therefore ends cleanly under
 //! QEMU's `-semihosting` (with its status), under QEMU without it, and on a board.
+//!
+//! Below the console: nothing here prints or flushes. `console::end_run` flushes the console and
+//! then ends the run here.
 use core::sync::atomic::Ordering;
 
 use qemu_exit::QEMUExit;
@@ -16,21 +19,15 @@ use crate::arch::psci;
 /// Status for a run that failed.
 pub const FAILURE: u32 = 1;
 
-/// Ends the run with `code` (0 = success).
+/// Ends the run with `code` (0 = success). The caller flushes what it printed first
+/// (`console::end_run` does both).
 pub fn exit(code: u32) -> ! {
-    crate::console::flush();
     SEMIHOSTING_ATTEMPT.store(true, Ordering::SeqCst);
     qemu_exit::AArch64::new().exit(code)
 }
 
-/// Ends the run with a failing status after a fatal report.
-pub fn fail_after_report() -> ! {
-    exit(FAILURE)
-}
-
-/// Called by the exception handler when the semihosting call trapped.
+/// Called by the trap layer when the semihosting call trapped.
 pub fn semihosting_unavailable() -> ! {
-    crate::console::flush();
     psci::system_off();
     park()
 }

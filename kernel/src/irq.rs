@@ -7,10 +7,14 @@
 //! runs. FIQs are unmasked with IRQs only where the controller uses them ([`intc::uses_fiqs`]);
 //! elsewhere F stays set in the kernel. Handlers run on the CPU's exception stack and must not
 //! block.
+//!
+//! This module does not know its handlers: the layers above register them ([`on_tick`],
+//! [`set_handler`]; the console terminal registers its input polling), as Linux's
+//! `request_irq` does, so the interrupt core never imports the code it calls.
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::cpu::{CPUS, MAX_CPUS, current_cpu};
 use crate::drivers::intc;
-use crate::smp::{CPUS, MAX_CPUS, current_cpu};
 
 /// The EL1 virtual timer's private interrupt (PPI 11).
 pub const TIMER_INTID: u32 = 27;
@@ -21,8 +25,36 @@ pub const IPI_WAKE: u32 = 0;
 /// SGI used by tests and shootdown bookkeeping: the receiver counts it.
 pub const IPI_PING: u32 = 1;
 
-/// The console UART's receive interrupt, once `tty::enable_interrupts` routed it (`u32::MAX`: none).
-pub static CONSOLE_INTID: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(u32::MAX);
+/// Most device interrupts with a handler ([`set_handler`]).
+const HANDLERS: usize = 4;
+/// A routed device interrupt and its handler.
+type DeviceHandler = Option<(u32, fn())>;
+/// The handler of each routed device interrupt.
+static DEVICE_HANDLERS: spin::Mutex<[DeviceHandler; HANDLERS]> = spin::Mutex::new([None; HANDLERS]);
+/// What runs on every tick, after the timer is re-armed.
+static TICK_HANDLER: spin::Once<fn()> = spin::Once::new();
+
+/// Makes `handler` run on every tick of every CPU (one at most; the first registration wins).
+pub fn on_tick(handler: fn()) {
+    TICK_HANDLER.call_once(|| handler);
+}
+
+/// Makes `handler` run for interrupt `intid` (a device's, routed by the caller). False when the
+/// table is full.
+pub fn set_handler(intid: u32, handler: fn()) -> bool {
+    let mut table = DEVICE_HANDLERS.lock();
+    let Some(slot) = table.iter_mut().find(|s| s.is_none_or(|(id, _)| id == intid)) else { return false };
+    *slot = Some((intid, handler));
+    true
+}
+
+/// Forgets the handler of interrupt `intid`.
+pub fn clear_handler(intid: u32) {
+    let mut table = DEVICE_HANDLERS.lock();
+    for slot in table.iter_mut().filter(|s| s.is_some_and(|(id, _)| id == intid)) {
+        *slot = None;
+    }
+}
 /// Ticks taken per CPU.
 pub static TICKS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// Pings received per CPU.
@@ -64,14 +96,19 @@ fn dispatch(intid: u32) {
         TIMER_INTID => {
             TICKS[cpu].fetch_add(1, Ordering::Relaxed);
             arm_timer();
-            // The console's receive side is polled on the tick (see `crate::fs::tty`).
-            crate::fs::tty::poll_input();
+            if let Some(tick) = TICK_HANDLER.get() {
+                tick();
+            }
         }
         IPI_PING => {
             PINGS[cpu].fetch_add(1, Ordering::Relaxed);
         }
-        id if id == CONSOLE_INTID.load(Ordering::Relaxed) => crate::fs::tty::poll_input(),
-        _ => {}
+        id => {
+            let handler = DEVICE_HANDLERS.lock().iter().flatten().find(|(i, _)| *i == id).map(|(_, h)| *h);
+            if let Some(handler) = handler {
+                handler();
+            }
+        }
     }
 }
 

@@ -127,5 +127,5 @@ pub fn run_all(filter: Option<&str>) -> ! {
     }
     let (passed, failed) = (PASSED.load(Ordering::Relaxed), FAILED.load(Ordering::Relaxed));
     kprintln!("{} passed, {} failed", passed, failed);
-    exit::exit(if failed == 0 { 0 } else { exit::FAILURE })
+    crate::console::end_run(if failed == 0 { 0 } else { exit::FAILURE })
 }

@@ -22,6 +22,7 @@ mod bench;
 mod board;
 mod boot;
 mod console;
+mod cpu;
 mod devicetree;
 mod drivers;
 mod exit;
@@ -100,7 +101,7 @@ pub fn booted() -> &'static Booted {
 /// Prints a fatal boot problem and ends the run with a failing status.
 fn boot_failure(args: core::fmt::Arguments<'_>) -> ! {
     console::print_fatal(format_args!("kernel: cannot boot: {args}\n"));
-    exit::fail_after_report()
+    crate::console::end_run(crate::exit::FAILURE)
 }
 
 #[unsafe(no_mangle)]
@@ -295,7 +296,7 @@ extern "C" fn kernel_main(
     memory::asids::init();
     let pan_enabled = arch::cpu::enable_pan(&cpu);
     let pmu_enabled = arch::pmu::enable_instruction_counter();
-    process::init_el0_controls();
+    arch::aarch64::cpu::init_el0_controls();
     set_phase(&"running");
     let booted = BOOTED.call_once(|| Booted {
         boot,
@@ -337,7 +338,7 @@ extern "C" fn kernel_main(
     }
     kprintln!(
         "  cpus online: {} of {} in the device tree",
-        smp::ONLINE.load(Ordering::Acquire),
+        cpu::ONLINE.load(Ordering::Acquire),
         booted.machine.cpus.len()
     );
 
@@ -348,7 +349,7 @@ extern "C" fn kernel_main(
     }
     if booted.machine.has_bootarg("bench") {
         bench::run();
-        exit::exit(0)
+        crate::console::end_run(0)
     }
     #[cfg(feature = "test-image")]
     {
@@ -358,7 +359,7 @@ extern "C" fn kernel_main(
     #[cfg(not(feature = "test-image"))]
     {
         let status = run_init(booted);
-        exit::exit(status as u32)
+        crate::console::end_run(status as u32)
     }
 }
 
@@ -543,5 +544,5 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
             ktest::FAILED.load(Relaxed) + 1
         ));
     }
-    exit::fail_after_report()
+    crate::console::end_run(crate::exit::FAILURE)
 }

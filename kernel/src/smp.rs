@@ -12,81 +12,19 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 
 use mm::addr::PAGE_SIZE;
 
 use crate::arch::psci;
+use crate::boot::secondary::{SECONDARY_BOOT, SLOT_SIZE, SecondaryBoot};
+use crate::cpu::{CPUS, MAX_CPUS, MPIDR_AFFINITY, ONLINE};
 use crate::devicetree::{CpuNode, EnableMethod, Machine};
 use crate::kprintln;
 use crate::memory::{kernel_map, layout};
 
-/// Most CPUs this kernel drives.
-pub const MAX_CPUS: usize = 8;
 /// How long a CPU has to come up before it is reported missing.
 pub const BRING_UP_TIMEOUT_US: u64 = 500_000;
-/// MPIDR affinity bits (Aff3 and Aff2..Aff0), as a `cpu` node's `reg` holds them.
-pub const MPIDR_AFFINITY: u64 = devicetree::machine::MPIDR_AFFINITY;
-
-/// What a secondary CPU reads, with its MMU off, to start.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct SecondaryBoot {
-    mpidr: u64,
-    mair: u64,
-    tcr: u64,
-    ttbr0: u64,
-    ttbr1: u64,
-    sctlr: u64,
-    exception_stack_top: u64,
-    kernel_stack_top: u64,
-    cpu: u64,
-    _pad: [u64; 7],
-}
-
-pub const SLOT_SIZE: usize = core::mem::size_of::<SecondaryBoot>();
-const _: () = assert!(SLOT_SIZE == 128);
-
-struct Slots(UnsafeCell<[SecondaryBoot; MAX_CPUS]>);
-// SAFETY: the boot CPU writes a slot before starting its CPU, which only reads it.
-unsafe impl Sync for Slots {}
-
-const EMPTY_SLOT: SecondaryBoot = SecondaryBoot {
-    mpidr: u64::MAX,
-    mair: 0,
-    tcr: 0,
-    ttbr0: 0,
-    ttbr1: 0,
-    sctlr: 0,
-    exception_stack_top: 0,
-    kernel_stack_top: 0,
-    cpu: 0,
-    _pad: [0; 7],
-};
-
-#[unsafe(no_mangle)]
-static SECONDARY_BOOT: Slots = Slots(UnsafeCell::new([EMPTY_SLOT; MAX_CPUS]));
-
-/// Per-CPU state reachable from any CPU.
-pub struct CpuInfo {
-    /// MPIDR affinity, or u64::MAX for an empty slot.
-    pub mpidr: AtomicU64,
-    /// Counter value when the CPU reported in (0: not yet).
-    pub online_at: AtomicU64,
-}
-
-/// Every CPU's state, indexed by CPU number (0 = the boot CPU).
-pub static CPUS: [CpuInfo; MAX_CPUS] =
-    [const { CpuInfo { mpidr: AtomicU64::new(u64::MAX), online_at: AtomicU64::new(0) } }; MAX_CPUS];
-/// Number of CPUs online.
-pub static ONLINE: AtomicUsize = AtomicUsize::new(1);
-
-/// This CPU's number (TPIDR_EL1 holds it).
-pub fn current_cpu() -> usize {
-    use aarch64_cpu::registers::{Readable, TPIDR_EL1};
-    TPIDR_EL1.get() as usize
-}
 
 /// Outcome of starting one CPU.
 #[derive(Debug)]
@@ -258,7 +196,7 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
     crate::memory::tlb::add_cpu();
     crate::arch::cpu::enable_pan(&features);
     crate::arch::pmu::enable_instruction_counter();
-    crate::process::init_el0_controls();
+    crate::arch::aarch64::cpu::init_el0_controls();
     let irqs = crate::irq::init_cpu();
     kprintln!(
         "cpu{}: online (MPIDR {:#x}, {}){}",
@@ -276,13 +214,3 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
     crate::sched::run_cpu(None);
     crate::exit::park()
 }
-
-/// Size of one CPU's slot in the stack area.
-pub const STACK_SLOT: u64 = 256 * 1024;
-/// Kernel stack size per CPU.
-pub const KERNEL_STACK: u64 = 64 * 1024;
-/// Exception stack size per CPU: 32 KiB, or one page where a page is larger (64 KiB pages), since
-/// the stacks are mapped in whole pages.
-pub const EXCEPTION_STACK: u64 = if PAGE_SIZE > 32 * 1024 { PAGE_SIZE } else { 32 * 1024 };
-const _: () = assert!(PAGE_SIZE + KERNEL_STACK + PAGE_SIZE + EXCEPTION_STACK <= STACK_SLOT);
-const _: () = assert!(KERNEL_STACK.is_multiple_of(PAGE_SIZE) && EXCEPTION_STACK.is_multiple_of(PAGE_SIZE));

@@ -461,7 +461,7 @@ secondary_high:
     sctlr_off = const SCTLR_EL1_MMU_OFF,
     sctlr_on = const SCTLR_EL1_MMU_ON,
     mair = const MAIR_EL1_VALUE,
-    affinity = const crate::smp::MPIDR_AFFINITY,
-    max_cpus = const crate::smp::MAX_CPUS,
-    slot_size = const crate::smp::SLOT_SIZE,
+    affinity = const crate::cpu::MPIDR_AFFINITY,
+    max_cpus = const crate::cpu::MAX_CPUS,
+    slot_size = const crate::boot::secondary::SLOT_SIZE,
 );

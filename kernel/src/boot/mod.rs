@@ -10,6 +10,7 @@
 
 pub mod early_map;
 pub mod head;
+pub mod secondary;
 
 /// What the entry code learned before Rust ran, passed to `kernel_main`.
 #[derive(Clone, Copy, Debug)]

@@ -17,9 +17,9 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::aic::{Aic, Event, Version};
 use super::apple_fiq::{self, Reg, SystemRegisters};
+use crate::cpu::{MAX_CPUS, current_cpu};
 use crate::devicetree::{Fdt, Node};
 use crate::memory::kernel_map;
-use crate::smp::{MAX_CPUS, current_cpu};
 
 static AIC: spin::Once<Aic> = spin::Once::new();
 static FAST_IPIS: AtomicBool = AtomicBool::new(false);

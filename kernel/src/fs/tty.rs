@@ -38,8 +38,10 @@ fn onlcr(t: &Termios) -> bool {
     t.oflag & (oflag::OPOST | oflag::ONLCR) == (oflag::OPOST | oflag::ONLCR)
 }
 
-/// Routes the console's receive interrupt, if it can; returns a line for the boot report.
+/// Polls console input on every tick, and routes the console's receive interrupt to the same
+/// polling if it can; returns a line for the boot report.
 pub fn enable_interrupts(machine: &crate::devicetree::Machine) -> &'static str {
+    crate::irq::on_tick(poll_input);
     let Ok(console) = &machine.console else { return "polled (no console node)" };
     let Some(node) = machine.fdt.find_node(&console.path) else { return "polled" };
     // `interrupt-parent` is inherited: the node's own, else the nearest ancestor's.
@@ -59,9 +61,11 @@ pub fn enable_interrupts(machine: &crate::devicetree::Machine) -> &'static str {
     if !crate::console::enable_receive_interrupt() {
         return "polled on the tick (this UART's driver has no receive interrupt)";
     }
-    crate::irq::CONSOLE_INTID.store(intid, core::sync::atomic::Ordering::Relaxed);
+    if !crate::irq::set_handler(intid, poll_input) {
+        return "polled on the tick (no room for another interrupt handler)";
+    }
     if !crate::drivers::intc::enable_shared(intid) {
-        crate::irq::CONSOLE_INTID.store(u32::MAX, core::sync::atomic::Ordering::Relaxed);
+        crate::irq::clear_handler(intid);
         return "polled on the tick (the interrupt controller cannot route it)";
     }
     "interrupt-driven (the UART's receive interrupt)"
@@ -93,8 +97,15 @@ pub fn poll_input() {
         crate::console::write_bytes(&echo[..echoed], onlcr);
     }
     if readable {
-        crate::sched::wake_input_waiters();
+        crate::sched::notify(input_key());
     }
+}
+
+/// The kernel-event key of console input (`sched::notify`): a reader that found nothing blocks
+/// on it. The address of a static, offset so that it is no user futex's key.
+pub fn input_key() -> usize {
+    static INPUT: u8 = 0;
+    core::ptr::from_ref(&INPUT) as usize | 1
 }
 
 /// Whether a read would return now.

@@ -12,7 +12,7 @@ use mm::space::FlushTargets;
 use mm::tlb::{FlushTarget, Reach, Scope, TlbStats};
 use spin::Mutex;
 
-use crate::smp::MAX_CPUS;
+use crate::cpu::MAX_CPUS;
 
 static ALLOCATOR: Mutex<Option<AsidAllocator<MAX_CPUS>>> = Mutex::new(None);
 
@@ -63,7 +63,7 @@ impl AsidTargets {
 
 impl FlushTargets for AsidTargets {
     fn target(&mut self) -> FlushTarget {
-        flush_target(&self.ctx, crate::smp::current_cpu())
+        flush_target(&self.ctx, crate::cpu::current_cpu())
     }
 
     fn issued(&mut self, stats: &TlbStats) {

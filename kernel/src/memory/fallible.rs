@@ -48,7 +48,7 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering
 use mm::vm::Errno;
 pub use mm::vm::fallible::{boxed, push, reserve};
 
-use crate::smp::{MAX_CPUS, current_cpu};
+use crate::cpu::{MAX_CPUS, current_cpu};
 
 /// `vec![T::default(); n]` (zeros for the integer types), or `ENOMEM`.
 ///

@@ -14,7 +14,7 @@ use buddy_system_allocator::FrameAllocator;
 use mm::addr::{PAGE_SHIFT, PAGE_SIZE, PhysAddr};
 use spin::{Mutex, MutexGuard};
 
-use crate::smp::current_cpu;
+use crate::cpu::current_cpu;
 
 struct Frames {
     buddy: FrameAllocator<40>,

@@ -31,7 +31,7 @@ use mm::addr::{PAGE_SIZE, PhysAddr};
 use spin::Mutex;
 
 use super::{fallible, frames, layout};
-use crate::smp::{MAX_CPUS, current_cpu};
+use crate::cpu::{MAX_CPUS, current_cpu};
 
 /// Set while a CPU grows the heap (its frame allocation must not try to grow it again).
 static GROWING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];

@@ -349,7 +349,7 @@ pub(crate) fn map_stacks(
     cpu: usize,
     alloc: &mut dyn FnMut(usize) -> Option<PhysAddr>,
 ) -> Result<CpuStacks, MapError> {
-    use crate::smp::{EXCEPTION_STACK, KERNEL_STACK, STACK_SLOT};
+    use crate::cpu::{EXCEPTION_STACK, KERNEL_STACK, STACK_SLOT};
     let slot = layout::STACK_AREA + cpu as u64 * STACK_SLOT;
     let kernel = slot + PAGE_SIZE;
     let exception = kernel + KERNEL_STACK + PAGE_SIZE;

@@ -17,7 +17,7 @@ use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
 pub const LINEAR_BASE: u64 = 0xffff_0000_0000_0000;
 /// Base of the device MMIO window.
 pub const DEVICE_BASE: u64 = 0xffff_c000_0000_0000;
-/// Per-CPU stacks of the secondary CPUs: one `smp::STACK_SLOT` per CPU, guard pages unmapped.
+/// Per-CPU stacks of the secondary CPUs: one `cpu::STACK_SLOT` per CPU, guard pages unmapped.
 pub const STACK_AREA: u64 = 0xffff_d000_0000_0000;
 /// A window the test image maps and remaps freely (TLB stale-read tests).
 #[cfg_attr(not(feature = "test-image"), allow(dead_code, reason = "only the test image maps it"))]
@@ -110,9 +110,9 @@ pub fn describe_address(va: u64) -> Option<&'static str> {
         "device-tree window"
     } else if (LINEAR_BASE..KIMAGE_VADDR).contains(&va) {
         "linear map"
-    } else if (STACK_AREA..STACK_AREA + crate::smp::MAX_CPUS as u64 * crate::smp::STACK_SLOT).contains(&va) {
-        let offset = (va - STACK_AREA) % crate::smp::STACK_SLOT;
-        let exception_guard = page + crate::smp::KERNEL_STACK;
+    } else if (STACK_AREA..STACK_AREA + crate::cpu::MAX_CPUS as u64 * crate::cpu::STACK_SLOT).contains(&va) {
+        let offset = (va - STACK_AREA) % crate::cpu::STACK_SLOT;
+        let exception_guard = page + crate::cpu::KERNEL_STACK;
         if offset < page {
             "guard page below a CPU's kernel stack: kernel stack overflow"
         } else if (exception_guard..exception_guard + page).contains(&offset) {

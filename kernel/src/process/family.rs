@@ -34,7 +34,6 @@
 //! `release_task`. A child is entered before its parent's memory is unlocked at fork, and has
 //! a higher pid than its parent: a truncation that reaches the parent after the child's copy
 //! was made reaches the child after it (see [`for_each_process`]).
-use alloc::boxed::Box;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -80,15 +79,6 @@ pub fn ended() {
     LIVE.fetch_sub(1, Ordering::AcqRel);
 }
 
-/// A vfork child's hold on its parent's thread.
-#[derive(Default)]
-struct Vfork {
-    /// The child has execed or exited: the parent runs on.
-    released: bool,
-    /// The parent's thread, parked until then.
-    parent: Option<Box<Thread>>,
-}
-
 /// A process's place in its family.
 pub struct Family {
     /// Its entry in the process table (module documentation).
@@ -110,7 +100,8 @@ pub struct Family {
     /// decision: a wait on another CPU in between would reap a child whose parent asked for no
     /// zombies.
     zombie: AtomicBool,
-    vfork: Mutex<Vfork>,
+    /// Where a vfork parent's thread waits until this child execs or exits.
+    vfork: Arc<sched::Rendezvous>,
     /// CPU time of reaped children (counter ticks), for `times`/`getrusage(RUSAGE_CHILDREN)`.
     pub children_ticks: AtomicU64,
 }
@@ -131,7 +122,7 @@ impl Family {
             killed: AtomicBool::new(false),
             reaped: AtomicBool::new(false),
             zombie: AtomicBool::new(false),
-            vfork: Mutex::new(Vfork::default()),
+            vfork: Arc::default(),
             children_ticks: AtomicU64::new(0),
         }
     }
@@ -261,7 +252,8 @@ pub fn fork(
     }
     frame.x[0] = u64::from(pid);
     if vfork {
-        return Action::Block(sched::Wait { what: sched::WaitFor::Vfork { pid }, deadline: None });
+        let rendezvous = child.family.vfork.clone();
+        return Action::Block(sched::Wait { what: sched::WaitFor::Rendezvous(rendezvous), deadline: None });
     }
     Action::Continue
 }
@@ -336,29 +328,9 @@ fn fork_child(
     Ok(child)
 }
 
-/// Parks the vfork parent's `thread` in child `pid` until the child releases it; gives the
-/// thread back if it already has (or there is no such child).
-pub fn park_vfork_parent(thread: Box<Thread>, pid: u32) -> Result<(), Box<Thread>> {
-    let child = thread.process.family.children.lock().iter().find(|c| c.pid == pid).cloned();
-    let Some(child) = child else { return Err(thread) };
-    let mut v = child.family.vfork.lock();
-    if v.released {
-        return Err(thread);
-    }
-    v.parent = Some(thread);
-    Ok(())
-}
-
 /// The vfork child `p` execs or exits: its parent's thread runs on.
 pub fn release_vfork(p: &Process) {
-    let parked = {
-        let mut v = p.family.vfork.lock();
-        v.released = true;
-        v.parent.take()
-    };
-    if let Some(t) = parked {
-        sched::enqueue(t);
-    }
+    p.family.vfork.release();
 }
 
 /// Whether `p` asked for no zombies: `SIGCHLD` ignored or `SA_NOCLDWAIT`.

@@ -19,6 +19,7 @@ pub mod exec;
 pub mod family;
 pub mod posix;
 pub mod signals;
+mod task;
 
 use alloc::format;
 use alloc::string::String;
@@ -44,8 +45,6 @@ use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
 pub use crate::memory::vmspace::AddressSpace;
 use crate::memory::{fallible, frames, tlb};
-pub use crate::sched::handle as handle_user_exception;
-pub use crate::trap::user::user_exception;
 use exec::load::load;
 pub use exec::set_initramfs;
 
@@ -181,22 +180,6 @@ pub struct Thread {
 
 static NEXT_PID: AtomicU32 = AtomicU32::new(1);
 
-/// Makes EL0 able to do what Linux lets it do: read the virtual counter (CNTKCTL_EL1.EL0VCTEN),
-/// clean and invalidate caches by VA and read CTR_EL0 (SCTLR_EL1.UCI, UCT; a JIT publishes its
-/// code this way), use DC ZVA (DZE), and WFI/WFE without trapping (nTWI, nTWE). Per CPU.
-pub fn init_el0_controls() {
-    use aarch64_cpu::registers::{CNTKCTL_EL1, ReadWriteable, SCTLR_EL1};
-    CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
-    SCTLR_EL1.modify(
-        SCTLR_EL1::UCI::DontTrap
-            + SCTLR_EL1::UCT::DontTrap
-            + SCTLR_EL1::DZE::DontTrap
-            + SCTLR_EL1::NTWI::DontTrap
-            + SCTLR_EL1::NTWE::DontTrap,
-    );
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-}
-
 /// Loads `bytes` as a static arm64 executable, runs it with `argv` until every thread has exited
 /// (threads may run on every CPU), and returns its exit status.
 ///
@@ -213,7 +196,7 @@ pub fn run(bytes: &[u8], argv: &[&str]) -> Result<u64, String> {
 pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, String> {
     let process = spawn(bytes, argv, envp)?;
     family::set_root(&process);
-    crate::sched::run_cpu(Some(&process));
+    crate::sched::run_cpu(Some(&|| process.done.load(Ordering::Acquire) && family::live() == 0));
     Ok(process.status.load(Ordering::Acquire))
 }
 
@@ -305,18 +288,21 @@ pub fn thread_exited(process: &Arc<Process>) -> bool {
     false
 }
 
-/// What the scheduler should do after an exception from a thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Return to the thread.
-    Continue,
-    /// Put the thread back in the run queue and run another (preemption, sched_yield, migration).
-    Yield,
-    /// Block the thread until what `crate::sched::Wait` names happens (futex wake, deadline, input,
-    /// a signal), or a signal interrupts it.
-    Block(crate::sched::Wait),
-    /// The thread exits.
-    ExitThread,
+pub use crate::sched::Action;
+
+/// The scheduler's identity of `process`'s thread group (`sched::Task::group`).
+pub fn group_of(process: &Process) -> usize {
+    core::ptr::from_ref(process) as usize
+}
+
+/// The CPU time (counter ticks) of `process`, with the caller's current slice.
+pub fn cpu_ticks(process: &Process) -> u64 {
+    process.posix.cpu_ticks.load(Ordering::Relaxed) + crate::sched::current_slice()
+}
+
+/// The CPU time (counter ticks) of `thread`, running on this CPU, including its current slice.
+pub fn thread_cpu_ticks(thread: &Thread) -> u64 {
+    thread.posix.cpu_ticks + crate::sched::current_slice()
 }
 
 /// Ends the whole process with `status` (128 + the signal: a fatal signal or fault).
@@ -331,6 +317,6 @@ pub fn kill_with(process: &Arc<Process>, status: u64, exited: bool) -> Action {
         process.status.store(status, Ordering::Release);
         process.family.set_killed(!exited);
     }
-    crate::sched::stop_process(process);
+    crate::sched::stop_group(group_of(process), process.cpus.load(Ordering::Acquire));
     Action::ExitThread
 }

@@ -5,7 +5,7 @@
 //!
 //! Every open file is the console (`crate::fs::tty`), a character device like Linux's
 //! `/dev/console` (major 5, minor 1): `isatty` holds, so C libraries line-buffer standard output.
-//! A read that finds no input blocks the thread ([`WaitFor::Input`]) unless the description has
+//! A read that finds no input blocks the thread on the console's input event unless the description has
 //! `O_NONBLOCK` (EAGAIN); a poll or select that finds nothing ready blocks until console input,
 //! a pipe change or its deadline ([`WaitFor::Poll`]). Checks come in Linux's order: the
 //! descriptor (EBADF) before the arguments, the arguments before the user memory (EFAULT). What
@@ -136,11 +136,16 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers) -> Ac
         return done(frame, 0);
     }
     let Ok(mut data) = fallible::zeroed::<u8>(total) else { return fail(frame, ENOMEM) };
+    // Read before the look: input that arrives after it restarts the call (`sched::notify`).
+    let generation = crate::sched::event_generation();
     let Some(n) = crate::fs::tty::read(&mut data) else {
         if f.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
             return fail(frame, EAGAIN);
         }
-        return Action::Block(Wait { what: WaitFor::Input, deadline: None });
+        return Action::Block(Wait {
+            what: WaitFor::Event { key: crate::fs::tty::input_key(), generation },
+            deadline: None,
+        });
     };
     let mut at = 0;
     for &(base, len) in buffers.iter() {

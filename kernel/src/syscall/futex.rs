@@ -92,7 +92,7 @@ fn futex_op(
             if bitset == 0 || !uaddr.is_multiple_of(4) {
                 return Err(EINVAL);
             }
-            crate::sched::futex_wake(&p, uaddr, bitset, u64::from(val))
+            crate::sched::futex_wake(space_key(&p), uaddr, bitset, u64::from(val))
         }
         f::FUTEX_REQUEUE | f::FUTEX_CMP_REQUEUE => {
             // val and val2 are ints: negative counts are EINVAL (Linux `futex_requeue`).
@@ -108,7 +108,15 @@ fn futex_op(
             read_word(&p, uaddr)?;
             read_word(&p, uaddr2)?;
             let expected = (op.cmd == f::FUTEX_CMP_REQUEUE).then_some(val3);
-            crate::sched::futex_requeue(&p, uaddr, uaddr2, u64::from(val), u64::from(nrequeue), expected)?
+            crate::sched::futex_requeue(
+                space_key(&p),
+                uaddr,
+                uaddr2,
+                u64::from(val),
+                u64::from(nrequeue),
+                expected,
+            )
+            .map_err(|e| i64::from(e.code()))?
         }
         f::FUTEX_WAKE_OP => {
             let wake_op = WakeOp::decode(val3).ok_or(ENOSYS)?;
@@ -119,7 +127,8 @@ fn futex_op(
             // Make the page present and writable before the locked read-modify-write.
             copy_out(&p, uaddr2, &old.to_le_bytes()).map_err(|_| EFAULT)?;
             let nwake2 = u64::from(timeout as u32);
-            crate::sched::futex_wake_op(&p, uaddr, uaddr2, u64::from(val), nwake2, wake_op)?
+            crate::sched::futex_wake_op(space_key(&p), uaddr, uaddr2, u64::from(val), nwake2, wake_op)
+                .map_err(|e| i64::from(e.code()))?
         }
         _ => return Err(ENOSYS), // the PI operations and FUTEX_WAIT_REQUEUE_PI
     };
@@ -174,6 +183,12 @@ pub fn release_robust_list(thread: &Thread) {
     }
     let p = thread.process.clone();
     robust::release(&mut Words(&p), thread.posix.robust_list, thread.tid, |uaddr| {
-        crate::sched::futex_wake(&p, uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
+        crate::sched::futex_wake(space_key(&p), uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
     });
+}
+
+/// The futex key of `p`'s address space (Linux keys private futexes by the `mm`: a vfork child
+/// and its parent share it); 0 once it has none.
+pub fn space_key(p: &Process) -> usize {
+    p.space().map_or(0, |space| alloc::sync::Arc::as_ptr(&space) as usize)
 }

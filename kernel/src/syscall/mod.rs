@@ -17,8 +17,8 @@ use mm::vm::abi;
 
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{Fault, copy_from_user, copy_to_user};
+use crate::cpu::current_cpu;
 use crate::process::{Access, Action, Process, Thread};
-use crate::smp::current_cpu;
 
 /// The errno values the system calls return, as positive `i64` codes (`-CODE` in x0), all from
 /// `linux_abi::Errno`.
@@ -32,7 +32,6 @@ pub mod errno {
     pub const EFAULT: i64 = Errno::EFAULT.code() as i64;
     pub const EINVAL: i64 = Errno::EINVAL.code() as i64;
     pub const ENOSYS: i64 = Errno::ENOSYS.code() as i64;
-    pub const EINTR: i64 = Errno::EINTR.code() as i64;
     pub const ETIMEDOUT: i64 = Errno::ETIMEDOUT.code() as i64;
     pub const EPERM: i64 = Errno::EPERM.code() as i64;
     pub const EMFILE: i64 = Errno::EMFILE.code() as i64;
@@ -435,7 +434,12 @@ fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     crate::syscall::futex::release_robust_list(thread);
     if thread.clear_child_tid != 0 {
         let _ = copy_out(&p, thread.clear_child_tid, &0u32.to_le_bytes());
-        crate::sched::futex_wake(&p, thread.clear_child_tid, linux_abi::futex::FUTEX_BITSET_MATCH_ANY, 1);
+        crate::sched::futex_wake(
+            crate::syscall::futex::space_key(&p),
+            thread.clear_child_tid,
+            linux_abi::futex::FUTEX_BITSET_MATCH_ANY,
+            1,
+        );
     }
     Action::ExitThread
 }
@@ -549,7 +553,7 @@ fn clone(
 
 fn online_mask() -> u64 {
     let mut mask = 0;
-    for (i, cpu) in crate::smp::CPUS.iter().enumerate() {
+    for (i, cpu) in crate::cpu::CPUS.iter().enumerate() {
         if cpu.online_at.load(Ordering::Acquire) != 0 {
             mask |= 1 << i;
         }

@@ -359,7 +359,7 @@ fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uin
 fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let sp = frame.sp_el0;
-    let mut bytes = crate::process::signals::FRAME_IN[crate::smp::current_cpu()].lock();
+    let mut bytes = crate::process::signals::FRAME_IN[crate::cpu::current_cpu()].lock();
     bytes.fill(0);
     // What the kernel wrote first (as Linux, it reads the whole frame only if the records go on).
     let parsed = if !frame::frame_address_ok(sp) {

@@ -46,8 +46,8 @@ fn cpu_ns(thread: &Thread, clock: Clock) -> Option<u64> {
     let freq = crate::arch::time::frequency();
     let p = &thread.process;
     let ticks = match clock {
-        Clock::ProcessCpu { pid } if pid == 0 || pid == p.pid => crate::sched::process_cpu_ticks(p),
-        Clock::ThreadCpu { tid } if tid == 0 || tid == thread.tid => crate::sched::thread_cpu_ticks(thread),
+        Clock::ProcessCpu { pid } if pid == 0 || pid == p.pid => crate::process::cpu_ticks(p),
+        Clock::ThreadCpu { tid } if tid == 0 || tid == thread.tid => crate::process::thread_cpu_ticks(thread),
         _ => return None, // another process's or thread's clock: not visible here
     };
     Some(ticks_to_ns(ticks, freq))
@@ -167,7 +167,7 @@ pub fn times(thread: &Thread, buf: u64) -> i64 {
     let to_hz = |ticks: u64| (u128::from(ticks) * u128::from(USER_HZ) / u128::from(freq)) as u64;
     if buf != 0 {
         let mut b = [0u8; 32];
-        b[..8].copy_from_slice(&to_hz(crate::sched::process_cpu_ticks(&thread.process)).to_le_bytes());
+        b[..8].copy_from_slice(&to_hz(crate::process::cpu_ticks(&thread.process)).to_le_bytes());
         if copy_out(&thread.process, buf, &b).is_err() {
             return -EFAULT;
         }
@@ -179,9 +179,9 @@ pub fn times(thread: &Thread, buf: u64) -> i64 {
 /// RUSAGE_THREAD (1); the CPU time is reported as user time, the rest is zero.
 pub fn getrusage(thread: &Thread, who: u64, usage: u64) -> i64 {
     let ticks = match who as i64 {
-        0 => crate::sched::process_cpu_ticks(&thread.process),
+        0 => crate::process::cpu_ticks(&thread.process),
         -1 => 0,
-        1 => crate::sched::thread_cpu_ticks(thread),
+        1 => crate::process::thread_cpu_ticks(thread),
         _ => return -EINVAL,
     };
     let ns = ticks_to_ns(ticks, crate::arch::time::frequency());

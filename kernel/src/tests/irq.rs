@@ -1,8 +1,8 @@
 //! Interrupts: the per-CPU timer ticks on every CPU, and IPIs reach every CPU.
 use core::sync::atomic::Ordering;
 
+use crate::cpu::{CPUS, MAX_CPUS};
 use crate::irq::{IPI_PING, PINGS, TICKS, send_ipi, wait_with_interrupts};
-use crate::smp::{CPUS, MAX_CPUS};
 use crate::{ensure, kernel_test};
 
 fn online_cpus() -> impl Iterator<Item = usize> {

@@ -199,8 +199,8 @@ kernel_test!(
 kernel_test!(
     fn cpu_stack_rollback_flushes_before_it_frees() {
         // The last slot: no CPU of the QEMU matrix (at most 4) uses it.
-        let cpu = crate::smp::MAX_CPUS - 1;
-        let stack = STACK_AREA + cpu as u64 * crate::smp::STACK_SLOT + PAGE_SIZE;
+        let cpu = crate::cpu::MAX_CPUS - 1;
+        let stack = STACK_AREA + cpu as u64 * crate::cpu::STACK_SLOT + PAGE_SIZE;
         ensure!(space(|s| s.query(VirtAddr(stack)).is_none())?, "slot {cpu} is in use");
         let frames_before = super::frames_in_use();
         let flushes_before = space(|s| s.stats().flushes)?;

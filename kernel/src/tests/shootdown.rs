@@ -13,11 +13,11 @@ use mm::descriptor::Attributes;
 use mm::paging::Constraints;
 use mm::tlb::{FlushTarget, Reach, Scope, TlbRequest};
 
+use crate::cpu::ONLINE;
 use crate::memory::kernel_map;
 use crate::memory::layout::{TEST_WINDOW, phys_to_linear};
 use crate::memory::{frames, tlb};
-use crate::sched::run_on;
-use crate::smp::ONLINE;
+use crate::sched::switch::run_on;
 use crate::{ensure, kernel_test};
 
 /// A page of the test window the two CPUs share (away from the pages tests/tlb.rs uses).

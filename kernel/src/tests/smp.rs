@@ -2,8 +2,8 @@
 use mm::addr::PAGE_SIZE;
 
 use crate::arch::mmu::{par_fault_status, translate};
+use crate::cpu::{CPUS, KERNEL_STACK, MAX_CPUS, ONLINE, STACK_SLOT};
 use crate::memory::layout::STACK_AREA;
-use crate::smp::{CPUS, KERNEL_STACK, MAX_CPUS, ONLINE, STACK_SLOT};
 use crate::{booted, ensure, kernel_test};
 
 kernel_test!(

@@ -21,6 +21,17 @@ use crate::process::{
 };
 use crate::{sched, syscall};
 
+/// Entry for every exception from EL0 (`kind` as `trap::handle` says): the thread this CPU runs
+/// handles it, and the scheduler carries out what follows (return, yield, block, exit).
+pub fn handle(frame: &mut TrapFrame, kind: u64) {
+    let action = sched::with_current(|task| match task.as_any_mut().downcast_mut::<Thread>() {
+        Some(thread) => user_exception(thread, frame, kind),
+        None => Action::ExitThread, // every task is a process's thread
+    });
+    // No current task: its process was stopped while it ran.
+    sched::act(frame, action.unwrap_or(Action::ExitThread));
+}
+
 /// Handles one exception from a thread of `thread.process`; a pending signal the thread can
 /// take is delivered on the way back to EL0.
 pub fn user_exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {

@@ -178,3 +178,19 @@ pub fn hwcaps() -> u64 {
     }
     caps
 }
+
+/// Makes EL0 able to do what Linux lets it do: read the virtual counter (CNTKCTL_EL1.EL0VCTEN),
+/// clean and invalidate caches by VA and read CTR_EL0 (SCTLR_EL1.UCI, UCT; a JIT publishes its
+/// code this way), use DC ZVA (DZE), and WFI/WFE without trapping (nTWI, nTWE). Per CPU.
+pub fn init_el0_controls() {
+    use aarch64_cpu::registers::{CNTKCTL_EL1, ReadWriteable, SCTLR_EL1};
+    CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
+    SCTLR_EL1.modify(
+        SCTLR_EL1::UCI::DontTrap
+            + SCTLR_EL1::UCT::DontTrap
+            + SCTLR_EL1::DZE::DontTrap
+            + SCTLR_EL1::NTWI::DontTrap
+            + SCTLR_EL1::NTWE::DontTrap,
+    );
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}

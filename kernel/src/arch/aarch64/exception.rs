@@ -11,10 +11,7 @@
 //! Exceptions it asked for are *fixups*: [`probe_read`] and [`probe_write`] touch an address that
 //! may fault and return the fault instead (the mechanism user-pointer access will use).
 use core::arch::global_asm;
-use core::fmt;
-use core::sync::atomic::{AtomicBool, Ordering};
-
-use crate::console::print_fatal;
+use core::sync::atomic::AtomicBool;
 
 /// Bytes of the saved frame (16-aligned).
 const FRAME_SIZE: usize = 304;
@@ -370,75 +367,38 @@ pub unsafe fn probe_write(addr: u64, value: u64) -> Result<(), u64> {
 /// without `-semihosting`, or a real board), the handler powers off through PSCI instead.
 pub static SEMIHOSTING_ATTEMPT: AtomicBool = AtomicBool::new(false);
 
+/// The vectors' Rust entry, for every exception: the fixups of the accesses that are allowed to
+/// fault (the probes, the user copies) are arch's own and end here; everything else goes to the
+/// generic trap layer, `crate::trap::handle`.
+///
+/// That call is the one place `arch` calls up into the generic kernel: the exception vectors must
+/// hand what they caught to the code that decides what it means (Linux's `entry.S` calls its
+/// C handlers the same way).
 #[unsafe(no_mangle)]
 extern "C" fn handle_exception(frame: &mut TrapFrame, kind: u64) {
     let ec = (frame.esr >> 26) & 0x3f;
-    if kind == 0 || kind == 4 {
+    if (kind == 0 || kind == 4) && ec == 0x25 {
         // Fixups for the probes: data aborts at the probe instructions.
-        if ec == 0x25 {
-            let fixup = if frame.elr == (&raw const probe_read_insn) as u64 {
-                Some((&raw const probe_read_done) as u64)
-            } else if frame.elr == (&raw const probe_write_insn) as u64 {
-                Some((&raw const probe_write_done) as u64)
-            } else {
-                None
-            };
-            if let Some(resume) = fixup {
-                frame.x[1] = frame.esr | (1 << 63); // never 0, even for an ESR of 0
-                frame.elr = resume;
-                return;
-            }
-        }
-        // A user copy that faulted: the copy returns what it did not copy (EFAULT).
-        if ec == 0x25
-            && let Some(resume) = crate::arch::aarch64::user::user_copy_fixup(frame.elr)
-        {
+        let fixup = if frame.elr == (&raw const probe_read_insn) as u64 {
+            Some((&raw const probe_read_done) as u64)
+        } else if frame.elr == (&raw const probe_write_insn) as u64 {
+            Some((&raw const probe_write_done) as u64)
+        } else {
+            None
+        };
+        if let Some(resume) = fixup {
+            frame.x[1] = frame.esr | (1 << 63); // never 0, even for an ESR of 0
             frame.elr = resume;
             return;
         }
-        if ec == 0 && SEMIHOSTING_ATTEMPT.load(Ordering::Relaxed) {
-            crate::exit::semihosting_unavailable();
-        }
-    }
-    if kind & 3 == 1 {
-        crate::irq::handle();
-        if kind < 8 {
+        // A user copy that faulted: the copy returns what it did not copy (EFAULT).
+        if let Some(resume) = super::user::user_copy_fixup(frame.elr) {
+            frame.elr = resume;
             return;
         }
     }
-    // A FIQ is an interrupt where the controller delivers them (Apple's AIC: the timer and fast
-    // IPIs); it is then passed on as the IRQ of the same source (kind - 1), so the scheduler's
-    // preemption sees no difference. Elsewhere FIQs have no use and end as unexpected below
-    // (from EL0 the process is ended with a message, as for any other exception it cannot cause).
-    let kind = if kind & 3 == 2 && crate::irq::handle_fiq() {
-        if kind < 8 {
-            return;
-        }
-        kind - 1
-    } else {
-        kind
-    };
-    if kind >= 8 {
-        crate::process::handle_user_exception(frame, kind);
-        return;
-    }
-    print_fatal(format_args!("\n*** unexpected exception: {}\n", Report { frame, kind }));
-    // Every kernel exception reaching here ends the run: the kernel has no interrupts yet.
-    crate::exit::fail_after_report();
+    crate::trap::handle(frame, kind);
 }
-
-struct Report<'a> {
-    frame: &'a TrapFrame,
-    kind: u64,
-}
-
-const KINDS: [&str; 4] = ["synchronous", "IRQ", "FIQ", "SError"];
-const SOURCES: [&str; 4] = [
-    "from EL1 on SP_EL0 (kernel)",
-    "from EL1 on SP_EL1 (exception stack)",
-    "from EL0 (AArch64)",
-    "from EL0 (AArch32)",
-];
 
 /// Name of an exception class (ESR_EL1.EC), Arm ARM D19.2.
 pub fn exception_class_name(ec: u64) -> &'static str {
@@ -482,74 +442,5 @@ pub fn fault_status_name(fsc: u64) -> &'static str {
         0x21 => "alignment fault",
         0x30 => "TLB conflict abort",
         _ => "other fault",
-    }
-}
-
-impl fmt::Display for Report<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let fr = self.frame;
-        let ec = (fr.esr >> 26) & 0x3f;
-        let iss = fr.esr & 0x1ff_ffff;
-        writeln!(f, "{} {}", KINDS[(self.kind & 3) as usize], SOURCES[(self.kind >> 2) as usize & 3])?;
-        writeln!(
-            f,
-            "  ESR_EL1 {:#018x}: EC {:#04x} {}, IL {}, ISS {:#x}",
-            fr.esr,
-            ec,
-            exception_class_name(ec),
-            (fr.esr >> 25) & 1,
-            iss
-        )?;
-        if matches!(ec, 0x20 | 0x21 | 0x24 | 0x25) {
-            let fsc = iss & 0x3f;
-            let level = fsc & 3;
-            write!(f, "  {} (FSC {:#04x}", fault_status_name(fsc), fsc)?;
-            if matches!(fsc, 0x04..=0x0f) {
-                write!(f, ", level {level}")?;
-            }
-            write!(f, ")")?;
-            if ec >= 0x24 {
-                write!(f, ", {}", if iss & (1 << 6) != 0 { "write" } else { "read" })?;
-                if iss & (1 << 8) != 0 {
-                    write!(f, ", cache maintenance")?;
-                }
-            } else {
-                write!(f, ", instruction fetch")?;
-            }
-            if iss & (1 << 7) != 0 {
-                write!(f, ", on a stage-1 table walk")?;
-            }
-            if iss & (1 << 10) != 0 {
-                write!(f, ", FAR not valid")?;
-            }
-            writeln!(f)?;
-        }
-        // FAR is meaningful for aborts, alignment faults and watchpoints only.
-        if matches!(ec, 0x20 | 0x21 | 0x22 | 0x24 | 0x25 | 0x34 | 0x35) {
-            write!(f, "  FAR_EL1 {:#018x}", fr.far)?;
-            if let Some(what) = crate::memory::layout::describe_address(fr.far) {
-                write!(f, " ({what})")?;
-            }
-            writeln!(f)?;
-        }
-        write!(f, "  ELR_EL1 {:#018x}", fr.elr)?;
-        if let Some((name, offset)) = crate::symbols::lookup(fr.elr) {
-            write!(f, " <{name}+{offset:#x}>")?;
-        }
-        writeln!(f)?;
-        writeln!(f, "  SPSR_EL1 {:#018x}  SP_EL0 {:#018x}  SP_EL1 {:#018x}", fr.spsr, fr.sp_el0, fr.sp_el1)?;
-        for row in 0..8 {
-            for col in 0..4 {
-                let i = row * 4 + col;
-                if i < 31 {
-                    write!(f, "  x{i:<2} {:#018x}", fr.x[i])?;
-                }
-            }
-            writeln!(f)?;
-        }
-        if let Some((name, offset)) = crate::symbols::lookup(fr.x[30]) {
-            writeln!(f, "  LR <{name}+{offset:#x}>")?;
-        }
-        Ok(())
     }
 }

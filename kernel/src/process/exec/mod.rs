@@ -216,7 +216,7 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     // entries of its ASID are gone; a vfork parent may still run on it).
     {
         use aarch64_cpu::registers::{TTBR0_EL1, Writeable};
-        let asid = crate::memory::asids::switch_to(space.asid(), crate::smp::current_cpu());
+        let asid = crate::memory::asids::switch_to(space.asid(), crate::cpu::current_cpu());
         TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(space.root(), asid));
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     }

@@ -295,9 +295,9 @@ pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64
         wake
     };
     if let Some(tid) = wake {
-        crate::sched::interrupt(p, tid);
+        crate::sched::interrupt(crate::process::group_of(p), tid);
     }
-    crate::sched::kick_cpus(p);
+    crate::sched::kick(p.cpus.load(Ordering::Acquire));
     Ok(())
 }
 
@@ -533,7 +533,7 @@ fn enter(
 /// cannot be written (stack overflow, no alternate stack) ends the process with SIGSEGV.
 fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u64> {
     let p = &thread.process;
-    let mut bytes = FRAME_OUT[crate::smp::current_cpu()].lock();
+    let mut bytes = FRAME_OUT[crate::cpu::current_cpu()].lock();
     let used = frame::build(ctx, &plan.saved, &mut bytes);
     let at = Placement::below(plan.top);
     let written = at.is_some_and(|at| {
@@ -596,11 +596,11 @@ const TRAMPOLINE_SIZE: u64 = mm::addr::PAGE_SIZE;
 /// Each CPU's room for the signal frame it writes (delivery) and the one it reads
 /// (`rt_sigreturn`): 4.7 KiB each, too large for the exception stack and, from the heap, one
 /// more allocation a program could make fail; a CPU handles one thread's exception at a time.
-static FRAME_OUT: [Mutex<[u8; frame::TOTAL]>; crate::smp::MAX_CPUS] =
-    [const { Mutex::new([0; frame::TOTAL]) }; crate::smp::MAX_CPUS];
+static FRAME_OUT: [Mutex<[u8; frame::TOTAL]>; crate::cpu::MAX_CPUS] =
+    [const { Mutex::new([0; frame::TOTAL]) }; crate::cpu::MAX_CPUS];
 /// See [`FRAME_OUT`].
-pub(crate) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::smp::MAX_CPUS] =
-    [const { Mutex::new([0; frame::FRAME_SIZE]) }; crate::smp::MAX_CPUS];
+pub(crate) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::cpu::MAX_CPUS] =
+    [const { Mutex::new([0; frame::FRAME_SIZE]) }; crate::cpu::MAX_CPUS];
 
 /// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
 fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {

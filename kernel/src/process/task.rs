@@ -1,0 +1,103 @@
+//! A thread as the scheduler sees it: `process::Thread` implements `sched::Task`, which is how the
+//! scheduler (below this layer) switches a thread's address space in, delivers its signals on the
+//! way back to EL0, and ends it, without knowing what a process is.
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::any::Any;
+use core::sync::atomic::Ordering;
+
+use aarch64_cpu::registers::{TTBR0_EL1, Writeable};
+use linux_abi::Errno;
+
+use super::{Thread, family, signals};
+use crate::arch::aarch64::exception::FpState;
+use crate::arch::aarch64::user::UserRegs;
+use crate::sched::{Action, Task};
+
+impl Task for Thread {
+    fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    fn group(&self) -> usize {
+        super::group_of(&self.process)
+    }
+
+    fn space_key(&self) -> usize {
+        // Linux keys private futexes by the `mm`: a vfork child and its parent share it. 0 for a
+        // process whose space is gone, which no waiter can have (a waiting thread's process keeps
+        // its space).
+        self.process.space().map_or(0, |space| Arc::as_ptr(&space) as usize)
+    }
+
+    fn affinity(&self) -> u64 {
+        self.affinity
+    }
+
+    fn regs(&mut self) -> &mut UserRegs {
+        &mut self.regs
+    }
+
+    fn fp(&mut self) -> &mut FpState {
+        &mut self.fp
+    }
+
+    fn tpidr(&mut self) -> &mut u64 {
+        &mut self.tpidr
+    }
+
+    fn charge(&mut self, ticks: u64) {
+        self.posix.cpu_ticks += ticks;
+        self.process.posix.charge(ticks);
+    }
+
+    fn exiting(&self) -> bool {
+        self.process.exiting.load(Ordering::Acquire)
+    }
+
+    fn switch_in(&mut self, cpu: usize) -> bool {
+        // A thread that is not exiting belongs to a process that holds its space (the last
+        // thread's exit drops it), so the space outlives this run of the thread.
+        let Some(space) = self.process.space() else { return false };
+        self.process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
+        let asid = crate::memory::asids::switch_to(space.asid(), cpu);
+        TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(space.root(), asid));
+        true
+    }
+
+    fn resume(&mut self) -> bool {
+        !matches!(signals::on_resume(self), Action::ExitThread)
+    }
+
+    fn may_block(&self, futex: Option<(u64, bool)>) -> bool {
+        signals::may_park(self, futex)
+    }
+
+    fn interrupted(&mut self) -> u64 {
+        // A blocking pipe write returns the bytes it had written rather than restart (Linux's
+        // `pipe_write`); a poll's kept deadline is dropped: the call is over.
+        self.poll_deadline = None;
+        match core::mem::take(&mut self.pipe_written) {
+            0 => Errno::EINTR.as_ret() as u64,
+            n => n,
+        }
+    }
+
+    fn exit(self: Box<Self>) {
+        let process = self.process.clone();
+        process.signals.thread_gone(self.tid);
+        drop(self);
+        let torn_down = super::thread_exited(&process);
+        // This CPU's reference goes before the process stops counting as live: once none is
+        // live, the CPU in `run_cpu(Some(..))` returns, and its caller may at once find the
+        // process table empty (the test image checks it after every program).
+        drop(process);
+        if torn_down {
+            family::ended();
+        }
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

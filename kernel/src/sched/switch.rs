@@ -1,0 +1,291 @@
+//! Each CPU's scheduler loop, and the switch between it and a task.
+//!
+//! Each CPU runs [`run_cpu`]: take a runnable task whose affinity allows this CPU, let it switch
+//! its address space in ([`Task::switch_in`], which marks the CPU in its process's TLB set) and
+//! finish what must precede its return to EL0 ([`Task::resume`]), and enter it. The task runs until an exception from EL0 that the kernel cannot finish on the spot:
+//! preemption by the tick when others wait, `sched_yield`, a blocking call, a migration, or the
+//! task's end. Its user context is then saved and the CPU comes back here (`run_user`/`exit_user`
+//! are the setjmp/longjmp pair). While no task runs on a CPU, TTBR0 walks are disabled there, so
+//! no speculative walk can reach a page table that is being torn down.
+//!
+//! There is no per-task kernel stack: a task's system call or fault is handled to completion on
+//! the CPU's exception stack. The trap layer takes the current task ([`with_current`]), handles
+//! the exception, and hands the resulting [`Action`] to [`act`], which returns to the task, or
+//! saves it and leaves for this loop.
+//!
+//! **Blocking.** A blocked task sits in the one wait list with what it waits for and an optional
+//! deadline (a counter value). Deadlines are checked whenever a CPU picks a task and on every
+//! tick; an idle CPU also programs its timer for the earliest deadline, so a sleeper wakes within
+//! microseconds of it rather than at the next 10 ms tick, and no CPU spins while tasks sleep.
+//!
+//! **Signals.** A task about to block checks, under the wait list's lock, whether a signal it
+//! can take is pending ([`Task::may_block`]); if so it goes back to the run queue with its
+//! [`Task::interrupted`] x0 instead. A sender queues the signal first, then takes a blocked
+//! target out of the list (`queue::interrupt`) with that x0, whatever it waited for; the signal
+//! code finishes (or restarts, per `SA_RESTART`) the call when the task resumes.
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, Writeable};
+use futex::wait_list::Channel;
+use linux_abi::Errno;
+use linux_abi::futex::FUTEX_BITSET_MATCH_ANY;
+use spin::Mutex;
+
+use super::queue::{self, EVENTS, IDLE, Queued, RUNQ, WAITING};
+use super::task::{Action, Task, Wait, WaitFor};
+use crate::arch::aarch64::exception::{FpState, TrapFrame};
+use crate::arch::aarch64::user::{self, KernelContext};
+use crate::cpu::{MAX_CPUS, current_cpu};
+use crate::irq;
+
+const CODE_YIELD: u64 = 1;
+const CODE_BLOCKED: u64 = 2;
+const CODE_EXIT: u64 = 3;
+
+/// The task each CPU is running.
+static CURRENT: [Mutex<Option<Queued>>; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
+/// Counter value when each CPU last entered or was charged for its current task.
+static RUN_START: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
+// SAFETY: each CPU uses only its own context (index = its CPU number).
+unsafe impl Sync for Contexts {}
+static CONTEXTS: Contexts = Contexts([const { UnsafeCell::new(KernelContext::ZERO) }; MAX_CPUS]);
+
+/// A function queued for one CPU's scheduler loop.
+type WorkSlot = Mutex<Option<fn()>>;
+
+/// Kernel work queued for one CPU (tests use it to run code on a chosen CPU).
+static KERNEL_WORK: [WorkSlot; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
+
+#[cfg_attr(
+    not(feature = "test-image"),
+    expect(dead_code, reason = "the shootdown test runs code on a chosen CPU")
+)]
+/// Runs `work` on CPU `cpu` (in its scheduler loop, with interrupts masked) as soon as it is
+/// between tasks or idle. Returns false if that CPU already has work queued.
+pub fn run_on(cpu: usize, work: fn()) -> bool {
+    let mut slot = KERNEL_WORK[cpu].lock();
+    if slot.is_some() {
+        return false;
+    }
+    *slot = Some(work);
+    drop(slot);
+    irq::send_ipi(cpu, irq::IPI_WAKE);
+    true
+}
+
+/// Runs tasks on this CPU until `done()` holds (checked between tasks), or forever for `None`.
+pub fn run_cpu(done: Option<&dyn Fn() -> bool>) {
+    let cpu = current_cpu();
+    loop {
+        if done.is_some_and(|done| done()) {
+            return;
+        }
+        let work = KERNEL_WORK[cpu].lock().take();
+        if let Some(work) = work {
+            work();
+            continue;
+        }
+        let Some(mut task) = queue::pick(cpu) else {
+            idle_wait(cpu);
+            continue;
+        };
+        if task.exiting() || !task.switch_in(cpu) {
+            queue::finish(task);
+            continue;
+        }
+        walks(true);
+        TPIDR_EL0.set(*task.tpidr());
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        // A signal for the task is delivered (and the call it waited in finished) now, with its
+        // address space live.
+        if !task.resume() {
+            walks(false);
+            queue::finish(task);
+            continue;
+        }
+        let regs = task.regs().clone();
+        let fp = *task.fp();
+        *CURRENT[cpu].lock() = Some(task);
+        RUN_START[cpu].store(crate::arch::time::counter(), Ordering::Relaxed);
+        // SAFETY: TTBR0 holds the task's address space; every exception from EL0 goes through
+        // the trap layer, which returns to the task or leaves through this CPU's context.
+        let code = unsafe { user::run_user(&regs, &fp, CONTEXTS.0[cpu].get()) };
+        walks(false);
+        let task = CURRENT[cpu].lock().take();
+        match (code, task) {
+            (CODE_YIELD, Some(t)) => queue::enqueue(t),
+            (CODE_EXIT, Some(t)) => queue::finish(t),
+            _ => {} // blocked: the task is in the wait list or a rendezvous
+        }
+    }
+}
+
+/// Enables or disables TTBR0 walks on this CPU (a task's address space is live only while it
+/// may run here).
+fn walks(on: bool) {
+    if on {
+        TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
+    } else {
+        TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
+    }
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+fn idle_wait(cpu: usize) {
+    if crate::drivers::gic::current().is_none() {
+        core::hint::spin_loop();
+        return;
+    }
+    IDLE.fetch_or(1 << cpu, Ordering::AcqRel);
+    if let Some(deadline) = queue::next_deadline() {
+        irq::wake_by(deadline);
+    }
+    if RUNQ.lock().is_empty() && KERNEL_WORK[cpu].lock().is_none() {
+        // WFI with interrupts still masked, then unmasked for the handler: a wake IPI sent after
+        // the check above ends the WFI at once (see `irq::wait_for_interrupt`).
+        irq::wait_for_interrupt();
+    }
+    IDLE.fetch_and(!(1 << cpu), Ordering::AcqRel);
+}
+
+/// Runs `f` on the task this CPU is running (`None` if none: its group was stopped meanwhile).
+/// The task stays this CPU's current one throughout.
+pub fn with_current<R>(f: impl FnOnce(&mut dyn Task) -> R) -> Option<R> {
+    let mut current = CURRENT[current_cpu()].lock();
+    current.as_mut().map(|t| f(&mut **t))
+}
+
+/// Carries out `action` for the task this CPU is running, whose exception built `frame`:
+/// returns to it (`Continue`), or saves it and leaves for the scheduler loop.
+pub fn act(frame: &mut TrapFrame, action: Action) {
+    let cpu = current_cpu();
+    match action {
+        Action::Continue => {}
+        Action::Yield => {
+            save_context(cpu, frame);
+            switch_out(cpu, CODE_YIELD)
+        }
+        Action::Block(wait) => block(cpu, frame, wait),
+        Action::ExitThread => {
+            if let Some(task) = CURRENT[cpu].lock().as_mut() {
+                charge(cpu, &mut **task);
+            }
+            switch_out(cpu, CODE_EXIT)
+        }
+    }
+}
+
+/// Blocks the current task as `wait` asks, or returns to it at once when the condition is
+/// already decided (the futex word changed, an event came). A task with a signal it can take
+/// pending does not block: it goes back to the run queue with its interrupted x0, and the signal
+/// code finishes its call before it runs again.
+fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
+    let mut waiting = WAITING.lock();
+    let channel = match wait.what {
+        WaitFor::Futex { uaddr, expected, bitset } => {
+            let mut word = [0u8; 4];
+            // The word is re-read under the wait list's lock, so a waker that changed it and then
+            // called FUTEX_WAKE (which takes the same lock) cannot be missed.
+            match user::copy_from_user(&mut word, uaddr) {
+                Err(_) => {
+                    frame.x[0] = Errno::EFAULT.as_ret() as u64;
+                    return;
+                }
+                Ok(()) if u32::from_le_bytes(word) != expected => {
+                    frame.x[0] = Errno::EAGAIN.as_ret() as u64;
+                    return;
+                }
+                Ok(()) => {}
+            }
+            frame.x[0] = 0;
+            let Some(space) = CURRENT[cpu].lock().as_ref().map(|t| t.space_key()) else { return };
+            Channel::Futex { space, uaddr, bitset }
+        }
+        WaitFor::Timer => {
+            frame.x[0] = 0;
+            Channel::Timer
+        }
+        WaitFor::Poll { generation } => {
+            // Checked under the wait list's lock: an event after this wakes the task; one since
+            // the caller looked restarts the call now.
+            if EVENTS.load(Ordering::Acquire) != generation {
+                frame.elr -= 4;
+                return;
+            }
+            Channel::Poll
+        }
+        WaitFor::Signal => Channel::Signal,
+        WaitFor::Event { key, generation } => {
+            if EVENTS.load(Ordering::Acquire) != generation {
+                frame.elr -= 4; // something happened since the caller looked: look again
+                return;
+            }
+            Channel::Futex { space: key, uaddr: 0, bitset: FUTEX_BITSET_MATCH_ANY }
+        }
+        WaitFor::Rendezvous(rendezvous) => {
+            drop(waiting);
+            save_context(cpu, frame);
+            let Some(task) = CURRENT[cpu].lock().take() else { return };
+            match rendezvous.park(task) {
+                Ok(()) => switch_out(cpu, CODE_BLOCKED),
+                // Already released: the task runs on at once.
+                Err(task) => {
+                    *CURRENT[cpu].lock() = Some(task);
+                    return;
+                }
+            }
+        }
+    };
+    save_context(cpu, frame);
+    if let Some(mut task) = CURRENT[cpu].lock().take() {
+        let futex_wait = match wait.what {
+            WaitFor::Futex { uaddr, .. } => Some((uaddr, wait.deadline.is_some())),
+            _ => None,
+        };
+        if task.may_block(futex_wait) {
+            queue::push_waiter(&mut waiting, channel, wait.deadline, task);
+        } else {
+            let x0 = task.interrupted();
+            task.regs().x[0] = x0;
+            RUNQ.lock().push_back(task);
+        }
+    }
+    drop(waiting);
+    switch_out(cpu, CODE_BLOCKED)
+}
+
+/// Charges the CPU time since the task's slice (or last charge) began to it.
+fn charge(cpu: usize, task: &mut dyn Task) {
+    let now = crate::arch::time::counter();
+    let spent = now.saturating_sub(RUN_START[cpu].swap(now, Ordering::Relaxed));
+    task.charge(spent);
+}
+
+/// Counter ticks the current task of this CPU has run in its slice so far (not yet charged).
+pub fn current_slice() -> u64 {
+    crate::arch::time::counter().saturating_sub(RUN_START[current_cpu()].load(Ordering::Relaxed))
+}
+
+fn save_context(cpu: usize, frame: &mut TrapFrame) {
+    // SAFETY: `frame` was built by the EL0 exception entry being handled (FpState::below's rule).
+    let fp = unsafe { *FpState::below(frame) };
+    if let Some(task) = CURRENT[cpu].lock().as_mut() {
+        charge(cpu, &mut **task);
+        let regs = task.regs();
+        regs.x = frame.x;
+        regs.sp = frame.sp_el0;
+        regs.pc = frame.elr;
+        regs.pstate = frame.spsr;
+        *task.fp() = fp;
+        *task.tpidr() = TPIDR_EL0.get();
+    }
+}
+
+fn switch_out(cpu: usize, code: u64) -> ! {
+    // SAFETY: we are on this CPU's exception stack, handling an exception from the task that
+    // `run_cpu` entered with this CPU's context; nothing on the exception stack is needed again.
+    unsafe { user::exit_user(code, CONTEXTS.0[cpu].get()) }
+}
