@@ -118,7 +118,8 @@ extern "C" fn kernel_main(
     // SAFETY: unmasks SError only; the vector table (installed by the entry code) reports it.
     unsafe { core::arch::asm!("msr daifclr, #4", options(nomem, nostack)) };
     heap::init_bootstrap();
-    if let Some((driver, pa)) = board::FALLBACK_UART {
+    if let Some((family, pa)) = board::FALLBACK_UART {
+        let driver = console::UartDriver::plain(family);
         // SAFETY: the early map shows the fallback UART's 2 MiB block at EARLY_UART_VADDR as
         // device memory, for as long as the early map is live (the console moves before it goes).
         unsafe { console::use_uart(driver, EARLY_UART_VADDR + (pa & 0x1f_ffff), ConsoleKind::Fallback) };
@@ -212,7 +213,7 @@ extern "C" fn kernel_main(
             Some((console::UartDriver::from_config(&config), config.pa, va_offset, span, false))
         }
         (Ok(_), Err(_)) if console::kind() == ConsoleKind::Fallback => {
-            board::FALLBACK_UART.map(|(driver, pa)| (driver, pa, 0, 0x1000, true))
+            board::FALLBACK_UART.map(|(family, pa)| (console::UartDriver::plain(family), pa, 0, 0x1000, true))
         }
         (Ok(_), Err(_)) => None,
     };

@@ -36,32 +36,33 @@
 ))]
 compile_error!("choose one board-* feature (use --no-default-features for a Raspberry Pi build)");
 
-use crate::console::UartDriver;
+use devicetree::support::UartFamily;
 
-/// The fallback console's driver and physical address, if this build has one.
+/// The fallback console's UART family (its driver, with the default register layout) and
+/// physical address, if this build has one.
 #[cfg(feature = "board-qemu-virt")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> =
-    Some((UartDriver::plain(crate::console::UartFamily::Pl011), 0x0900_0000));
-/// The fallback console's driver and physical address, if this build has one.
+pub const FALLBACK_UART: Option<(UartFamily, u64)> = Some((UartFamily::Pl011, 0x0900_0000));
+/// The fallback console's UART family (its driver, with the default register layout) and
+/// physical address, if this build has one.
 #[cfg(feature = "board-raspi3")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> =
-    Some((UartDriver::plain(crate::console::UartFamily::MiniUart), 0x3f21_5040));
-/// The fallback console's driver and physical address, if this build has one.
+pub const FALLBACK_UART: Option<(UartFamily, u64)> = Some((UartFamily::MiniUart, 0x3f21_5040));
+/// The fallback console's UART family (its driver, with the default register layout) and
+/// physical address, if this build has one.
 #[cfg(feature = "board-raspi4")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> =
-    Some((UartDriver::plain(crate::console::UartFamily::MiniUart), 0xfe21_5040));
-/// The fallback console's driver and physical address, if this build has one.
+pub const FALLBACK_UART: Option<(UartFamily, u64)> = Some((UartFamily::MiniUart, 0xfe21_5040));
+/// The fallback console's UART family (its driver, with the default register layout) and
+/// physical address, if this build has one.
 #[cfg(feature = "board-raspi5")]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> =
-    Some((UartDriver::plain(crate::console::UartFamily::Pl011), 0x10_7d00_1000));
-/// The fallback console's driver and physical address, if this build has one.
+pub const FALLBACK_UART: Option<(UartFamily, u64)> = Some((UartFamily::Pl011, 0x10_7d00_1000));
+/// The fallback console's UART family (its driver, with the default register layout) and
+/// physical address, if this build has one.
 #[cfg(not(any(
     feature = "board-qemu-virt",
     feature = "board-raspi3",
     feature = "board-raspi4",
     feature = "board-raspi5"
 )))]
-pub const FALLBACK_UART: Option<(UartDriver, u64)> = None;
+pub const FALLBACK_UART: Option<(UartFamily, u64)> = None;
 
 /// Physical address of the fallback console (used by the early map, which maps its 2 MiB block).
 pub const FALLBACK_UART_PA: Option<u64> = match FALLBACK_UART {

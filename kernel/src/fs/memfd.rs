@@ -24,44 +24,22 @@ use mm::user::UserFrames as _;
 use mm::user::object::{MAX_SIZE, MemObject, ObjectRef, SharedObject};
 use spin::Mutex;
 
-use crate::memory::frames;
-use crate::process::Process;
-use crate::process::posix::{FdEntry, FileKind, O_RDWR, OpenFile};
-use crate::syscall::errno::*;
-use crate::syscall::{copy_in, copy_out};
+use linux_abi::Errno;
+use linux_abi::fcntl::{O_LARGEFILE, O_RDWR, S_IFREG, SEEK_CUR, SEEK_DATA, SEEK_END, SEEK_HOLE, SEEK_SET};
+use linux_abi::mman::{MAP_HUGE_MASK, MAP_HUGE_SHIFT, MFD_ALLOW_SEALING, MFD_CLOEXEC, MFD_HUGETLB};
 
-/// `MFD_CLOEXEC`.
-pub const MFD_CLOEXEC: u64 = 1;
-/// `MFD_ALLOW_SEALING`.
-pub const MFD_ALLOW_SEALING: u64 = 2;
-/// `MFD_HUGETLB`.
-pub const MFD_HUGETLB: u64 = 4;
-/// The huge page size field (`MFD_HUGE_MASK << MFD_HUGE_SHIFT`), valid with `MFD_HUGETLB`.
-const MFD_HUGE_FIELD: u64 = 0x3f << 26;
+use super::file::{FdEntry, FdTable, FileKind, OpenFile};
+use crate::memory::frames;
+use crate::memory::uaccess::{copy_in, copy_out};
+use crate::memory::vmspace::Vmspace;
+
+/// The huge page size field, valid with `MFD_HUGETLB` (the same field as `MAP_HUGETLB`'s).
+const MFD_HUGE_FIELD: u64 = MAP_HUGE_MASK << MAP_HUGE_SHIFT;
 /// The longest name (`NAME_MAX` less the "memfd:" prefix).
 const NAME_MAX: usize = 249;
-/// `O_LARGEFILE`, always set on a memfd (arm64's value).
-const O_LARGEFILE: u32 = 0o400_000;
-/// `EFBIG`: a write past the largest size.
-const EFBIG: i64 = 27;
-/// `ENXIO`: `SEEK_DATA`/`SEEK_HOLE` at or past the end.
-const ENXIO: i64 = 6;
-/// `ENODEV`.
-const ENODEV: i64 = 19;
-/// `lseek`'s `whence` values.
-const SEEK_SET: u64 = 0;
-const SEEK_CUR: u64 = 1;
-const SEEK_END: u64 = 2;
-/// `SEEK_DATA` and `SEEK_HOLE` (shmem's `shmem_file_llseek`: a hole reads zero, so the file is
-/// data up to its end here, as for a file whose pages all exist).
-const SEEK_DATA: u64 = 3;
-const SEEK_HOLE: u64 = 4;
 /// Bytes copied per step of `read`/`write` (through a kernel buffer: the object's lock is never
 /// held across a user copy, which may fault on a mapping of the same object).
 const CHUNK: usize = 4096;
-
-/// `S_IFREG`: a regular file.
-const S_IFREG: u32 = 0o100_000;
 
 /// Inode numbers of memfds (shmem's `get_next_ino`).
 static NEXT_INO: AtomicU64 = AtomicU64::new(1);
@@ -105,8 +83,8 @@ impl Memfd {
 }
 
 /// The memfd behind `fd`, `Err(None)` for another kind of file, `Err(Some(EBADF))` for none.
-fn memfd_of(p: &Process, fd: u64) -> Result<Arc<OpenFile>, Option<i64>> {
-    let file = p.posix.files.lock().get(fd).map(|e| e.file.clone()).ok_or(Some(EBADF))?;
+fn memfd_of(files: &Mutex<FdTable>, fd: u64) -> Result<Arc<OpenFile>, Option<Errno>> {
+    let file = files.lock().file(fd).map_err(Some)?;
     if memfd(&file).is_some() { Ok(file) } else { Err(None) }
 }
 
@@ -118,73 +96,58 @@ fn memfd(file: &OpenFile) -> Option<&Memfd> {
 /// `memfd_create(name, flags)`, in Linux's order: `EINVAL` unknown flags (the huge page size
 /// only with `MFD_HUGETLB`); `EFAULT` an unreadable name; `EINVAL` a name over 249 bytes;
 /// `EMFILE` no descriptor. `MFD_HUGETLB` passes the checks and then fails with `EINVAL`:
-/// there is no hugetlbfs here.
-pub fn memfd_create(p: &Process, name: u64, flags: u64) -> i64 {
+/// there is no hugetlbfs here. The descriptor goes into `files`.
+///
+/// # Errors
+/// As above, and `ENOMEM`.
+pub fn memfd_create(files: &Mutex<FdTable>, name: u64, flags: u64) -> Result<u64, Errno> {
     const ALL: u64 = MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB;
     let known = if flags & MFD_HUGETLB != 0 { ALL | MFD_HUGE_FIELD } else { ALL };
     if flags & !known != 0 || flags >> 32 != 0 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     // strnlen_user(name, NAME_MAX + 1).
     let mut len = 0usize;
     loop {
         let mut b = [0u8; 1];
-        if copy_in(p, &mut b, name.wrapping_add(len as u64)).is_err() {
-            return -EFAULT;
-        }
+        copy_in(&mut b, name.wrapping_add(len as u64)).map_err(|_| Errno::EFAULT)?;
         if b[0] == 0 {
             break;
         }
         len += 1;
         if len > NAME_MAX {
-            return -EINVAL;
+            return Err(Errno::EINVAL);
         }
     }
     if flags & MFD_HUGETLB != 0 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     let object =
         MemfdObject { pages: Mutex::new(MemObject::new()), ino: NEXT_INO.fetch_add(1, Ordering::Relaxed) };
-    let Ok(object) = crate::memory::fallible::arc(object) else { return -ENOMEM };
+    let object = crate::memory::fallible::arc(object).map_err(|_| Errno::ENOMEM)?;
     let kind = FileKind::Memfd(Memfd { object, pos: Mutex::new(0) });
     let open = OpenFile { kind, flags: AtomicU32::new(O_RDWR | O_LARGEFILE) };
-    let Ok(file) = crate::memory::fallible::arc(open) else { return -ENOMEM };
+    let file = crate::memory::fallible::arc(open).map_err(|_| Errno::ENOMEM)?;
     let cloexec = flags & MFD_CLOEXEC != 0;
-    match p.posix.files.lock().install_lowest(0, FdEntry { file, cloexec }) {
-        Ok(fd) => fd as i64,
-        Err(e) => -e,
-    }
+    files.lock().install_lowest(0, FdEntry { file, cloexec }).map(|fd| fd as u64)
 }
 
-/// `ftruncate(fd, length)`, in Linux's order (`do_sys_ftruncate`): `EINVAL` a negative length;
-/// `EBADF` no descriptor; `EINVAL` not a regular file opened for writing (the console, a pipe).
-/// Shrinking unmaps the pages past the end in every process that maps the object.
-pub fn ftruncate(p: &Process, fd: u64, length: u64) -> i64 {
+/// `ftruncate(fd, length)` of a memfd, in Linux's order (`do_sys_ftruncate`): `EINVAL` a
+/// negative length; `EBADF` no descriptor; `EINVAL` not a regular file opened for writing (the
+/// console, a pipe). When the object shrank, returns it and its first page past the new end:
+/// the caller unmaps those pages in every address space that maps it (`mm::user`'s
+/// `truncate_object`), which this layer cannot reach.
+///
+/// # Errors
+/// As above.
+pub fn truncate(files: &Mutex<FdTable>, fd: u64, length: u64) -> Result<Option<(ObjectRef, u64)>, Errno> {
     if length as i64 > MAX_SIZE as i64 || (length as i64) < 0 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
-    let file = match memfd_of(p, fd) {
-        Ok(f) => f,
-        Err(Some(e)) => return -e,
-        Err(None) => return -EINVAL,
-    };
-    let Some(m) = memfd(&file) else { return -EINVAL };
-    let gone = m.object.pages.lock().set_size(length, &mut frames::UserFrames);
-    match gone {
-        Err(e) => -i64::from(e.code()),
-        Ok(None) => 0,
-        Ok(Some(first)) => {
-            let handle = m.handle();
-            crate::process::family::for_each_process(|q| {
-                // A space shared by a vfork parent and child is reached twice; the second
-                // time finds nothing left past the end.
-                if let Some(space) = q.space() {
-                    space.lock().truncate_object(&handle, first);
-                }
-            });
-            0
-        }
-    }
+    let file = memfd_of(files, fd).map_err(|e| e.unwrap_or(Errno::EINVAL))?;
+    let m = memfd(&file).ok_or(Errno::EINVAL)?;
+    let gone = m.object.pages.lock().set_size(length, &mut frames::UserFrames)?;
+    Ok(gone.map(|first| (m.handle(), first)))
 }
 
 /// The `struct stat` of a memfd, if `file` is one.
@@ -210,22 +173,27 @@ pub fn stat(file: &OpenFile) -> Option<Stat> {
 
 /// `mmap` of descriptor `fd` (not `MAP_ANONYMOUS`): the memfd's object, or `EBADF` for no
 /// descriptor and `ENODEV` for a file that cannot be mapped (the console, a pipe), after the
-/// offset check arm64's `sys_mmap` makes first.
-pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, flags: u64, fd: u64, offset: u64) -> i64 {
+/// offset check arm64's `sys_mmap` makes first; mapped into `space`.
+///
+/// # Errors
+/// As above, and what `mm::user`'s `mmap_object` answers.
+#[allow(clippy::too_many_arguments, reason = "mmap's arguments, decoded, and where they apply")]
+pub fn mmap(
+    files: &Mutex<FdTable>,
+    space: &Vmspace,
+    addr: u64,
+    len: u64,
+    prot: u64,
+    flags: u64,
+    fd: u64,
+    offset: u64,
+) -> Result<u64, Errno> {
     if offset & (PAGE_SIZE - 1) != 0 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
-    let file = match memfd_of(p, fd) {
-        Ok(f) => f,
-        Err(Some(e)) => return -e,
-        Err(None) => return -ENODEV,
-    };
-    let Some(handle) = memfd(&file).map(Memfd::handle) else { return -ENODEV };
-    let Some(space) = p.space() else { return -ENOMEM };
-    space
-        .lock()
-        .mmap_object(addr, len, prot, flags, handle, offset)
-        .map_or_else(|e| -i64::from(e.code()), |a| a as i64)
+    let file = memfd_of(files, fd).map_err(|e| e.unwrap_or(Errno::ENODEV))?;
+    let handle = memfd(&file).map(Memfd::handle).ok_or(Errno::ENODEV)?;
+    space.lock().mmap_object(addr, len, prot, flags, handle, offset)
 }
 
 /// Runs `f` on the frame of page `index` (allocated if new): `None` past the end or out of
@@ -241,42 +209,53 @@ fn with_page<R>(m: &Memfd, index: u64, write: bool, f: impl FnOnce(PhysAddr) -> 
 }
 
 /// `read(fd, buf, count)` on a memfd: from the position, up to the end of the object.
-pub fn read(file: &OpenFile, p: &Process, buffers: &[(u64, u64)]) -> i64 {
-    let Some(m) = memfd(file) else { return -EBADF };
+///
+/// # Errors
+/// `EBADF` (not a memfd), `EFAULT` when nothing could be copied.
+pub fn read(file: &OpenFile, buffers: &[(u64, u64)]) -> Result<u64, Errno> {
+    let m = memfd(file).ok_or(Errno::EBADF)?;
     let mut pos = m.pos.lock();
-    let (n, result) = read_at(m, p, buffers, *pos);
+    let (n, result) = read_at(m, buffers, *pos);
     *pos += n;
     result
 }
 
 /// `write(fd, buf, count)` on a memfd: at the position, growing the object.
-pub fn write(file: &OpenFile, p: &Process, buffers: &[(u64, u64)]) -> i64 {
-    let Some(m) = memfd(file) else { return -EBADF };
+///
+/// # Errors
+/// `EBADF` (not a memfd); `EFAULT`, `EFBIG`, `ENOMEM` when nothing could be written.
+pub fn write(file: &OpenFile, buffers: &[(u64, u64)]) -> Result<u64, Errno> {
+    let m = memfd(file).ok_or(Errno::EBADF)?;
     let mut pos = m.pos.lock();
-    let (n, result) = write_at(m, p, buffers, *pos);
+    let (n, result) = write_at(m, buffers, *pos);
     *pos += n;
     result
 }
 
 /// `pread64(fd, buf, count, offset)` and `pwrite64`: at `offset`, the position unchanged.
+///
+/// # Errors
 /// `EBADF` no descriptor; `ESPIPE` a file that cannot seek (the console, a pipe); `EINVAL` a
-/// negative offset.
-pub fn pread_pwrite(p: &Process, fd: u64, buf: u64, count: u64, offset: u64, write: bool) -> i64 {
-    let file = match memfd_of(p, fd) {
-        Ok(f) => f,
-        Err(Some(e)) => return -e,
-        Err(None) => return -ESPIPE,
-    };
+/// negative offset; as [`read`] and [`write`].
+pub fn pread_pwrite(
+    files: &Mutex<FdTable>,
+    fd: u64,
+    buf: u64,
+    count: u64,
+    offset: u64,
+    write: bool,
+) -> Result<u64, Errno> {
+    let file = memfd_of(files, fd).map_err(|e| e.unwrap_or(Errno::ESPIPE))?;
     if (offset as i64) < 0 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     let buffers = [(buf, count.min(0x7fff_f000))];
-    let Some(m) = memfd(&file) else { return -ESPIPE };
-    if write { write_at(m, p, &buffers, offset).1 } else { read_at(m, p, &buffers, offset).1 }
+    let m = memfd(&file).ok_or(Errno::ESPIPE)?;
+    if write { write_at(m, &buffers, offset).1 } else { read_at(m, &buffers, offset).1 }
 }
 
 /// Reads into `buffers` from byte `from`: (bytes done, the call's result).
-fn read_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, i64) {
+fn read_at(m: &Memfd, buffers: &[(u64, u64)], from: u64) -> (u64, Result<u64, Errno>) {
     let mut done = 0u64;
     let mut buf = [0u8; CHUNK];
     for &(base, len) in buffers {
@@ -285,7 +264,7 @@ fn read_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, i
             let size = m.size();
             let offset = from + done;
             if offset >= size {
-                return (done, done as i64);
+                return (done, Ok(done));
             }
             let in_page = (offset % PAGE_SIZE) as usize;
             let n = ((PAGE_SIZE as usize - in_page) as u64).min(len - at).min(size - offset) as usize;
@@ -296,23 +275,23 @@ fn read_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, i
                 unsafe { core::ptr::copy_nonoverlapping(src.add(in_page), buf.as_mut_ptr(), n) };
             });
             if got.is_none() {
-                return (done, done as i64);
+                return (done, Ok(done));
             }
-            if copy_out(p, base + at, &buf[..n]).is_err() {
-                return (done, if done == 0 { -EFAULT } else { done as i64 });
+            if copy_out(base + at, &buf[..n]).is_err() {
+                return (done, if done == 0 { Err(Errno::EFAULT) } else { Ok(done) });
             }
             at += n as u64;
             done += n as u64;
         }
     }
-    (done, done as i64)
+    (done, Ok(done))
 }
 
 /// Writes `buffers` at byte `from`, growing the object: (bytes done, the call's result).
-fn write_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, i64) {
+fn write_at(m: &Memfd, buffers: &[(u64, u64)], from: u64) -> (u64, Result<u64, Errno>) {
     let mut done = 0u64;
     let mut buf = [0u8; CHUNK];
-    let partial = |done: u64, e: i64| (done, if done == 0 { -e } else { done as i64 });
+    let partial = |done: u64, e: Errno| (done, if done == 0 { Err(e) } else { Ok(done) });
     for &(base, len) in buffers {
         let mut at = 0u64;
         while at < len {
@@ -321,33 +300,37 @@ fn write_at(m: &Memfd, p: &Process, buffers: &[(u64, u64)], from: u64) -> (u64, 
             let n = ((PAGE_SIZE as usize - in_page) as u64).min(len - at) as usize;
             let end = offset.saturating_add(n as u64);
             if end > MAX_SIZE {
-                return partial(done, EFBIG);
+                return partial(done, Errno::EFBIG);
             }
-            if copy_in(p, &mut buf[..n], base + at).is_err() {
-                return partial(done, EFAULT);
+            if copy_in(&mut buf[..n], base + at).is_err() {
+                return partial(done, Errno::EFAULT);
             }
             {
                 let mut o = m.object.pages.lock();
                 if end > o.size() && o.set_size(end, &mut frames::UserFrames).is_err() {
-                    return partial(done, EFBIG);
+                    return partial(done, Errno::EFBIG);
                 }
             }
             let wrote = with_page(m, offset / PAGE_SIZE, true, |pa| {
                 frames::UserFrames.write(pa, in_page, &buf[..n]);
             });
             if wrote.is_none() {
-                return partial(done, ENOMEM);
+                return partial(done, Errno::ENOMEM);
             }
             at += n as u64;
             done += n as u64;
         }
     }
-    (done, done as i64)
+    (done, Ok(done))
 }
 
-/// `lseek(fd, offset, whence)` on a memfd.
-pub fn lseek(file: &OpenFile, offset: u64, whence: u64) -> i64 {
-    let Some(m) = memfd(file) else { return -ESPIPE };
+/// `lseek(fd, offset, whence)` on a memfd (shmem's `shmem_file_llseek`: a hole reads zero, so
+/// the file is data up to its end, as for a file whose pages all exist).
+///
+/// # Errors
+/// `ESPIPE` (not a memfd), `ENXIO` (`SEEK_DATA`/`SEEK_HOLE` at or past the end), `EINVAL`.
+pub fn lseek(file: &OpenFile, offset: u64, whence: u64) -> Result<u64, Errno> {
+    let m = memfd(file).ok_or(Errno::ESPIPE)?;
     let mut pos = m.pos.lock();
     let size = m.size() as i64;
     let base = match whence {
@@ -357,19 +340,19 @@ pub fn lseek(file: &OpenFile, offset: u64, whence: u64) -> i64 {
         SEEK_DATA | SEEK_HOLE => {
             let off = offset as i64;
             if off < 0 || off >= size {
-                return -ENXIO;
+                return Err(Errno::ENXIO);
             }
             let to = if whence == SEEK_DATA { off } else { size };
             *pos = to as u64;
-            return to;
+            return Ok(to as u64);
         }
-        _ => return -EINVAL,
+        _ => return Err(Errno::EINVAL),
     };
     match base.checked_add(offset as i64) {
         Some(new) if new >= 0 => {
             *pos = new as u64;
-            new
+            Ok(new as u64)
         }
-        _ => -EINVAL,
+        _ => Err(Errno::EINVAL),
     }
 }

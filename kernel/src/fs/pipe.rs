@@ -20,22 +20,19 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use spin::Mutex;
 
+use linux_abi::Errno;
+use linux_abi::fcntl::{O_CLOEXEC, O_DIRECT, O_NONBLOCK, O_WRONLY};
+
+use super::file::{FdEntry, FdTable, FileKind, OpenFile};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::fallible;
-use crate::process::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
-use crate::process::{Action, Process};
-use crate::sched::{self, Wait, WaitFor};
-use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, EPIPE};
-use crate::syscall::{copy_in, copy_out};
+use crate::memory::uaccess::{copy_in, copy_out};
+use crate::sched::{self, Action, Wait, WaitFor};
 
 /// The buffer of a pipe (Linux's default: 16 pages).
 pub const PIPE_SIZE: usize = 64 << 10;
 /// Writes up to this size are atomic.
 pub const PIPE_BUF: usize = 4096;
-/// `O_DIRECT` (packet mode: accepted, the pipe stays a byte stream).
-const O_DIRECT: u32 = 0o40_000;
-/// `O_WRONLY`.
-const O_WRONLY: u32 = 1;
 
 struct State {
     buf: VecDeque<u8>,
@@ -82,29 +79,29 @@ impl Drop for PipeEnd {
     }
 }
 
-fn done(frame: &mut TrapFrame, value: i64) -> Action {
-    frame.x[0] = value as u64;
-    Action::Continue
+fn done(frame: &mut TrapFrame, result: Result<u64, Errno>) -> Action {
+    Action::reply(frame, result)
 }
 
 fn block(pipe: &Pipe, generation: u32) -> Action {
     Action::Block(Wait { what: WaitFor::Event { key: pipe.key(), generation }, deadline: None })
 }
 
-/// `pipe2(fds, flags)`: `EINVAL` for other flags than `O_CLOEXEC`, `O_NONBLOCK`, `O_DIRECT`;
+/// `pipe2(fds, flags)` into the descriptor table `files`: `EINVAL` for other flags than
+/// `O_CLOEXEC`, `O_NONBLOCK`, `O_DIRECT` (packet mode: accepted, the pipe stays a byte stream);
 /// `EMFILE`; `ENOMEM`; `EFAULT` (both descriptors closed again, as Linux).
-pub fn pipe2(p: &Process, fds: u64, flags: u64) -> i64 {
+///
+/// # Errors
+/// As above.
+pub fn pipe2(files: &Mutex<FdTable>, fds: u64, flags: u64) -> Result<u64, Errno> {
     let known = u64::from(O_CLOEXEC | O_NONBLOCK | O_DIRECT);
     if flags & !known != 0 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     let mut buf = VecDeque::new();
-    if buf.try_reserve_exact(PIPE_SIZE).is_err() {
-        return -ENOMEM;
-    }
-    let Ok(pipe) = fallible::arc(Pipe { state: Mutex::new(State { buf, readers: 0, writers: 0 }) }) else {
-        return -ENOMEM;
-    };
+    buf.try_reserve_exact(PIPE_SIZE).map_err(|_| Errno::ENOMEM)?;
+    let pipe = fallible::arc(Pipe { state: Mutex::new(State { buf, readers: 0, writers: 0 }) })
+        .map_err(|_| Errno::ENOMEM)?;
     let status = flags as u32 & (O_NONBLOCK | O_DIRECT);
     // Each end counts itself once it exists, so an end dropped on a failure below uncounts only
     // itself.
@@ -118,67 +115,55 @@ pub fn pipe2(p: &Process, fds: u64, flags: u64) -> i64 {
         drop(st);
         let kind = FileKind::Pipe(PipeEnd { pipe: pipe.clone(), write });
         let mode = if write { O_WRONLY } else { 0 };
-        fallible::arc(OpenFile { kind, flags: AtomicU32::new(mode | status) }).map_err(|_| ENOMEM)
+        fallible::arc(OpenFile { kind, flags: AtomicU32::new(mode | status) }).map_err(|_| Errno::ENOMEM)
     };
     let cloexec = flags & u64::from(O_CLOEXEC) != 0;
-    let (read_end, write_end) = match end(false).and_then(|r| Ok((r, end(true)?))) {
-        Ok(ends) => ends,
-        Err(e) => return -e,
-    };
-    let mut files = p.posix.files.lock();
-    let r = match files.install_lowest(0, FdEntry { file: read_end, cloexec }) {
-        Ok(r) => r,
-        Err(e) => return -e,
-    };
-    let w = match files.install_lowest(0, FdEntry { file: write_end, cloexec }) {
+    let (read_end, write_end) = end(false).and_then(|r| Ok((r, end(true)?)))?;
+    let mut table = files.lock();
+    let r = table.install_lowest(0, FdEntry { file: read_end, cloexec })?;
+    let w = match table.install_lowest(0, FdEntry { file: write_end, cloexec }) {
         Ok(w) => w,
         Err(e) => {
-            files.close(r as u64);
-            return -e;
+            table.close(r as u64);
+            return Err(e);
         }
     };
-    drop(files);
+    drop(table);
     let mut out = [0u8; 8];
     out[..4].copy_from_slice(&(r as u32).to_le_bytes());
     out[4..].copy_from_slice(&(w as u32).to_le_bytes());
-    if copy_out(p, fds, &out).is_err() {
-        let mut files = p.posix.files.lock();
-        files.close(r as u64);
-        files.close(w as u64);
-        return -EFAULT;
+    if copy_out(fds, &out).is_err() {
+        let mut table = files.lock();
+        table.close(r as u64);
+        table.close(w as u64);
+        return Err(Errno::EFAULT);
     }
-    0
+    Ok(0)
 }
 
 /// `read` on a pipe's read end (a write end reads as `EBADF`, as Linux's `FMODE_READ` check).
-pub fn read(
-    p: &Process,
-    frame: &mut TrapFrame,
-    file: &OpenFile,
-    end: &PipeEnd,
-    buffers: &[(u64, u64)],
-) -> Action {
+pub fn read(frame: &mut TrapFrame, file: &OpenFile, end: &PipeEnd, buffers: &[(u64, u64)]) -> Action {
     if end.write {
-        return done(frame, -crate::syscall::errno::EBADF);
+        return done(frame, Err(Errno::EBADF));
     }
     let total = buffers.iter().map(|b| b.1).sum::<u64>().min(PIPE_SIZE as u64) as usize;
     if total == 0 {
-        return done(frame, 0);
+        return done(frame, Ok(0));
     }
     let generation = sched::event_generation();
     let mut data = alloc::vec::Vec::new();
     if data.try_reserve_exact(total).is_err() {
-        return done(frame, -ENOMEM);
+        return done(frame, Err(Errno::ENOMEM));
     }
     {
         let mut st = end.pipe.state.lock();
         if st.buf.is_empty() {
             if st.writers == 0 {
-                return done(frame, 0);
+                return done(frame, Ok(0));
             }
             drop(st);
             if file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
-                return done(frame, -EAGAIN);
+                return done(frame, Err(Errno::EAGAIN));
             }
             return block(&end.pipe, generation);
         }
@@ -192,12 +177,12 @@ pub fn read(
         if take == 0 {
             break;
         }
-        if copy_out(p, base, &data[at..at + take]).is_err() {
-            return done(frame, if at == 0 { -EFAULT } else { at as i64 });
+        if copy_out(base, &data[at..at + take]).is_err() {
+            return done(frame, if at == 0 { Err(Errno::EFAULT) } else { Ok(at as u64) });
         }
         at += take;
     }
-    done(frame, at as i64)
+    done(frame, Ok(at as u64))
 }
 
 /// `write` on a pipe's write end, as Linux's `pipe_write`: up to `PIPE_BUF` bytes go in whole
@@ -205,23 +190,23 @@ pub fn read(
 /// returns only when everything is written: when the pipe fills first it blocks, counting in
 /// `progress` (the thread's) what it wrote so far, and its restart skips those bytes; a signal
 /// that ends the wait returns that count (`sched::interrupt`). With `O_NONBLOCK` it returns
-/// what fitted, `EAGAIN` if nothing did. No reader: `SIGPIPE`, and `EPIPE` unless some bytes
-/// went in.
+/// what fitted, `EAGAIN` if nothing did. No reader: `sigpipe` (the caller sends `SIGPIPE`), and
+/// `EPIPE` unless some bytes went in.
 pub fn write(
-    p: &Process,
     frame: &mut TrapFrame,
     progress: &mut u64,
     file: &OpenFile,
     end: &PipeEnd,
     buffers: &[(u64, u64)],
+    sigpipe: &dyn Fn(),
 ) -> Action {
     let resumed = core::mem::take(progress);
     if !end.write {
-        return done(frame, -crate::syscall::errno::EBADF);
+        return done(frame, Err(Errno::EBADF));
     }
     let total: u64 = buffers.iter().map(|b| b.1).sum();
     if total == 0 {
-        return done(frame, 0);
+        return done(frame, Ok(0));
     }
     let generation = sched::event_generation();
     let nonblock = file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0;
@@ -231,19 +216,19 @@ pub fn write(
         // writer's bytes come between.
         let mut at = 0;
         for &(base, len) in buffers {
-            if copy_in(p, &mut chunk[at..at + len as usize], base).is_err() {
-                return done(frame, -EFAULT);
+            if copy_in(&mut chunk[at..at + len as usize], base).is_err() {
+                return done(frame, Err(Errno::EFAULT));
             }
             at += len as usize;
         }
         let mut st = end.pipe.state.lock();
         if st.readers == 0 {
             drop(st);
-            return broken(p, frame, &end.pipe, 0);
+            return broken(sigpipe, frame, &end.pipe, 0);
         }
         if PIPE_SIZE - st.buf.len() < at {
             drop(st);
-            return if nonblock { done(frame, -EAGAIN) } else { block(&end.pipe, generation) };
+            return if nonblock { done(frame, Err(Errno::EAGAIN)) } else { block(&end.pipe, generation) };
         }
         st.buf.extend(&chunk[..at]); // never grows the buffer: it holds PIPE_SIZE from `pipe2` on
         drop(st);
@@ -259,13 +244,17 @@ pub fn write(
                 let st = end.pipe.state.lock();
                 if st.readers == 0 {
                     drop(st);
-                    return broken(p, frame, &end.pipe, written);
+                    return broken(sigpipe, frame, &end.pipe, written);
                 }
                 PIPE_SIZE - st.buf.len()
             };
             if space == 0 {
                 if nonblock {
-                    return if written > 0 { wrote(frame, &end.pipe, written) } else { done(frame, -EAGAIN) };
+                    return if written > 0 {
+                        wrote(frame, &end.pipe, written)
+                    } else {
+                        done(frame, Err(Errno::EAGAIN))
+                    };
                 }
                 if written > resumed {
                     // Readers may be waiting for what went in: wake them before sleeping.
@@ -275,8 +264,12 @@ pub fn write(
                 return block(&end.pipe, generation);
             }
             let n = ((len - off) as usize).min(chunk.len()).min(space);
-            if copy_in(p, &mut chunk[..n], base.wrapping_add(off)).is_err() {
-                return if written == 0 { done(frame, -EFAULT) } else { wrote(frame, &end.pipe, written) };
+            if copy_in(&mut chunk[..n], base.wrapping_add(off)).is_err() {
+                return if written == 0 {
+                    done(frame, Err(Errno::EFAULT))
+                } else {
+                    wrote(frame, &end.pipe, written)
+                };
             }
             let pushed = {
                 let mut st = end.pipe.state.lock();
@@ -292,16 +285,16 @@ pub fn write(
     wrote(frame, &end.pipe, written)
 }
 
-/// A write with no read end open: `SIGPIPE`, and `EPIPE` unless `written` bytes went in.
-fn broken(p: &Process, frame: &mut TrapFrame, pipe: &Pipe, written: u64) -> Action {
-    let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
-    crate::process::signals::send_to_process(p, info);
-    if written > 0 { wrote(frame, pipe, written) } else { done(frame, -EPIPE) }
+/// A write with no read end open: `SIGPIPE` (`sigpipe`), and `EPIPE` unless `written` bytes
+/// went in.
+fn broken(sigpipe: &dyn Fn(), frame: &mut TrapFrame, pipe: &Pipe, written: u64) -> Action {
+    sigpipe();
+    if written > 0 { wrote(frame, pipe, written) } else { done(frame, Err(Errno::EPIPE)) }
 }
 
 fn wrote(frame: &mut TrapFrame, pipe: &Pipe, n: u64) -> Action {
     sched::notify(pipe.key());
-    done(frame, n as i64)
+    done(frame, Ok(n))
 }
 
 /// Bytes waiting in the pipe (`FIONREAD`).

@@ -16,4 +16,5 @@ pub mod heap;
 pub mod kernel_map;
 pub mod layout;
 pub mod tlb;
+pub mod uaccess;
 pub mod vmspace;

@@ -9,7 +9,7 @@
 //! - **vfork** (`CLONE_VFORK`): the parent's thread is parked in the child until the child execs
 //!   or exits (not interruptible by signals, as Linux's killable wait). With `CLONE_VM` (what
 //!   `vfork()` and `posix_spawn` pass) the child runs on the parent's own address space, as on
-//!   Linux: both processes hold the same [`AddressSpace`] (one memory, one ASID, one set of CPUs
+//!   Linux: both processes hold the same [`Vmspace`] (one memory, one ASID, one set of CPUs
 //!   that may cache it), the parent's other threads keep running on it, and what the child
 //!   writes before its `execve` or `_exit` (glibc's `posix_spawn` error report) the parent sees.
 //!   The child's `execve` gives it an address space of its own; its exit drops its reference.
@@ -46,15 +46,15 @@ use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
 use spin::Mutex;
 
-use super::{Action, AddressSpace, Process, Thread};
+use super::{Action, Process, Thread, Vmspace};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::asids::AsidTargets;
 use crate::memory::fallible;
 use crate::memory::kernel_map::FrameTranslation;
+use crate::memory::uaccess::copy_out;
 use crate::memory::{frames, tlb};
 use crate::sched;
-use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, ESRCH};
-use crate::syscall::{copy_out, errno::ECHILD};
+use linux_abi::Errno;
 
 /// Processes started and not yet torn down (a teardown ends when the CPU that did it has dropped
 /// its reference: `sched::finish`).
@@ -235,20 +235,17 @@ pub fn fork(
     ctid: u64,
     vfork: bool,
 ) -> Action {
-    use crate::syscall::clone_flags::*;
+    use linux_abi::clone::*;
     let result = fork_child(thread, frame, flags, stack, tls, ctid);
     let child = match result {
         Ok(child) => child,
-        Err(e) => {
-            frame.x[0] = e as u64;
-            return Action::Continue;
-        }
+        Err(e) => return Action::reply(frame, Err(e)),
     };
     let pid = child.pid;
     if flags & CLONE_PARENT_SETTID != 0 {
         // Into the parent's memory (after the fork's copy), as Linux's `kernel_clone`; a bad
         // address is ignored, as there.
-        let _ = copy_out(&thread.process, ptid, &pid.to_le_bytes());
+        let _ = copy_out(ptid, &pid.to_le_bytes());
     }
     frame.x[0] = u64::from(pid);
     if vfork {
@@ -265,21 +262,21 @@ fn fork_child(
     stack: u64,
     tls: u64,
     ctid: u64,
-) -> Result<Arc<Process>, i64> {
-    use crate::syscall::clone_flags::*;
+) -> Result<Arc<Process>, Errno> {
+    use linux_abi::clone::*;
     let p = thread.process.clone();
     if p.exiting.load(Ordering::Acquire) {
-        return Err(-EAGAIN);
+        return Err(Errno::EAGAIN);
     }
     // Linux's copy_process checks the thread limit before anything is copied.
     if sched::live_threads() >= sched::max_threads() {
-        return Err(-EAGAIN);
+        return Err(Errno::EAGAIN);
     }
     let pid = super::NEXT_PID.fetch_add(1, Ordering::Relaxed);
-    let signals = p.signals.forked(thread.tid, pid).ok_or(-ENOMEM)?;
-    let posix = p.posix.forked().ok_or(-ENOMEM)?;
+    let signals = p.signals.forked(thread.tid, pid).ok_or(Errno::ENOMEM)?;
+    let posix = p.posix.forked().ok_or(Errno::ENOMEM)?;
     let rlimits = *p.rlimits.lock();
-    let parent_space = p.space().ok_or(-EAGAIN)?;
+    let parent_space = p.space().ok_or(Errno::EAGAIN)?;
     let family = Family::with(pid, Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
     let child = if flags & CLONE_VM != 0 {
         // vfork: the parent's own address space, shared (module documentation).
@@ -288,16 +285,15 @@ fn fork_child(
             // ignored, as there.
             let _ = parent_space.lock().write(ctid, &pid.to_le_bytes());
         }
-        Process::new(pid, parent_space, signals, rlimits, posix, family).ok_or(-ENOMEM)?
+        Process::new(pid, parent_space, signals, rlimits, posix, family).ok_or(Errno::ENOMEM)?
     } else {
-        let asid = fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| -ENOMEM)?;
+        let asid = fallible::arc(Mutex::new(AsidContext::new())).map_err(|_| Errno::ENOMEM)?;
         let features = tlb::features();
         let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
-        let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| -ENOMEM)?;
+        let table = PageTable::new(FrameTranslation, VaRange::Lower).map_err(|_| Errno::ENOMEM)?;
         let mut parent_mm = parent_space.lock();
         let targets = AsidTargets::new(asid.clone());
-        let mut mm =
-            parent_mm.fork(table, issuer, features, targets, frames::UserFrames).map_err(|e| e.as_ret())?;
+        let mut mm = parent_mm.fork(table, issuer, features, targets, frames::UserFrames)?;
         if flags & CLONE_CHILD_SETTID != 0 {
             // Written into the child's memory (a copy-on-write break there), as Linux's
             // `schedule_tail` does; a bad address is ignored, as there.
@@ -306,13 +302,13 @@ fn fork_child(
         // In the process table before the parent's memory is unlocked (module documentation).
         // A failure drops the child's copy, which frees it (under the parent's lock, as a
         // copy-on-write break frees frames under it: the frame allocator's lock comes after).
-        let child = AddressSpace::new(mm, asid)
+        let child = Vmspace::new(mm, asid)
             .ok()
             .and_then(|space| Process::new(pid, space, signals, rlimits, posix, family));
         drop(parent_mm);
-        child.ok_or(-ENOMEM)?
+        child.ok_or(Errno::ENOMEM)?
     };
-    let clone = crate::syscall::CloneArgs { flags, stack, tls, ctid };
+    let clone = super::clone::CloneArgs { flags, stack, tls, ctid };
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();
@@ -323,7 +319,7 @@ fn fork_child(
         // parent's): it never ran.
         child.release_space();
         ended();
-        return Err(e.as_ret());
+        return Err(e);
     }
     Ok(child)
 }
@@ -494,23 +490,25 @@ pub fn wait4(
 ) -> Action {
     let p = &thread.process;
     if options & !(WNOHANG | WUNTRACED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0 {
-        return done(frame, -EINVAL);
+        return done(frame, Err(Errno::EINVAL));
     }
-    let Some(which) = Targets::of_pid(pid as i32, p, Targets::Any) else { return done(frame, -ESRCH) };
+    let Some(which) = Targets::of_pid(pid as i32, p, Targets::Any) else {
+        return done(frame, Err(Errno::ESRCH));
+    };
     let generation = sched::event_generation();
     match find(p, which, false) {
         Found::Zombie(c) => {
             let status = wait_status(&c);
-            if wstatus != 0 && copy_out(p, wstatus, &status.to_le_bytes()).is_err() {
-                return done(frame, -EFAULT);
+            if wstatus != 0 && copy_out(wstatus, &status.to_le_bytes()).is_err() {
+                return done(frame, Err(Errno::EFAULT));
             }
-            if rusage != 0 && copy_out(p, rusage, &[0u8; 144]).is_err() {
-                return done(frame, -EFAULT);
+            if rusage != 0 && copy_out(rusage, &[0u8; 144]).is_err() {
+                return done(frame, Err(Errno::EFAULT));
             }
-            done(frame, i64::from(c.pid))
+            done(frame, Ok(u64::from(c.pid)))
         }
-        Found::None => done(frame, -ECHILD),
-        Found::Running if options & WNOHANG != 0 => done(frame, 0),
+        Found::None => done(frame, Err(Errno::ECHILD)),
+        Found::Running if options & WNOHANG != 0 => done(frame, Ok(0)),
         Found::Running => block_for_children(p, generation),
     }
 }
@@ -536,7 +534,7 @@ pub fn waitid(
     if options & !(WNOHANG | WNOWAIT | WEXITED | WSTOPPED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0
         || options & (WEXITED | WSTOPPED | WCONTINUED) == 0
     {
-        return done(frame, -EINVAL);
+        return done(frame, Err(Errno::EINVAL));
     }
     let id = id as u32;
     let which = match idtype {
@@ -545,11 +543,11 @@ pub fn waitid(
         P_PGID if (id as i32) >= 0 => {
             Targets::Group(if id == 0 { p.posix.pgid.load(Ordering::Acquire) } else { id })
         }
-        _ => return done(frame, -EINVAL),
+        _ => return done(frame, Err(Errno::EINVAL)),
     };
     if options & WEXITED == 0 {
         // Only stops or continues asked for: they never happen here.
-        return if options & WNOHANG != 0 { done(frame, 0) } else { done(frame, -ECHILD) };
+        return if options & WNOHANG != 0 { done(frame, Ok(0)) } else { done(frame, Err(Errno::ECHILD)) };
     }
     let generation = sched::event_generation();
     let found = find(p, which, options & WNOWAIT != 0);
@@ -563,17 +561,17 @@ pub fn waitid(
             info[16..20].copy_from_slice(&c.pid.to_le_bytes());
             info[24..28].copy_from_slice(&status.to_le_bytes());
         }
-        Found::None => return done(frame, -ECHILD),
+        Found::None => return done(frame, Err(Errno::ECHILD)),
         Found::Running if options & WNOHANG != 0 => {}
         Found::Running => return block_for_children(p, generation),
     }
-    if infop != 0 && copy_out(p, infop, &info).is_err() {
-        return done(frame, -EFAULT);
+    if infop != 0 && copy_out(infop, &info).is_err() {
+        return done(frame, Err(Errno::EFAULT));
     }
-    if rusage != 0 && copy_out(p, rusage, &[0u8; 144]).is_err() {
-        return done(frame, -EFAULT);
+    if rusage != 0 && copy_out(rusage, &[0u8; 144]).is_err() {
+        return done(frame, Err(Errno::EFAULT));
     }
-    done(frame, 0)
+    done(frame, Ok(0))
 }
 
 fn block_for_children(p: &Process, generation: u32) -> Action {
@@ -583,7 +581,6 @@ fn block_for_children(p: &Process, generation: u32) -> Action {
     })
 }
 
-fn done(frame: &mut TrapFrame, value: i64) -> Action {
-    frame.x[0] = value as u64;
-    Action::Continue
+fn done(frame: &mut TrapFrame, result: Result<u64, Errno>) -> Action {
+    Action::reply(frame, result)
 }

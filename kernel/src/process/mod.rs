@@ -15,9 +15,11 @@
 //! the rest is split by concern: `exceptions` (system calls, faults and the signals they
 //! become), `load` (an executable into an address space), `exec`, `family` (fork, wait, the
 //! process table), `sched`, `signals`, `syscall` and the files of each group of calls.
+pub mod clone;
 pub mod exec;
 pub mod family;
 pub mod posix;
+pub mod robust;
 pub mod signals;
 mod task;
 
@@ -34,7 +36,6 @@ use mm::paging::{PageTable, VaRange};
 use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
 pub use mm::user::Access;
-use mm::user::UserMemory;
 use mm::vm::Layout;
 use mm::vm::limits::Rlimits;
 use spin::Mutex;
@@ -43,7 +44,7 @@ use crate::arch::aarch64::exception::FpState;
 use crate::arch::aarch64::user::UserRegs;
 use crate::memory::asids::AsidTargets;
 use crate::memory::kernel_map::FrameTranslation;
-pub use crate::memory::vmspace::AddressSpace;
+pub use crate::memory::vmspace::Vmspace;
 use crate::memory::{fallible, frames, tlb};
 use exec::load::load;
 pub use exec::set_initramfs;
@@ -67,13 +68,7 @@ pub const STATUS_ILL: u64 = killed_status(num::SIGILL);
 #[cfg(feature = "test-image")]
 pub const STATUS_TRAP: u64 = killed_status(num::SIGTRAP);
 
-/// The memory of a process: `mm::user`'s layer over its live page table (break-before-make, one
-/// planned flush per call, each aimed by the ASID allocator at the moment it is issued) and its
-/// map of areas, with the kernel's frame allocator, behind its address space's lock.
-pub type Mm = UserMemory<FrameTranslation, Aarch64Tlb, AsidTargets, frames::UserFrames>;
-
-/// Page faults resolved by demand paging, all processes (for `SYS_MM_STATS`).
-pub static PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
+pub use crate::memory::vmspace::Mm;
 
 /// A user process: threads sharing an address space, descriptors, signal actions and limits.
 pub struct Process {
@@ -81,7 +76,7 @@ pub struct Process {
     pub pid: u32,
     /// Its address space (`None` once the last thread has exited); read through
     /// [`space`](Self::space). `execve` replaces it; a vfork child holds its parent's.
-    space: Mutex<Option<Arc<AddressSpace>>>,
+    space: Mutex<Option<Arc<Vmspace>>>,
     /// CPUs a thread of the process has run on (bit per CPU), to interrupt when it exits.
     pub cpus: AtomicU64,
     /// Threads not yet exited.
@@ -109,7 +104,7 @@ impl Process {
     /// heap cannot hold it (its reference to `space` is dropped then).
     fn new(
         pid: u32,
-        space: Arc<AddressSpace>,
+        space: Arc<Vmspace>,
         signals: signals::Signals,
         rlimits: Rlimits,
         posix: posix::ProcessPosix,
@@ -134,13 +129,13 @@ impl Process {
 
     /// Its address space; `None` once its last thread has exited. The handle keeps the space
     /// alive while it is used, even if the process execs or exits meanwhile.
-    pub fn space(&self) -> Option<Arc<AddressSpace>> {
+    pub fn space(&self) -> Option<Arc<Vmspace>> {
         self.space.lock().clone()
     }
 
     /// Makes `space` the process's address space (`execve`); returns the old one, to be
     /// dropped once no TTBR0 of this CPU holds it.
-    fn replace_space(&self, space: Arc<AddressSpace>) -> Option<Arc<AddressSpace>> {
+    fn replace_space(&self, space: Arc<Vmspace>) -> Option<Arc<Vmspace>> {
         self.space.lock().replace(space)
     }
 
@@ -223,7 +218,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
     let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     // An address space from here on: dropping it on a failure frees the memory.
-    let space = AddressSpace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
+    let space = Vmspace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
     let regs = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
     let process = Process::new(
         pid,
@@ -289,6 +284,12 @@ pub fn thread_exited(process: &Arc<Process>) -> bool {
 }
 
 pub use crate::sched::Action;
+
+/// The futex key of `process`'s address space (Linux keys private futexes by the `mm`: a vfork
+/// child and its parent share it); 0 once it has none.
+pub fn futex_key(process: &Process) -> usize {
+    process.space().map_or(0, |space| Arc::as_ptr(&space) as usize)
+}
 
 /// The scheduler's identity of `process`'s thread group (`sched::Task::group`).
 pub fn group_of(process: &Process) -> usize {

@@ -2,11 +2,9 @@
 //! scheduler (below this layer) switches a thread's address space in, delivers its signals on the
 //! way back to EL0, and ends it, without knowing what a process is.
 use alloc::boxed::Box;
-use alloc::sync::Arc;
 use core::any::Any;
 use core::sync::atomic::Ordering;
 
-use aarch64_cpu::registers::{TTBR0_EL1, Writeable};
 use linux_abi::Errno;
 
 use super::{Thread, family, signals};
@@ -24,10 +22,9 @@ impl Task for Thread {
     }
 
     fn space_key(&self) -> usize {
-        // Linux keys private futexes by the `mm`: a vfork child and its parent share it. 0 for a
-        // process whose space is gone, which no waiter can have (a waiting thread's process keeps
-        // its space).
-        self.process.space().map_or(0, |space| Arc::as_ptr(&space) as usize)
+        // 0 for a process whose space is gone, which no waiter can have (a waiting thread's
+        // process keeps its space).
+        super::futex_key(&self.process)
     }
 
     fn affinity(&self) -> u64 {
@@ -60,8 +57,7 @@ impl Task for Thread {
         // thread's exit drops it), so the space outlives this run of the thread.
         let Some(space) = self.process.space() else { return false };
         self.process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
-        let asid = crate::memory::asids::switch_to(space.asid(), cpu);
-        TTBR0_EL1.set(crate::arch::aarch64::translation::ttbr(space.root(), asid));
+        crate::memory::vmspace::switch_to(space, cpu);
         true
     }
 

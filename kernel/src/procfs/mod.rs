@@ -32,56 +32,49 @@
 //! Linux generates the text as it is read (`seq_file`); here it is generated when a read starts
 //! at offset 0 and kept until the descriptor is closed, so a mapping made between `open` and the
 //! first `read` shows, as on Linux, and one made while a long listing is half read does not.
+use alloc::boxed::Box;
+use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use core::sync::atomic::AtomicU32;
 
-use alloc::sync::Arc;
-use mm::vm::{Vma, VmaFlags};
-use spin::Mutex;
-
-use crate::process::posix::{FdEntry, FileKind, O_CLOEXEC, O_NONBLOCK, OpenFile};
-use crate::process::{Process, STACK_TOP};
-use crate::syscall::copy_out;
-use crate::syscall::errno::*;
-use linux_abi::fcntl::S_IFREG;
+use linux_abi::Errno;
+use linux_abi::fcntl::{O_ACCMODE, O_CLOEXEC, O_CREAT, O_DIRECTORY, O_EXCL, O_NONBLOCK, S_IFREG};
 use linux_abi::layout::Stat;
+use mm::vm::{Vma, VmaFlags};
 
-/// `EEXIST`.
-const EEXIST: i64 = 17;
-/// `ENOTDIR`.
-const ENOTDIR: i64 = 20;
-/// `O_CREAT`, `O_EXCL`, `O_DIRECTORY`, `O_ACCMODE` (arm64 values, asm-generic/fcntl.h).
-const O_CREAT: u64 = 0o100;
-const O_EXCL: u64 = 0o200;
-const O_DIRECTORY: u64 = 0o40000;
-const O_ACCMODE: u32 = 3;
+use crate::fs::file::{FdEntry, FileKind, OpenFile};
+use crate::fs::text::{Snapshot, TextSource};
+use crate::process::{Process, STACK_TOP};
+
 /// Width the line is padded to before the space and the name (Linux: `seq_setwidth` with
 /// `25 + sizeof(void *) * 6 - 1`).
 const NAME_COLUMN: usize = 72;
 
-/// An open `/proc/self/maps`: the listing of the process it was opened in, and how far it was read.
-/// It holds its process weakly: the process's descriptor table holds the listing.
-pub struct Listing {
-    process: alloc::sync::Weak<Process>,
-    /// The text, and the offset of the next read.
-    state: Mutex<(Vec<u8>, usize)>,
-}
+/// The source of an open `/proc/self/maps`: the process it was opened in, held weakly (the
+/// process's descriptor table holds the file).
+struct Maps(Weak<Process>);
 
-impl fmt::Debug for Listing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Listing(/proc/self/maps)")
+impl TextSource for Maps {
+    fn generate(&self) -> Result<Vec<u8>, Errno> {
+        let Some(owner) = self.0.upgrade() else { return Ok(Vec::new()) };
+        generate(&owner).map_err(|fmt::Error| Errno::ENOMEM)
+    }
+
+    /// A regular file of size 0, mode 0444, as Linux's procfs reports.
+    fn stat(&self) -> Stat {
+        Stat { dev: 22, ino: 4026531840, mode: S_IFREG | 0o444, nlink: 1, blksize: 1024, ..Stat::default() }
     }
 }
 
 /// `openat(dirfd, path, flags, mode)`: `/proc/self/maps` or `/proc/PID/maps` of the caller;
 /// every other path is missing (ENOENT). An absolute path ignores `dirfd`, as on Linux; a
 /// relative one is taken from the root, the only working directory there is.
-pub fn openat(p: &Arc<Process>, path: u64, flags: u64) -> i64 {
-    let path = match crate::syscall::files::read_path(p, path) {
-        Ok(path) => path,
-        Err(e) => return -e,
-    };
+///
+/// # Errors
+/// As above; `EFAULT`, `ENAMETOOLONG` (the path), `ENOTDIR`, `EEXIST`, `EMFILE`, `ENOMEM`.
+pub fn openat(p: &Arc<Process>, path: u64, flags: u64) -> Result<u64, Errno> {
+    let path = crate::memory::uaccess::read_path(path)?;
     let mut parts = path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".");
     // Linux's `name_to_int`: decimal digits without a leading zero.
     let number = |c: &[u8]| {
@@ -93,69 +86,27 @@ pub fn openat(p: &Arc<Process>, path: u64, flags: u64) -> i64 {
         && parts.next() == Some(b"maps")
         && parts.next().is_none();
     if !found {
-        return -ENOENT;
+        return Err(Errno::ENOENT);
     }
+    let flags = flags as u32;
     if flags & O_DIRECTORY != 0 {
-        return -ENOTDIR;
+        return Err(Errno::ENOTDIR);
     }
     if flags & (O_CREAT | O_EXCL) == O_CREAT | O_EXCL {
-        return -EEXIST;
+        return Err(Errno::EEXIST);
     }
-    let listing = Listing { process: Arc::downgrade(p), state: Mutex::new((Vec::new(), 0)) };
+    let source = crate::memory::fallible::boxed(Maps(Arc::downgrade(p))).ok_or(Errno::ENOMEM)?;
+    let snapshot = Snapshot::new(source as Box<dyn TextSource>);
     // The access mode and O_NONBLOCK are kept (fcntl F_GETFL reads them); programs run as root,
-    // so a write-mode open succeeds as on Linux and only the write fails (`write_error`).
-    let status = flags as u32 & (O_ACCMODE | O_NONBLOCK);
-    let file = match crate::memory::fallible::arc(OpenFile {
-        kind: FileKind::Listing(listing),
+    // so a write-mode open succeeds as on Linux and only the write fails (`text::write_error`).
+    let status = flags & (O_ACCMODE | O_NONBLOCK);
+    let file = crate::memory::fallible::arc(OpenFile {
+        kind: FileKind::Text(snapshot),
         flags: AtomicU32::new(status),
-    }) {
-        Ok(file) => file,
-        Err(_) => return -ENOMEM,
-    };
-    let cloexec = flags & u64::from(O_CLOEXEC) != 0;
-    match p.posix.files.lock().install_lowest(0, FdEntry { file, cloexec }) {
-        Ok(fd) => fd as i64,
-        Err(e) => -e,
-    }
-}
-
-/// `read`/`readv` of a listing: the next bytes, 0 at the end; ENOMEM if the heap cannot hold the
-/// text (a program with very many mappings on a full heap).
-pub fn read(p: &Process, listing: &Listing, buffers: &[(u64, u64)]) -> i64 {
-    let mut state = listing.state.lock();
-    if state.1 == 0 {
-        let Some(owner) = listing.process.upgrade() else { return 0 };
-        match generate(&owner) {
-            Ok(text) => state.0 = text,
-            Err(fmt::Error) => return -ENOMEM,
-        }
-    }
-    let (text, pos) = &mut *state;
-    let mut done = 0usize;
-    for &(base, len) in buffers {
-        let take = (len as usize).min(text.len() - *pos);
-        if take == 0 {
-            break;
-        }
-        if copy_out(p, base, &text[*pos..*pos + take]).is_err() {
-            return if done == 0 { -EFAULT } else { done as i64 };
-        }
-        *pos += take;
-        done += take;
-    }
-    done as i64
-}
-
-/// The errno of a write to a listing: EBADF when opened read-only, else EINVAL (Linux's
-/// `vfs_write` for a file without a write method).
-pub fn write_error(file: &OpenFile) -> i64 {
-    let mode = file.flags.load(core::sync::atomic::Ordering::Relaxed) & O_ACCMODE;
-    if mode == 0 { EBADF } else { EINVAL }
-}
-
-/// A listing's `struct stat`: a regular file of size 0, mode 0444, as Linux's procfs reports.
-pub fn stat() -> Stat {
-    Stat { dev: 22, ino: 4026531840, mode: S_IFREG | 0o444, nlink: 1, blksize: 1024, ..Stat::default() }
+    })
+    .map_err(|_| Errno::ENOMEM)?;
+    let cloexec = flags & O_CLOEXEC != 0;
+    p.posix.files.lock().install_lowest(0, FdEntry { file, cloexec }).map(|fd| fd as u64)
 }
 
 /// A `fmt::Write` into a vector that fails instead of aborting when the heap is full.

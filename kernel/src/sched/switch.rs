@@ -93,16 +93,17 @@ pub fn run_cpu(done: Option<&dyn Fn() -> bool>) {
             continue;
         };
         if task.exiting() || !task.switch_in(cpu) {
+            leave_user(cpu);
             queue::finish(task);
             continue;
         }
-        walks(true);
+        walks_on();
         TPIDR_EL0.set(*task.tpidr());
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         // A signal for the task is delivered (and the call it waited in finished) now, with its
         // address space live.
         if !task.resume() {
-            walks(false);
+            leave_user(cpu);
             queue::finish(task);
             continue;
         }
@@ -113,7 +114,7 @@ pub fn run_cpu(done: Option<&dyn Fn() -> bool>) {
         // SAFETY: TTBR0 holds the task's address space; every exception from EL0 goes through
         // the trap layer, which returns to the task or leaves through this CPU's context.
         let code = unsafe { user::run_user(&regs, &fp, CONTEXTS.0[cpu].get()) };
-        walks(false);
+        leave_user(cpu);
         let task = CURRENT[cpu].lock().take();
         match (code, task) {
             (CODE_YIELD, Some(t)) => queue::enqueue(t),
@@ -123,15 +124,19 @@ pub fn run_cpu(done: Option<&dyn Fn() -> bool>) {
     }
 }
 
-/// Enables or disables TTBR0 walks on this CPU (a task's address space is live only while it
-/// may run here).
-fn walks(on: bool) {
-    if on {
-        TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
-    } else {
-        TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
-    }
+/// Enables TTBR0 walks on this CPU: the task's address space is live while it may run here.
+fn walks_on() {
+    TCR_EL1.modify(TCR_EL1::EPD0::EnableTTBR0Walks);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// This CPU runs no task any more: TTBR0 walks off (no speculative walk may reach a table being
+/// torn down), and the CPU forgets the task's address space (`vmspace::leave`: its reference
+/// goes, which may be the last).
+fn leave_user(cpu: usize) {
+    TCR_EL1.modify(TCR_EL1::EPD0::DisableTTBR0Walks);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    crate::memory::vmspace::leave(cpu);
 }
 
 fn idle_wait(cpu: usize) {

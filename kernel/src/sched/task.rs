@@ -13,7 +13,9 @@ use core::any::Any;
 
 use spin::Mutex;
 
-use crate::arch::aarch64::exception::FpState;
+use linux_abi::Errno;
+
+use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::UserRegs;
 
 /// A thread the scheduler can run.
@@ -38,9 +40,10 @@ pub trait Task: Send + 'static {
     fn charge(&mut self, ticks: u64);
     /// Its group is ending: it must not run again.
     fn exiting(&self) -> bool;
-    /// Puts its address space in this CPU's TTBR0 (`cpu`: this CPU), marking the CPU as one that
-    /// may cache its translations; the caller enables TTBR0 walks afterwards. False: it has no
-    /// address space any more and must end instead.
+    /// Puts its address space in this CPU's TTBR0 (`cpu`: this CPU) through
+    /// `memory::vmspace::switch_to`, marking the CPU as one that may cache its translations; the
+    /// caller enables TTBR0 walks afterwards, and forgets the space when the task leaves the CPU.
+    /// False: it has no address space any more and must end instead.
     fn switch_in(&mut self, cpu: usize) -> bool;
     /// With its address space live: does what must happen before it returns to EL0 (a pending
     /// signal delivered, a waited call finished). False: it must end instead (a fatal signal).
@@ -69,6 +72,17 @@ pub enum Action {
     Block(Wait),
     /// The task exits.
     ExitThread,
+}
+
+impl Action {
+    /// A system call that is done: `result` into x0 (the value, or `-errno`), and back to the task.
+    pub fn reply(frame: &mut TrapFrame, result: Result<u64, Errno>) -> Action {
+        frame.x[0] = match result {
+            Ok(v) => v,
+            Err(e) => e.as_ret() as u64,
+        };
+        Action::Continue
+    }
 }
 
 /// What a blocking system call waits for, and what it then returns.

@@ -9,33 +9,31 @@
 //! (ENOSYS), the timeout (EFAULT, EINVAL), the bitset (EINVAL), the alignment (EINVAL), the word
 //! (EFAULT, then EAGAIN when it differs).
 use ::futex::op::{Op, WakeOp};
-use ::futex::robust::{self, UserWords};
+use ::futex::robust;
 use linux_abi::futex as f;
 
 use crate::arch::aarch64::exception::TrapFrame;
-use crate::process::{Action, Process, Thread};
+use crate::memory::uaccess::{copy_in, copy_out};
+use crate::process::{Action, Thread};
 use crate::sched::{Wait, WaitFor};
-use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS};
 use crate::syscall::time::read_valid_timespec;
-use crate::syscall::{copy_in, copy_out};
 use crate::wallclock;
+use linux_abi::Errno;
 
-fn read_word(p: &Process, uaddr: u64) -> Result<u32, i64> {
+fn read_word(uaddr: u64) -> Result<u32, Errno> {
     let mut word = [0u8; 4];
-    copy_in(p, &mut word, uaddr).map_err(|_| EFAULT)?;
+    copy_in(&mut word, uaddr).map_err(|_| Errno::EFAULT)?;
     Ok(u32::from_le_bytes(word))
 }
 
 /// `futex(uaddr, op, val, timeout_or_val2, uaddr2, val3)`.
 pub fn futex(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
     let [uaddr, op, val, timeout, uaddr2, val3] = a;
-    let result = match futex_op(thread, uaddr, op as u32, val as u32, timeout, uaddr2, val3 as u32) {
-        Ok(Outcome::Block(wait)) => return Action::Block(wait),
-        Ok(Outcome::Done(n)) => n as i64,
-        Err(errno) => -errno,
-    };
-    frame.x[0] = result as u64;
-    Action::Continue
+    match futex_op(thread, uaddr, op as u32, val as u32, timeout, uaddr2, val3 as u32) {
+        Ok(Outcome::Block(wait)) => Action::Block(wait),
+        Ok(Outcome::Done(n)) => Action::reply(frame, Ok(n)),
+        Err(errno) => Action::reply(frame, Err(errno)),
+    }
 }
 
 /// What a futex operation comes to.
@@ -55,18 +53,18 @@ fn futex_op(
     timeout: u64,
     uaddr2: u64,
     val3: u32,
-) -> Result<Outcome, i64> {
+) -> Result<Outcome, Errno> {
     let p = thread.process.clone();
     let op = Op::decode(op);
     if !op.clock_allowed() {
-        return Err(ENOSYS);
+        return Err(Errno::ENOSYS);
     }
     let result = match op.cmd {
         f::FUTEX_WAIT | f::FUTEX_WAIT_BITSET => {
             let deadline = if timeout == 0 {
                 None
             } else {
-                let t = read_valid_timespec(&p, timeout)?.to_ns();
+                let t = read_valid_timespec(timeout)?.to_ns();
                 Some(if !op.absolute_timeout() {
                     wallclock::deadline_after(t)
                 } else if op.realtime {
@@ -77,10 +75,10 @@ fn futex_op(
             };
             let bitset = if op.cmd == f::FUTEX_WAIT { f::FUTEX_BITSET_MATCH_ANY } else { val3 };
             if bitset == 0 || !uaddr.is_multiple_of(4) {
-                return Err(EINVAL);
+                return Err(Errno::EINVAL);
             }
-            if read_word(&p, uaddr)? != val {
-                return Err(EAGAIN);
+            if read_word(uaddr)? != val {
+                return Err(Errno::EAGAIN);
             }
             return Ok(Outcome::Block(Wait {
                 what: WaitFor::Futex { uaddr, expected: val, bitset },
@@ -90,105 +88,74 @@ fn futex_op(
         f::FUTEX_WAKE | f::FUTEX_WAKE_BITSET => {
             let bitset = if op.cmd == f::FUTEX_WAKE { f::FUTEX_BITSET_MATCH_ANY } else { val3 };
             if bitset == 0 || !uaddr.is_multiple_of(4) {
-                return Err(EINVAL);
+                return Err(Errno::EINVAL);
             }
-            crate::sched::futex_wake(space_key(&p), uaddr, bitset, u64::from(val))
+            crate::sched::futex_wake(crate::process::futex_key(&p), uaddr, bitset, u64::from(val))
         }
         f::FUTEX_REQUEUE | f::FUTEX_CMP_REQUEUE => {
             // val and val2 are ints: negative counts are EINVAL (Linux `futex_requeue`).
             let nrequeue = timeout as u32;
             if (val as i32) < 0 || (nrequeue as i32) < 0 {
-                return Err(EINVAL);
+                return Err(Errno::EINVAL);
             }
             if !uaddr.is_multiple_of(4) || !uaddr2.is_multiple_of(4) {
-                return Err(EINVAL);
+                return Err(Errno::EINVAL);
             }
             // Fault both words in first: the comparison runs under the wait list's lock, where
             // demand paging cannot.
-            read_word(&p, uaddr)?;
-            read_word(&p, uaddr2)?;
+            read_word(uaddr)?;
+            read_word(uaddr2)?;
             let expected = (op.cmd == f::FUTEX_CMP_REQUEUE).then_some(val3);
             crate::sched::futex_requeue(
-                space_key(&p),
+                crate::process::futex_key(&p),
                 uaddr,
                 uaddr2,
                 u64::from(val),
                 u64::from(nrequeue),
                 expected,
-            )
-            .map_err(|e| i64::from(e.code()))?
+            )?
         }
         f::FUTEX_WAKE_OP => {
-            let wake_op = WakeOp::decode(val3).ok_or(ENOSYS)?;
+            let wake_op = WakeOp::decode(val3).ok_or(Errno::ENOSYS)?;
             if !uaddr.is_multiple_of(4) || !uaddr2.is_multiple_of(4) {
-                return Err(EINVAL);
+                return Err(Errno::EINVAL);
             }
-            let old = read_word(&p, uaddr2)?;
+            let old = read_word(uaddr2)?;
             // Make the page present and writable before the locked read-modify-write.
-            copy_out(&p, uaddr2, &old.to_le_bytes()).map_err(|_| EFAULT)?;
+            copy_out(uaddr2, &old.to_le_bytes()).map_err(|_| Errno::EFAULT)?;
             let nwake2 = u64::from(timeout as u32);
-            crate::sched::futex_wake_op(space_key(&p), uaddr, uaddr2, u64::from(val), nwake2, wake_op)
-                .map_err(|e| i64::from(e.code()))?
+            crate::sched::futex_wake_op(
+                crate::process::futex_key(&p),
+                uaddr,
+                uaddr2,
+                u64::from(val),
+                nwake2,
+                wake_op,
+            )?
         }
-        _ => return Err(ENOSYS), // the PI operations and FUTEX_WAIT_REQUEUE_PI
+        _ => return Err(Errno::ENOSYS), // the PI operations and FUTEX_WAIT_REQUEUE_PI
     };
     Ok(Outcome::Done(result))
 }
 
 /// `set_robust_list(head, len)`: `len` must be the 64-bit head's size.
-pub fn set_robust_list(thread: &mut Thread, head: u64, len: u64) -> i64 {
+pub fn set_robust_list(thread: &mut Thread, head: u64, len: u64) -> Result<u64, Errno> {
     if len != robust::HEAD_SIZE {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     thread.posix.robust_list = head;
-    0
+    Ok(0)
 }
 
 /// `get_robust_list(pid, head_ptr, len_ptr)` for the calling thread (pid 0 or its own tid).
-pub fn get_robust_list(thread: &Thread, pid: u64, head_ptr: u64, len_ptr: u64) -> i64 {
+pub fn get_robust_list(thread: &Thread, pid: u64, head_ptr: u64, len_ptr: u64) -> Result<u64, Errno> {
     if pid != 0 && pid != u64::from(thread.tid) {
-        return -crate::syscall::errno::ESRCH;
+        return Err(Errno::ESRCH);
     }
-    let p = &thread.process;
-    if copy_out(p, head_ptr, &thread.posix.robust_list.to_le_bytes()).is_err()
-        || copy_out(p, len_ptr, &robust::HEAD_SIZE.to_le_bytes()).is_err()
+    if copy_out(head_ptr, &thread.posix.robust_list.to_le_bytes()).is_err()
+        || copy_out(len_ptr, &robust::HEAD_SIZE.to_le_bytes()).is_err()
     {
-        return -EFAULT;
+        return Err(Errno::EFAULT);
     }
-    0
-}
-
-/// User memory of the exiting thread's process, for the robust-list walk.
-struct Words<'a>(&'a Process);
-
-impl UserWords for Words<'_> {
-    fn read_u64(&mut self, addr: u64) -> Option<u64> {
-        let mut b = [0u8; 8];
-        copy_in(self.0, &mut b, addr).ok()?;
-        Some(u64::from_le_bytes(b))
-    }
-    fn read_u32(&mut self, addr: u64) -> Option<u32> {
-        read_word(self.0, addr).ok()
-    }
-    fn write_u32(&mut self, addr: u64, value: u32) -> Option<()> {
-        copy_out(self.0, addr, &value.to_le_bytes()).ok()
-    }
-}
-
-/// At thread exit: every robust futex the thread still holds is marked `FUTEX_OWNER_DIED` and one
-/// waiter of each is woken (see `futex::robust`).
-pub fn release_robust_list(thread: &Thread) {
-    if thread.posix.robust_list == 0 {
-        return;
-    }
-    let p = thread.process.clone();
-    robust::release(&mut Words(&p), thread.posix.robust_list, thread.tid, |uaddr| {
-        crate::sched::futex_wake(space_key(&p), uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
-    });
-}
-
-/// The futex key of `p`'s address space (Linux keys private futexes by the `mm`: a vfork child
-/// and its parent share it); 0 once it has none.
-pub fn space_key(p: &Process) -> usize {
-    p.space().map_or(0, |space| alloc::sync::Arc::as_ptr(&space) as usize)
+    Ok(0)
 }

@@ -1,89 +1,104 @@
 //! The memory system calls: decoding and copies only. What each call does to the areas, the page
 //! table and the TLB is `mm::user`'s (host-tested, and proven on the strict model); this module
 //! takes the process's memory lock, calls it, and turns the result into Linux's return value.
+use linux_abi::Errno;
+use linux_abi::mman::MAP_ANONYMOUS;
+use linux_abi::prctl::{PR_GET_THP_DISABLE, PR_SET_THP_DISABLE};
 use mm::user::LargeFaults;
-use mm::vm::Errno;
 use mm::vm::abi::{CodeWindowInfo, MmStats, WINDOW_GET};
 
-use crate::process::{Mm, PAGE_FAULTS, Process};
-use crate::syscall::{copy_out, errno::*};
+use crate::memory::uaccess::copy_out;
+use crate::memory::vmspace::{Mm, PAGE_FAULTS};
+use crate::process::Process;
 
-fn errno(e: Errno) -> i64 {
-    -i64::from(e.code())
-}
-
-fn ret(result: Result<(), Errno>) -> i64 {
-    result.map_or_else(errno, |()| 0)
+fn ret(result: Result<(), Errno>) -> Result<u64, Errno> {
+    result.map(|()| 0)
 }
 
 /// Runs `f` on the process's memory under its lock (ENOMEM if it is being torn down). User
 /// memory must not be copied inside `f`: a copy may demand-page, which takes the same lock.
-fn with_mm<R: From<i64>>(p: &Process, f: impl FnOnce(&mut Mm) -> R) -> R {
+fn with_mm<R>(p: &Process, f: impl FnOnce(&mut Mm) -> Result<R, Errno>) -> Result<R, Errno> {
     match p.space() {
         Some(space) => f(&mut space.lock()),
-        None => R::from(-ENOMEM),
+        None => Err(Errno::ENOMEM),
     }
 }
 
 /// `mmap(addr, len, prot, flags, fd, offset)`.
-pub fn mmap(p: &Process, addr: u64, len: u64, prot: u64, map_flags: u64, fd: u64, offset: u64) -> i64 {
-    if map_flags & mm::vm::flags::MAP_ANONYMOUS == 0 {
-        return crate::fs::memfd::mmap(p, addr, len, prot, map_flags, fd, offset);
+pub fn mmap(
+    p: &Process,
+    addr: u64,
+    len: u64,
+    prot: u64,
+    map_flags: u64,
+    fd: u64,
+    offset: u64,
+) -> Result<u64, Errno> {
+    if map_flags & MAP_ANONYMOUS == 0 {
+        let space = p.space().ok_or(Errno::ENOMEM)?;
+        return crate::fs::memfd::mmap(&p.posix.files, &space, addr, len, prot, map_flags, fd, offset);
     }
-    with_mm(p, |mm| mm.mmap(addr, len, prot, map_flags, fd as i32, offset).map_or_else(errno, |a| a as i64))
+    with_mm(p, |mm| mm.mmap(addr, len, prot, map_flags, fd as i32, offset))
 }
 
 /// `munmap(addr, len)`: one flush for the whole range, however many areas it covered.
-pub fn munmap(p: &Process, addr: u64, len: u64) -> i64 {
+pub fn munmap(p: &Process, addr: u64, len: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.munmap(addr, len)))
 }
 
 /// `mprotect(addr, len, prot)`: every area's change in place, then one flush.
-pub fn mprotect(p: &Process, addr: u64, len: u64, prot: u64) -> i64 {
+pub fn mprotect(p: &Process, addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.mprotect(addr, len, prot)))
 }
 
 /// `madvise(addr, len, advice)`.
-pub fn madvise(p: &Process, addr: u64, len: u64, advice: u64) -> i64 {
+pub fn madvise(p: &Process, addr: u64, len: u64, advice: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.madvise(addr, len, advice)))
 }
 
 /// `brk(addr)`: returns the new (or unchanged) break, as Linux does.
-pub fn brk(p: &Process, addr: u64) -> i64 {
-    with_mm(p, |mm| mm.brk(addr) as i64)
+pub fn brk(p: &Process, addr: u64) -> Result<u64, Errno> {
+    with_mm(p, |mm| Ok(mm.brk(addr)))
 }
 
 /// `mremap(addr, old_len, new_len, flags, new_addr)`: a move takes the page-table entries (one
 /// flush, no copy, no frame).
-pub fn mremap(p: &Process, addr: u64, old_len: u64, new_len: u64, flags: u64, new_addr: u64) -> i64 {
-    with_mm(p, |mm| mm.mremap(addr, old_len, new_len, flags, new_addr).map_or_else(errno, |a| a as i64))
+pub fn mremap(
+    p: &Process,
+    addr: u64,
+    old_len: u64,
+    new_len: u64,
+    flags: u64,
+    new_addr: u64,
+) -> Result<u64, Errno> {
+    with_mm(p, |mm| mm.mremap(addr, old_len, new_len, flags, new_addr))
 }
 
 /// `msync(addr, len, flags)` (anonymous memory: the checks only).
-pub fn msync(p: &Process, addr: u64, len: u64, flags: u64) -> i64 {
+pub fn msync(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.msync(addr, len, flags)))
 }
 
 /// `mlock2(addr, len, flags)`; `mlock` is `mlock2` with flags 0, as in Linux.
-pub fn mlock2(p: &Process, addr: u64, len: u64, flags: u64) -> i64 {
+pub fn mlock2(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.mlock2(addr, len, flags)))
 }
 
 /// `munlock(addr, len)`.
-pub fn munlock(p: &Process, addr: u64, len: u64) -> i64 {
+pub fn munlock(p: &Process, addr: u64, len: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.munlock(addr, len)))
 }
 
 /// `mlockall(flags)`.
-pub fn mlockall(p: &Process, flags: u64) -> i64 {
+pub fn mlockall(p: &Process, flags: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.mlockall(flags)))
 }
 
 /// `munlockall()`.
-pub fn munlockall(p: &Process) -> i64 {
+pub fn munlockall(p: &Process) -> Result<u64, Errno> {
     with_mm(p, |mm| {
         mm.munlockall();
-        0
+        Ok(0)
     })
 }
 
@@ -91,104 +106,74 @@ pub fn munlockall(p: &Process) -> i64 {
 /// pages at a time is read under the memory lock into a kernel buffer, then copied out with the
 /// lock released (the copy may demand-page). `EFAULT` for a vector outside user space or a copy
 /// that faults; the errors of `mm::user::UserMemory::mincore` otherwise (after the prefix).
-pub fn mincore(p: &Process, addr: u64, len: u64, vec: u64) -> i64 {
-    let checked: Outcome<(u64, u64)> = with_mm(p, |mm| match mm.vm().mincore_pages(addr, len) {
-        Ok(pages) => Outcome::CopyOut((pages, mm.vm().layout().task_size)),
-        Err(e) => Outcome::Return(errno(e)),
-    });
-    let (pages, task_size) = match checked {
-        Outcome::Return(value) => return value,
-        Outcome::CopyOut(v) => v,
-    };
+pub fn mincore(p: &Process, addr: u64, len: u64, vec: u64) -> Result<u64, Errno> {
+    let (pages, task_size) =
+        with_mm(p, |mm| Ok((mm.vm().mincore_pages(addr, len)?, mm.vm().layout().task_size)))?;
     // Linux's access_ok(vec, pages).
     if vec.checked_add(pages).is_none_or(|end| end > task_size) {
-        return -EFAULT;
+        return Err(Errno::EFAULT);
     }
     let mut buf = [0u8; 4096];
     let mut done = 0u64;
     while done < pages {
         let chunk = (pages - done).min(buf.len() as u64) as usize;
         let start = addr + done * mm::addr::PAGE_SIZE;
-        let filled: Outcome<usize> = with_mm(p, |mm| match mm.mincore(start, &mut buf[..chunk]) {
-            Ok(n) => Outcome::CopyOut(n),
-            Err(e) => Outcome::Return(errno(e)),
-        });
-        let n = match filled {
-            Outcome::Return(value) => return value,
-            Outcome::CopyOut(n) => n,
-        };
-        if copy_out(p, vec + done, &buf[..n]).is_err() {
-            return -EFAULT;
+        let n = with_mm(p, |mm| mm.mincore(start, &mut buf[..chunk]))?;
+        if copy_out(vec + done, &buf[..n]).is_err() {
+            return Err(Errno::EFAULT);
         }
         done += n as u64;
     }
-    0
+    Ok(0)
 }
 
 /// `SYS_MMAP_NEAR(target, len, radius, prot, flags)` (this kernel's extension, see the ABI).
-pub fn mmap_near(p: &Process, target: u64, len: u64, radius: u64, prot: u64, map_flags: u64) -> i64 {
-    with_mm(p, |mm| mm.map_near(target, len, radius, prot, map_flags).map_or_else(errno, |a| a as i64))
+pub fn mmap_near(
+    p: &Process,
+    target: u64,
+    len: u64,
+    radius: u64,
+    prot: u64,
+    map_flags: u64,
+) -> Result<u64, Errno> {
+    with_mm(p, |mm| mm.map_near(target, len, radius, prot, map_flags))
 }
 
-/// `PR_SET_THP_DISABLE` / `PR_GET_THP_DISABLE`: Linux's per-process switch for faults that map
-/// more than one page (here: whole 64 KiB runs and 2 MiB blocks, see `mm::user::LargeFaults`).
-const PR_SET_THP_DISABLE: u64 = 41;
-const PR_GET_THP_DISABLE: u64 = 42;
-
 /// `prctl(option, arg2, arg3, arg4, arg5)`: the memory options; every other option is EINVAL, as
-/// Linux answers an option it does not know.
-pub fn prctl(p: &Process, option: u64, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> i64 {
+/// Linux answers an option it does not know. `PR_SET_THP_DISABLE` / `PR_GET_THP_DISABLE` are
+/// Linux's per-process switch for faults that map more than one page (here: whole 64 KiB runs and
+/// 2 MiB blocks, see `mm::user::LargeFaults`).
+pub fn prctl(p: &Process, option: u64, arg2: u64, arg3: u64, arg4: u64, arg5: u64) -> Result<u64, Errno> {
     match option {
         // Linux: EINVAL unless arg3..arg5 are 0.
-        PR_SET_THP_DISABLE if arg3 | arg4 | arg5 != 0 => -EINVAL,
+        PR_SET_THP_DISABLE if arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
         PR_SET_THP_DISABLE => with_mm(p, |mm| {
             mm.set_large_faults(if arg2 != 0 { LargeFaults::NONE } else { LargeFaults::ALL });
-            0
+            Ok(0)
         }),
-        PR_GET_THP_DISABLE if arg2 | arg3 | arg4 | arg5 != 0 => -EINVAL,
-        PR_GET_THP_DISABLE => with_mm(p, |mm| i64::from(mm.large_faults() == LargeFaults::NONE)),
-        _ => -EINVAL,
+        PR_GET_THP_DISABLE if arg2 | arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
+        PR_GET_THP_DISABLE => with_mm(p, |mm| Ok(u64::from(mm.large_faults() == LargeFaults::NONE))),
+        _ => Err(Errno::EINVAL),
     }
 }
 
 /// `SYS_CODE_WINDOW(op, arg, info)`.
-pub fn code_window(p: &Process, op: u64, arg: u64, info_ptr: u64) -> i64 {
-    let outcome: Outcome<CodeWindowInfo> = with_mm(p, |mm| match mm.code_window_op(op, arg) {
-        Err(e) => Outcome::Return(errno(e)),
-        Ok(Some(info)) => Outcome::CopyOut(info),
-        Ok(None) => Outcome::Return(0),
-    });
-    match outcome {
-        Outcome::Return(value) => value,
+pub fn code_window(p: &Process, op: u64, arg: u64, info_ptr: u64) -> Result<u64, Errno> {
+    let info: Option<CodeWindowInfo> = with_mm(p, |mm| mm.code_window_op(op, arg))?;
+    match info {
         // Copied out after the memory lock is released (the copy may demand-page).
-        Outcome::CopyOut(info) if op == WINDOW_GET => {
-            if copy_out(p, info_ptr, as_bytes(&info)).is_err() {
-                -EFAULT
-            } else {
-                0
-            }
+        Some(info) if op == WINDOW_GET => {
+            copy_out(info_ptr, as_bytes(&info)).map(|()| 0).map_err(|_| Errno::EFAULT)
         }
-        Outcome::CopyOut(_) => 0,
-    }
-}
-
-/// A result to return, or a value to copy out to the program first.
-enum Outcome<T> {
-    Return(i64),
-    CopyOut(T),
-}
-
-impl<T> From<i64> for Outcome<T> {
-    fn from(value: i64) -> Self {
-        Outcome::Return(value)
+        _ => Ok(0),
     }
 }
 
 /// `SYS_MM_STATS(buf, size)`: the kernel's TLB counters, this process's paging counters and
 /// frames, and the machine's free frames.
-pub fn mm_stats(p: &Process, buf: u64, size: u64) -> i64 {
+pub fn mm_stats(p: &Process, buf: u64, size: u64) -> Result<u64, Errno> {
     let t = crate::memory::tlb::stats();
-    let Some(u) = p.space().map(|space| space.lock().stats()) else { return -ENOMEM };
+    let u = p.space().map(|space| space.lock().stats()).ok_or(Errno::ENOMEM)?;
     let (allocated, total) = crate::memory::frames::usage();
     let stats = MmStats {
         tlbi_range_broadcast: t.range_broadcast,
@@ -210,7 +195,7 @@ pub fn mm_stats(p: &Process, buf: u64, size: u64) -> i64 {
     };
     let bytes = as_bytes(&stats);
     let n = (size as usize).min(bytes.len());
-    if copy_out(p, buf, &bytes[..n]).is_err() { -EFAULT } else { n as i64 }
+    copy_out(buf, &bytes[..n]).map(|()| n as u64).map_err(|_| Errno::EFAULT)
 }
 
 /// The bytes of a `repr(C)` struct made only of `u64` fields (no padding).

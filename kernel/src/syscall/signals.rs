@@ -14,96 +14,65 @@ use signal::stack::{STACK_T_SIZE, StackError, StackT};
 
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::kprintln;
-use crate::process::signals::{
-    ENOMEM, EPERM, Fault, Target, Wait, finish_taken, force_fault, ret, send, take_from, with_frame,
-};
-use crate::process::{Action, Process, Thread};
-use crate::sched::{self, WaitFor};
-use crate::syscall::errno::{EAGAIN, EFAULT, EINVAL, ENOSYS, ESRCH};
-use crate::syscall::{copy_in, copy_out};
+use linux_abi::Errno;
 
-/// Linux arm64 system call numbers of the signal calls.
-pub mod nr {
-    /// kill(pid, sig)
-    pub const KILL: u64 = 129;
-    /// tkill(tid, sig)
-    pub const TKILL: u64 = 130;
-    /// tgkill(tgid, tid, sig)
-    pub const TGKILL: u64 = 131;
-    /// sigaltstack(ss, old_ss)
-    pub const SIGALTSTACK: u64 = 132;
-    /// rt_sigsuspend(mask, sigsetsize)
-    pub const RT_SIGSUSPEND: u64 = 133;
-    /// rt_sigaction(sig, act, oact, sigsetsize)
-    pub const RT_SIGACTION: u64 = 134;
-    /// rt_sigprocmask(how, set, oset, sigsetsize)
-    pub const RT_SIGPROCMASK: u64 = 135;
-    /// rt_sigpending(set, sigsetsize)
-    pub const RT_SIGPENDING: u64 = 136;
-    /// rt_sigtimedwait(set, info, timeout, sigsetsize)
-    pub const RT_SIGTIMEDWAIT: u64 = 137;
-    /// rt_sigqueueinfo(pid, sig, info)
-    pub const RT_SIGQUEUEINFO: u64 = 138;
-    /// rt_sigreturn()
-    pub const RT_SIGRETURN: u64 = 139;
-    /// rt_tgsigqueueinfo(tgid, tid, sig, info)
-    pub const RT_TGSIGQUEUEINFO: u64 = 240;
+use crate::memory::uaccess::{copy_in, copy_out};
+use crate::process::signals::{Fault, Target, Wait, finish_taken, force_fault, send, take_from, with_frame};
+use crate::process::{Process, Thread};
+use crate::sched::{self, Action, WaitFor};
 
-    /// Whether `n` is one of them.
-    pub fn is_signal_call(n: u64) -> bool {
-        (KILL..=RT_SIGRETURN).contains(&n) || n == RT_TGSIGQUEUEINFO
+/// `rt_sigsuspend(mask, sigsetsize)`: the mask is replaced and the thread waits for a signal
+/// (the signal code restores the mask and finishes the call with `EINTR` when one is taken).
+pub fn sigsuspend(p: &Process, tid: u32, frame: &mut TrapFrame, mask_ptr: u64, setsize: u64) -> Action {
+    match suspend(p, tid, mask_ptr, setsize) {
+        Ok(()) => Action::Block(sched::Wait { what: WaitFor::Signal, deadline: None }),
+        Err(e) => Action::reply(frame, Err(e)),
     }
 }
 
-/// Handles a signal system call (see [`nr`]); sets x0 itself.
-pub fn syscall(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
-    let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3]];
-    let p = thread.process.clone();
-    let tid = thread.tid;
-    let result = match frame.x[8] {
-        nr::RT_SIGRETURN => return sigreturn(thread, frame),
-        nr::RT_SIGACTION => sigaction(&p, a[0], a[1], a[2], a[3]),
-        nr::RT_SIGPROCMASK => sigprocmask(&p, tid, a[0], a[1], a[2], a[3]),
-        nr::RT_SIGPENDING => sigpending(&p, tid, a[0], a[1]),
-        nr::SIGALTSTACK => sigaltstack(&p, tid, a[0], a[1], frame.sp_el0),
-        nr::RT_SIGSUSPEND => match sigsuspend(&p, tid, a[0], a[1]) {
-            Ok(()) => return Action::Block(sched::Wait { what: WaitFor::Signal, deadline: None }),
-            Err(e) => e,
-        },
-        nr::RT_SIGTIMEDWAIT => match sigtimedwait(&p, tid, a[0], a[1], a[2], a[3]) {
-            Ok(deadline) => {
-                return Action::Block(sched::Wait {
-                    what: WaitFor::Signal,
-                    deadline: (deadline != 0).then_some(deadline),
-                });
-            }
-            Err(v) => v,
-        },
-        nr::KILL => kill(&p, a[0] as i32, a[1]),
-        nr::TKILL => tgkill(&p, None, a[0] as i32, a[1]),
-        nr::TGKILL => tgkill(&p, Some(a[0] as i32), a[1] as i32, a[2]),
-        nr::RT_SIGQUEUEINFO => sigqueueinfo(&p, tid, None, a[0] as i32, a[1], a[2]),
-        nr::RT_TGSIGQUEUEINFO => sigqueueinfo(&p, tid, Some(a[0] as i32), a[1] as i32, a[2], a[3]),
-        _ => -ENOSYS,
-    };
-    frame.x[0] = ret(result);
-    Action::Continue
+/// `rt_sigtimedwait(set, info, timeout, sigsetsize)`: a signal of `set` already pending is taken
+/// at once; otherwise the thread waits for one, until the timeout.
+pub fn sigtimedwait(
+    p: &Process,
+    tid: u32,
+    frame: &mut TrapFrame,
+    uset: u64,
+    uinfo: u64,
+    uts: u64,
+    setsize: u64,
+) -> Action {
+    match timedwait(p, tid, uset, uinfo, uts, setsize) {
+        Ok(Waited::Block(deadline)) => Action::Block(sched::Wait {
+            what: WaitFor::Signal,
+            deadline: (deadline != 0).then_some(deadline),
+        }),
+        Ok(Waited::Taken(ret)) => Action::reply(frame, ret),
+        Err(e) => Action::reply(frame, Err(e)),
+    }
 }
 
-fn sigaction(p: &Process, sig: u64, act: u64, oact: u64, setsize: u64) -> i64 {
+/// What `rt_sigtimedwait` found: a signal (the call's return value, its number or `Err(Errno::EFAULT)` from
+/// writing its siginfo), or nothing yet (wait until this counter value; 0: no timeout).
+enum Waited {
+    Taken(Result<u64, Errno>),
+    Block(u64),
+}
+
+/// `sigaction`.
+pub fn sigaction(p: &Process, sig: u64, act: u64, oact: u64, setsize: u64) -> Result<u64, Errno> {
     if setsize != 8 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     let new = if act != 0 {
         let mut b = [0u8; SIGACTION_SIZE];
-        if copy_in(p, &mut b, act).is_err() {
-            return -EFAULT;
+        if copy_in(&mut b, act).is_err() {
+            return Err(Errno::EFAULT);
         }
         Some(SigAction::from_bytes(&b).sanitized())
     } else {
         None
     };
-    let Some(sig) = action::check_sigaction(sig, new.is_some()) else { return -EINVAL };
+    let Some(sig) = action::check_sigaction(sig, new.is_some()) else { return Err(Errno::EINVAL) };
     let old = {
         let mut st = p.signals.state.lock();
         let old = st.action(sig);
@@ -121,20 +90,21 @@ fn sigaction(p: &Process, sig: u64, act: u64, oact: u64, setsize: u64) -> i64 {
         }
         old
     };
-    if oact != 0 && copy_out(p, oact, &old.to_bytes()).is_err() {
-        return -EFAULT;
+    if oact != 0 && copy_out(oact, &old.to_bytes()).is_err() {
+        return Err(Errno::EFAULT);
     }
-    0
+    Ok(0)
 }
 
-fn sigprocmask(p: &Process, tid: u32, how: u64, set: u64, oset: u64, setsize: u64) -> i64 {
+/// `sigprocmask`.
+pub fn sigprocmask(p: &Process, tid: u32, how: u64, set: u64, oset: u64, setsize: u64) -> Result<u64, Errno> {
     if setsize != 8 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     let new = if set != 0 {
         let mut b = [0u8; 8];
-        if copy_in(p, &mut b, set).is_err() {
-            return -EFAULT;
+        if copy_in(&mut b, set).is_err() {
+            return Err(Errno::EFAULT);
         }
         Some(SigSet(u64::from_le_bytes(b)))
     } else {
@@ -142,43 +112,45 @@ fn sigprocmask(p: &Process, tid: u32, how: u64, set: u64, oset: u64, setsize: u6
     };
     let old = {
         let mut st = p.signals.state.lock();
-        let Some(t) = st.thread(tid) else { return -ESRCH };
+        let Some(t) = st.thread(tid) else { return Err(Errno::ESRCH) };
         let old = t.blocked;
         if let Some(new) = new {
             match old.apply(how, new) {
                 Some(m) => t.blocked = m,
-                None => return -EINVAL,
+                None => return Err(Errno::EINVAL),
             }
         }
         old
     };
-    if oset != 0 && copy_out(p, oset, &old.0.to_le_bytes()).is_err() {
-        return -EFAULT;
+    if oset != 0 && copy_out(oset, &old.0.to_le_bytes()).is_err() {
+        return Err(Errno::EFAULT);
     }
-    0
+    Ok(0)
 }
 
-fn sigpending(p: &Process, tid: u32, uset: u64, setsize: u64) -> i64 {
+/// `sigpending`.
+pub fn sigpending(p: &Process, tid: u32, uset: u64, setsize: u64) -> Result<u64, Errno> {
     if setsize > 8 {
-        return -EINVAL;
+        return Err(Errno::EINVAL);
     }
     let set = {
         let mut st = p.signals.state.lock();
         let shared = st.shared.set();
-        let Some(t) = st.thread(tid) else { return -ESRCH };
+        let Some(t) = st.thread(tid) else { return Err(Errno::ESRCH) };
         t.pending.set().union(shared).intersect(t.blocked)
     };
-    if copy_out(p, uset, &set.0.to_le_bytes()[..setsize as usize]).is_err() {
-        return -EFAULT;
+    if copy_out(uset, &set.0.to_le_bytes()[..setsize as usize]).is_err() {
+        return Err(Errno::EFAULT);
     }
-    0
+    Ok(0)
 }
 
-fn sigaltstack(p: &Process, tid: u32, uss: u64, uoss: u64, sp: u64) -> i64 {
+/// `sigaltstack`.
+pub fn sigaltstack(p: &Process, tid: u32, uss: u64, uoss: u64, sp: u64) -> Result<u64, Errno> {
     let new = if uss != 0 {
         let mut b = [0u8; STACK_T_SIZE];
-        if copy_in(p, &mut b, uss).is_err() {
-            return -EFAULT;
+        if copy_in(&mut b, uss).is_err() {
+            return Err(Errno::EFAULT);
         }
         Some(StackT::from_bytes(&b))
     } else {
@@ -186,52 +158,52 @@ fn sigaltstack(p: &Process, tid: u32, uss: u64, uoss: u64, sp: u64) -> i64 {
     };
     let old = {
         let mut st = p.signals.state.lock();
-        let Some(t) = st.thread(tid) else { return -ESRCH };
+        let Some(t) = st.thread(tid) else { return Err(Errno::ESRCH) };
         let old = t.altstack.report(sp);
         if let Some(new) = new {
             match t.altstack.set(new, sp) {
                 Ok(()) => {}
-                Err(StackError::OnStack) => return -EPERM,
-                Err(StackError::BadFlags) => return -EINVAL,
-                Err(StackError::TooSmall) => return -ENOMEM,
+                Err(StackError::OnStack) => return Err(Errno::EPERM),
+                Err(StackError::BadFlags) => return Err(Errno::EINVAL),
+                Err(StackError::TooSmall) => return Err(Errno::ENOMEM),
             }
         }
         old
     };
-    if uoss != 0 && copy_out(p, uoss, &old.to_bytes()).is_err() {
-        return -EFAULT;
+    if uoss != 0 && copy_out(uoss, &old.to_bytes()).is_err() {
+        return Err(Errno::EFAULT);
     }
-    0
+    Ok(0)
 }
 
-fn read_set(p: &Process, at: u64, setsize: u64) -> Result<SigSet, i64> {
+fn read_set(at: u64, setsize: u64) -> Result<SigSet, Errno> {
     if setsize != 8 {
-        return Err(-EINVAL);
+        return Err(Errno::EINVAL);
     }
     let mut b = [0u8; 8];
-    copy_in(p, &mut b, at).map_err(|_| -EFAULT)?;
+    copy_in(&mut b, at).map_err(|_| Errno::EFAULT)?;
     Ok(SigSet(u64::from_le_bytes(b)).blockable())
 }
 
-fn sigsuspend(p: &Process, tid: u32, mask_ptr: u64, setsize: u64) -> Result<(), i64> {
-    let mask = read_set(p, mask_ptr, setsize)?;
+fn suspend(p: &Process, tid: u32, mask_ptr: u64, setsize: u64) -> Result<(), Errno> {
+    let mask = read_set(mask_ptr, setsize)?;
     let mut st = p.signals.state.lock();
-    let t = st.thread(tid).ok_or(-ESRCH)?;
+    let t = st.thread(tid).ok_or(Errno::ESRCH)?;
     t.saved_mask = Some(t.blocked);
     t.blocked = mask;
     p.signals.set_wait(t, Wait::Suspend { mask_ptr });
     Ok(())
 }
 
-fn sigtimedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize: u64) -> Result<u64, i64> {
-    let set = read_set(p, uset, setsize)?;
+fn timedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize: u64) -> Result<Waited, Errno> {
+    let set = read_set(uset, setsize)?;
     let timeout = if uts != 0 {
         let mut ts = [0u8; 16];
-        copy_in(p, &mut ts, uts).map_err(|_| -EFAULT)?;
+        copy_in(&mut ts, uts).map_err(|_| Errno::EFAULT)?;
         let secs = i64::from_le_bytes(ts[..8].try_into().unwrap_or_default());
         let nanos = i64::from_le_bytes(ts[8..].try_into().unwrap_or_default());
         if secs < 0 || !(0..1_000_000_000).contains(&nanos) {
-            return Err(-EINVAL);
+            return Err(Errno::EINVAL);
         }
         Some((secs as u64, nanos as u64))
     } else {
@@ -242,7 +214,7 @@ fn sigtimedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize:
         let taken = take_from(&mut st, tid, set);
         p.signals.queued.store(st.queued(), Ordering::Release);
         if taken.is_none() && timeout != Some((0, 0)) {
-            let t = st.thread(tid).ok_or(-ESRCH)?;
+            let t = st.thread(tid).ok_or(Errno::ESRCH)?;
             let real_blocked = t.blocked;
             // While it waits, the thread takes the signals it waits for.
             t.blocked = t.blocked.minus(set);
@@ -252,18 +224,18 @@ fn sigtimedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize:
                 let ticks = secs.saturating_mul(freq).saturating_add(nanos * freq / 1_000_000_000);
                 crate::arch::time::counter().saturating_add(ticks.max(1))
             });
-            return Ok(deadline);
+            return Ok(Waited::Block(deadline));
         }
         taken
     };
     match taken {
-        Some(info) => Err(finish_taken(p, &info, uinfo)),
-        None => Err(-EAGAIN),
+        Some(info) => Ok(Waited::Taken(finish_taken(&info, uinfo))),
+        None => Err(Errno::EAGAIN),
     }
 }
 
-fn check_sig(sig: u64) -> Result<u32, i64> {
-    if sig == 0 || num::valid(sig) { Ok(sig as u32) } else { Err(-EINVAL) }
+fn check_sig(sig: u64) -> Result<u32, Errno> {
+    if sig == 0 || num::valid(sig) { Ok(sig as u32) } else { Err(Errno::EINVAL) }
 }
 
 /// `kill(pid, sig)`, as Linux's `kill_something_info`: `pid > 0` is that process, `0` the
@@ -272,11 +244,12 @@ fn check_sig(sig: u64) -> Result<u32, i64> {
 /// `ESRCH` before an invalid signal is `EINVAL` (the signal is checked per target found), a
 /// zombie is signalled successfully (nothing is queued: it runs no more), and a call that reaches
 /// several processes fails only when none of them took the signal.
-fn kill(p: &Process, pid: i32, sig: u64) -> i64 {
+/// `kill`.
+pub fn kill(p: &Process, pid: i32, sig: u64) -> Result<u64, Errno> {
     use crate::process::family::Targets;
-    let Some(which) = Targets::of_pid(pid, p, Targets::AllBut(p.pid)) else { return -ESRCH };
+    let Some(which) = Targets::of_pid(pid, p, Targets::AllBut(p.pid)) else { return Err(Errno::ESRCH) };
     let mut sent = false;
-    let mut error = -ESRCH;
+    let mut error = Errno::ESRCH;
     crate::process::family::for_each_process(|target| {
         if !which.matches(target) {
             return;
@@ -291,39 +264,42 @@ fn kill(p: &Process, pid: i32, sig: u64) -> i64 {
             Err(e) => error = e,
         }
     });
-    if sent { 0 } else { error }
+    if sent { Ok(0) } else { Err(error) }
 }
 
-fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, i64> {
+fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, Errno> {
     if tid <= 0 || tgid.is_some_and(|g| g <= 0) {
-        return Err(-EINVAL);
+        return Err(Errno::EINVAL);
     }
     if tgid.is_some_and(|g| g as u32 != p.pid) {
-        return Err(-ESRCH);
+        return Err(Errno::ESRCH);
     }
     let tid = tid as u32;
     if p.signals.state.lock().thread(tid).is_none() {
-        return Err(-ESRCH);
+        return Err(Errno::ESRCH);
     }
     Ok(tid)
 }
 
-fn tgkill(p: &Process, tgid: Option<i32>, tid: i32, sig: u64) -> i64 {
-    let target = match thread_target(p, tgid, tid) {
-        Ok(t) => t,
-        Err(e) => return e,
-    };
-    let sig = match check_sig(sig) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    send(p, Target::Thread(target), SigInfo::sent(sig, num::SI_TKILL, p.pid, 0)).err().unwrap_or(0)
+/// `tgkill`.
+pub fn tgkill(p: &Process, tgid: Option<i32>, tid: i32, sig: u64) -> Result<u64, Errno> {
+    let target = thread_target(p, tgid, tid)?;
+    let sig = check_sig(sig)?;
+    send(p, Target::Thread(target), SigInfo::sent(sig, num::SI_TKILL, p.pid, 0)).map(|()| 0)
 }
 
-fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uinfo: u64) -> i64 {
+/// `sigqueueinfo`.
+pub fn sigqueueinfo(
+    p: &Process,
+    me: u32,
+    tgid: Option<i32>,
+    pid: i32,
+    sig: u64,
+    uinfo: u64,
+) -> Result<u64, Errno> {
     let mut raw = [0u8; SIGINFO_SIZE];
-    if copy_in(p, &mut raw, uinfo).is_err() {
-        return -EFAULT;
+    if copy_in(&mut raw, uinfo).is_err() {
+        return Err(Errno::EFAULT);
     }
     let code = i32::from_le_bytes([raw[8], raw[9], raw[10], raw[11]]);
     // A program may not pose as the kernel or as kill/tgkill when signalling another process
@@ -333,21 +309,15 @@ fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uin
         Some(_) => pid as u32 == me,
     };
     if (code >= 0 || code == num::SI_TKILL) && !to_self {
-        return -EPERM;
+        return Err(Errno::EPERM);
     }
     let target = match tgid {
         None if pid as u32 == p.pid => Target::Process,
-        None => return -ESRCH,
-        Some(_) => match thread_target(p, tgid, pid) {
-            Ok(t) => Target::Thread(t),
-            Err(e) => return e,
-        },
+        None => return Err(Errno::ESRCH),
+        Some(_) => Target::Thread(thread_target(p, tgid, pid)?),
     };
-    let sig = match check_sig(sig) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    send(p, target, SigInfo::from_user(sig, raw)).err().unwrap_or(0)
+    let sig = check_sig(sig)?;
+    send(p, target, SigInfo::from_user(sig, raw)).map(|()| 0)
 }
 
 /// rt_sigreturn: restores the registers, FP/SIMD state, mask and alternate stack from the frame
@@ -356,7 +326,8 @@ fn sigqueueinfo(p: &Process, me: u32, tgid: Option<i32>, pid: i32, sig: u64, uin
 /// ([`frame::Clobbered`]; zeros where the frame could not be read), si_addr the new sp, and the
 /// signal delivered on that stack or the alternate one — so a garbage frame usually ends the
 /// process, on Linux as here.
-fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
+/// `sigreturn`.
+pub fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let p = thread.process.clone();
     let sp = frame.sp_el0;
     let mut bytes = crate::process::signals::FRAME_IN[crate::cpu::current_cpu()].lock();
@@ -364,11 +335,11 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     // What the kernel wrote first (as Linux, it reads the whole frame only if the records go on).
     let parsed = if !frame::frame_address_ok(sp) {
         Err("sp not 16-aligned")
-    } else if copy_in(&p, &mut bytes[..frame::WRITTEN_MAX], sp).is_err() {
+    } else if copy_in(&mut bytes[..frame::WRITTEN_MAX], sp).is_err() {
         Err("frame not readable")
     } else {
         match frame::parse(&bytes, frame::WRITTEN_MAX) {
-            Err(frame::BadFrame::Truncated) => match copy_in(&p, &mut bytes[..], sp) {
+            Err(frame::BadFrame::Truncated) => match copy_in(&mut bytes[..], sp) {
                 Ok(()) => frame::parse(&bytes, frame::FRAME_SIZE).map_err(|_| "malformed frame"),
                 Err(_) => Err("frame not readable"),
             },
@@ -414,7 +385,7 @@ fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
 /// 0, as Linux's `__get_user_error` leaves them.
 fn clobber(thread: &Thread, frame: &mut TrapFrame, bytes: &mut [u8; frame::FRAME_SIZE], sp: u64) -> u64 {
     let p = &thread.process;
-    let c = if copy_in(p, &mut bytes[..frame::REGISTERS_END], sp).is_ok() {
+    let c = if copy_in(&mut bytes[..frame::REGISTERS_END], sp).is_ok() {
         let c = frame::clobbered(bytes);
         if let Some(t) = p.signals.state.lock().thread(thread.tid) {
             t.blocked = c.mask;

@@ -19,8 +19,8 @@ fn run(elf: &[u8]) -> Result<u64, alloc::string::String> {
     Ok(status)
 }
 
-fn errno_status(errno: i64) -> u64 {
-    (-errno) as u64 & 0xff
+fn errno_status(errno: linux_abi::Errno) -> u64 {
+    errno.as_ret() as u64 & 0xff
 }
 
 kernel_test!(
@@ -87,33 +87,40 @@ kernel_test!(
 
 kernel_test!(
     fn bad_pointers_give_efault_never_a_kernel_fault() {
-        use crate::syscall::errno::EFAULT;
         let kernel = crate::boot::early_map::KIMAGE_VADDR;
         ensure_eq!(
             run(&syscall_then_exit(64, &[1, kernel, 8]))?,
-            errno_status(EFAULT),
+            errno_status(linux_abi::Errno::EFAULT),
             "write from kernel memory"
         );
         ensure_eq!(
             run(&syscall_then_exit(64, &[1, 0x1000, 8]))?,
-            errno_status(EFAULT),
+            errno_status(linux_abi::Errno::EFAULT),
             "write from unmapped"
         );
         ensure_eq!(
             run(&syscall_then_exit(64, &[1, u64::MAX - 3, 8]))?,
-            errno_status(EFAULT),
+            errno_status(linux_abi::Errno::EFAULT),
             "wrapping range"
         );
         ensure_eq!(
             run(&syscall_then_exit(113, &[1, kernel]))?,
-            errno_status(EFAULT),
+            errno_status(linux_abi::Errno::EFAULT),
             "clock_gettime to kernel"
         );
-        ensure_eq!(run(&syscall_then_exit(113, &[1, BASE]))?, errno_status(EFAULT), "clock_gettime to text");
-        ensure_eq!(run(&syscall_then_exit(160, &[0]))?, errno_status(EFAULT), "uname to NULL");
+        ensure_eq!(
+            run(&syscall_then_exit(113, &[1, BASE]))?,
+            errno_status(linux_abi::Errno::EFAULT),
+            "clock_gettime to text"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(160, &[0]))?,
+            errno_status(linux_abi::Errno::EFAULT),
+            "uname to NULL"
+        );
         ensure_eq!(
             run(&syscall_then_exit(278, &[kernel, 16, 0]))?,
-            errno_status(EFAULT),
+            errno_status(linux_abi::Errno::EFAULT),
             "getrandom to kernel"
         );
         Ok(())
@@ -122,11 +129,26 @@ kernel_test!(
 
 kernel_test!(
     fn errors_are_the_ones_linux_gives() {
-        use crate::syscall::errno::{EBADF, EINVAL, ENOSYS};
-        ensure_eq!(run(&syscall_then_exit(999, &[]))?, errno_status(ENOSYS), "unknown number");
-        ensure_eq!(run(&syscall_then_exit(64, &[5, BASE, 1]))?, errno_status(EBADF), "write to fd 5");
-        ensure_eq!(run(&syscall_then_exit(113, &[99, BASE]))?, errno_status(EINVAL), "unknown clock");
-        ensure_eq!(run(&syscall_then_exit(278, &[BASE, 0, 8]))?, errno_status(EINVAL), "getrandom flags");
+        ensure_eq!(
+            run(&syscall_then_exit(999, &[]))?,
+            errno_status(linux_abi::Errno::ENOSYS),
+            "unknown number"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(64, &[5, BASE, 1]))?,
+            errno_status(linux_abi::Errno::EBADF),
+            "write to fd 5"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(113, &[99, BASE]))?,
+            errno_status(linux_abi::Errno::EINVAL),
+            "unknown clock"
+        );
+        ensure_eq!(
+            run(&syscall_then_exit(278, &[BASE, 0, 8]))?,
+            errno_status(linux_abi::Errno::EINVAL),
+            "getrandom flags"
+        );
         ensure_eq!(run(&syscall_then_exit(64, &[1, BASE, 0]))?, 0, "write of zero bytes");
         ensure_eq!(run(&syscall_then_exit(64, &[1, BASE, 4]))?, 4, "write of four bytes from text");
         Ok(())
@@ -283,71 +305,74 @@ kernel_test!(
         // program that makes the call and exits with its result (0 for a mapping: its address
         // is page-aligned). (The full table runs on the host in
         // mm::vm::tests::errno_table_from_the_man_pages; these check the kernel's wiring.)
-        const EPERM: i64 = 1;
-        const ESRCH: i64 = 3;
-        const EBADF: i64 = 9;
-        const EFAULT: i64 = 14;
-        const ENOMEM: i64 = 12;
-        const EACCES: i64 = 13;
-        const EEXIST: i64 = 17;
-        const EINVAL: i64 = 22;
-        const RW: u64 = 3;
-        const PRIVATE_ANON: u64 = 0x22;
-        const FIXED: u64 = 0x10;
-        const NOREPLACE: u64 = 0x10_0000;
+        use linux_abi::Errno;
+        use linux_abi::errno::consts::{EACCES, EBADF, EEXIST, EFAULT, EINVAL, ENOMEM, EPERM, ESRCH};
+        use linux_abi::mman::{
+            MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE, PROT_READ, PROT_WRITE,
+        };
+        const RW: u64 = PROT_READ | PROT_WRITE;
+        const PRIVATE_ANON: u64 = MAP_PRIVATE | MAP_ANONYMOUS;
+        const FIXED: u64 = MAP_FIXED;
+        const NOREPLACE: u64 = MAP_FIXED_NOREPLACE;
         let none = u64::MAX; // fd -1
         // The last page below mmap_min_addr (64 KiB): page-aligned with every granule (0 with
         // 64 KiB pages), so the refusal is EPERM for the address and not EINVAL for alignment.
         const BELOW_MIN: u64 = process::exec::elf::LIMITS.min_addr - mm::addr::PAGE_SIZE;
-        let rows: [(&str, u64, [u64; 6], i64); 20] = [
-            ("mmap of length 0", 222, [0, 0, RW, PRIVATE_ANON, none, 0], EINVAL),
+        type Row = (&'static str, u64, [u64; 6], Result<(), Errno>);
+        let rows: [Row; 20] = [
+            ("mmap of length 0", 222, [0, 0, RW, PRIVATE_ANON, none, 0], Err(EINVAL)),
             (
                 "MAP_FIXED at an unaligned address",
                 222,
                 [0x10_0001, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
-                EINVAL,
+                Err(EINVAL),
             ),
             (
                 "MAP_FIXED below mmap_min_addr",
                 222,
                 [BELOW_MIN, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
-                EPERM,
+                Err(EPERM),
             ),
             (
                 "MAP_FIXED_NOREPLACE over the program's text",
                 222,
                 [BASE, 4096, RW, PRIVATE_ANON | NOREPLACE, none, 0],
-                EEXIST,
+                Err(EEXIST),
             ),
             (
                 "MAP_FIXED past the 48-bit limit",
                 222,
                 [1 << 48, 4096, RW, PRIVATE_ANON | FIXED, none, 0],
-                ENOMEM,
+                Err(ENOMEM),
             ),
-            ("writable and executable (W^X)", 222, [0, 4096, RW | 4, PRIVATE_ANON, none, 0], EACCES),
-            ("a file mapping with a descriptor that is not open", 222, [0, 4096, RW, 0x02, 3, 0], EBADF),
-            ("neither MAP_PRIVATE nor MAP_SHARED", 222, [0, 4096, RW, 0x20, none, 0], EINVAL),
-            ("munmap of an unaligned address", 215, [0x10_0001, 4096, 0, 0, 0, 0], EINVAL),
-            ("mprotect with unknown bits", 226, [BASE, 4096, 0x40, 0, 0, 0], EINVAL),
-            ("mprotect over a hole", 226, [0x7000_0000, 4096, 1, 0, 0, 0], ENOMEM),
-            ("madvise with unknown advice", 233, [BASE, 4096, 77, 0, 0, 0], EINVAL),
-            ("mmap ignores unknown prot bits, as Linux", 222, [0, 4096, RW | 0x40, PRIVATE_ANON, none, 0], 0),
-            ("mmap: an unaligned offset is EINVAL before EBADF", 222, [0, 4096, RW, 0x02, 3, 1], EINVAL),
-            ("mmap: no mapping type, executable", 222, [0, 4096, 5, 0x20, none, 0], EINVAL),
-            ("mmap: no mapping type, MAP_CODE", 222, [0, 4096, RW, 0x20 | 0x0200_0000, none, 0], EINVAL),
+            ("writable and executable (W^X)", 222, [0, 4096, RW | 4, PRIVATE_ANON, none, 0], Err(EACCES)),
+            ("a file mapping with a descriptor that is not open", 222, [0, 4096, RW, 0x02, 3, 0], Err(EBADF)),
+            ("neither MAP_PRIVATE nor MAP_SHARED", 222, [0, 4096, RW, 0x20, none, 0], Err(EINVAL)),
+            ("munmap of an unaligned address", 215, [0x10_0001, 4096, 0, 0, 0, 0], Err(EINVAL)),
+            ("mprotect with unknown bits", 226, [BASE, 4096, 0x40, 0, 0, 0], Err(EINVAL)),
+            ("mprotect over a hole", 226, [0x7000_0000, 4096, 1, 0, 0, 0], Err(ENOMEM)),
+            ("madvise with unknown advice", 233, [BASE, 4096, 77, 0, 0, 0], Err(EINVAL)),
+            (
+                "mmap ignores unknown prot bits, as Linux",
+                222,
+                [0, 4096, RW | 0x40, PRIVATE_ANON, none, 0],
+                Ok(()),
+            ),
+            ("mmap: an unaligned offset is EINVAL before EBADF", 222, [0, 4096, RW, 0x02, 3, 1], Err(EINVAL)),
+            ("mmap: no mapping type, executable", 222, [0, 4096, 5, 0x20, none, 0], Err(EINVAL)),
+            ("mmap: no mapping type, MAP_CODE", 222, [0, 4096, RW, 0x20 | 0x0200_0000, none, 0], Err(EINVAL)),
             (
                 "mmap of 1 TiB private writable (overcommit)",
                 222,
                 [0, 1 << 40, RW, PRIVATE_ANON, none, 0],
-                ENOMEM,
+                Err(ENOMEM),
             ),
-            ("getrlimit of an unknown resource", 163, [16, BASE, 0, 0, 0, 0], EINVAL),
-            ("setrlimit from an unreadable address", 164, [9, 0, 0, 0, 0, 0], EFAULT),
-            ("prlimit64 of another process", 261, [12345, 9, 0, BASE, 0, 0], ESRCH),
+            ("getrlimit of an unknown resource", 163, [16, BASE, 0, 0, 0, 0], Err(EINVAL)),
+            ("setrlimit from an unreadable address", 164, [9, 0, 0, 0, 0, 0], Err(EFAULT)),
+            ("prlimit64 of another process", 261, [12345, 9, 0, BASE, 0, 0], Err(ESRCH)),
         ];
-        for (what, nr, args, errno) in rows {
-            ensure_eq!(run(&syscall_then_exit(nr, &args))?, errno_status(errno), what);
+        for (what, nr, args, want) in rows {
+            ensure_eq!(run(&syscall_then_exit(nr, &args))?, want.err().map_or(0, errno_status), what);
         }
         Ok(())
     }
@@ -439,10 +464,10 @@ kernel_test!(
         code.push(0xaa0e_0800); // orr x0, x0, x14, lsl #2
         code.extend(mov(8, EXIT_GROUP));
         code.push(SVC);
-        let faults = process::PAGE_FAULTS.load(Ordering::Relaxed);
+        let faults = crate::memory::vmspace::PAGE_FAULTS.load(Ordering::Relaxed);
         ensure_eq!(run(&tiny_elf(&code))?, 0, "bit 0: call failed, 1: NZCV changed, 2: SP changed");
         ensure!(
-            process::PAGE_FAULTS.load(Ordering::Relaxed) > faults,
+            crate::memory::vmspace::PAGE_FAULTS.load(Ordering::Relaxed) > faults,
             "the copy did not fault: the nested exception this tests did not happen"
         );
         Ok(())

@@ -16,9 +16,8 @@ use mm::vm::Prot;
 
 use crate::arch::aarch64::exception::{TrapFrame, exception_class_name, fault_status_name};
 use crate::kprintln;
-use crate::process::{
-    Access, Action, Mm, PAGE_FAULTS, Process, STATUS_OOM_KILL, STATUS_SEGV, Thread, kill, signals,
-};
+use crate::memory::vmspace::PAGE_FAULTS;
+use crate::process::{Access, Action, Mm, Process, STATUS_OOM_KILL, STATUS_SEGV, Thread, kill, signals};
 use crate::{sched, syscall};
 
 /// Entry for every exception from EL0 (`kind` as `trap::handle` says): the thread this CPU runs
@@ -53,11 +52,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
     if kind & 3 == 0 && ec == 0x15 {
         // A system call takes no reference of its own to the process: the thread's keeps it
         // alive, and a clone and its drop would be two atomic read-modify-writes per call.
-        return if syscall::signals::nr::is_signal_call(frame.x[8]) {
-            syscall::signals::syscall(thread, frame)
-        } else {
-            syscall::dispatch(thread, frame)
-        };
+        return syscall::table::dispatch(thread, frame);
     }
     let process = thread.process.clone();
     if kind & 3 != 0 {
@@ -189,7 +184,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
 /// waiting for it could deadlock with that CPU doing the same, and it is busy, not idle. A
 /// space shared by a vfork parent and child is reached twice: the first visit empties its
 /// list of lazily freed pages, so the second finds nothing to take.
-fn reclaim_lazily_freed_elsewhere(mine: &Arc<crate::process::AddressSpace>) -> bool {
+fn reclaim_lazily_freed_elsewhere(mine: &Arc<crate::process::Vmspace>) -> bool {
     let mut any = false;
     crate::process::family::for_each_process(|p| {
         let Some(space) = p.space() else { return };

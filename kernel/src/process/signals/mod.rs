@@ -33,9 +33,7 @@ use super::{Action, Process, Thread};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::UserRegs;
 use crate::kprintln;
-use crate::syscall::copy_out;
-use crate::syscall::errno::{EAGAIN, EFAULT, ESRCH};
-pub(crate) use crate::syscall::errno::{ENOMEM, EPERM};
+use crate::memory::uaccess::copy_out;
 use linux_abi::Errno;
 
 /// What a parked thread is waiting in, so its resumption can finish the call.
@@ -239,16 +237,25 @@ pub(crate) fn take_from(st: &mut State, tid: u32, set: SigSet) -> Option<SigInfo
     own.or_else(|| st.shared.take(set))
 }
 
-pub(crate) fn ret(v: i64) -> u64 {
+/// x0 for a call's result: the value, or `-errno`.
+fn x0(result: Result<u64, Errno>) -> u64 {
+    match result {
+        Ok(v) => v,
+        Err(e) => e.as_ret() as u64,
+    }
+}
+
+/// x0 holding `v`, a raw return value (an errno or restart code, negated).
+fn ret(v: i64) -> u64 {
     v as u64
 }
 
 /// rt_sigtimedwait's result for `info`: its number, after its siginfo is copied out.
-pub(crate) fn finish_taken(p: &Process, info: &SigInfo, uinfo: u64) -> i64 {
-    if uinfo != 0 && copy_out(p, uinfo, &info.0).is_err() {
-        return -EFAULT;
+pub(crate) fn finish_taken(info: &SigInfo, uinfo: u64) -> Result<u64, Errno> {
+    if uinfo != 0 && copy_out(uinfo, &info.0).is_err() {
+        return Err(Errno::EFAULT);
     }
-    i64::from(info.signo())
+    Ok(u64::from(info.signo()))
 }
 
 /// Who a signal is for.
@@ -260,7 +267,7 @@ pub(crate) enum Target {
 
 /// Queues `info` for `target` and wakes a thread that can take it. `Err(errno)` if the target
 /// does not exist or the queue is full.
-pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64> {
+pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), Errno> {
     let sig = info.signo();
     let wake = {
         let mut st = p.signals.state.lock();
@@ -268,12 +275,12 @@ pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64
         let action = if sig == 0 { SigAction::DEFAULT } else { st.action(sig) };
         let wake = match target {
             Target::Thread(tid) => {
-                let t = st.thread(tid).ok_or(-ESRCH)?;
+                let t = st.thread(tid).ok_or(Errno::ESRCH)?;
                 if sig == 0 || action::discarded_when_sent(sig, &action, t.blocked) {
                     return Ok(());
                 }
                 if t.pending.push(info) == Queued::Full {
-                    return Err(-EAGAIN);
+                    return Err(Errno::EAGAIN);
                 }
                 (!t.blocked.contains(sig)).then_some(tid)
             }
@@ -286,7 +293,7 @@ pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), i64
                     return Ok(());
                 }
                 if st.shared.push(info) == Queued::Full {
-                    return Err(-EAGAIN);
+                    return Err(Errno::EAGAIN);
                 }
                 st.threads.iter().find(|t| !t.blocked.contains(sig)).map(|t| t.tid)
             }
@@ -430,10 +437,10 @@ fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
             let taken = take_from(&mut st, thread.tid, set);
             p.signals.queued.store(st.queued(), Ordering::Release);
             drop(st);
-            ctx.x[0] = ret(match taken {
-                Some(si) => finish_taken(p, &si, info),
-                None if woke == -crate::syscall::errno::ETIMEDOUT => -EAGAIN,
-                None => Errno::EINTR.as_ret(),
+            ctx.x[0] = x0(match taken {
+                Some(si) => finish_taken(&si, info),
+                None if woke == Errno::ETIMEDOUT.as_ret() => Err(Errno::EAGAIN),
+                None => Err(Errno::EINTR),
             });
         }
     }
@@ -537,8 +544,7 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
     let used = frame::build(ctx, &plan.saved, &mut bytes);
     let at = Placement::below(plan.top);
     let written = at.is_some_and(|at| {
-        copy_out(p, at.frame, &bytes[..used]).is_ok()
-            && copy_out(p, at.record, &bytes[frame::FRAME_SIZE..]).is_ok()
+        copy_out(at.frame, &bytes[..used]).is_ok() && copy_out(at.record, &bytes[frame::FRAME_SIZE..]).is_ok()
     });
     match at {
         Some(at) if written => {
@@ -584,7 +590,7 @@ fn trampoline(p: &Process) -> u64 {
         Ok(_) => addr,
         Err(other) => {
             // Another thread made one first: use it.
-            crate::syscall::memory::munmap(p, addr, TRAMPOLINE_SIZE);
+            unmap_trampoline(p, addr);
             other
         }
     }
@@ -604,25 +610,28 @@ pub(crate) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::cpu::MAX_CPU
 
 /// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
 fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
-    const PROT_READ: u64 = 1;
-    const PROT_WRITE: u64 = 2;
-    const PROT_EXEC: u64 = 4;
-    const MAP_PRIVATE_ANONYMOUS: u64 = 0x02 | 0x20;
+    use linux_abi::mman::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_EXEC, PROT_READ, PROT_WRITE};
+    let space = p.space()?;
     let rw = PROT_READ | PROT_WRITE;
-    let addr =
-        crate::syscall::memory::mmap(p, 0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE_ANONYMOUS | flags, u64::MAX, 0);
-    let addr = u64::try_from(addr).ok()?;
+    let addr = space.lock().mmap(0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0).ok()?;
     let mut code = [0u8; 8];
     code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
     code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());
-    let ready = copy_out(p, addr, &code).is_ok()
+    let ready = copy_out(addr, &code).is_ok()
         && super::sync_user_icache(p, addr)
-        && crate::syscall::memory::mprotect(p, addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC) == 0;
+        && space.lock().mprotect(addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC).is_ok();
     if !ready {
-        crate::syscall::memory::munmap(p, addr, TRAMPOLINE_SIZE);
+        let _ = space.lock().munmap(addr, TRAMPOLINE_SIZE);
         return None;
     }
     Some(addr)
+}
+
+/// Unmaps a trampoline page another thread's made redundant.
+fn unmap_trampoline(p: &Process, addr: u64) {
+    if let Some(space) = p.space() {
+        let _ = space.lock().munmap(addr, TRAMPOLINE_SIZE);
+    }
 }
 
 fn report_fatal_signal(p: &Process, tid: u32, sig: u32, ctx: &Context, status: u64) {

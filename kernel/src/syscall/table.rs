@@ -1,0 +1,180 @@
+//! The system-call table: every number this kernel answers, and its handler, in one place.
+//!
+//! Arguments arrive in x0..x5 and the number in x8 (Linux arm64); they are read from the frame
+//! once, here, and each handler takes the ones it needs, named. A handler returns the call's
+//! result as `Result<u64, Errno>` (x0 is the value, or `-errno`), or, when the call may block,
+//! yield or end the thread, the [`Action`] for the scheduler (having set x0 itself). Argument
+//! checks belong to the layer that owns the rule (`mm` for the memory calls, the `signal`
+//! crate for frames and sets), never to this table.
+//!
+//! A number not in the table is `ENOSYS` ([`unknown`]), named once per process in the kernel's
+//! log.
+use ext_abi as abi;
+use linux_abi::Errno;
+use linux_abi::nr;
+
+use super::{files, futex, memory, poll, process, signals, time};
+use crate::arch::aarch64::exception::TrapFrame;
+use crate::process::Thread;
+use crate::sched::Action;
+
+/// Handles the system call in `frame` for `thread`; tells the scheduler what to do next.
+pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
+    let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
+    // A borrow, not a clone: the thread's own reference keeps the process alive through the
+    // call, and a clone and its drop are two atomic read-modify-writes on every system call.
+    let p = &thread.process;
+    let tid = thread.tid;
+    let result: Result<u64, Errno> = match frame.x[8] {
+        // Descriptors and files.
+        nr::READ => return files::read(p, frame, a[0], files::Buffers::One(a[1], a[2])),
+        nr::READV => return files::read(p, frame, a[0], files::Buffers::Vector(a[1], a[2])),
+        nr::WRITE => {
+            return files::write(p, frame, &mut thread.pipe_written, a[0], files::Buffers::One(a[1], a[2]));
+        }
+        nr::WRITEV => {
+            return files::write(
+                p,
+                frame,
+                &mut thread.pipe_written,
+                a[0],
+                files::Buffers::Vector(a[1], a[2]),
+            );
+        }
+        nr::PREAD64 => files::pread_pwrite(p, a[0], a[1], a[2], a[3], false),
+        nr::PWRITE64 => files::pread_pwrite(p, a[0], a[1], a[2], a[3], true),
+        nr::PIPE2 => crate::fs::pipe::pipe2(&p.posix.files, a[0], a[1]),
+        nr::CLOSE => files::close(p, a[0]),
+        nr::DUP => files::dup(p, a[0]),
+        nr::DUP3 => files::dup3(p, a[0], a[1], a[2]),
+        nr::FCNTL => files::fcntl(p, a[0], a[1], a[2]),
+        nr::IOCTL => files::ioctl(p, a[0], a[1], a[2]),
+        nr::FSTAT => files::fstat(p, a[0], a[1]),
+        nr::NEWFSTATAT => files::newfstatat(p, a[0], a[1], a[2], a[3]),
+        nr::STATX => files::statx(p, a[0], a[1], a[2], a[4]),
+        nr::LSEEK => files::lseek(p, a[0], a[1], a[2]),
+        nr::FTRUNCATE => files::ftruncate(p, a[0], a[1]),
+        nr::MEMFD_CREATE => crate::fs::memfd::memfd_create(&p.posix.files, a[0], a[1]),
+        nr::OPENAT => crate::procfs::openat(p, a[1], a[2]),
+        nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(a[1]),
+        nr::READLINKAT => files::readlinkat(a[1], a[3]),
+        nr::GETCWD => files::getcwd(a[0], a[1]),
+        nr::PPOLL => return poll::ppoll(p, frame, &mut thread.poll_deadline, a),
+        nr::PSELECT6 => return poll::pselect6(p, frame, &mut thread.poll_deadline, a),
+        // Threads, processes and futexes.
+        nr::EXIT => return process::exit_thread(thread, a[0]),
+        nr::EXIT_GROUP => return crate::process::kill_with(p, a[0] & 0xff, true),
+        nr::SET_TID_ADDRESS => {
+            thread.clear_child_tid = a[0];
+            Ok(u64::from(tid))
+        }
+        nr::CLONE => return process::clone(thread, frame, a),
+        nr::WAIT4 => return crate::process::family::wait4(thread, frame, a[0], a[1], a[2], a[3]),
+        nr::WAITID => return crate::process::family::waitid(thread, frame, a[0], a[1], a[2], a[3], a[4]),
+        nr::EXECVE => return crate::process::exec::execve(thread, frame, a[0], a[1], a[2]),
+        nr::FUTEX => return futex::futex(thread, frame, a),
+        nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
+        nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
+        nr::SCHED_YIELD => {
+            frame.x[0] = 0;
+            return Action::Yield;
+        }
+        nr::SCHED_SETAFFINITY => return process::sched_setaffinity(thread, frame, a[0], a[1], a[2]),
+        nr::SCHED_GETAFFINITY => process::sched_getaffinity(thread, a[0], a[1], a[2]),
+        nr::SCHED_GETSCHEDULER => process::sched_getscheduler(thread, a[0]),
+        nr::SCHED_GETPARAM => process::sched_getparam(thread, a[0], a[1]),
+        nr::SCHED_GET_PRIORITY_MAX => process::sched_priority_bound(a[0], true),
+        nr::SCHED_GET_PRIORITY_MIN => process::sched_priority_bound(a[0], false),
+        // Signals.
+        nr::RT_SIGRETURN => return signals::sigreturn(thread, frame),
+        nr::RT_SIGACTION => signals::sigaction(p, a[0], a[1], a[2], a[3]),
+        nr::RT_SIGPROCMASK => signals::sigprocmask(p, tid, a[0], a[1], a[2], a[3]),
+        nr::RT_SIGPENDING => signals::sigpending(p, tid, a[0], a[1]),
+        nr::SIGALTSTACK => signals::sigaltstack(p, tid, a[0], a[1], frame.sp_el0),
+        nr::RT_SIGSUSPEND => return signals::sigsuspend(p, tid, frame, a[0], a[1]),
+        nr::RT_SIGTIMEDWAIT => return signals::sigtimedwait(p, tid, frame, a[0], a[1], a[2], a[3]),
+        nr::KILL => signals::kill(p, a[0] as i32, a[1]),
+        nr::TKILL => signals::tgkill(p, None, a[0] as i32, a[1]),
+        nr::TGKILL => signals::tgkill(p, Some(a[0] as i32), a[1] as i32, a[2]),
+        nr::RT_SIGQUEUEINFO => signals::sigqueueinfo(p, tid, None, a[0] as i32, a[1], a[2]),
+        nr::RT_TGSIGQUEUEINFO => signals::sigqueueinfo(p, tid, Some(a[0] as i32), a[1] as i32, a[2], a[3]),
+        // Time.
+        nr::CLOCK_GETTIME => time::clock_gettime(thread, a[0], a[1]),
+        nr::CLOCK_GETRES => time::clock_getres(thread, a[0], a[1]),
+        nr::GETTIMEOFDAY => time::gettimeofday(a[0], a[1]),
+        nr::NANOSLEEP => return time::nanosleep(frame, a[0]),
+        nr::CLOCK_NANOSLEEP => return time::clock_nanosleep(frame, a[0], a[1], a[2]),
+        nr::TIMES => time::times(thread, a[0]),
+        nr::GETRUSAGE => time::getrusage(thread, a[0], a[1]),
+        // Identity.
+        nr::GETPID => Ok(u64::from(p.pid)),
+        nr::GETTID => Ok(u64::from(tid)),
+        nr::GETPPID => Ok(u64::from(p.family.ppid())),
+        nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => Ok(0),
+        nr::GETGROUPS => process::getgroups(a[0]),
+        nr::GETPGID => process::getpgid(thread, a[0]),
+        nr::GETSID => process::getsid(thread, a[0]),
+        nr::SETSID => process::setsid(thread),
+        nr::SETPGID => process::setpgid(thread, a[0], a[1]),
+        nr::SYSINFO => process::sysinfo(thread, a[0]),
+        nr::PRCTL => process::prctl(thread, a[0], a[1], a[2], a[3], a[4]),
+        nr::PERSONALITY => process::personality(thread, a[0]),
+        nr::UNAME => process::uname(a[0]),
+        nr::GETRANDOM => process::getrandom(a[0], a[1], a[2]),
+        nr::GETCPU => process::getcpu(a[0], a[1]),
+        // Limits.
+        nr::GETRLIMIT => process::prlimit(thread, 0, a[0], None, Some(a[1])),
+        nr::SETRLIMIT => process::prlimit(thread, 0, a[0], Some(a[1]), None),
+        nr::PRLIMIT64 => {
+            process::prlimit(thread, a[0], a[1], (a[2] != 0).then_some(a[2]), (a[3] != 0).then_some(a[3]))
+        }
+        // Memory.
+        nr::MMAP => memory::mmap(p, a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::MUNMAP => memory::munmap(p, a[0], a[1]),
+        nr::MPROTECT => memory::mprotect(p, a[0], a[1], a[2]),
+        nr::MADVISE => memory::madvise(p, a[0], a[1], a[2]),
+        nr::BRK => memory::brk(p, a[0]),
+        nr::MREMAP => memory::mremap(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::MSYNC => memory::msync(p, a[0], a[1], a[2]),
+        nr::MLOCK => memory::mlock2(p, a[0], a[1], 0),
+        nr::MUNLOCK => memory::munlock(p, a[0], a[1]),
+        nr::MLOCKALL => memory::mlockall(p, a[0]),
+        nr::MUNLOCKALL => memory::munlockall(p),
+        nr::MINCORE => memory::mincore(p, a[0], a[1], a[2]),
+        nr::MLOCK2 => memory::mlock2(p, a[0], a[1], a[2]),
+        // This kernel's extensions (`ext-abi`).
+        abi::SYS_MMAP_NEAR => memory::mmap_near(p, a[0], a[1], a[2], a[3], a[4]),
+        abi::SYS_CODE_WINDOW => memory::code_window(p, a[0], a[1], a[2]),
+        abi::SYS_MM_STATS => memory::mm_stats(p, a[0], a[1]),
+        abi::SYS_FAIL_NTH => match crate::memory::fallible::fail_nth(p.pid, tid, a[0]) {
+            Some(left) => Ok(left),
+            None => unknown(thread, abi::SYS_FAIL_NTH),
+        },
+        other => unknown(thread, other),
+    };
+    Action::reply(frame, result)
+}
+
+/// A system call this kernel does not implement: ENOSYS, and one line in the kernel's log the
+/// first time each process makes it (up to `posix::REPORTS` of them), so a program that fails on
+/// it says why.
+pub fn unknown(thread: &Thread, nr: u64) -> Result<u64, Errno> {
+    use crate::process::posix::Report;
+    let p = &thread.process;
+    match p.posix.report_unknown(nr) {
+        Report::Name => crate::kprintln!(
+            "kernel: pid {} ({}): system call {} ({}) is not implemented: ENOSYS",
+            p.pid,
+            thread.posix.name_str(),
+            nr,
+            linux_abi::syscalls::name(nr).unwrap_or("unknown to Linux")
+        ),
+        Report::LastOne => crate::kprintln!(
+            "kernel: pid {} ({}): more system calls that are not implemented; no longer reporting them",
+            p.pid,
+            thread.posix.name_str()
+        ),
+        Report::Silent => {}
+    }
+    Err(Errno::ENOSYS)
+}
