@@ -3,6 +3,11 @@
 //! the live page table ([`crate::space::AddressSpace`], which does break-before-make and one
 //! planned flush per call) — with the table effects of each call applied here.
 //!
+//! Why one file: the layer is one type, [`UserMemory`], whose memory calls, fault handler and
+//! program loader share its private table-effect helpers (`unmap_range`, `protect_range`,
+//! `map_fresh`); what stands apart is in its own file: `calls.rs` (`mremap`, `mincore`, `msync`,
+//! the `mlock` family), `fork.rs`, `lazy.rs` (`MADV_FREE`), [`guard`] and [`object`].
+//!
 //! Why it lives in `mm` and not in the kernel: what a call does to the tables and the TLB — which
 //! pages it unmaps, when a fault completes a 64 KiB run or a 2 MiB range and folds or promotes
 //! it, when a frame may go back — is exactly what a strict host model has to prove, and QEMU

@@ -62,6 +62,8 @@
 //! `munmap` and [`VmMap::map_kernel`]; `protect.rs` `mprotect`; `madvise.rs`; `brk.rs`;
 //! `window.rs` the code window; `near.rs` near placement; [`remap`] `mremap`; [`lock`] `msync`,
 //! `mincore` and the `mlock` family; `fork.rs` the child's map.
+//!
+//! [`abi::WINDOW_SET_SIZE`]: super::abi::WINDOW_SET_SIZE
 
 use super::limits::Rlimit;
 use super::tree::VmaTree;

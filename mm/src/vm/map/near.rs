@@ -80,6 +80,8 @@ impl VmMap {
     /// flags other than `MAP_PRIVATE | MAP_ANONYMOUS [| MAP_CODE]`; `EACCES` writable and
     /// executable (W^X); `ENOMEM` no such free range, too many mappings, past `RLIMIT_AS` or
     /// `RLIMIT_DATA`, larger than RAM (writable), or no kernel memory for the bookkeeping.
+    ///
+    /// [`abi::SYS_MMAP_NEAR`]: crate::vm::abi::SYS_MMAP_NEAR
     pub fn map_near(
         &mut self,
         target: u64,
