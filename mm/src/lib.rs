@@ -22,6 +22,7 @@
 //!   [`space`], generic over the kernel's seams so the host model can prove its flushes;
 //! - [`vm`]: user address spaces: areas, gaps, the code window and near placement.
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 #[cfg(all(feature = "granule-16k", feature = "granule-64k"))]
@@ -29,6 +30,7 @@ compile_error!("the features granule-16k and granule-64k choose one granule: ena
 #[cfg(all(feature = "lpa2", feature = "granule-64k"))]
 compile_error!("the feature lpa2 is FEAT_LPA2, for the 4 KiB and 16 KiB granules; not with granule-64k");
 
+#[cfg(feature = "alloc")]
 extern crate alloc;
 #[cfg(test)]
 extern crate std;
@@ -65,10 +67,15 @@ pub mod paging;
 pub mod phys;
 pub mod space;
 pub mod tlb;
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub mod user;
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub mod vm;
 
-#[cfg(test)]
+// The multi-CPU model drives the user-memory layer, so it needs the heap too.
+#[cfg(all(test, feature = "alloc"))]
 mod model;
 #[cfg(test)]
 mod test_support;
