@@ -34,6 +34,9 @@
 //!   page; with `--features granule-16k`, `granule-64k` or `lpa2` the same steps run with that
 //!   format. `scripts/test` runs it both ways.
 //!
+//! Why one file (it is long for an example): it is meant to be read top to bottom as a kernel's
+//! integration of the crate, and `mm/tests/bare_metal.rs` includes it as one module.
+//!
 //! What is simplified, on purpose: one CPU (the ASID allocator's lock is a `RefCell`; a kernel
 //! with several CPUs uses a spinlock and combines every CPU's [`TlbFeatures`]); the image is
 //! linked at its physical address and continues at an alias in TTBR1 (a kernel is linked high,
