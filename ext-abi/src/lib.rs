@@ -124,3 +124,8 @@ pub struct MmStats {
 // The layouts user programs rely on: `u64` fields only, no padding.
 const _: () = assert!(core::mem::size_of::<CodeWindowInfo>() == 5 * 8);
 const _: () = assert!(core::mem::size_of::<MmStats>() == 16 * 8);
+
+// The README's example, compiled and run as a doctest so that it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

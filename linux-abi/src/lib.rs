@@ -12,6 +12,17 @@
 //! installed cross compiler. This kernel's own extensions (`MAP_CODE`, near placement, the code
 //! window) are not Linux's and live beside this crate, in `ext-abi`.
 //!
+//! ```
+//! use linux_abi::mman::{MAP_ANONYMOUS, MAP_PRIVATE};
+//! use linux_abi::{Errno, nr};
+//!
+//! assert_eq!(nr::MMAP, 222);
+//! assert_eq!(MAP_PRIVATE | MAP_ANONYMOUS, 0x22);
+//! assert_eq!(Errno::ENOMEM.as_ret(), -12);
+//! assert_eq!(Errno::from_ret(-2), Some(Errno::ENOENT));
+//! assert_eq!(linux_abi::syscalls::name(nr::OPENAT), Some("openat"));
+//! ```
+//!
 //! | module | what |
 //! | --- | --- |
 //! | [`errno`] | [`Errno`]: every errno value, and the kernel-internal restart codes |

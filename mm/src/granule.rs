@@ -395,5 +395,49 @@ const TTBR_BADDR_48: u64 = 0x0000_ffff_ffff_fffe;
 /// aligned; `[5:2]` hold `BADDR[51:48]`).
 const TTBR_BADDR_LOW_52: u64 = 0x0000_ffff_ffff_ffc0;
 
+/// Refuses to compile unless this build of `mm` uses the translation format named (a
+/// [`Format`] constant: `K4`, `K4_LPA2`, `K16`, `K16_LPA2` or `K64`).
+///
+/// Why it exists: the format is chosen by the features `granule-16k`, `granule-64k` and `lpa2`,
+/// and Cargo unifies features over a build. If any crate of a build enables one, every crate of
+/// that build that depends on `mm` gets it: [`crate::addr::PAGE_SIZE`],
+/// [`crate::paging::ENTRIES_PER_TABLE`], every table and every `TLBI` operand change, silently
+/// (the crate still compiles, and what is computed from its constants changes with it). A
+/// crate that relies on a format — the kernel, for its link script, its `TCR_EL1` and its
+/// Image header — names it here, and a build that got another one fails with the reason
+/// instead of running with another page size:
+///
+/// ```
+/// // In the crate that chose the page size (a kernel that forwards its own `granule-16k`,
+/// // `granule-64k` and `lpa2` features to mm's): the build has the format it asked for.
+/// #[cfg(not(any(feature = "granule-16k", feature = "granule-64k", feature = "lpa2")))]
+/// mm::assert_build_format!(K4);
+/// #[cfg(all(feature = "granule-16k", not(feature = "lpa2")))]
+/// mm::assert_build_format!(K16);
+/// #[cfg(feature = "granule-64k")]
+/// mm::assert_build_format!(K64);
+/// ```
+///
+/// A format the build does not have fails to compile ("mm is built for another translation
+/// format than K64_52 (its format is chosen by …)"); no feature set selects this one:
+///
+/// ```compile_fail
+/// mm::assert_build_format!(K64_52);
+/// ```
+#[macro_export]
+macro_rules! assert_build_format {
+    ($format:ident) => {
+        const _: () = ::core::assert!(
+            ::core::matches!($crate::granule::Format::BUILD, $crate::granule::Format::$format),
+            ::core::concat!(
+                "mm is built for another translation format than ",
+                ::core::stringify!($format),
+                " (its format is chosen by mm's features granule-16k, granule-64k and lpa2, which \
+                 Cargo enables for every user of mm once any crate of the build enables one)"
+            )
+        );
+    };
+}
+
 #[cfg(test)]
 mod tests;

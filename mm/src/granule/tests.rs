@@ -3,6 +3,19 @@
 
 use super::{Format, Granule};
 
+// The guard a user of the crate writes compiles for the build's own format, in every build
+// (`assert_build_format!`; its documentation has the `compile_fail` case).
+#[cfg(not(any(feature = "granule-16k", feature = "granule-64k", feature = "lpa2")))]
+crate::assert_build_format!(K4);
+#[cfg(all(feature = "lpa2", not(any(feature = "granule-16k", feature = "granule-64k"))))]
+crate::assert_build_format!(K4_LPA2);
+#[cfg(all(feature = "granule-16k", not(feature = "lpa2")))]
+crate::assert_build_format!(K16);
+#[cfg(all(feature = "granule-16k", feature = "lpa2"))]
+crate::assert_build_format!(K16_LPA2);
+#[cfg(feature = "granule-64k")]
+crate::assert_build_format!(K64);
+
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

@@ -2,6 +2,11 @@
 //! 64 KiB with the `granule-16k`/`granule-64k` features), 48-bit VA, one TTBR (52-bit with the
 //! `lpa2` feature: see [`lpa2`] for the level −1 table of 4 KiB pages).
 //!
+//! Why this file is long: it is the engine's public face and its design notes — the types a
+//! caller names ([`PageTable`], [`Translation`], [`Constraints`], [`MapError`], [`Leaf`], [`Stats`])
+//! and the small helpers every file of the engine uses (entry access, the range check, frame
+//! reservation). The work itself is in the files listed at the end of this documentation.
+//!
 //! | granule | levels | entries a table | blocks | contiguous runs (L3, L2) | last-table region |
 //! |---------|--------|-----------------|--------|--------------------------|-------------------|
 //! | 4 KiB   | 0–3    | 512             | 1 GiB (L1), 2 MiB (L2) | 16 (64 KiB), 16 (32 MiB) | 2 MiB |

@@ -1,6 +1,11 @@
 //! A live address space: one translation table tree, the TLB issuer, and the scope its entries
 //! are cached under, with break-before-make done here rather than by every caller.
 //!
+//! Why one file: every operation of [`AddressSpace`] is the same sequence (stage, one flush,
+//! make and release) through the private helpers at the end of the file (`run`, `flush`,
+//! `make_barrier`); the public methods are short wrappers over them, and split apart each would
+//! reach back into that one sequence. The host model proof is `space/tests.rs`.
+//!
 //! Why it is built this way: the table engine ([`crate::paging`]) refuses, on a live table, every
 //! change that needs break-before-make, because it does not own the TLB. An [`AddressSpace`] owns
 //! both, so each of its operations is one complete, architecturally correct sequence:

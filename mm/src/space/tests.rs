@@ -1,6 +1,9 @@
 //! The host model proof of [`AddressSpace`]: emulated physical memory, a model TLB shared by
 //! several address spaces, and random operation sequences checked against a reference map.
 //!
+//! One file: the model world (memory, TLB, CPUs), the random-operation harness and the directed
+//! tests share the `World` and `Harness` types, which exist for these tests only.
+//!
 //! The model TLB ([`World::tlb`]) may cache, at any moment the code under test gives it (every
 //! barrier, every TLBI, every table publication, every frame allocation or release, and before
 //! and after each operation), any translation the tables currently give: leaf entries (a whole

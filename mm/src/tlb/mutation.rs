@@ -64,10 +64,13 @@ pub(crate) enum Mutation {
     /// recycled ASID meets the entries its previous owner left.
     RolloverFlushSkipped,
     /// `fork` write-protects the parent's pages in the tables without the flush, so CPUs keep
-    /// writable entries for frames now shared with the child.
+    /// writable entries for frames now shared with the child. (This one and the next are planted
+    /// in `user`, so they exist only with the `alloc` feature.)
+    #[cfg(feature = "alloc")]
     ForkWithoutFlush,
     /// A shrink of a shared memory object unmaps the pages past the end from the tables and
     /// frees them without the flush, so CPUs keep entries for frames now free.
+    #[cfg(feature = "alloc")]
     TruncateWithoutFlush,
     /// Clearing guard markers does not widen the flush record over their pages, so a table that
     /// held only markers is detached and freed while walk caches still point at it.

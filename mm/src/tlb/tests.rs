@@ -5,6 +5,8 @@
 //! tests plant known bugs through the `mutant!` hooks and require the same checks to catch each
 //! of them. The build's format gets the full sweeps; the others the same sweeps over fewer page
 //! counts where a sweep would only repeat itself (stated at each test).
+//!
+//! One file: every test goes through the same checker (`check.rs`) and sweeps.
 
 use super::check::*;
 use super::model::{ModelEntry, decode, decode_in};

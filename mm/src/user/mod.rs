@@ -3,6 +3,11 @@
 //! the live page table ([`crate::space::AddressSpace`], which does break-before-make and one
 //! planned flush per call) — with the table effects of each call applied here.
 //!
+//! Why one file: the layer is one type, [`UserMemory`], whose memory calls, fault handler and
+//! program loader share its private table-effect helpers (`unmap_range`, `protect_range`,
+//! `map_fresh`); what stands apart is in its own file: `calls.rs` (`mremap`, `mincore`, `msync`,
+//! the `mlock` family), `fork.rs`, `lazy.rs` (`MADV_FREE`), [`guard`] and [`object`].
+//!
 //! Why it lives in `mm` and not in the kernel: what a call does to the tables and the TLB — which
 //! pages it unmaps, when a fault completes a 64 KiB run or a 2 MiB range and folds or promotes
 //! it, when a frame may go back — is exactly what a strict host model has to prove, and QEMU
@@ -45,8 +50,21 @@ use crate::vm::{Errno, Layout, Prot, VmMap, VmaFlags, flags};
 ///
 /// The layer calls [`free`](Self::free) only after the TLB invalidation that removed the last
 /// translation of the frame has completed on every CPU that could hold it.
+///
+/// What an implementation guarantees (a frame is one page, [`PAGE_SIZE`] bytes, of the build's
+/// granule):
+/// - a frame it hands out is page-aligned, below 2^[`crate::addr::PA_BITS`], RAM the kernel
+///   maps as Normal write-back memory, and used by nothing else until its last reference is
+///   freed;
+/// - what [`alloc_zeroed`](Self::alloc_zeroed), [`alloc_zeroed_contiguous`](Self::alloc_zeroed_contiguous),
+///   [`copy`](Self::copy) and [`write`](Self::write) store is visible to every CPU before they
+///   return (end with `DMB ISHST`, as Linux's `smp_wmb()` before `set_pte_at`): the layer maps
+///   the frame right after, and a thread of the process on another CPU may read it through the
+///   new entry at once;
+/// - [`sync_icache`](Self::sync_icache) makes the frame's contents visible to instruction
+///   fetch on every CPU, on hardware whose caches need it.
 pub trait UserFrames {
-    /// One zeroed 4 KiB frame, or `None` when memory is exhausted.
+    /// One zeroed frame (one page), or `None` when memory is exhausted.
     fn alloc_zeroed(&mut self) -> Option<PhysAddr>;
 
     /// Drops one reference to a frame from [`alloc_zeroed`](Self::alloc_zeroed): the frame
@@ -66,10 +84,11 @@ pub trait UserFrames {
         false
     }
 
-    /// Copies the 4 KiB frame `src` into `dst` (a copy-on-write fault; `dst` is fresh).
+    /// Copies the frame `src` into `dst` (a copy-on-write fault; `dst` is fresh).
     fn copy(&mut self, dst: PhysAddr, src: PhysAddr);
 
-    /// Writes `data` into the frame at `pa`, from byte `offset` (`offset + data.len() <= 4096`).
+    /// Writes `data` into the frame at `pa`, from byte `offset` (`offset + data.len() <=
+    /// PAGE_SIZE`).
     fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]);
 
     /// Makes the frame's contents visible to instruction fetches (clean the D-cache to the point

@@ -1,4 +1,7 @@
 //! Tests of the Linux semantics layer, W^X, the code window and near placement.
+//!
+//! One file: the tests of every call share one fixture and one operation generator (`fixture`,
+//! `small_layout`, `Op`, also used by `limit_tests.rs`).
 
 use alloc::vec::Vec;
 use proptest::prelude::*;

@@ -1,6 +1,10 @@
 //! The address-space allocator: the set of mappings (VMAs) in a B+tree whose every child
 //! summary carries the largest free gap of the child's subtree.
 //!
+//! Why one file: it is [`VmaTree`]'s public operations, each a short descent over the nodes
+//! (`tree/node.rs`) or a gap search ([`query`]), and the invariant checker (`VmaTree::check`) that
+//! reads every node kind; the parts they are built from are already files of their own.
+//!
 //! Why augmented: every placement question the kernel asks (lowest fit, highest fit, an aligned
 //! fit, a fit that crosses no 1 GiB line, the fit nearest a target) is "the first free gap, in
 //! address order or in reverse, that can hold the request inside a domain". With each child's

@@ -3,6 +3,11 @@
 //! (start of its first mapping, end of its last, largest free gap between two of its mappings)
 //! kept in the parent, in arrays.
 //!
+//! Why one file: the node types and every operation that changes their arrays (insertion with
+//! splits, removal with merges and refills, the finger's leaf edits, the summary fix-ups) keep the
+//! same invariants (fill bounds, summaries, the second-largest gap) on the same private fields;
+//! split apart, each part would need those fields opened to the others.
+//!
 //! Why this shape: every operation of the area map descends from the root, and a descent through
 //! a binary tree of 50,000 mappings visits about 20 nodes (each a likely cache miss, each a few
 //! branches); here it visits 4 or 5, and at each it scans one array of keys that shares its cache

@@ -1,0 +1,182 @@
+//! `mprotect`: the mapped prefix of the range changes, area by area, until the first hole or
+//! the first area Linux's `mprotect_fixup` would refuse; what changed is returned for the
+//! user-memory layer to apply to the tables.
+
+use super::{Pieces, VmMap, is_data, page_up};
+use crate::vm::prot::*;
+use crate::vm::{Errno, PAGE, Prot, Vma, VmaFlags, fallible};
+
+/// One protection change `mprotect` made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ProtChange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Rights before.
+    pub old: Prot,
+    /// Rights after.
+    pub new: Prot,
+}
+
+/// What `mprotect` did. Like Linux, it changes the mapped prefix of the range and fails at the
+/// first hole: the kernel applies `changes`, then returns `error` if there is one, else 0.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Protected {
+    /// Ranges whose rights changed, in address order (ranges already at the new rights are left
+    /// out).
+    pub changes: fallible::List<ProtChange, 2>,
+    /// `ENOMEM` when the range had a hole (after changing what precedes it).
+    pub error: Option<Errno>,
+}
+
+impl VmMap {
+    /// `mprotect(addr, len, prot)`. Changes the mapped prefix of the range (Linux's behaviour)
+    /// and reports a hole as [`Protected::error`].
+    ///
+    /// # Errors
+    /// Before any change: `EINVAL` both `PROT_GROWSDOWN` and `PROT_GROWSUP`, unaligned `addr`, or
+    /// unknown `prot` bits; `ENOMEM` range overflowing or no mapping at `addr`; `EINVAL`
+    /// `PROT_GROWSDOWN`/`PROT_GROWSUP` (no mapping here grows); `EACCES` writable and executable
+    /// (W^X), or adding `PROT_EXEC` outside the code window in strict mode. `len == 0` succeeds
+    /// with no change.
+    pub fn mprotect(&mut self, addr: u64, len: u64, prot: u64) -> Result<Protected, Errno> {
+        let mut out = Protected::default();
+        self.mprotect_into(addr, len, prot, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`VmMap::mprotect`], its answer written to `out` (emptied first): the kernel's system
+    /// call reads it in place, where returning the 88-byte [`Protected`] in a `Result` is a call
+    /// to `memcpy` on its strict-alignment target.
+    ///
+    /// # Errors
+    /// As [`VmMap::mprotect`]; `out` is then empty.
+    pub fn mprotect_into(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        out: &mut Protected,
+    ) -> Result<(), Errno> {
+        out.changes.truncate(0);
+        out.error = None;
+        let grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
+        let prot = prot & !(PROT_GROWSDOWN | PROT_GROWSUP);
+        if grows == PROT_GROWSDOWN | PROT_GROWSUP || addr & (PAGE - 1) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let end =
+            page_up(len).and_then(|l| addr.checked_add(l)).filter(|&e| e > addr).ok_or(Errno::ENOMEM)?;
+        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let new = Prot::from_bits_truncate(prot);
+        // One descent serves the checks on the first mapping and, when the range lies in it,
+        // the selection and the neighbours its rewrite needs.
+        let around = self.tree.around(addr);
+        let Some(first) = around.at else {
+            // No mapping at `addr`: a mapping further in the range is what Linux's
+            // PROT_GROWSDOWN would have extended (EINVAL here, as nothing grows), else ENOMEM.
+            let further = around.next.is_some_and(|n| n.start < end);
+            return Err(if further && grows == PROT_GROWSDOWN { Errno::EINVAL } else { Errno::ENOMEM });
+        };
+        if grows != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if new.write() && new.exec() && !self.allow_wx {
+            return Err(Errno::EACCES);
+        }
+        let (mut pieces, hole) = if first.end >= end {
+            (Pieces::one(first.clip(addr, end)), false)
+        } else {
+            self.select(addr, end, true)?
+        };
+        let gains_x_outside =
+            new.exec() && pieces.iter().any(|p| !p.prot.exec() && !self.inside_window(p.start, p.end));
+        if gains_x_outside && self.window.strict {
+            return Err(Errno::EACCES);
+        }
+        // Linux's mprotect_fixup, area by area: the areas before the first refusal change, and
+        // the call then fails with ENOMEM.
+        let refused = self.mprotect_refusal(&pieces, new);
+        if let Some(i) = refused {
+            pieces.truncate(i);
+        }
+        for p in pieces.iter().filter(|p| p.prot != new) {
+            if let Err(e) = out.changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new }) {
+                out.changes.truncate(0);
+                return Err(e);
+            }
+        }
+        if !pieces.is_empty()
+            && let Err(e) = self.reserve()
+        {
+            out.changes.truncate(0);
+            return Err(e);
+        }
+        self.rewrite_from(&pieces, Some(&around), |p| Vma { prot: new, ..*p });
+        if gains_x_outside && !pieces.is_empty() {
+            self.window.placed_outside += 1;
+        }
+        out.error = (refused.is_some() || hole).then_some(Errno::ENOMEM);
+        Ok(())
+    }
+
+    /// How many new areas rewriting piece `p` (of one mapping) as `changed` creates: one per end
+    /// of `p` strictly inside its mapping, unless, as Linux's `vma_merge` does first, the piece
+    /// reaches the mapping's other end and joins the neighbour there (the boundary moves).
+    pub(super) fn splits_needed(&self, p: &Vma, changed: &Vma) -> usize {
+        let around = self.tree.around(p.start);
+        let Some(whole) = around.at else { return 0 };
+        let joins_prev =
+            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.same_attrs(changed));
+        let joins_next =
+            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.same_attrs(changed));
+        usize::from(whole.start < p.start && !joins_next) + usize::from(p.end < whole.end && !joins_prev)
+    }
+
+    /// The index of the first piece Linux's `mprotect_fixup` would refuse with `ENOMEM`: a split
+    /// at `vm.max_map_count` (`split_vma`), becoming data past `RLIMIT_AS`/`RLIMIT_DATA`, or
+    /// becoming writable (charged) while larger than RAM (the heuristic overcommit).
+    fn mprotect_refusal(&self, pieces: &[Vma], new: Prot) -> Option<usize> {
+        let (mut count, mut data) = (self.tree.len(), self.data);
+        let max = self.layout.max_map_count;
+        // Each piece splits at most twice: far from the limit, no split can pass it, and the
+        // descent that counts a piece's splits is not needed.
+        let roomy = count.saturating_add(pieces.len().saturating_mul(2)) <= max;
+        for (i, p) in pieces.iter().enumerate() {
+            if p.prot == new {
+                continue;
+            }
+            let splits = if roomy { 0 } else { self.splits_needed(p, &Vma { prot: new, ..*p }) };
+            if splits > 0 && count + splits > max {
+                return Some(i);
+            }
+            count += splits;
+            let (was, becomes) = (is_data(p.prot, p.flags), is_data(new, p.flags));
+            if new.write() {
+                let fits = |d: bool| {
+                    self.mapped.saturating_add(p.len()) <= self.as_limit.cur
+                        && (!d || data.saturating_add(p.len()) <= self.data_limit.cur)
+                };
+                if !fits(becomes) && fits(was) {
+                    return Some(i);
+                }
+                let charged = !p.prot.write() && !p.flags.contains(VmaFlags::SHARED);
+                if charged && !self.enough_memory(p.len()) {
+                    return Some(i);
+                }
+            }
+            if becomes && !was {
+                data += p.len();
+            } else if was && !becomes {
+                data -= p.len();
+            }
+        }
+        None
+    }
+}

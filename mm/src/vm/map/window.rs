@@ -1,0 +1,151 @@
+//! The code window: one range of address space, aligned to its size, that executable and
+//! `MAP_CODE` mappings are placed in ([`crate::vm::abi::SYS_CODE_WINDOW`]). It is address space
+//! only — not a mapping, no memory, charged to no limit — so all it changes is placement (see
+//! the parent module's documentation for the policy).
+
+use super::VmMap;
+use crate::vm::Errno;
+use crate::vm::abi::{self, CodeWindowInfo};
+use crate::vm::tree::{Dir, GapQuery};
+
+/// Smallest code-window size.
+pub const WINDOW_MIN: u64 = 2 << 20;
+/// Largest code-window size.
+pub const WINDOW_MAX: u64 = 4 << 30;
+/// Default code-window size.
+pub const WINDOW_DEFAULT: u64 = 512 << 20;
+
+impl VmMap {
+    pub(super) fn window_range(&self) -> Option<(u64, u64)> {
+        self.window.base.map(|b| (b, b + self.window.size))
+    }
+
+    fn window_candidate(&self, size: u64) -> Option<u64> {
+        if let Some((s, e)) = self.window.anchor {
+            let base = s & !(size - 1);
+            if e <= base + size && base + size <= self.layout.task_size {
+                return Some(base);
+            }
+        }
+        let q = GapQuery {
+            align: size,
+            ..GapQuery::new(self.layout.mmap_min_addr, self.layout.mmap_base, size, Dir::Highest)
+        };
+        self.tree.find_gap(&q)
+    }
+
+    /// Moves the window to `size`/its candidate base. `EBUSY` if a mapping now inside the window
+    /// would end up outside it.
+    fn relocate_window(&mut self, size: u64) -> Result<(), Errno> {
+        let base = self.window_candidate(size).ok_or(Errno::ENOMEM)?;
+        let (nb, ne) = (base, base + size);
+        if let Some((ob, oe)) = self.window_range()
+            && self.mappings_in(ob, oe).any(|v| v.start < nb || v.end > ne)
+        {
+            return Err(Errno::EBUSY);
+        }
+        self.window.base = Some(base);
+        self.window.size = size;
+        self.window.used = self.mappings_in(nb, ne).map(|v| v.len()).sum();
+        // Keep the heap out of the window while it is empty: code placed lowest-first would
+        // otherwise land just above the bss and stop `brk` from growing.
+        let sb = self.layout.start_brk;
+        if self.brk == sb && nb <= sb && sb < ne && ne < self.layout.task_size {
+            self.layout.start_brk = ne;
+            self.brk = ne;
+        }
+        Ok(())
+    }
+
+    /// Places the window if it is not placed yet; its range, if it could be placed.
+    pub(super) fn ensure_window(&mut self) -> Option<(u64, u64)> {
+        if self.window.base.is_none() {
+            let _ = self.relocate_window(self.window.size);
+        }
+        self.window_range()
+    }
+
+    /// Places the code window for a new program: around `exec` (the executable segment's
+    /// `[start, end)`) when it fits in one aligned window of the current size, otherwise in an
+    /// aligned free gap (top-down below `mmap_base`, one search). Call after the loader has
+    /// mapped the image. Without this call the window is placed on first use.
+    ///
+    /// # Errors
+    /// `ENOMEM` when the segment does not fit and no free aligned gap exists (code then goes
+    /// outside, counted); `EBUSY` if the window already holds mappings the new one would not.
+    pub fn init_code_window(&mut self, exec: Option<(u64, u64)>) -> Result<CodeWindowInfo, Errno> {
+        self.window.anchor = exec.filter(|(s, e)| s < e);
+        self.relocate_window(self.window.size)?;
+        Ok(self.code_window())
+    }
+
+    /// The window's counters ([`abi::WINDOW_GET`]). Base 0 while it is not placed.
+    pub fn code_window(&self) -> CodeWindowInfo {
+        CodeWindowInfo {
+            base: self.window.base.unwrap_or(0),
+            size: self.window.size,
+            used: self.window.used,
+            placed_outside: self.window.placed_outside,
+            strict: u64::from(self.window.strict),
+        }
+    }
+
+    /// The window's `[start, end)`, if placed.
+    pub fn code_window_range(&self) -> Option<(u64, u64)> {
+        self.window_range()
+    }
+
+    /// Sets the window size ([`abi::WINDOW_SET_SIZE`]). The window moves to the aligned block of
+    /// the new size around the program's executable segment if that fits, else to a free aligned
+    /// gap.
+    ///
+    /// # Errors
+    /// `EINVAL` unless `size` is a power of two in 2 MiB..=4 GiB; `EBUSY` if the window holds a
+    /// mapping the new window would not contain (the program's own segment, kept inside when it
+    /// fits, does not count); `ENOMEM` if no place exists.
+    pub fn set_window_size(&mut self, size: u64) -> Result<(), Errno> {
+        if !size.is_power_of_two() || !(WINDOW_MIN..=WINDOW_MAX).contains(&size) {
+            return Err(Errno::EINVAL);
+        }
+        if self.window.base.is_none() {
+            self.window.size = size;
+            return Ok(());
+        }
+        self.relocate_window(size)
+    }
+
+    /// Strict mode on or off ([`abi::WINDOW_SET_STRICT`]).
+    pub fn set_window_strict(&mut self, strict: bool) {
+        self.window.strict = strict;
+    }
+
+    /// The W^X opt-out ([`abi::WINDOW_ALLOW_WX`]).
+    pub fn set_allow_wx(&mut self, allow: bool) {
+        self.allow_wx = allow;
+    }
+
+    /// [`abi::SYS_CODE_WINDOW`] as one call: returns the info to copy out for
+    /// [`abi::WINDOW_GET`], `None` for the other ops (return 0).
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown op or an `arg` other than 0/1 for the switches; the errors of
+    /// [`VmMap::set_window_size`].
+    pub fn code_window_op(&mut self, op: u64, arg: u64) -> Result<Option<CodeWindowInfo>, Errno> {
+        let switch = |a: u64| match a {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(Errno::EINVAL),
+        };
+        match op {
+            abi::WINDOW_GET => Ok(Some(self.code_window())),
+            abi::WINDOW_SET_SIZE => self.set_window_size(arg).map(|()| None),
+            abi::WINDOW_SET_STRICT => switch(arg).map(|s| self.set_window_strict(s)).map(|()| None),
+            abi::WINDOW_ALLOW_WX => switch(arg).map(|s| self.set_allow_wx(s)).map(|()| None),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    pub(super) fn inside_window(&self, s: u64, e: u64) -> bool {
+        self.window_range().is_some_and(|(b, we)| b <= s && e <= we)
+    }
+}
