@@ -586,9 +586,11 @@ BESIDE = [  # (regex, group of the name, group of the file)
     (re.compile(r"`([\w\-./]+\.(?:rs|c))`'s `(" + IDENT + r")`"), 2, 1),
     (re.compile(r"\(`([\w\-./]+\.(?:rs|c))`, `(" + IDENT + r")`\)"), 2, 1),
     (re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)*[\w\-]+\.(?:rs|c)),? `?(" + IDENT + r")`?:"), 2, 1),
+    (re.compile(r"`([\w\-./]+\.(?:rs|c))(?:::|:\s*|\s+)(" + IDENT + r")`"), 2, 1),
 ]
 HASH = re.compile(r"(?<![\w\-@/.#:])(?<!0x)([0-9a-f]{7,40})(?![\w\-])")
 BRANCH = re.compile(r"\bbranch(?:es)?\s+(`?)([\w./\-]+)\1")
+PLACEHOLDER = re.compile(r"(?:^|/)(?:[A-Z][A-Z_]*|[^/]*[<>…*{}$][^/]*)(?:/|\.|$)")  # NAME.out, <set>/
 MAPS_LINE = re.compile(r"[0-9a-f]+-[0-9a-f]+ [r-][w-][x-][ps] ")  # a /proc/PID/maps listing
 ISSUE = re.compile(r"(?<![\w&/`#])#(\d+)\b")
 
@@ -695,7 +697,7 @@ class Checker:
         spans = [m.span() for m in LINK.finditer(line)]
         in_link = lambda pos: any(a <= pos < b for a, b in spans)
         seen = set()
-        placeholder = re.compile(r"(?:^|/)(?:[A-Z][A-Z_]*|[^/]*[<>…*{}$][^/]*)(?:/|\.|$)")
+        placeholder = PLACEHOLDER
         for m in FILE_RS.finditer(line):
             cited = m[1]
             seen.add(m.start())
@@ -722,7 +724,8 @@ class Checker:
                 if not files:
                     continue  # reported above
                 item = re.sub(r"(\(\)|!)$", "", name).split("::")[-1]
-                if item in ("mod", "test") or (pattern is BESIDE[3] and not re.match(r"[a-z_]\w*$", item)):
+                if item in ("mod", "test") or re.fullmatch(r"[A-Z]+", item) \
+                        or (pattern is BESIDE[3] and not re.match(r"[a-z_]\w*$", item)):  # NAME, GROUP: placeholders
                     continue
                 if not any(self.defines(f, item) for f in files):
                     self.problem(doc, n, f"`{item}` is not defined in {' or '.join(files)}")
@@ -857,6 +860,8 @@ def self_test(quiet):
             ("`translation.rs`'s `handle`", True, "a fn not in its file"),
             ("kernel/src/boot/translation.rs, tcr_el1:", False, "a diagram's file and fn"),
             ("kernel/src/process/mod.rs, handle:", True, "a diagram's missing file"),
+            ("`kernel/src/boot/translation.rs::tcr_el1`", False, "a file and its fn in one code span"),
+            ("`boot/translation.rs: TCR_EL1_GONE`", True, "a file and a missing const in one code span"),
             ("`tests/programs/fork.c`", False, "a C file"),
             ("`tests/programs/gone.c`", True, "a missing C file"),
             ("Linux's `mm/mmap.c`", False, "an outside path"),
