@@ -3,11 +3,18 @@
 docs/images/*.svg from one run of scripts/bench (its standard output, OUTPUT, and the maps-test
 logs section 6 left in MAPS_DIR). `scripts/bench --docs` calls it; nothing else writes the page.
 
+Each picture's data, the lines of the run it is drawn from with the run's command, commit and
+date, is kept next to it in docs/images/data/NAME.json, so `scripts/pictures.py redraw` draws
+it again without a benchmark run and `scripts/pictures.py check` (scripts/test) proves that it
+still can. Every picture is drawn before anything is written: if one cannot be drawn, this
+script says which and why and exits with 1, leaving docs/ as it was.
+
 The page is the run's output, section by section, with what each section measures and how to
 read it. Prose here states no figure: every number on the page is one the run printed, so the
 page cannot drift from the run (analysis of particular figures, and earlier runs, live in
 docs/benchmark-notes.md). Python's standard library only.
 """
+import json
 import os
 import re
 import sys
@@ -84,37 +91,55 @@ def demo_block(name):
 
 
 # ---- pictures ----------------------------------------------------------------------------------
-images = os.path.join(docs, "images")
-os.makedirs(images, exist_ok=True)
-made = []
-tmp = os.path.join(os.path.dirname(out_path), "tlbi-table.txt")
-open(tmp, "w").write("\n".join(mm_bench_part("a")) + "\n")
-try:
-    pictures.tlbi(os.path.join(images, "tlbi-per-range.svg"), tmp)
-    made.append("tlbi-per-range.svg")
-except SystemExit as e:
-    print(e, file=sys.stderr)
-tmp = os.path.join(os.path.dirname(out_path), "growth.txt")
-open(tmp, "w").write("\n".join(l for l in sections.get("4", []) if l.startswith("growth: ")) + "\n")
-try:
-    pictures.growth(os.path.join(images, "growth.svg"), tmp)
-    made.append("growth.svg")
-except SystemExit as e:
-    print(e, file=sys.stderr)
-for mode in ("plain", "fill"):
-    ours, linux = (os.path.join(maps_dir, f"{k}-{mode}.log") for k in ("ours", "linux"))
-    suffix = ", fill scenario" if mode == "fill" else ""
+# The data of each picture (what the run printed for it), every picture drawn from its data in
+# memory first: a picture that cannot be drawn stops the page here, with docs/ untouched.
+run = {"command": command, "commit": header.get("commit", "?"), "date": header.get("date", "?")}
+
+
+def maps_log(path):
+    """The lines of a maps-test console log that its picture reads (scripts/pictures.py)."""
     try:
-        pictures.maps(os.path.join(images, f"address-space-{mode}.svg"),
-                      [f"this kernel{suffix}={ours}", f"Linux 6.1{suffix}={linux}"])
-        made.append(f"address-space-{mode}.svg")
-    except (SystemExit, OSError) as e:
-        print(e, file=sys.stderr)
+        return [l.rstrip("\r\n") for l in open(path, errors="replace")
+                if re.match(r"(maps:|--- |[0-9a-f]{8,}-[0-9a-f]{8,} )", l)]
+    except OSError as e:
+        return [f"(unreadable: {e})"]
+
+
+pictures_data = [
+    {"picture": "tlbi-per-range.svg", "title": "TLBI instructions against the number of pages, per design",
+     "kind": "tlbi", "run": run, "input": mm_bench_part("a")},
+    {"picture": "growth.svg", "title": "Instructions per operation against the number of mappings held",
+     "kind": "growth", "run": run, "input": [l for l in sections.get("4", []) if l.startswith("growth: ")]},
+]
+for mode in ("plain", "fill"):
+    suffix = ", fill scenario" if mode == "fill" else ""
+    pictures_data.append({
+        "picture": f"address-space-{mode}.svg",
+        "title": f"Address spaces of maps-test on this kernel and on Linux{suffix}",
+        "kind": "maps", "run": run,
+        "columns": [{"title": f"this kernel{suffix}", "lines": maps_log(os.path.join(maps_dir, f"ours-{mode}.log"))},
+                    {"title": f"Linux 6.1{suffix}", "lines": maps_log(os.path.join(maps_dir, f"linux-{mode}.log"))}]})
+drawn, failed = {}, []
+for data in pictures_data:
+    try:
+        drawn[data["picture"]] = pictures.draw(data)
+    except pictures.PictureError as e:
+        failed.append(f"bench-page: {data['picture']} cannot be drawn from this run: {e}")
+if failed:
+    print("\n".join(failed) + "\nbench-page: docs/ left as it was", file=sys.stderr)
+    sys.exit(1)
+images = os.path.join(docs, "images")
+os.makedirs(os.path.join(images, "data"), exist_ok=True)
+for data in pictures_data:
+    name = data["picture"]
+    with open(os.path.join(images, "data", os.path.splitext(name)[0] + ".json"), "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    open(os.path.join(images, name), "w").write(drawn[name])
+made = list(drawn)
 
 
 def image(name, alt):
-    if name not in made:
-        return f"*(picture {name} not drawn in this run)*\n"
     return f"![{alt}](images/{name})\n"
 
 
