@@ -52,6 +52,21 @@ pub struct Entry<'a> {
     pub mode: u32,
     /// The file's bytes (a symbolic link's target).
     pub data: &'a [u8],
+    /// The inode number in the archive: members with the same number and device and a link
+    /// count above 1 are hard links of one file (`init/initramfs.c`'s `maybe_link`).
+    pub ino: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link count in the archive.
+    pub nlink: u32,
+    /// Modification time (seconds since 1970).
+    pub mtime: u32,
+    /// The device the file was on (major, minor): part of a hard link's identity.
+    pub dev: (u32, u32),
+    /// The device a character or block special file is (major, minor).
+    pub rdev: (u32, u32),
 }
 
 impl Entry<'_> {
@@ -226,11 +241,16 @@ impl<'a> Entries<'a> {
             if !is_cpio(&b[at..]) {
                 return Some(Err(CpioError::BadMagic(at)));
             }
-            let field = |i| hex_field(b, at, i);
-            let (mode, size, namesize) = match (field(1), field(6), field(11)) {
-                (Ok(m), Ok(s), Ok(n)) => (m, s as usize, n as usize),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Some(Err(e)),
-            };
+            let mut fields = [0u32; 12];
+            for (i, slot) in fields.iter_mut().enumerate() {
+                match hex_field(b, at, i) {
+                    Ok(v) => *slot = v,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            let [ino, mode, uid, gid, nlink, mtime, size, devmajor, devminor, rdevmajor, rdevminor, namesize] =
+                fields;
+            let (size, namesize) = (size as usize, namesize as usize);
             let name_start = at + HEADER;
             let Some(name_end) = name_start.checked_add(namesize).filter(|&e| e <= b.len()) else {
                 return Some(Err(CpioError::Truncated(at)));
@@ -249,7 +269,18 @@ impl<'a> Entries<'a> {
             if name == TRAILER {
                 continue; // another archive may follow
             }
-            return Some(Ok(Entry { name, mode, data: &b[data_start..data_end] }));
+            return Some(Ok(Entry {
+                name,
+                mode,
+                data: &b[data_start..data_end],
+                ino,
+                uid,
+                gid,
+                nlink,
+                mtime,
+                dev: (devmajor, devminor),
+                rdev: (rdevmajor, rdevminor),
+            }));
         }
     }
 }

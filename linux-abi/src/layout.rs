@@ -58,8 +58,8 @@ impl Stat {
 }
 
 /// Linux's `new_encode_dev` for `st_rdev` (major 8 bits at 8..19, minor split around it).
-pub fn encode_dev(major: u32, minor: u32) -> u64 {
-    u64::from((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12))
+pub const fn encode_dev(major: u32, minor: u32) -> u64 {
+    ((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)) as u64
 }
 
 /// The fields of `struct sysinfo` this kernel fills.
