@@ -57,7 +57,7 @@ use crate::sched;
 use linux_abi::Errno;
 
 /// Processes started and not yet torn down (a teardown ends when the CPU that did it has dropped
-/// its reference: `sched::finish`).
+/// its reference: `sched::queue::finish`).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// The first process: orphans' new parent.
 static ROOT: Mutex<Option<Weak<Process>>> = Mutex::new(None);
@@ -74,7 +74,7 @@ pub fn started() {
 
 /// A process that was counted by [`started`] no longer counts as live: it was given up before
 /// it ran, or its teardown ([`exited`]) is over and the CPU that did it has dropped its own
-/// reference (`sched::finish`).
+/// reference (`sched::queue::finish`).
 pub fn ended() {
     LIVE.fetch_sub(1, Ordering::AcqRel);
 }
