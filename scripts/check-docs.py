@@ -15,13 +15,13 @@ with the self-test, so a checker that stopped catching a planted mistake fails t
   a Rust `fn`, a C test function (`test_NAME` or a case of a C program's table), or a
   `qemu_case`/`record`/`step` name in scripts/test. A word ending in `_` or holding `*` is a
   family, matched as a prefix. A qualified path in backquotes (`paging::guard::tests`,
-  `kernel::tests::user::writing_to_its_own_text_is_a_fault`, `boot::translation::tcr_el1`)
+  `kernel::tests::user::writing_to_its_own_text_is_a_fault`, `arch::aarch64::translation::tcr_el1`)
   must name a module or an item of that module (matched from the right, so the crate may be
   left out); one whose module is a `tests` module must name a test function (`#[test]`, a
   `proptest!` case, a `kernel_test!`).
-- Source files. A cited `.rs` path (`kernel/src/boot/translation.rs`, `boot/translation.rs`,
+- Source files. A cited `.rs` path (`kernel/src/boot/early_map.rs`, `boot/early_map.rs`,
   `bbm.rs`) must be a file of the repository (matched from the right); a path of another kind
-  (`tests/programs/fork.c`, `scripts/bench`, `kernel/src/process/`) is checked when its first two
+  (`tests/programs/fork.c`, `scripts/bench`, `kernel/src/sched/`) is checked when its first two
   components exist here (so Linux's `mm/mmap.c` is left alone). A name cited with a file
   (`` `NAME` in `FILE` ``, `` `FILE`'s `NAME` ``, `` (`FILE`, `NAME`) ``, `FILE, NAME:` in a
   diagram) must be defined in that file (a `fn`, `const`, `static`, type, `mod` or macro; a C
