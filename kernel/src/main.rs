@@ -21,7 +21,7 @@
 //! - [`fs`]: descriptors and what they refer to: the terminal, pipes, memfds, generated texts,
 //!   readiness;
 //! - [`process`]: processes and threads, their families, exec, signals;
-//! - [`procfs`]: `/proc/self/maps`;
+//! - [`procfs`]: what `/proc` shows (`/proc/self/maps`);
 //! - [`syscall`]: the system-call table and the calls, one file per family;
 //! - [`trap`]: what an exception becomes (an interrupt, a system call, a fault, a signal, a report);
 //! - [`smp`], [`bench`](mod@bench), [`report`], [`selftest`]: starting the secondary CPUs, the in-kernel
