@@ -15,13 +15,13 @@ with the self-test, so a checker that stopped catching a planted mistake fails t
   a Rust `fn`, a C test function (`test_NAME` or a case of a C program's table), or a
   `qemu_case`/`record`/`step` name in scripts/test. A word ending in `_` or holding `*` is a
   family, matched as a prefix. A qualified path in backquotes (`paging::guard::tests`,
-  `kernel::tests::user::writing_to_its_own_text_is_a_fault`, `boot::translation::tcr_el1`)
+  `kernel::tests::user::writing_to_its_own_text_is_a_fault`, `arch::aarch64::translation::tcr_el1`)
   must name a module or an item of that module (matched from the right, so the crate may be
   left out); one whose module is a `tests` module must name a test function (`#[test]`, a
   `proptest!` case, a `kernel_test!`).
-- Source files. A cited `.rs` path (`kernel/src/boot/translation.rs`, `boot/translation.rs`,
+- Source files. A cited `.rs` path (`kernel/src/boot/early_map.rs`, `boot/early_map.rs`,
   `bbm.rs`) must be a file of the repository (matched from the right); a path of another kind
-  (`tests/programs/fork.c`, `scripts/bench`, `kernel/src/process/`) is checked when its first two
+  (`tests/programs/fork.c`, `scripts/bench`, `kernel/src/sched/`) is checked when its first two
   components exist here (so Linux's `mm/mmap.c` is left alone). A name cited with a file
   (`` `NAME` in `FILE` ``, `` `FILE`'s `NAME` ``, `` (`FILE`, `NAME`) ``, `FILE, NAME:` in a
   diagram) must be defined in that file (a `fn`, `const`, `static`, type, `mod` or macro; a C
@@ -31,7 +31,8 @@ with the self-test, so a checker that stopped catching a planted mistake fails t
   and `#[ignore]`d ones, its `cfg_attr` ignores per build, its doctests and course tests, and the
   in-kernel tests each test image runs (the `kernel_test!` registrations under
   kernel/src/tests, in the build's modules, less the `floods_` ones the runner leaves to
-  `test=floods`). Counted from the sources with each build's features, not by building.
+  `test=floods`). Counted from the sources with each build's features (the crate's `default`
+  ones included, as cargo enables them, and what each feature implies), not by building.
 - No history: no branch name that `git branch -a` does not know (`branch NAME`), no commit hash
   that `git cat-file -e` does not find (a hex word of 7 to 40 digits with a letter and a digit;
   outside commits cited as such are in OUTSIDE_COMMITS), and no issue number (`#28`).
@@ -438,15 +439,31 @@ def rust_file_tests(src, path):
     return len(src.parse(path).tests)
 
 
+def cargo_features(repo, manifest, asked):
+    """The features a build of the crate of `manifest` has when `asked` are enabled: its
+    `default` ones too (as `cargo test -p CRATE` builds it), and every feature those imply."""
+    import tomllib
+    table = tomllib.loads(repo.read(manifest)).get("features", {})
+    todo, have = ["default", *asked], set()
+    while todo:
+        f = todo.pop()
+        if f in have or "/" in f or f.startswith("dep:"):
+            continue  # another crate's feature, or an optional dependency
+        have.add(f)
+        todo += table.get(f, [])
+    return have - {"default"}
+
+
 def mm_tests(src, features):
-    tests = src.build_tests("mm/src/lib.rs", set(features))
+    tests = src.build_tests("mm/src/lib.rs", cargo_features(src.repo, "mm/Cargo.toml", features))
     return sum(1 for _, ig in tests if not ig), sum(1 for _, ig in tests if ig)
 
 
 def mm_cfg_ignored(src, features):
     """mm's unit tests `#[ignore]`d in a build by a `cfg_attr` (their reason in place)."""
-    plain = {n for n, ig in src.build_tests("mm/src/lib.rs", set()) if ig}
-    return sum(1 for n, ig in src.build_tests("mm/src/lib.rs", set(features)) if ig and n not in plain)
+    plain = {n for n, ig in src.build_tests("mm/src/lib.rs", cargo_features(src.repo, "mm/Cargo.toml", ())) if ig}
+    return sum(1 for n, ig in src.build_tests("mm/src/lib.rs", cargo_features(src.repo, "mm/Cargo.toml", features))
+               if ig and n not in plain)
 
 
 def mm_doctests(repo):
@@ -477,7 +494,8 @@ def mm_doctests(repo):
 
 def kernel_tests_run(src, features):
     """In-kernel tests a test image runs: registered in its build, less `floods_` (test=floods)."""
-    tests = src.build_tests("kernel/src/tests/mod.rs", {"test-image", *features})
+    tests = src.build_tests("kernel/src/tests/mod.rs", cargo_features(src.repo, "kernel/Cargo.toml",
+                                                                      ("test-image", *features)))
     return sum(1 for name, _ in tests if not name.split("::")[-1].startswith("floods_"))
 
 
@@ -825,9 +843,9 @@ def self_test(quiet):
             "kernel/src/tests/user.rs": "kernel_test!(\n    fn a_program_exits_with_its_status() { Ok(()) }\n);\n"
                                         "kernel_test!(fn floods_of_threads_end_in_eagain() { Ok(()) });\n",
             "kernel/src/tests/lpa2.rs": "kernel_test!(fn tcr_has_ds() { Ok(()) });\n",
-            "mm/Cargo.toml": '[package]\nname = "mm"\n',
+            "mm/Cargo.toml": '[package]\nname = "mm"\n[features]\ndefault = ["alloc"]\nalloc = []\n',
             "mm/README.md": "```rust\nfn main() {}\n```\n",
-            "mm/src/lib.rs": 'mod vm;\n#[cfg(doctest)]\n#[doc = include_str!("../README.md")]\npub struct R;\n',
+            "mm/src/lib.rs": 'mod vm;\n#[cfg(feature = "alloc")]\nmod user;\n#[cfg(doctest)]\n#[doc = include_str!("../README.md")]\npub struct R;\n',
             "mm/src/vm/mod.rs": "/// ```\n/// x();\n/// ```\n/// ```text\n/// no\n/// ```\npub fn x() {}\n"
                                 "#[cfg(test)]\nmod tests;\n",
             "mm/src/vm/tests.rs": '#[test]\nfn errno_table_from_the_man_pages() {\n    let t = &[\n'
@@ -836,6 +854,7 @@ def self_test(quiet):
                                   'fn one_gib_block_splits_and_demotes() {}\n#[test]\n#[ignore]\nfn slow_bench_of_it_all() {}\n'
                                   'fn helper_that_is_not_a_test() {}\n'
                                   'proptest! {\n    fn random_operations_match_the_model(x in 0..1) {}\n}\n',
+            "mm/src/user.rs": "#[cfg(test)]\nmod tests {\n    #[test]\n    fn a_default_feature_test() {}\n}\n",
             "mm/tests/course.rs": "#[test]\nfn one() {}\n",
             "tests/programs/fork.c": 'static const struct test_case tests[] = {\n    {"a", test_a},\n'
                                      '    {"b", test_b},\n};\nstatic void test_a(void) {}\n',
@@ -880,9 +899,11 @@ def self_test(quiet):
              "in-kernel tests per build"),
             ("runs 2 in-kernel tests in each, in every granule's build, and 3 in the LPA2 builds", True,
              "in-kernel tests per build, miscounted"),
-            ("runs 3 unit tests (1 more `#[ignore]`d: benchmarks), 1 course tests and 2 doctests", False,
+            ("runs 4 unit tests (1 more `#[ignore]`d: benchmarks), 1 course tests and 2 doctests", False,
              "mm's unit, course and doctest counts"),
-            ("runs 4 unit tests (1 more `#[ignore]`d: benchmarks), 1 course tests and 3 doctests", True,
+            ("runs 3 unit tests (1 more `#[ignore]`d: benchmarks), 1 course tests and 2 doctests", True,
+             "mm's unit tests counted without its default features"),
+            ("runs 5 unit tests (1 more `#[ignore]`d: benchmarks), 1 course tests and 3 doctests", True,
              "mm's unit and doctest counts, miscounted"),
             ("1 in the 16 KiB and 64 KiB builds", False, "cfg_attr ignores"),
             ("`tests/programs/fork.c` (pipes; 2 cases, the same on Linux)", False, "a C program's cases"),

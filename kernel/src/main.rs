@@ -1,16 +1,33 @@
 //! A bare-metal arm64 kernel whose memory management is meant to be studied.
 //!
-//! Module map (generic code above `arch` and `board`):
-//! - [`boot`]: the Image header, the entry code and the early page tables;
-//! - [`firmware`]: the EFI stub (the Image started as a UEFI application);
-//! - [`arch`]: AArch64 specifics (exceptions, MMU switch, PSCI, timer, CPU features);
-//! - [`board`]: the few facts the device tree cannot give (the fallback console);
-//! - [`devicetree`]: what the machine is, from the device tree;
-//! - [`drivers`]: device drivers (PL011 and mini UART consoles, GIC and BCM2836 interrupt controllers);
-//! - [`memory`]: layout, frames, heap and the kernel's own tables (through the `mm` crate);
-//! - [`console`], [`exit`], [`symbols`]: printing, ending a run, symbolising addresses;
-//! - [`tty`], [`wallclock`]: the console as the programs' terminal, and the time of day;
-//! - `ktest` and `tests` (test image only): the in-kernel test framework and the tests of the test image.
+//! Module map, by layer from the bottom up (`scripts/check-layers.py` holds the same list and
+//! fails the suite when a module uses one above its layer; docs/kernel.md says why each layer
+//! sits where it does):
+//! - [`arch`]: AArch64 specifics (the exception vectors, MMU switch, user copies, PSCI, timer,
+//!   CPU features, the translation regime);
+//! - [`cpu`], [`symbols`], [`board`]: which CPU this is and its stacks; symbolising addresses;
+//!   the few facts the device tree cannot give (the fallback console);
+//! - [`boot`], [`devicetree`], [`firmware`]: the Image header, the entry code, the early page
+//!   tables and the secondary-boot slots; what the machine is, from the device tree; the EFI stub;
+//! - [`memory`]: layout, frames, heap, the kernel's own tables (through the `mm` crate), ASIDs,
+//!   the address spaces processes run on (`Vmspace`) and the user copies;
+//! - [`drivers`]: consoles (PL011, BCM2835 mini UART, the `uart` family), the PL031 RTC and the
+//!   interrupt controllers (GICv2/v3, BCM2836, Apple AIC);
+//! - [`exit`]: ending a run (semihosting, PSCI);
+//! - [`console`]: `kprintln!`, the fatal-path printing, ending a run after a flush;
+//! - [`irq`], [`wallclock`], [`random`]: interrupts, the tick and IPIs (handlers registered from
+//!   above); the time of day; random bytes;
+//! - [`sched`]: tasks queued, run, blocked and woken, on every CPU (a thread is a `sched::Task`);
+//! - [`fs`]: descriptors and what they refer to: the terminal, pipes, memfds, generated texts,
+//!   readiness;
+//! - [`process`]: processes and threads, their families, exec, signals;
+//! - [`procfs`]: what `/proc` shows (`/proc/self/maps`);
+//! - [`syscall`]: the system-call table and the calls, one file per family;
+//! - [`trap`]: what an exception becomes (an interrupt, a system call, a fault, a signal, a report);
+//! - [`smp`], [`bench`](mod@bench), [`report`], [`selftest`]: starting the secondary CPUs, the in-kernel
+//!   benchmarks, the boot report, deliberate failures for the suite;
+//! - `ktest` and `tests` (test image only): the in-kernel test framework and the tests of the
+//!   test image; this file: `kernel_main`, the boot sequence.
 #![no_std]
 #![no_main]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]

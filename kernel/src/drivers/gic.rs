@@ -84,7 +84,7 @@ pub fn active() -> Option<Gic> {
 }
 
 /// The interrupt controller in use (GIC or not), if any: kept under this name for the callers
-/// that only ask "are there interrupts" (`process::sched`, `tests::irq`); new code uses
+/// that only ask "are there interrupts" (`sched::switch`, `tests::irq`); new code uses
 /// [`super::intc::current`].
 pub fn current() -> Option<super::intc::InterruptController> {
     super::intc::current()

@@ -236,7 +236,7 @@ pub fn write(file: &OpenFile, buffers: &[(u64, u64)]) -> Result<u64, Errno> {
 ///
 /// # Errors
 /// `EBADF` no descriptor; `ESPIPE` a file that cannot seek (the console, a pipe); `EINVAL` a
-/// negative offset; as [`read`] and [`write`].
+/// negative offset; as [`read`] and [`write()`].
 pub fn pread_pwrite(
     files: &Mutex<FdTable>,
     fd: u64,

@@ -1,5 +1,5 @@
 //! Files: what a descriptor refers to, and the objects behind it.
-//! - [`file`]: open file descriptions, descriptors and a process's descriptor table;
+//! - [`file`](mod@file): open file descriptions, descriptors and a process's descriptor table;
 //! - [`tty`]: the console as the programs' terminal (the line discipline between the UART and
 //!   `read`);
 //! - [`pipe`](mod@pipe): pipes;

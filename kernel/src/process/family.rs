@@ -34,6 +34,11 @@
 //! `release_task`. A child is entered before its parent's memory is unlocked at fork, and has
 //! a higher pid than its parent: a truncation that reaches the parent after the child's copy
 //! was made reaches the child after it (see [`for_each_process`]).
+//!
+//! One file (about 590 lines): fork, exit and wait are the three sides of one state, a
+//! process's place among its parent and children and in the table, and each relies on the order
+//! the others keep (a child entered in the table before the parent's memory is unlocked; the
+//! state changed before the notify that wakes a waiter), which reads best in one place.
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -57,7 +62,7 @@ use crate::sched;
 use linux_abi::Errno;
 
 /// Processes started and not yet torn down (a teardown ends when the CPU that did it has dropped
-/// its reference: `sched::finish`).
+/// its reference: `sched::queue::finish`).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// The first process: orphans' new parent.
 static ROOT: Mutex<Option<Weak<Process>>> = Mutex::new(None);
@@ -74,7 +79,7 @@ pub fn started() {
 
 /// A process that was counted by [`started`] no longer counts as live: it was given up before
 /// it ran, or its teardown ([`exited`]) is over and the CPU that did it has dropped its own
-/// reference (`sched::finish`).
+/// reference (`sched::queue::finish`).
 pub fn ended() {
     LIVE.fetch_sub(1, Ordering::AcqRel);
 }

@@ -1,7 +1,8 @@
 //! User processes and their threads: load a static arm64 ELF, run its threads at EL0 on any CPU,
-//! serve their system calls and page faults, and tear the process down without leaking a frame.
+//! and tear the process down without leaking a frame. Their system calls are `syscall`'s, their
+//! exceptions (faults, and the signals they become) `trap::user`'s.
 //!
-//! A [`Process`] is what its threads share: its address space (`address_space`: the page table,
+//! A [`Process`] is what its threads share: its address space (a [`Vmspace`]: the page table,
 //! live in TTBR0 with the space's ASID on every CPU running one of its threads, the areas, the
 //! program break, and the set of CPUs whose TLBs may hold its translations; a vfork child shares
 //! its parent's), descriptors, signal actions and limits. A [`Thread`] is a saved user
@@ -12,9 +13,11 @@
 //! exit, always after the TLB flush that covers it.
 //!
 //! This module holds the process and thread types and their lifetime (start, teardown, kill);
-//! the rest is split by concern: `exceptions` (system calls, faults and the signals they
-//! become), `load` (an executable into an address space), `exec`, `family` (fork, wait, the
-//! process table), `sched`, `signals`, `syscall` and the files of each group of calls.
+//! the rest is split by concern: [`exec`] (`execve`, an executable loaded into an address space,
+//! the initial stack), [`family`] (fork, vfork, wait, the process table), [`clone`] (how a new
+//! thread starts), [`signals`] (their state and delivery), [`posix`] (ids, the descriptor table,
+//! names, CPU time), [`robust`] (robust futexes at thread exit) and `task` (a thread as the
+//! scheduler's `Task`).
 pub mod clone;
 pub mod exec;
 pub mod family;

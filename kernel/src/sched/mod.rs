@@ -1,10 +1,10 @@
 //! The scheduler: tasks queued, run, blocked and woken, on every CPU.
 //!
 //! One run queue shared by every CPU, round-robin with a 10 ms tick, and one list of blocked
-//! tasks. The scheduler knows a thread only as a [`Task`](task::Task), a trait the process layer
+//! tasks. The scheduler knows a thread only as a [`Task`], a trait the process layer
 //! implements, so it sits below `process` and calls up only through that trait.
-//! - [`task`]: the [`Task`](task::Task) trait, and what a call asks of the scheduler when it is
-//!   done ([`Action`](task::Action), [`Wait`](task::Wait));
+//! - [`task`]: the [`Task`] trait, and what a call asks of the scheduler when it is
+//!   done ([`Action`], [`Wait`]);
 //! - [`queue`]: the run queue and the wait list, admission (the thread limit), the wake-ups
 //!   (kernel events, futex words, signals) and stopping a whole thread group;
 //! - [`switch`]: each CPU's loop, entering a task, and blocking, yielding or ending the current

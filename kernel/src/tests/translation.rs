@@ -1,4 +1,4 @@
-//! The translation regime of the build's granule (`boot::translation`): what the boot CPU runs
+//! The translation regime of the build's granule (`arch::aarch64::translation`): what the boot CPU runs
 //! with, checked against the architecture's numbers written out here as literals per page size
 //! (not through the mm crate's encoding functions, which the boot code uses), the CPU check on
 //! made-up ID register values, and the Image's page-granular layout as the MMU sees it.

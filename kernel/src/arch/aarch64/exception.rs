@@ -1,4 +1,5 @@
-//! Exceptions: the 16-entry vector table, the saved register frame, and the decoded report.
+//! Exceptions: the 16-entry vector table, the saved register frame, the fixups, and the names
+//! the reports decode the syndrome with (the reports themselves are `trap`'s).
 //!
 //! Stacks: the kernel runs on SP_EL0 (EL1t) and every exception is taken on SP_EL1, a separate
 //! exception stack. A kernel stack overflow into its guard page therefore faults onto a good
@@ -7,9 +8,10 @@
 //! while already on the exception stack uses the "current EL with SPx" entries.
 //!
 //! Policy: an exception the kernel did not ask for ends the run with a report (exception class by
-//! name, ISS details for aborts, FAR, ELR with its symbol, the register file) and a failing exit.
+//! name, ISS details for aborts, FAR, ELR with its symbol, the register file) and a failing exit
+//! (`trap::kernel`).
 //! Exceptions it asked for are *fixups*: [`probe_read`] and [`probe_write`] touch an address that
-//! may fault and return the fault instead (the mechanism user-pointer access will use).
+//! may fault and return the fault instead, as the user copies (`user.rs`) do.
 use core::arch::global_asm;
 use core::sync::atomic::AtomicBool;
 

@@ -5,7 +5,7 @@
 //! otherwise), and everything about it comes from the mm crate's [`Format::BUILD`], so the
 //! `TG0`/`TG1` encodings, the VA size, the table levels and the TTBR address layout ([`ttbr`])
 //! cannot disagree with the tables mm builds. The functions are plain arithmetic on the ID register's value, because
-//! [`super::early_map`] calls them with the MMU off, at the Image's physical address (no panic
+//! [`crate::boot::early_map`] calls them with the MMU off, at the Image's physical address (no panic
 //! path, no formatting: `kimage check`'s `early-code` check reads the generated code). Secondary
 //! CPUs copy the boot CPU's `TCR_EL1` (`smp`), so this is the only place it is made.
 //!

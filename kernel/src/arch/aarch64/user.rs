@@ -177,7 +177,7 @@ pub fn user_copy_fixup(elr: u64) -> Option<u64> {
 }
 
 /// User memory could not be read or written at `at` (the system call answers EFAULT unless
-/// demand paging can make the page present, see `syscall::copy_in`).
+/// demand paging can make the page present, see `memory::uaccess::copy_in`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fault {
     /// The first address not copied.

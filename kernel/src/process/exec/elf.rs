@@ -1,4 +1,4 @@
-//! The kernel side of reading a program: the `exec` crate parses and validates the ELF file as
+//! The kernel side of reading a program: the `elf` crate parses and validates the ELF file as
 //! Linux's binfmt_elf does (host-tested against 10^5 mutated programs, never a panic); this
 //! module gives it the kernel's address-space limits and policy and hands back the refusal,
 //! whose `Display` is the sentence `run` reports.

@@ -70,7 +70,7 @@ pub(crate) fn load<S: AsRef<[u8]>>(
             if file_start >= file_end {
                 return None;
             }
-            // `exec` guarantees the segment's file bytes are inside `bytes`: `get` cannot miss.
+            // `elf` guarantees the segment's file bytes are inside `bytes`: `get` cannot miss.
             let from = (seg.offset + (file_start - seg.vaddr)) as usize;
             let len = (file_end - file_start) as usize;
             Some(((file_start - page) as usize, bytes.get(from..from + len)?))

@@ -1,9 +1,8 @@
 //! Signals, as Linux arm64 has them: per-process actions and shared pending signals, per-thread
-//! masks, pending signals and alternate stacks; the system calls (`rt_sigaction`,
-//! `rt_sigprocmask`, `rt_sigreturn`, `sigaltstack`, `rt_sigpending`, `rt_sigsuspend`,
-//! `rt_sigtimedwait`, `kill`, `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo`) and
-//! delivery: the signal frame (built and checked by the host-tested `signal` crate) written on
-//! the user stack on the way back to EL0, and faults turned into signals on the faulting thread.
+//! masks, pending signals and alternate stacks; sending; and delivery: the signal frame (built
+//! and checked by the host-tested `signal` crate) written on the user stack on the way back to
+//! EL0, and faults turned into signals on the faulting thread. The system calls that read and
+//! change this state are `syscall::signals`'s.
 //!
 //! Delivery happens at the two places a thread returns to EL0: the end of an exception
 //! ([`on_return`], on the exception stack's frame) and the resumption of a thread that waited
@@ -16,6 +15,12 @@
 //!
 //! Lock order: the scheduler's wait-queue lock, then a process's signal state. Nothing here
 //! copies user memory with the signal state locked (a copy may demand-page).
+//!
+//! One file (about 680 lines) because its parts are one mechanism held together by that lock
+//! order: the state, sending, the check before a thread parks ([`may_park`]) and delivery each
+//! take the same [`Signals`] lock and act on the same per-thread entries, and reading them
+//! side by side is how the order is checked. The rules (sets, actions, the frame, restarts) are
+//! the `signal` crate's and the calls `syscall::signals`'s, so nothing else is left to move out.
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
