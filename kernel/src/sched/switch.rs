@@ -140,7 +140,7 @@ fn leave_user(cpu: usize) {
 }
 
 fn idle_wait(cpu: usize) {
-    if crate::drivers::gic::current().is_none() {
+    if crate::drivers::intc::current().is_none() {
         core::hint::spin_loop();
         return;
     }

@@ -45,7 +45,7 @@ pub fn mov(rd: u32, value: u64) -> [u32; 4] {
 }
 
 pub const SVC: u32 = 0xd400_0001;
-pub const EXIT_GROUP: u64 = 94;
+pub use linux_abi::nr::EXIT_GROUP;
 
 #[cfg_attr(not(feature = "test-image"), expect(dead_code, reason = "the test image's system-call tests"))]
 /// A program that makes one system call with `args` and exits with its result (low 8 bits).
