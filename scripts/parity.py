@@ -2,12 +2,13 @@
 """Linux parity: the output of one program run, cut out of a boot log and normalised, compared
 with what the same program printed on Debian's Linux kernel in the same QEMU.
 
-    parity.py ours LOG PROG FILTER      print the normalised output of a run on this kernel
+    parity.py ours LOG STATUS FILTER    print the normalised output of a run on this kernel
     parity.py linux LOG FILTER          the same for a reference run on Linux (parity-init)
     parity.py compare WANT GOT          exit 1 and print a diff when they differ
 
-A run on this kernel lies between "kernel: running PROG (" and "kernel: PROG exited with status
-N"; lines the kernel itself prints meanwhile ("kernel: ...") are left out. A Linux run is every
+A run on this kernel is booted at the default log level, at which the kernel prints nothing on
+a successful run: every console line is the program's, and any line of the kernel's is a
+difference; the exit status is QEMU's (the kernel ends the run with init's status). A Linux run is every
 console line that is not a kernel log line ("[   1.234567] ..."), up to "parity: exit N" from
 parity-init. FILTER keeps what is comparable: `all` (every line), `tests` (the "ok - NAME" /
 "FAIL - NAME" lines and the "N passed, N failed" summary of the repository's test programs), or
@@ -38,19 +39,11 @@ def read(path):
     return [l.rstrip("\r") for l in text.split("\n")]
 
 
-def ours(log, prog, flt):
-    out, inside, status = [], False, None
-    for l in read(log):
-        if l.startswith(f"kernel: running {prog} ("):
-            inside = True
-            continue
-        m = re.match(rf"kernel: {re.escape(prog)} exited with status ([0-9]+)", l)
-        if m:
-            status = m.group(1)
-            break
-        if inside and not l.startswith("kernel: "):
-            out.append(l)
-    return keep(out, flt) + [f"exit {status if status is not None else 'none (no exit line)'}"]
+def ours(log, status, flt):
+    lines = read(log)
+    if lines and lines[-1] == "":
+        lines = lines[:-1]
+    return keep(lines, flt) + [f"exit {status}"]
 
 
 def linux(log, flt):

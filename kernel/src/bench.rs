@@ -9,7 +9,7 @@ use mm::tlb::issue::Aarch64Tlb;
 use mm::tlb::{FlushTarget, Reach, TlbIssuer};
 
 use crate::arch::time::{counter, ticks_to_us};
-use crate::kprintln;
+use crate::cprintln;
 use crate::memory::kernel_map::FrameTranslation;
 use crate::memory::{frames, tlb};
 use crate::process::exec::tiny_elf::{loop_program, mov};
@@ -19,7 +19,7 @@ const SVC: u32 = 0xd400_0001;
 /// Runs every benchmark and prints one line per figure.
 pub fn run() {
     let cpu = crate::arch::cpu::CpuFeatures::read();
-    kprintln!(
+    cprintln!(
         "bench: cpu {}, FEAT_TLBIRANGE {}",
         cpu.core_name(),
         if cpu.has_range_tlbi() { "yes" } else { "no" }
@@ -42,7 +42,7 @@ fn per_iteration(prologue: &[u32], body: &[u32], n: u64) -> f64 {
     let (base, _) = time(1);
     let (full, status) = time(n);
     if status != Ok(0) {
-        kprintln!("bench: a benchmark program failed: {:?}", status);
+        cprintln!("bench: a benchmark program failed: {:?}", status);
     }
     (full.saturating_sub(base)) as f64 / (n - 1) as f64
 }
@@ -59,7 +59,7 @@ fn syscalls() {
     body.extend(mov(8, 215));
     body.push(SVC);
     let us = per_iteration(&[], &body, N);
-    kprintln!("bench: mmap+munmap of one page: {:.2} us per pair (guest, {} pairs)", us, N);
+    cprintln!("bench: mmap+munmap of one page: {:.2} us per pair (guest, {} pairs)", us, N);
 
     // Prologue: x19 = mmap(NULL, 64 KiB, RW, PRIVATE|ANONYMOUS|POPULATE); body: mprotect R, RW.
     let mut prologue = alloc::vec::Vec::new();
@@ -77,7 +77,7 @@ fn syscalls() {
         body.push(SVC);
     }
     let us = per_iteration(&prologue, &body, N);
-    kprintln!("bench: mprotect of 16 touched pages: {:.2} us per call (guest, {} calls)", us / 2.0, 2 * N);
+    cprintln!("bench: mprotect of 16 touched pages: {:.2} us per call (guest, {} calls)", us / 2.0, 2 * N);
 
     // SYS_MMAP_NEAR(target 1 GiB, 4096, radius 1 MiB, RW, PRIVATE|ANONYMOUS); munmap.
     let mut body = alloc::vec::Vec::new();
@@ -89,7 +89,7 @@ fn syscalls() {
     body.extend(mov(8, 215));
     body.push(SVC);
     let us = per_iteration(&[], &body, N);
-    kprintln!("bench: SYS_MMAP_NEAR+munmap of one page: {:.2} us per pair (guest, {} pairs)", us, N);
+    cprintln!("bench: SYS_MMAP_NEAR+munmap of one page: {:.2} us per pair (guest, {} pairs)", us, N);
 }
 
 type Space = AddressSpace<FrameTranslation, Aarch64Tlb>;
@@ -120,7 +120,7 @@ fn promotion() {
     let start = counter();
     let promoted = space.promote(VirtAddr(va));
     let us = ticks_to_us(counter() - start);
-    kprintln!(
+    cprintln!(
         "bench: 2 MiB promotion: {:?}, {} TLBI instruction(s), {} us (guest)",
         promoted,
         space.tlb_stats().planned_tlbis() - tlbis,
@@ -141,7 +141,7 @@ fn gigabyte() {
     let mut blocks = alloc::vec::Vec::new();
     for i in 0..SIZE / BLOCK_2M {
         let Some(block) = frames::alloc(512) else {
-            kprintln!("bench: 1 GiB protect/unmap: not enough memory (run with -m 2G)");
+            cprintln!("bench: 1 GiB protect/unmap: not enough memory (run with -m 2G)");
             break;
         };
         let _ = space.map(
@@ -165,12 +165,12 @@ fn gigabyte() {
         let _ = space.unmap(VirtAddr(va), SIZE, |_| {});
         let unmap_us = ticks_to_us(counter() - start);
         let unmap_tlbis = space.tlb_stats().since(&before).planned_tlbis();
-        kprintln!(
+        cprintln!(
             "bench: protect 1 GiB of pages: {} us, {} TLBI instruction(s) (guest)",
             protect_us,
             protect_tlbis
         );
-        kprintln!(
+        cprintln!(
             "bench: unmap 1 GiB of pages: {} us, {} TLBI instruction(s) (guest)",
             unmap_us,
             unmap_tlbis

@@ -292,6 +292,17 @@ pub fn _print(args: fmt::Arguments<'_>) {
     let _ = CONSOLE.lock().write_fmt(args);
 }
 
+/// Prints bytes as they are (the kernel log's lines).
+pub fn print_bytes(bytes: &[u8]) {
+    let mut console = CONSOLE.lock();
+    for chunk in bytes.utf8_chunks() {
+        let _ = console.write_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            let _ = console.write_str("?");
+        }
+    }
+}
+
 /// Prints on the fatal paths: takes the console even if someone holds its lock.
 pub fn print_fatal(args: fmt::Arguments<'_>) {
     if CONSOLE.is_locked() {
@@ -301,15 +312,29 @@ pub fn print_fatal(args: fmt::Arguments<'_>) {
     _print(args);
 }
 
-/// Prints to the kernel console.
-#[macro_export]
-macro_rules! kprint {
-    ($($arg:tt)*) => ($crate::console::_print(format_args!($($arg)*)));
-}
-
-/// Prints a line to the kernel console.
+/// Logs a line at the default level (information): into the kernel's log (`dmesg`), and on
+/// the console when the console log level is above it (`loglevel=7`; by default it is not).
 #[macro_export]
 macro_rules! kprintln {
-    () => ($crate::kprint!("\n"));
+    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::INFO, format_args!($($arg)*)));
+}
+
+/// Logs a line at the error level: on the console at the default console log level too.
+#[macro_export]
+macro_rules! kerr {
+    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::ERR, format_args!($($arg)*)));
+}
+
+/// Logs a line at the warning level.
+#[macro_export]
+macro_rules! kwarn {
+    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::WARNING, format_args!($($arg)*)));
+}
+
+/// Prints a line on the console, not in the log: the output of the modes a command line asks
+/// for (the kernel's tests, the benchmarks, the self-tests), which is the run's own output.
+#[macro_export]
+macro_rules! cprintln {
+    () => ($crate::console::_print(format_args!("\n")));
     ($($arg:tt)*) => ($crate::console::_print(format_args!("{}\n", format_args!($($arg)*))));
 }

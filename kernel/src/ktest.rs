@@ -8,7 +8,7 @@
 use alloc::string::String;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{exit, kprintln};
+use crate::{cprintln, exit};
 
 /// Result of one test.
 pub type TestResult = Result<(), String>;
@@ -97,7 +97,7 @@ pub static FAILED: AtomicUsize = AtomicUsize::new(0);
 /// run: status 0 only when all passed.
 pub fn run_all(filter: Option<&str>) -> ! {
     let all = tests();
-    kprintln!("running {} kernel tests", all.len());
+    cprintln!("running {} kernel tests", all.len());
     for test in all {
         if filter.is_some_and(|f| !test.name.contains(f)) {
             continue;
@@ -106,7 +106,7 @@ pub fn run_all(filter: Option<&str>) -> ! {
         // with the machine: they run only where the command line names them (`test=floods`), in
         // the suite's dedicated configurations, not in every configuration of the matrix.
         if test.name.contains("::floods_") && filter.is_none_or(|f| !f.contains("floods")) {
-            kprintln!("test {} ... skipped (run with test=floods)", test.name);
+            cprintln!("test {} ... skipped (run with test=floods)", test.name);
             continue;
         }
         *CURRENT.lock() = Some(test.name);
@@ -117,15 +117,15 @@ pub fn run_all(filter: Option<&str>) -> ! {
         match result {
             Ok(()) => {
                 PASSED.fetch_add(1, Ordering::Relaxed);
-                kprintln!("test {} ... ok ({} us)", test.name, us);
+                cprintln!("test {} ... ok ({} us)", test.name, us);
             }
             Err(why) => {
                 FAILED.fetch_add(1, Ordering::Relaxed);
-                kprintln!("test {} ... FAILED: {}", test.name, why);
+                cprintln!("test {} ... FAILED: {}", test.name, why);
             }
         }
     }
     let (passed, failed) = (PASSED.load(Ordering::Relaxed), FAILED.load(Ordering::Relaxed));
-    kprintln!("{} passed, {} failed", passed, failed);
+    cprintln!("{} passed, {} failed", passed, failed);
     crate::console::end_run(if failed == 0 { 0 } else { exit::FAILURE })
 }

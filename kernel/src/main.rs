@@ -46,6 +46,7 @@ mod exit;
 mod firmware;
 mod fs;
 mod irq;
+mod klog;
 #[cfg(feature = "test-image")]
 mod ktest;
 mod memory;
@@ -67,6 +68,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use linux_abi::Errno;
 use mm::addr::{PAGE_SIZE, PhysAddr};
 use mm::phys::RegionSet;
 
@@ -332,6 +334,7 @@ extern "C" fn kernel_main(
             ("frames+heap", t_frames),
         ],
     });
+    apply_loglevel(booted.machine.bootargs);
     report::print(booted);
     match drivers::intc::init(&booted.machine.fdt).and_then(|_| irq::init_cpu()) {
         Ok(()) => kprintln!(
@@ -360,6 +363,7 @@ extern "C" fn kernel_main(
         booted.machine.cpus.len()
     );
 
+    build_file_tree(booted);
     selftest::run_requested(booted);
     if booted.machine.has_bootarg("failslab") {
         kprintln!("  fault injection: SYS_FAIL_NTH enabled (failslab)");
@@ -412,6 +416,64 @@ pub fn builtin_program() -> &'static [u8] {
     &BUILTIN_PROGRAM.0
 }
 
+/// The console log level the command line asks for: `loglevel=N`, `quiet` (4), `debug` (10);
+/// else the default (`klog`).
+fn apply_loglevel(bootargs: &str) {
+    for word in bootargs.split_ascii_whitespace() {
+        if word == "--" {
+            break;
+        }
+        match word {
+            "quiet" => klog::set_console_level(4),
+            "debug" => klog::set_console_level(10),
+            _ => {
+                if let Some(n) = word.strip_prefix("loglevel=").and_then(|v| v.parse::<u8>().ok()) {
+                    klog::set_console_level(n);
+                }
+            }
+        }
+    }
+}
+
+/// The initrd, as bytes in place (`None` without one).
+fn initrd_bytes(booted: &Booted) -> Option<&'static [u8]> {
+    let (start, end) = booted.machine.initrd?;
+    // SAFETY: the initrd lies in RAM that the linear map covers (it was left out of the frame
+    // allocator), and nothing writes it.
+    Some(unsafe {
+        core::slice::from_raw_parts(layout::phys_to_linear(start) as *const u8, (end - start) as usize)
+    })
+}
+
+/// Builds the file tree (Linux's rootfs with the initramfs unpacked into it) and mounts `/proc`
+/// and `/sys` on it. A malformed archive is unpacked up to the damage and said in the log.
+fn build_file_tree(booted: &Booted) {
+    match fs::namespace::init(initrd_bytes(booted)) {
+        Ok(u) => {
+            let r = u.report;
+            if u.was_cpio {
+                kprintln!("  initramfs: {} members unpacked into the root file system", r.made);
+            }
+            if r.skipped > 0 {
+                klog::log(
+                    klog::level::WARNING,
+                    format_args!(
+                        "kernel: initramfs: {} members skipped (first: {:?})",
+                        r.skipped, r.first_error
+                    ),
+                );
+            }
+            if let Some(e) = r.malformed {
+                klog::log(klog::level::ERR, format_args!("kernel: initramfs: malformed from here on: {e}"));
+            }
+        }
+        Err(e) => klog::log(klog::level::ERR, format_args!("kernel: no memory for the file tree: {e:?}")),
+    }
+    if let Err(e) = procfs::init() {
+        klog::log(klog::level::ERR, format_args!("kernel: cannot mount /proc and /sys: {e:?}"));
+    }
+}
+
 /// The first program: its bytes (8-byte aligned, as the ELF reader wants) and its path.
 struct Init {
     bytes: InitBytes,
@@ -420,48 +482,29 @@ struct Init {
 
 /// Where the first program's bytes are.
 enum InitBytes {
-    /// In place: the whole initrd, or the built-in demo.
+    /// In place: the whole initrd (a program, not an archive), or the built-in demo.
     Static(&'static [u8]),
-    /// Copied out of a cpio archive (members are only 4-byte aligned there).
-    Copied(Vec<u64>, usize),
+    /// Read from the file tree.
+    Read(fs::node_file::Image),
 }
 
 impl InitBytes {
     fn get(&self) -> &[u8] {
         match self {
             Self::Static(b) => b,
-            Self::Copied(words, len) => {
-                // SAFETY: `words` holds at least `len` initialised bytes (see `copy_aligned`).
-                unsafe { core::slice::from_raw_parts(words.as_ptr().cast::<u8>(), *len) }
-            }
+            Self::Read(image) => image.bytes(),
         }
     }
 }
 
-fn copy_aligned(data: &[u8]) -> InitBytes {
-    let mut words = alloc::vec![0u64; data.len().div_ceil(8)];
-    for (word, chunk) in words.iter_mut().zip(data.chunks(8)) {
-        let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
-        *word = u64::from_le_bytes(b);
-    }
-    InitBytes::Copied(words, data.len())
-}
-
-/// The program to run first, as Linux chooses init: from an initramfs (a cpio archive), the
-/// file `rdinit=` names (default `/init`; an archive with a single file runs that file); an
+/// The program to run first, as Linux chooses init: from the initramfs unpacked into the tree,
+/// the file `rdinit=` names (default `/init`; an archive with a single file runs that file); an
 /// initrd that is not an archive is the program itself; without an initrd, the built-in demo.
 fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String> {
-    use initramfs::cpio::{Archive, LookupError, is_cpio};
-    let Some((start, end)) = booted.machine.initrd else {
+    use initramfs::cpio::{Archive, is_cpio};
+    let Some(initrd) = initrd_bytes(booted) else {
         return Ok(Init { bytes: InitBytes::Static(&BUILTIN_PROGRAM.0), path: String::from("userland") });
     };
-    // SAFETY: the initrd lies in RAM that the linear map covers (it was left out of the frame
-    // allocator), and nothing writes it.
-    let initrd = unsafe {
-        core::slice::from_raw_parts(layout::phys_to_linear(start) as *const u8, (end - start) as usize)
-    };
-    process::set_initramfs(initrd);
     if !is_cpio(initrd) {
         let path = String::from(rdinit.unwrap_or("/init"));
         return Ok(Init { bytes: InitBytes::Static(initrd), path });
@@ -473,16 +516,21 @@ fn initial_program(booted: &Booted, rdinit: Option<&str>) -> Result<Init, String
         None if files.len() == 1 && archive.lookup("/init").is_err() => alloc::format!("/{}", files[0]),
         None => String::from("/init"),
     };
-    match archive.lookup(&path) {
-        Ok(entry) if entry.is_file() => Ok(Init { bytes: copy_aligned(entry.data), path }),
-        Ok(_) => Err(alloc::format!("{path} in the initramfs is not a regular file")),
-        Err(LookupError::Cpio(e)) => Err(alloc::format!("the initramfs is malformed: {e}")),
-        Err(LookupError::TooManyLinks) => Err(alloc::format!("{path}: too many levels of symbolic links")),
-        Err(LookupError::OutOfMemory) => Err(alloc::format!("{path}: no memory to look it up")),
-        Err(LookupError::NotFound(_)) => Err(alloc::format!(
-            "no {path} in the initramfs (it holds: {}); name the program with rdinit=PATH",
-            files.join(", ")
-        )),
+    let ctx = fs::namespace::FsContext::first().map_err(|e| alloc::format!("no file tree ({e:?})"))?;
+    let node = match fs::namespace::lookup(&ctx, &ctx.root, path.as_bytes(), true) {
+        Ok(node) => node,
+        Err(Errno::ENOENT) => {
+            return Err(alloc::format!(
+                "no {path} in the initramfs (it holds: {}); name the program with rdinit=PATH",
+                files.join(", ")
+            ));
+        }
+        Err(e) => return Err(alloc::format!("{path}: {e:?}")),
+    };
+    match fs::node_file::read_image(&node, u64::MAX) {
+        Ok(image) => Ok(Init { bytes: InitBytes::Read(image), path }),
+        Err(Errno::EACCES) => Err(alloc::format!("{path} in the initramfs is not a regular file")),
+        Err(e) => Err(alloc::format!("{path}: {e:?}")),
     }
 }
 

@@ -2,8 +2,9 @@
 //! which checks the entry EL and the memory of every QEMU configuration).
 use crate::Booted;
 use crate::console::{self, ConsoleKind};
+use crate::kprintln;
 use crate::memory::{frames, heap};
-use crate::{kprint, kprintln};
+use core::fmt::Write;
 
 /// Prints the boot report.
 pub fn print(b: &Booted) {
@@ -167,10 +168,17 @@ pub fn print(b: &Booted) {
     }
     let freq = crate::arch::time::frequency();
     let us = crate::arch::time::ticks_to_us(crate::arch::time::counter().wrapping_sub(b.boot.entry_counter));
-    kprint!("  boot timeline (us from entry):");
+    // Boot: an infallible string is fine here (memory::fallible's boundary).
+    let mut line = alloc::string::String::new();
+    let _ = write!(line, "  boot timeline (us from entry):");
     for (phase, at) in b.timeline {
-        kprint!(" {} {}", phase, crate::arch::time::ticks_to_us(at.wrapping_sub(b.boot.entry_counter)));
+        let _ = write!(
+            line,
+            " {} {}",
+            phase,
+            crate::arch::time::ticks_to_us(at.wrapping_sub(b.boot.entry_counter))
+        );
     }
-    kprintln!();
+    kprintln!("{line}");
     kprintln!("  counter: {} Hz; time from entry to this report: {} us", freq, us);
 }

@@ -11,18 +11,18 @@ use crate::Booted;
 pub fn run_requested(booted: &Booted) {
     let machine = &booted.machine;
     if machine.has_bootarg("selftest=fault") {
-        crate::kprintln!("selftest: loading from an unmapped kernel address");
+        crate::cprintln!("selftest: loading from an unmapped kernel address");
         // SAFETY: deliberately faulting; the exception handler ends the run.
         let value = unsafe { core::ptr::read_volatile(0xffff_7000_dead_0000 as *const u64) };
-        crate::kprintln!("selftest: the load returned {value:#x}: the fault did not happen");
+        crate::cprintln!("selftest: the load returned {value:#x}: the fault did not happen");
     }
     if machine.has_bootarg("selftest=stack-overflow") {
-        crate::kprintln!("selftest: recursing until the boot stack overflows");
+        crate::cprintln!("selftest: recursing until the boot stack overflows");
         let depth = recurse(core::hint::black_box(1));
-        crate::kprintln!("selftest: recursion returned {depth}: no overflow");
+        crate::cprintln!("selftest: recursion returned {depth}: no overflow");
     }
     if machine.has_bootarg("selftest=undefined") {
-        crate::kprintln!("selftest: executing an undefined instruction");
+        crate::cprintln!("selftest: executing an undefined instruction");
         // SAFETY: deliberately undefined; the exception handler ends the run.
         unsafe { core::arch::asm!("udf #0x5a") };
     }

@@ -23,7 +23,7 @@ pub struct Mount {
     /// The mount options.
     pub options: &'static str,
     /// The mount point's path (for `/proc/mounts`).
-    pub path: &'static str,
+    pub path: Vec<u8>,
 }
 
 /// Every mount, in the order they were made.
@@ -66,6 +66,24 @@ impl Mounts {
     /// Whether `dir` has something mounted on it (`rmdir` of it is `EBUSY`).
     pub fn is_mount_point(&self, dir: &Arc<dyn Inode>) -> bool {
         self.list.iter().any(|m| m.point.as_ref().is_some_and(|p| same(p, dir)))
+    }
+
+    /// Removes the latest mount on `dir` (`umount`), returning it.
+    ///
+    /// # Errors
+    /// `EINVAL` when nothing is mounted on `dir`.
+    pub fn remove(&mut self, dir: &Arc<dyn Inode>) -> Result<Mount, Errno> {
+        let i = self
+            .list
+            .iter()
+            .rposition(|m| m.point.as_ref().is_some_and(|p| same(p, dir)))
+            .ok_or(Errno::EINVAL)?;
+        Ok(self.list.remove(i))
+    }
+
+    /// The mount whose root is `root`, if any.
+    pub fn of_root(&self, root: &Arc<dyn Inode>) -> Option<&Mount> {
+        self.list.iter().rev().find(|m| same(&m.root, root))
     }
 
     /// Every mount, oldest first.

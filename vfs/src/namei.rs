@@ -10,6 +10,8 @@
 //!   or `readlink`). An absolute target restarts at the root; a relative one continues from the
 //!   link's directory. More than [`MAXSYMLINKS`] (40) links in one lookup is `ELOOP`.
 //! - A component of something that is not a directory is `ENOTDIR`; a missing one `ENOENT`.
+//! - A magic link (`Inode::is_magic_link`, `/proc/PID/fd/N`) as the last component is not
+//!   followed: the walk returns it, and the caller reopens the file it stands for.
 //! - A path ending in `/` names a directory: its last component must be one (after following a
 //!   link), else `ENOTDIR`.
 //!
@@ -136,6 +138,9 @@ impl Walker<'_> {
         links: &mut usize,
     ) -> Result<Arc<dyn Inode>, Errno> {
         let node = self.step(dir, name)?;
+        if follow && node.is_magic_link() {
+            return Ok(node);
+        }
         let node = if follow && node.metadata().kind == FileType::Symlink {
             *links += 1;
             if *links > MAXSYMLINKS {

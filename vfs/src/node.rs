@@ -304,6 +304,21 @@ pub trait Inode: Send + Sync + Any {
         Err(self.not_a_file())
     }
 
+    /// Whether this symbolic link stands for an open file rather than for its text (Linux's
+    /// "magic links", `/proc/PID/fd/N`): a walk that would follow it as the last component
+    /// stops at it, and the opener reopens what it stands for. In the middle of a path it is
+    /// followed by its text like any link.
+    fn is_magic_link(&self) -> bool {
+        false
+    }
+
+    /// The text of a generated file, made now (Linux's `seq_file`: `/proc`, `/sys`), which an
+    /// open description keeps from its first read on; `None` for a file whose bytes are stored
+    /// (`read_at`).
+    fn generate(&self) -> Option<Result<Vec<u8>, Errno>> {
+        None
+    }
+
     /// The contents of a regular file, for mapping it (the page cache); `None` otherwise.
     fn contents(&self) -> Option<Arc<dyn Contents>> {
         None

@@ -364,7 +364,7 @@ fn a_mount_covers_its_directory_and_dotdot_climbs_out_of_it() {
             source: "x",
             fstype: "ramfs",
             options: "rw",
-            path: "/mnt",
+            path: b"/mnt".to_vec(),
         })
         .unwrap();
     assert!(same(&w.resolve("/mnt", true).unwrap(), &inner_root));

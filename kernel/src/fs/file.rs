@@ -1,38 +1,304 @@
-//! Descriptors, after Linux's split: a descriptor ([`FdEntry`]) has its own close-on-exec flag and
-//! points at an open file description ([`OpenFile`]), which dup'ed descriptors share, with the
-//! status flags (`O_NONBLOCK`, `O_APPEND`) that `fcntl(F_SETFL)` changes. A process's
-//! [`FdTable`] maps numbers to descriptors. The first process gets descriptors 0, 1 and 2 on one
-//! description of the console, opened read-write, as Linux's `console_on_rootfs` does for init.
+//! Open files and descriptors, after Linux's split: a descriptor ([`FdEntry`]) has its own
+//! close-on-exec flag and points at an open file description ([`OpenFile`]), which dup'ed
+//! descriptors share, with the status flags (`O_NONBLOCK`, `O_APPEND`) that `fcntl(F_SETFL)`
+//! changes and the file position. What the description is open on is a [`File`]: a regular file
+//! or a directory of a file system, a device, a pipe end, the console, an event source. A
+//! process's [`FdTable`] maps numbers to descriptors.
+//!
+//! [`File`] is the one interface the system calls use (Linux's `file_operations`): a call that
+//! may wait returns [`FileError::WouldBlock`] with the kernel-event key to wait on, and the
+//! system-call layer decides between `EAGAIN` (`O_NONBLOCK`) and blocking, having read the event
+//! count before it asked, so a change in between restarts the call rather than being missed.
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::AtomicU32;
+use core::any::Any;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use linux_abi::Errno;
-use linux_abi::fcntl::O_RDWR;
+use linux_abi::fcntl::{O_ACCMODE, O_RDONLY, O_WRONLY};
+use linux_abi::layout::Stat;
+use spin::Mutex;
+use vfs::node::Inode;
 
-/// Descriptors a process may have open (Linux's default `RLIMIT_NOFILE` soft limit).
+/// Descriptors a process may have open to start with (Linux's default `RLIMIT_NOFILE` soft
+/// limit).
 pub const FD_LIMIT: usize = 1024;
 
-/// What an open file is.
-#[derive(Debug)]
-pub enum FileKind {
-    /// The console (`/dev/console`): the UART through the line discipline (`crate::fs::tty`).
-    Console,
-    /// One end of a pipe (`crate::fs::pipe`).
-    Pipe(crate::fs::pipe::PipeEnd),
-    /// A text generated when first read (`/proc/self/maps`: [`text`](super::text)).
-    Text(super::text::Snapshot),
-    /// A memfd (`crate::fs::memfd`): a shared memory object.
-    Memfd(crate::fs::memfd::Memfd),
+/// The most a process's `RLIMIT_NOFILE` may allow (Linux's `fs.nr_open`).
+pub const NR_OPEN: usize = 1 << 20;
+
+/// Where a read or write happens in a file that has positions.
+pub enum Offset<'a> {
+    /// At the description's position, which the call advances (`read`, `write`).
+    Current(&'a mut u64),
+    /// At this offset, the position unchanged (`pread64`, `pwrite64`).
+    At(u64),
+}
+
+/// One read or write: the user buffers, where, and how.
+pub struct Io<'a> {
+    /// `(address, length)` of each user buffer, in order.
+    pub buffers: &'a [(u64, u64)],
+    /// Where in the file (ignored by files without positions: pipes, terminals).
+    pub offset: Offset<'a>,
+    /// `O_APPEND`: every write goes to the end.
+    pub append: bool,
+    /// `O_NONBLOCK`: a pipe's write returns what fitted instead of waiting for the rest.
+    pub nonblock: bool,
+}
+
+impl Io<'_> {
+    /// The total length of the buffers.
+    pub fn len(&self) -> u64 {
+        self.buffers.iter().fold(0u64, |n, b| n.saturating_add(b.1))
+    }
+
+    /// Copies `data` (kernel memory) into the user buffers, in order: the bytes copied, or
+    /// `EFAULT` when the first byte could not be.
+    ///
+    /// # Errors
+    /// `EFAULT`.
+    pub fn scatter(&self, data: &[u8]) -> IoResult {
+        let mut at = 0;
+        for &(base, len) in self.buffers {
+            let take = usize::try_from(len).unwrap_or(usize::MAX).min(data.len() - at);
+            if take == 0 {
+                break;
+            }
+            if crate::memory::uaccess::copy_out(base, &data[at..at + take]).is_err() {
+                return if at == 0 { Err(Errno::EFAULT.into()) } else { Ok(at as u64) };
+            }
+            at += take;
+        }
+        Ok(at as u64)
+    }
+
+    /// Calls `each` with the user buffers' bytes in order, a chunk of at most `chunk.len()`
+    /// bytes at a time (`skip` bytes left out at the start), until `each` takes fewer than it
+    /// was given or fails: the bytes taken, or the error when none was (`EFAULT` for a buffer
+    /// that cannot be read).
+    ///
+    /// # Errors
+    /// `EFAULT`, or `each`'s error, when nothing was taken.
+    pub fn gather(
+        &self,
+        chunk: &mut [u8],
+        skip: u64,
+        each: &mut dyn FnMut(&[u8]) -> Result<usize, FileError>,
+    ) -> IoResult {
+        let mut done = 0u64;
+        let mut skip = skip;
+        let partial = |done: u64, e: FileError| if done == 0 { Err(e) } else { Ok(done) };
+        for &(base, len) in self.buffers {
+            let mut off = skip.min(len);
+            skip -= off;
+            while off < len {
+                let n = (len - off).min(chunk.len() as u64) as usize;
+                if crate::memory::uaccess::copy_in(&mut chunk[..n], base.wrapping_add(off)).is_err() {
+                    return partial(done, Errno::EFAULT.into());
+                }
+                let took = match each(&chunk[..n]) {
+                    Ok(took) => took,
+                    Err(e) => return partial(done, e),
+                };
+                done += took as u64;
+                off += took as u64;
+                if took < n {
+                    return Ok(done);
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Why a read or write did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileError {
+    /// The call fails with this errno.
+    Errno(Errno),
+    /// Nothing can be done now: wait for the kernel event `key` (or `EAGAIN` with
+    /// `O_NONBLOCK`).
+    WouldBlock(usize),
+}
+
+impl From<Errno> for FileError {
+    fn from(e: Errno) -> Self {
+        Self::Errno(e)
+    }
+}
+
+/// What a read or write returns.
+pub type IoResult = Result<u64, FileError>;
+
+/// What an open file description is open on (Linux's `file_operations`). A method a kind of file
+/// does not have answers Linux's errno for it.
+pub trait File: Send + Sync + Any {
+    /// Reads into the user buffers.
+    ///
+    /// # Errors
+    /// As the file says; `EINVAL` by default (a file that cannot be read).
+    fn read(&self, io: Io<'_>) -> IoResult {
+        let _ = io;
+        Err(Errno::EINVAL.into())
+    }
+
+    /// Writes from the user buffers. `progress` is the thread's count of what a blocked write
+    /// already wrote (a pipe's large write resumes after it); `sigpipe` sends `SIGPIPE` to the
+    /// writer (a pipe or FIFO without readers).
+    ///
+    /// # Errors
+    /// As the file says; `EINVAL` by default.
+    fn write(&self, io: Io<'_>, progress: &mut u64, sigpipe: &dyn Fn()) -> IoResult {
+        let _ = (io, progress, sigpipe);
+        Err(Errno::EINVAL.into())
+    }
+
+    /// What it is ready for now (`POLLIN`, `POLLOUT`, `POLLHUP`, `POLLERR`, ...), and the
+    /// kernel-event key whose `notify` says that may have changed (0: no event ever changes it).
+    fn poll(&self) -> (u16, usize);
+
+    /// Its `struct stat`.
+    ///
+    /// # Errors
+    /// As the file system says.
+    fn stat(&self) -> Result<Stat, Errno>;
+
+    /// `lseek`: the new position, from `pos` (the description's).
+    ///
+    /// # Errors
+    /// `ESPIPE` by default (pipes, terminals).
+    fn seek(&self, pos: &mut u64, offset: u64, whence: u64) -> Result<u64, Errno> {
+        let _ = (pos, offset, whence);
+        Err(Errno::ESPIPE)
+    }
+
+    /// `ioctl` on it.
+    ///
+    /// # Errors
+    /// `ENOTTY` by default.
+    fn ioctl(&self, open: &OpenFile, request: u64, arg: u64) -> Result<u64, Errno> {
+        let _ = (open, request, arg);
+        Err(Errno::ENOTTY)
+    }
+
+    /// `ftruncate`.
+    ///
+    /// # Errors
+    /// `EINVAL` by default (not a regular file).
+    fn truncate(&self, size: u64) -> Result<(), Errno> {
+        let _ = size;
+        Err(Errno::EINVAL)
+    }
+
+    /// `getdents64`: directory entries from position `pos` into the user buffer `buf` of `len`
+    /// bytes; the bytes written (0 at the end).
+    ///
+    /// # Errors
+    /// `ENOTDIR` by default.
+    fn getdents(&self, pos: &mut u64, buf: u64, len: u64) -> Result<u64, Errno> {
+        let _ = (pos, buf, len);
+        Err(Errno::ENOTDIR)
+    }
+
+    /// The node of a file system it is open on, if any (`fchdir`, `fstatat(AT_EMPTY_PATH)`, the
+    /// `*at` calls' directories, `/proc/PID/fd`).
+    fn inode(&self) -> Option<&Arc<dyn Inode>> {
+        None
+    }
+
+    /// The page cache behind it (a regular file of a RAM file system, a memfd), for `mmap` and
+    /// for the truncation that must reach every mapping.
+    fn pages(&self) -> Option<Arc<super::pagecache::PageCache>> {
+        None
+    }
+
+    /// Whether it has positions (`lseek`, `pread64`): regular files, directories, memfds and
+    /// the memory devices do; pipes and terminals do not (`ESPIPE`).
+    fn seekable(&self) -> bool {
+        false
+    }
+
+    /// Whether it was opened with `O_PATH` (a handle that only names a node).
+    fn path_only(&self) -> bool {
+        false
+    }
+
+    /// What `readlink("/proc/PID/fd/N")` says of it (a path, `pipe:[ino]`,
+    /// `anon_inode:[eventfd]`...).
+    ///
+    /// # Errors
+    /// `ENOMEM`.
+    fn describe(&self) -> Result<Vec<u8>, Errno>;
+
+    /// The file as `Any`, for the code that made it to recognise it.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Appends `args`, formatted, to `out` (`ENOMEM` when the heap cannot hold it).
+///
+/// # Errors
+/// `ENOMEM`.
+pub fn push_fmt(out: &mut Vec<u8>, args: core::fmt::Arguments<'_>) -> Result<(), Errno> {
+    struct W<'a>(&'a mut Vec<u8>);
+    impl core::fmt::Write for W<'_> {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            self.0.try_reserve(s.len()).map_err(|_| core::fmt::Error)?;
+            self.0.extend_from_slice(s.as_bytes());
+            Ok(())
+        }
+    }
+    core::fmt::write(&mut W(out), args).map_err(|_| Errno::ENOMEM)
 }
 
 /// An open file description.
-#[derive(Debug)]
 pub struct OpenFile {
-    /// What it is.
-    pub kind: FileKind,
+    /// What it is open on.
+    pub file: Arc<dyn File>,
     /// Access mode and status flags (`O_RDWR | O_NONBLOCK ...`), shared by every dup.
     pub flags: AtomicU32,
+    /// The file position (`read`, `write`, `lseek`).
+    pub pos: Mutex<u64>,
+}
+
+impl core::fmt::Debug for OpenFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "OpenFile(flags {:#o})", self.flags.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        // Its open-file-description and `flock` locks go with it.
+        super::locks::description_dropped(core::ptr::from_ref(self) as usize);
+    }
+}
+
+impl OpenFile {
+    /// A description of `file` with `flags`, position 0.
+    pub fn new(file: Arc<dyn File>, flags: u32) -> Self {
+        Self { file, flags: AtomicU32::new(flags), pos: Mutex::new(0) }
+    }
+
+    /// The access mode and status flags.
+    pub fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    /// Whether it was opened for reading.
+    pub fn readable(&self) -> bool {
+        self.flags() & O_ACCMODE != O_WRONLY && !self.file.path_only()
+    }
+
+    /// Whether it was opened for writing.
+    pub fn writable(&self) -> bool {
+        self.flags() & O_ACCMODE != O_RDONLY && !self.file.path_only()
+    }
+
+    /// The file as the concrete type `T`, if it is one.
+    pub fn file_as<T: File>(&self) -> Option<&T> {
+        self.file.as_any().downcast_ref::<T>()
+    }
 }
 
 /// One descriptor.
@@ -48,14 +314,32 @@ pub struct FdEntry {
 #[derive(Debug, Default)]
 pub struct FdTable {
     fds: Vec<Option<FdEntry>>,
+    /// `RLIMIT_NOFILE`'s soft limit: one more than the highest number a new descriptor may get.
+    limit: usize,
 }
 
 impl FdTable {
-    /// Descriptors 0, 1, 2 on one read-write console description.
-    pub fn console() -> Self {
-        let file = Arc::new(OpenFile { kind: FileKind::Console, flags: AtomicU32::new(O_RDWR) });
-        let entry = FdEntry { file, cloexec: false };
-        Self { fds: alloc::vec![Some(entry.clone()), Some(entry.clone()), Some(entry)] }
+    /// Descriptors 0, 1, 2 on one read-write description of `console`.
+    ///
+    /// # Errors
+    /// `ENOMEM`.
+    pub fn with_console(console: Arc<OpenFile>) -> Result<Self, Errno> {
+        let entry = FdEntry { file: console, cloexec: false };
+        let mut fds = Vec::new();
+        fds.try_reserve_exact(3).map_err(|_| Errno::ENOMEM)?;
+        fds.extend([Some(entry.clone()), Some(entry.clone()), Some(entry)]);
+        Ok(Self { fds, limit: FD_LIMIT })
+    }
+
+    /// Sets the limit (`RLIMIT_NOFILE`'s soft limit, at most [`NR_OPEN`]); descriptors open
+    /// above it stay open, as on Linux.
+    pub fn set_limit(&mut self, limit: u64) {
+        self.limit = usize::try_from(limit).unwrap_or(usize::MAX).min(NR_OPEN);
+    }
+
+    /// The limit new descriptors are below.
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 
     /// The open file description of descriptor `fd`.
@@ -83,23 +367,22 @@ impl FdTable {
     /// large); `ENOMEM` when the table cannot grow (nothing changes).
     pub fn install_lowest(&mut self, min: usize, entry: FdEntry) -> Result<usize, Errno> {
         let free =
-            (min..FD_LIMIT).find(|&i| self.fds.get(i).is_none_or(Option::is_none)).ok_or(Errno::EMFILE)?;
+            (min..self.limit).find(|&i| self.fds.get(i).is_none_or(Option::is_none)).ok_or(Errno::EMFILE)?;
         self.install_at(free, entry)?;
         Ok(free)
     }
 
-    /// Puts `entry` at `fd` (below the limit), closing what was there.
+    /// Puts `entry` at `fd` (below the limit), closing what was there; returns what was there.
     ///
     /// # Errors
     /// `ENOMEM` when the table cannot grow to `fd` (nothing changes).
-    pub fn install_at(&mut self, fd: usize, entry: FdEntry) -> Result<(), Errno> {
+    pub fn install_at(&mut self, fd: usize, entry: FdEntry) -> Result<Option<FdEntry>, Errno> {
         if self.fds.len() <= fd {
             let more = fd + 1 - self.fds.len();
             crate::memory::fallible::reserve(&mut self.fds, more)?;
             self.fds.resize(fd + 1, None);
         }
-        self.fds[fd] = Some(entry);
-        Ok(())
+        Ok(self.fds[fd].replace(entry))
     }
 
     /// A copy (the same descriptions, each descriptor's own flag), or `None` when the heap cannot
@@ -108,21 +391,57 @@ impl FdTable {
         let mut fds = Vec::new();
         fds.try_reserve_exact(self.fds.len()).ok()?;
         fds.extend(self.fds.iter().cloned());
-        Some(Self { fds })
+        Some(Self { fds, limit: self.limit })
     }
 
-    /// `execve`: closes every close-on-exec descriptor.
-    pub fn close_on_exec(&mut self) {
+    /// `execve`: closes every close-on-exec descriptor (dropped after the table's lock, by the
+    /// caller, through the returned list: a last close may take other locks).
+    pub fn close_on_exec(&mut self) -> Vec<FdEntry> {
+        let mut closed = Vec::new();
         for slot in &mut self.fds {
-            if slot.as_ref().is_some_and(|e| e.cloexec) {
-                *slot = None;
+            if slot.as_ref().is_some_and(|e| e.cloexec)
+                && let Some(e) = slot.take()
+                && closed.try_reserve(1).is_ok()
+            {
+                closed.push(e);
             }
         }
+        closed
     }
 
-    /// Closes `fd`; false if it was not open.
-    pub fn close(&mut self, fd: u64) -> bool {
-        let Ok(i) = usize::try_from(fd) else { return false };
-        self.fds.get_mut(i).and_then(Option::take).is_some()
+    /// Closes `fd`, returning its descriptor (the caller drops it outside the table's lock).
+    ///
+    /// # Errors
+    /// `EBADF` if it was not open.
+    pub fn close(&mut self, fd: u64) -> Result<FdEntry, Errno> {
+        let i = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
+        self.fds.get_mut(i).and_then(Option::take).ok_or(Errno::EBADF)
+    }
+
+    /// `close_range(first, last, ...)`: closes (or, with `cloexec`, marks close-on-exec) every
+    /// open descriptor in `first..=last`; returns the closed ones for the caller to drop.
+    pub fn close_range(&mut self, first: usize, last: usize, cloexec: bool) -> Vec<FdEntry> {
+        let mut closed = Vec::new();
+        let end = last.min(self.fds.len().saturating_sub(1));
+        if first > end {
+            return closed;
+        }
+        for slot in &mut self.fds[first..=end] {
+            if cloexec {
+                if let Some(e) = slot.as_mut() {
+                    e.cloexec = true;
+                }
+            } else if let Some(e) = slot.take()
+                && closed.try_reserve(1).is_ok()
+            {
+                closed.push(e);
+            }
+        }
+        closed
+    }
+
+    /// The open descriptors' numbers, ascending.
+    pub fn numbers(&self) -> impl Iterator<Item = usize> + '_ {
+        self.fds.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i)
     }
 }

@@ -1,17 +1,44 @@
-//! Files: what a descriptor refers to, and the objects behind it.
-//! - [`file`](mod@file): open file descriptions, descriptors and a process's descriptor table;
+//! Files: what a descriptor refers to, the objects behind it, and the file-system tree.
+//! - [`file`](mod@file): the [`File`](file::File) interface, open file descriptions,
+//!   descriptors and a process's descriptor table;
+//! - [`namespace`]: the tree every process sees: the root file system (unpacked from the
+//!   initramfs), the mounts on it, path lookup from a process's root and working directory,
+//!   and opening what a path names;
+//! - [`node_file`]: a file of a file system opened (a regular file, a directory, an `O_PATH`
+//!   handle), and the page cache behind RAM files ([`pagecache`]);
+//! - [`locks`]: advisory record and `flock` locks;
+//! - [`dev`]: `/dev` and the character devices (null, zero, full, random, the console, kmsg);
 //! - [`tty`]: the console as the programs' terminal (the line discipline between the UART and
 //!   `read`);
-//! - [`pipe`](mod@pipe): pipes;
+//! - [`pipe`](mod@pipe): pipes and FIFOs;
 //! - [`memfd`]: memfds, shared memory objects with a descriptor;
-//! - [`text`]: files whose text is generated when first read (`/proc/self/maps`);
-//! - [`poll`]: what each kind of file is ready for.
+//! - [`text`]: files whose text is generated when first read (`/proc`, `/sys`).
 //!
 //! Below `process`: nothing here knows a process. A call that needs one (to install a
-//! descriptor, to send `SIGPIPE`) is given what it needs by the system-call layer.
+//! descriptor, to send `SIGPIPE`) is given what it needs by the system-call layer; the file
+//! systems made of processes (`/proc`) live above, in `procfs`, and are mounted from there.
+use alloc::vec::Vec;
+
+use linux_abi::Errno;
+
+pub mod dev;
 pub mod file;
+pub mod locks;
 pub mod memfd;
+pub mod namespace;
+pub mod node_file;
+pub mod pagecache;
 pub mod pipe;
-pub mod poll;
 pub mod text;
 pub mod tty;
+
+/// `bytes` in a new vector (`ENOMEM` when the heap cannot hold it).
+///
+/// # Errors
+/// `ENOMEM`.
+pub fn copy_bytes(bytes: &[u8]) -> Result<Vec<u8>, Errno> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes.len()).map_err(|_| Errno::ENOMEM)?;
+    v.extend_from_slice(bytes);
+    Ok(v)
+}

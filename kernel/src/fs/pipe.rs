@@ -1,4 +1,4 @@
-//! Pipes, after Linux's fs/pipe.c: `pipe2` makes a 64 KiB buffer with a read end and a write
+//! Pipes and FIFOs, after Linux's fs/pipe.c: `pipe2` makes a 64 KiB buffer with a read end and a write
 //! end, each an open file description that `dup`, `fork` and `execve` share like any other.
 //!
 //! - A read takes what is there (up to the buffers' size); with nothing there it returns 0
@@ -14,35 +14,59 @@
 //! Blocking uses the scheduler's kernel events (`sched::WaitFor::Event`): the caller reads the
 //! event count before it looks at the pipe and blocks with it; every change of a pipe notifies
 //! its key, so a change between the look and the block restarts the call at once.
+//!
+//! A FIFO (a node made by `mknod`/`mkfifo`) is the same pipe, found through its node: the first
+//! open makes the pipe, which lives as long as an end is open. Opens follow Linux's `fifo_open`:
+//! `O_RDONLY | O_NONBLOCK` always succeeds, `O_WRONLY | O_NONBLOCK` is `ENXIO` without a reader,
+//! `O_RDWR` never waits, and a blocking open waits for the other side's first open. A waiting
+//! opener counts as an open end while it waits (so the other side's open does not wait too): its
+//! count is kept in the pipe under its thread id and taken over by its restarted open.
 use alloc::collections::VecDeque;
-use alloc::sync::Arc;
-use core::sync::atomic::{AtomicU32, Ordering};
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::any::Any;
 
 use spin::Mutex;
 
 use linux_abi::Errno;
-use linux_abi::fcntl::{O_CLOEXEC, O_DIRECT, O_NONBLOCK, O_WRONLY};
+use linux_abi::fcntl::{O_ACCMODE, O_CLOEXEC, O_DIRECT, O_NONBLOCK, O_RDONLY, O_RDWR, O_WRONLY, S_IFIFO};
+use linux_abi::layout::Stat;
+use linux_abi::poll;
+use linux_abi::time::Timespec;
+use vfs::node::Inode;
 
-use super::file::{FdEntry, FdTable, FileKind, OpenFile};
-use crate::arch::aarch64::exception::TrapFrame;
+use super::file::{FdEntry, FdTable, File, FileError, Io, IoResult, OpenFile};
+use super::node_file::Named;
 use crate::memory::fallible;
-use crate::memory::uaccess::{copy_in, copy_out};
-use crate::sched::{self, Action, Wait, WaitFor};
+use crate::memory::uaccess::copy_out;
+use crate::sched;
 
 /// The buffer of a pipe (Linux's default: 16 pages).
 pub const PIPE_SIZE: usize = 64 << 10;
 /// Writes up to this size are atomic.
 pub const PIPE_BUF: usize = 4096;
 
+/// Inode numbers of anonymous pipes (pipefs's `get_next_ino`).
+static NEXT_INO: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0x1000);
+
 struct State {
     buf: VecDeque<u8>,
+    /// Bytes it holds at most (`F_SETPIPE_SZ`; [`PIPE_SIZE`] to start).
+    capacity: usize,
     readers: usize,
     writers: usize,
+    /// Opens for reading and for writing so far (a waiting FIFO opener watches the other's).
+    read_opens: u64,
+    write_opens: u64,
+    /// FIFO openers waiting for the other side, by thread id: each already counts as an end.
+    waiting: Vec<(u32, bool)>,
 }
 
 /// A pipe's buffer and the count of its open ends.
 pub struct Pipe {
     state: Mutex<State>,
+    /// `st_ino` of an anonymous pipe (a FIFO's ends report its node's).
+    ino: u64,
 }
 
 impl core::fmt::Debug for Pipe {
@@ -52,17 +76,53 @@ impl core::fmt::Debug for Pipe {
 }
 
 impl Pipe {
+    /// An empty pipe without ends.
+    fn new() -> Result<Arc<Self>, Errno> {
+        let mut buf = VecDeque::new();
+        buf.try_reserve_exact(PIPE_SIZE).map_err(|_| Errno::ENOMEM)?;
+        let state = State {
+            buf,
+            capacity: PIPE_SIZE,
+            readers: 0,
+            writers: 0,
+            read_opens: 0,
+            write_opens: 0,
+            waiting: Vec::new(),
+        };
+        let ino = NEXT_INO.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        fallible::arc(Pipe { state: Mutex::new(state), ino }).map_err(|_| Errno::ENOMEM)
+    }
+
     /// The event key of this pipe (offset by 2: never a user futex's key, nor a family's).
     fn key(&self) -> usize {
         core::ptr::from_ref(self) as usize | 2
     }
+
+    /// Counts a new end (`write`: a write end) and makes it.
+    fn end(self: &Arc<Self>, write: bool, fifo: Option<Arc<Named>>) -> PipeEnd {
+        let mut st = self.state.lock();
+        count(&mut st, write);
+        drop(st);
+        PipeEnd { pipe: self.clone(), write, fifo }
+    }
+}
+
+fn count(st: &mut State, write: bool) {
+    if write {
+        st.writers += 1;
+        st.write_opens += 1;
+    } else {
+        st.readers += 1;
+        st.read_opens += 1;
+    }
 }
 
 /// One end of a pipe, held by its open file description.
-#[derive(Debug)]
 pub struct PipeEnd {
     pipe: Arc<Pipe>,
     write: bool,
+    /// The FIFO node it was opened through, if any.
+    fifo: Option<Arc<Named>>,
 }
 
 impl Drop for PipeEnd {
@@ -79,14 +139,6 @@ impl Drop for PipeEnd {
     }
 }
 
-fn done(frame: &mut TrapFrame, result: Result<u64, Errno>) -> Action {
-    Action::reply(frame, result)
-}
-
-fn block(pipe: &Pipe, generation: u32) -> Action {
-    Action::Block(Wait { what: WaitFor::Event { key: pipe.key(), generation }, deadline: None })
-}
-
 /// `pipe2(fds, flags)` into the descriptor table `files`: `EINVAL` for other flags than
 /// `O_CLOEXEC`, `O_NONBLOCK`, `O_DIRECT` (packet mode: accepted, the pipe stays a byte stream);
 /// `EMFILE`; `ENOMEM`; `EFAULT` (both descriptors closed again, as Linux).
@@ -98,24 +150,14 @@ pub fn pipe2(files: &Mutex<FdTable>, fds: u64, flags: u64) -> Result<u64, Errno>
     if flags & !known != 0 {
         return Err(Errno::EINVAL);
     }
-    let mut buf = VecDeque::new();
-    buf.try_reserve_exact(PIPE_SIZE).map_err(|_| Errno::ENOMEM)?;
-    let pipe = fallible::arc(Pipe { state: Mutex::new(State { buf, readers: 0, writers: 0 }) })
-        .map_err(|_| Errno::ENOMEM)?;
+    let pipe = Pipe::new()?;
     let status = flags as u32 & (O_NONBLOCK | O_DIRECT);
     // Each end counts itself once it exists, so an end dropped on a failure below uncounts only
     // itself.
     let end = |write: bool| {
-        let mut st = pipe.state.lock();
-        if write {
-            st.writers += 1
-        } else {
-            st.readers += 1
-        }
-        drop(st);
-        let kind = FileKind::Pipe(PipeEnd { pipe: pipe.clone(), write });
-        let mode = if write { O_WRONLY } else { 0 };
-        fallible::arc(OpenFile { kind, flags: AtomicU32::new(mode | status) }).map_err(|_| Errno::ENOMEM)
+        let end: Arc<dyn File> = fallible::arc(pipe.end(write, None)).map_err(|_| Errno::ENOMEM)?;
+        let mode = if write { O_WRONLY } else { O_RDONLY };
+        fallible::arc(OpenFile::new(end, mode | status)).map_err(|_| Errno::ENOMEM)
     };
     let cloexec = flags & u64::from(O_CLOEXEC) != 0;
     let (read_end, write_end) = end(false).and_then(|r| Ok((r, end(true)?)))?;
@@ -124,7 +166,7 @@ pub fn pipe2(files: &Mutex<FdTable>, fds: u64, flags: u64) -> Result<u64, Errno>
     let w = match table.install_lowest(0, FdEntry { file: write_end, cloexec }) {
         Ok(w) => w,
         Err(e) => {
-            table.close(r as u64);
+            let _ = table.close(r as u64);
             return Err(e);
         }
     };
@@ -134,187 +176,404 @@ pub fn pipe2(files: &Mutex<FdTable>, fds: u64, flags: u64) -> Result<u64, Errno>
     out[4..].copy_from_slice(&(w as u32).to_le_bytes());
     if copy_out(fds, &out).is_err() {
         let mut table = files.lock();
-        table.close(r as u64);
-        table.close(w as u64);
+        let closed = (table.close(r as u64), table.close(w as u64));
+        drop(table);
+        drop(closed);
         return Err(Errno::EFAULT);
     }
     Ok(0)
 }
 
-/// `read` on a pipe's read end (a write end reads as `EBADF`, as Linux's `FMODE_READ` check).
-pub fn read(frame: &mut TrapFrame, file: &OpenFile, end: &PipeEnd, buffers: &[(u64, u64)]) -> Action {
-    if end.write {
-        return done(frame, Err(Errno::EBADF));
-    }
-    let total = buffers.iter().map(|b| b.1).sum::<u64>().min(PIPE_SIZE as u64) as usize;
-    if total == 0 {
-        return done(frame, Ok(0));
-    }
-    let generation = sched::event_generation();
-    let mut data = alloc::vec::Vec::new();
-    if data.try_reserve_exact(total).is_err() {
-        return done(frame, Err(Errno::ENOMEM));
-    }
-    {
-        let mut st = end.pipe.state.lock();
-        if st.buf.is_empty() {
-            if st.writers == 0 {
-                return done(frame, Ok(0));
-            }
-            drop(st);
-            if file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
-                return done(frame, Err(Errno::EAGAIN));
-            }
-            return block(&end.pipe, generation);
-        }
-        let n = total.min(st.buf.len());
-        data.extend(st.buf.drain(..n));
-    }
-    sched::notify(end.pipe.key());
-    let mut at = 0;
-    for &(base, len) in buffers {
-        let take = (len as usize).min(data.len() - at);
-        if take == 0 {
-            break;
-        }
-        if copy_out(base, &data[at..at + take]).is_err() {
-            return done(frame, if at == 0 { Err(Errno::EFAULT) } else { Ok(at as u64) });
-        }
-        at += take;
-    }
-    done(frame, Ok(at as u64))
+/// The pipes of the FIFOs open now, by node (a FIFO's pipe lives while an end is open).
+static FIFOS: Mutex<Vec<(usize, Weak<Pipe>)>> = Mutex::new(Vec::new());
+
+/// What a FIFO open does now.
+pub enum FifoOpen {
+    /// It is open: the end(s).
+    Open(Arc<dyn File>),
+    /// It waits for the other side: block on this event key, the pipe keeping this thread's
+    /// count (the restarted open takes it over).
+    Wait(usize),
 }
 
-/// `write` on a pipe's write end, as Linux's `pipe_write`: up to `PIPE_BUF` bytes go in whole
-/// or not at all; a larger write goes in as space appears. Without `O_NONBLOCK` the call
-/// returns only when everything is written: when the pipe fills first it blocks, counting in
-/// `progress` (the thread's) what it wrote so far, and its restart skips those bytes; a signal
-/// that ends the wait returns that count (`sched::interrupt`). With `O_NONBLOCK` it returns
-/// what fitted, `EAGAIN` if nothing did. No reader: `sigpipe` (the caller sends `SIGPIPE`), and
-/// `EPIPE` unless some bytes went in.
-pub fn write(
-    frame: &mut TrapFrame,
-    progress: &mut u64,
-    file: &OpenFile,
-    end: &PipeEnd,
-    buffers: &[(u64, u64)],
-    sigpipe: &dyn Fn(),
-) -> Action {
-    let resumed = core::mem::take(progress);
-    if !end.write {
-        return done(frame, Err(Errno::EBADF));
-    }
-    let total: u64 = buffers.iter().map(|b| b.1).sum();
-    if total == 0 {
-        return done(frame, Ok(0));
-    }
-    let generation = sched::event_generation();
-    let nonblock = file.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0;
-    let mut chunk = [0u8; PIPE_BUF];
-    if total as usize <= PIPE_BUF {
-        // Atomic: gathered first, then put in whole under one hold of the lock, so no other
-        // writer's bytes come between.
-        let mut at = 0;
-        for &(base, len) in buffers {
-            if copy_in(&mut chunk[at..at + len as usize], base).is_err() {
-                return done(frame, Err(Errno::EFAULT));
+/// Opens the FIFO `node` with `flags` for thread `tid` (Linux's `fifo_open`; module
+/// documentation).
+///
+/// # Errors
+/// `ENXIO` (a non-blocking writer without readers), `ENOMEM`.
+pub fn open_fifo(node: &Arc<dyn Inode>, path: &[u8], flags: u32, tid: u32) -> Result<FifoOpen, Errno> {
+    let id = Arc::as_ptr(node).cast::<u8>() as usize;
+    let pipe = {
+        let mut fifos = FIFOS.lock();
+        fifos.retain(|(_, w)| w.strong_count() > 0);
+        match fifos.iter().find(|(k, _)| *k == id).and_then(|(_, w)| w.upgrade()) {
+            Some(p) => p,
+            None => {
+                let p = Pipe::new()?;
+                fifos.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
+                fifos.push((id, Arc::downgrade(&p)));
+                p
             }
-            at += len as usize;
         }
-        let mut st = end.pipe.state.lock();
-        if st.readers == 0 {
-            drop(st);
-            return broken(sigpipe, frame, &end.pipe, 0);
+    };
+    let nonblock = flags & O_NONBLOCK != 0;
+    let named = Named { node: node.clone(), path: super::copy_bytes(path)? };
+    let fifo = Some(fallible::arc(named).map_err(|_| Errno::ENOMEM)?);
+    let make = |end: FifoEnd| -> Result<FifoOpen, Errno> {
+        let file: Arc<dyn File> = match end {
+            FifoEnd::One(e) => fallible::arc(e).map_err(|_| Errno::ENOMEM)?,
+            FifoEnd::Both(r, w) => {
+                fallible::arc(BothEnds { read: r, write: w }).map_err(|_| Errno::ENOMEM)?
+            }
+        };
+        Ok(FifoOpen::Open(file))
+    };
+    match flags & O_ACCMODE {
+        O_RDWR => {
+            let r = pipe.end(false, fifo.clone());
+            let w = pipe.end(true, fifo);
+            sched::notify(pipe.key());
+            make(FifoEnd::Both(r, w))
         }
-        if PIPE_SIZE - st.buf.len() < at {
-            drop(st);
-            return if nonblock { done(frame, Err(Errno::EAGAIN)) } else { block(&end.pipe, generation) };
-        }
-        st.buf.extend(&chunk[..at]); // never grows the buffer: it holds PIPE_SIZE from `pipe2` on
-        drop(st);
-        return wrote(frame, &end.pipe, at as u64);
-    }
-    let mut written = resumed.min(total);
-    let mut skip = written;
-    for &(base, len) in buffers {
-        let mut off = skip.min(len);
-        skip -= off;
-        while off < len {
-            let space = {
-                let st = end.pipe.state.lock();
-                if st.readers == 0 {
+        mode => {
+            let write = mode == O_WRONLY;
+            let mut st = pipe.state.lock();
+            let waited = st.waiting.iter().position(|&(t, w)| t == tid && w == write);
+            let other_present = if write { st.readers > 0 } else { st.writers > 0 };
+            if let Some(i) = waited {
+                // The restart of a waiting open: its count is already in.
+                if other_present || nonblock {
+                    st.waiting.swap_remove(i);
                     drop(st);
-                    return broken(sigpipe, frame, &end.pipe, written);
+                    return make(FifoEnd::One(PipeEnd { pipe: pipe.clone(), write, fifo }));
                 }
-                PIPE_SIZE - st.buf.len()
-            };
-            if space == 0 {
-                if nonblock {
-                    return if written > 0 {
-                        wrote(frame, &end.pipe, written)
-                    } else {
-                        done(frame, Err(Errno::EAGAIN))
-                    };
+                return Ok(FifoOpen::Wait(pipe.key()));
+            }
+            if write && nonblock && st.readers == 0 {
+                return Err(Errno::ENXIO);
+            }
+            if other_present || nonblock {
+                drop(st);
+                let end = pipe.end(write, fifo);
+                sched::notify(pipe.key());
+                return make(FifoEnd::One(end));
+            }
+            st.waiting.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
+            st.waiting.push((tid, write));
+            count(&mut st, write);
+            drop(st);
+            // Keep the pipe alive while its count waits: the node holds it through FIFOS only
+            // weakly, so the waiting opener's count is kept by a strong reference in the list.
+            keep_waiting(&pipe)?;
+            sched::notify(pipe.key());
+            Ok(FifoOpen::Wait(pipe.key()))
+        }
+    }
+}
+
+enum FifoEnd {
+    One(PipeEnd),
+    Both(PipeEnd, PipeEnd),
+}
+
+/// Pipes with a FIFO opener waiting (kept alive for its restart).
+static WAITING: Mutex<Vec<Arc<Pipe>>> = Mutex::new(Vec::new());
+
+fn keep_waiting(pipe: &Arc<Pipe>) -> Result<(), Errno> {
+    let mut w = WAITING.lock();
+    w.retain(|p| !p.state.lock().waiting.is_empty());
+    if !w.iter().any(|p| Arc::ptr_eq(p, pipe)) {
+        w.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
+        w.push(pipe.clone());
+    }
+    Ok(())
+}
+
+impl PipeEnd {
+    fn read_io(&self, io: &Io<'_>) -> IoResult {
+        if self.write {
+            return Err(Errno::EBADF.into());
+        }
+        let total = io.len().min(self.pipe.state.lock().capacity as u64) as usize;
+        if total == 0 {
+            return Ok(0);
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(total).map_err(|_| Errno::ENOMEM)?;
+        {
+            let mut st = self.pipe.state.lock();
+            if st.buf.is_empty() {
+                if st.writers == 0 {
+                    return Ok(0);
+                }
+                return Err(FileError::WouldBlock(self.pipe.key()));
+            }
+            let n = total.min(st.buf.len());
+            data.extend(st.buf.drain(..n));
+        }
+        sched::notify(self.pipe.key());
+        io.scatter(&data)
+    }
+
+    /// `write`, as Linux's `pipe_write`: up to `PIPE_BUF` bytes go in whole or not at all; a
+    /// larger write goes in as space appears. Without `O_NONBLOCK` the call returns only when
+    /// everything is written: when the pipe fills first it blocks, counting in `progress` (the
+    /// thread's) what it wrote so far, and its restart skips those bytes; a signal that ends the
+    /// wait returns that count (`sched::interrupt`). With `O_NONBLOCK` it returns what fitted,
+    /// `EAGAIN` if nothing did. No reader: `sigpipe` (the caller sends `SIGPIPE`), and `EPIPE`
+    /// unless some bytes went in.
+    fn write_io(&self, io: &Io<'_>, progress: &mut u64, sigpipe: &dyn Fn()) -> IoResult {
+        let resumed = core::mem::take(progress);
+        if !self.write {
+            return Err(Errno::EBADF.into());
+        }
+        let total = io.len();
+        if total == 0 {
+            return Ok(0);
+        }
+        let pipe = &self.pipe;
+        let mut chunk = [0u8; PIPE_BUF];
+        if total as usize <= PIPE_BUF {
+            // Atomic: gathered first, then put in whole under one hold of the lock, so no other
+            // writer's bytes come between.
+            let mut at = 0;
+            for &(base, len) in io.buffers {
+                if crate::memory::uaccess::copy_in(&mut chunk[at..at + len as usize], base).is_err() {
+                    return Err(Errno::EFAULT.into());
+                }
+                at += len as usize;
+            }
+            let mut st = pipe.state.lock();
+            if st.readers == 0 {
+                drop(st);
+                return broken(sigpipe, pipe, 0);
+            }
+            if st.capacity.saturating_sub(st.buf.len()) < at {
+                drop(st);
+                return Err(FileError::WouldBlock(pipe.key()));
+            }
+            st.buf.extend(&chunk[..at]); // never grows the buffer: it holds its capacity from the start
+            drop(st);
+            return wrote(pipe, at as u64);
+        }
+        let mut written = resumed.min(total);
+        let mut stop: Option<FileError> = None;
+        let r = io.gather(&mut chunk, written, &mut |bytes| {
+            let mut st = pipe.state.lock();
+            if st.readers == 0 {
+                stop = Some(FileError::Errno(Errno::EPIPE));
+                return Ok(0);
+            }
+            let fit = bytes.len().min(st.capacity.saturating_sub(st.buf.len()));
+            if fit == 0 {
+                stop = Some(FileError::WouldBlock(pipe.key()));
+                return Ok(0);
+            }
+            st.buf.extend(&bytes[..fit]);
+            Ok(fit)
+        });
+        match r {
+            Ok(n) => written += n,
+            Err(e) if written == 0 => return Err(e),
+            Err(_) => {}
+        }
+        match stop {
+            None => wrote(pipe, written),
+            Some(FileError::Errno(_)) => broken(sigpipe, pipe, written),
+            Some(FileError::WouldBlock(key)) => {
+                if io.nonblock {
+                    return if written > 0 { wrote(pipe, written) } else { Err(FileError::WouldBlock(key)) };
                 }
                 if written > resumed {
                     // Readers may be waiting for what went in: wake them before sleeping.
-                    sched::notify(end.pipe.key());
+                    sched::notify(key);
                 }
                 *progress = written;
-                return block(&end.pipe, generation);
+                Err(FileError::WouldBlock(key))
             }
-            let n = ((len - off) as usize).min(chunk.len()).min(space);
-            if copy_in(&mut chunk[..n], base.wrapping_add(off)).is_err() {
-                return if written == 0 {
-                    done(frame, Err(Errno::EFAULT))
-                } else {
-                    wrote(frame, &end.pipe, written)
-                };
-            }
-            let pushed = {
-                let mut st = end.pipe.state.lock();
-                // Another writer may have taken some of the space meanwhile.
-                let fit = n.min(PIPE_SIZE - st.buf.len());
-                st.buf.extend(&chunk[..fit]);
-                fit
-            };
-            written += pushed as u64;
-            off += pushed as u64;
         }
     }
-    wrote(frame, &end.pipe, written)
+
+    fn ready(&self) -> u16 {
+        let st = self.pipe.state.lock();
+        let mut r = 0;
+        if self.write {
+            if st.readers == 0 {
+                r |= poll::POLLERR;
+            }
+            if st.readers == 0 || st.buf.len() < st.capacity {
+                r |= poll::POLLOUT | poll::POLLWRNORM;
+            }
+        } else {
+            if !st.buf.is_empty() {
+                r |= poll::POLLIN | poll::POLLRDNORM;
+            }
+            // Linux's pipe_poll: a hang-up once every writer is gone (a FIFO nobody has opened
+            // for writing yet counts as none gone).
+            if st.writers == 0 && (self.fifo.is_none() || st.write_opens > 0) {
+                r |= poll::POLLHUP;
+            }
+        }
+        r
+    }
+
+    fn stat(&self) -> Result<Stat, Errno> {
+        if let Some(node) = &self.fifo {
+            return Ok(super::node_file::stat_of(&node.node));
+        }
+        let now = Timespec::from_ns(crate::wallclock::realtime_offset_ns());
+        Ok(Stat {
+            dev: 0xd,
+            ino: self.pipe.ino,
+            mode: S_IFIFO | 0o600,
+            nlink: 1,
+            blksize: 4096,
+            times: [now; 3],
+            ..Stat::default()
+        })
+    }
+
+    fn ioctl(&self, request: u64, arg: u64) -> Result<u64, Errno> {
+        match request as u32 as u64 {
+            linux_abi::termios::ioctl::FIONREAD => {
+                let n = self.pipe.state.lock().buf.len() as u32;
+                copy_out(arg, &n.to_le_bytes()).map(|()| 0).map_err(|_| Errno::EFAULT)
+            }
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+
+    fn describe(&self) -> Result<Vec<u8>, Errno> {
+        if let Some(named) = &self.fifo {
+            return named.describe();
+        }
+        let mut out = Vec::new();
+        super::file::push_fmt(&mut out, format_args!("pipe:[{}]", self.pipe.ino))?;
+        Ok(out)
+    }
 }
 
 /// A write with no read end open: `SIGPIPE` (`sigpipe`), and `EPIPE` unless `written` bytes
 /// went in.
-fn broken(sigpipe: &dyn Fn(), frame: &mut TrapFrame, pipe: &Pipe, written: u64) -> Action {
+fn broken(sigpipe: &dyn Fn(), pipe: &Pipe, written: u64) -> IoResult {
     sigpipe();
-    if written > 0 { wrote(frame, pipe, written) } else { done(frame, Err(Errno::EPIPE)) }
+    if written > 0 { wrote(pipe, written) } else { Err(Errno::EPIPE.into()) }
 }
 
-fn wrote(frame: &mut TrapFrame, pipe: &Pipe, n: u64) -> Action {
+fn wrote(pipe: &Pipe, n: u64) -> IoResult {
     sched::notify(pipe.key());
-    done(frame, Ok(n))
+    Ok(n)
 }
 
-/// Bytes waiting in the pipe (`FIONREAD`).
-pub fn available(end: &PipeEnd) -> usize {
-    end.pipe.state.lock().buf.len()
-}
-
-/// What a poll of this end reports ready: (readable or at end of file, writable or broken).
-pub fn ready(end: &PipeEnd) -> (bool, bool) {
-    let st = end.pipe.state.lock();
-    if end.write { (false, st.readers == 0 || st.buf.len() < PIPE_SIZE) } else { (!st.buf.is_empty(), false) }
-}
-
-/// `POLLHUP` for a read end without writers, `POLLERR` for a write end without readers.
-pub fn hangup(end: &PipeEnd) -> u16 {
-    use linux_abi::poll;
-    let st = end.pipe.state.lock();
-    match (end.write, st.readers, st.writers) {
-        (false, _, 0) => poll::POLLHUP,
-        (true, 0, _) => poll::POLLERR,
-        _ => 0,
+impl File for PipeEnd {
+    fn read(&self, io: Io<'_>) -> IoResult {
+        self.read_io(&io)
     }
+
+    fn write(&self, io: Io<'_>, progress: &mut u64, sigpipe: &dyn Fn()) -> IoResult {
+        self.write_io(&io, progress, sigpipe)
+    }
+
+    fn poll(&self) -> (u16, usize) {
+        (self.ready(), self.pipe.key())
+    }
+
+    fn stat(&self) -> Result<Stat, Errno> {
+        PipeEnd::stat(self)
+    }
+
+    fn ioctl(&self, open: &OpenFile, request: u64, arg: u64) -> Result<u64, Errno> {
+        let _ = open;
+        PipeEnd::ioctl(self, request, arg)
+    }
+
+    fn inode(&self) -> Option<&Arc<dyn Inode>> {
+        self.fifo.as_ref().map(|n| &n.node)
+    }
+
+    fn describe(&self) -> Result<Vec<u8>, Errno> {
+        PipeEnd::describe(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A FIFO opened for reading and writing (`O_RDWR`): both ends in one description.
+pub struct BothEnds {
+    read: PipeEnd,
+    write: PipeEnd,
+}
+
+impl File for BothEnds {
+    fn read(&self, io: Io<'_>) -> IoResult {
+        self.read.read_io(&io)
+    }
+
+    fn write(&self, io: Io<'_>, progress: &mut u64, sigpipe: &dyn Fn()) -> IoResult {
+        self.write.write_io(&io, progress, sigpipe)
+    }
+
+    fn poll(&self) -> (u16, usize) {
+        (self.read.ready() | self.write.ready(), self.read.pipe.key())
+    }
+
+    fn stat(&self) -> Result<Stat, Errno> {
+        self.read.stat()
+    }
+
+    fn ioctl(&self, open: &OpenFile, request: u64, arg: u64) -> Result<u64, Errno> {
+        let _ = open;
+        self.read.ioctl(request, arg)
+    }
+
+    fn inode(&self) -> Option<&Arc<dyn Inode>> {
+        self.read.fifo.as_ref().map(|n| &n.node)
+    }
+
+    fn describe(&self) -> Result<Vec<u8>, Errno> {
+        self.read.describe()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The largest size `F_SETPIPE_SZ` gives (`/proc/sys/fs/pipe-max-size`; root may go past it on
+/// Linux, and here every program is root, so this is the bound of the call).
+pub const PIPE_MAX_SIZE: usize = 1 << 20;
+
+/// `fcntl(F_GETPIPE_SZ)` (`set` `None`) and `fcntl(F_SETPIPE_SZ, size)` on `file`: the capacity,
+/// rounded up to a power of two pages, at least one page (Linux's `pipe_set_size`). `EBADF` for
+/// a file that is not a pipe; `EBUSY` when the pipe holds more than the new size; `EINVAL` past
+/// 2^31.
+///
+/// # Errors
+/// As above, and `ENOMEM`.
+pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
+    let any = file.as_any();
+    let pipe = match (any.downcast_ref::<PipeEnd>(), any.downcast_ref::<BothEnds>()) {
+        (Some(e), _) => &e.pipe,
+        (None, Some(b)) => &b.read.pipe,
+        (None, None) => return Err(Errno::EBADF),
+    };
+    let mut st = pipe.state.lock();
+    let Some(size) = set else { return Ok(st.capacity as u64) };
+    if size > 1 << 31 {
+        return Err(Errno::EINVAL);
+    }
+    let size = size.max(4096).next_power_of_two() as usize;
+    if st.buf.len() > size {
+        return Err(Errno::EBUSY);
+    }
+    if size > st.buf.capacity() {
+        let more = size - st.buf.len();
+        st.buf.try_reserve_exact(more).map_err(|_| Errno::ENOMEM)?;
+    }
+    st.capacity = size;
+    drop(st);
+    sched::notify(pipe.key());
+    Ok(size as u64)
 }

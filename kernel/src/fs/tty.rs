@@ -10,10 +10,18 @@
 //! FIFO, and QEMU's serial back end stops taking input while the FIFO is full.
 //!
 //! Echo goes straight to the UART from the tick, as Linux echoes from its receive path.
+use alloc::vec::Vec;
+
 use line_discipline::LineDiscipline;
-use linux_abi::layout::Winsize;
-use linux_abi::termios::{Termios, oflag};
+use linux_abi::Errno;
+use linux_abi::fcntl::S_IFCHR;
+use linux_abi::layout::{Stat, Winsize, encode_dev};
+use linux_abi::poll;
+use linux_abi::termios::{TERMIOS_SIZE, Termios, oflag};
+use linux_abi::time::Timespec;
 use spin::Mutex;
+
+use super::file::{FileError, Io, IoResult, OpenFile};
 
 struct Tty {
     line: LineDiscipline,
@@ -169,4 +177,127 @@ pub fn foreground() -> u32 {
 /// `TIOCSPGRP`, `TIOCSCTTY`.
 pub fn set_foreground(pgrp: u32) {
     with(|tty| tty.foreground = pgrp);
+}
+
+/// The console as what a device file reads and writes (`/dev/console`, `/dev/tty`, descriptors
+/// 0, 1 and 2 of the first program): a character device like Linux's `/dev/console` (major 5,
+/// minor 1), so `isatty` holds and C libraries line-buffer standard output. The device file
+/// (`fs::dev`) calls these; the job-control requests, which need the calling process, are the
+/// system-call layer's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Console {
+    /// `st_rdev`'s minor: 1 for `/dev/console`, 0 for `/dev/tty`.
+    minor: u32,
+}
+
+/// Bytes moved per read (a canonical line is at most 4096).
+const READ_CHUNK: usize = 4096;
+
+impl Console {
+    /// `/dev/console`.
+    pub const CONSOLE: Console = Console { minor: 1 };
+    /// `/dev/tty` (the controlling terminal, which is the console here).
+    pub const TTY: Console = Console { minor: 0 };
+
+    /// A read: what the line discipline has, or `WouldBlock` on the input event.
+    ///
+    /// # Errors
+    /// `EFAULT`, `ENOMEM`, `WouldBlock`.
+    pub fn read(self, io: Io<'_>) -> IoResult {
+        let total = io.len().min(READ_CHUNK as u64) as usize;
+        if total == 0 {
+            return Ok(0);
+        }
+        let mut data = crate::memory::fallible::zeroed::<u8>(total)?;
+        let Some(n) = read(&mut data) else { return Err(FileError::WouldBlock(input_key())) };
+        // On a fault the bytes are gone from the line discipline, as with Linux's n_tty.
+        io.scatter(&data[..n])
+    }
+
+    /// A write: the bytes go to the UART as they are (output processing aside).
+    ///
+    /// # Errors
+    /// `EFAULT` when nothing could be read from the buffers.
+    pub fn write(self, io: Io<'_>, _progress: &mut u64, _sigpipe: &dyn Fn()) -> IoResult {
+        let mut chunk = [0u8; 256];
+        io.gather(&mut chunk, 0, &mut |bytes| {
+            write(bytes);
+            Ok(bytes.len())
+        })
+    }
+
+    /// Ready to read when a read would return; always ready to write.
+    pub fn poll(self) -> (u16, usize) {
+        poll_input();
+        let input = if readable() { poll::POLLIN | poll::POLLRDNORM } else { 0 };
+        (input | poll::POLLOUT | poll::POLLWRNORM, input_key())
+    }
+
+    /// A character device on devtmpfs, mode 0600 (console) or 0666 (tty), owned by root.
+    ///
+    /// # Errors
+    /// None.
+    pub fn stat(self) -> Result<Stat, Errno> {
+        let boot = Timespec::from_ns(crate::wallclock::realtime_offset_ns());
+        let (ino, mode) = if self.minor == 1 { (5, 0o600) } else { (4, 0o666) };
+        Ok(Stat {
+            dev: 6,
+            ino,
+            mode: S_IFCHR | mode,
+            nlink: 1,
+            rdev: encode_dev(5, self.minor),
+            blksize: 1024,
+            times: [boot; 3],
+            ..Stat::default()
+        })
+    }
+
+    /// The terminal requests that need no process: termios, window size, queue sizes.
+    ///
+    /// # Errors
+    /// `EFAULT`, `EINVAL`, `ENOTTY`.
+    pub fn ioctl(self, _open: &OpenFile, request: u64, arg: u64) -> Result<u64, Errno> {
+        use crate::memory::uaccess::{copy_in, copy_out};
+        use linux_abi::termios::ioctl::*;
+        let out = |bytes: &[u8]| copy_out(arg, bytes).map(|()| 0).map_err(|_| Errno::EFAULT);
+        match request as u32 as u64 {
+            TCGETS => out(&termios().to_bytes()),
+            TCSETS | TCSETSW | TCSETSF => {
+                let mut b = [0u8; TERMIOS_SIZE];
+                copy_in(&mut b, arg).map_err(|_| Errno::EFAULT)?;
+                // Output is written synchronously, so TCSETSW's drain has nothing to wait for.
+                set_termios(Termios::from_bytes(b), request as u32 as u64 == TCSETSF);
+                Ok(0)
+            }
+            TIOCGWINSZ => out(&winsize().to_bytes()),
+            TIOCSWINSZ => {
+                let mut b = [0u8; 8];
+                copy_in(&mut b, arg).map_err(|_| Errno::EFAULT)?;
+                set_winsize(Winsize::from_bytes(b));
+                Ok(0)
+            }
+            FIONREAD => out(&(available() as u32).to_le_bytes()),
+            TIOCOUTQ => out(&0u32.to_le_bytes()),
+            TCFLSH => {
+                if arg > 2 {
+                    return Err(Errno::EINVAL);
+                }
+                if arg != 1 {
+                    flush_input();
+                }
+                Ok(0)
+            }
+            TCXONC => Ok(0),
+            _ => Err(Errno::ENOTTY),
+        }
+    }
+
+    /// Its path.
+    ///
+    /// # Errors
+    /// `ENOMEM`.
+    pub fn describe(self) -> Result<Vec<u8>, Errno> {
+        let name: &[u8] = if self.minor == 1 { b"/dev/console" } else { b"/dev/tty" };
+        crate::fs::copy_bytes(name)
+    }
 }

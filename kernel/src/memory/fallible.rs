@@ -93,28 +93,71 @@ static ARC_MISSES: AtomicUsize = AtomicUsize::new(0);
 /// `value` itself, when the heap cannot hold it.
 pub fn arc<T>(value: T) -> Result<Arc<T>, T> {
     let layout = Layout::new::<ArcInner<T>>();
-    // SAFETY: an `ArcInner` has two counters, so its layout is never zero-sized.
+    if !park(layout) {
+        return Err(value);
+    }
+    let a = Arc::new(value);
+    unpark(layout);
+    Ok(a)
+}
+
+/// `Arc::new_cyclic(make)`, or `None` when the heap cannot hold it (a node that knows its own
+/// `Arc`, for its children to point back at it).
+pub fn arc_cyclic<T>(make: impl FnOnce(&alloc::sync::Weak<T>) -> T) -> Option<Arc<T>> {
+    let layout = Layout::new::<ArcInner<T>>();
+    if !park(layout) {
+        return None;
+    }
+    let a = Arc::new_cyclic(make);
+    unpark(layout);
+    Some(a)
+}
+
+/// Makes the one allocation `f` does, of `layout`, fallible (`vfs::ramfs::Reserve`): reserves a
+/// block of that layout on this CPU first and hands it to the allocation, or returns false
+/// without calling `f` when the heap cannot hold it. The mechanism of [`arc`], for allocations
+/// made inside code that cannot call [`arc`] itself (`Arc::new_cyclic` in `vfs`).
+pub fn reserving(layout: Layout, f: &mut dyn FnMut()) -> bool {
+    if !park(layout) {
+        return false;
+    }
+    f();
+    unpark(layout);
+    true
+}
+
+/// Allocates a block of `layout` and parks it in this CPU's slot for the next allocation of
+/// exactly that layout; false when the heap cannot hold it.
+fn park(layout: Layout) -> bool {
+    if layout.size() == 0 {
+        return true;
+    }
+    // SAFETY: the layout is not zero-sized (checked above).
     let block = unsafe { alloc(layout) };
     if block.is_null() {
-        return Err(value);
+        return false;
     }
     let Some(slot) = RESERVED.get(current_cpu()) else {
         // SAFETY: allocated just above with this layout and not handed out.
         unsafe { dealloc(block, layout) };
-        return Err(value);
+        return false;
     };
     slot.size.store(layout.size(), Ordering::Relaxed);
     slot.align.store(layout.align(), Ordering::Relaxed);
     slot.ptr.store(block, Ordering::Release);
-    let a = Arc::new(value);
+    true
+}
+
+/// Takes back the block [`park`] parked if the allocation did not take it (it asked for another
+/// layout, and the heap served it as usual: counted in [`arc_misses`]).
+fn unpark(layout: Layout) {
+    let Some(slot) = RESERVED.get(current_cpu()) else { return };
     let left = slot.ptr.swap(core::ptr::null_mut(), Ordering::AcqRel);
     if !left.is_null() {
-        // `Arc::new` allocated another layout: it was served by the heap as usual.
         ARC_MISSES.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the block was not taken, so it is still ours, with this layout.
         unsafe { dealloc(left, layout) };
     }
-    Ok(a)
 }
 
 #[cfg_attr(not(feature = "test-image"), expect(dead_code, reason = "a kernel test reads it"))]

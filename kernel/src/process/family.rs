@@ -222,6 +222,15 @@ pub fn for_each_process(mut f: impl FnMut(&Arc<Process>)) {
     }
 }
 
+/// The process `pid`, if it is in the table and not reaped (zombies included).
+pub fn by_pid(pid: u32) -> Option<Arc<Process>> {
+    let table = TABLE.lock();
+    let at = table.binary_search_by_key(&pid, |(p, _)| *p).ok()?;
+    let p = table[at].1.upgrade();
+    drop(table);
+    p.filter(|p| !p.family.reaped.load(Ordering::Acquire))
+}
+
 /// Makes `p` the first process (orphans go to it).
 pub fn set_root(p: &Arc<Process>) {
     *ROOT.lock() = Some(Arc::downgrade(p));

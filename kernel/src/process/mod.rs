@@ -50,7 +50,6 @@ use crate::memory::kernel_map::FrameTranslation;
 pub use crate::memory::vmspace::Vmspace;
 use crate::memory::{fallible, frames, tlb};
 use exec::load::load;
-pub use exec::set_initramfs;
 
 /// Top of the user stack (exclusive); the stack area ends here, one page below the end of the
 /// 48-bit user range (Linux's mmap_base lies 128 MiB lower): 0xffff_ffff_f000 with 4 KiB
@@ -178,6 +177,23 @@ pub struct Thread {
 
 static NEXT_PID: AtomicU32 = AtomicU32::new(1);
 
+/// The process and thread each CPU runs a system call for, as `pid << 32 | tid` (0: none):
+/// what `/proc/self` and `/proc/thread-self` name.
+static CURRENT: [AtomicU64; crate::cpu::MAX_CPUS] = [const { AtomicU64::new(0) }; crate::cpu::MAX_CPUS];
+
+/// Records that this CPU handles a system call of thread `tid` of process `pid`.
+pub fn set_current(pid: u32, tid: u32) {
+    if let Some(c) = CURRENT.get(crate::cpu::current_cpu()) {
+        c.store(u64::from(pid) << 32 | u64::from(tid), Ordering::Relaxed);
+    }
+}
+
+/// The process and thread this CPU handles a system call for (`None` outside one).
+pub fn current_ids() -> Option<(u32, u32)> {
+    let v = CURRENT.get(crate::cpu::current_cpu())?.load(Ordering::Relaxed);
+    (v != 0).then_some(((v >> 32) as u32, v as u32))
+}
+
 /// Loads `bytes` as a static arm64 executable, runs it with `argv` until every thread has exited
 /// (threads may run on every CPU), and returns its exit status.
 ///
@@ -228,7 +244,8 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         space,
         signals::Signals::new(pid),
         Rlimits::init(frames::usage().1 as u64),
-        posix::ProcessPosix::first(),
+        posix::ProcessPosix::first()
+            .ok_or_else(|| String::from("no memory for the descriptors, or no file tree"))?,
         family::Family::first(pid),
     )
     .ok_or_else(|| String::from("no memory for the process"))?;
@@ -278,6 +295,7 @@ pub fn thread_exited(process: &Arc<Process>) -> bool {
         // pipe's reader sees end of file as soon as its last writer has exited.
         let files = core::mem::take(&mut *process.posix.files.lock());
         drop(files);
+        crate::fs::locks::process_exited(process.pid);
         process.cpus.store(0, Ordering::Release);
         process.done.store(true, Ordering::Release);
         family::exited(process);

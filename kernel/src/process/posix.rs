@@ -8,7 +8,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
-use crate::fs::file::FdTable;
+use crate::fs::file::{FdTable, OpenFile};
+use crate::fs::namespace::FsContext;
 
 /// Ids, descriptors and accounting of a process.
 pub struct ProcessPosix {
@@ -20,6 +21,8 @@ pub struct ProcessPosix {
     pub ctty: AtomicBool,
     /// Descriptors.
     pub files: Mutex<FdTable>,
+    /// Root, working directory and umask.
+    pub fs: Mutex<FsContext>,
     /// `personality(2)` value (`PER_LINUX` = 0).
     pub personality: AtomicU32,
     /// Counter ticks its threads spent running, slices already ended.
@@ -31,18 +34,35 @@ pub struct ProcessPosix {
 }
 
 impl ProcessPosix {
-    /// The state of a process the kernel starts: ppid 0, console descriptors.
-    pub fn first() -> Self {
-        Self {
+    /// The state of a process the kernel starts: ppid 0, descriptors 0, 1 and 2 on `/dev/console`
+    /// opened read-write (Linux's `console_on_rootfs`; the console device itself when the tree
+    /// has no `/dev/console`), at the root of the tree. `None` without memory or a tree.
+    pub fn first() -> Option<Self> {
+        let fs = FsContext::first().ok()?;
+        let console = crate::fs::namespace::lookup(&fs, &fs.root, b"/dev/console", true)
+            .ok()
+            .and_then(|node| {
+                let named =
+                    crate::fs::node_file::Named { node, path: crate::fs::copy_bytes(b"/dev/console").ok()? };
+                crate::fs::dev::open(named).ok()
+            })
+            .or_else(|| crate::fs::dev::console().ok())?;
+        let open = crate::memory::fallible::arc(OpenFile::new(
+            console,
+            linux_abi::fcntl::O_RDWR | linux_abi::fcntl::O_LARGEFILE,
+        ))
+        .ok()?;
+        Some(Self {
             pgid: AtomicU32::new(0),
             sid: AtomicU32::new(0),
             ctty: AtomicBool::new(false),
-            files: Mutex::new(FdTable::console()),
+            files: Mutex::new(FdTable::with_console(open).ok()?),
+            fs: Mutex::new(fs),
             personality: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
             exe: Mutex::new(([0; 255], 0)),
-        }
+        })
     }
 
     /// The state of a child forked by this process: the same process group and session, a copy
@@ -56,6 +76,7 @@ impl ProcessPosix {
             sid: AtomicU32::new(self.sid.load(Ordering::Acquire)),
             ctty: AtomicBool::new(false),
             files: Mutex::new(files),
+            fs: Mutex::new(self.fs.lock().clone()),
             personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),

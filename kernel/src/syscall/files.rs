@@ -1,40 +1,32 @@
-//! Descriptors and the files behind them: `read`, `readv`, `write`, `writev`, `pread64`,
-//! `pwrite64`, `close`, `dup`, `dup3`, `fcntl`, `ioctl`, `fstat`, `newfstatat`, `statx`, `lseek`,
-//! `ftruncate`, and the path calls of a machine without a file system (`faccessat`, `readlinkat`:
-//! ENOENT; `getcwd`: "/"; `openat` finds `/proc/self/maps` only: `procfs`).
+//! Descriptors and the files behind them: `read`, `readv`, `pread64`, `preadv`, `preadv2`,
+//! `write` and their kin, `close`, `close_range`, `dup`, `dup3`, `fcntl`, `ioctl`, `fstat`,
+//! `lseek`, `ftruncate`, `fallocate`, `getdents64`, `fsync` and `fdatasync`.
 //!
-//! An open file is the console (`fs::tty`, a character device like Linux's `/dev/console`,
-//! major 5, minor 1: `isatty` holds, so C libraries line-buffer standard output), a pipe end, a
-//! memfd or a generated text. A console read that finds no input blocks the thread on the
-//! console's input event unless the description has `O_NONBLOCK` (EAGAIN). Checks come in
-//! Linux's order: the descriptor (EBADF) before the arguments, the arguments before the user
-//! memory (EFAULT). What a call allocates (iovec arrays, paths, read buffers) comes from
-//! `memory::fallible`: `ENOMEM`, never a panic; a plain `read`/`write` names its one buffer
-//! without any heap ([`Buffers`]).
+//! What a descriptor is open on is a `fs::file::File`; every call here goes through that one
+//! interface, so the console, pipes, memfds, devices and the files of the tree behave alike
+//! where Linux's do. Checks come in Linux's order: the descriptor (`EBADF`, and `EBADF` for a
+//! mode it was not opened with) before the arguments, the arguments before the user memory
+//! (`EFAULT`). A call that may wait reads the kernel-event count before it asks the file, and
+//! blocks on the key the file names unless the description has `O_NONBLOCK` (`EAGAIN`), so a
+//! change in between restarts it rather than being missed. What a call allocates (iovec arrays,
+//! read buffers) comes from `memory::fallible`: `ENOMEM`, never a panic.
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use linux_abi::Errno;
 use linux_abi::fcntl::{
-    AT_EMPTY_PATH, AT_FDCWD, AT_NO_AUTOMOUNT, AT_STATX_SYNC_TYPE, AT_SYMLINK_NOFOLLOW, F_DUPFD,
-    F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, FD_CLOEXEC, IOV_MAX, O_APPEND, O_ASYNC, O_CLOEXEC,
-    O_DIRECT, O_NOATIME, O_NONBLOCK, S_IFCHR, STATX_BASIC_STATS,
+    F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_GETFL, F_SETFD, F_SETFL, FD_CLOEXEC, IOV_MAX, O_APPEND, O_ASYNC,
+    O_CLOEXEC, O_DIRECT, O_NOATIME, O_NONBLOCK,
 };
-use linux_abi::layout::{Stat, Winsize, encode_dev};
 use linux_abi::termios::ioctl::*;
-use linux_abi::termios::{TERMIOS_SIZE, Termios};
-use linux_abi::time::Timespec;
 
 use crate::arch::aarch64::exception::TrapFrame;
-use crate::fs::file::{FD_LIMIT, FdEntry, FileKind, OpenFile};
+use crate::fs::file::{FdEntry, FileError, Io, Offset, OpenFile};
 use crate::memory::fallible;
-use crate::memory::uaccess::{copy_in, copy_out, read_path};
+use crate::memory::uaccess::{copy_in, copy_out};
 use crate::process::Process;
 use crate::sched::{Action, Wait, WaitFor};
-
-/// Bytes moved per read (a canonical line is at most 4096).
-const READ_CHUNK: usize = 4096;
 
 fn file(p: &Process, fd: u64) -> Result<Arc<OpenFile>, Errno> {
     p.posix.files.lock().file(fd)
@@ -97,138 +89,225 @@ impl Buffers {
     }
 }
 
-/// The open file `fd` and the buffers of a read or write on it, in Linux's order: the
-/// descriptor (EBADF) before the buffers.
-fn file_and_buffers(p: &Process, fd: u64, buffers: &Buffers) -> Result<(Arc<OpenFile>, IoList), Errno> {
+/// Where a read or write happens: at the description's position, or at an offset given by the
+/// call (`pread64`, `preadv`; `preadv2` with offset -1 is the position).
+#[derive(Clone, Copy)]
+pub enum At {
+    /// The description's position.
+    Position,
+    /// This offset (the position unchanged).
+    Offset(u64),
+}
+
+/// What a read or write on `f` decided: its count or errno, or a block on a key.
+fn finish(frame: &mut TrapFrame, f: &OpenFile, generation: u32, r: Result<u64, FileError>) -> Action {
+    match r {
+        Ok(n) => done(frame, Ok(n)),
+        Err(FileError::Errno(e)) => done(frame, Err(e)),
+        Err(FileError::WouldBlock(_)) if f.flags() & O_NONBLOCK != 0 => done(frame, Err(Errno::EAGAIN)),
+        Err(FileError::WouldBlock(key)) => {
+            Action::Block(Wait { what: WaitFor::Event { key, generation }, deadline: None })
+        }
+    }
+}
+
+/// The descriptor `fd` for a read or write at `at`, in Linux's order: `EBADF` (not open, or
+/// not open for this direction), `ESPIPE` (an offset on a file without positions), `EINVAL`
+/// (a negative offset).
+fn io_file(p: &Process, fd: u64, write: bool, at: At) -> Result<Arc<OpenFile>, Errno> {
     let f = file(p, fd)?;
-    Ok((f, buffers.import()?))
+    if (write && !f.writable()) || (!write && !f.readable()) {
+        return Err(Errno::EBADF);
+    }
+    if let At::Offset(off) = at {
+        if !f.file.seekable() {
+            return Err(Errno::ESPIPE);
+        }
+        if (off as i64) < 0 {
+            return Err(Errno::EINVAL);
+        }
+    }
+    Ok(f)
 }
 
-/// `read(fd, buf, count)` and `readv(fd, iov, iovcnt)`: one console read scattered over the
-/// buffers; blocks (restarting the call) when nothing is there.
-pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers) -> Action {
-    let (f, buffers) = match file_and_buffers(p, fd, &buffers) {
-        Ok(both) => both,
-        Err(e) => return done(frame, Err(e)),
-    };
-    match &f.kind {
-        FileKind::Pipe(end) => return crate::fs::pipe::read(frame, &f, end, &buffers),
-        FileKind::Text(text) => return done(frame, text.read(&buffers)),
-        FileKind::Memfd(_) => return done(frame, crate::fs::memfd::read(&f, &buffers)),
-        FileKind::Console => {}
-    }
-    let total = buffers.iter().map(|b| b.1).sum::<u64>().min(READ_CHUNK as u64) as usize;
-    if total == 0 {
-        return done(frame, Ok(0));
-    }
-    let mut data = match fallible::zeroed::<u8>(total) {
-        Ok(data) => data,
-        Err(e) => return done(frame, Err(e)),
-    };
-    // Read before the look: input that arrives after it restarts the call (`sched::notify`).
+/// `read`, `readv`, `pread64`, `preadv`, `preadv2`: the file's bytes into the buffers; blocks
+/// (restarting the call) when the file says to wait.
+pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers, at: At) -> Action {
     let generation = crate::sched::event_generation();
-    let Some(n) = crate::fs::tty::read(&mut data) else {
-        if f.flags.load(Ordering::Relaxed) & O_NONBLOCK != 0 {
-            return done(frame, Err(Errno::EAGAIN));
-        }
-        return Action::Block(Wait {
-            what: WaitFor::Event { key: crate::fs::tty::input_key(), generation },
-            deadline: None,
-        });
-    };
-    let mut at = 0;
-    for &(base, len) in buffers.iter() {
-        let take = (len as usize).min(n - at);
-        if take == 0 {
-            break;
-        }
-        if copy_out(base, &data[at..at + take]).is_err() {
-            // The bytes are gone from the line discipline, as with Linux's n_tty on a fault.
-            return done(frame, if at == 0 { Err(Errno::EFAULT) } else { Ok(at as u64) });
-        }
-        at += take;
-    }
-    done(frame, Ok(at as u64))
-}
-
-/// `write(fd, buf, count)` and `writev(fd, iov, iovcnt)`: the bytes go to the console as they
-/// are, or into a pipe (which may block; `progress` is the thread's count of what a blocked
-/// pipe write already wrote).
-pub fn write(p: &Process, frame: &mut TrapFrame, progress: &mut u64, fd: u64, buffers: Buffers) -> Action {
-    let (f, buffers) = match file_and_buffers(p, fd, &buffers) {
-        Ok(both) => both,
+    let f = match io_file(p, fd, false, at) {
+        Ok(f) => f,
         Err(e) => return done(frame, Err(e)),
     };
-    let result = match &f.kind {
-        FileKind::Pipe(end) => {
-            // No reader: SIGPIPE from the writer's own pid (Linux's `pipe_write`).
-            let sigpipe = || {
-                let info =
-                    ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
-                crate::process::signals::send_to_process(p, info);
-            };
-            return crate::fs::pipe::write(frame, progress, &f, end, &buffers, &sigpipe);
-        }
-        FileKind::Text(_) => Err(crate::fs::text::write_error(&f)),
-        FileKind::Memfd(_) => crate::fs::memfd::write(&f, &buffers),
-        FileKind::Console => write_console(&buffers),
+    let list = match buffers.import() {
+        Ok(l) => l,
+        Err(e) => return done(frame, Err(e)),
     };
-    done(frame, result)
-}
-
-fn write_console(buffers: &[(u64, u64)]) -> Result<u64, Errno> {
-    let mut chunk = [0u8; 256];
-    let mut written = 0u64;
-    for &(base, len) in buffers {
-        let mut off = 0u64;
-        while off < len {
-            let n = (len - off).min(chunk.len() as u64) as usize;
-            if copy_in(&mut chunk[..n], base.wrapping_add(off)).is_err() {
-                // Linux returns what was written before the fault, EFAULT if nothing was.
-                return if written == 0 { Err(Errno::EFAULT) } else { Ok(written) };
-            }
-            crate::fs::tty::write(&chunk[..n]);
-            off += n as u64;
-            written += n as u64;
+    let nonblock = f.flags() & O_NONBLOCK != 0;
+    let r = match at {
+        At::Offset(off) => {
+            f.file.read(Io { buffers: &list, offset: Offset::At(off), append: false, nonblock })
         }
-    }
-    Ok(written)
+        At::Position if f.file.seekable() => {
+            let mut pos = f.pos.lock();
+            f.file.read(Io { buffers: &list, offset: Offset::Current(&mut pos), append: false, nonblock })
+        }
+        At::Position => f.file.read(Io { buffers: &list, offset: Offset::At(0), append: false, nonblock }),
+    };
+    finish(frame, &f, generation, r)
 }
 
-/// `pread64(fd, buf, count, offset)` and `pwrite64`: at `offset`, the position unchanged (a
-/// memfd: the one file here that can seek).
-pub fn pread_pwrite(
+/// `write`, `writev`, `pwrite64`, `pwritev`, `pwritev2`: the buffers into the file (which may
+/// block; `progress` is the thread's count of what a blocked pipe write already wrote).
+pub fn write(
     p: &Process,
+    frame: &mut TrapFrame,
+    progress: &mut u64,
     fd: u64,
-    buf: u64,
-    count: u64,
-    offset: u64,
-    write: bool,
-) -> Result<u64, Errno> {
-    crate::fs::memfd::pread_pwrite(&p.posix.files, fd, buf, count, offset, write)
+    buffers: Buffers,
+    at: At,
+) -> Action {
+    let generation = crate::sched::event_generation();
+    let f = match io_file(p, fd, true, at) {
+        Ok(f) => f,
+        Err(e) => return done(frame, Err(e)),
+    };
+    let list = match buffers.import() {
+        Ok(l) => l,
+        Err(e) => return done(frame, Err(e)),
+    };
+    let flags = f.flags();
+    let nonblock = flags & O_NONBLOCK != 0;
+    // No reader: SIGPIPE from the writer's own pid (Linux's `pipe_write`).
+    let sigpipe = || {
+        let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
+        crate::process::signals::send_to_process(p, info);
+    };
+    let append = flags & O_APPEND != 0;
+    let r = match at {
+        // pwrite on an O_APPEND file appends, as Linux does.
+        At::Offset(off) => {
+            f.file.write(Io { buffers: &list, offset: Offset::At(off), append, nonblock }, progress, &sigpipe)
+        }
+        At::Position if f.file.seekable() => {
+            let mut pos = f.pos.lock();
+            f.file.write(
+                Io { buffers: &list, offset: Offset::Current(&mut pos), append, nonblock },
+                progress,
+                &sigpipe,
+            )
+        }
+        At::Position => {
+            f.file.write(Io { buffers: &list, offset: Offset::At(0), append, nonblock }, progress, &sigpipe)
+        }
+    };
+    finish(frame, &f, generation, r)
 }
 
-/// `ftruncate(fd, length)`: a memfd (the one file here that can be truncated). Shrinking unmaps
-/// the pages past the end in every process that maps the object: the object shrinks first (so
-/// no fault can map a page past the new end), then each address space unmaps those pages, one
-/// memory lock at a time, never inside the object's lock (the fault path takes them in the other
-/// order).
+/// The offset of `pread64`-style calls: `preadv2`/`pwritev2` take -1 as "the position".
+pub fn offset_arg(offset: u64, v2: bool) -> At {
+    if v2 && offset as i64 == -1 { At::Position } else { At::Offset(offset) }
+}
+
+/// `preadv2`/`pwritev2` flags: `RWF_HIPRI`, `RWF_DSYNC`, `RWF_SYNC`, `RWF_NOWAIT`, `RWF_APPEND`
+/// are known (and mean nothing more for these files); others are `EOPNOTSUPP`.
+pub fn check_rwf(flags: u64) -> Result<(), Errno> {
+    if flags & !0x1f != 0 { Err(Errno::EOPNOTSUPP) } else { Ok(()) }
+}
+
+/// `ftruncate(fd, length)`, in Linux's order (`do_sys_ftruncate`): `EINVAL` a negative length;
+/// `EBADF` no descriptor; `EINVAL` not a regular file or not open for writing; then the file's
+/// own answer. Shrinking a file with a page cache unmaps the pages past the end in every process
+/// that maps it: the file shrinks first (so no fault can map a page past the new end), then each
+/// address space unmaps those pages, one memory lock at a time, never inside the cache's lock
+/// (the fault path takes them in the other order).
 pub fn ftruncate(p: &Process, fd: u64, length: u64) -> Result<u64, Errno> {
-    if let Some((object, first)) = crate::fs::memfd::truncate(&p.posix.files, fd, length)? {
-        crate::process::family::for_each_process(|q| {
-            // A space shared by a vfork parent and child is reached twice; the second time finds
-            // nothing left past the end.
-            if let Some(space) = q.space() {
-                space.lock().truncate_object(&object, first);
-            }
-        });
+    if (length as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let f = file(p, fd)?;
+    if !f.writable() {
+        return Err(Errno::EINVAL);
+    }
+    truncate_file(&f.file, length)
+}
+
+/// Truncates `file` to `length` and unmaps the pages past the end everywhere (`ftruncate`,
+/// `truncate`, `open(O_TRUNC)`).
+pub fn truncate_file(file: &Arc<dyn crate::fs::file::File>, length: u64) -> Result<u64, Errno> {
+    file.truncate(length)?;
+    if let Some(cache) = file.pages() {
+        unmap_past(&cache, length);
     }
     Ok(0)
 }
 
-/// `close(fd)`.
+/// Unmaps the pages of `cache` from `length` on, in every address space.
+pub fn unmap_past(cache: &Arc<crate::fs::pagecache::PageCache>, length: u64) {
+    let first = length.div_ceil(mm::addr::PAGE_SIZE);
+    let object = cache.object();
+    crate::process::family::for_each_process(|q| {
+        // A space shared by a vfork parent and child is reached twice; the second time finds
+        // nothing left past the end.
+        if let Some(space) = q.space() {
+            space.lock().truncate_object(&object, first);
+        }
+    });
+}
+
+/// `fallocate(fd, mode, offset, len)`: mode 0 (and `FALLOC_FL_KEEP_SIZE`) grows the file to
+/// `offset + len`; the hole-punching and range modes are `EOPNOTSUPP`.
+pub fn fallocate(p: &Process, fd: u64, mode: u64, offset: u64, len: u64) -> Result<u64, Errno> {
+    const KEEP_SIZE: u64 = 1;
+    let f = file(p, fd)?;
+    if (offset as i64) < 0 || (len as i64) <= 0 {
+        return Err(Errno::EINVAL);
+    }
+    if mode & !KEEP_SIZE != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if !f.writable() {
+        return Err(Errno::EBADF);
+    }
+    let st = f.file.stat()?;
+    if st.mode & linux_abi::fcntl::S_IFMT == linux_abi::fcntl::S_IFDIR {
+        return Err(Errno::EISDIR);
+    }
+    if st.mode & linux_abi::fcntl::S_IFMT != linux_abi::fcntl::S_IFREG {
+        return Err(if f.file.seekable() { Errno::ENODEV } else { Errno::ESPIPE });
+    }
+    let end = offset.checked_add(len).filter(|e| *e <= i64::MAX as u64).ok_or(Errno::EFBIG)?;
+    if mode & KEEP_SIZE == 0 && end > st.size as u64 {
+        f.file.truncate(end)?;
+    }
+    Ok(0)
+}
+
+/// `close(fd)`: the descriptor goes; the description with its last descriptor (dropped after
+/// the table's lock: a last close may take other locks). Record locks of the process on the
+/// file go with any close of it, as POSIX says.
 pub fn close(p: &Process, fd: u64) -> Result<u64, Errno> {
-    if p.posix.files.lock().close(fd) { Ok(0) } else { Err(Errno::EBADF) }
+    let entry = p.posix.files.lock().close(fd)?;
+    crate::fs::locks::closed(p.pid, &entry.file);
+    drop(entry);
+    Ok(0)
+}
+
+/// `close_range(first, last, flags)`: `CLOSE_RANGE_CLOEXEC` marks instead of closing;
+/// `CLOSE_RANGE_UNSHARE` is accepted (the table is the process's own).
+pub fn close_range(p: &Process, first: u64, last: u64, flags: u64) -> Result<u64, Errno> {
+    const UNSHARE: u64 = 1 << 1;
+    const CLOEXEC: u64 = 1 << 2;
+    if flags & !(UNSHARE | CLOEXEC) != 0 || first > last {
+        return Err(Errno::EINVAL);
+    }
+    let first = usize::try_from(first.min(u32::MAX.into())).unwrap_or(usize::MAX);
+    let last = usize::try_from(last.min(u32::MAX.into())).unwrap_or(usize::MAX);
+    let closed = p.posix.files.lock().close_range(first, last, flags & CLOEXEC != 0);
+    for e in &closed {
+        crate::fs::locks::closed(p.pid, &e.file);
+    }
+    drop(closed);
+    Ok(0)
 }
 
 /// `dup(fd)`.
@@ -248,23 +327,46 @@ pub fn dup3(p: &Process, old: u64, new: u64, flags: u64) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let entry = files.get(old).cloned().ok_or(Errno::EBADF)?;
-    if new >= FD_LIMIT as u64 {
+    if new >= files.limit() as u64 {
         return Err(Errno::EBADF);
     }
-    files.install_at(new as usize, FdEntry { cloexec: flags != 0, ..entry }).map(|()| new)
+    let replaced = files.install_at(new as usize, FdEntry { cloexec: flags != 0, ..entry })?;
+    drop(files);
+    if let Some(old) = replaced {
+        crate::fs::locks::closed(p.pid, &old.file);
+    }
+    Ok(new)
 }
 
-/// `fcntl(fd, cmd, arg)`: F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL.
-pub fn fcntl(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
+/// `fcntl(fd, cmd, arg)`: F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL, the
+/// record locks (`fs::locks`), F_GETPIPE_SZ/F_SETPIPE_SZ, F_GET_SEALS/F_ADD_SEALS (`EINVAL`:
+/// no seals here).
+pub fn fcntl(p: &Process, frame: &mut TrapFrame, fd: u64, cmd: u64, arg: u64) -> Action {
+    use linux_abi::fcntl::{F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW};
+    if matches!(cmd, F_GETLK | F_SETLK | F_SETLKW | F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW) {
+        let f = match file(p, fd) {
+            Ok(f) => f,
+            Err(e) => return done(frame, Err(e)),
+        };
+        return crate::fs::locks::fcntl_lock(frame, p.pid, &f, cmd, arg);
+    }
+    done(frame, fcntl_plain(p, fd, cmd, arg))
+}
+
+fn fcntl_plain(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
+    use linux_abi::fcntl::{
+        F_ADD_SEALS, F_GET_SEALS, F_GETOWN, F_GETPIPE_SZ, F_GETSIG, F_SETOWN, F_SETPIPE_SZ, F_SETSIG,
+    };
     // The status flags F_SETFL may change (Linux's SETFL_MASK; O_ASYNC, O_DIRECT and O_NOATIME
     // mean nothing for these files and are kept as given).
     const SETFL_MASK: u32 = O_APPEND | O_NONBLOCK | O_ASYNC | O_DIRECT | O_NOATIME;
     let mut files = p.posix.files.lock();
+    let limit = files.limit() as u64;
     let entry = files.get_mut(fd).ok_or(Errno::EBADF)?;
     match cmd {
         F_DUPFD | F_DUPFD_CLOEXEC => {
             let entry = FdEntry { cloexec: cmd == F_DUPFD_CLOEXEC, ..entry.clone() };
-            if arg >= FD_LIMIT as u64 {
+            if arg >= limit {
                 return Err(Errno::EINVAL);
             }
             files.install_lowest(arg as usize, entry).map(|n| n as u64)
@@ -274,96 +376,81 @@ pub fn fcntl(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
             entry.cloexec = arg & FD_CLOEXEC != 0;
             Ok(0)
         }
-        F_GETFL => Ok(u64::from(entry.file.flags.load(Ordering::Relaxed))),
+        F_GETFL => Ok(u64::from(entry.file.flags())),
         F_SETFL => {
+            if entry.file.file.path_only() {
+                return Err(Errno::EBADF);
+            }
             let old = entry.file.flags.load(Ordering::Relaxed);
             entry.file.flags.store((old & !SETFL_MASK) | (arg as u32 & SETFL_MASK), Ordering::Relaxed);
             Ok(0)
         }
+        F_GETPIPE_SZ | F_SETPIPE_SZ => {
+            let f = entry.file.clone();
+            drop(files);
+            crate::fs::pipe::pipe_size(&f.file, (cmd == F_SETPIPE_SZ).then_some(arg))
+        }
+        F_GET_SEALS | F_ADD_SEALS => Err(Errno::EINVAL),
+        F_GETOWN | F_GETSIG => Ok(0),
+        F_SETOWN | F_SETSIG => Ok(0),
         _ => Err(Errno::EINVAL),
     }
 }
 
-/// `ioctl(fd, request, arg)` on the console: the termios, window-size, process-group and queue
-/// requests of a tty; anything else is ENOTTY, as for Linux's tty driver.
+/// `ioctl(fd, request, arg)`: the requests every descriptor has (Linux's `do_vfs_ioctl`:
+/// `FIOCLEX`, `FIONCLEX`, `FIONBIO`, `FIOASYNC`), then the console's job control (which needs
+/// the process), then the file's own (`ENOTTY` for a file that has none).
 pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> Result<u64, Errno> {
     let f = file(p, fd)?;
-    let out = |bytes: &[u8]| if copy_out(arg, bytes).is_err() { Err(Errno::EFAULT) } else { Ok(0) };
-    if let FileKind::Text(_) | FileKind::Memfd(_) = &f.kind {
-        return Err(Errno::ENOTTY);
-    }
-    if let FileKind::Pipe(end) = &f.kind {
-        // A pipe is no terminal: only the queue size (and FIONBIO, below) are known to it.
-        return match request as u32 as u64 {
-            FIONREAD => out(&(crate::fs::pipe::available(end) as u32).to_le_bytes()),
-            FIONBIO => {
-                let mut b = [0u8; 4];
-                if copy_in(&mut b, arg).is_err() {
-                    return Err(Errno::EFAULT);
-                }
-                if u32::from_le_bytes(b) != 0 {
-                    f.flags.fetch_or(O_NONBLOCK, Ordering::Relaxed);
-                } else {
-                    f.flags.fetch_and(!O_NONBLOCK, Ordering::Relaxed);
-                }
-                Ok(0)
-            }
-            _ => Err(Errno::ENOTTY),
-        };
+    if f.file.path_only() {
+        return Err(Errno::EBADF);
     }
     let in_u32 = || {
         let mut b = [0u8; 4];
         copy_in(&mut b, arg).map(|()| u32::from_le_bytes(b)).map_err(|_| Errno::EFAULT)
     };
-    let ctty = p.posix.ctty.load(Ordering::Acquire);
+    let set_flag = |flag: u32, on: bool| {
+        if on {
+            f.flags.fetch_or(flag, Ordering::Relaxed);
+        } else {
+            f.flags.fetch_and(!flag, Ordering::Relaxed);
+        }
+    };
     match request as u32 as u64 {
-        TCGETS => out(&crate::fs::tty::termios().to_bytes()),
-        TCSETS | TCSETSW | TCSETSF => {
-            let mut b = [0u8; TERMIOS_SIZE];
-            if copy_in(&mut b, arg).is_err() {
-                return Err(Errno::EFAULT);
-            }
-            // Output is written synchronously, so TCSETSW's drain has nothing to wait for.
-            crate::fs::tty::set_termios(Termios::from_bytes(b), request == TCSETSF);
-            Ok(0)
+        FIOCLEX | FIONCLEX => {
+            let mut files = p.posix.files.lock();
+            let e = files.get_mut(fd).ok_or(Errno::EBADF)?;
+            e.cloexec = request as u32 as u64 == FIOCLEX;
+            return Ok(0);
         }
-        TIOCGWINSZ => out(&crate::fs::tty::winsize().to_bytes()),
-        TIOCSWINSZ => {
-            let mut b = [0u8; 8];
-            if copy_in(&mut b, arg).is_err() {
-                return Err(Errno::EFAULT);
-            }
-            crate::fs::tty::set_winsize(Winsize::from_bytes(b));
-            Ok(0)
+        FIONBIO => {
+            set_flag(O_NONBLOCK, in_u32()? != 0);
+            return Ok(0);
         }
-        FIONREAD => out(&(crate::fs::tty::available() as u32).to_le_bytes()),
-        TIOCOUTQ => out(&0u32.to_le_bytes()),
-        TCFLSH => {
-            if arg > 2 {
-                return Err(Errno::EINVAL);
-            }
-            if arg != 1 {
-                crate::fs::tty::flush_input();
-            }
-            Ok(0)
+        FIOASYNC => {
+            set_flag(O_ASYNC, in_u32()? != 0);
+            return Ok(0);
         }
-        TCXONC => Ok(0),
-        FIONBIO => match in_u32() {
-            Ok(on) => {
-                if on != 0 {
-                    f.flags.fetch_or(O_NONBLOCK, Ordering::Relaxed);
-                } else {
-                    f.flags.fetch_and(!O_NONBLOCK, Ordering::Relaxed);
-                }
-                Ok(0)
-            }
-            Err(e) => Err(e),
-        },
-        // Job control: only for the session that made the console its controlling terminal
-        // (setsid, then TIOCSCTTY), as Linux; before that a shell learns "no job control".
+        _ => {}
+    }
+    let console =
+        f.file_as::<crate::fs::dev::DeviceFile>().is_some_and(crate::fs::dev::DeviceFile::is_console);
+    if console && let Some(r) = job_control(p, request, arg) {
+        return r;
+    }
+    f.file.ioctl(&f, request, arg)
+}
+
+/// The console's job-control requests, for the process that asks (`None`: not one of them).
+fn job_control(p: &Process, request: u64, arg: u64) -> Option<Result<u64, Errno>> {
+    let out = |bytes: &[u8]| copy_out(arg, bytes).map(|()| 0).map_err(|_| Errno::EFAULT);
+    let ctty = p.posix.ctty.load(Ordering::Acquire);
+    Some(match request as u32 as u64 {
+        // Only for the session that made the console its controlling terminal (setsid, then
+        // TIOCSCTTY), as Linux; before that a shell learns "no job control".
         TIOCSCTTY => {
             if p.posix.sid.load(Ordering::Acquire) != p.pid {
-                return Err(Errno::EPERM);
+                return Some(Err(Errno::EPERM));
             }
             p.posix.ctty.store(true, Ordering::Release);
             crate::fs::tty::set_foreground(p.posix.pgid.load(Ordering::Acquire));
@@ -371,126 +458,62 @@ pub fn ioctl(p: &Process, fd: u64, request: u64, arg: u64) -> Result<u64, Errno>
         }
         TIOCNOTTY => {
             if !ctty {
-                return Err(Errno::ENOTTY);
+                return Some(Err(Errno::ENOTTY));
             }
             p.posix.ctty.store(false, Ordering::Release);
             Ok(0)
         }
         TIOCGPGRP if ctty => out(&crate::fs::tty::foreground().to_le_bytes()),
         TIOCGSID if ctty => out(&p.posix.sid.load(Ordering::Acquire).to_le_bytes()),
-        TIOCSPGRP if ctty => match in_u32() {
-            Ok(pgrp) if (pgrp as i32) < 0 => Err(Errno::EINVAL),
-            Ok(pgrp) if pgrp != p.posix.pgid.load(Ordering::Acquire) => Err(Errno::EPERM), // the only group
-            Ok(pgrp) => {
+        TIOCSPGRP if ctty => {
+            let mut b = [0u8; 4];
+            if copy_in(&mut b, arg).is_err() {
+                return Some(Err(Errno::EFAULT));
+            }
+            let pgrp = u32::from_le_bytes(b);
+            if (pgrp as i32) < 0 {
+                Err(Errno::EINVAL)
+            } else if pgrp != p.posix.pgid.load(Ordering::Acquire) {
+                Err(Errno::EPERM) // the only group
+            } else {
                 crate::fs::tty::set_foreground(pgrp);
                 Ok(0)
             }
-            Err(e) => Err(e),
-        },
-        _ => Err(Errno::ENOTTY),
-    }
-}
-
-/// The console's `struct stat`: a character device 5:1, mode 0620, owned by root, on devtmpfs.
-fn console_stat() -> Stat {
-    let boot = Timespec::from_ns(crate::wallclock::realtime_offset_ns());
-    Stat {
-        dev: 6,
-        ino: 5,
-        mode: S_IFCHR | 0o620,
-        nlink: 1,
-        rdev: encode_dev(5, 1),
-        blksize: 1024,
-        times: [boot; 3],
-        ..Stat::default()
-    }
+        }
+        TIOCGPGRP | TIOCGSID | TIOCSPGRP => Err(Errno::ENOTTY),
+        _ => return None,
+    })
 }
 
 /// `fstat(fd, buf)`.
 pub fn fstat(p: &Process, fd: u64, buf: u64) -> Result<u64, Errno> {
-    let f = file(p, fd)?;
-    let stat = match &f.kind {
-        FileKind::Text(text) => text.stat(),
-        _ => crate::fs::memfd::stat(&f).unwrap_or_else(console_stat),
-    };
-    if copy_out(buf, &stat.to_bytes()).is_err() { Err(Errno::EFAULT) } else { Ok(0) }
+    let stat = file(p, fd)?.file.stat()?;
+    copy_out(buf, &stat.to_bytes()).map(|()| 0).map_err(|_| Errno::EFAULT)
 }
 
-/// The descriptor a `*at` call names with an empty path and `AT_EMPTY_PATH`, or the error of a
-/// path lookup on a machine without files.
-fn at_target(p: &Process, dirfd: u64, path: u64, flags: u64) -> Result<(), Errno> {
-    let path = read_path(path)?;
-    if !path.is_empty() {
-        return Err(Errno::ENOENT);
-    }
-    if flags & AT_EMPTY_PATH == 0 || dirfd as i32 == AT_FDCWD {
-        return Err(Errno::ENOENT);
-    }
-    file(p, dirfd).map(|_| ())
-}
-
-/// `newfstatat(dirfd, path, buf, flags)`.
-pub fn newfstatat(p: &Process, dirfd: u64, path: u64, buf: u64, flags: u64) -> Result<u64, Errno> {
-    const KNOWN: u64 = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH;
-    if flags & !KNOWN != 0 {
-        return Err(Errno::EINVAL);
-    }
-    at_target(p, dirfd, path, flags)?;
-    fstat(p, dirfd, buf)
-}
-
-/// `statx(dirfd, path, flags, mask, buf)`: the same facts in `struct statx`.
-pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, buf: u64) -> Result<u64, Errno> {
-    const KNOWN: u64 = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH | AT_STATX_SYNC_TYPE;
-    if flags & !KNOWN != 0 || flags & AT_STATX_SYNC_TYPE == AT_STATX_SYNC_TYPE {
-        return Err(Errno::EINVAL);
-    }
-    at_target(p, dirfd, path, flags)?;
-    let s = console_stat();
-    let mut b = [0u8; 256];
-    b[0..4].copy_from_slice(&STATX_BASIC_STATS.to_le_bytes());
-    b[4..8].copy_from_slice(&(s.blksize as u32).to_le_bytes());
-    b[16..20].copy_from_slice(&s.nlink.to_le_bytes());
-    b[28..30].copy_from_slice(&(s.mode as u16).to_le_bytes());
-    b[32..40].copy_from_slice(&s.ino.to_le_bytes());
-    for at in [64, 96, 112] {
-        // atime, ctime, mtime (btime at 80 stays 0, and its mask bit is clear)
-        b[at..at + 8].copy_from_slice(&s.times[0].sec.to_le_bytes());
-        b[at + 8..at + 12].copy_from_slice(&(s.times[0].nsec as u32).to_le_bytes());
-    }
-    b[128..132].copy_from_slice(&5u32.to_le_bytes()); // rdev 5:1
-    b[132..136].copy_from_slice(&1u32.to_le_bytes());
-    b[140..144].copy_from_slice(&6u32.to_le_bytes()); // dev 0:6
-    if copy_out(buf, &b).is_err() { Err(Errno::EFAULT) } else { Ok(0) }
-}
-
-/// `lseek(fd, offset, whence)`: a tty cannot seek; a memfd can.
+/// `lseek(fd, offset, whence)`.
 pub fn lseek(p: &Process, fd: u64, offset: u64, whence: u64) -> Result<u64, Errno> {
     let f = file(p, fd)?;
-    match f.kind {
-        FileKind::Memfd(_) => crate::fs::memfd::lseek(&f, offset, whence),
-        _ => Err(Errno::ESPIPE),
+    if f.file.path_only() {
+        return Err(Errno::EBADF);
     }
+    let mut pos = f.pos.lock();
+    f.file.seek(&mut pos, offset, whence)
 }
 
-/// `faccessat`, `faccessat2`: there is no file system, so every path is missing.
-pub fn no_such_path(path: u64) -> Result<u64, Errno> {
-    read_path(path)?;
-    Err(Errno::ENOENT)
+/// `getdents64(fd, dirp, count)`: the directory's entries from the description's position.
+pub fn getdents64(p: &Process, fd: u64, dirp: u64, count: u64) -> Result<u64, Errno> {
+    let f = file(p, fd)?;
+    let mut pos = f.pos.lock();
+    f.file.getdents(&mut pos, dirp, count)
 }
 
-/// `readlinkat(dirfd, path, buf, size)`.
-pub fn readlinkat(path: u64, size: u64) -> Result<u64, Errno> {
-    if size as i64 <= 0 {
-        return Err(Errno::EINVAL);
+/// `fsync(fd)`, `fdatasync(fd)`: everything is in memory already; `EINVAL` for a file that
+/// cannot be synced (a pipe, the console), as Linux's `vfs_fsync` without `fsync` method.
+pub fn fsync(p: &Process, fd: u64) -> Result<u64, Errno> {
+    let f = file(p, fd)?;
+    if f.file.path_only() {
+        return Err(Errno::EBADF);
     }
-    no_such_path(path)
-}
-
-/// `getcwd(buf, size)`: the root; returns the length with the NUL, as the system call does.
-pub fn getcwd(buf: u64, size: u64) -> Result<u64, Errno> {
-    if size < 2 {
-        return Err(Errno::ERANGE);
-    }
-    copy_out(buf, b"/\0").map(|()| 2).map_err(|_| Errno::EFAULT)
+    if f.file.seekable() || f.file.inode().is_some() { Ok(0) } else { Err(Errno::EINVAL) }
 }

@@ -4,6 +4,7 @@
 use linux_abi::Errno;
 use linux_abi::mman::MAP_ANONYMOUS;
 use linux_abi::prctl::{PR_GET_THP_DISABLE, PR_SET_THP_DISABLE};
+use mm::addr::PAGE_SIZE;
 use mm::user::LargeFaults;
 use mm::vm::abi::{CodeWindowInfo, MmStats, WINDOW_GET};
 
@@ -35,10 +36,51 @@ pub fn mmap(
     offset: u64,
 ) -> Result<u64, Errno> {
     if map_flags & MAP_ANONYMOUS == 0 {
-        let space = p.space().ok_or(Errno::ENOMEM)?;
-        return crate::fs::memfd::mmap(&p.posix.files, &space, addr, len, prot, map_flags, fd, offset);
+        return mmap_file(p, addr, len, prot, map_flags, fd, offset);
     }
     with_mm(p, |mm| mm.mmap(addr, len, prot, map_flags, fd as i32, offset))
+}
+
+/// `mmap` of descriptor `fd`, in Linux's order: the offset's alignment (`EINVAL`, arm64's
+/// `sys_mmap` checks it first), the descriptor (`EBADF`), a file that cannot be mapped
+/// (`ENODEV`: a pipe, the console, a directory), the access the mapping needs (`EACCES`: a
+/// file not open for reading; a shared writable mapping of a file not open for writing);
+/// `/dev/zero` maps anonymous memory, as Linux's `mmap_zero` does. The file's page cache is
+/// mapped: every mapping and every `read`/`write` share its frames.
+fn mmap_file(
+    p: &Process,
+    addr: u64,
+    len: u64,
+    prot: u64,
+    flags: u64,
+    fd: u64,
+    offset: u64,
+) -> Result<u64, Errno> {
+    use linux_abi::mman::{MAP_SHARED, MAP_SHARED_VALIDATE, MAP_TYPE, PROT_WRITE};
+    if offset & (PAGE_SIZE - 1) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let f = p.posix.files.lock().file(fd)?;
+    if f.file.path_only() {
+        return Err(Errno::EBADF);
+    }
+    let shared = matches!(flags & MAP_TYPE, MAP_SHARED | MAP_SHARED_VALIDATE);
+    let Some(cache) = f.file.pages() else {
+        let st = f.file.stat()?;
+        let zero = st.mode & linux_abi::fcntl::S_IFMT == linux_abi::fcntl::S_IFCHR
+            && st.rdev == linux_abi::layout::encode_dev(1, 5);
+        if zero {
+            let anon = (flags & !MAP_TYPE) | if shared { MAP_SHARED } else { linux_abi::mman::MAP_PRIVATE };
+            return with_mm(p, |mm| mm.mmap(addr, len, prot, anon | MAP_ANONYMOUS, -1, 0));
+        }
+        return Err(Errno::ENODEV);
+    };
+    if !f.readable() || (shared && prot & PROT_WRITE != 0 && !f.writable()) {
+        return Err(Errno::EACCES);
+    }
+    let space = p.space().ok_or(Errno::ENOMEM)?;
+    let mut mm = space.lock();
+    mm.mmap_object(addr, len, prot, flags, cache.object(), offset)
 }
 
 /// `munmap(addr, len)`: one flush for the whole range, however many areas it covered.

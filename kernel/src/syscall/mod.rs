@@ -5,7 +5,8 @@
 //! Every user pointer goes through `memory::uaccess` (EFAULT, never a kernel fault; a page not
 //! yet touched is demand-paged first), and no argument value can make the kernel panic: anything
 //! not understood is EINVAL or ENOSYS, as Linux answers.
-//! - [`files`]: descriptors, the console, pipes, memfds, `/proc`, stat and friends;
+//! - [`files`]: descriptors: reads, writes, `fcntl`, `ioctl`, `fstat`, `lseek`, truncation;
+//! - [`paths`]: the calls that name files by path (open, make, remove, rename, stat, chdir);
 //! - [`poll`]: `ppoll` and `pselect6`;
 //! - [`memory`]: `mmap` and the other memory calls (the rules are `mm`'s);
 //! - [`signals`]: actions, masks, sending, waiting, `rt_sigreturn`;
@@ -15,6 +16,7 @@
 pub mod files;
 pub mod futex;
 pub mod memory;
+pub mod paths;
 pub mod poll;
 pub mod process;
 pub mod signals;

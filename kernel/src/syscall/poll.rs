@@ -1,4 +1,4 @@
-//! `ppoll` and `pselect6`: what each descriptor is ready for (`fs::poll`), and the wait when
+//! `ppoll` and `pselect6`: what each descriptor is ready for (its file's `poll`), and the wait when
 //! nothing is. A poll that must wait blocks on [`WaitFor::Poll`] until any kernel event (console
 //! input, a pipe change) or its deadline, each of which restarts the call, so every answer (and
 //! the sets written back) comes from this code; the deadline is kept in the thread across the
@@ -10,8 +10,7 @@ use linux_abi::layout::PollFd;
 use linux_abi::poll;
 
 use crate::arch::aarch64::exception::TrapFrame;
-use crate::fs::file::{FD_LIMIT, FdTable};
-use crate::fs::poll::ready_of;
+use crate::fs::file::FdTable;
 use crate::memory::fallible;
 use crate::memory::uaccess::{copy_in, copy_out};
 use crate::process::Process;
@@ -66,7 +65,7 @@ pub fn ppoll(p: &Process, frame: &mut TrapFrame, resume: &mut Option<u64>, a: [u
 fn ppoll_outcome(files: &spin::Mutex<FdTable>, a: [u64; 6], kept: Option<u64>) -> Result<Outcome, Errno> {
     let [fds, nfds, tsp, sigmask, sigsetsize, _] = a;
     let generation = crate::sched::event_generation();
-    if nfds > FD_LIMIT as u64 {
+    if nfds > files.lock().limit() as u64 {
         return Err(Errno::EINVAL);
     }
     let deadline = poll_deadline(tsp, kept)?;
@@ -88,7 +87,7 @@ fn ppoll_outcome(files: &spin::Mutex<FdTable>, a: [u64; 6], kept: Option<u64>) -
             let file = files.lock().file(e.fd as u64);
             match file {
                 Err(_) => poll::POLLNVAL,
-                Ok(f) => PollFd::answer(e.events, ready_of(&f)),
+                Ok(f) => PollFd::answer(e.events, f.file.poll().0),
             }
         };
         ready += u64::from(e.revents != 0);
@@ -114,7 +113,7 @@ pub fn pselect6(p: &Process, frame: &mut TrapFrame, resume: &mut Option<u64>, a:
 fn pselect6_outcome(files: &spin::Mutex<FdTable>, a: [u64; 6], kept: Option<u64>) -> Result<Outcome, Errno> {
     let [nfds, sets @ .., tsp, _] = a;
     let generation = crate::sched::event_generation();
-    if nfds as i64 > FD_LIMIT as i64 || (nfds as i64) < 0 {
+    if nfds as i64 > files.lock().limit() as i64 || (nfds as i64) < 0 {
         return Err(Errno::EINVAL);
     }
     let deadline = poll_deadline(tsp, kept)?;
@@ -140,7 +139,7 @@ fn pselect6_outcome(files: &spin::Mutex<FdTable>, a: [u64; 6], kept: Option<u64>
             continue;
         }
         let file = files.lock().file(fd)?;
-        let ready_now = ready_of(&file);
+        let ready_now = file.file.poll().0;
         let got = [
             ready_now & (poll::POLLIN | poll::POLLHUP) != 0,
             ready_now & (poll::POLLOUT | poll::POLLERR) != 0,

@@ -21,6 +21,9 @@ use crate::memory::uaccess::{copy_in, copy_out};
 use crate::process::Thread;
 use crate::sched::Action;
 
+/// The release `uname` and `/proc/sys/kernel/osrelease` say (Linux's form: C libraries parse it).
+pub const RELEASE: &str = "6.1.0-mmkernel";
+
 /// `uname(buf)`.
 pub fn uname(buf: u64) -> Result<u64, Errno> {
     // struct utsname: six fields of 65 bytes. sysname and release look like Linux because C
@@ -29,7 +32,7 @@ pub fn uname(buf: u64) -> Result<u64, Errno> {
     let fields: [&str; 6] = [
         "Linux",
         "mmkernel",
-        "6.1.0-mmkernel",
+        RELEASE,
         concat!("#1 mmkernel ", env!("CARGO_PKG_VERSION")),
         "aarch64",
         "(none)",
@@ -109,6 +112,10 @@ pub fn prlimit(
     let resource = resource as u32;
     let result = p.rlimits.lock().prlimit(resource, new, true);
     let previous = result?;
+    if new.is_some() && resource == linux_abi::resource::RLIMIT_NOFILE {
+        let soft = p.rlimits.lock().get(resource).cur;
+        p.posix.files.lock().set_limit(soft);
+    }
     if new.is_some() && (resource == RLIMIT_AS || resource == RLIMIT_DATA) {
         let limits = *p.rlimits.lock();
         if let Some(space) = p.space() {
@@ -442,5 +449,81 @@ pub fn prctl(
     match option {
         PR_SET_NAME | PR_GET_NAME => prctl_name(thread, option, arg2),
         _ => super::memory::prctl(&thread.process, option, arg2, arg3, arg4, arg5),
+    }
+}
+
+/// `syslog(type, buf, len)` (`klogctl`): the kernel's log (`crate::klog`) in Linux's format,
+/// `<level>[seconds.micros] text` per line. Read-all returns the newest records that fit in
+/// `len`; read-clear also forgets them; the console level can be set (1 to 8).
+pub fn syslog(kind: u64, buf: u64, len: u64) -> Result<u64, Errno> {
+    use crate::klog;
+    const CLOSE: u64 = 0;
+    const OPEN: u64 = 1;
+    const READ: u64 = 2;
+    const READ_ALL: u64 = 3;
+    const READ_CLEAR: u64 = 4;
+    const CLEAR: u64 = 5;
+    const CONSOLE_OFF: u64 = 6;
+    const CONSOLE_ON: u64 = 7;
+    const CONSOLE_LEVEL: u64 = 8;
+    const SIZE_UNREAD: u64 = 9;
+    const SIZE_BUFFER: u64 = 10;
+    match kind {
+        CLOSE | OPEN => Ok(0),
+        READ | READ_ALL | READ_CLEAR => {
+            if buf == 0 || (len as i64) < 0 {
+                return Err(Errno::EINVAL);
+            }
+            if len == 0 {
+                return Ok(0);
+            }
+            let (first, next) = klog::bounds();
+            // The newest records that fit, in order.
+            let mut line = [0u8; 1100];
+            let mut total = 0u64;
+            let mut from = next;
+            while from > first {
+                let Some(r) = klog::read(from - 1) else { break };
+                let n = klog::syslog_line(&r, &mut line) as u64;
+                if total + n > len {
+                    break;
+                }
+                total += n;
+                from -= 1;
+            }
+            let mut at = 0u64;
+            for seq in from..next {
+                let Some(r) = klog::read(seq) else { break };
+                let n = klog::syslog_line(&r, &mut line);
+                copy_out(buf + at, &line[..n]).map_err(|_| Errno::EFAULT)?;
+                at += n as u64;
+            }
+            if kind == READ_CLEAR || kind == READ {
+                klog::clear();
+            }
+            Ok(at)
+        }
+        CLEAR => {
+            klog::clear();
+            Ok(0)
+        }
+        CONSOLE_OFF => {
+            klog::set_console_level(1);
+            Ok(0)
+        }
+        CONSOLE_ON => {
+            klog::set_console_level(klog::DEFAULT_CONSOLE_LEVEL);
+            Ok(0)
+        }
+        CONSOLE_LEVEL => {
+            if !(1..=8).contains(&len) {
+                return Err(Errno::EINVAL);
+            }
+            klog::set_console_level(len as u8);
+            Ok(0)
+        }
+        SIZE_UNREAD => Ok(klog::syslog_len() as u64),
+        SIZE_BUFFER => Ok(klog::LOG_SIZE as u64),
+        _ => Err(Errno::EINVAL),
     }
 }

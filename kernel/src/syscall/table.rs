@@ -13,7 +13,7 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{files, futex, memory, poll, process, signals, time};
+use super::{files, futex, memory, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
 use crate::sched::Action;
@@ -25,40 +25,106 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     // call, and a clone and its drop are two atomic read-modify-writes on every system call.
     let p = &thread.process;
     let tid = thread.tid;
+    crate::process::set_current(p.pid, tid);
     let result: Result<u64, Errno> = match frame.x[8] {
         // Descriptors and files.
-        nr::READ => return files::read(p, frame, a[0], files::Buffers::One(a[1], a[2])),
-        nr::READV => return files::read(p, frame, a[0], files::Buffers::Vector(a[1], a[2])),
-        nr::WRITE => {
-            return files::write(p, frame, &mut thread.pipe_written, a[0], files::Buffers::One(a[1], a[2]));
+        nr::READ => return files::read(p, frame, a[0], files::Buffers::One(a[1], a[2]), files::At::Position),
+        nr::READV => {
+            return files::read(p, frame, a[0], files::Buffers::Vector(a[1], a[2]), files::At::Position);
         }
-        nr::WRITEV => {
-            return files::write(
+        nr::PREAD64 => {
+            return files::read(p, frame, a[0], files::Buffers::One(a[1], a[2]), files::At::Offset(a[3]));
+        }
+        nr::PREADV => {
+            return files::read(p, frame, a[0], files::Buffers::Vector(a[1], a[2]), files::At::Offset(a[3]));
+        }
+        nr::PREADV2 => {
+            if let Err(e) = files::check_rwf(a[5]) {
+                return Action::reply(frame, Err(e));
+            }
+            return files::read(
                 p,
                 frame,
-                &mut thread.pipe_written,
                 a[0],
                 files::Buffers::Vector(a[1], a[2]),
+                files::offset_arg(a[3], true),
             );
         }
-        nr::PREAD64 => files::pread_pwrite(p, a[0], a[1], a[2], a[3], false),
-        nr::PWRITE64 => files::pread_pwrite(p, a[0], a[1], a[2], a[3], true),
+        nr::WRITE => {
+            let b = files::Buffers::One(a[1], a[2]);
+            return files::write(p, frame, &mut thread.pipe_written, a[0], b, files::At::Position);
+        }
+        nr::WRITEV => {
+            let b = files::Buffers::Vector(a[1], a[2]);
+            return files::write(p, frame, &mut thread.pipe_written, a[0], b, files::At::Position);
+        }
+        nr::PWRITE64 => {
+            let b = files::Buffers::One(a[1], a[2]);
+            return files::write(p, frame, &mut thread.pipe_written, a[0], b, files::At::Offset(a[3]));
+        }
+        nr::PWRITEV => {
+            let b = files::Buffers::Vector(a[1], a[2]);
+            return files::write(p, frame, &mut thread.pipe_written, a[0], b, files::At::Offset(a[3]));
+        }
+        nr::PWRITEV2 => {
+            if let Err(e) = files::check_rwf(a[5]) {
+                return Action::reply(frame, Err(e));
+            }
+            let b = files::Buffers::Vector(a[1], a[2]);
+            return files::write(p, frame, &mut thread.pipe_written, a[0], b, files::offset_arg(a[3], true));
+        }
         nr::PIPE2 => crate::fs::pipe::pipe2(&p.posix.files, a[0], a[1]),
         nr::CLOSE => files::close(p, a[0]),
+        nr::CLOSE_RANGE => files::close_range(p, a[0], a[1], a[2]),
         nr::DUP => files::dup(p, a[0]),
         nr::DUP3 => files::dup3(p, a[0], a[1], a[2]),
-        nr::FCNTL => files::fcntl(p, a[0], a[1], a[2]),
+        nr::FCNTL => return files::fcntl(p, frame, a[0], a[1], a[2]),
+        nr::FLOCK => {
+            return match p.posix.files.lock().file(a[0]) {
+                Ok(f) => crate::fs::locks::flock(frame, &f, a[1]),
+                Err(e) => Action::reply(frame, Err(e)),
+            };
+        }
         nr::IOCTL => files::ioctl(p, a[0], a[1], a[2]),
         nr::FSTAT => files::fstat(p, a[0], a[1]),
-        nr::NEWFSTATAT => files::newfstatat(p, a[0], a[1], a[2], a[3]),
-        nr::STATX => files::statx(p, a[0], a[1], a[2], a[4]),
         nr::LSEEK => files::lseek(p, a[0], a[1], a[2]),
         nr::FTRUNCATE => files::ftruncate(p, a[0], a[1]),
+        nr::FALLOCATE => files::fallocate(p, a[0], a[1], a[2], a[3]),
+        nr::GETDENTS64 => files::getdents64(p, a[0], a[1], a[2]),
+        nr::FSYNC | nr::FDATASYNC => files::fsync(p, a[0]),
+        nr::SYNC => Ok(0),
+        nr::SYNCFS => files::fsync(p, a[0]).or(Ok(0)),
         nr::MEMFD_CREATE => crate::fs::memfd::memfd_create(&p.posix.files, a[0], a[1]),
-        nr::OPENAT => crate::procfs::openat(p, a[1], a[2]),
-        nr::FACCESSAT | nr::FACCESSAT2 => files::no_such_path(a[1]),
-        nr::READLINKAT => files::readlinkat(a[1], a[3]),
-        nr::GETCWD => files::getcwd(a[0], a[1]),
+        // Paths.
+        nr::OPENAT => return paths::openat(p, frame, tid, a[0], a[1], a[2], a[3]),
+        nr::OPENAT2 => return paths::openat2(p, frame, tid, a[0], a[1], a[2], a[3]),
+        nr::MKDIRAT => paths::mkdirat(p, a[0], a[1], a[2]),
+        nr::MKNODAT => paths::mknodat(p, a[0], a[1], a[2], a[3]),
+        nr::UNLINKAT => paths::unlinkat(p, a[0], a[1], a[2]),
+        nr::RENAMEAT => paths::renameat2(p, a[0], a[1], a[2], a[3], 0),
+        nr::RENAMEAT2 => paths::renameat2(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::LINKAT => paths::linkat(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::SYMLINKAT => paths::symlinkat(p, a[0], a[1], a[2]),
+        nr::READLINKAT => paths::readlinkat(p, a[0], a[1], a[2], a[3]),
+        nr::NEWFSTATAT => paths::newfstatat(p, a[0], a[1], a[2], a[3]),
+        nr::STATX => paths::statx(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::FACCESSAT => paths::faccessat(p, a[0], a[1], a[2], 0),
+        nr::FACCESSAT2 => paths::faccessat(p, a[0], a[1], a[2], a[3]),
+        nr::CHDIR => paths::chdir(p, a[0]),
+        nr::FCHDIR => paths::fchdir(p, a[0]),
+        nr::CHROOT => paths::chroot(p, a[0]),
+        nr::GETCWD => paths::getcwd(p, a[0], a[1]),
+        nr::UMASK => paths::umask(p, a[0]),
+        nr::FCHMOD => paths::fchmod(p, a[0], a[1]),
+        nr::FCHMODAT => paths::fchmodat(p, a[0], a[1], a[2]),
+        nr::FCHOWN => paths::fchown(p, a[0], a[1], a[2]),
+        nr::FCHOWNAT => paths::fchownat(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::UTIMENSAT => paths::utimensat(p, a[0], a[1], a[2], a[3]),
+        nr::TRUNCATE => paths::truncate(p, a[0], a[1]),
+        nr::STATFS => paths::statfs(p, a[0], a[1]),
+        nr::FSTATFS => paths::fstatfs(p, a[0], a[1]),
+        nr::MOUNT => paths::mount(p, a[0], a[1], a[2], a[3]),
+        nr::UMOUNT2 => paths::umount2(p, a[0], a[1]),
         nr::PPOLL => return poll::ppoll(p, frame, &mut thread.poll_deadline, a),
         nr::PSELECT6 => return poll::pselect6(p, frame, &mut thread.poll_deadline, a),
         // Threads, processes and futexes.
@@ -72,6 +138,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::WAIT4 => return crate::process::family::wait4(thread, frame, a[0], a[1], a[2], a[3]),
         nr::WAITID => return crate::process::family::waitid(thread, frame, a[0], a[1], a[2], a[3], a[4]),
         nr::EXECVE => return crate::process::exec::execve(thread, frame, a[0], a[1], a[2]),
+        nr::EXECVEAT => return crate::process::exec::execveat(thread, frame, a[0], a[1], a[2], a[3], a[4]),
         nr::FUTEX => return futex::futex(thread, frame, a),
         nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
         nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
@@ -121,6 +188,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::PERSONALITY => process::personality(thread, a[0]),
         nr::UNAME => process::uname(a[0]),
         nr::GETRANDOM => process::getrandom(a[0], a[1], a[2]),
+        nr::SYSLOG => process::syslog(a[0], a[1], a[2]),
         nr::GETCPU => process::getcpu(a[0], a[1]),
         // Limits.
         nr::GETRLIMIT => process::prlimit(thread, 0, a[0], None, Some(a[1])),

@@ -49,7 +49,7 @@ kernel_test!(
         });
         heap::set_ceiling(start.ceiling);
         let full = filled?;
-        crate::kprintln!(
+        crate::cprintln!(
             "    heap full: {} blocks of 1 MiB, {} KiB in {} chunks",
             blocks.len(),
             full.size >> 10,

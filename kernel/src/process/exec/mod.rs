@@ -1,4 +1,4 @@
-//! `execve` of a program from the initramfs, as Linux's fs/exec.c (`do_execveat_common`,
+//! `execve` of a program from the file tree, as Linux's fs/exec.c (`do_execveat_common`,
 //! `bprm_stack_limits`, `copy_strings`, `begin_new_exec`) does it, in its order: the path
 //! (`EFAULT`, `ENAMETOOLONG`, `ENOENT` for an empty one), the file (`ENOENT`, `EACCES` for one
 //! that is not a regular file, `ELOOP`), then the argument and environment strings (`EFAULT`;
@@ -19,7 +19,6 @@ pub mod tiny_elf;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use initramfs::cpio::{Archive, LookupError, is_cpio};
 use mm::addr::PAGE_SIZE;
 use mm::paging::{PageTable, VaRange};
 use mm::tlb::TlbIssuer;
@@ -36,19 +35,9 @@ use crate::memory::uaccess::copy_in;
 use crate::memory::{fallible, frames, tlb};
 use linux_abi::Errno;
 
-/// The initramfs (a cpio archive), if the boot had one.
-static INITRAMFS: Mutex<Option<&'static [u8]>> = Mutex::new(None);
-
 /// Too many levels of symbolic links.
 /// Linux's `MAX_ARG_STRLEN`: one argument or environment string, its NUL included.
 const MAX_ARG_STRLEN: usize = 32 * PAGE_SIZE as usize;
-
-/// Makes `archive` the files `execve` finds (called at boot with a cpio initrd).
-pub fn set_initramfs(archive: &'static [u8]) {
-    if is_cpio(archive) {
-        *INITRAMFS.lock() = Some(archive);
-    }
-}
 
 fn done(frame: &mut TrapFrame, result: Result<u64, Errno>) -> Action {
     Action::reply(frame, result)
@@ -121,28 +110,112 @@ fn copy_string(at: u64, out: &mut Strings, budget: &mut usize) -> Result<(), Err
     }
 }
 
-/// `execve(path, argv, envp)`.
+/// `execve(path, argv, envp)`: [`execveat`] from the working directory.
 pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, envp: u64) -> Action {
+    execveat(thread, frame, linux_abi::fcntl::AT_FDCWD as u32 as u64, path, argv, envp, 0)
+}
+
+/// Interpreters a `#!` script may chain through (Linux's binfmt recursion limit).
+const MAX_INTERPRETERS: usize = 4;
+/// The bytes of a `#!` line Linux reads (`BINPRM_BUF_SIZE`).
+const BINPRM_BUF_SIZE: usize = 256;
+
+/// A program found for `execve`: its bytes and the path it was found by.
+struct Program {
+    image: crate::fs::node_file::Image,
+    path: Vec<u8>,
+}
+
+/// Finds the program `path` names from `dirfd` (`AT_EMPTY_PATH`: `dirfd`'s file), in Linux's
+/// order: the walk (`ENOENT`, `ENOTDIR`, `ELOOP`), a regular file (`EACCES`), an execute bit
+/// (`EACCES`); then reads it.
+fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Result<Program, Errno> {
+    use linux_abi::fcntl::{AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW};
+    use vfs::node::FileType;
+    let ctx = p.posix.fs.lock().clone();
+    let (node, abs) = if path.is_empty() {
+        if flags & AT_EMPTY_PATH == 0 {
+            return Err(Errno::ENOENT);
+        }
+        let f = p.posix.files.lock().file(dirfd)?;
+        let node = f.file.inode().cloned().ok_or(Errno::EACCES)?;
+        (node, f.file.describe()?)
+    } else {
+        let (start, start_path) = if vfs::path::is_absolute(path) {
+            (ctx.root.clone(), crate::fs::copy_bytes(b"/")?)
+        } else if dirfd as i32 == AT_FDCWD {
+            (ctx.cwd.clone(), crate::fs::copy_bytes(&ctx.cwd_path)?)
+        } else {
+            let f = p.posix.files.lock().file(dirfd)?;
+            (f.file.inode().cloned().ok_or(Errno::ENOTDIR)?, f.file.describe()?)
+        };
+        let node = crate::fs::namespace::lookup(&ctx, &start, path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
+        (node, crate::fs::namespace::absolute(&start_path, path)?)
+    };
+    let m = node.metadata();
+    match m.kind {
+        FileType::Regular => {}
+        FileType::Symlink => return Err(Errno::ELOOP),
+        _ => return Err(Errno::EACCES),
+    }
+    if m.perm & 0o111 == 0 {
+        return Err(Errno::EACCES);
+    }
+    // The largest program this kernel loads: a quarter of RAM (it is read whole first).
+    let limit = (frames::usage().1 as u64 * PAGE_SIZE) / 4;
+    let image = crate::fs::node_file::read_image(&node, limit)?;
+    Ok(Program { image, path: abs })
+}
+
+/// A `#!` line: the interpreter and its one optional argument (Linux's `load_script`: the first
+/// line, at most 256 bytes, blanks around both trimmed). `None` if `bytes` is no script.
+fn shebang(bytes: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let line = bytes.strip_prefix(b"#!")?;
+    let line = &line[..line.len().min(BINPRM_BUF_SIZE - 2)];
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    let line = &line[..end];
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !blank(b))?;
+    let line = &line[start..];
+    let interp_end = line.iter().position(blank).unwrap_or(line.len());
+    let interp = &line[..interp_end];
+    let rest = &line[interp_end..];
+    let arg = rest.iter().position(|b| !blank(b)).map(|s| {
+        let a = &rest[s..];
+        let e = a.iter().rposition(|b| !blank(b)).map_or(0, |e| e + 1);
+        &a[..e]
+    });
+    Some((interp, arg.filter(|a| !a.is_empty())))
+}
+
+/// `execveat(dirfd, path, argv, envp, flags)` (`AT_EMPTY_PATH`, `AT_SYMLINK_NOFOLLOW`).
+pub fn execveat(
+    thread: &mut Thread,
+    frame: &mut TrapFrame,
+    dirfd: u64,
+    path: u64,
+    argv: u64,
+    envp: u64,
+    flags: u64,
+) -> Action {
+    use linux_abi::fcntl::{AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW};
     let p = thread.process.clone();
+    if flags & !(AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 {
+        return done(frame, Err(Errno::EINVAL));
+    }
     let path = match crate::memory::uaccess::read_path(path) {
         Ok(path) => path,
         Err(e) => return done(frame, Err(e)),
     };
-    if path.is_empty() {
-        return done(frame, Err(Errno::ENOENT));
-    }
-    let Some(archive) = *INITRAMFS.lock() else { return done(frame, Err(Errno::ENOENT)) };
-    // `/proc/self/exe` (busybox runs its applets through it) names the program running now.
-    let (exe, exe_len) = p.posix.exe();
-    let path = if path == b"/proc/self/exe" { &exe[..exe_len] } else { &path[..] };
-    let Ok(name) = core::str::from_utf8(path) else { return done(frame, Err(Errno::ENOENT)) };
-    let entry = match Archive(archive).lookup(name) {
-        Ok(entry) if entry.is_file() => entry,
-        Ok(_) => return done(frame, Err(Errno::EACCES)),
-        Err(LookupError::TooManyLinks) => return done(frame, Err(Errno::ELOOP)),
-        Err(LookupError::Cpio(_)) => return done(frame, Err(Errno::ENOEXEC)),
-        Err(LookupError::NotFound(_)) => return done(frame, Err(Errno::ENOENT)),
-        Err(LookupError::OutOfMemory) => return done(frame, Err(Errno::ENOMEM)),
+    let mut program = match find_program(&p, dirfd, &path, flags) {
+        Ok(found) => found,
+        Err(e) => return done(frame, Err(e)),
+    };
+    // The name the process takes (`comm`): the file's, a script's own rather than its
+    // interpreter's, as Linux's `bprm->filename`.
+    let name_path = match crate::fs::copy_bytes(if path.is_empty() { &program.path } else { &path }) {
+        Ok(n) => n,
+        Err(e) => return done(frame, Err(e)),
     };
     // Linux's bprm_stack_limits: a quarter of the stack limit (at most 3/4 of 8 MiB's quarter
     // times 3, at least ARG_MAX's 128 KiB) for the strings and their pointers.
@@ -161,17 +234,47 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
             return done(frame, Err(Errno::ENOMEM));
         }
     }
-    let mut image: Vec<u64> = Vec::new();
-    if image.try_reserve_exact(entry.data.len().div_ceil(8)).is_err() {
-        return done(frame, Err(Errno::ENOMEM));
+    // `#!` scripts: the interpreter runs with [interpreter, its argument, the file's path,
+    // argv[1..]], as Linux's binfmt_script; an interpreter that is a script itself puts its own
+    // words in front the same way, up to four deep (`ELOOP` past that).
+    let mut prefix: Vec<Vec<u8>> = Vec::new();
+    let mut filename = match crate::fs::copy_bytes(&name_path) {
+        Ok(f) => f,
+        Err(e) => return done(frame, Err(e)),
+    };
+    for depth in 0..=MAX_INTERPRETERS {
+        let Some((interp, arg)) = shebang(program.image.bytes()) else { break };
+        if depth == MAX_INTERPRETERS {
+            return done(frame, Err(Errno::ELOOP));
+        }
+        if interp.is_empty() {
+            return done(frame, Err(Errno::ENOEXEC));
+        }
+        let next = (|| {
+            let mut w: Vec<Vec<u8>> = Vec::new();
+            w.try_reserve(prefix.len() + 3).map_err(|_| Errno::ENOMEM)?;
+            w.push(crate::fs::copy_bytes(interp)?);
+            if let Some(a) = arg {
+                w.push(crate::fs::copy_bytes(a)?);
+            }
+            w.push(core::mem::take(&mut filename));
+            w.extend(prefix.drain(..).skip(1));
+            Ok::<_, Errno>(w)
+        })();
+        prefix = match next {
+            Ok(w) => w,
+            Err(e) => return done(frame, Err(e)),
+        };
+        filename = match crate::fs::copy_bytes(&prefix[0]) {
+            Ok(f) => f,
+            Err(e) => return done(frame, Err(e)),
+        };
+        program = match find_program(&p, linux_abi::fcntl::AT_FDCWD as u32 as u64, &filename, 0) {
+            Ok(found) => found,
+            Err(e) => return done(frame, Err(e)),
+        };
     }
-    image.extend(entry.data.chunks(8).map(|c| {
-        let mut b = [0u8; 8];
-        b[..c.len()].copy_from_slice(c);
-        u64::from_le_bytes(b)
-    }));
-    // SAFETY: `image` holds `entry.data.len()` initialised bytes.
-    let bytes = unsafe { core::slice::from_raw_parts(image.as_ptr().cast::<u8>(), entry.data.len()) };
+    let bytes = program.image.bytes();
     let exe = match crate::process::exec::elf::parse(bytes) {
         Ok(exe) => exe,
         Err(::elf::Refusal::OutOfMemory) => return done(frame, Err(Errno::ENOMEM)),
@@ -181,7 +284,20 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
         // Linux ends the other threads first (de_thread); not done here.
         return done(frame, Err(Errno::EAGAIN));
     }
-    let (Ok(argv), Ok(envp)) = (args.slices(), env.slices()) else { return done(frame, Err(Errno::ENOMEM)) };
+    let (Ok(given_argv), Ok(envp)) = (args.slices(), env.slices()) else {
+        return done(frame, Err(Errno::ENOMEM));
+    };
+    // A script's interpreter gets the prefix words, then argv without its first word.
+    let mut argv: Vec<&[u8]> = Vec::new();
+    if argv.try_reserve(prefix.len() + given_argv.len()).is_err() {
+        return done(frame, Err(Errno::ENOMEM));
+    }
+    if prefix.is_empty() {
+        argv.extend(given_argv.iter().copied());
+    } else {
+        argv.extend(prefix.iter().map(Vec::as_slice));
+        argv.extend(given_argv.iter().skip(1).copied());
+    }
     let Ok(asid) = fallible::arc(Mutex::new(mm::asid::AsidContext::new())) else {
         return done(frame, Err(Errno::ENOMEM));
     };
@@ -220,8 +336,8 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     drop(p.replace_space(space));
     p.signals.exec_reset();
     p.posix.files.lock().close_on_exec();
-    thread.posix.name = super::posix::name_from_path(name);
-    p.posix.set_exe(name.as_bytes());
+    thread.posix.name = super::posix::name_from_path(core::str::from_utf8(&name_path).unwrap_or(""));
+    p.posix.set_exe(&program.path);
     thread.posix.robust_list = 0;
     thread.clear_child_tid = 0;
     {

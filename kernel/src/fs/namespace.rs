@@ -1,0 +1,564 @@
+//! The tree every process sees, as Linux builds it for an initramfs boot: the root is a RAM file
+//! system (Linux's rootfs) into which the initramfs is unpacked at boot, writable, with `/dev`
+//! (the devices: `dev`), `/dev/shm` and `/tmp` (RAM file systems of their own, as tmpfs),
+//! and `/proc` and `/sys` (mounted by `procfs`, which knows the processes) mounted on it. A
+//! program that mounts the same file systems again (`mount -t proc proc /proc`) gets a fresh
+//! instance on top, as on Linux.
+//!
+//! Paths are walked by `vfs::namei` from a process's root and working directory ([`FsContext`],
+//! which processes keep) or a `*at` call's directory. [`open`] is Linux's `do_filp_open` in its
+//! order of checks: the walk, `O_CREAT` (with `O_EXCL`, the umask), the kind of node against the
+//! flags (`O_DIRECTORY`, `O_NOFOLLOW`, writing a directory), then what the node opens as: a
+//! regular file or directory (`node_file`), a device (`dev`), a FIFO (`pipe`), or the open file
+//! a magic link stands for.
+//!
+//! Every program runs as root, so permission bits are reported and kept but do not refuse
+//! reading or writing (`CAP_DAC_OVERRIDE`); executing needs an execute bit, as for root on Linux.
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use linux_abi::Errno;
+use linux_abi::fcntl::{
+    O_ACCMODE, O_CREAT, O_DIRECTORY, O_EXCL, O_NOFOLLOW, O_PATH, O_RDONLY, O_TMPFILE, O_TRUNC, PATH_MAX,
+};
+use spin::{Once, RwLock};
+use vfs::mount::{Mount, Mounts};
+use vfs::namei::{Parent, Walker};
+use vfs::node::{Creator, FileType, Inode, NewNode, same};
+use vfs::ramfs::{Config, RamFs};
+
+use super::file::File;
+use super::node_file::{Named, NodeFile, now};
+
+/// The tree: its root and its mounts.
+struct Tree {
+    root: Arc<dyn Inode>,
+    mounts: RwLock<Mounts>,
+}
+
+static TREE: Once<Tree> = Once::new();
+
+/// Reopens the open file a magic link stands for (registered by `procfs`, which makes them).
+static REOPEN: Once<fn(&Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno>> = Once::new();
+
+/// Device numbers of the file systems made here (`st_dev`, Linux's anonymous devices 0:N).
+pub mod devs {
+    /// The root file system.
+    pub const ROOT: u64 = 2;
+    /// `/dev`.
+    pub const DEV: u64 = 5;
+    /// Each tmpfs gets the next number from here.
+    pub const FIRST_TMPFS: u64 = 30;
+}
+
+static NEXT_DEV: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(devs::FIRST_TMPFS);
+
+/// The root's creator at boot: root, now.
+fn boot_creator() -> Creator {
+    Creator { uid: 0, gid: 0, now: now() }
+}
+
+/// A new RAM file system with device `dev`, holding at most `max_inodes` nodes.
+///
+/// # Errors
+/// `ENOMEM`.
+fn ramfs(dev: u64, max_inodes: usize, perm: u32) -> Result<RamFs, Errno> {
+    let config = Config {
+        dev,
+        max_inodes,
+        blksize: mm::addr::PAGE_SIZE as u32,
+        new_contents: super::pagecache::new_file_contents,
+        reserve: crate::memory::fallible::reserving,
+    };
+    RamFs::new(config, perm, boot_creator())
+}
+
+/// A new tmpfs (`/tmp`, `/dev/shm`, `mount -t tmpfs`): its root, mode 1777, with as many nodes
+/// as half the machine's pages (tmpfs's default `nr_inodes`).
+///
+/// # Errors
+/// `ENOMEM`.
+pub fn new_tmpfs() -> Result<Arc<dyn Inode>, Errno> {
+    let dev = NEXT_DEV.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    let pages = crate::memory::frames::usage().1 / 2;
+    Ok(ramfs(dev, pages, 0o1777)?.root())
+}
+
+/// What unpacking the initramfs into the root did (said in the kernel's log).
+pub struct Unpacked {
+    /// The unpacking's report.
+    pub report: vfs::unpack::Report,
+    /// Whether the archive was a cpio archive at all.
+    pub was_cpio: bool,
+}
+
+/// Builds the tree at boot: the root, the initramfs unpacked into it (when `initrd` is a cpio
+/// archive), `/dev`, `/dev/shm` and `/tmp` made and mounted. `/proc` and `/sys` are mounted by
+/// `procfs` afterwards.
+///
+/// # Errors
+/// `ENOMEM` when the machine cannot hold even the empty tree.
+pub fn init(initrd: Option<&[u8]>) -> Result<Unpacked, Errno> {
+    let root_fs = ramfs(devs::ROOT, usize::MAX, 0o755)?;
+    let root = root_fs.root();
+    let mut mounts = Mounts::new();
+    mounts.add(Mount {
+        point: None,
+        root: root.clone(),
+        source: "rootfs",
+        fstype: "rootfs",
+        options: "rw",
+        path: super::copy_bytes(b"/")?,
+    })?;
+    let was_cpio = initrd.is_some_and(initramfs::cpio::is_cpio);
+    let report = match initrd {
+        Some(archive) if was_cpio => vfs::unpack::unpack(archive, &root, &mounts, now()),
+        _ => vfs::unpack::Report::default(),
+    };
+    let who = boot_creator();
+    for dir in ["dev", "proc", "sys", "tmp", "root"] {
+        match root.create(dir.as_bytes(), NewNode::Directory, if dir == "tmp" { 0o1777 } else { 0o755 }, who)
+        {
+            Ok(_) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let dev_fs = ramfs(devs::DEV, usize::MAX, 0o755)?;
+    super::dev::populate(&dev_fs.root(), who)?;
+    let dev_point = root.lookup(b"dev")?;
+    if dev_point.metadata().kind == FileType::Directory {
+        mounts.add(Mount {
+            point: Some(dev_point),
+            root: dev_fs.root(),
+            source: "devtmpfs",
+            fstype: "devtmpfs",
+            options: "rw,relatime,mode=755",
+            path: super::copy_bytes(b"/dev")?,
+        })?;
+        let shm = dev_fs.root().lookup(b"shm")?;
+        mounts.add(Mount {
+            point: Some(shm),
+            root: new_tmpfs()?,
+            source: "tmpfs",
+            fstype: "tmpfs",
+            options: "rw,nosuid,nodev",
+            path: super::copy_bytes(b"/dev/shm")?,
+        })?;
+    }
+    let tmp = root.lookup(b"tmp")?;
+    if tmp.metadata().kind == FileType::Directory {
+        mounts.add(Mount {
+            point: Some(tmp),
+            root: new_tmpfs()?,
+            source: "tmpfs",
+            fstype: "tmpfs",
+            options: "rw,nosuid,nodev",
+            path: super::copy_bytes(b"/tmp")?,
+        })?;
+    }
+    super::dev::init();
+    TREE.call_once(|| Tree { root, mounts: RwLock::new(mounts) });
+    Ok(Unpacked { report, was_cpio })
+}
+
+/// The root of the tree (`None` before [`init`]).
+pub fn root() -> Option<Arc<dyn Inode>> {
+    TREE.get().map(|t| t.root.clone())
+}
+
+/// Mounts `fs_root` on the directory `path` names (from the tree's root), as `mount(2)` and the
+/// boot do: `source`, `fstype`, `options` and `path` are what `/proc/mounts` says.
+///
+/// # Errors
+/// `ENOENT`, `ENOTDIR`, `ENOMEM`.
+pub fn mount(
+    point: &Arc<dyn Inode>,
+    fs_root: Arc<dyn Inode>,
+    source: &'static str,
+    fstype: &'static str,
+    options: &'static str,
+    path: Vec<u8>,
+) -> Result<(), Errno> {
+    let tree = TREE.get().ok_or(Errno::ENOENT)?;
+    if point.metadata().kind != FileType::Directory {
+        return Err(Errno::ENOTDIR);
+    }
+    tree.mounts.write().add(Mount {
+        point: Some(point.clone()),
+        root: fs_root,
+        source,
+        fstype,
+        options,
+        path,
+    })
+}
+
+/// Removes the latest mount on `point` (`umount2`).
+///
+/// # Errors
+/// `EINVAL` when nothing is mounted there.
+pub fn unmount(point: &Arc<dyn Inode>) -> Result<(), Errno> {
+    let tree = TREE.get().ok_or(Errno::EINVAL)?;
+    let gone = tree.mounts.write().remove(point)?;
+    drop(gone);
+    Ok(())
+}
+
+/// The directory the root `node` of a mounted file system covers (`umount`), if it is one.
+pub fn covering(node: &Arc<dyn Inode>) -> Option<Arc<dyn Inode>> {
+    TREE.get()?.mounts.read().covered_by(node)
+}
+
+/// The mount a node is on: the latest mount whose root has the node's device (`statfs`).
+pub fn mount_of(node: &Arc<dyn Inode>) -> Option<Mount> {
+    let dev = node.metadata().dev;
+    let tree = TREE.get()?;
+    let mounts = tree.mounts.read();
+    mounts.iter().filter(|m| m.root.metadata().dev == dev).last().cloned()
+}
+
+/// The file systems `mount(2)` can make, by type (registered by the layers that make them:
+/// `procfs` for `proc` and `sysfs`).
+static MAKERS: spin::Mutex<Vec<(&'static str, fn() -> Result<Arc<dyn Inode>, Errno>)>> =
+    spin::Mutex::new(Vec::new());
+
+/// Registers the file-system type `fstype`, made by `make`.
+pub fn register_type(fstype: &'static str, make: fn() -> Result<Arc<dyn Inode>, Errno>) {
+    let mut m = MAKERS.lock();
+    if m.try_reserve(1).is_ok() {
+        m.push((fstype, make));
+    }
+}
+
+/// A new instance of `fstype` for `mount(2)`, with the static name `/proc/mounts` shows
+/// (`ENODEV`: a type this kernel does not have).
+///
+/// # Errors
+/// `ENODEV`, `ENOMEM`.
+pub fn make_fs(fstype: &[u8]) -> Result<(&'static str, Arc<dyn Inode>), Errno> {
+    match fstype {
+        b"tmpfs" => return Ok(("tmpfs", new_tmpfs()?)),
+        b"ramfs" => return Ok(("ramfs", new_tmpfs()?)),
+        b"devtmpfs" => {
+            // One instance, as Linux's devtmpfs: the `/dev` made at boot.
+            let tree = TREE.get().ok_or(Errno::ENODEV)?;
+            let mounts = tree.mounts.read();
+            let m = mounts.iter().find(|m| m.fstype == "devtmpfs").ok_or(Errno::ENODEV)?;
+            return Ok(("devtmpfs", m.root.clone()));
+        }
+        _ => {}
+    }
+    let makers = MAKERS.lock();
+    let (name, make) = makers.iter().find(|(n, _)| n.as_bytes() == fstype).ok_or(Errno::ENODEV)?;
+    let (name, make) = (*name, *make);
+    drop(makers);
+    Ok((name, make()?))
+}
+
+/// Runs `f` on every mount, oldest first (`/proc/mounts`).
+pub fn for_each_mount(f: &mut dyn FnMut(&Mount)) {
+    if let Some(t) = TREE.get() {
+        for m in t.mounts.read().iter() {
+            f(m);
+        }
+    }
+}
+
+/// Registers how magic links are reopened (`procfs`).
+pub fn set_reopen(reopen: fn(&Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno>) {
+    REOPEN.call_once(|| reopen);
+}
+
+/// The open file magic link `node` stands for.
+///
+/// # Errors
+/// `ENOENT` (the descriptor is gone), `ENOMEM`.
+pub fn reopen(node: &Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno> {
+    let f = REOPEN.get().ok_or(Errno::ENOENT)?;
+    f(node)
+}
+
+/// A process's place in the tree (Linux's `fs_struct`): its root, its working directory and the
+/// path it was reached by, and its umask.
+#[derive(Clone)]
+pub struct FsContext {
+    /// Absolute paths start here; `..` stops here.
+    pub root: Arc<dyn Inode>,
+    /// The working directory.
+    pub cwd: Arc<dyn Inode>,
+    /// Its absolute path when it became the working directory (what a description opened by a
+    /// relative path remembers; `getcwd` asks the tree again).
+    pub cwd_path: Vec<u8>,
+    /// The permission bits new nodes do not get (`umask(2)`; 022 to start, as Linux's init).
+    pub umask: u32,
+}
+
+impl FsContext {
+    /// The context of the first process: the tree's root as root and working directory.
+    ///
+    /// # Errors
+    /// `ENOENT` before the tree exists.
+    pub fn first() -> Result<Self, Errno> {
+        let root = root().ok_or(Errno::ENOENT)?;
+        Ok(Self { cwd: root.clone(), root, cwd_path: super::copy_bytes(b"/")?, umask: 0o022 })
+    }
+}
+
+/// Runs `f` with a walker over the tree from `ctx`'s root.
+fn with_walker<R>(ctx: &FsContext, f: impl FnOnce(&Walker<'_>) -> Result<R, Errno>) -> Result<R, Errno> {
+    let tree = TREE.get().ok_or(Errno::ENOENT)?;
+    let mounts = tree.mounts.read();
+    f(&Walker { root: &ctx.root, mounts: &mounts })
+}
+
+/// The node `path` names, a relative path from `start` (`follow`: follow a link in the last
+/// component; a magic link is returned as itself).
+///
+/// # Errors
+/// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `ENOMEM`.
+pub fn lookup(
+    ctx: &FsContext,
+    start: &Arc<dyn Inode>,
+    path: &[u8],
+    follow: bool,
+) -> Result<Arc<dyn Inode>, Errno> {
+    with_walker(ctx, |w| w.resolve(start, path, follow))
+}
+
+/// The directory holding the last component of `path`, and that component.
+///
+/// # Errors
+/// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `ENOMEM`.
+pub fn lookup_parent(ctx: &FsContext, start: &Arc<dyn Inode>, path: &[u8]) -> Result<Parent, Errno> {
+    with_walker(ctx, |w| w.resolve_parent(start, path))
+}
+
+/// Whether `dir` has something mounted on it.
+pub fn is_mount_point(dir: &Arc<dyn Inode>) -> bool {
+    TREE.get().is_some_and(|t| t.mounts.read().is_mount_point(dir))
+}
+
+/// The absolute path of directory `dir` as seen from `ctx`'s root (`getcwd`, `/proc/PID/cwd`):
+/// up through `..` to the root, each step's name found in its parent's listing.
+///
+/// # Errors
+/// `ENOENT` when `dir` was removed (no parent lists it), `ENAMETOOLONG`, `ENOMEM`.
+pub fn path_of_dir(ctx: &FsContext, dir: &Arc<dyn Inode>) -> Result<Vec<u8>, Errno> {
+    let tree = TREE.get().ok_or(Errno::ENOENT)?;
+    let mounts = tree.mounts.read();
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    let mut at = dir.clone();
+    let mut total = 0usize;
+    loop {
+        if same(&at, &ctx.root) {
+            break;
+        }
+        if let Some(point) = mounts.covered_by(&at) {
+            at = point;
+            continue;
+        }
+        let parent = at.parent()?;
+        if same(&parent, &at) {
+            // A file system's root not mounted anywhere (or outside this process's root).
+            break;
+        }
+        let ino = at.metadata().ino;
+        let mut found = None;
+        parent.readdir(2, &mut |e, _| {
+            if e.ino == ino && e.kind == FileType::Directory {
+                found = Some(super::copy_bytes(e.name));
+                return false;
+            }
+            true
+        })?;
+        let name = found.ok_or(Errno::ENOENT)??;
+        total += name.len() + 1;
+        if total >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        names.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
+        names.push(name);
+        at = parent;
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(total.max(1)).map_err(|_| Errno::ENOMEM)?;
+    for name in names.iter().rev() {
+        out.push(b'/');
+        out.extend_from_slice(name);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    Ok(out)
+}
+
+/// `path` made absolute against directory `dir_path` and cleaned of `.`, `..` and repeated
+/// slashes, as text (what a description remembers of the path it was opened by).
+///
+/// # Errors
+/// `ENOMEM`.
+pub fn absolute(dir_path: &[u8], path: &[u8]) -> Result<Vec<u8>, Errno> {
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let base: &[u8] = if vfs::path::is_absolute(path) { b"" } else { dir_path };
+    for c in vfs::path::components(base).chain(vfs::path::components(path)) {
+        match c {
+            b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            c => {
+                parts.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
+                parts.push(c);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    out.try_reserve(parts.iter().map(|p| p.len() + 1).sum::<usize>().max(1)).map_err(|_| Errno::ENOMEM)?;
+    for p in &parts {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    Ok(out)
+}
+
+/// What an [`open`] gives.
+pub enum Opened {
+    /// The open file.
+    File(Arc<dyn File>),
+    /// A FIFO open waits for the other side: block on this event key and restart.
+    Wait(usize),
+}
+
+/// The node a path names for `open`, and the path it is remembered by.
+struct Found {
+    node: Arc<dyn Inode>,
+    path: Vec<u8>,
+    created: bool,
+}
+
+/// Opens `path` (relative to `start`, whose absolute path is `start_path`) with `flags` and, for
+/// a new file, `mode`, for thread `tid` (a FIFO's waiting open is kept under it). Linux's
+/// order of checks (module documentation).
+///
+/// # Errors
+/// `ENOENT`, `ENOTDIR`, `EISDIR`, `EEXIST`, `ELOOP`, `ENAMETOOLONG`, `ENXIO`, `EINVAL`,
+/// `EOPNOTSUPP` (`O_TMPFILE`), `ENOSPC`, `ENOMEM`.
+pub fn open(
+    ctx: &FsContext,
+    start: &Arc<dyn Inode>,
+    start_path: &[u8],
+    path: &[u8],
+    flags: u32,
+    mode: u32,
+    tid: u32,
+) -> Result<Opened, Errno> {
+    if flags & O_TMPFILE == O_TMPFILE {
+        // No unnamed files here: C libraries fall back to a named temporary file.
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let follow = flags & O_NOFOLLOW == 0;
+    let found = if flags & O_CREAT != 0 && flags & O_PATH == 0 {
+        create_or_find(ctx, start, start_path, path, flags, mode)?
+    } else {
+        let node = lookup(ctx, start, path, follow)?;
+        Found { path: absolute(start_path, path)?, node, created: false }
+    };
+    let Found { node, path: abs, created } = found;
+    if node.is_magic_link() && follow {
+        let file = reopen(&node)?;
+        return Ok(Opened::File(file));
+    }
+    let m = node.metadata();
+    let path_only = flags & O_PATH != 0;
+    if m.kind == FileType::Symlink && !path_only {
+        // O_NOFOLLOW on a link (a followed link never ends here).
+        return Err(Errno::ELOOP);
+    }
+    if flags & O_DIRECTORY != 0 && m.kind != FileType::Directory {
+        return Err(Errno::ENOTDIR);
+    }
+    let named = Named { node, path: abs };
+    if path_only {
+        return Ok(Opened::File(arc_file(NodeFile::new(named, true))?));
+    }
+    let writes = flags & O_ACCMODE != O_RDONLY;
+    match m.kind {
+        FileType::Directory if writes => Err(Errno::EISDIR),
+        FileType::Directory | FileType::Regular => {
+            if m.kind == FileType::Regular && writes && flags & O_TRUNC != 0 && !created {
+                named.node.truncate(0, now())?;
+            }
+            Ok(Opened::File(arc_file(NodeFile::new(named, false))?))
+        }
+        FileType::CharDevice => Ok(Opened::File(super::dev::open(named)?)),
+        FileType::Fifo => match super::pipe::open_fifo(&named.node, &named.path, flags, tid)? {
+            super::pipe::FifoOpen::Open(f) => Ok(Opened::File(f)),
+            super::pipe::FifoOpen::Wait(key) => Ok(Opened::Wait(key)),
+        },
+        FileType::BlockDevice | FileType::Socket => Err(Errno::ENXIO),
+        FileType::Symlink => Err(Errno::ELOOP),
+    }
+}
+
+fn arc_file<F: File>(f: F) -> Result<Arc<dyn File>, Errno> {
+    Ok(crate::memory::fallible::arc(f).map_err(|_| Errno::ENOMEM)?)
+}
+
+/// `open(O_CREAT)`: the node named, made if missing (with `O_EXCL`: must be missing).
+fn create_or_find(
+    ctx: &FsContext,
+    start: &Arc<dyn Inode>,
+    start_path: &[u8],
+    path: &[u8],
+    flags: u32,
+    mode: u32,
+) -> Result<Found, Errno> {
+    let parent = lookup_parent(ctx, start, path)?;
+    let Some(name) = parent.name.as_deref() else { return Err(Errno::EISDIR) };
+    if name == b"." || name == b".." {
+        return Err(Errno::EISDIR);
+    }
+    match parent.dir.lookup(name) {
+        Ok(existing) => {
+            if flags & O_EXCL != 0 {
+                return Err(Errno::EEXIST);
+            }
+            let kind = existing.metadata().kind;
+            if kind == FileType::Directory {
+                return Err(Errno::EISDIR);
+            }
+            if kind == FileType::Symlink && flags & O_NOFOLLOW == 0 {
+                // Follow it (a link to a missing file creates that file, as Linux).
+                let target = existing.readlink()?;
+                let dir_path = absolute(start_path, parent_text(path))?;
+                return create_or_find(ctx, &parent.dir, &dir_path, &target, flags & !O_EXCL, mode);
+            }
+            if parent.trailing_slash {
+                return Err(Errno::ENOTDIR);
+            }
+            Ok(Found { node: existing, path: absolute(start_path, path)?, created: false })
+        }
+        Err(Errno::ENOENT) => {
+            if parent.trailing_slash {
+                return Err(Errno::EISDIR);
+            }
+            let who = Creator { uid: 0, gid: 0, now: now() };
+            let node = parent.dir.create(name, NewNode::File, mode & 0o7777 & !ctx.umask, who)?;
+            Ok(Found { node, path: absolute(start_path, path)?, created: true })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The text of `path` without its last component (`a/b/c` → `a/b`; `c` → ``).
+fn parent_text(path: &[u8]) -> &[u8] {
+    let trimmed = path.strip_suffix(b"/").unwrap_or(path);
+    match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => b"/",
+        Some(i) => &trimmed[..i],
+        None => b"",
+    }
+}

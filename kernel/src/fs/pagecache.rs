@@ -1,0 +1,239 @@
+//! The page cache of one file: the frames that hold a RAM file's bytes (a regular file of the
+//! root or `/tmp`, a memfd), found by page offset. `read`, `write` and every mapping of the file
+//! use the same frames, so a write is seen by every mapping and a mapping's store by every
+//! `read`, as on Linux. The object itself (size, pages, truncation, which frames a mapping sees)
+//! is `mm::user::object`'s, host-tested; this is the kernel's side: its lock, its frames, the
+//! copies between frames and buffers, and the file systems' space budget.
+//!
+//! **Space.** The RAM file systems together may hold at most half of the machine's frames (as
+//! tmpfs's default `size=50%`): a write that needs a page past that fails with `ENOSPC` (after
+//! the bytes that fitted). Memfds are not counted, as Linux's internal shmem mount is not.
+use alloc::sync::Arc;
+use core::any::Any;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use linux_abi::Errno;
+use mm::addr::{PAGE_SIZE, PhysAddr};
+use mm::user::UserFrames as _;
+use mm::user::object::{MAX_SIZE, MemObject, ObjectRef, SharedObject};
+use spin::Mutex;
+use vfs::node::Contents;
+
+use crate::memory::frames;
+
+/// Pages held by the RAM file systems' files (the budget of the module documentation).
+static FS_PAGES: AtomicU64 = AtomicU64::new(0);
+
+/// The most pages the RAM file systems may hold: half the machine's frames.
+fn fs_page_limit() -> u64 {
+    frames::usage().1 as u64 / 2
+}
+
+/// The page cache of one file (module documentation).
+#[derive(Debug)]
+pub struct PageCache {
+    pages: Mutex<MemObject>,
+    /// Counted against the file systems' budget (a RAM file), or not (a memfd).
+    budgeted: bool,
+}
+
+impl SharedObject for PageCache {
+    fn with(&self, f: &mut dyn FnMut(&mut MemObject)) {
+        f(&mut self.pages.lock());
+    }
+}
+
+impl Drop for PageCache {
+    fn drop(&mut self) {
+        // The last name, descriptor and mapping are gone: the object's references go.
+        let pages = self.pages.get_mut();
+        if self.budgeted {
+            FS_PAGES.fetch_sub(pages.pages_held() as u64, Ordering::Relaxed);
+        }
+        pages.release(&mut frames::UserFrames);
+    }
+}
+
+impl PageCache {
+    /// An empty cache; `budgeted`: count its pages against the file systems' space.
+    pub fn new(budgeted: bool) -> Self {
+        Self { pages: Mutex::new(MemObject::new()), budgeted }
+    }
+
+    /// The object, for mapping the file (`mm::user::UserMemory::mmap_object`).
+    pub fn object(self: &Arc<Self>) -> ObjectRef {
+        self.clone()
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.pages.lock().size()
+    }
+
+    /// Pages held.
+    pub fn pages_held(&self) -> u64 {
+        self.pages.lock().pages_held() as u64
+    }
+
+    /// Sets the size: shrinking drops the pages past the end and zeroes the tail of the last one.
+    /// Returns the first page index gone, when pages went: the caller unmaps them from every
+    /// mapping (`truncate_object`).
+    ///
+    /// # Errors
+    /// `EFBIG`, `EINVAL`.
+    pub fn set_size(&self, size: u64) -> Result<Option<u64>, Errno> {
+        let mut o = self.pages.lock();
+        let before = o.pages_held() as u64;
+        let gone = o.set_size(size, &mut frames::UserFrames)?;
+        self.account(before, o.pages_held() as u64);
+        Ok(gone)
+    }
+
+    /// Moves the budget by the change from `before` to `after` pages held.
+    fn account(&self, before: u64, after: u64) {
+        if !self.budgeted {
+            return;
+        }
+        if after > before {
+            FS_PAGES.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            FS_PAGES.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `f` on the frame of page `index` (allocated if new, within the budget): `None` past
+    /// the end, or when no frame can be had (the caller's `ENOSPC`/`ENOMEM`).
+    fn with_page<R>(
+        &self,
+        index: u64,
+        write: bool,
+        f: impl FnOnce(PhysAddr) -> R,
+    ) -> Result<Option<R>, Errno> {
+        let mut o = self.pages.lock();
+        let new = o.frame_of(index).is_none();
+        if new && write && self.budgeted && FS_PAGES.load(Ordering::Relaxed) >= fs_page_limit() {
+            return Err(Errno::ENOSPC);
+        }
+        let before = o.pages_held() as u64;
+        let Ok(pa) = o.page(index, false, &mut frames::UserFrames) else {
+            return Ok(None);
+        };
+        self.account(before, o.pages_held() as u64);
+        if write {
+            o.written(index);
+        }
+        Ok(Some(f(pa)))
+    }
+
+    /// Copies from byte `offset` into `buf` (kernel memory); 0 at or past the end.
+    ///
+    /// # Errors
+    /// `ENOMEM` when a hole's page cannot be had.
+    pub fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        let size = self.size();
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            if at >= size {
+                break;
+            }
+            let in_page = (at % PAGE_SIZE) as usize;
+            let n = (PAGE_SIZE as usize - in_page).min(buf.len() - done).min((size - at) as usize);
+            let dst = &mut buf[done..done + n];
+            let got = self.with_page(at / PAGE_SIZE, false, |pa| {
+                let src = crate::memory::layout::phys_to_linear(pa.0) as *const u8;
+                // SAFETY: a frame the object holds (its lock is held), reached through the linear
+                // map; `in_page + n` stays inside the page.
+                unsafe { core::ptr::copy_nonoverlapping(src.add(in_page), dst.as_mut_ptr(), n) };
+            })?;
+            if got.is_none() {
+                break;
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+
+    /// Writes `buf` (kernel memory) at byte `offset`, growing the file.
+    ///
+    /// # Errors
+    /// `EFBIG` past the largest size, `ENOSPC`, `ENOMEM`, when nothing could be written.
+    pub fn write_from(&self, offset: u64, buf: &[u8]) -> Result<usize, Errno> {
+        let mut done = 0usize;
+        let partial = |done: usize, e: Errno| if done == 0 { Err(e) } else { Ok(done) };
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let in_page = (at % PAGE_SIZE) as usize;
+            let n = (PAGE_SIZE as usize - in_page).min(buf.len() - done);
+            let end = at.saturating_add(n as u64);
+            if end > MAX_SIZE {
+                return partial(done, Errno::EFBIG);
+            }
+            {
+                let mut o = self.pages.lock();
+                if end > o.size() {
+                    let before = o.pages_held() as u64;
+                    if o.set_size(end, &mut frames::UserFrames).is_err() {
+                        return partial(done, Errno::EFBIG);
+                    }
+                    self.account(before, o.pages_held() as u64);
+                }
+            }
+            let src = &buf[done..done + n];
+            let wrote =
+                match self.with_page(at / PAGE_SIZE, true, |pa| frames::UserFrames.write(pa, in_page, src)) {
+                    Ok(w) => w,
+                    Err(e) => return partial(done, e),
+                };
+            if wrote.is_none() {
+                return partial(done, Errno::ENOMEM);
+            }
+            done += n;
+        }
+        Ok(done)
+    }
+}
+
+impl Contents for PageCache {
+    fn size(&self) -> u64 {
+        PageCache::size(self)
+    }
+
+    fn blocks(&self) -> u64 {
+        self.pages_held() * (PAGE_SIZE / 512)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        self.read_into(offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize, Errno> {
+        self.write_from(offset, buf)
+    }
+
+    fn set_size(&self, size: u64) -> Result<(), Errno> {
+        // A truncation of a mapped file must also unmap the pages past the end from every
+        // address space: the caller (`syscall::files`) does it with the object it gets back from
+        // `truncate_everywhere`; here only the cache changes.
+        PageCache::set_size(self, size).map(|_| ())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The contents of a new regular file of a RAM file system (`vfs::ramfs::Config::new_contents`).
+///
+/// # Errors
+/// `ENOMEM`.
+pub fn new_file_contents() -> Result<Arc<dyn Contents>, Errno> {
+    let cache = crate::memory::fallible::arc(PageCache::new(true)).map_err(|_| Errno::ENOMEM)?;
+    Ok(cache)
+}
+
+/// The page cache behind `contents`, if it is one of ours.
+pub fn of(contents: &Arc<dyn Contents>) -> Option<Arc<PageCache>> {
+    let any: Arc<dyn Any + Send + Sync> = contents.clone();
+    any.downcast::<PageCache>().ok()
+}

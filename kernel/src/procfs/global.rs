@@ -1,0 +1,241 @@
+//! The machine-wide files of `/proc` (`meminfo`, `cpuinfo`, `uptime`, `mounts`, the `sys/`
+//! settings programs read) and the tree of `/sys`, as static tables of generated files
+//! (`fs::text::Synthetic`), in the formats of Linux 6.1.
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use linux_abi::Errno;
+
+use crate::fs::text::{Entry, Text};
+
+/// The machine-wide entries of `/proc`.
+pub static PROC: &[(&str, Entry)] = &[
+    ("cpuinfo", Entry::File(cpuinfo)),
+    ("filesystems", Entry::File(filesystems)),
+    ("loadavg", Entry::File(loadavg)),
+    ("meminfo", Entry::File(meminfo)),
+    ("mounts", Entry::Link("self/mounts")),
+    ("stat", Entry::File(stat)),
+    ("sys", Entry::Dir(PROC_SYS)),
+    ("uptime", Entry::File(uptime)),
+    ("version", Entry::File(version)),
+];
+
+static PROC_SYS: &[(&str, Entry)] = &[
+    ("fs", Entry::Dir(&[("pipe-max-size", Entry::Setting(pipe_max_size))])),
+    (
+        "kernel",
+        Entry::Dir(&[
+            ("hostname", Entry::Setting(hostname)),
+            ("osrelease", Entry::File(osrelease)),
+            ("ostype", Entry::File(ostype)),
+            ("pid_max", Entry::Setting(pid_max)),
+            ("random", Entry::Dir(&[("boot_id", Entry::File(boot_id)), ("uuid", Entry::File(boot_id))])),
+        ]),
+    ),
+    (
+        "vm",
+        Entry::Dir(&[
+            ("max_map_count", Entry::Setting(max_map_count)),
+            ("mmap_min_addr", Entry::Setting(mmap_min_addr)),
+            ("overcommit_memory", Entry::Setting(overcommit_memory)),
+        ]),
+    ),
+];
+
+/// The tree of `/sys`.
+pub static SYS: &[(&str, Entry)] = &[
+    (
+        "devices",
+        Entry::Dir(&[(
+            "system",
+            Entry::Dir(&[(
+                "cpu",
+                Entry::Dir(&[
+                    ("online", Entry::File(cpus)),
+                    ("possible", Entry::File(cpus)),
+                    ("present", Entry::File(cpus)),
+                ]),
+            )]),
+        )]),
+    ),
+    (
+        "kernel",
+        Entry::Dir(&[(
+            "mm",
+            Entry::Dir(&[(
+                "transparent_hugepage",
+                Entry::Dir(&[
+                    ("enabled", Entry::Setting(thp_enabled)),
+                    ("hpage_pmd_size", Entry::File(hpage_pmd_size)),
+                ]),
+            )]),
+        )]),
+    ),
+];
+
+fn text(f: impl FnOnce(&mut Text) -> core::fmt::Result) -> Result<Vec<u8>, Errno> {
+    let mut out = Text::default();
+    let r = f(&mut out);
+    out.done(r)
+}
+
+fn cpus() -> Result<Vec<u8>, Errno> {
+    let n = crate::cpu::ONLINE.load(core::sync::atomic::Ordering::Acquire);
+    text(|o| if n <= 1 { writeln!(o, "0") } else { writeln!(o, "0-{}", n - 1) })
+}
+
+fn hpage_pmd_size() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "{}", 512 * mm::addr::PAGE_SIZE))
+}
+
+fn thp_enabled() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "always [madvise] never"))
+}
+
+fn cpuinfo() -> Result<Vec<u8>, Errno> {
+    let n = crate::cpu::ONLINE.load(core::sync::atomic::Ordering::Acquire);
+    text(|o| {
+        for cpu in 0..n {
+            writeln!(o, "processor\t: {cpu}")?;
+            writeln!(o, "BogoMIPS\t: {}.00", crate::arch::time::frequency() / 500_000)?;
+            writeln!(o, "Features\t: fp asimd evtstrm cpuid")?;
+            writeln!(o, "CPU implementer\t: 0x00")?;
+            writeln!(o, "CPU architecture: 8")?;
+            writeln!(o, "CPU variant\t: 0x0")?;
+            writeln!(o, "CPU part\t: 0x051")?;
+            writeln!(o, "CPU revision\t: 0")?;
+            writeln!(o)?;
+        }
+        Ok(())
+    })
+}
+
+fn filesystems() -> Result<Vec<u8>, Errno> {
+    text(|o| {
+        for (nodev, name) in
+            [(true, "sysfs"), (true, "tmpfs"), (true, "devtmpfs"), (true, "proc"), (true, "ramfs")]
+        {
+            writeln!(o, "{}\t{name}", if nodev { "nodev" } else { "" })?;
+        }
+        Ok(())
+    })
+}
+
+fn loadavg() -> Result<Vec<u8>, Errno> {
+    let running = crate::process::family::live();
+    text(|o| writeln!(o, "0.00 0.00 0.00 1/{running} {}", running))
+}
+
+fn meminfo() -> Result<Vec<u8>, Errno> {
+    let (used, total) = crate::memory::frames::usage();
+    let kib = |frames: usize| frames as u64 * (mm::addr::PAGE_SIZE / 1024);
+    let free = total.saturating_sub(used);
+    text(|o| {
+        writeln!(o, "MemTotal:       {:8} kB", kib(total))?;
+        writeln!(o, "MemFree:        {:8} kB", kib(free))?;
+        writeln!(o, "MemAvailable:   {:8} kB", kib(free))?;
+        writeln!(o, "Buffers:        {:8} kB", 0)?;
+        writeln!(o, "Cached:         {:8} kB", 0)?;
+        writeln!(o, "SwapCached:     {:8} kB", 0)?;
+        writeln!(o, "SwapTotal:      {:8} kB", 0)?;
+        writeln!(o, "SwapFree:       {:8} kB", 0)?;
+        writeln!(o, "Shmem:          {:8} kB", 0)?;
+        writeln!(o, "Hugepagesize:   {:8} kB", kib(512))
+    })
+}
+
+fn stat() -> Result<Vec<u8>, Errno> {
+    let n = crate::cpu::ONLINE.load(core::sync::atomic::Ordering::Acquire);
+    let boot = crate::wallclock::realtime_offset_ns() / 1_000_000_000;
+    text(|o| {
+        writeln!(o, "cpu  0 0 0 0 0 0 0 0 0 0")?;
+        for cpu in 0..n {
+            writeln!(o, "cpu{cpu} 0 0 0 0 0 0 0 0 0 0")?;
+        }
+        writeln!(o, "intr 0")?;
+        writeln!(o, "ctxt 0")?;
+        writeln!(o, "btime {boot}")?;
+        writeln!(o, "processes {}", crate::process::family::listed())?;
+        writeln!(o, "procs_running 1")?;
+        writeln!(o, "procs_blocked 0")
+    })
+}
+
+fn uptime() -> Result<Vec<u8>, Errno> {
+    let ns = crate::wallclock::monotonic_ns();
+    let cs = ns / 10_000_000;
+    text(|o| writeln!(o, "{}.{:02} {}.{:02}", cs / 100, cs % 100, cs / 100, cs % 100))
+}
+
+fn version() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "Linux version {} (arm64 kernel in Rust) #1 SMP", crate::syscall::process::RELEASE))
+}
+
+fn osrelease() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "{}", crate::syscall::process::RELEASE))
+}
+
+fn ostype() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "Linux"))
+}
+
+fn hostname() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "(none)"))
+}
+
+fn pid_max() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "32768"))
+}
+
+fn pipe_max_size() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "{}", crate::fs::pipe::PIPE_MAX_SIZE))
+}
+
+fn max_map_count() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "{}", mm::vm::Layout::linux(0).max_map_count))
+}
+
+fn mmap_min_addr() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "{}", mm::vm::Layout::linux(0).mmap_min_addr))
+}
+
+fn overcommit_memory() -> Result<Vec<u8>, Errno> {
+    text(|o| writeln!(o, "0"))
+}
+
+fn boot_id() -> Result<Vec<u8>, Errno> {
+    static ID: spin::Once<[u8; 16]> = spin::Once::new();
+    let id = ID.call_once(|| {
+        let mut b = [0u8; 16];
+        crate::random::fill(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        b
+    });
+    text(|o| {
+        for (i, b) in id.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                o.write_str("-")?;
+            }
+            write!(o, "{b:02x}")?;
+        }
+        writeln!(o)
+    })
+}
+
+/// `/proc/mounts` (and `/proc/PID/mounts`): one line per mount, `source point type options 0 0`.
+///
+/// # Errors
+/// `ENOMEM`.
+pub fn mounts() -> Result<Vec<u8>, Errno> {
+    let mut out = Text::default();
+    let mut r = Ok(());
+    crate::fs::namespace::for_each_mount(&mut |m| {
+        if r.is_ok() {
+            let path = core::str::from_utf8(&m.path).unwrap_or("?");
+            r = writeln!(out, "{} {} {} {} 0 0", m.source, path, m.fstype, m.options);
+        }
+    });
+    out.done(r)
+}
