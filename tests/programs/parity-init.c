@@ -9,10 +9,11 @@
  *
  * The file system: this kernel starts every program with proc on /proc, a minimal sysfs on /sys,
  * its devices on /dev and an empty tmpfs on /tmp, while Linux's initramfs root has none of them
- * mounted (only the /dev/console and /root its built-in initramfs leaves). So the reference
- * environment mounts the same four first: proc, sysfs, devtmpfs and tmpfs, creating the
- * directories the initramfs lacks. A mount that fails is said on the console and the run goes on
- * (the program's own checks then show what is missing). */
+ * mounted (only the /dev/console and the empty /root its built-in initramfs leaves). So the
+ * reference environment mounts the same four first: proc, sysfs, devtmpfs and tmpfs, creating the
+ * directories the initramfs lacks, and removes the empty /root, so that / holds the initramfs's
+ * files and those four directories on both kernels. A mount that fails is said on the console and
+ * the run goes on (the program's own checks then show what is missing). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
         mount_at("sysfs", "/sys", "sysfs");
         mount_at("devtmpfs", "/dev", "devtmpfs");
         mount_at("tmpfs", "/tmp", "tmpfs");
+        rmdir("/root");
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
