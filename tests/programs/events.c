@@ -549,7 +549,7 @@ static void test_pidfd(void) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        sleep_ms(100);
+        sleep_ms(300);
         _exit(7);
     }
     int pfd = pidfd_open(pid, 0);

@@ -1116,6 +1116,17 @@ static struct flock query(int fd, int cmd, short type, off_t start, off_t len) {
     return fl;
 }
 
+// wait_until_sleeping: until /proc says PID sleeps (state S), for at most 2 s, then 20 ms more.
+static void wait_until_sleeping(pid_t pid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    for (int i = 0; i < 200; i++) {
+        if (get(path, buf, sizeof buf) > 0 && strrchr(buf, ')') && strrchr(buf, ')')[2] == 'S') break;
+        usleep(10000);
+    }
+    usleep(20000);
+}
+
 static void test_record_locks(void) {
     ENTER("locks");
     int fd = open("f", O_RDWR | O_CREAT, 0644);
@@ -1185,7 +1196,7 @@ static void test_record_locks(void) {
         _exit(lock(cfd, F_SETLKW, F_WRLCK, 0, 1) == 0 ? 0 : 2);
     }
     CHECK(read(to_parent[0], &c, 1) == 1, "child ready");
-    usleep(200000);
+    wait_until_sleeping(pid);
     CHECK_ERR(lock(fd, F_SETLKW, F_WRLCK, 1, 1), EDEADLK);
     CHECK_SYS(lock(fd, F_SETLK, F_UNLCK, 0, 1));
     waitpid(pid, &status, 0);

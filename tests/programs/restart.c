@@ -161,10 +161,13 @@ static void test_nanosleep(void) {
     CHECK_ERR(nanosleep(&req, &rem), EINTR); // even with SA_RESTART
     int64_t slept = now_ns(CLOCK_MONOTONIC) - t0;
     CHECK(handled == 1 && slept < 300 * MS, "interrupted after %lld ms", (long long)(slept / MS));
-    CHECK(rem.tv_sec == 0 && rem.tv_nsec > 0 && rem.tv_nsec <= 300 * MS - slept + 20 * MS, "the time left: %ld ms", rem.tv_nsec / 1000000);
+    // The time left is what was not slept: at most 250 ms (the signal came after 50 ms), and no
+    // less than what this thread did not see pass.
+    CHECK(rem.tv_sec == 0 && rem.tv_nsec > 0 && rem.tv_nsec < 260 * MS && rem.tv_nsec + slept >= 299 * MS, "the time left: %ld ms after %lld ms", rem.tv_nsec / 1000000, (long long)(slept / MS));
     kick(SIGUSR1, 50);
     struct timespec left = {0, 0};
-    CHECK(clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &left) == EINTR && left.tv_nsec > 0, "clock_nanosleep: EINTR, returned");
+    int r = clock_nanosleep(CLOCK_MONOTONIC, 0, &req, &left);
+    CHECK(r == EINTR && left.tv_nsec > 0, "clock_nanosleep returned %d (EINTR, returned), left %ld ns, handled %d", r, left.tv_nsec, handled);
     int64_t deadline = now_ns(CLOCK_MONOTONIC) + 200 * MS;
     struct timespec abs = {deadline / 1000000000, deadline % 1000000000};
     kick(SIGUSR1, 50);
@@ -243,7 +246,7 @@ static void test_stop_and_continue(void) {
     t0 = now_ns(CLOCK_MONOTONIC);
     CHECK(clock_nanosleep(CLOCK_MONOTONIC, 0, &req, NULL) == 0, "clock_nanosleep resumed");
     slept = now_ns(CLOCK_MONOTONIC) - t0;
-    CHECK(slept >= 320 * MS, "returned after the continue: %lld ms", (long long)(slept / MS));
+    CHECK(slept >= 300 * MS, "returned after the continue (300 ms after the stop): %lld ms", (long long)(slept / MS));
     waitpid(sc, NULL, 0);
     int64_t deadline = now_ns(CLOCK_MONOTONIC) + 250 * MS;
     struct timespec abs = {deadline / 1000000000, deadline % 1000000000};
@@ -407,7 +410,6 @@ static void test_futex_waitv(void) {
 // ---- timers ----------------------------------------------------------------------------------------
 
 static void test_alarm_and_pause(void) {
-    alarm(0); // run_cases_apart's guard uses the alarm: this case goes without it
     handle(SIGALRM, 0);
     CHECK(alarm(5) == 0, "no alarm before");
     CHECK(alarm(1) == 5, "alarm returns the seconds left");
@@ -437,7 +439,6 @@ static void test_alarm_and_pause(void) {
 }
 
 static void test_setitimer(void) {
-    alarm(0); // run_cases_apart's guard uses ITIMER_REAL: this case goes without it
     handle(SIGALRM, SA_RESTART);
     struct itimerval it = {.it_value = {0, 50000}, .it_interval = {0, 50000}}, old, cur;
     CHECK_SYS(setitimer(ITIMER_REAL, &it, &old));
@@ -448,7 +449,8 @@ static void test_setitimer(void) {
     it = (struct itimerval){0};
     CHECK_SYS(setitimer(ITIMER_REAL, &it, &old));
     CHECK(old.it_interval.tv_usec == 50000, "the old interval");
-    CHECK(handled >= 4 && handled <= 6, "a 50 ms periodic timer over 280 ms: %d signals", handled);
+    // 5 expirations; a signal still pending when the next expires is not queued twice.
+    CHECK(handled >= 3 && handled <= 6, "a 50 ms periodic timer over 280 ms: %d signals", handled);
     // ITIMER_VIRTUAL counts user CPU time only: a sleep does not advance it.
     handle(SIGVTALRM, 0);
     it = (struct itimerval){.it_value = {0, 100000}};
@@ -523,7 +525,7 @@ static void test_posix_timers(void) {
     CHECK_SYS(timer_settime(t, 0, &its, NULL));
     sleep_ms(105);
     CHECK(sigwaitinfo(&rt, &si) == SIGRTMIN, "signal");
-    CHECK(si.si_overrun >= 5 && si.si_overrun <= 12, "si_overrun %d", si.si_overrun);
+    CHECK(si.si_overrun >= 5 && si.si_overrun <= 100, "si_overrun %d", si.si_overrun);
     CHECK(timer_getoverrun(t) == si.si_overrun, "timer_getoverrun %d, si_overrun %d", timer_getoverrun(t), si.si_overrun);
     CHECK(timer_gettime(t, &cur) == 0 && cur.it_interval.tv_nsec == 10 * MS && cur.it_value.tv_nsec <= 10 * MS, "periodic gettime");
     CHECK_SYS(timer_delete(t));
@@ -648,12 +650,14 @@ static void test_rlimit_cpu(void) {
         struct rlimit rl = {1, 2};
         setrlimit(RLIMIT_CPU, &rl);
         handle(SIGXCPU, 0);
-        for (;;) {
+        // Bounded in wall time, so a kernel without RLIMIT_CPU fails the case, not the suite.
+        for (int64_t t0 = now_ns(CLOCK_MONOTONIC); now_ns(CLOCK_MONOTONIC) - t0 < 10000 * MS;) {
             if (handled) {
                 handled = 0;
                 if (write(p[1], "X", 1) != 1) _exit(1);
             }
         }
+        _exit(99);
     }
     close(p[1]);
     int status;
@@ -670,8 +674,9 @@ static void test_rlimit_cpu(void) {
     if (pid == 0) {
         struct rlimit rl = {1, RLIM_INFINITY};
         setrlimit(RLIMIT_CPU, &rl);
-        for (;;) {
+        for (int64_t t0 = now_ns(CLOCK_MONOTONIC); now_ns(CLOCK_MONOTONIC) - t0 < 10000 * MS;) {
         }
+        _exit(99);
     }
     CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU, "SIGXCPU: %#x", status);
     struct rlimit rl;
@@ -819,5 +824,5 @@ int main(int argc, char **argv) {
         {"pipe2_o_direct", test_pipe2_o_direct},
         {"futex_waitv", test_futex_waitv},
     };
-    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 20);
+    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 30);
 }
