@@ -97,8 +97,8 @@ func timersAndTickers() error {
 	if !stopped.Stop() {
 		return errors.New("Stop of a pending timer")
 	}
-	ticker := time.NewTicker(20 * time.Millisecond)
 	start = time.Now()
+	ticker := time.NewTicker(20 * time.Millisecond)
 	for i := 0; i < 5; i++ {
 		<-ticker.C
 	}
