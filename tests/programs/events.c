@@ -799,5 +799,5 @@ int main(int argc, char **argv) {
         {"rseq", test_rseq},
         {"capabilities", test_capabilities},
     };
-    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 30);
+    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 15);
 }

@@ -121,9 +121,9 @@ static const char *keys_in_order(const char *text, const char *const *keys) {
     return NULL;
 }
 
-// run_child: runs ARGV[0] (execve, or execveat(dirfd, path, .., flags) when dirfd >= -100 is given
-// through run_childat) with its stdout into OUT; returns the wait status, 256 * (100 + errno) when
-// the exec failed.
+// run_childat: runs PATH with ARGV in a child (execve when DIRFD is -1, else
+// execveat(DIRFD, PATH, ARGV, envp, FLAGS)) with its stdout into OUT; returns the wait status. A
+// child whose exec failed exits with 100 + errno. run_child: the same with execve.
 static int run_childat(int dirfd, const char *path, char *const argv[], int flags, char *out, size_t size) {
     int p[2];
     if (pipe(p) != 0) return -1;
@@ -2053,5 +2053,5 @@ int main(int argc, char **argv) {
         {"proc_sys_and_sys", test_proc_sys_and_sys},
         {"kernel_log", test_kernel_log},
     };
-    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 30);
+    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 15);
 }

@@ -197,5 +197,5 @@ int main(int argc, char **argv) {
         {"growsdown_limits", test_growsdown_limits},
         {"main_stack", test_main_stack},
     };
-    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 30);
+    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 15);
 }

@@ -824,5 +824,5 @@ int main(int argc, char **argv) {
         {"pipe2_o_direct", test_pipe2_o_direct},
         {"futex_waitv", test_futex_waitv},
     };
-    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 30);
+    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 15);
 }

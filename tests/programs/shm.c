@@ -365,5 +365,5 @@ int main(int argc, char **argv) {
         {"outlives_its_creator", test_outlives_its_creator},
         {"proc_sysvipc_shm", test_proc_sysvipc_shm},
     };
-    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 30);
+    return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 15);
 }
