@@ -79,16 +79,22 @@ build_c_program() {
 }
 
 # build_linux_programs DIR: the static Linux programs of the suite in DIR, and DIR/initramfs.cpio
-# holding them all: abi-test, signals, fork-test, maps-test, memfd-test, lazyfree-test and failslab-test (glibc,
-# Debian's cross compiler), rust-std-test (Rust std for aarch64-unknown-linux-musl, linked by
-# rust-lld), Debian's busybox-static, and parity-init (the init of the Linux reference runs,
+# holding them all: abi-test, signals, fork-test, maps-test, memfd-test, lazyfree-test,
+# failslab-test, files-test, events-test, restart-test, growsdown-test and shm-test (glibc,
+# Debian's cross compiler), rust-std-test and rust-fs-test (Rust std for
+# aarch64-unknown-linux-musl, linked by rust-lld), go-test (Go's standard library, Debian's
+# golang-go, CGO_ENABLED=0, offline), Debian's busybox-static, bash-static and zsh-static (as
+# /busybox, /bash and /zsh), and parity-init (the init of the Linux reference runs,
 # tests/programs/parity-init.c).
 build_linux_programs() {
     local dir="$1"
     ensure_cross_gcc
+    command -v go >/dev/null || apt_install golang-go
     source "$ROOT/scripts/boards.sh"
     ensure_arm64_arch
     apt_fetch busybox-static:arm64 "$BOARDS/busybox-static"
+    apt_fetch bash-static:arm64 "$BOARDS/bash-static"
+    apt_fetch zsh-static:arm64 "$BOARDS/zsh-static"
     rm -rf "$dir"; mkdir -p "$dir"
     aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$dir/abi-test" "$ROOT/tests/programs/abi-test.c"
     build_c_program "$ROOT/tests/programs/signals.c" "$dir/signals"
@@ -98,12 +104,25 @@ build_linux_programs() {
     build_c_program "$ROOT/tests/programs/memfd.c" "$dir/memfd-test"
     build_c_program "$ROOT/tests/programs/lazyfree.c" "$dir/lazyfree-test"
     build_c_program "$ROOT/tests/programs/failslab.c" "$dir/failslab-test"
+    local prog
+    for prog in files events restart growsdown shm; do
+        build_c_program "$ROOT/tests/programs/$prog.c" "$dir/$prog-test"
+    done
     cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
+    cp "$BOARDS/bash-static/bin/bash-static" "$dir/bash"
+    cp "$BOARDS/zsh-static/bin/zsh-static" "$dir/zsh"
     rustup target list --installed | grep -qx aarch64-unknown-linux-musl || rustup target add aarch64-unknown-linux-musl
-    rustc --edition 2024 --target aarch64-unknown-linux-musl -C opt-level=2 -C linker=rust-lld \
-        -C linker-flavor=ld.lld -o "$dir/rust-std-test" "$ROOT/tests/programs/rust_std.rs"
+    local rs
+    for rs in rust_std:rust-std-test rust_fs:rust-fs-test; do
+        rustc --edition 2024 --target aarch64-unknown-linux-musl -C opt-level=2 -C linker=rust-lld \
+            -C linker-flavor=ld.lld -o "$dir/${rs#*:}" "$ROOT/tests/programs/${rs%%:*}.rs"
+    done
+    # Only the standard library: GOPROXY=off makes a module download an error, not a fetch.
+    (cd "$ROOT/tests/programs/go" && CGO_ENABLED=0 GOOS=linux GOARCH=arm64 GOPROXY=off GOFLAGS=-mod=mod \
+        go build -trimpath -o "$dir/go-test" .)
     make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
-        "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test"
+        "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
+        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh"
 }
 
 # granule_images GRANULE: the directory build_images puts that granule's images in:

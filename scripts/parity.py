@@ -12,7 +12,11 @@ difference; the exit status is QEMU's (the kernel ends the run with init's statu
 console line that is not a kernel log line ("[   1.234567] ..."), up to "parity: exit N" from
 parity-init. FILTER keeps what is comparable: `all` (every line), `tests` (the "ok - NAME" /
 "FAIL - NAME" lines and the "N passed, N failed" summary of the repository's test programs), or
-`grep:REGEX` (the lines matching REGEX). The last line of the normalised output is "exit N".
+`grep:REGEX` (the lines matching REGEX). `mask:REGEX` keeps every line but replaces the text of
+each capturing group of each match of REGEX by "#": it hides what a kernel may choose
+differently and still be Linux-compatible (times, dates, pids, free memory, a directory's size
+or link count), never what a program computed. Steps chain with "&&", applied left to right
+(`grep:^PID|ps$&&mask:^( *[0-9]+)`). The last line of the normalised output is "exit N".
 """
 import difflib
 import re
@@ -22,8 +26,24 @@ KLOG = re.compile(r"^\[ *[0-9]+\.[0-9]+\] ")
 
 
 def keep(lines, flt):
+    for step in flt.split("&&"):
+        lines = keep_step(lines, step)
+    return lines
+
+
+def mask(line, rx):
+    spans = [m.span(g) for m in rx.finditer(line) for g in range(1, rx.groups + 1) if m.group(g) is not None]
+    for start, end in sorted(spans, reverse=True):
+        line = line[:start] + "#" + line[end:]
+    return line
+
+
+def keep_step(lines, flt):
     if flt == "all":
         return lines
+    if flt.startswith("mask:"):
+        rx = re.compile(flt[5:])
+        return [mask(l, rx) for l in lines]
     if flt == "tests":
         rx = re.compile(r"^(ok|FAIL)\b|^[0-9]+ passed, [0-9]+ failed$")
     elif flt.startswith("grep:"):

@@ -1,0 +1,3 @@
+module paritygo
+
+go 1.19
