@@ -370,6 +370,10 @@ impl PipeEnd {
                 return Ok(0);
             }
             st.buf.extend(&bytes[..fit]);
+            if fit < bytes.len() {
+                // Full now: the rest waits (or, non-blocking, is not written).
+                stop = Some(FileError::WouldBlock(pipe.key()));
+            }
             Ok(fit)
         });
         match r {
