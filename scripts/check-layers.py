@@ -26,8 +26,8 @@ LAYERS = [
     ["memory"],                                 # layout, frames, heap, kernel map, ASIDs, address spaces
     ["drivers"],                                # UARTs and interrupt controllers
     ["exit"],                                   # ending a run (semihosting, PSCI)
-    ["console"],                                # printing, the log
-    ["irq", "wallclock", "random"],             # interrupts and the tick, time of day, randomness
+    ["console"],                                # printing
+    ["irq", "wallclock", "random", "klog"],     # interrupts and the tick, time of day, randomness, the log
     ["sched"],                                  # tasks: run queue, wait list, wake-ups
     ["fs"],                                     # files: the terminal, pipes, memfd, poll
     ["process"],                                # processes and threads, families, signals, exec

@@ -1,4 +1,5 @@
-//! The kernel console: where `kprintln!` goes.
+//! The kernel console: the UART the kernel's log lines (`klog`, at the console log level), the
+//! test and benchmark reports (`cprintln!`) and the programs' terminal (`fs::tty`) write to.
 //!
 //! Before the device tree is read, the console is the board's fallback UART (if the build has one,
 //! see `board`), reached through the early map. Once the device tree names `/chosen/stdout-path`,
@@ -7,8 +8,8 @@
 //! or one of `drivers::uart`.
 //! A console the kernel has no driver for leaves the kernel silent but running (the boot report,
 //! kept in memory by no one, still records the choice in [`kind`]). Output is polled; a lock keeps
-//! lines whole. Input is polled too ([`receive`], from `crate::fs::tty` on each tick). The fatal paths (panic, exception report) take the console even if its lock is
-//! held, because a report that deadlocks is worse than one that interleaves.
+//! lines whole. Input is polled too ([`receive`], from `crate::fs::tty` on each tick). The fatal
+//! paths (panic, exception report) take the console even if its lock is held, because a report that deadlocks is worse than one that interleaves.
 
 use core::fmt::{self, Write};
 
@@ -310,25 +311,6 @@ pub fn print_fatal(args: fmt::Arguments<'_>) {
         unsafe { CONSOLE.force_unlock() };
     }
     _print(args);
-}
-
-/// Logs a line at the default level (information): into the kernel's log (`dmesg`), and on
-/// the console when the console log level is above it (`loglevel=7`; by default it is not).
-#[macro_export]
-macro_rules! kprintln {
-    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::INFO, format_args!($($arg)*)));
-}
-
-/// Logs a line at the error level: on the console at the default console log level too.
-#[macro_export]
-macro_rules! kerr {
-    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::ERR, format_args!($($arg)*)));
-}
-
-/// Logs a line at the warning level.
-#[macro_export]
-macro_rules! kwarn {
-    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::WARNING, format_args!($($arg)*)));
 }
 
 /// Prints a line on the console, not in the log: the output of the modes a command line asks

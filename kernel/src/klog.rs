@@ -232,3 +232,22 @@ pub fn log(level: u8, args: core::fmt::Arguments<'_>) {
         crate::console::print_bytes(b"\n");
     }
 }
+
+/// Logs a line at the default level (information): into the kernel's log (`dmesg`), and on
+/// the console when the console log level is above it (`loglevel=7`; by default it is not).
+#[macro_export]
+macro_rules! kprintln {
+    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::INFO, format_args!($($arg)*)));
+}
+
+/// Logs a line at the error level: on the console at the default console log level too.
+#[macro_export]
+macro_rules! kerr {
+    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::ERR, format_args!($($arg)*)));
+}
+
+/// Logs a line at the warning level.
+#[macro_export]
+macro_rules! kwarn {
+    ($($arg:tt)*) => ($crate::klog::log($crate::klog::level::WARNING, format_args!($($arg)*)));
+}

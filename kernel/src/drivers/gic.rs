@@ -83,13 +83,6 @@ pub fn active() -> Option<Gic> {
     }
 }
 
-/// The interrupt controller in use (GIC or not), if any: kept under this name for the callers
-/// that only ask "are there interrupts" (`sched::switch`, `tests::irq`); new code uses
-/// [`super::intc::current`].
-pub fn current() -> Option<super::intc::InterruptController> {
-    super::intc::current()
-}
-
 /// Whether `node` is a GIC this driver takes (v2, QGIC2 or v3).
 pub fn is_gic(node: &crate::devicetree::Node<'_>) -> bool {
     node.is_compatible(IntcFamily::GicV2.compatibles()) || node.is_compatible(IntcFamily::GicV3.compatibles())

@@ -6,11 +6,8 @@
 //!
 //! A memfd is an anonymous regular file of a shmem mount: mode `S_IFREG | 0777`, no links,
 //! `st_blksize` one page, `st_blocks` the pages it holds. Every descriptor and every mapping
-//! holds the object ([`ObjectRef`]); its pages go back when the last of them is gone.
-//! Truncation reaches every process that maps the object: the object shrinks first (so no
-//! fault can map a page past the new end), then each process's memory unmaps those pages, one
-//! process lock at a time, never inside the object's lock (the fault path takes them in the
-//! other order).
+//! holds the page cache (`mm::user::object::ObjectRef`); its pages go back when the last of
+//! them is gone. Truncation reaches every process that maps it (`syscall::files::ftruncate`).
 //!
 //! Seals: `MFD_ALLOW_SEALING` is accepted; no seal can be added (`fcntl(F_ADD_SEALS)` is not
 //! implemented), so a memfd behaves as one created without it apart from that.

@@ -11,6 +11,10 @@ use spin::Mutex;
 use crate::fs::file::{FdTable, OpenFile};
 use crate::fs::namespace::FsContext;
 
+/// The release `uname` and `/proc/sys/kernel/osrelease` report, in Linux's form (C libraries
+/// parse it). Linux keeps the system's names in the process's UTS namespace; there is one here.
+pub const RELEASE: &str = "6.1.0-mmkernel";
+
 /// Ids, descriptors and accounting of a process.
 pub struct ProcessPosix {
     /// Process group (0 until `setsid`/`setpgid`, as for a Linux init started by the kernel).

@@ -169,11 +169,11 @@ fn uptime() -> Result<Vec<u8>, Errno> {
 }
 
 fn version() -> Result<Vec<u8>, Errno> {
-    text(|o| writeln!(o, "Linux version {} (arm64 kernel in Rust) #1 SMP", crate::syscall::process::RELEASE))
+    text(|o| writeln!(o, "Linux version {} (arm64 kernel in Rust) #1 SMP", crate::process::posix::RELEASE))
 }
 
 fn osrelease() -> Result<Vec<u8>, Errno> {
-    text(|o| writeln!(o, "{}", crate::syscall::process::RELEASE))
+    text(|o| writeln!(o, "{}", crate::process::posix::RELEASE))
 }
 
 fn ostype() -> Result<Vec<u8>, Errno> {

@@ -251,25 +251,15 @@ impl Inode for ProcNode {
                     add(&text[..n], u64::from(pid) << 16, FileType::Directory)?;
                 }
             }
-            Kind::Pid(pid) => {
-                if process(pid).is_ok() {
-                    for t in pid::Text::ALL {
-                        add(
-                            t.name().as_bytes(),
-                            u64::from(pid) << 16 | (*t as u64 + 0x10),
-                            FileType::Regular,
-                        )?;
-                    }
-                    for l in pid::Link::ALL {
-                        add(
-                            l.name().as_bytes(),
-                            u64::from(pid) << 16 | (*l as u64 + 0x80),
-                            FileType::Symlink,
-                        )?;
-                    }
-                    add(b"fd", u64::from(pid) << 16 | 0x100, FileType::Directory)?;
-                    add(b"task", u64::from(pid) << 16 | 0x101, FileType::Directory)?;
+            Kind::Pid(pid) if process(pid).is_ok() => {
+                for t in pid::Text::ALL {
+                    add(t.name().as_bytes(), u64::from(pid) << 16 | (*t as u64 + 0x10), FileType::Regular)?;
                 }
+                for l in pid::Link::ALL {
+                    add(l.name().as_bytes(), u64::from(pid) << 16 | (*l as u64 + 0x80), FileType::Symlink)?;
+                }
+                add(b"fd", u64::from(pid) << 16 | 0x100, FileType::Directory)?;
+                add(b"task", u64::from(pid) << 16 | 0x101, FileType::Directory)?;
             }
             Kind::FdDir(pid) => {
                 if let Ok(p) = process(pid) {

@@ -21,9 +21,6 @@ use crate::memory::uaccess::{copy_in, copy_out};
 use crate::process::Thread;
 use crate::sched::Action;
 
-/// The release `uname` and `/proc/sys/kernel/osrelease` say (Linux's form: C libraries parse it).
-pub const RELEASE: &str = "6.1.0-mmkernel";
-
 /// `uname(buf)`.
 pub fn uname(buf: u64) -> Result<u64, Errno> {
     // struct utsname: six fields of 65 bytes. sysname and release look like Linux because C
@@ -32,7 +29,7 @@ pub fn uname(buf: u64) -> Result<u64, Errno> {
     let fields: [&str; 6] = [
         "Linux",
         "mmkernel",
-        RELEASE,
+        crate::process::posix::RELEASE,
         concat!("#1 mmkernel ", env!("CARGO_PKG_VERSION")),
         "aarch64",
         "(none)",

@@ -11,7 +11,7 @@ fn online_cpus() -> impl Iterator<Item = usize> {
 
 kernel_test!(
     fn the_timer_ticks_on_every_cpu() {
-        ensure!(crate::drivers::gic::current().is_some(), "no GIC");
+        ensure!(crate::drivers::intc::current().is_some(), "no GIC");
         let before: alloc::vec::Vec<u64> = (0..MAX_CPUS).map(|c| TICKS[c].load(Ordering::Relaxed)).collect();
         let ticked = wait_with_interrupts(2_000_000, || {
             online_cpus().all(|c| TICKS[c].load(Ordering::Relaxed) >= before[c] + 2)
