@@ -80,7 +80,8 @@ build_c_program() {
 
 # build_linux_programs DIR: the static Linux programs of the suite in DIR, and DIR/initramfs.cpio
 # holding them all: abi-test, signals, fork-test, maps-test, memfd-test, lazyfree-test,
-# failslab-test, files-test, events-test, restart-test, growsdown-test and shm-test (glibc,
+# failslab-test, files-test, events-test, restart-test, growsdown-test, shm-test and
+# hardening-test (glibc,
 # Debian's cross compiler), rust-std-test and rust-fs-test (Rust std for
 # aarch64-unknown-linux-musl, linked by rust-lld), go-test (Go's standard library, Debian's
 # golang-go, CGO_ENABLED=0, offline), Debian's busybox-static, bash-static and zsh-static (as
@@ -108,6 +109,9 @@ build_linux_programs() {
     for prog in files events restart growsdown shm; do
         build_c_program "$ROOT/tests/programs/$prog.c" "$dir/$prog-test"
     done
+    # Built with return-address signing (PACIASP/AUTIASP) in every function of its own.
+    aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -mbranch-protection=standard \
+        -o "$dir/hardening-test" "$ROOT/tests/programs/hardening.c"
     cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
     cp "$BOARDS/bash-static/bin/bash-static" "$dir/bash"
     cp "$BOARDS/zsh-static/bin/zsh-static" "$dir/zsh"
@@ -122,7 +126,7 @@ build_linux_programs() {
         go build -trimpath -o "$dir/go-test" .)
     make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
-        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh"
+        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test"
 }
 
 # granule_images GRANULE: the directory build_images puts that granule's images in:

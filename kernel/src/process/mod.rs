@@ -161,6 +161,8 @@ pub struct Thread {
     pub fp: FpState,
     /// TPIDR_EL0 (the thread pointer).
     pub tpidr: u64,
+    /// Its pointer-authentication keys and enabled keys (`arch::aarch64::pauth`).
+    pub pac: crate::arch::aarch64::pauth::Keys,
     /// `set_tid_address` / `CLONE_CHILD_CLEARTID`: zeroed and futex-woken at exit.
     pub clear_child_tid: u64,
     /// CPUs the thread may run on (bit per CPU).
@@ -257,6 +259,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         regs,
         fp: FpState::ZERO,
         tpidr: 0,
+        pac: fresh_pac_keys(),
         clear_child_tid: 0,
         affinity: u64::MAX,
         pipe_written: 0,
@@ -269,6 +272,18 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         return Err(format!("cannot start its first thread: {e}"));
     }
     Ok(process)
+}
+
+/// Ten random words: five pointer-authentication keys.
+pub fn random_pac_words() -> [u64; 10] {
+    let mut bytes = [0u8; 80];
+    crate::random::fill(&mut bytes);
+    core::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default()))
+}
+
+/// New random pointer-authentication keys, every address key enabled (a thread after `execve`).
+pub fn fresh_pac_keys() -> crate::arch::aarch64::pauth::Keys {
+    crate::arch::aarch64::pauth::Keys::new(random_pac_words())
 }
 
 /// Makes instructions just written at user address `va` visible to instruction fetch (the

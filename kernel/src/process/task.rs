@@ -58,6 +58,7 @@ impl Task for Thread {
         let Some(space) = self.process.space() else { return false };
         self.process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
         crate::memory::vmspace::switch_to(space, cpu);
+        self.pac.install();
         true
     }
 

@@ -443,10 +443,55 @@ pub fn prctl(
     arg4: u64,
     arg5: u64,
 ) -> Result<u64, Errno> {
+    use linux_abi::prctl::{PR_PAC_GET_ENABLED_KEYS, PR_PAC_RESET_KEYS, PR_PAC_SET_ENABLED_KEYS};
     match option {
         PR_SET_NAME | PR_GET_NAME => prctl_name(thread, option, arg2),
+        PR_PAC_RESET_KEYS | PR_PAC_SET_ENABLED_KEYS | PR_PAC_GET_ENABLED_KEYS => {
+            prctl_pac(thread, option, [arg2, arg3, arg4, arg5])
+        }
         _ => super::memory::prctl(&thread.process, option, arg2, arg3, arg4, arg5),
     }
+}
+
+/// The pointer-authentication options, as Linux's `ptrauth_prctl_reset_keys` and
+/// `ptrauth_set_enabled_keys`: `EINVAL` on a CPU without address authentication, for unused
+/// arguments that are not 0, and for keys outside the masks. The thread's keys change, and are
+/// loaded into the registers at once (the thread returns to EL0 from here).
+fn prctl_pac(thread: &mut Thread, option: u64, a: [u64; 4]) -> Result<u64, Errno> {
+    use crate::arch::aarch64::pauth::{self, key};
+    use linux_abi::prctl::{PR_PAC_GET_ENABLED_KEYS, PR_PAC_RESET_KEYS};
+    if !pauth::has_address_auth() {
+        return Err(Errno::EINVAL);
+    }
+    match option {
+        PR_PAC_RESET_KEYS => {
+            if a[1..] != [0, 0, 0] {
+                return Err(Errno::EINVAL);
+            }
+            let all = u64::from(key::ADDRESS | key::GA);
+            let which = if a[0] == 0 { all } else { a[0] };
+            if which & !all != 0 || (which & u64::from(key::GA) != 0 && !pauth::has_generic_auth()) {
+                return Err(Errno::EINVAL);
+            }
+            thread.pac.reset(which as u8, crate::process::random_pac_words());
+        }
+        PR_PAC_GET_ENABLED_KEYS => {
+            if a != [0, 0, 0, 0] {
+                return Err(Errno::EINVAL);
+            }
+            return Ok(u64::from(thread.pac.enabled()));
+        }
+        _ => {
+            let (keys, enabled) = (a[0], a[1]);
+            let address = u64::from(key::ADDRESS);
+            if keys & !address != 0 || enabled & !keys != 0 || a[2..] != [0, 0] {
+                return Err(Errno::EINVAL);
+            }
+            thread.pac.set_enabled(keys as u8, enabled as u8);
+        }
+    }
+    thread.pac.install();
+    Ok(0)
 }
 
 /// `syslog(type, buf, len)` (`klogctl`): the kernel's log (`crate::klog`) in Linux's format,

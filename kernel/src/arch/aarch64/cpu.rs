@@ -176,6 +176,12 @@ pub fn hwcaps() -> u64 {
     if field(isar0, 20) >= 2 {
         caps |= 1 << 8; // HWCAP_ATOMICS
     }
+    if super::pauth::has_address_auth() {
+        caps |= 1 << 30; // HWCAP_PACA
+    }
+    if super::pauth::has_generic_auth() {
+        caps |= 1 << 31; // HWCAP_PACG
+    }
     caps
 }
 

@@ -339,6 +339,10 @@ pub fn execveat(
     thread.posix.name = super::posix::name_from_path(core::str::from_utf8(&name_path).unwrap_or(""));
     p.posix.set_exe(&program.path);
     thread.posix.robust_list = 0;
+    // New keys for the new program (Linux's `ptrauth_thread_init_user`), in the registers before
+    // the return to EL0.
+    thread.pac = super::fresh_pac_keys();
+    thread.pac.install();
     thread.clear_child_tid = 0;
     {
         use aarch64_cpu::registers::{TPIDR_EL0, Writeable};

@@ -1,0 +1,161 @@
+// hardening-test: arm64's pointer authentication as a program sees it (built with
+// -mbranch-protection=standard, so its functions sign their return addresses with PACIASP and
+// check them with AUTIASP). What it checks, and prints, is what Linux 6.1 does on the same CPU:
+//   - the auxiliary vector says HWCAP_PACA and HWCAP_PACG;
+//   - prctl(PR_PAC_GET_ENABLED_KEYS) starts with all four address keys, and
+//     PR_PAC_SET_ENABLED_KEYS turns one off and on again;
+//   - the generic key (PACGA) is the same in a forked child, differs after PR_PAC_RESET_KEYS,
+//     and differs in a program started by execve (new keys at exec);
+//   - a return address overwritten on the stack is caught: the process dies of the signal Linux
+//     sends (its si_code printed), and with the instruction A key disabled the same overwrite goes
+//     unnoticed (the function "returns" to the planted address).
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+
+#include "check.h"
+
+#ifndef HWCAP_PACA
+#define HWCAP_PACA (1UL << 30)
+#define HWCAP_PACG (1UL << 31)
+#endif
+#ifndef PR_PAC_RESET_KEYS
+#define PR_PAC_RESET_KEYS 54
+#endif
+#ifndef PR_PAC_SET_ENABLED_KEYS
+#define PR_PAC_SET_ENABLED_KEYS 60
+#define PR_PAC_GET_ENABLED_KEYS 61
+#endif
+#define PR_PAC_APIAKEY (1UL << 0)
+#define PR_PAC_APGAKEY (1UL << 4)
+
+static uint64_t pacga(uint64_t a, uint64_t b) {
+    uint64_t r;
+    __asm__ volatile(".arch_extension pauth\n pacga %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static void test_hwcaps(void) {
+    unsigned long caps = getauxval(AT_HWCAP);
+    CHECK(caps & HWCAP_PACA, "no HWCAP_PACA: %#lx", caps);
+    CHECK(caps & HWCAP_PACG, "no HWCAP_PACG: %#lx", caps);
+}
+
+static void test_enabled_keys(void) {
+    CHECK(prctl(PR_PAC_GET_ENABLED_KEYS, 0, 0, 0, 0) == 15, "enabled keys at start: %d",
+          prctl(PR_PAC_GET_ENABLED_KEYS, 0, 0, 0, 0));
+    CHECK_SYS(prctl(PR_PAC_SET_ENABLED_KEYS, PR_PAC_APIAKEY, 0, 0, 0));
+    CHECK(prctl(PR_PAC_GET_ENABLED_KEYS, 0, 0, 0, 0) == 14, "IA disabled");
+    CHECK_SYS(prctl(PR_PAC_SET_ENABLED_KEYS, PR_PAC_APIAKEY, PR_PAC_APIAKEY, 0, 0));
+    CHECK(prctl(PR_PAC_GET_ENABLED_KEYS, 0, 0, 0, 0) == 15, "IA enabled again");
+    CHECK_ERR(prctl(PR_PAC_SET_ENABLED_KEYS, PR_PAC_APGAKEY, 0, 0, 0), EINVAL);
+    CHECK_ERR(prctl(PR_PAC_SET_ENABLED_KEYS, 0, PR_PAC_APIAKEY, 0, 0), EINVAL);
+    CHECK_ERR(prctl(PR_PAC_GET_ENABLED_KEYS, 1, 0, 0, 0), EINVAL);
+    CHECK_ERR(prctl(PR_PAC_RESET_KEYS, 1 << 5, 0, 0, 0), EINVAL);
+    CHECK_ERR(prctl(PR_PAC_RESET_KEYS, 0, 1, 0, 0), EINVAL);
+}
+
+static void test_generic_key(void) {
+    uint64_t mine = pacga(0x1234, 0x5678);
+    int fds[2];
+    CHECK_SYS(pipe(fds));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint64_t v = pacga(0x1234, 0x5678);
+        _exit(write(fds[1], &v, sizeof v) == sizeof v ? 0 : 1);
+    }
+    uint64_t child = 0;
+    CHECK(read(fds[0], &child, sizeof child) == sizeof child, "read");
+    waitpid(pid, NULL, 0);
+    CHECK(child == mine, "a forked child has the same keys: %#lx vs %#lx", (unsigned long)child, (unsigned long)mine);
+    CHECK_SYS(prctl(PR_PAC_RESET_KEYS, PR_PAC_APGAKEY, 0, 0, 0));
+    CHECK(pacga(0x1234, 0x5678) != mine, "PR_PAC_RESET_KEYS gives a new generic key");
+    // A program started by execve has keys of its own: this program, asked for its value.
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        execl("/proc/self/exe", "hardening-test", "--pacga", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(read(fds[0], &child, sizeof child) == sizeof child, "read after exec");
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exec status %#x", status);
+    CHECK(child != pacga(0x1234, 0x5678), "execve gives new keys");
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static volatile int landed;
+
+// Where the overwritten return address points: a plain function, so that an unchecked return
+// lands on valid code and says so.
+__attribute__((noinline)) static void landing(void) {
+    landed = 1;
+    printf("    returned to the planted address\n");
+    fflush(stdout);
+    _exit(42);
+}
+
+// Signs its return address on entry (PACIASP, from -mbranch-protection) and overwrites the saved
+// copy in its frame record with landing's address, unsigned.
+__attribute__((noinline)) static void overwrite_return_address(void) {
+    void **frame = __builtin_frame_address(0);
+    __asm__ volatile("" ::: "memory");
+    frame[1] = (void *)landing;
+    __asm__ volatile("" ::: "memory");
+}
+
+static void on_fault(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    printf("    %s, si_code %d\n", sig == SIGILL ? "SIGILL" : sig == SIGSEGV ? "SIGSEGV" : "another signal", si->si_code);
+    fflush(stdout);
+    _exit(100 + sig);
+}
+
+static int overwrite_in_child(int disable_ia) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO};
+        sigaction(SIGILL, &sa, NULL);
+        sigaction(SIGSEGV, &sa, NULL);
+        if (disable_ia && prctl(PR_PAC_SET_ENABLED_KEYS, PR_PAC_APIAKEY, 0, 0, 0) != 0) _exit(2);
+        overwrite_return_address();
+        _exit(1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_overwritten_return_address(void) {
+    int code = overwrite_in_child(0);
+    CHECK(code == 100 + SIGILL || code == 100 + SIGSEGV, "the overwrite was not caught (exit %d)", code);
+    printf("    caught: %s\n", code == 100 + SIGILL ? "SIGILL" : "SIGSEGV");
+}
+
+static void test_overwrite_with_the_key_off(void) {
+    int code = overwrite_in_child(1);
+    CHECK(code == 42, "with IA disabled the overwrite goes unnoticed (exit %d)", code);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--pacga") == 0) {
+        uint64_t v = pacga(0x1234, 0x5678);
+        return write(1, &v, sizeof v) == sizeof v ? 0 : 1;
+    }
+    static const struct test_case tests[] = {
+        {"pac_hwcaps", test_hwcaps},
+        {"pac_enabled_keys", test_enabled_keys},
+        {"pac_generic_key", test_generic_key},
+        {"pac_overwritten_return_address", test_overwritten_return_address},
+        {"pac_overwrite_with_the_key_off", test_overwrite_with_the_key_off},
+    };
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return run_cases(tests, sizeof tests / sizeof tests[0], argc, argv, 0, 0);
+}
