@@ -112,6 +112,9 @@ build_linux_programs() {
     # Built with return-address signing (PACIASP/AUTIASP) in every function of its own.
     aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -mbranch-protection=standard \
         -o "$dir/hardening-test" "$ROOT/tests/programs/hardening.c"
+    # Freestanding, so that every object is BTI-marked and the program carries the BTI property.
+    aarch64-linux-gnu-gcc -static -nostdlib -ffreestanding -O2 -Wall -Wextra -Werror -mbranch-protection=standard \
+        -o "$dir/bti-test" "$ROOT/tests/programs/bti.c"
     cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
     cp "$BOARDS/bash-static/bin/bash-static" "$dir/bash"
     cp "$BOARDS/zsh-static/bin/zsh-static" "$dir/zsh"
@@ -126,7 +129,7 @@ build_linux_programs() {
         go build -trimpath -o "$dir/go-test" .)
     make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
-        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test"
+        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test"
 }
 
 # granule_images GRANULE: the directory build_images puts that granule's images in:

@@ -31,6 +31,7 @@
 //! | 10        | AF                                     | ignored                            |
 //! | 11        | nG                                     | ignored                            |
 //! | `[47:12]` | output address                         | next-level table address           |
+//! | 50        | GP (guarded page, FEAT_BTI)            | ignored                            |
 //! | 51        | DBM (kept 0)                           | ignored                            |
 //! | 52        | Contiguous                             | ignored                            |
 //! | 53        | PXN                                    | ignored                            |
@@ -78,6 +79,7 @@ const SH_OUTER: u64 = 0b10 << SH_SHIFT;
 const SH_INNER: u64 = 0b11 << SH_SHIFT;
 const AF: u64 = 1 << 10;
 const NG: u64 = 1 << 11;
+const GP: u64 = 1 << 50;
 const DBM: u64 = 1 << 51;
 const CONTIGUOUS: u64 = 1 << 52;
 const PXN: u64 = 1 << 53;
@@ -85,12 +87,14 @@ const UXN: u64 = 1 << 54;
 
 /// The bits [`Attributes`] may hold. The contiguous hint is not among them: the page-table
 /// engine decides it, because it depends on the neighbouring entries.
-const ATTRIBUTE_MASK: u64 = ATTR_INDEX_MASK | NS | AP_MASK | SH_MASK | AF | NG | DBM | PXN | UXN;
+const ATTRIBUTE_MASK: u64 = ATTR_INDEX_MASK | NS | AP_MASK | SH_MASK | AF | NG | GP | DBM | PXN | UXN;
 
 /// Attribute bits a live valid leaf may change without break-before-make (Arm ARM D8.16.1): the
-/// access permissions and the execute-never bits. Anything else (memory type, shareability, nG,
-/// output address, block size, contiguous hint) needs break-before-make.
-pub const BBM_FREE_MASK: u64 = AP_MASK | PXN | UXN;
+/// access permissions, the execute-never bits and the guarded-page bit (which, like them, only
+/// says what an access or a branch may do, as Linux's `pte_modify` treats it). Anything else
+/// (memory type, shareability, nG, output address, block size, contiguous hint) needs
+/// break-before-make.
+pub const BBM_FREE_MASK: u64 = AP_MASK | PXN | UXN | GP;
 
 /// The number of entries of a contiguous run of pages (level 3) with the build's granule: 16,
 /// 128 or 32 (for level 2 and other granules: [`crate::granule::Granule::contiguous_entries`]).
@@ -331,6 +335,19 @@ impl Attributes {
         self.0 & UXN != 0
     }
 
+    /// Whether the page is guarded (GP: with FEAT_BTI, an indirect branch into it must land on a
+    /// BTI instruction).
+    pub const fn guarded(self) -> bool {
+        self.0 & GP != 0
+    }
+
+    /// The same attributes, guarded or not (sets or clears GP). Only meaningful for executable
+    /// EL0 mappings on a CPU with FEAT_BTI; without it the bit is RES0, so the caller sets it only
+    /// where the CPU has the feature (Linux's `arm64_calc_vm_prot_bits`).
+    pub const fn with_guarded(self, guarded: bool) -> Self {
+        if guarded { Self(self.0 | GP) } else { Self(self.0 & !GP) }
+    }
+
     /// Whether the mapping is global (nG clear): its TLB entries match every ASID.
     pub const fn is_global(self) -> bool {
         self.0 & NG == 0
@@ -367,13 +384,13 @@ impl Attributes {
         if global { Self(self.0 & !NG) } else { Self(self.0 | NG) }
     }
 
-    /// `self` with the permission bits (AP, PXN, UXN) of `other`: what `mprotect` does.
+    /// `self` with the permission bits (AP, PXN, UXN, GP) of `other`: what `mprotect` does.
     pub const fn with_permissions_of(self, other: Self) -> Self {
         Self((self.0 & !BBM_FREE_MASK) | (other.0 & BBM_FREE_MASK))
     }
 
     /// Whether a live valid leaf with attributes `self` may be rewritten in place with `new`
-    /// (same output address and size) without break-before-make: only AP, PXN and UXN differ.
+    /// (same output address and size) without break-before-make: only AP, PXN, UXN and GP differ.
     pub const fn may_change_in_place_to(self, new: Self) -> bool {
         (self.0 ^ new.0) & !BBM_FREE_MASK == 0
     }

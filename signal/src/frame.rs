@@ -190,9 +190,17 @@ pub fn build(ctx: &Context, saved: &Saved, out: &mut [u8; TOTAL]) -> usize {
 /// x2 = &uc with SA_SIGINFO, sp = the frame, x29 = the frame record, x30 = where the handler
 /// returns: the action's restorer with SA_RESTORER (musl always sets it), else `trampoline`, the
 /// kernel's `rt_sigreturn` stub (Linux's vDSO `__kernel_rt_sigreturn`, which glibc relies on),
-/// pc = the handler. BTYPE and TCO are cleared in PSTATE, as Linux does; FP/SIMD registers are
-/// left as they were.
-pub fn enter_handler(ctx: &mut Context, at: Placement, sig: u32, action: &SigAction, trampoline: u64) {
+/// pc = the handler. TCO is cleared in PSTATE and BTYPE set as Linux's `setup_return` does: with
+/// `bti` (the CPU has FEAT_BTI) to "call" (0b10), so that a handler in a guarded page must begin
+/// with a landing pad, else to 0; FP/SIMD registers are left as they were.
+pub fn enter_handler(
+    ctx: &mut Context,
+    at: Placement,
+    sig: u32,
+    action: &SigAction,
+    trampoline: u64,
+    bti: bool,
+) {
     ctx.x[0] = u64::from(sig);
     if action.flags & SA_SIGINFO != 0 {
         ctx.x[1] = at.frame;
@@ -203,6 +211,9 @@ pub fn enter_handler(ctx: &mut Context, at: Placement, sig: u32, action: &SigAct
     ctx.x[30] = if action.flags & SA_RESTORER != 0 { action.restorer } else { trampoline };
     ctx.pc = action.handler;
     ctx.pstate &= !((3 << 10) | (1 << 25));
+    if bti {
+        ctx.pstate |= 0b10 << 10;
+    }
 }
 
 /// Why `rt_sigreturn` refused a frame (the program then gets SIGSEGV).
@@ -465,14 +476,16 @@ mod tests {
             restorer: 0x40_3000,
             mask: SigSet::EMPTY,
         };
-        enter_handler(&mut c, p, SIGSEGV, &a, 0x9999);
+        enter_handler(&mut c, p, SIGSEGV, &a, 0x9999, false);
         assert_eq!((c.x[0], c.x[1], c.x[2]), (11, p.frame, p.frame + 128));
         assert_eq!((c.sp, c.x[29], c.x[30], c.pc), (p.frame, p.record, 0x40_3000, 0x40_2000));
         assert_eq!(c.pstate & (3 << 10), 0);
         assert_eq!(c.v, sample().v);
         let mut c = sample();
-        enter_handler(&mut c, p, SIGUSR1, &SigAction { flags: 0, ..a }, 0x9999);
+        c.pstate |= 3 << 10;
+        enter_handler(&mut c, p, SIGUSR1, &SigAction { flags: 0, ..a }, 0x9999, true);
         assert_eq!((c.x[0], c.x[1], c.x[2], c.x[30]), (10, 0x1001, 0x1002, 0x9999));
+        assert_eq!(c.pstate & (3 << 10), 0b10 << 10, "with BTI the handler is entered as a call");
     }
 
     #[test]

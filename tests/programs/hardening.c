@@ -8,7 +8,9 @@
 //     and differs in a program started by execve (new keys at exec);
 //   - a return address overwritten on the stack is caught: the process dies of the signal Linux
 //     sends (its si_code printed), and with the instruction A key disabled the same overwrite goes
-//     unnoticed (the function "returns" to the planted address).
+//     unnoticed (the function "returns" to the planted address);
+//   - a BTI-marked program (bti-test, tests/programs/bti.c) runs with its code in guarded pages:
+//     an indirect call to a landing pad works, a branch past one kills it with SIGILL.
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
@@ -144,6 +146,30 @@ static void test_overwrite_with_the_key_off(void) {
     CHECK(code == 42, "with IA disabled the overwrite goes unnoticed (exit %d)", code);
 }
 
+// Runs /bti-test with `arg`; its output goes to ours. Returns its wait status.
+static int run_bti(const char *arg) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bti-test", "bti-test", arg, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void test_bti_landing_pad(void) {
+    int status = run_bti("direct");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+}
+
+static void test_bti_branch_past_the_landing_pad(void) {
+    int status = run_bti("past");
+    CHECK(WIFSIGNALED(status), "not killed: status %#x", status);
+    printf("    killed by %s\n", WTERMSIG(status) == SIGILL ? "SIGILL" : strsignal(WTERMSIG(status)));
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--pacga") == 0) {
         uint64_t v = pacga(0x1234, 0x5678);
@@ -155,6 +181,8 @@ int main(int argc, char **argv) {
         {"pac_generic_key", test_generic_key},
         {"pac_overwritten_return_address", test_overwritten_return_address},
         {"pac_overwrite_with_the_key_off", test_overwrite_with_the_key_off},
+        {"bti_landing_pad", test_bti_landing_pad},
+        {"bti_branch_past_the_landing_pad", test_bti_branch_past_the_landing_pad},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     return run_cases(tests, sizeof tests / sizeof tests[0], argc, argv, 0, 0);

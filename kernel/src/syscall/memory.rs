@@ -25,6 +25,12 @@ fn with_mm<R>(p: &Process, f: impl FnOnce(&mut Mm) -> Result<R, Errno>) -> Resul
     }
 }
 
+/// `prot` as this CPU can give it: `PROT_BTI` dropped on a CPU without FEAT_BTI, as Linux's
+/// `arm64_calc_vm_prot_bits` ignores it there (the GP bit is RES0 then).
+fn cpu_prot(prot: u64) -> u64 {
+    if crate::arch::aarch64::cpu::has_bti() { prot } else { prot & !linux_abi::mman::PROT_BTI }
+}
+
 /// `mmap(addr, len, prot, flags, fd, offset)`.
 pub fn mmap(
     p: &Process,
@@ -35,6 +41,7 @@ pub fn mmap(
     fd: u64,
     offset: u64,
 ) -> Result<u64, Errno> {
+    let prot = cpu_prot(prot);
     if map_flags & MAP_ANONYMOUS == 0 {
         return mmap_file(p, addr, len, prot, map_flags, fd, offset);
     }
@@ -90,6 +97,7 @@ pub fn munmap(p: &Process, addr: u64, len: u64) -> Result<u64, Errno> {
 
 /// `mprotect(addr, len, prot)`: every area's change in place, then one flush.
 pub fn mprotect(p: &Process, addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
+    let prot = cpu_prot(prot);
     with_mm(p, |mm| ret(mm.mprotect(addr, len, prot)))
 }
 

@@ -198,3 +198,22 @@ fn level_sizes() {
         assert_eq!(level_size(level as u32), sizes[level as usize], "level {level}");
     }
 }
+
+#[test]
+fn guarded_pages() {
+    let rx = Attributes::user(UserAccess::ReadExecute);
+    assert!(!rx.guarded());
+    let gp = rx.with_guarded(true);
+    assert!(gp.guarded());
+    assert_eq!(gp.bits() & (1 << 50), 1 << 50, "GP is bit 50 of a leaf");
+    assert_eq!(gp.with_guarded(false), rx);
+    // Like the permissions, GP changes in place, and mprotect's transfer carries it both ways.
+    assert!(rx.may_change_in_place_to(gp));
+    assert_eq!(rx.with_permissions_of(gp), gp);
+    assert_eq!(gp.with_permissions_of(rx), rx);
+    // It survives a round trip through a page and a block descriptor.
+    let page = Descriptor::leaf(3, PhysAddr(0x4000_0000), gp, false);
+    assert!(page.attributes().guarded());
+    let block = Descriptor::block_2m(PhysAddr(0x4000_0000), gp);
+    assert!(block.attributes().guarded());
+}

@@ -248,7 +248,8 @@ pub fn user_attrs(prot: Prot) -> Option<Attributes> {
         (_, false, true) => UserAccess::ReadExecute,
         (_, false, false) => UserAccess::ReadOnly,
     };
-    Some(Attributes::user(access))
+    // PROT_BTI guards executable pages only (Linux: VM_ARM64_BTI has meaning with VM_EXEC).
+    Some(Attributes::user(access).with_guarded(prot.contains(Prot::BTI) && prot.exec()))
 }
 
 /// Whether `prot` allows `access` (arm64 Linux: every readable, writable or executable page may

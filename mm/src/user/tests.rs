@@ -413,3 +413,14 @@ fn the_global_scope_is_never_asked_for_a_user_space() {
     assert_eq!(ops.len(), 1);
     assert!(ops[0].0.is_all_asids(), "{ops:x?}");
 }
+
+#[test]
+fn prot_bti_guards_executable_pages_only() {
+    let rx_bti = Prot::READ.union(Prot::EXEC).union(Prot::BTI);
+    assert!(super::user_attrs(rx_bti).is_some_and(|a| a.guarded()), "PROT_EXEC | PROT_BTI: guarded");
+    assert!(super::user_attrs(Prot::READ.union(Prot::EXEC)).is_some_and(|a| !a.guarded()));
+    assert!(
+        super::user_attrs(Prot::READ.union(Prot::WRITE).union(Prot::BTI)).is_some_and(|a| !a.guarded()),
+        "PROT_BTI without PROT_EXEC guards nothing"
+    );
+}

@@ -144,6 +144,14 @@ pub fn enable_pan(features: &CpuFeatures) -> bool {
     true
 }
 
+/// Whether the CPU has FEAT_BTI (ID_AA64PFR1_EL1.BT).
+pub fn has_bti() -> bool {
+    let pfr1: u64;
+    // SAFETY: reading an ID register has no side effect.
+    unsafe { core::arch::asm!("mrs {}, id_aa64pfr1_el1", out(reg) pfr1, options(nomem, nostack)) };
+    pfr1 & 0xf >= 1
+}
+
 /// The `AT_HWCAP` bits (Linux `arch/arm64/include/uapi/asm/hwcap.h`) for what this CPU has and
 /// EL0 may use: FP, ASIMD, and the ISAR0 crypto/atomics/CRC extensions.
 pub fn hwcaps() -> u64 {
@@ -185,11 +193,20 @@ pub fn hwcaps() -> u64 {
     caps
 }
 
+/// The `AT_HWCAP2` bits: BTI (`HWCAP2_BTI`).
+pub fn hwcaps2() -> u64 {
+    let mut caps = 0;
+    if has_bti() {
+        caps |= 1 << 17; // HWCAP2_BTI
+    }
+    caps
+}
+
 /// Makes EL0 able to do what Linux lets it do: read the virtual counter (CNTKCTL_EL1.EL0VCTEN),
 /// clean and invalidate caches by VA and read CTR_EL0 (SCTLR_EL1.UCI, UCT; a JIT publishes its
 /// code this way), use DC ZVA (DZE), and WFI/WFE without trapping (nTWI, nTWE). Per CPU.
 pub fn init_el0_controls() {
-    use aarch64_cpu::registers::{CNTKCTL_EL1, ReadWriteable, SCTLR_EL1};
+    use aarch64_cpu::registers::{CNTKCTL_EL1, ReadWriteable, Readable, SCTLR_EL1, Writeable};
     CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
     SCTLR_EL1.modify(
         SCTLR_EL1::UCI::DontTrap
@@ -198,5 +215,11 @@ pub fn init_el0_controls() {
             + SCTLR_EL1::NTWI::DontTrap
             + SCTLR_EL1::NTWE::DontTrap,
     );
+    if has_bti() {
+        // SCTLR_EL1.BT0 (bit 35), as Linux's `bti_enable`: in EL0's guarded pages PACIASP and
+        // PACIBSP are landing pads for calls only, so a jump (BR through another register than
+        // x16/x17) onto a function's PACIASP is caught too.
+        SCTLR_EL1.set(SCTLR_EL1.get() | 1 << 35);
+    }
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }

@@ -7,6 +7,10 @@ use mm::addr::PAGE_SIZE;
 use mm::vm::{Prot, VmaFlags};
 
 use super::{elf, stack};
+use crate::arch::aarch64::cpu;
+
+/// `GNU_PROPERTY_AARCH64_FEATURE_1_BTI`: the program's code is built with landing pads.
+const GNU_PROPERTY_AARCH64_FEATURE_1_BTI: u32 = 1 << 0;
 use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
 use crate::process::{Mm, STACK_SIZE, STACK_TOP};
 
@@ -60,6 +64,11 @@ pub(crate) fn load<S: AsRef<[u8]>>(
                 prot = prot.union(bit);
             }
         }
+        // A program marked for BTI has its code in guarded pages (Linux's
+        // `arch_elf_adjust_prot`), on a CPU that has the feature.
+        if seg.prot.exec && exe.aarch64_features & GNU_PROPERTY_AARCH64_FEATURE_1_BTI != 0 && cpu::has_bti() {
+            prot = prot.union(Prot::BTI);
+        }
         if mm::user::user_attrs(prot).is_none() {
             return Err(LoadError { step: LoadStep::ProtNone, errno: mm::vm::Errno::EINVAL });
         }
@@ -98,8 +107,8 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         (stack::at::EUID, 0),
         (stack::at::GID, 0),
         (stack::at::EGID, 0),
-        (stack::at::HWCAP, crate::arch::aarch64::cpu::hwcaps()),
-        (stack::at::HWCAP2, 0),
+        (stack::at::HWCAP, cpu::hwcaps()),
+        (stack::at::HWCAP2, cpu::hwcaps2()),
         (stack::at::CLKTCK, 100),
         (stack::at::SECURE, 0),
         (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),

@@ -554,7 +554,14 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
     match at {
         Some(at) if written => {
             let trampoline = if plan.action.flags & num::SA_RESTORER == 0 { trampoline(p) } else { 0 };
-            frame::enter_handler(ctx, at, plan.sig, &plan.action, trampoline);
+            frame::enter_handler(
+                ctx,
+                at,
+                plan.sig,
+                &plan.action,
+                trampoline,
+                crate::arch::aarch64::cpu::has_bti(),
+            );
             Ok(())
         }
         _ => {
