@@ -3,7 +3,7 @@
 //! takes the process's memory lock, calls it, and turns the result into Linux's return value.
 use linux_abi::Errno;
 use linux_abi::mman::MAP_ANONYMOUS;
-use linux_abi::prctl::{PR_GET_THP_DISABLE, PR_SET_THP_DISABLE};
+use linux_abi::prctl::{PR_GET_MDWE, PR_GET_THP_DISABLE, PR_SET_MDWE, PR_SET_THP_DISABLE};
 use mm::addr::PAGE_SIZE;
 use mm::user::LargeFaults;
 use mm::vm::abi::{CodeWindowInfo, MmStats, WINDOW_GET};
@@ -203,6 +203,11 @@ pub fn prctl(p: &Process, option: u64, arg2: u64, arg3: u64, arg4: u64, arg5: u6
         }),
         PR_GET_THP_DISABLE if arg2 | arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
         PR_GET_THP_DISABLE => with_mm(p, |mm| Ok(u64::from(mm.large_faults() == LargeFaults::NONE))),
+        // Memory-deny-write-execute (Linux 6.3; the rules are mm's `set_mdwe`).
+        PR_SET_MDWE if arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
+        PR_SET_MDWE => with_mm(p, |mm| mm.vm_mut().set_mdwe(arg2).map(|()| 0)),
+        PR_GET_MDWE if arg2 | arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
+        PR_GET_MDWE => with_mm(p, |mm| Ok(mm.vm().mdwe())),
         _ => Err(Errno::EINVAL),
     }
 }

@@ -150,6 +150,8 @@ pub struct VmMap {
     layout: Layout,
     window: Window,
     allow_wx: bool,
+    /// `prctl(PR_SET_MDWE)`'s flags (Linux's `MMF_HAS_MDWE` and `MMF_HAS_MDWE_NO_INHERIT`).
+    mdwe: u64,
     brk: u64,
     mapped: u64,
     /// Bytes of data mappings (Linux's `data_vm`: private, writable, not a stack).
@@ -204,6 +206,7 @@ impl VmMap {
                 anchor: None,
             },
             allow_wx: false,
+            mdwe: 0,
             brk: layout.start_brk,
             mapped: 0,
             data: 0,

@@ -1010,3 +1010,46 @@ fn one_descent_edits_on_a_space_of_many_levels_agree_with_a_page_model() {
         }
     }
 }
+
+#[test]
+fn mdwe_refuses_write_exec_and_exec_gain_as_linux() {
+    use linux_abi::prctl::{PR_MDWE_NO_INHERIT, PR_MDWE_REFUSE_EXEC_GAIN};
+    let mut m = fixture();
+    m.set_allow_wx(true);
+    let w = m.mmap(0, PAGE, RW, PRIV, -1, 0).unwrap().addr;
+    let x = m.mmap(0, PAGE, RX, PRIV, -1, 0).unwrap().addr;
+    assert_eq!(m.set_mdwe(PR_MDWE_NO_INHERIT).unwrap_err(), Errno::EINVAL, "NO_INHERIT alone");
+    assert_eq!(m.set_mdwe(1 << 2).unwrap_err(), Errno::EINVAL, "an unknown bit");
+    m.set_mdwe(PR_MDWE_REFUSE_EXEC_GAIN).unwrap();
+    assert_eq!(m.mdwe(), PR_MDWE_REFUSE_EXEC_GAIN);
+    assert_eq!(m.set_mdwe(0).unwrap_err(), Errno::EPERM, "it cannot be cleared");
+    // W+X is refused although the process opted out of W^X.
+    assert_eq!(m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).unwrap_err(), Errno::EACCES);
+    assert_eq!(m.mprotect(x, PAGE, RW | PROT_EXEC).unwrap_err(), Errno::EACCES);
+    // A new executable mapping is fine (it gains nothing); an existing one stays executable.
+    m.mmap(0, PAGE, RX, PRIV, -1, 0).unwrap();
+    assert_eq!(m.mprotect(x, PAGE, RX).unwrap().error, None);
+    assert_eq!(m.mprotect(x, PAGE, PROT_READ).unwrap().error, None);
+    // Gaining PROT_EXEC is refused: the mapping made read-only just now cannot go back.
+    assert_eq!(m.mprotect(x, PAGE, RX).unwrap().error, Some(Errno::EACCES));
+    assert_eq!(m.find(x).unwrap().prot, Prot::READ);
+    assert_eq!(m.mprotect(w, PAGE, RX).unwrap().error, Some(Errno::EACCES));
+    assert_eq!(m.find(w).unwrap().prot, Prot::RW, "nothing changed");
+    // Area by area: the areas before the refused one change (Linux's mprotect loop).
+    let two = m.mmap(0, 2 * PAGE, RX, PRIV, -1, 0).unwrap().addr;
+    m.mprotect(two + PAGE, PAGE, RW).unwrap();
+    let p = m.mprotect(two, 2 * PAGE, RX).unwrap();
+    assert_eq!(p.error, Some(Errno::EACCES), "the second area gains PROT_EXEC");
+    assert_eq!(m.find(two).unwrap().prot, Prot::READ.union(Prot::EXEC));
+    assert_eq!(m.find(two + PAGE).unwrap().prot, Prot::RW);
+    // Inherited by a forked child, unless PR_MDWE_NO_INHERIT.
+    assert_eq!(m.fork_copy().unwrap().mdwe(), PR_MDWE_REFUSE_EXEC_GAIN);
+    m.set_mdwe(PR_MDWE_REFUSE_EXEC_GAIN | PR_MDWE_NO_INHERIT).unwrap();
+    assert_eq!(m.fork_copy().unwrap().mdwe(), 0);
+    assert_eq!(
+        m.set_mdwe(PR_MDWE_REFUSE_EXEC_GAIN).unwrap_err(),
+        Errno::EPERM,
+        "NO_INHERIT cannot be dropped"
+    );
+    m.check();
+}

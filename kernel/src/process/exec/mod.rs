@@ -327,6 +327,13 @@ pub fn execveat(
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
         let limits = *p.rlimits.lock();
         mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+        // MDWE outlives execve, as Linux's MMF_HAS_MDWE in MMF_INIT_MASK.
+        if let Some(old) = p.space() {
+            let flags = old.lock().vm().mdwe();
+            if flags != 0 {
+                let _ = mm.vm_mut().set_mdwe(flags);
+            }
+        }
         regs
     };
     // The point of no return: the new table goes live here with its own ASID; then the old

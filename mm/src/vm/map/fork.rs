@@ -6,6 +6,7 @@
 //! areas alone; which pages it shares is the user-memory layer's (`mm::user::fork`).
 
 use alloc::vec::Vec;
+use linux_abi::prctl::PR_MDWE_NO_INHERIT;
 
 use super::{VmMap, is_data, overlap_len};
 use crate::vm::{Errno, Vma, VmaFlags, fallible};
@@ -39,6 +40,7 @@ impl VmMap {
         child.window = self.window;
         child.window.used = 0;
         child.allow_wx = self.allow_wx;
+        child.mdwe = if self.mdwe & PR_MDWE_NO_INHERIT != 0 { 0 } else { self.mdwe };
         child.brk = self.brk;
         child.as_limit = self.as_limit;
         child.data_limit = self.data_limit;

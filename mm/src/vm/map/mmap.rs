@@ -191,7 +191,7 @@ impl VmMap {
             return Err(Errno::EEXIST);
         }
         let mut vflags = mapping_type?;
-        if prot_v.write() && prot_v.exec() && !self.allow_wx {
+        if prot_v.write() && prot_v.exec() && self.refuses_wx() {
             return Err(Errno::EACCES);
         }
         if fixed && outside && self.window.strict {
@@ -252,7 +252,7 @@ impl VmMap {
         if start < self.layout.mmap_min_addr || end > self.layout.task_size {
             return Err(Errno::ENOMEM);
         }
-        if prot.write() && prot.exec() && !self.allow_wx {
+        if prot.write() && prot.exec() && self.refuses_wx() {
             return Err(Errno::EACCES);
         }
         self.reserve()?;

@@ -99,7 +99,7 @@ impl VmMap {
             return Err(Errno::EINVAL);
         }
         let p = Prot::from_bits_truncate(prot);
-        if p.write() && p.exec() && !self.allow_wx {
+        if p.write() && p.exec() && self.refuses_wx() {
             return Err(Errno::EACCES);
         }
         if self.tree.len() > self.layout.max_map_count {

@@ -87,7 +87,7 @@ impl VmMap {
         if grows != 0 {
             return Err(Errno::EINVAL);
         }
-        if new.write() && new.exec() && !self.allow_wx {
+        if new.write() && new.exec() && self.refuses_wx() {
             return Err(Errno::EACCES);
         }
         let (mut pieces, hole) = if first.end >= end {
@@ -101,9 +101,17 @@ impl VmMap {
             return Err(Errno::EACCES);
         }
         // Linux's mprotect_fixup, area by area: the areas before the first refusal change, and
-        // the call then fails with ENOMEM.
+        // the call then fails: EACCES where MDWE refuses an area that gains PROT_EXEC
+        // (`map_deny_write_exec`, checked first for each area), else ENOMEM.
+        let gains_exec =
+            if self.mdwe != 0 { pieces.iter().position(|p| new.exec() && !p.prot.exec()) } else { None };
         let refused = self.mprotect_refusal(&pieces, new);
-        if let Some(i) = refused {
+        let stop = match (gains_exec, refused) {
+            (Some(g), Some(r)) => Some(g.min(r)),
+            (g, r) => g.or(r),
+        };
+        let denied = gains_exec.is_some_and(|g| Some(g) == stop);
+        if let Some(i) = stop {
             pieces.truncate(i);
         }
         for p in pieces.iter().filter(|p| p.prot != new) {
@@ -122,7 +130,8 @@ impl VmMap {
         if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
-        out.error = (refused.is_some() || hole).then_some(Errno::ENOMEM);
+        out.error =
+            if denied { Some(Errno::EACCES) } else { (refused.is_some() || hole).then_some(Errno::ENOMEM) };
         Ok(())
     }
 

@@ -124,6 +124,39 @@ impl VmMap {
         self.allow_wx = allow;
     }
 
+    /// Whether a writable and executable mapping is refused: W^X (unless the process opted out)
+    /// or MDWE (which nothing turns off).
+    pub(super) fn refuses_wx(&self) -> bool {
+        !self.allow_wx || self.mdwe != 0
+    }
+
+    /// `prctl(PR_SET_MDWE, flags)`, as Linux 6.6: `PR_MDWE_REFUSE_EXEC_GAIN` refuses
+    /// writable-and-executable mappings and making a mapping executable that was not;
+    /// `PR_MDWE_NO_INHERIT` keeps a forked child free of it. Once set it cannot be cleared or
+    /// weakened (`EPERM`); unknown bits, or `NO_INHERIT` alone, are `EINVAL`. It is kept across
+    /// `execve` (the kernel carries it into the new space: [`VmMap::mdwe`]).
+    ///
+    /// # Errors
+    /// As above.
+    pub fn set_mdwe(&mut self, flags: u64) -> Result<(), Errno> {
+        use linux_abi::prctl::{PR_MDWE_NO_INHERIT, PR_MDWE_REFUSE_EXEC_GAIN};
+        if flags & !(PR_MDWE_REFUSE_EXEC_GAIN | PR_MDWE_NO_INHERIT) != 0
+            || (flags & PR_MDWE_NO_INHERIT != 0 && flags & PR_MDWE_REFUSE_EXEC_GAIN == 0)
+        {
+            return Err(Errno::EINVAL);
+        }
+        if self.mdwe & !flags != 0 {
+            return Err(Errno::EPERM);
+        }
+        self.mdwe = flags;
+        Ok(())
+    }
+
+    /// `prctl(PR_GET_MDWE)`: the flags set.
+    pub fn mdwe(&self) -> u64 {
+        self.mdwe
+    }
+
     /// [`abi::SYS_CODE_WINDOW`] as one call: returns the info to copy out for
     /// [`abi::WINDOW_GET`], `None` for the other ops (return 0).
     ///
