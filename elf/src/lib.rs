@@ -21,7 +21,9 @@
 //!    saying so is clearer); `e_type` ET_EXEC or ET_DYN; `e_machine` EM_AARCH64;
 //! 2. `load_elf_phdrs`: `e_phentsize == 56`, `0 < e_phnum`, at most 64 KiB of program headers,
 //!    all of them inside the file (any offset: Linux reads them into a buffer);
-//! 3. PT_INTERP: refused (Linux would load the interpreter; there is no dynamic loader here);
+//! 3. PT_INTERP (the first one counts): the interpreter's path, NUL-terminated, 2 to `PATH_MAX`
+//!    bytes, inside the file; the kernel loads the interpreter (parsed with [`parse_at`] at an
+//!    address the kernel chooses) and starts it;
 //! 4. PT_GNU_STACK (the last one counts): PF_X asks for an executable stack;
 //! 5. PT_GNU_PROPERTY (the last one counts): the note as `parse_elf_properties` reads it;
 //! 6. each PT_LOAD as `elf_load` and the loop after it: with file bytes, `p_offset` and
@@ -38,7 +40,7 @@
 //!    outside every executable segment is loaded, as in Linux, and faults at once (SIGSEGV).
 //!
 //! Refused here although Linux loads them, each for a reason of this kernel, each in
-//! docs/user.md: PT_INTERP (above); file bytes past the end of the file (Linux maps them and a
+//! docs/user.md: file bytes past the end of the file (Linux maps them and a
 //! touch gives SIGBUS; this loader copies the bytes at exec time, so the file is truncated);
 //! W+X segments and an executable stack when [`Limits::w_xor_x`] (the kernel's W^X); a PT_LOAD
 //! without any permission, and two PT_LOADs sharing a page (the loader maps whole pages once);
@@ -139,21 +141,83 @@ pub struct Executable {
     pub exec_stack: bool,
     /// `GNU_PROPERTY_AARCH64_FEATURE_1_AND` bits of the property note (BTI is bit 0).
     pub aarch64_features: u32,
+    /// The interpreter's path (PT_INTERP), without its NUL: `(offset, length)` in the file.
+    pub interp: Option<(usize, usize)>,
 }
 
-/// Parses and validates `bytes` as a static arm64 executable to load into `limits`.
+impl Executable {
+    /// The interpreter's path, if the program names one.
+    pub fn interp_path<'a>(&self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let (at, len) = self.interp?;
+        bytes.get(at..at + len)
+    }
+}
+
+/// Where an ET_DYN file goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    /// The program: at [`Limits::pie_base`], aligned as Linux's `load_bias`.
+    Program,
+    /// An interpreter: its lowest page at this address (the kernel found the room).
+    At(u64),
+}
+
+/// `PATH_MAX`: the longest interpreter path, its NUL included.
+const PATH_MAX: u64 = 4096;
+
+/// Parses and validates `bytes` as an arm64 executable to load into `limits`: a static
+/// program, a static PIE (at [`Limits::pie_base`]) or a dynamically linked one (its interpreter
+/// named in [`Executable::interp`]).
 ///
 /// # Errors
 /// The first rule (in Linux's order) the file breaks.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
+    parse_placed(bytes, limits, Placement::Program)
+}
+
+/// Parses `bytes` as a program interpreter (the dynamic loader, `ld-linux-aarch64.so.1`) whose
+/// lowest page the kernel puts at `base` (an ET_EXEC interpreter stays where it is linked), as
+/// Linux's `load_elf_interp`. Its own PT_INTERP, if any, is ignored, as Linux ignores it.
+///
+/// # Errors
+/// The first rule the file breaks.
+pub fn parse_at(bytes: &[u8], limits: &Limits, base: u64) -> Result<Executable, Refusal> {
+    let mut exe = parse_placed(bytes, limits, Placement::At(base))?;
+    exe.interp = None;
+    Ok(exe)
+}
+
+/// The span an ET_DYN file's PT_LOADs cover, from the page of the lowest to the end of the
+/// highest, and the alignment its segments ask (their largest power-of-two `p_align`, at least
+/// a page): what the kernel needs to find room for an interpreter before [`parse_at`].
+///
+/// # Errors
+/// The file's header or program headers are malformed, or it maps nothing.
+pub fn load_span(bytes: &[u8], limits: &Limits) -> Result<(u64, u64), Refusal> {
+    let header = check_header(bytes)?;
+    let phdrs = read_program_headers(bytes, &header)?;
+    let page_start = |a: u64| a & !(limits.page_size - 1);
+    let loads = phdrs.iter().filter(|ph| ph.kind == pt::LOAD);
+    let low = loads.clone().map(|ph| page_start(ph.vaddr)).min().ok_or(Refusal::NothingToLoad)?;
+    let high = loads.clone().map(|ph| ph.vaddr.wrapping_add(ph.memsz)).max().unwrap_or(low);
+    let align = loads.map(|ph| ph.align).filter(|a| a.is_power_of_two()).max().unwrap_or(0).max(limits.page_size);
+    let len = high.wrapping_sub(low);
+    if len == 0 || len > limits.task_size {
+        return Err(Refusal::EmptySpan);
+    }
+    Ok((len.next_multiple_of(limits.page_size), align))
+}
+
+fn parse_placed(bytes: &[u8], limits: &Limits, placement: Placement) -> Result<Executable, Refusal> {
     let header = check_header(bytes)?;
     let phdrs = read_program_headers(bytes, &header)?;
 
-    // Linux's first pass: the interpreter, and the last PT_GNU_PROPERTY.
+    // Linux's first pass: the interpreter (the first PT_INTERP), and the last PT_GNU_PROPERTY.
     let mut property = None;
+    let mut interp = None;
     for ph in &phdrs {
         match ph.kind {
-            pt::INTERP => return Err(Refusal::Interpreter),
+            pt::INTERP if interp.is_none() => interp = Some(interpreter(bytes, ph)?),
             pt::GNU_PROPERTY => property = Some(*ph),
             _ => {}
         }
@@ -171,7 +235,14 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
 
     let mut loads: Vec<(usize, ProgramHeader)> = with_room(phdrs.len())?;
     loads.extend(phdrs.iter().copied().enumerate().filter(|(_, ph)| ph.kind == pt::LOAD));
-    let bias = if header.kind == ET_DYN { load_bias(&loads, limits)? } else { 0 };
+    let bias = match (header.kind == ET_DYN, placement) {
+        (false, _) => 0,
+        (true, Placement::Program) => load_bias(&loads, limits)?,
+        (true, Placement::At(base)) => {
+            let first = loads.first().map_or(0, |(_, ph)| ph.vaddr & !(limits.page_size - 1));
+            base.wrapping_sub(first)
+        }
+    };
 
     let page = limits.page_size;
     // Every vector has its room before it is filled: an exhausted heap is a refusal, not a panic.
@@ -260,7 +331,24 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
         exec_range,
         exec_stack,
         aarch64_features,
+        interp,
     })
+}
+
+/// Linux's PT_INTERP checks: 2 to `PATH_MAX` bytes (`ENOEXEC`), read from the file (a short read
+/// is `EIO`), the last of them a NUL (`ENOEXEC`). The path, without its NUL.
+fn interpreter(bytes: &[u8], ph: &ProgramHeader) -> Result<(usize, usize), Refusal> {
+    if ph.filesz > PATH_MAX || ph.filesz < 2 {
+        return Err(Refusal::BadInterpreter { size: ph.filesz });
+    }
+    let outside = Refusal::InterpreterOutsideFile { offset: ph.offset, size: ph.filesz };
+    let start = usize::try_from(ph.offset).map_err(|_| outside)?;
+    let end = start.checked_add(ph.filesz as usize).ok_or(outside)?;
+    let path = bytes.get(start..end).ok_or(outside)?;
+    if path.last() != Some(&0) {
+        return Err(Refusal::BadInterpreter { size: ph.filesz });
+    }
+    Ok((start, path.len() - 1))
 }
 
 /// The ELF header checks of `load_elf_binary`, and ours (class, byte order) in between.

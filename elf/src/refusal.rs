@@ -57,8 +57,19 @@ pub enum Refusal {
         /// The file's length.
         len: usize,
     },
-    /// A PT_INTERP: a dynamically linked program.
-    Interpreter,
+    /// The PT_INTERP is not a path: shorter than 2 or longer than `PATH_MAX` bytes, or not
+    /// ended by its NUL (Linux: `ENOEXEC`).
+    BadInterpreter {
+        /// Its `p_filesz`.
+        size: u64,
+    },
+    /// The PT_INTERP's bytes lie outside the file (Linux: `EIO`, a short read).
+    InterpreterOutsideFile {
+        /// Its `p_offset`.
+        offset: u64,
+        /// Its `p_filesz`.
+        size: u64,
+    },
     /// The PT_GNU_PROPERTY note is malformed.
     PropertyNote(NoteProblem),
     /// A PT_LOAD with file bytes whose offset and address differ modulo the page size.
@@ -213,9 +224,13 @@ impl fmt::Display for Refusal {
                 f,
                 "the program headers ({size} bytes at offset {phoff:#x}) reach past the end of the {len}-byte file"
             ),
-            Self::Interpreter => write!(
+            Self::BadInterpreter { size } => write!(
                 f,
-                "a dynamically linked program (it names an interpreter in PT_INTERP), and only static programs run here"
+                "its interpreter's path (PT_INTERP, {size} bytes) is not a NUL-terminated path of 2 to 4096 bytes"
+            ),
+            Self::InterpreterOutsideFile { offset, size } => write!(
+                f,
+                "its interpreter's path ({size} bytes at offset {offset:#x}) lies outside the file"
             ),
             Self::PropertyNote(problem) => {
                 write!(f, "its GNU property note (PT_GNU_PROPERTY) is malformed: ")?;

@@ -380,7 +380,7 @@ fn a_corpus_of_mutated_programs_never_panics_and_every_refusal_is_a_sentence() {
         "NoProgramHeaders",
         "TooManyProgramHeaders",
         "HeadersOutsideFile",
-        "Interpreter",
+        "BadInterpreter",
         "PropertyNote",
         "NotCongruent",
         "FileBytesOutsideFile",

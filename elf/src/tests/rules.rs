@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use crate::header::{ET_DYN, ET_EXEC, ProgramHeader, pf, pt};
 use crate::property::NoteProblem;
 use crate::tests::{BASE, LIMITS, check_sentence, exec, image, load, other, parse, simple};
-use crate::{Limits, MAX_PHNUM, Refusal};
+use crate::{Limits, MAX_PHNUM, Refusal, load_span, parse_at};
 
 fn set(bytes: &mut [u8], at: usize, value: &[u8]) {
     bytes[at..at + value.len()].copy_from_slice(value);
@@ -113,11 +113,57 @@ fn the_program_headers_may_be_anywhere_in_the_file_but_not_past_its_end() {
 }
 
 #[test]
-fn a_dynamically_linked_program_is_refused() {
+fn the_interpreter_is_read_as_linux_reads_it() {
+    const LD: &[u8] = b"/lib/ld-linux-aarch64.so.1\0";
+    let with_interp = |offset: u64, filesz: u64, text: &[u8]| {
+        let mut phdrs = simple();
+        phdrs.insert(0, other(pt::INTERP, pf::R, offset, filesz));
+        let mut f = image(ET_DYN, 0x100, &phdrs, 0x2000);
+        if (offset as usize) < f.len() {
+            let end = (offset as usize + text.len()).min(f.len());
+            f[offset as usize..end].copy_from_slice(&text[..end - offset as usize]);
+        }
+        f
+    };
+    let f = with_interp(0x200, LD.len() as u64, LD);
+    let exe = parse(&f).unwrap();
+    assert_eq!(exe.interp_path(&f), Some(&LD[..LD.len() - 1]), "the path, without its NUL");
+    assert_eq!(exe.bias, 0xaaaa_0000_0000 - BASE, "a dynamic PIE goes to pie_base, as Linux's ELF_ET_DYN_BASE");
+    // Two PT_INTERPs: the first counts.
     let mut phdrs = simple();
-    phdrs.insert(0, other(pt::INTERP, pf::R, 0x200, 27));
-    assert_eq!(parse(&exec(&phdrs)), Err(Refusal::Interpreter));
-    assert_eq!(parse(&image(ET_DYN, 0x100, &phdrs, 0x2000)), Err(Refusal::Interpreter));
+    phdrs.insert(0, other(pt::INTERP, pf::R, 0x200, LD.len() as u64));
+    phdrs.insert(1, other(pt::INTERP, pf::R, 0x300, 5));
+    let mut f = image(ET_DYN, 0x100, &phdrs, 0x2000);
+    f[0x200..0x200 + LD.len()].copy_from_slice(LD);
+    assert_eq!(parse(&f).unwrap().interp, Some((0x200, LD.len() - 1)));
+    // Not NUL-terminated, too short, too long, outside the file.
+    assert_eq!(parse(&with_interp(0x200, 5, b"/lib/")), Err(Refusal::BadInterpreter { size: 5 }));
+    assert_eq!(parse(&with_interp(0x200, 1, b"\0")), Err(Refusal::BadInterpreter { size: 1 }));
+    assert_eq!(parse(&with_interp(0x200, 4097, b"")), Err(Refusal::BadInterpreter { size: 4097 }));
+    assert_eq!(
+        parse(&with_interp(0x1ff0, 0x20, b"")),
+        Err(Refusal::InterpreterOutsideFile { offset: 0x1ff0, size: 0x20 })
+    );
+    assert_eq!(
+        parse(&with_interp(u64::MAX - 4, 10, b"")),
+        Err(Refusal::InterpreterOutsideFile { offset: u64::MAX - 4, size: 10 })
+    );
+}
+
+#[test]
+fn an_interpreter_goes_where_the_kernel_found_room() {
+    let phdrs = simple();
+    let f = image(ET_DYN, 0x100, &phdrs, 0x2000);
+    let (len, align) = load_span(&f, &LIMITS).unwrap();
+    assert_eq!(len, 0x1_4000, "from the first page to the end of the bss, in pages");
+    assert_eq!(align, 0x1_0000);
+    let exe = parse_at(&f, &LIMITS, 0x7f00_0000).unwrap();
+    assert_eq!(exe.segments[0].vaddr, 0x7f00_0000, "the lowest page at the base given");
+    assert_eq!(exe.entry, 0x7f00_0000 - BASE + 0x100);
+    assert_eq!(exe.interp, None);
+    // An ET_EXEC interpreter stays where it is linked.
+    let exe = parse_at(&exec(&phdrs), &LIMITS, 0x7f00_0000).unwrap();
+    assert_eq!(exe.segments[0].vaddr, BASE);
 }
 
 #[test]
@@ -446,7 +492,8 @@ fn every_refusal_is_one_sentence() {
         Refusal::NoProgramHeaders,
         Refusal::TooManyProgramHeaders { phnum: 0xffff },
         Refusal::HeadersOutsideFile { phoff: u64::MAX, size: 65520, len: usize::MAX },
-        Refusal::Interpreter,
+        Refusal::BadInterpreter { size: u64::MAX },
+        Refusal::InterpreterOutsideFile { offset: u64::MAX, size: u64::MAX },
         Refusal::NotCongruent { index: 1169, vaddr: u64::MAX, offset: u64::MAX },
         Refusal::FileBytesOutsideFile { index: 1169, offset: u64::MAX, filesz: u64::MAX, len: usize::MAX },
         Refusal::FileLargerThanMemory { index: 1169, filesz: u64::MAX, memsz: u64::MAX },

@@ -24,11 +24,16 @@ pub const LIMITS: ::elf::Limits = ::elf::Limits {
     w_xor_x: true,
 };
 
-/// Parses `bytes` as a static arm64 executable.
+/// Parses `bytes` as a static arm64 executable. A dynamically linked one (PT_INTERP) is not
+/// loaded yet: refused as Linux refuses a file it cannot load (`ENOEXEC`).
 ///
 /// # Errors
 /// Why the file cannot run here (its `Display` is one sentence; no heap is needed to fail, so
 /// `execve` can fail without any).
 pub fn parse(bytes: &[u8]) -> Result<Executable, ::elf::Refusal> {
-    ::elf::parse(bytes, &LIMITS)
+    let exe = ::elf::parse(bytes, &LIMITS)?;
+    if let Some((_, len)) = exe.interp {
+        return Err(::elf::Refusal::BadInterpreter { size: len as u64 + 1 });
+    }
+    Ok(exe)
 }
