@@ -19,7 +19,12 @@
 //!   memory, charged to nothing; it only steers placement. Mappings executable at creation or
 //!   flagged `MAP_CODE` go inside, lowest fit first; when it is full they go outside on a range
 //!   that crosses no 1 GiB line and `placed_outside` counts them (strict mode: `ENOMEM`). Other
-//!   mappings never land inside it unless asked with `MAP_FIXED*`.
+//!   mappings land inside it only when asked (`MAP_FIXED*`, or a hint inside the window, served
+//!   there: at the hint if free, else at the nearest free range), or when they are a loader's
+//!   reservation for a library (private anonymous `PROT_NONE`, no hint, a length of no whole
+//!   number of pages: glibc's; docs/address-space.md, "Libraries and JITs"), placed as code so
+//!   that the text mapped into it lands in the window. The kernel places a program's
+//!   interpreter as code too ([`VmMap::place_image`]).
 //! - `mprotect` adding `PROT_EXEC` to pages outside the window: **allowed and counted** in
 //!   `placed_outside` by default; **`EACCES`** in strict mode (nothing changed). Why: a program
 //!   that never heard of the window (a JIT doing the portable RW then RX dance) must see plain
@@ -44,8 +49,10 @@
 //! Where this differs from Linux, on purpose:
 //! - near placement refuses unknown `prot` bits with `EINVAL` (`mmap` ignores them, as Linux's
 //!   `calc_vm_prot_bits` does; `mprotect` refuses them, as Linux's `arch_validate_prot`);
-//! - a hint is honoured only where the mapping may go: a data hint overlapping the code window,
-//!   or a code hint outside it, is treated like an occupied hint (normal placement);
+//! - a hint is honoured only where the mapping may go: a data hint that starts outside the code
+//!   window but overlaps it, or a code hint outside it, is treated like an occupied hint (normal
+//!   placement); an occupied hint inside the window gets the nearest free range of the window
+//!   (Linux: top-down placement);
 //! - no stack guard gap (no mapping grows down here); the type of an executable or `MAP_CODE`
 //!   mapping is checked before the code window is searched (Linux checks it after placement,
 //!   but the window's own refusals must not hide Linux's `EINVAL`);
@@ -142,6 +149,10 @@ struct Window {
     placed_outside: u64,
     strict: bool,
     anchor: Option<(u64, u64)>,
+    /// Off: loader reservations and hints inside the window are placed as before the rule
+    /// (tests measure what it changes, `trace_replay`).
+    #[cfg(test)]
+    library_rule: bool,
 }
 
 /// One process's user address space (see the module documentation).
@@ -202,6 +213,8 @@ impl VmMap {
                 placed_outside: 0,
                 strict: false,
                 anchor: None,
+                #[cfg(test)]
+                library_rule: true,
             },
             allow_wx: false,
             brk: layout.start_brk,

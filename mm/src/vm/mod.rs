@@ -259,6 +259,10 @@ impl Vma {
 #[cfg(test)]
 mod alloc_tests;
 #[cfg(test)]
+mod library_tests;
+#[cfg(test)]
 mod limit_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_replay;

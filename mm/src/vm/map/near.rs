@@ -22,7 +22,7 @@ impl VmMap {
     /// [`VmMap::find_near`], with the search above the target and its answer, if it had one:
     /// what [`VmMap::map_near`] teaches the tree's bottom-up hint, so that the next search above
     /// a target at or above this one's starts where this one's answer lies.
-    fn near(
+    pub(super) fn near(
         &self,
         target: u64,
         len: u64,

@@ -238,7 +238,7 @@ impl VmMap {
             hint
         };
         if code {
-            let (at, outside) = self.place_code(hint, len)?;
+            let (at, outside) = self.place_code(hint, len, PAGE)?;
             if outside {
                 self.window.placed_outside += 1;
             }
