@@ -16,6 +16,7 @@ use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_POPULATE, MAP_PRIVATE};
 use crate::vm::prot::{PROT_READ, PROT_WRITE};
 
 mod calls;
+mod duplicate;
 mod fork;
 mod guard;
 mod lazy;
