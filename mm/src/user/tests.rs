@@ -358,6 +358,19 @@ fn madvise_hints_do_what_linux_does() {
     assert!(m.vm().find(c).is_some());
 }
 
+/// Over a range with holes the pages of every mapped part are populated or dropped, then the
+/// call answers `ENOMEM` (Linux's `madvise_walk_vmas`).
+#[test]
+fn madvise_drops_and_populates_past_holes_then_answers_enomem() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 12 * PAGE_SIZE, RW, ANON, -1, 0).unwrap();
+    m.munmap(a + 4 * PAGE_SIZE, 4 * PAGE_SIZE).unwrap();
+    assert_eq!(m.madvise(a, 12 * PAGE_SIZE, MADV_POPULATE_WRITE), Err(Errno::ENOMEM));
+    assert_eq!(m.stats().data_frames, 8, "both parts populated");
+    assert_eq!(m.madvise(a, 12 * PAGE_SIZE, MADV_DONTNEED), Err(Errno::ENOMEM));
+    assert_eq!((m.stats().data_frames, m.frames().live.len()), (0, 0), "both parts dropped");
+}
+
 #[test]
 fn mmap_of_a_file_checks_the_offset_before_the_descriptor() {
     let mut m = memory(true);

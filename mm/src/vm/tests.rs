@@ -134,6 +134,10 @@ fn errno_table_from_the_man_pages() {
         ("madvise: length 0", Madvise(A + 5 * PAGE, 0, MADV_DONTNEED), Ok(0)),
         ("madvise: unknown advice before length 0", Madvise(A, 0, 7), Err(EINVAL)),
         ("madvise: hole in the range", Madvise(A, 12 * PAGE, MADV_DONTNEED), Err(ENOMEM)),
+        ("madvise: a hole first, a mapping after it", Madvise(A + 4 * PAGE, 8 * PAGE, MADV_DONTNEED), Err(ENOMEM)),
+        ("madvise: WIPEONFORK past a hole", Madvise(A, 12 * PAGE, MADV_WIPEONFORK), Err(ENOMEM)),
+        ("madvise: REMOVE stops at the first private mapping", Madvise(A, 12 * PAGE, MADV_REMOVE), Err(EINVAL)),
+        ("madvise: POPULATE_WRITE past a hole, read-only memory", Madvise(A, 12 * PAGE, MADV_POPULATE_WRITE), Err(EFAULT)),
         ("madvise: nothing mapped", Madvise(0x1000_0000_0000, PAGE, MADV_WILLNEED), Err(ENOMEM)),
         ("madvise: DONTNEED", Madvise(A, 4 * PAGE, MADV_DONTNEED), Ok(0)),
         ("madvise: FREE", Madvise(A, 4 * PAGE, MADV_FREE), Ok(0)),
@@ -153,6 +157,64 @@ fn errno_table_from_the_man_pages() {
     for (name, call, expected) in table {
         let mut m = fixture();
         assert_eq!(ret(&mut m, *call), *expected, "{name}: {call:?}");
+    }
+}
+
+/// Linux's `madvise_walk_vmas`: the advice goes to every mapped part of the range and a hole is
+/// answered with `ENOMEM` after the walk; a mapping the advice refuses stops the walk there, its
+/// errno winning over a hole before it.
+#[test]
+fn every_advice_applies_past_a_hole_and_answers_enomem_at_the_end() {
+    use linux_abi::errno::consts::*;
+    let advices = [
+        MADV_NORMAL,
+        MADV_RANDOM,
+        MADV_SEQUENTIAL,
+        MADV_WILLNEED,
+        MADV_DONTNEED,
+        MADV_DONTNEED_LOCKED,
+        MADV_FREE,
+        MADV_DONTFORK,
+        MADV_DOFORK,
+        MADV_WIPEONFORK,
+        MADV_KEEPONFORK,
+        MADV_DONTDUMP,
+        MADV_DODUMP,
+        MADV_HUGEPAGE,
+        MADV_NOHUGEPAGE,
+        MADV_COLLAPSE,
+        MADV_COLD,
+        MADV_PAGEOUT,
+        MADV_POPULATE_READ,
+        MADV_POPULATE_WRITE,
+    ];
+    // The fixture's A (read-write) and, past a 4-page hole, C: read-write too, so that any
+    // attribute an advice sets shows as a difference if it reached only one of them.
+    let two = || {
+        let mut m = fixture();
+        m.mmap(A + 8 * PAGE, 4 * PAGE, RW, PRIV | MAP_FIXED, -1, 0).unwrap();
+        m
+    };
+    for advice in advices {
+        let mut m = two();
+        let r = m.madvise(A, 12 * PAGE, advice).unwrap();
+        assert_eq!(r.error, Some(ENOMEM), "advice {advice}");
+        assert_eq!(r.ranges, [(A, A + 4 * PAGE), (A + 8 * PAGE, A + 12 * PAGE)], "advice {advice}");
+        let (a, c) = (*m.find(A).unwrap(), *m.find(A + 8 * PAGE).unwrap());
+        assert!(a.same_attrs(&c), "advice {advice} reached one mapping only: {a:?} {c:?}");
+        m.check();
+    }
+    let mut m = two();
+    m.madvise(A, 12 * PAGE, MADV_DONTFORK).unwrap();
+    assert!(m.find(A + 8 * PAGE).unwrap().flags.contains(VmaFlags::DONTFORK), "past the hole");
+    // FREE and WIPEONFORK refuse a memory object's pages, private ones too (Linux: not
+    // anonymous): the mapping before the hole has the advice, the walk stops at the object.
+    for advice in [MADV_FREE, MADV_WIPEONFORK] {
+        let mut m = fixture();
+        m.mmap(A + 8 * PAGE, 4 * PAGE, RW, PRIV | MAP_FIXED | MAP_OBJECT, -1, 0).unwrap();
+        let r = m.madvise(A, 12 * PAGE, advice).unwrap();
+        assert_eq!((r.error, r.ranges), (Some(EINVAL), std::vec![(A, A + 4 * PAGE)]), "advice {advice}");
+        m.check();
     }
 }
 
