@@ -82,6 +82,7 @@ mod fork;
 pub mod lock;
 mod madvise;
 mod mmap;
+mod names;
 mod near;
 mod protect;
 pub mod remap;
@@ -90,6 +91,7 @@ mod window;
 pub use brk::BrkOutcome;
 pub use madvise::{MadviseAction, Madvised};
 pub use mmap::Mapped;
+pub use names::ANON_NAME_MAX;
 pub use protect::{ProtChange, Protected};
 pub use window::{WINDOW_DEFAULT, WINDOW_MAX, WINDOW_MIN};
 
@@ -169,6 +171,8 @@ pub struct VmMap {
     as_limit: Rlimit,
     /// `RLIMIT_DATA`: the most bytes of data mappings (and of the heap, for `brk`).
     data_limit: Rlimit,
+    /// The names of anonymous areas (`names.rs`).
+    names: names::AnonNames,
 }
 
 /// Linux's `is_data_mapping`: private, writable and not a stack.
@@ -222,6 +226,7 @@ impl VmMap {
             data: 0,
             as_limit: Rlimit::INFINITY,
             data_limit: Rlimit::INFINITY,
+            names: names::AnonNames::default(),
         }
     }
 
@@ -321,7 +326,9 @@ impl VmMap {
         self.tree.check();
         let mut prev: Option<Vma> = None;
         let (mut mapped, mut used, mut data) = (0, 0, 0);
+        let mut named: alloc::vec::Vec<(super::AnonName, u64)> = alloc::vec::Vec::new();
         for v in self.tree.iter() {
+            named.push((v.name, v.len()));
             if is_data(v.prot, v.flags) {
                 data += v.len();
             }
@@ -342,6 +349,7 @@ impl VmMap {
         assert_eq!(mapped, self.mapped, "mapped bytes");
         assert_eq!(data, self.data, "data bytes");
         assert_eq!(used, self.window.used, "window used bytes");
+        self.names.check(&named);
         if let Some((b, e)) = self.window_range() {
             assert!(
                 self.window.size.is_power_of_two() && b % self.window.size == 0 && e <= self.layout.task_size

@@ -785,13 +785,46 @@ fn near_code_is_limited_to_the_window() {
 
 #[derive(Clone, Debug)]
 pub(super) enum Op {
-    Mmap { addr: u64, len: u64, prot: u64, fixed: u8, code: bool },
-    Munmap { addr: u64, len: u64 },
-    Mprotect { addr: u64, len: u64, prot: u64 },
-    Madvise { addr: u64, len: u64, advice: u64 },
-    Near { target: u64, len: u64, radius: u64, prot: u64 },
-    Brk { addr: u64 },
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: u64,
+        fixed: u8,
+        code: bool,
+    },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: u64,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: u64,
+    },
+    Near {
+        target: u64,
+        len: u64,
+        radius: u64,
+        prot: u64,
+    },
+    Brk {
+        addr: u64,
+    },
+    /// `prctl(PR_SET_VMA_ANON_NAME)` with [`NAMES`]`[name]`.
+    Name {
+        addr: u64,
+        len: u64,
+        name: usize,
+    },
 }
+
+/// The names [`Op::Name`] gives (`None`: the name taken away).
+pub(super) const NAMES: [Option<&[u8]>; 3] = [None, Some(b"jit"), Some(b"heap arena")];
 
 pub(super) fn op() -> impl Strategy<Value = Op> {
     let page = 0u64..4100;
@@ -808,6 +841,8 @@ pub(super) fn op() -> impl Strategy<Value = Op> {
         1 => (page.clone(), 1u64..10, 0u64..64, prot)
             .prop_map(|(a, l, r, p)| Op::Near { target: a * PAGE, len: l * PAGE, radius: r * PAGE, prot: p }),
         1 => (90u64..140).prop_map(|a| Op::Brk { addr: a * PAGE + 17 }),
+        1 => (page.clone(), len.clone(), 0..NAMES.len())
+            .prop_map(|(a, l, n)| Op::Name { addr: a * PAGE, len: l * PAGE, name: n }),
     ]
 }
 
@@ -941,6 +976,14 @@ proptest! {
                         for pg in (v.start..v.end).step_by(PAGE as usize) { prop_assert!(model.remove(&pg).is_some()); }
                     }
                     prop_assert!(r.brk == addr || r.brk == old);
+                }
+                Op::Name { addr, len, name } => {
+                    let r = m.set_anon_name(addr, len, NAMES[name]);
+                    let mapped = model.range(addr..addr + len).count() as u64;
+                    prop_assert_eq!(r.is_err(), mapped * PAGE != len, "{:?}", r);
+                    for v in m.mappings_in(addr, addr + len) {
+                        prop_assert_eq!(m.anon_name(&v), NAMES[name]);
+                    }
                 }
             }
             m.check();

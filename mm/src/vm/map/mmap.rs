@@ -7,7 +7,7 @@
 use super::{Pieces, VmMap, accountable, is_data, page_down, page_up};
 use crate::vm::flags::*;
 use crate::vm::tree::{Dir, GapQuery};
-use crate::vm::{Advice, Errno, PAGE, Prot, Vma, VmaFlags};
+use crate::vm::{Advice, AnonName, Errno, PAGE, Prot, Vma, VmaFlags};
 
 /// 1 GiB: code placed outside the window never crosses a multiple of this.
 const GIB: u64 = 1 << 30;
@@ -286,7 +286,14 @@ impl VmMap {
         // Only `MAP_FIXED` may land on mappings: every other placement (a free hint, a gap
         // search, `MAP_FIXED_NOREPLACE` after its check) is free, and looking costs a descent.
         let replaced = if flags & MAP_FIXED != 0 { self.remove_range(at, at + len)? } else { Pieces::new() };
-        self.add_merge(Vma { start: at, end: at + len, prot: prot_v, flags: vflags, advice: Advice::Normal });
+        self.add_merge(Vma {
+            start: at,
+            end: at + len,
+            prot: prot_v,
+            flags: vflags,
+            advice: Advice::Normal,
+            name: AnonName::NONE,
+        });
         if outside {
             self.window.placed_outside += 1;
         }
@@ -319,7 +326,7 @@ impl VmMap {
         }
         self.reserve()?;
         let replaced = self.remove_range(start, end)?;
-        self.add_merge(Vma { start, end, prot, flags, advice: Advice::Normal });
+        self.add_merge(Vma { start, end, prot, flags, advice: Advice::Normal, name: AnonName::NONE });
         Ok(replaced)
     }
 
