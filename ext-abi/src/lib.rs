@@ -75,7 +75,10 @@ pub struct CodeWindowInfo {
     pub size: u64,
     /// Bytes of the window currently mapped.
     pub used: u64,
-    /// Code mappings placed outside the window because it was full (default mode).
+    /// Code that ended up outside the window (default mode; strict mode refuses it): executable
+    /// or [`MAP_CODE`] mappings placed outside because the window was full, put outside with
+    /// `MAP_FIXED` (a library's text mapped into a reservation that went outside), or made
+    /// executable there by `mprotect`.
     pub placed_outside: u64,
     /// 1 in strict mode.
     pub strict: u64,

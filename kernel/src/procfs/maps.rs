@@ -22,9 +22,9 @@
 //! (Linux prints the segment's offset and the initramfs file's device and inode, and lists the
 //! bss beyond the file's last page as an anonymous area of its own). A named area's line is
 //! padded with spaces to 72 characters (`seq_pad`), then a space and the name: the program's
-//! path for its segments, `[heap]` for the `brk` area, `[stack]` for the initial stack, and
+//! path for its segments, `[heap]` for the `brk` area, `[stack]` for the initial stack,
 //! `/dev/zero (deleted)` for shared anonymous memory (Linux backs it with an unlinked shmem
-//! file). Anonymous lines end with the space after the inode, as Linux's do. There is no
+//! file), and `[anon:NAME]` for anonymous memory a program named (`prctl(PR_SET_VMA_ANON_NAME)`). Anonymous lines end with the space after the inode, as Linux's do. There is no
 //! `[vdso]` or `[vvar]`: this kernel maps neither.
 //!
 //! Linux generates the text as it is read (`seq_file`); here it is generated when a read starts
@@ -51,7 +51,9 @@ pub fn generate(p: &Process) -> Result<Vec<u8>, fmt::Error> {
     let Some(space) = p.space() else { return Ok(Vec::new()) };
     let mm = space.lock();
     for vma in mm.vm().iter() {
-        line(&mut out, vma, name(vma, exe))?;
+        // Linux shows a name given with prctl(PR_SET_VMA_ANON_NAME) when no other applies.
+        let anon = mm.vm().anon_name(vma).map(|n| core::str::from_utf8(n).unwrap_or(""));
+        line(&mut out, vma, name(vma, exe), anon)?;
     }
     Ok(out.0)
 }
@@ -74,7 +76,7 @@ fn name<'a>(vma: &Vma, exe: &'a str) -> Option<&'a str> {
 }
 
 /// One line of the listing (Linux's `show_vma_header_prefix` and `show_map_vma`).
-fn line(out: &mut Text, vma: &Vma, name: Option<&str>) -> fmt::Result {
+fn line(out: &mut Text, vma: &Vma, name: Option<&str>, anon: Option<&str>) -> fmt::Result {
     let at = out.0.len();
     let flag = |on: bool, c: char| if on { c } else { '-' };
     let p = vma.prot;
@@ -91,12 +93,15 @@ fn line(out: &mut Text, vma: &Vma, name: Option<&str>) -> fmt::Result {
         0,
         0
     )?;
-    if let Some(name) = name {
+    if name.is_some() || anon.is_some() {
         let width = out.0.len() - at;
         for _ in width..NAME_COLUMN {
             out.write_str(" ")?;
         }
-        write!(out, " {name}")?;
+        match (name, anon) {
+            (Some(name), _) => write!(out, " {name}")?,
+            (None, anon) => write!(out, " [anon:{}]", anon.unwrap_or(""))?,
+        }
     }
     out.write_str("\n")
 }

@@ -13,7 +13,7 @@ use core::sync::atomic::Ordering;
 use linux_abi::Errno;
 use linux_abi::clone::*;
 use linux_abi::layout::Sysinfo;
-use linux_abi::prctl::{PR_GET_NAME, PR_SET_NAME};
+use linux_abi::prctl::{PR_GET_NAME, PR_SET_NAME, PR_SET_VMA, PR_SET_VMA_ANON_NAME};
 
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::cpu::current_cpu;
@@ -391,6 +391,33 @@ fn prctl_name(thread: &mut Thread, option: u64, arg2: u64) -> Result<u64, Errno>
     }
 }
 
+/// `prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, addr, len, name)`: names anonymous memory
+/// (`mm::vm::VmMap::set_anon_name`, which checks the name and the range as Linux). The name is
+/// copied as Linux's `strndup_user` copies it: up to `ANON_NAME_MAX` bytes with its NUL (`EINVAL`
+/// when none is there, `EFAULT` for a byte that cannot be read before it); NULL takes names away.
+fn prctl_set_vma(thread: &Thread, opt: u64, addr: u64, len: u64, uname: u64) -> Result<u64, Errno> {
+    use mm::vm::map::ANON_NAME_MAX;
+    if opt != PR_SET_VMA_ANON_NAME {
+        return Err(Errno::EINVAL);
+    }
+    let mut buf = [0u8; ANON_NAME_MAX];
+    let mut len_of_name = None;
+    for i in 0..if uname == 0 { 0 } else { ANON_NAME_MAX } {
+        copy_in(&mut buf[i..=i], uname.wrapping_add(i as u64)).map_err(|_| Errno::EFAULT)?;
+        if buf[i] == 0 {
+            len_of_name = Some(i);
+            break;
+        }
+    }
+    let name = match len_of_name {
+        Some(n) => Some(&buf[..n]),
+        None if uname == 0 => None,
+        None => return Err(Errno::EINVAL),
+    };
+    let space = thread.process.space().ok_or(Errno::ENOMEM)?;
+    space.lock().vm_mut().set_anon_name(addr, len, name).map(|()| 0)
+}
+
 /// `personality(persona)`: 0xffffffff queries; anything else is stored and the old value returned.
 pub fn personality(thread: &Thread, persona: u64) -> Result<u64, Errno> {
     let cell = &thread.process.posix.personality;
@@ -433,8 +460,8 @@ pub fn sched_priority_bound(policy: u64, max: bool) -> Result<u64, Errno> {
     }
 }
 
-/// `prctl(option, arg2, arg3, arg4, arg5)`: the thread name here, the memory options in
-/// [`memory::prctl`](super::memory::prctl).
+/// `prctl(option, arg2, arg3, arg4, arg5)`: the thread name and the names of anonymous memory
+/// here, the memory options in [`memory::prctl`](super::memory::prctl).
 pub fn prctl(
     thread: &mut Thread,
     option: u64,
@@ -449,6 +476,7 @@ pub fn prctl(
         PR_PAC_RESET_KEYS | PR_PAC_SET_ENABLED_KEYS | PR_PAC_GET_ENABLED_KEYS => {
             prctl_pac(thread, option, [arg2, arg3, arg4, arg5])
         }
+        PR_SET_VMA => prctl_set_vma(thread, arg2, arg3, arg4, arg5),
         _ => super::memory::prctl(&thread.process, option, arg2, arg3, arg4, arg5),
     }
 }

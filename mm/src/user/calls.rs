@@ -10,6 +10,7 @@
 
 use alloc::vec::Vec;
 
+use super::object::Backing;
 use super::{Access, Fault, UserFrames, UserMemory};
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::Attributes;
@@ -73,10 +74,14 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 (r.addr + old_len.next_multiple_of(PAGE_SIZE), r.addr + new_len.next_multiple_of(PAGE_SIZE))
             }
         };
-        if new_end > old_end {
+        if new_end > old_end && r.duplicated.is_none() {
             self.backings.extend(old_end, new_end);
         }
-        let moved = r.moved.map_or(Ok(()), |m| self.move_entries(m, extents, &guards));
+        let moved = match (r.moved, r.duplicated) {
+            (Some(m), _) => self.move_entries(m, extents, &guards),
+            (None, Some(d)) => self.duplicate(d, new_len.next_multiple_of(PAGE_SIZE)),
+            (None, None) => Ok(()),
+        };
         if let Some((start, end)) = r.populate {
             // Linux's mm_populate after the call: best effort.
             let _ = self.populate_locked(start, end);
@@ -142,6 +147,61 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             lost |= self.space.install_guards(VirtAddr(s - m.from + m.to), e - s).is_err();
         }
         if lost { Err(Errno::ENOMEM) } else { Ok(()) }
+    }
+
+    /// `mremap(addr, 0, new_len)` of a shared mapping: the new area `[d.to, d.to + new_len)` maps
+    /// the same pages as the old one from `d.from` on, the old one unchanged. A memory object's
+    /// view (a memfd, a file) gets a second range of the object from the same offset: its pages
+    /// are found in the object on fault, `SIGBUS` past its end, as Linux. Shared anonymous memory
+    /// has no object here, so the old mapping's pages are populated and the same frames mapped
+    /// at the new address, one more reference each, as `fork` shares them (the destination is
+    /// empty: no TLBI); the rest of the new area is fresh shared memory.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` when a page cannot be populated or mapped, or a frame's count cannot be kept
+    /// (the new area stays, with the pages mapped so far).
+    fn duplicate(&mut self, d: Move, new_len: u64) -> Result<(), Errno> {
+        let Some(area) = self.vm.find(d.from).copied() else { return Ok(()) };
+        if area.flags.contains(VmaFlags::OBJECT) {
+            if let Some(b) = self.backings.at(d.from) {
+                let (object, offset) = (b.object.clone(), b.index_of(d.from) * PAGE_SIZE);
+                // Room for it was reserved before the call.
+                self.backings.insert(Backing { start: d.to, end: d.to + new_len, object, offset });
+            }
+            return Ok(());
+        }
+        if super::allows(area.prot, Access::Read) {
+            self.populate(d.from, d.from + d.len, Access::Read).map_err(|_| Errno::ENOMEM)?;
+        }
+        let mut leaves: Vec<(u64, PhysAddr, u64, Attributes)> = Vec::new();
+        crate::vm::fallible::reserve(&mut leaves, self.extent_bound(d.from, d.len))?;
+        let _ = self.space.table().walk(VirtAddr(d.from), d.len, |leaf| {
+            let start = leaf.va.0.max(d.from);
+            let end = (leaf.va.0 + leaf.size).min(d.from + d.len);
+            if leaves.len() < leaves.capacity() {
+                leaves.push((start, leaf.translate(VirtAddr(start)), end - start, leaf.attrs));
+            }
+        });
+        let constraints = if d.pages_only {
+            Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS)
+        } else {
+            Constraints::NO_1G_BLOCKS
+        };
+        for (va, pa, size, attrs) in leaves {
+            for i in 0..size / PAGE_SIZE {
+                if !self.frames.share(PhysAddr(pa.0 + i * PAGE_SIZE)) {
+                    return Err(Errno::ENOMEM);
+                }
+                let (v, p) = (va - d.from + d.to + i * PAGE_SIZE, PhysAddr(pa.0 + i * PAGE_SIZE));
+                if self.space.map(VirtAddr(v), p, PAGE_SIZE, attrs, constraints).is_err() {
+                    self.frames.free(p);
+                    return Err(Errno::ENOMEM);
+                }
+                self.data_frames += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Maps a moved extent at `va` (the destination is empty: no TLBI); page by page if the

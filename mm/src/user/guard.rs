@@ -10,10 +10,12 @@
 //! whether the markers go too. Installing zaps the pages (their data is gone, as on Linux) with
 //! one flush, then writes the markers (invalid to invalid: no flush). The semantics follow
 //! Linux's (tools/testing/selftests/mm/guard-regions.c):
-//! - install zaps and guards every page of the mapped parts of the range; `EINVAL` for a locked
-//!   area or one that is not anonymous (a memfd), `ENOMEM` for a hole after the parts before it
-//!   or when a table frame cannot be had;
-//! - remove takes only the guards (the pages then read zero; populated pages in the range stay);
+//! - install zaps and guards every page of the mapped parts of the range, holes and all (Linux
+//!   then answers `ENOMEM` for the hole); `EINVAL` for a locked area or one that is not private
+//!   anonymous memory (shared, a memfd's), which stops the walk there; `ENOMEM` at once when a
+//!   table frame cannot be had;
+//! - remove takes only the guards (the pages then read zero; populated pages in the range stay),
+//!   over the same walk (a locked area allowed);
 //! - `MADV_DONTNEED` and `MADV_FREE` leave the guards in place, `munmap` and `MAP_FIXED` take
 //!   them with the range, `mremap` moves them with the entries (with `MREMAP_DONTUNMAP` too: the
 //!   source is left empty, as Linux's `move_ptes` leaves it), `fork` gives them to the child
@@ -33,12 +35,15 @@ use crate::vm::{Errno, VmaFlags};
 pub use linux_abi::mman::{MADV_GUARD_INSTALL, MADV_GUARD_REMOVE};
 
 impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<T, H, P, D> {
-    /// `madvise(addr, len, MADV_GUARD_INSTALL | MADV_GUARD_REMOVE)` (module documentation).
+    /// `madvise(addr, len, MADV_GUARD_INSTALL | MADV_GUARD_REMOVE)` (module documentation), as
+    /// Linux's `madvise_walk_vmas`: every mapped part of the range, area by area; a hole is
+    /// reported with `ENOMEM` after the walk, an area the advice refuses stops it there.
     ///
     /// # Errors
     ///
-    /// `EINVAL` unaligned or wrapping, or (install) a locked or object area; `ENOMEM` a hole,
-    /// after the parts before it, or no table frame for the markers.
+    /// `EINVAL` unaligned or wrapping, or an area that is not private anonymous memory (shared,
+    /// a memfd's) or, to install, locked (the areas before it are done); `ENOMEM` a hole, after
+    /// every mapped part is done, or no table frame for the markers (at once).
     pub(super) fn madvise_guard(&mut self, addr: u64, len: u64, install: bool) -> Result<(), Errno> {
         if addr & (PAGE_SIZE - 1) != 0 {
             return Err(Errno::EINVAL);
@@ -46,16 +51,24 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         let plen = len.checked_add(PAGE_SIZE - 1).ok_or(Errno::EINVAL)? & !(PAGE_SIZE - 1);
         let end = addr.checked_add(plen).ok_or(Errno::EINVAL)?;
         let mut cursor = addr;
+        let mut hole = false;
         while cursor < end {
-            let Some(v) = self.vm.mappings_in(cursor, end).next() else { return Err(Errno::ENOMEM) };
-            if v.start > cursor {
-                return Err(Errno::ENOMEM);
+            // The next area, clipped to [cursor, end).
+            let Some(v) = self.vm.mappings_in(cursor, end).next() else {
+                hole = true;
+                break;
+            };
+            hole |= v.start > cursor;
+            // Linux's is_valid_guard_vma: anonymous (not shmem, not a file), and unlocked to
+            // install (removing from a locked area is allowed).
+            if v.flags.contains(VmaFlags::SHARED)
+                || v.flags.contains(VmaFlags::OBJECT)
+                || (install && v.flags.contains(VmaFlags::LOCKED))
+            {
+                return Err(Errno::EINVAL);
             }
-            let (s, e) = (cursor, v.end.min(end));
+            let (s, e) = (v.start, v.end);
             if install {
-                if v.flags.contains(VmaFlags::LOCKED) || v.flags.contains(VmaFlags::OBJECT) {
-                    return Err(Errno::EINVAL);
-                }
                 self.discard_range(s, e);
                 self.space.install_guards(VirtAddr(s), e - s).map_err(|_| Errno::ENOMEM)?;
             } else {
@@ -65,7 +78,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             }
             cursor = e;
         }
-        Ok(())
+        if hole { Err(Errno::ENOMEM) } else { Ok(()) }
     }
 
     /// Whether the (absent) page at `page` is a guard.

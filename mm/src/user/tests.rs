@@ -16,6 +16,7 @@ use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_POPULATE, MAP_PRIVATE};
 use crate::vm::prot::{PROT_READ, PROT_WRITE};
 
 mod calls;
+mod duplicate;
 mod fork;
 mod guard;
 mod lazy;
@@ -355,6 +356,19 @@ fn madvise_hints_do_what_linux_does() {
     let c = m.mmap(0, 64 * PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
     assert_eq!(m.stats().data_frames, held, "MAP_POPULATE took frames below the reserve");
     assert!(m.vm().find(c).is_some());
+}
+
+/// Over a range with holes the pages of every mapped part are populated or dropped, then the
+/// call answers `ENOMEM` (Linux's `madvise_walk_vmas`).
+#[test]
+fn madvise_drops_and_populates_past_holes_then_answers_enomem() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 12 * PAGE_SIZE, RW, ANON, -1, 0).unwrap();
+    m.munmap(a + 4 * PAGE_SIZE, 4 * PAGE_SIZE).unwrap();
+    assert_eq!(m.madvise(a, 12 * PAGE_SIZE, MADV_POPULATE_WRITE), Err(Errno::ENOMEM));
+    assert_eq!(m.stats().data_frames, 8, "both parts populated");
+    assert_eq!(m.madvise(a, 12 * PAGE_SIZE, MADV_DONTNEED), Err(Errno::ENOMEM));
+    assert_eq!((m.stats().data_frames, m.frames().live.len()), (0, 0), "both parts dropped");
 }
 
 #[test]

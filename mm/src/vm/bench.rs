@@ -12,7 +12,7 @@ use core::hint::black_box;
 
 use super::flags::{MAP_ANONYMOUS, MAP_FIXED_NOREPLACE, MAP_PRIVATE};
 use super::prot::{PROT_READ, PROT_WRITE};
-use super::{Advice, Layout, PAGE, Prot, VmMap, Vma, VmaFlags};
+use super::{Advice, AnonName, Layout, PAGE, Prot, VmMap, Vma, VmaFlags};
 
 /// The target every measurement places around.
 pub const BENCH_TARGET: u64 = 0x5555_0000_0000;
@@ -69,6 +69,7 @@ pub fn dense_layout(n: usize) -> VmMap {
             prot: Prot::RW,
             flags: VmaFlags::empty(),
             advice: Advice::Normal,
+            name: AnonName::NONE,
         };
         m.map_kernel(v.start, v.len(), v.prot, v.flags).expect("bench layout");
     }

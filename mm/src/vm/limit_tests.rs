@@ -48,6 +48,9 @@ fn apply(m: &mut VmMap, op: &Op) -> String {
             format!("{:?}", m.map_near(target, len, radius, prot, PRIV))
         }
         Op::Brk { addr } => format!("{:?}", m.brk(addr)),
+        Op::Name { addr, len, name } => {
+            format!("{:?}", m.set_anon_name(addr, len, super::tests::NAMES[name]))
+        }
     }
 }
 
@@ -82,7 +85,9 @@ proptest! {
             let got = apply(&mut starved, op);
             fail_after(None);
             starved.check();
-            if got != expected {
+            // A call that ends in ENOMEM anyway (a range with holes) may also have been starved:
+            // the result is the same, the map is not, so the map is compared too.
+            if got != expected || state(&starved) != state(&fed) {
                 let failed = got.contains("ENOMEM") || matches!(op, Op::Brk { .. });
                 prop_assert!(failed, "{:?}: {} instead of {}", op, got, expected);
                 prop_assert_eq!(state(&starved), before, "{:?} changed the map before failing", op);
@@ -113,6 +118,7 @@ fn a_reserved_tree_inserts_without_allocating() {
         prot: Prot::READ,
         flags: VmaFlags::empty(),
         advice: Advice::Normal,
+        name: AnonName::NONE,
     };
     // Every round reserves for three insertions, then makes three with the heap refusing: in
     // trees from empty to four levels, at spots that fill leaves and branches until they split

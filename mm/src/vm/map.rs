@@ -19,7 +19,12 @@
 //!   memory, charged to nothing; it only steers placement. Mappings executable at creation or
 //!   flagged `MAP_CODE` go inside, lowest fit first; when it is full they go outside on a range
 //!   that crosses no 1 GiB line and `placed_outside` counts them (strict mode: `ENOMEM`). Other
-//!   mappings never land inside it unless asked with `MAP_FIXED*`.
+//!   mappings land inside it only when asked (`MAP_FIXED*`, or a hint inside the window, served
+//!   there: at the hint if free, else at the nearest free range), or when they are a loader's
+//!   reservation for a library (private anonymous `PROT_NONE`, no hint, a length of no whole
+//!   number of pages: glibc's; docs/address-space.md, "Libraries and JITs"), placed as code so
+//!   that the text mapped into it lands in the window. The kernel places a program's
+//!   interpreter as code too ([`VmMap::place_image`]).
 //! - `mprotect` adding `PROT_EXEC` to pages outside the window: **allowed and counted** in
 //!   `placed_outside` by default; **`EACCES`** in strict mode (nothing changed). Why: a program
 //!   that never heard of the window (a JIT doing the portable RW then RX dance) must see plain
@@ -44,8 +49,10 @@
 //! Where this differs from Linux, on purpose:
 //! - near placement refuses unknown `prot` bits with `EINVAL` (`mmap` ignores them, as Linux's
 //!   `calc_vm_prot_bits` does; `mprotect` refuses them, as Linux's `arch_validate_prot`);
-//! - a hint is honoured only where the mapping may go: a data hint overlapping the code window,
-//!   or a code hint outside it, is treated like an occupied hint (normal placement);
+//! - a hint is honoured only where the mapping may go: a data hint that starts outside the code
+//!   window but overlaps it, or a code hint outside it, is treated like an occupied hint (normal
+//!   placement); an occupied hint inside the window gets the nearest free range of the window
+//!   (Linux: top-down placement);
 //! - no stack guard gap (no mapping grows down here); the type of an executable or `MAP_CODE`
 //!   mapping is checked before the code window is searched (Linux checks it after placement,
 //!   but the window's own refusals must not hide Linux's `EINVAL`);
@@ -75,6 +82,7 @@ mod fork;
 pub mod lock;
 mod madvise;
 mod mmap;
+mod names;
 mod near;
 mod protect;
 pub mod remap;
@@ -83,6 +91,7 @@ mod window;
 pub use brk::BrkOutcome;
 pub use madvise::{MadviseAction, Madvised};
 pub use mmap::Mapped;
+pub use names::ANON_NAME_MAX;
 pub use protect::{ProtChange, Protected};
 pub use window::{WINDOW_DEFAULT, WINDOW_MAX, WINDOW_MIN};
 
@@ -142,6 +151,10 @@ struct Window {
     placed_outside: u64,
     strict: bool,
     anchor: Option<(u64, u64)>,
+    /// Off: loader reservations and hints inside the window are placed as before the rule
+    /// (tests measure what it changes, `trace_replay`).
+    #[cfg(test)]
+    library_rule: bool,
 }
 
 /// One process's user address space (see the module documentation).
@@ -160,6 +173,8 @@ pub struct VmMap {
     as_limit: Rlimit,
     /// `RLIMIT_DATA`: the most bytes of data mappings (and of the heap, for `brk`).
     data_limit: Rlimit,
+    /// The names of anonymous areas (`names.rs`).
+    names: names::AnonNames,
 }
 
 /// Linux's `is_data_mapping`: private, writable and not a stack.
@@ -204,6 +219,8 @@ impl VmMap {
                 placed_outside: 0,
                 strict: false,
                 anchor: None,
+                #[cfg(test)]
+                library_rule: true,
             },
             allow_wx: false,
             mdwe: 0,
@@ -212,6 +229,7 @@ impl VmMap {
             data: 0,
             as_limit: Rlimit::INFINITY,
             data_limit: Rlimit::INFINITY,
+            names: names::AnonNames::default(),
         }
     }
 
@@ -311,7 +329,9 @@ impl VmMap {
         self.tree.check();
         let mut prev: Option<Vma> = None;
         let (mut mapped, mut used, mut data) = (0, 0, 0);
+        let mut named: alloc::vec::Vec<(super::AnonName, u64)> = alloc::vec::Vec::new();
         for v in self.tree.iter() {
+            named.push((v.name, v.len()));
             if is_data(v.prot, v.flags) {
                 data += v.len();
             }
@@ -332,6 +352,7 @@ impl VmMap {
         assert_eq!(mapped, self.mapped, "mapped bytes");
         assert_eq!(data, self.data, "data bytes");
         assert_eq!(used, self.window.used, "window used bytes");
+        self.names.check(&named);
         if let Some((b, e)) = self.window_range() {
             assert!(
                 self.window.size.is_power_of_two() && b % self.window.size == 0 && e <= self.layout.task_size

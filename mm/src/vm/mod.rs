@@ -221,6 +221,30 @@ pub enum Advice {
     Sequential,
 }
 
+/// The name of an anonymous area (`prctl(PR_SET_VMA_ANON_NAME)`): an index into its map's table
+/// of names, which keeps each name once, so areas with equal names have equal indices
+/// ([`VmMap::anon_name`] gives the text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct AnonName(u32);
+
+impl AnonName {
+    /// No name.
+    pub const NONE: AnonName = AnonName(0);
+
+    /// The name in entry `i` of the table.
+    const fn at(i: usize) -> AnonName {
+        AnonName(i as u32 + 1)
+    }
+
+    /// The table entry, if named.
+    const fn index(self) -> Option<usize> {
+        match self.0 {
+            0 => None,
+            n => Some(n as usize - 1),
+        }
+    }
+}
+
 /// One virtual memory area: `[start, end)` with uniform attributes. Always anonymous memory.
 /// (`Default`, the empty area at 0, only fills unused places of a [`fallible::List`].)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -235,6 +259,8 @@ pub struct Vma {
     pub flags: VmaFlags,
     /// Access-pattern advice.
     pub advice: Advice,
+    /// Its name, if a program gave it one.
+    pub name: AnonName,
 }
 
 impl Vma {
@@ -248,7 +274,10 @@ impl Vma {
     }
     /// Whether `other` has the same attributes, so that two adjacent areas can be one.
     pub fn same_attrs(&self, other: &Vma) -> bool {
-        self.prot == other.prot && self.flags == other.flags && self.advice == other.advice
+        self.prot == other.prot
+            && self.flags == other.flags
+            && self.advice == other.advice
+            && self.name == other.name
     }
     /// This area clipped to `[start, end)` (which must overlap it).
     pub fn clip(&self, start: u64, end: u64) -> Vma {
@@ -259,6 +288,12 @@ impl Vma {
 #[cfg(test)]
 mod alloc_tests;
 #[cfg(test)]
+mod library_tests;
+#[cfg(test)]
 mod limit_tests;
 #[cfg(test)]
+mod name_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_replay;

@@ -134,6 +134,10 @@ fn errno_table_from_the_man_pages() {
         ("madvise: length 0", Madvise(A + 5 * PAGE, 0, MADV_DONTNEED), Ok(0)),
         ("madvise: unknown advice before length 0", Madvise(A, 0, 7), Err(EINVAL)),
         ("madvise: hole in the range", Madvise(A, 12 * PAGE, MADV_DONTNEED), Err(ENOMEM)),
+        ("madvise: a hole first, a mapping after it", Madvise(A + 4 * PAGE, 8 * PAGE, MADV_DONTNEED), Err(ENOMEM)),
+        ("madvise: WIPEONFORK past a hole", Madvise(A, 12 * PAGE, MADV_WIPEONFORK), Err(ENOMEM)),
+        ("madvise: REMOVE stops at the first private mapping", Madvise(A, 12 * PAGE, MADV_REMOVE), Err(EINVAL)),
+        ("madvise: POPULATE_WRITE past a hole, read-only memory", Madvise(A, 12 * PAGE, MADV_POPULATE_WRITE), Err(EFAULT)),
         ("madvise: nothing mapped", Madvise(0x1000_0000_0000, PAGE, MADV_WILLNEED), Err(ENOMEM)),
         ("madvise: DONTNEED", Madvise(A, 4 * PAGE, MADV_DONTNEED), Ok(0)),
         ("madvise: FREE", Madvise(A, 4 * PAGE, MADV_FREE), Ok(0)),
@@ -153,6 +157,64 @@ fn errno_table_from_the_man_pages() {
     for (name, call, expected) in table {
         let mut m = fixture();
         assert_eq!(ret(&mut m, *call), *expected, "{name}: {call:?}");
+    }
+}
+
+/// Linux's `madvise_walk_vmas`: the advice goes to every mapped part of the range and a hole is
+/// answered with `ENOMEM` after the walk; a mapping the advice refuses stops the walk there, its
+/// errno winning over a hole before it.
+#[test]
+fn every_advice_applies_past_a_hole_and_answers_enomem_at_the_end() {
+    use linux_abi::errno::consts::*;
+    let advices = [
+        MADV_NORMAL,
+        MADV_RANDOM,
+        MADV_SEQUENTIAL,
+        MADV_WILLNEED,
+        MADV_DONTNEED,
+        MADV_DONTNEED_LOCKED,
+        MADV_FREE,
+        MADV_DONTFORK,
+        MADV_DOFORK,
+        MADV_WIPEONFORK,
+        MADV_KEEPONFORK,
+        MADV_DONTDUMP,
+        MADV_DODUMP,
+        MADV_HUGEPAGE,
+        MADV_NOHUGEPAGE,
+        MADV_COLLAPSE,
+        MADV_COLD,
+        MADV_PAGEOUT,
+        MADV_POPULATE_READ,
+        MADV_POPULATE_WRITE,
+    ];
+    // The fixture's A (read-write) and, past a 4-page hole, C: read-write too, so that any
+    // attribute an advice sets shows as a difference if it reached only one of them.
+    let two = || {
+        let mut m = fixture();
+        m.mmap(A + 8 * PAGE, 4 * PAGE, RW, PRIV | MAP_FIXED, -1, 0).unwrap();
+        m
+    };
+    for advice in advices {
+        let mut m = two();
+        let r = m.madvise(A, 12 * PAGE, advice).unwrap();
+        assert_eq!(r.error, Some(ENOMEM), "advice {advice}");
+        assert_eq!(r.ranges, [(A, A + 4 * PAGE), (A + 8 * PAGE, A + 12 * PAGE)], "advice {advice}");
+        let (a, c) = (*m.find(A).unwrap(), *m.find(A + 8 * PAGE).unwrap());
+        assert!(a.same_attrs(&c), "advice {advice} reached one mapping only: {a:?} {c:?}");
+        m.check();
+    }
+    let mut m = two();
+    m.madvise(A, 12 * PAGE, MADV_DONTFORK).unwrap();
+    assert!(m.find(A + 8 * PAGE).unwrap().flags.contains(VmaFlags::DONTFORK), "past the hole");
+    // FREE and WIPEONFORK refuse a memory object's pages, private ones too (Linux: not
+    // anonymous): the mapping before the hole has the advice, the walk stops at the object.
+    for advice in [MADV_FREE, MADV_WIPEONFORK] {
+        let mut m = fixture();
+        m.mmap(A + 8 * PAGE, 4 * PAGE, RW, PRIV | MAP_FIXED | MAP_OBJECT, -1, 0).unwrap();
+        let r = m.madvise(A, 12 * PAGE, advice).unwrap();
+        assert_eq!((r.error, r.ranges), (Some(EINVAL), std::vec![(A, A + 4 * PAGE)]), "advice {advice}");
+        m.check();
     }
 }
 
@@ -352,9 +414,13 @@ fn code_goes_into_the_window_lowest_fit_first_and_is_reused() {
     let info = m.code_window();
     assert_eq!(info.used, 0x2_0000 + 0x1_0000 + 2 * PAGE + 0x3f_0000 + 3 * PAGE);
     assert_eq!(info.placed_outside, 0);
-    // Non-code mappings never land in the window, even with a hint there.
+    // Data goes into the window only when asked: at a hint there (docs/address-space.md,
+    // "Libraries and JITs"); without one it stays out.
     let g = m.mmap(0x800_0000, PAGE, RW, PRIV, -1, 0).unwrap();
-    assert!(!in_window(&m, g.addr, PAGE) && g.addr != 0x800_0000);
+    assert_eq!(g.addr, 0x800_0000);
+    let h = m.mmap(0, PAGE, RW, PRIV, -1, 0).unwrap();
+    assert!(!in_window(&m, h.addr, PAGE));
+    assert_eq!(m.code_window().placed_outside, 0);
     m.check();
 }
 
@@ -719,13 +785,46 @@ fn near_code_is_limited_to_the_window() {
 
 #[derive(Clone, Debug)]
 pub(super) enum Op {
-    Mmap { addr: u64, len: u64, prot: u64, fixed: u8, code: bool },
-    Munmap { addr: u64, len: u64 },
-    Mprotect { addr: u64, len: u64, prot: u64 },
-    Madvise { addr: u64, len: u64, advice: u64 },
-    Near { target: u64, len: u64, radius: u64, prot: u64 },
-    Brk { addr: u64 },
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: u64,
+        fixed: u8,
+        code: bool,
+    },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: u64,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: u64,
+    },
+    Near {
+        target: u64,
+        len: u64,
+        radius: u64,
+        prot: u64,
+    },
+    Brk {
+        addr: u64,
+    },
+    /// `prctl(PR_SET_VMA_ANON_NAME)` with [`NAMES`]`[name]`.
+    Name {
+        addr: u64,
+        len: u64,
+        name: usize,
+    },
 }
+
+/// The names [`Op::Name`] gives (`None`: the name taken away).
+pub(super) const NAMES: [Option<&[u8]>; 3] = [None, Some(b"jit"), Some(b"heap arena")];
 
 pub(super) fn op() -> impl Strategy<Value = Op> {
     let page = 0u64..4100;
@@ -742,6 +841,8 @@ pub(super) fn op() -> impl Strategy<Value = Op> {
         1 => (page.clone(), 1u64..10, 0u64..64, prot)
             .prop_map(|(a, l, r, p)| Op::Near { target: a * PAGE, len: l * PAGE, radius: r * PAGE, prot: p }),
         1 => (90u64..140).prop_map(|a| Op::Brk { addr: a * PAGE + 17 }),
+        1 => (page.clone(), len.clone(), 0..NAMES.len())
+            .prop_map(|(a, l, n)| Op::Name { addr: a * PAGE, len: l * PAGE, name: n }),
     ]
 }
 
@@ -778,7 +879,9 @@ proptest! {
                             let is_code = p.exec() || code;
                             let inside = wb <= r.addr && r.addr + r.len <= we;
                             prop_assert_eq!(r.outside_window, is_code && !inside);
-                            if !is_code && fixed == 0 { prop_assert!(r.addr + r.len <= wb || r.addr >= we); }
+                            // Data goes into the window only when its hint lies there.
+                            let hinted_in = addr != 0 && wb <= addr && addr < we;
+                            if !is_code && fixed == 0 && !hinted_in { prop_assert!(r.addr + r.len <= wb || r.addr >= we); }
                             if is_code && !inside && fixed == 0 {
                                 prop_assert_eq!(r.addr >> 30, (r.addr + r.len - 1) >> 30);
                             }
@@ -787,10 +890,11 @@ proptest! {
                         }
                         Err(e) => {
                             let is_code = p.exec() || code;
+                            let hinted_in = addr != 0 && wb <= addr && addr < we;
                             // Whether any free run of `len` pages exists where this mapping may go.
                             let room = (layout.mmap_min_addr..=layout.task_size.saturating_sub(len))
                                 .step_by(PAGE as usize)
-                                .any(|a| free(&model, a, len) && (is_code || a + len <= wb || a >= we));
+                                .any(|a| free(&model, a, len) && (is_code || hinted_in || a + len <= wb || a >= we));
                             let expect = if len == 0 { Errno::EINVAL }
                                 else if fixed != 0 && addr < layout.mmap_min_addr { Errno::EPERM }
                                 else if fixed != 0 && addr + len > layout.task_size { Errno::ENOMEM }
@@ -872,6 +976,14 @@ proptest! {
                         for pg in (v.start..v.end).step_by(PAGE as usize) { prop_assert!(model.remove(&pg).is_some()); }
                     }
                     prop_assert!(r.brk == addr || r.brk == old);
+                }
+                Op::Name { addr, len, name } => {
+                    let r = m.set_anon_name(addr, len, NAMES[name]);
+                    let mapped = model.range(addr..addr + len).count() as u64;
+                    prop_assert_eq!(r.is_err(), mapped * PAGE != len, "{:?}", r);
+                    for v in m.mappings_in(addr, addr + len) {
+                        prop_assert_eq!(m.anon_name(&v), NAMES[name]);
+                    }
                 }
             }
             m.check();

@@ -97,6 +97,8 @@ fn mremap_errno_order_is_linux_6_1() {
     // DONTUNMAP on shared memory: refused (see the module documentation of vm::map::remap).
     let s = m.mmap(0, 2 * P, RW, MAP_SHARED | MAP_ANONYMOUS, -1, 0).unwrap();
     assert_eq!(m.mremap(s, 2 * P, 2 * P, MAYMOVE | MREMAP_DONTUNMAP, 0), Err(EINVAL));
+    // old_len 0 of shared memory is a duplicate, which only a move can place.
+    assert_eq!(m.mremap(s, 0, P, 0, 0), Err(ENOMEM));
 }
 
 #[test]

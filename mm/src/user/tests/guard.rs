@@ -61,6 +61,11 @@ fn guards_fault_without_splitting_the_area_and_follow_the_calls() {
     // Errors.
     assert_eq!(m.madvise(b + 1, PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::EINVAL));
     assert_eq!(m.madvise(b + 6 * PAGE_SIZE, 2 * PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::ENOMEM), "a hole");
+    assert_eq!(
+        m.guard_ranges().unwrap(),
+        [(b + 7 * PAGE_SIZE, b + 8 * PAGE_SIZE)],
+        "the page past it guarded"
+    );
     m.mlock(b, PAGE_SIZE).unwrap();
     assert_eq!(m.madvise(b, PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::EINVAL), "locked");
     drop(m.destroy());
@@ -164,4 +169,37 @@ fn map_refuses_to_write_over_a_guard_marker() {
     pt.check_occupancy();
     let (mut translation, record) = pt.destroy();
     record.release(&mut translation);
+}
+
+/// As Linux's `madvise_walk_vmas`: installing (and removing) goes to every mapped part of a range
+/// with holes, then answers `ENOMEM`; an area that is not private anonymous memory stops the walk
+/// with `EINVAL`, the areas before it done; removing from a locked area is allowed.
+#[test]
+fn guards_go_past_holes_and_stop_at_memory_that_is_not_private_anonymous() {
+    use crate::vm::flags::MAP_SHARED;
+    let pool = Pool::default();
+    let mut m = parent(&pool, false);
+    let a = m.mmap(0, 12 * PAGE_SIZE, RW, ANON, -1, 0).unwrap();
+    m.munmap(a + 2 * PAGE_SIZE, PAGE_SIZE).unwrap();
+    m.munmap(a + 6 * PAGE_SIZE, 2 * PAGE_SIZE).unwrap();
+    for i in [0, 1, 3, 4, 5, 8, 9] {
+        m.write(a + i * PAGE_SIZE, &[1]).unwrap();
+    }
+    assert_eq!(m.madvise(a + PAGE_SIZE, 9 * PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::ENOMEM));
+    let p = |i: u64| a + i * PAGE_SIZE;
+    assert_eq!(m.guard_ranges().unwrap(), [(p(1), p(2)), (p(3), p(6)), (p(8), p(10))], "every mapped part");
+    assert_eq!(live(&pool), 1, "their pages zapped; page 0 kept");
+    // Locked on fault: a guarded page cannot be populated.
+    m.mlock2(p(3), PAGE_SIZE, crate::vm::map::lock::MLOCK_ONFAULT).unwrap();
+    assert_eq!(m.madvise(a, 12 * PAGE_SIZE, MADV_GUARD_REMOVE), Err(Errno::ENOMEM), "a locked area too");
+    assert!(m.guard_ranges().unwrap().is_empty());
+    m.munlock(p(3), PAGE_SIZE).unwrap();
+    // Shared anonymous memory in the middle: the walk stops there.
+    m.mmap(p(6), 2 * PAGE_SIZE, RW, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0).unwrap();
+    assert_eq!(m.madvise(p(3), 7 * PAGE_SIZE, MADV_GUARD_INSTALL), Err(Errno::EINVAL));
+    assert_eq!(m.guard_ranges().unwrap(), [(p(3), p(6))], "the area before it only");
+    assert_eq!(m.madvise(p(3), 7 * PAGE_SIZE, MADV_GUARD_REMOVE), Err(Errno::EINVAL));
+    assert!(m.guard_ranges().unwrap().is_empty(), "removed before the refusal");
+    drop(m.destroy());
+    assert_eq!(live(&pool), 0);
 }

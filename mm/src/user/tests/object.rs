@@ -14,7 +14,7 @@ use crate::vm::flags::{MAP_SHARED, MAP_SHARED_VALIDATE, MAP_SYNC};
 use crate::vm::prot::PROT_EXEC;
 
 /// The object behind a host lock.
-struct Cell(Mutex<MemObject>);
+pub(super) struct Cell(Mutex<MemObject>);
 
 impl SharedObject for Cell {
     fn with(&self, f: &mut dyn FnMut(&mut MemObject)) {
@@ -22,7 +22,7 @@ impl SharedObject for Cell {
     }
 }
 
-fn object(pool: &Pool, size: u64) -> (Arc<Cell>, ObjectRef) {
+pub(super) fn object(pool: &Pool, size: u64) -> (Arc<Cell>, ObjectRef) {
     let cell = Arc::new(Cell(Mutex::new(MemObject::new())));
     cell.0.lock().unwrap().set_size(size, &mut pool.clone()).unwrap();
     let handle: ObjectRef = cell.clone();
@@ -36,13 +36,13 @@ fn truncate(cell: &Cell, handle: &ObjectRef, pool: &Pool, size: u64, mems: &mut 
 }
 
 /// The byte at `va` as the program reads it (faulted in first).
-fn rd(m: &mut Cow, pool: &Pool, va: u64) -> u8 {
+pub(super) fn rd(m: &mut Cow, pool: &Pool, va: u64) -> u8 {
     m.fault(va, Access::Read).unwrap();
     peek(m, pool, va)
 }
 
 /// Drops the object's own references (its last descriptor closed, its last mapping gone).
-fn release(cell: &Cell, pool: &Pool) {
+pub(super) fn release(cell: &Cell, pool: &Pool) {
     cell.0.lock().unwrap().release(&mut pool.clone());
 }
 

@@ -2,7 +2,7 @@
 //! and shrunk as Linux's `do_brk_flags` and `do_vmi_munmap` do.
 
 use super::{Pieces, VmMap, page_up};
-use crate::vm::{Advice, PAGE, Prot, Vma, VmaFlags};
+use crate::vm::{Advice, AnonName, PAGE, Prot, Vma, VmaFlags};
 
 /// What `brk` did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,8 +61,14 @@ impl VmMap {
         {
             return fail;
         }
-        let heap =
-            Vma { start: oldbrk, end: newbrk, prot: Prot::RW, flags: VmaFlags::HEAP, advice: Advice::Normal };
+        let heap = Vma {
+            start: oldbrk,
+            end: newbrk,
+            prot: Prot::RW,
+            flags: VmaFlags::HEAP,
+            advice: Advice::Normal,
+            name: AnonName::NONE,
+        };
         self.add_merge(heap);
         self.brk = addr;
         BrkOutcome { brk: addr, mapped: Some((oldbrk, newbrk)), unmapped: Pieces::new() }

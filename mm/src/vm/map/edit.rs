@@ -17,11 +17,12 @@ impl VmMap {
     }
 
     /// Adds (`sign` true) or subtracts `v`'s bytes to or from the counters (mapped, data, code
-    /// window): a mapping's contribution depends on its bounds and attributes only, so pieces
+    /// window, its name's): a mapping's contribution depends on its bounds and attributes only, so pieces
     /// may be counted apart from the records that hold them.
     pub(super) fn count(&mut self, v: &Vma, add: bool) {
         let data = if is_data(v.prot, v.flags) { v.len() } else { 0 };
         let window = self.window_range().map_or(0, |w| overlap_len((v.start, v.end), w));
+        self.names.count(v.name, v.len(), add);
         if add {
             self.mapped += v.len();
             self.data += data;

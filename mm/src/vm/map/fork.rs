@@ -44,8 +44,10 @@ impl VmMap {
         child.brk = self.brk;
         child.as_limit = self.as_limit;
         child.data_limit = self.data_limit;
+        child.names = self.names.try_clone_empty()?;
         let window = self.window_range();
         for v in areas {
+            child.names.count(v.name, v.len(), true);
             child.mapped += v.len();
             if is_data(v.prot, v.flags) {
                 child.data += v.len();

@@ -43,17 +43,19 @@ impl VmMap {
     /// `madvise(addr, len, advice)`.
     ///
     /// Accepted: `NORMAL`, `RANDOM`, `SEQUENTIAL` (stored in the mapping), `WILLNEED`,
-    /// `DONTNEED`, `DONTNEED_LOCKED`, `FREE` (private only), `REMOVE` (shared only), `DONTFORK`,
-    /// `DOFORK`, `WIPEONFORK` (private only), `KEEPONFORK`, `DONTDUMP`, `DODUMP`, `HUGEPAGE`,
+    /// `DONTNEED`, `DONTNEED_LOCKED`, `FREE` (private anonymous only), `REMOVE` (shared only),
+    /// `DONTFORK`, `DOFORK`, `WIPEONFORK` (private anonymous only), `KEEPONFORK`, `DONTDUMP`, `DODUMP`, `HUGEPAGE`,
     /// `NOHUGEPAGE`, `COLLAPSE`, `COLD`, `PAGEOUT` (hints), `POPULATE_READ`/`POPULATE_WRITE`.
     ///
     /// # Errors
     /// Before any change: `EINVAL` unknown advice (also `MERGEABLE`/`UNMERGEABLE`, as Linux
     /// without KSM, and the guard-region advice of Linux 6.13), unaligned `addr`, or a range that
     /// overflows; `EPERM` `HWPOISON`/`SOFT_OFFLINE` (need `CAP_SYS_ADMIN`). `len` rounding to 0
-    /// succeeds with no effect. After applying to what precedes: [`Madvised::error`] is `ENOMEM`
-    /// for a hole, `EINVAL` for `FREE`/`WIPEONFORK` on shared or `REMOVE` on private memory,
-    /// `EFAULT` for populating pages without the needed access.
+    /// succeeds with no effect. After the walk, as Linux's `madvise_walk_vmas`:
+    /// [`Madvised::error`] is `ENOMEM` for a hole, the advice having gone to every mapped part of
+    /// the range; a mapping the advice refuses stops the walk there, after the mappings before
+    /// it: `EINVAL` for `FREE`/`WIPEONFORK` on shared memory or a memory object's pages, or
+    /// `REMOVE` on private memory, `EFAULT` for populating pages without the needed access.
     pub fn madvise(&mut self, addr: u64, len: u64, advice: u64) -> Result<Madvised, Errno> {
         let valid = matches!(advice, 0..=4 | 8..=25 | MADV_HWPOISON | MADV_SOFT_OFFLINE)
             && !matches!(advice, MADV_MERGEABLE | MADV_UNMERGEABLE);
@@ -84,8 +86,11 @@ impl VmMap {
         // Per-mapping refusals stop the walk at that mapping, as in Linux.
         let refuse = |v: &Vma| -> Option<Errno> {
             let shared = v.flags.contains(VmaFlags::SHARED);
+            // Linux's vma_is_anonymous (MADV_FREE) and vm_file check (MADV_WIPEONFORK): shared
+            // memory and a memory object's pages, private or not, are not anonymous.
+            let anonymous = !shared && !v.flags.contains(VmaFlags::OBJECT);
             match advice {
-                MADV_FREE | MADV_WIPEONFORK if shared => Some(Errno::EINVAL),
+                MADV_FREE | MADV_WIPEONFORK if !anonymous => Some(Errno::EINVAL),
                 MADV_REMOVE if !shared => Some(Errno::EINVAL),
                 MADV_POPULATE_READ if !v.prot.read() => Some(Errno::EFAULT),
                 MADV_POPULATE_WRITE if !v.prot.write() => Some(Errno::EFAULT),

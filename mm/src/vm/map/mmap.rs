@@ -1,11 +1,13 @@
 //! `mmap` and `munmap` for anonymous memory, [`VmMap::map_kernel`] (the kernel's own mappings),
 //! and the placement they share with `mremap`: data top-down below `mmap_base` (then bottom-up),
-//! code in the code window, hints honoured exactly when the range is free.
+//! code in the code window, hints honoured exactly when the range is free, a hint inside the
+//! window served in the window, and a loader's reservation for a library placed in the window
+//! (the rule and its evidence: docs/address-space.md, "Libraries and JITs").
 
 use super::{Pieces, VmMap, accountable, is_data, page_down, page_up};
 use crate::vm::flags::*;
 use crate::vm::tree::{Dir, GapQuery};
-use crate::vm::{Advice, Errno, PAGE, Prot, Vma, VmaFlags};
+use crate::vm::{Advice, AnonName, Errno, PAGE, Prot, Vma, VmaFlags};
 
 /// 1 GiB: code placed outside the window never crosses a multiple of this.
 const GIB: u64 = 1 << 30;
@@ -30,11 +32,67 @@ pub struct Mapped {
     pub outside_window: bool,
 }
 
+/// Whether `mmap(hint, asked, prot, flags)` is a loader's reservation for a library: glibc's
+/// `_dl_map_segment` reserves `maplength + mapalign` bytes (the library's span, which ends where
+/// its bss ends, plus the alignment it needs) with `PROT_NONE` and maps the text `MAP_FIXED`
+/// inside; the span's end makes the length no whole number of pages. Nothing else in the
+/// recorded programs reserves such a length (docs/address-space.md, "Libraries and JITs", has
+/// the counts and what a miss costs).
+fn loader_reservation(hint: u64, asked: u64, prot: Prot, flags: u64) -> bool {
+    const NOT: u64 = MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_NORESERVE | MAP_STACK | MAP_GROWSDOWN | MAP_OBJECT;
+    hint == 0
+        && prot.bits() == 0
+        && flags & MAP_TYPE == MAP_PRIVATE
+        && flags & MAP_ANONYMOUS != 0
+        && flags & NOT == 0
+        && !asked.is_multiple_of(PAGE)
+}
+
 impl VmMap {
-    /// Where a non-code mapping of `len` bytes goes: the hint if free (and not in the window),
-    /// else top-down below `mmap_base`, else bottom-up above `TASK_UNMAPPED_BASE`, skipping the
-    /// window.
+    /// Where a mapping whose hint lies in the code window goes: at the hint when the range is
+    /// free and inside the window, else the nearest free range of the window (what a JIT hinting
+    /// at its own text wants: V8's code range, LuaJIT's machine-code area). `None` when the hint
+    /// is not in the window (or the window is not placed yet) or nothing fits there.
+    fn place_near_hint(&mut self, hint: u64, len: u64) -> Option<u64> {
+        #[cfg(test)]
+        if !self.window.library_rule {
+            return None;
+        }
+        let h = page_up(hint).filter(|&h| h != 0)?;
+        let (b, e) = self.window_range()?;
+        if !(b <= h && h < e) {
+            return None;
+        }
+        if h.checked_add(len).is_some_and(|end| end <= e) && self.tree.is_free(h, h + len) {
+            return Some(h);
+        }
+        self.near(h, len, e - b, true).ok().map(|(at, _)| at)
+    }
+
+    /// Where a loader's reservation goes ([`loader_reservation`]): the lowest fit in the code
+    /// window, as code, so the text mapped into it lands there; placed as data when the window
+    /// has no room (the text then counts as placed outside when it comes).
+    fn place_reservation(&mut self, len: u64) -> Option<u64> {
+        #[cfg(test)]
+        if !self.window.library_rule {
+            return self.place_data(0, len);
+        }
+        let l = self.layout;
+        self.ensure_window()
+            .and_then(|(b, e)| {
+                let q = GapQuery::new(b.max(l.mmap_min_addr), e.min(l.task_size), len, Dir::Lowest);
+                self.tree.find_gap(&q)
+            })
+            .or_else(|| self.place_data(0, len))
+    }
+
+    /// Where a non-code mapping of `len` bytes goes: near a hint inside the window
+    /// ([`VmMap::place_near_hint`]); the hint if free (outside the window), else top-down below
+    /// `mmap_base`, else bottom-up above `TASK_UNMAPPED_BASE`, skipping the window.
     pub(super) fn place_data(&mut self, hint: u64, len: u64) -> Option<u64> {
+        if let Some(at) = self.place_near_hint(hint, len) {
+            return Some(at);
+        }
         let l = &self.layout;
         let w = self.window_range();
         if hint != 0
@@ -61,20 +119,20 @@ impl VmMap {
         })
     }
 
-    /// Where a code mapping goes: (address, outside the window).
-    pub(super) fn place_code(&mut self, hint: u64, len: u64) -> Result<(u64, bool), Errno> {
+    /// Where a code mapping goes, aligned to `align` (a page for `mmap`): near a hint inside the
+    /// window ([`VmMap::place_near_hint`]), else the window's lowest fit, else outside on a
+    /// range that crosses no 1 GiB line. (address, outside the window).
+    pub(super) fn place_code(&mut self, hint: u64, len: u64, align: u64) -> Result<(u64, bool), Errno> {
         let l = self.layout;
-        if let Some((b, e)) = self.ensure_window() {
-            if hint != 0
-                && let Some(h) = page_up(hint)
-                && let Some(end) = h.checked_add(len)
-                && h >= b.max(l.mmap_min_addr)
-                && end <= e
-                && self.tree.is_free(h, end)
-            {
-                return Ok((h, false));
-            }
-            let q = GapQuery::new(b.max(l.mmap_min_addr), e.min(l.task_size), len, Dir::Lowest);
+        let window = self.ensure_window();
+        if let Some(at) = self.place_near_hint(hint, len) {
+            return Ok((at, false));
+        }
+        if let Some((b, e)) = window {
+            let q = GapQuery {
+                align,
+                ..GapQuery::new(b.max(l.mmap_min_addr), e.min(l.task_size), len, Dir::Lowest)
+            };
             if let Some(a) = self.tree.find_gap(&q) {
                 return Ok((a, false));
             }
@@ -86,6 +144,7 @@ impl VmMap {
         let q = GapQuery {
             exclude: w,
             no_cross: Some(GIB),
+            align,
             ..GapQuery::new(l.mmap_min_addr, l.mmap_base, len, Dir::Highest)
         };
         let a = self.tree.find_gap(&q).or_else(|| {
@@ -143,6 +202,7 @@ impl VmMap {
         }
         let fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE) != 0;
         let hint = if fixed { addr } else { round_hint_to_min(addr, self.layout.mmap_min_addr) };
+        let asked = len;
         let len = page_up(len).filter(|&l| l != 0).ok_or(Errno::ENOMEM)?;
         if (offset / PAGE).checked_add(len / PAGE).is_none() {
             return Err(Errno::EOVERFLOW);
@@ -183,7 +243,9 @@ impl VmMap {
             (hint, code && !self.inside_window(hint, hint + len))
         } else if code {
             mapping_type?;
-            self.place_code(hint, len)?
+            self.place_code(hint, len, PAGE)?
+        } else if loader_reservation(hint, asked, prot_v, flags) {
+            (self.place_reservation(len).ok_or(Errno::ENOMEM)?, false)
         } else {
             (self.place_data(hint, len).ok_or(Errno::ENOMEM)?, false)
         };
@@ -224,7 +286,14 @@ impl VmMap {
         // Only `MAP_FIXED` may land on mappings: every other placement (a free hint, a gap
         // search, `MAP_FIXED_NOREPLACE` after its check) is free, and looking costs a descent.
         let replaced = if flags & MAP_FIXED != 0 { self.remove_range(at, at + len)? } else { Pieces::new() };
-        self.add_merge(Vma { start: at, end: at + len, prot: prot_v, flags: vflags, advice: Advice::Normal });
+        self.add_merge(Vma {
+            start: at,
+            end: at + len,
+            prot: prot_v,
+            flags: vflags,
+            advice: Advice::Normal,
+            name: AnonName::NONE,
+        });
         if outside {
             self.window.placed_outside += 1;
         }
@@ -257,7 +326,7 @@ impl VmMap {
         }
         self.reserve()?;
         let replaced = self.remove_range(start, end)?;
-        self.add_merge(Vma { start, end, prot, flags, advice: Advice::Normal });
+        self.add_merge(Vma { start, end, prot, flags, advice: Advice::Normal, name: AnonName::NONE });
         Ok(replaced)
     }
 

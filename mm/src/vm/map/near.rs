@@ -6,7 +6,7 @@ use super::{Mapped, Pieces, VmMap, is_data, page_down, page_up};
 use crate::vm::flags::*;
 use crate::vm::prot::*;
 use crate::vm::tree::{Dir, Fit, GapQuery};
-use crate::vm::{Advice, Errno, PAGE, Prot, Vma, VmaFlags};
+use crate::vm::{Advice, AnonName, Errno, PAGE, Prot, Vma, VmaFlags};
 
 impl VmMap {
     /// The address [`VmMap::map_near`] would choose, without mapping anything: at most two gap
@@ -22,7 +22,7 @@ impl VmMap {
     /// [`VmMap::find_near`], with the search above the target and its answer, if it had one:
     /// what [`VmMap::map_near`] teaches the tree's bottom-up hint, so that the next search above
     /// a target at or above this one's starts where this one's answer lies.
-    fn near(
+    pub(super) fn near(
         &self,
         target: u64,
         len: u64,
@@ -119,7 +119,14 @@ impl VmMap {
             return Err(Errno::ENOMEM);
         }
         self.reserve()?;
-        self.add_merge(Vma { start: at, end: at + len, prot: p, flags: vflags, advice: Advice::Normal });
+        self.add_merge(Vma {
+            start: at,
+            end: at + len,
+            prot: p,
+            flags: vflags,
+            advice: Advice::Normal,
+            name: AnonName::NONE,
+        });
         Ok(Mapped { addr: at, len, prot: p, replaced: Pieces::new(), populate: false, outside_window: false })
     }
 }

@@ -10,8 +10,12 @@
 //! the window does not grow out of it).
 //!
 //! Differences from Linux 6.1, on purpose:
-//! - `old_len == 0` (Linux's "duplicate a shared mapping") is `EINVAL` for every mapping: there
-//!   are no shared memory objects to map twice here (Linux refuses it for private mappings too);
+//! - `old_len == 0` on shared memory (Linux's "duplicate a shared mapping": a second mapping of
+//!   the same pages, `new_len` long, the old one kept; `EINVAL` for a private mapping, as Linux)
+//!   is done as Linux does it for a memory object (a memfd, a file: [`Remapped::duplicated`]);
+//!   shared anonymous memory here has no object behind it, so the new mapping shares the pages
+//!   the old mapping holds from `addr` on, and its part past the old mapping's end is fresh
+//!   shared memory (Linux: the object's pages there, or `SIGBUS` past its size);
 //! - `MREMAP_DONTUNMAP` is refused with `EINVAL` on shared anonymous memory (Linux 5.13+ allows
 //!   it, keeping the source mapped to the same shared object); private anonymous memory, the
 //!   only other kind here, is accepted as in Linux;
@@ -51,6 +55,10 @@ pub struct Remapped {
     pub moved: Option<Move>,
     /// A grown part of a locked (not on-fault) area, to populate as Linux does after the call.
     pub populate: Option<(u64, u64)>,
+    /// `old_len == 0` of a shared mapping: the new area at `to` maps the same pages as the old
+    /// one from `from` on (`len`: the part of the new area the old mapping covers); the old
+    /// area stays.
+    pub duplicated: Option<Move>,
 }
 
 /// Linux's `PAGE_ALIGN`, wrapping as it does (a length within a page of 2^64 becomes 0).
@@ -67,8 +75,8 @@ impl VmMap {
     /// `new_len` rounding to 0; `EFAULT` no mapping contains `addr`. Then for a move to a given
     /// place (`MREMAP_FIXED` or `MREMAP_DONTUNMAP`): `EINVAL` `new_addr` not page-aligned or the
     /// new range past `TASK_SIZE`, or the two ranges overlapping; `ENOMEM` too many mappings;
-    /// (`MREMAP_FIXED` unmaps the target here). Resizing: `EINVAL` `old_len == 0`, or
-    /// `MREMAP_DONTUNMAP` on shared memory; `EFAULT` the old range runs past its mapping's end;
+    /// (`MREMAP_FIXED` unmaps the target here). Resizing: `EINVAL` `old_len == 0` of a private
+    /// mapping, or `MREMAP_DONTUNMAP` on shared memory; `EFAULT` the old range runs past its mapping's end;
     /// `ENOMEM` no room to grow in place and no `MREMAP_MAYMOVE`, no free range to move to, or
     /// too many mappings; `EPERM` a fixed target below `mmap_min_addr`; `EACCES` a code area
     /// moved outside the code window in strict mode. A shrink (`new_len <= old_len` without
@@ -95,7 +103,7 @@ impl VmMap {
             return Err(Errno::EINVAL);
         }
         self.tree.find(addr).ok_or(Errno::EFAULT)?;
-        let mut out = Remapped { addr, unmapped: Vec::new(), moved: None, populate: None };
+        let mut out = Remapped { addr, unmapped: Vec::new(), moved: None, populate: None, duplicated: None };
         if flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0 {
             self.mremap_to(addr, old_len, new_addr, new_len, flags, &mut out)?;
             return Ok(out);
@@ -178,7 +186,7 @@ impl VmMap {
     fn vma_to_resize(&self, addr: u64, old_len: u64, new_len: u64, flags: u64) -> Result<Vma, Errno> {
         let vma = *self.tree.find(addr).ok_or(Errno::EFAULT)?;
         let shared = vma.flags.contains(VmaFlags::SHARED);
-        if old_len == 0 || (flags & MREMAP_DONTUNMAP != 0 && shared) {
+        if (old_len == 0 && !shared) || (flags & MREMAP_DONTUNMAP != 0 && shared) {
             return Err(Errno::EINVAL);
         }
         if old_len > vma.end - addr {
@@ -238,7 +246,7 @@ impl VmMap {
             hint
         };
         if code {
-            let (at, outside) = self.place_code(hint, len)?;
+            let (at, outside) = self.place_code(hint, len, PAGE)?;
             if outside {
                 self.window.placed_outside += 1;
             }
@@ -263,6 +271,17 @@ impl VmMap {
     ) -> Result<(), Errno> {
         if self.tree.len() >= self.layout.max_map_count.saturating_sub(3) {
             return Err(Errno::ENOMEM);
+        }
+        if old_len == 0 {
+            // Linux's copy_vma of nothing moved: the old area stays, the new one maps its pages.
+            self.reserve()?;
+            self.add_merge(Vma { start: to, end: to + new_len, ..vma });
+            out.addr = to;
+            let len = new_len.min(vma.end - from);
+            let pages_only = vma.flags.contains(VmaFlags::NOHUGEPAGE);
+            out.duplicated = Some(Move { from, to, len, pages_only });
+            out.populate = locked_populate(&vma, to, to + new_len);
+            return Ok(());
         }
         if flags & MREMAP_DONTUNMAP != 0 {
             if accountable(vma.prot, vma.flags, false) && !self.enough_memory(new_len) {

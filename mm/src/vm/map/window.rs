@@ -4,9 +4,9 @@
 //! the parent module's documentation for the policy).
 
 use super::VmMap;
-use crate::vm::Errno;
 use crate::vm::abi::{self, CodeWindowInfo};
 use crate::vm::tree::{Dir, GapQuery};
+use crate::vm::{Errno, PAGE};
 
 /// Smallest code-window size.
 pub const WINDOW_MIN: u64 = 2 << 20;
@@ -79,6 +79,28 @@ impl VmMap {
         Ok(self.code_window())
     }
 
+    /// Where the kernel's loader puts an image whose place it chooses (the program's interpreter,
+    /// `PT_INTERP`): `len` bytes aligned to `align` (the image's largest `p_align`, a power of
+    /// two of at least a page), placed as code: the lowest fit of the code window, beside the
+    /// program's text; when the window has no room, outside it on a range that crosses no 1 GiB
+    /// line, counted in `placed_outside`. Maps nothing: the loader then maps the segments with
+    /// [`VmMap::map_kernel`]. Call after [`VmMap::init_code_window`].
+    ///
+    /// # Errors
+    /// `EINVAL` for an `align` that is not a power of two of at least a page, or a `len` that is
+    /// zero or not a whole number of pages; `ENOMEM` when nothing fits (strict mode: nothing in
+    /// the window).
+    pub fn place_image(&mut self, len: u64, align: u64) -> Result<u64, Errno> {
+        if !align.is_power_of_two() || align < PAGE || len == 0 || !len.is_multiple_of(PAGE) {
+            return Err(Errno::EINVAL);
+        }
+        let (at, outside) = self.place_code(0, len, align)?;
+        if outside {
+            self.window.placed_outside += 1;
+        }
+        Ok(at)
+    }
+
     /// The window's counters ([`abi::WINDOW_GET`]). Base 0 while it is not placed.
     pub fn code_window(&self) -> CodeWindowInfo {
         CodeWindowInfo {
@@ -117,6 +139,13 @@ impl VmMap {
     /// Strict mode on or off ([`abi::WINDOW_SET_STRICT`]).
     pub fn set_window_strict(&mut self, strict: bool) {
         self.window.strict = strict;
+    }
+
+    /// Turns the placement rule for libraries and JITs off (reservations placed as data, hints
+    /// in the window ignored as before it), to measure what it changes.
+    #[cfg(test)]
+    pub(crate) fn set_library_rule(&mut self, on: bool) {
+        self.window.library_rule = on;
     }
 
     /// The W^X opt-out ([`abi::WINDOW_ALLOW_WX`]).

@@ -2,13 +2,20 @@
 //! change, in-place rewrites, and the edges of the address space.
 
 use super::*;
-use crate::vm::{Advice, Prot, VmaFlags};
+use crate::vm::{Advice, AnonName, Prot, VmaFlags};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::vec::Vec;
 
 fn vma(s: u64, e: u64) -> Vma {
-    Vma { start: s * PAGE, end: e * PAGE, prot: Prot::READ, flags: VmaFlags::empty(), advice: Advice::Normal }
+    Vma {
+        start: s * PAGE,
+        end: e * PAGE,
+        prot: Prot::READ,
+        flags: VmaFlags::empty(),
+        advice: Advice::Normal,
+        name: AnonName::NONE,
+    }
 }
 
 /// Brute force over a sorted model: every page-aligned `x` in order, first that fits.
