@@ -339,6 +339,8 @@ pub fn execveat(
     thread.posix.name = super::posix::name_from_path(core::str::from_utf8(&name_path).unwrap_or(""));
     p.posix.set_exe(&program.path);
     thread.posix.robust_list = 0;
+    thread.posix.rseq = None;
+    p.posix.exec_reset();
     thread.clear_child_tid = 0;
     {
         use aarch64_cpu::registers::{TPIDR_EL0, Writeable};
