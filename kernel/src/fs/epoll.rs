@@ -127,6 +127,12 @@ struct Bucket {
 /// (Linux's `epmutex`).
 static NESTING: Mutex<()> = Mutex::new(());
 
+#[cfg_attr(not(feature = "test-image"), expect(dead_code, reason = "the test image checks it"))]
+/// Items watching a file now, every epoll together (the test image checks they all go).
+pub fn watched() -> usize {
+    WATCHED.load(Ordering::Acquire)
+}
+
 fn bucket(key: usize) -> &'static Mutex<Bucket> {
     // Keys are addresses with a tag in the low bits: mix in the bits above the allocation's
     // alignment.
