@@ -190,7 +190,7 @@ impl Shared {
             let below = file.file_as::<Epoll>().map(|e| e.shared.clone());
             drop(file); // with no epoll lock held: it may be the last reference
             let Some(below) = below else { continue };
-            if Arc::ptr_eq(&below, self) || depth >= MAX_NESTS || self.loops(&below, depth + 1) {
+            if Arc::ptr_eq(&below, self) || depth > MAX_NESTS || self.loops(&below, depth + 1) {
                 return true;
             }
         }
