@@ -11,12 +11,17 @@
 //! 3. `membarrier`: `MEMBARRIER_CMD_PRIVATE_EXPEDITED` with one thread (no interrupt needed)
 //!    and with a second thread spinning on another CPU (one interrupt, waited for), and
 //!    `MEMBARRIER_CMD_GLOBAL` (every other CPU).
+//! 4. `rseq`'s abort rule (checked): a thread that registered an area and spins inside the
+//!    critical section its `rseq_cs` names, sharing its CPU with another thread, is preempted by
+//!    the tick and must resume at the section's abort handler; it gives up (a failure) after two
+//!    seconds.
 //!
 //! Output: `events: KEY ns=…` lines, then the checks. Not part of `all`; run it on 4 CPUs
 //! (`-smp 4 ... -append "-- events"`): on one CPU the blocked thread and the writer share it.
 
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::arch::global_asm;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::rt::{freq, ticks};
 use crate::sys::{self, Errno, nr};
@@ -137,6 +142,106 @@ extern "C" fn spinner(_: u64) -> u64 {
 }
 static STOP: AtomicBool = AtomicBool::new(false);
 
+// `rseq_spin(cs_field, descriptor, give_up)`: stores `descriptor` in the area's `rseq_cs`, then
+// spins in the critical section [1, 2) until `*give_up` is set. Returns 1 when the kernel moved
+// it to the abort handler (after the signature word), 0 when it gave up. `rseq_spin_cs` and
+// `rseq_spin_abort` are the section's start and the handler, for the descriptor.
+global_asm!(
+    ".section .text.rseq_spin, \"ax\"",
+    ".globl rseq_spin, rseq_spin_cs, rseq_spin_cs_end, rseq_spin_abort",
+    "rseq_spin:",
+    "    str x1, [x0]",
+    "rseq_spin_cs:",
+    "    ldr w3, [x2]",
+    "    cbnz w3, 3f",
+    "    b rseq_spin_cs",
+    "rseq_spin_cs_end:",
+    "    .word 0xd428bc00", // RSEQ_SIG
+    "rseq_spin_abort:",
+    "    mov x0, #1",
+    "    ret",
+    "3:  str xzr, [x0]",
+    "    mov x0, #0",
+    "    ret",
+);
+
+unsafe extern "C" {
+    fn rseq_spin(cs_field: *mut u64, descriptor: u64, give_up: *const AtomicU32) -> u64;
+    static rseq_spin_cs: u8;
+    static rseq_spin_cs_end: u8;
+    static rseq_spin_abort: u8;
+}
+
+/// `struct rseq` (32 bytes, 32-aligned) and `struct rseq_cs` (32-aligned).
+#[repr(C, align(32))]
+struct RseqArea {
+    cpu_id_start: u32,
+    cpu_id: u32,
+    rseq_cs: u64,
+    flags: u32,
+    pad: [u32; 3],
+}
+#[repr(C, align(32))]
+struct RseqCs {
+    version: u32,
+    flags: u32,
+    start_ip: u64,
+    post_commit_offset: u64,
+    abort_ip: u64,
+}
+
+static GIVE_UP: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn give_up_later(_: u64) -> u64 {
+    // Shares the CPU with the spinner (so the tick finds someone to switch to), then tells it to
+    // stop after 2 s if the kernel never aborted its section.
+    let end = ticks() + 2 * freq();
+    while ticks() < end && GIVE_UP.load(Ordering::Acquire) == 0 {
+        core::hint::spin_loop();
+    }
+    GIVE_UP.store(1, Ordering::Release);
+    0
+}
+
+/// Section 4: whether the preempted critical section resumed at its abort handler.
+fn rseq_abort() -> Result<bool, Errno> {
+    const SIG: u64 = 0xd428_bc00;
+    let mut area = RseqArea { cpu_id_start: 0, cpu_id: u32::MAX, rseq_cs: 0, flags: 0, pad: [0; 3] };
+    // Only the symbols' addresses are taken (no read: no `unsafe`).
+    let (start, end, abort) = (
+        &raw const rseq_spin_cs as u64,
+        &raw const rseq_spin_cs_end as u64,
+        &raw const rseq_spin_abort as u64,
+    );
+    let cs =
+        RseqCs { version: 0, flags: 0, start_ip: start, post_commit_offset: end - start, abort_ip: abort };
+    let area_ptr = (&raw mut area) as u64;
+    let here = sys::getcpu().unwrap_or(0);
+    sys::sched_setaffinity(1 << here)?;
+    GIVE_UP.store(0, Ordering::Release);
+    // The helper thread inherits the affinity: both on this CPU.
+    let t = thread::spawn(give_up_later, 0, 0)?;
+    let registered = call(nr::RSEQ, [area_ptr, 32, 0, SIG, 0, 0]);
+    // SAFETY: a field of a live local; volatile, as the kernel writes it behind the compiler.
+    let registered_cpu = unsafe { (&raw const area.cpu_id).read_volatile() };
+    // SAFETY: `rseq_cs` is the registered area's field; the descriptor and the flag outlive the
+    // call; the function only loads the flag and stores to the field.
+    let aborted = registered.is_ok()
+        && unsafe { rseq_spin(&raw mut area.rseq_cs, (&raw const cs) as u64, &raw const GIVE_UP) } == 1;
+    GIVE_UP.store(1, Ordering::Release);
+    let _ = t.join(thread::deadline_in(10));
+    let _ = sys::sched_setaffinity(u64::MAX);
+    registered?;
+    // Unregistered before the area (on this stack) goes.
+    call(nr::RSEQ, [area_ptr, 32, 1, SIG, 0, 0])?;
+    say!(
+        "events: rseq area said CPU {registered_cpu} when registered on CPU {here}; section aborted: {aborted}"
+    );
+    // SAFETY: as above.
+    let after = unsafe { (&raw const area.cpu_id).read_volatile() };
+    Ok(aborted && registered_cpu == here && after == u32::MAX)
+}
+
 /// The `events` mode.
 pub fn run(_ctx: &Ctx) -> bool {
     let mut c = Checks::new("events");
@@ -201,6 +306,13 @@ pub fn run(_ctx: &Ctx) -> bool {
         say!("events: membarrier-private-1-thread ns={single}");
         say!("events: membarrier-private-2-threads ns={two}");
         say!("events: membarrier-global ns={global}");
+        // 4. rseq.
+        let aborted = rseq_abort()?;
+        ok!(
+            c,
+            aborted,
+            "a thread preempted in its rseq critical section resumed at the abort handler; the area said its CPU, and -1 once unregistered"
+        );
         Ok(())
     })();
     if let Err(e) = result {

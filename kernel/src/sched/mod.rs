@@ -19,5 +19,5 @@ pub use queue::{
     admit, event_generation, futex_requeue, futex_wake, futex_wake_op, interrupt, kick, live_threads,
     max_threads, notify, notify_poll, on_notify, should_preempt, stop_group,
 };
-pub use switch::{act, current_slice, run_cpu, with_current};
+pub use switch::{act, cpus_running, current_slice, run_cpu, with_current};
 pub use task::{Action, Rendezvous, Task, Wait, WaitFor};

@@ -379,11 +379,12 @@ const MEMBARRIER_COMMANDS: u64 = MEMBARRIER_CMD_GLOBAL
 const MEMBARRIER_CMD_FLAG_CPU: u64 = 1;
 
 /// `membarrier(cmd, flags, cpu_id)`, as Linux 6.1's: every barrier is an interrupt on each CPU
-/// that may run a thread concerned, which executes a full barrier there and returns to user
-/// space through a context synchronisation event (`irq::sync_cpus`): the global commands reach
-/// every CPU, the private ones the CPUs the process's threads have run on (none when it has one
-/// thread: the caller's own return is the barrier). A private command needs its registration
-/// (`EPERM`).
+/// running a thread concerned, which executes a full barrier there and returns to user space
+/// through a context synchronisation event (`irq::sync_cpus`): the global commands reach every
+/// CPU running a program, the private ones those running a thread of this process (none when
+/// it has one thread: the caller's own return is the barrier); a CPU that starts one later has
+/// passed the scheduler's barrier (`sched::cpus_running`). A private command needs its
+/// registration (`EPERM`).
 pub fn membarrier(p: &Process, cmd: u64, flags: u64) -> Result<u64, Errno> {
     let cmd = u64::from(cmd as u32);
     let flags = u64::from(flags as u32);
@@ -405,14 +406,14 @@ pub fn membarrier(p: &Process, cmd: u64, flags: u64) -> Result<u64, Errno> {
             return Err(Errno::EPERM);
         }
         if p.threads.load(Ordering::Acquire) > 1 {
-            crate::irq::sync_cpus(p.cpus.load(Ordering::Acquire));
+            crate::irq::sync_cpus(crate::sched::cpus_running(Some(crate::process::group_of(p))));
         }
         Ok(0)
     };
     match cmd {
         MEMBARRIER_CMD_QUERY => Ok(MEMBARRIER_COMMANDS),
         MEMBARRIER_CMD_GLOBAL | MEMBARRIER_CMD_GLOBAL_EXPEDITED => {
-            crate::irq::sync_cpus(u64::MAX);
+            crate::irq::sync_cpus(crate::sched::cpus_running(None));
             Ok(0)
         }
         MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED
