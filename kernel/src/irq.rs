@@ -22,7 +22,8 @@ pub const TIMER_INTID: u32 = 27;
 pub const TICK_HZ: u64 = 100;
 /// SGI used to wake a CPU (work is waiting).
 pub const IPI_WAKE: u32 = 0;
-/// SGI used by tests and shootdown bookkeeping: the receiver counts it.
+/// SGI used by tests and `membarrier` ([`sync_cpus`]): the receiver executes a full memory
+/// barrier and counts it.
 pub const IPI_PING: u32 = 1;
 
 /// Most device interrupts with a handler ([`set_handler`]).
@@ -101,7 +102,10 @@ fn dispatch(intid: u32) {
             }
         }
         IPI_PING => {
-            PINGS[cpu].fetch_add(1, Ordering::Relaxed);
+            // The barrier `sync_cpus` asks for: what the interrupted program did before is
+            // ordered before what the caller does after it sees the count move.
+            core::sync::atomic::fence(Ordering::SeqCst);
+            PINGS[cpu].fetch_add(1, Ordering::Release);
         }
         id => {
             let handler = DEVICE_HANDLERS.lock().iter().flatten().find(|(i, _)| *i == id).map(|(_, h)| *h);
@@ -151,6 +155,57 @@ pub fn wake_by(deadline: u64) {
         // SAFETY: moves this CPU's virtual timer compare value earlier; the timer stays enabled.
         unsafe { core::arch::asm!("msr cntv_cval_el0, {}", "isb", in(reg) deadline, options(nostack)) };
     }
+}
+
+/// Makes every online CPU of `cpus` (bit per CPU) but this one take an interrupt that executes a
+/// full memory barrier, and waits until each has (`membarrier`): whatever a program ran there
+/// before is ordered before what the caller does next, and its return from the interrupt is a
+/// context synchronisation event, so it fetches instructions written before this call anew.
+/// While it waits this CPU takes its own interrupts (another CPU may be waiting for it in the
+/// same way), so the caller must hold no lock an interrupt handler takes. A CPU that does not
+/// answer within 100 ms (stopped by a debugger) is given up on.
+pub fn sync_cpus(cpus: u64) {
+    let me = current_cpu();
+    let mut seen = [0u64; MAX_CPUS];
+    let mut waiting = 0u64;
+    for (cpu, info) in CPUS.iter().enumerate() {
+        if cpu != me && cpus & (1 << cpu) != 0 && info.online_at.load(Ordering::Acquire) != 0 {
+            seen[cpu] = PINGS[cpu].load(Ordering::Acquire);
+            send_ipi(cpu, IPI_PING);
+            waiting |= 1 << cpu;
+        }
+    }
+    core::sync::atomic::fence(Ordering::SeqCst);
+    let start = crate::arch::time::counter();
+    let limit = crate::arch::time::frequency() / 10;
+    while waiting != 0 {
+        for (cpu, seen) in seen.iter().enumerate() {
+            if waiting & (1 << cpu) != 0 && PINGS[cpu].load(Ordering::Acquire) != *seen {
+                waiting &= !(1 << cpu);
+            }
+        }
+        if waiting == 0 || crate::arch::time::counter() - start > limit {
+            break;
+        }
+        take_pending_interrupts();
+    }
+    core::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// Lets the interrupts pending on this CPU be taken, then masks them again.
+fn take_pending_interrupts() {
+    if intc::uses_fiqs() {
+        // SAFETY: unmasks IRQs and FIQs for the handlers of what is pending (ordinary Rust, so
+        // caller-saved registers are declared clobbered) and masks them again.
+        unsafe {
+            core::arch::asm!("msr daifclr, #3", "isb", "msr daifset, #3", options(nostack), clobber_abi("C"))
+        };
+        return;
+    }
+    // SAFETY: as above, for IRQs.
+    unsafe {
+        core::arch::asm!("msr daifclr, #2", "isb", "msr daifset, #2", options(nostack), clobber_abi("C"))
+    };
 }
 
 /// Sends `intid` (an SGI) to CPU `cpu`.

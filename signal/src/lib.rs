@@ -17,7 +17,8 @@
 //! - [`stack`]: `stack_t` and the alternate signal stack;
 //! - [`queue`]: pending signals (standard ones coalesce, real-time ones queue);
 //! - [`frame`]: `struct rt_sigframe`: layout, build, parse;
-//! - [`restart`]: what an interrupted system call returns once a signal is handled.
+//! - [`restart`]: what an interrupted system call returns once a signal is handled;
+//! - [`signalfd`]: `struct signalfd_siginfo`, what a signalfd read returns for a signal.
 #![no_std]
 
 extern crate alloc;
@@ -31,6 +32,7 @@ pub mod num;
 pub mod queue;
 pub mod restart;
 pub mod set;
+pub mod signalfd;
 pub mod stack;
 
 /// Reads the little-endian `u64` at `at` in `b` (callers index inside fixed-size buffers).

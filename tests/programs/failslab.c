@@ -20,8 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -194,6 +198,104 @@ static void test_descriptors(void) {
     struct call dup_call = {do_dup3, close_900, 900, -ENOMEM, 0, NULL, 1};
     CHECK(sweep("dup3 to 900", &dup_call) >= 1, "the table grows to 900");
     CHECK(fcntl(900, F_GETFD) == -1 && errno == EBADF, "a failed dup3 left descriptor 900 open");
+}
+
+// ---- the event loop: epoll, eventfd, timerfd, signalfd, pidfd ----------------------------------
+// Each object is a few allocations (the object, the open file description, the descriptor table's
+// room); an epoll item a few more (the item, room in the epoll, in the watch table and in the
+// description's list of watchers). A failure must leave no descriptor and no item behind: the
+// next run's EPOLL_CTL_ADD of the same descriptor must succeed, not say EEXIST.
+
+static void close_result(long r) {
+    if (r >= 0) close((int)r);
+}
+
+static long do_epoll_create(void) { return ret(epoll_create1(EPOLL_CLOEXEC)); }
+static long do_eventfd(void) { return ret(eventfd(3, EFD_NONBLOCK)); }
+static long do_timerfd(void) { return ret(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK)); }
+static long do_signalfd(void) {
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, SIGUSR2);
+    return ret(signalfd(-1, &m, SFD_NONBLOCK));
+}
+static long do_pidfd(void) { return ret(syscall(SYS_pidfd_open, getpid(), 0)); }
+
+static int ep = -1, watched = -1, sig_fd = -1;
+static long do_epoll_add(void) {
+    struct epoll_event e = {.events = EPOLLIN | EPOLLET, .data.u64 = 5};
+    return ret(epoll_ctl(ep, EPOLL_CTL_ADD, watched, &e));
+}
+static void epoll_del(long r) {
+    if (r == 0) epoll_ctl(ep, EPOLL_CTL_DEL, watched, NULL);
+}
+static long do_epoll_wait(void) {
+    struct epoll_event ev[2];
+    return ret(epoll_wait(ep, ev, 2, 0));
+}
+static void raise_usr2(void) { raise(SIGUSR2); }
+static long do_signalfd_read(void) {
+    struct signalfd_siginfo si;
+    return ret(read(sig_fd, &si, sizeof si));
+}
+/* A failed read must leave the signal pending (it is taken only once there is room for it). */
+static void usr2_taken_or_pending(long r) {
+    sigset_t pending;
+    sigpending(&pending);
+    if (r < 0 && !sigismember(&pending, SIGUSR2)) {
+        printf("    a failed signalfd read lost the signal\n");
+        failed_here = 1;
+    }
+    struct signalfd_siginfo si;
+    while (read(sig_fd, &si, sizeof si) > 0) {}
+}
+static int self_pidfd = -1;
+static long do_process_madvise(void) {
+    static char page[4096] __attribute__((aligned(4096)));
+    page[0] = 1;
+    struct iovec iov[2] = {{page, 4096}, {page, 4096}};
+    return ret(syscall(SYS_process_madvise, self_pidfd, iov, 2, MADV_COLD, 0));
+}
+
+static void test_event_calls(void) {
+    int lowest = lowest_free_fd();
+    struct call create_calls[] = {
+        {do_epoll_create, close_result, -1, -ENOMEM, 0, NULL, 0},
+        {do_eventfd, close_result, -1, -ENOMEM, 0, NULL, 0},
+        {do_timerfd, close_result, -1, -ENOMEM, 0, NULL, 0},
+        {do_signalfd, close_result, -1, -ENOMEM, 0, NULL, 0},
+        {do_pidfd, close_result, -1, -ENOMEM, 0, NULL, 0},
+    };
+    const char *names[] = {"epoll_create1", "eventfd2", "timerfd_create", "signalfd4", "pidfd_open"};
+    for (int i = 0; i < 5; i++) CHECK(sweep(names[i], &create_calls[i]) >= 2, "%s: the object and its open file", names[i]);
+    CHECK(lowest_free_fd() == lowest, "a failed creation left a descriptor: lowest free %d, was %d", lowest_free_fd(), lowest);
+    ep = epoll_create1(0);
+    watched = eventfd(1, EFD_NONBLOCK);
+    CHECK(ep >= 0 && watched >= 0, "setup: %s", strerror(errno));
+    struct call add_call = {do_epoll_add, epoll_del, 0, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("epoll_ctl (add)", &add_call) >= 1, "an item needs heap");
+    CHECK(do_epoll_add() == 0, "the descriptor can be added once more: nothing was left behind");
+    struct call wait_call = {do_epoll_wait, NULL, -1, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("epoll_wait", &wait_call) == 0, "epoll_wait allocates nothing (room is made when an item is added)");
+    close(watched);
+    struct epoll_event ev;
+    CHECK(epoll_wait(ep, &ev, 1, 0) == 0, "the closed descriptor's item is gone");
+    close(ep);
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &m, NULL);
+    sig_fd = signalfd(-1, &m, SFD_NONBLOCK);
+    CHECK(sig_fd >= 0, "signalfd: %s", strerror(errno));
+    struct call read_call = {do_signalfd_read, usr2_taken_or_pending, sizeof(struct signalfd_siginfo), -ENOMEM, 0, raise_usr2, 0};
+    CHECK(sweep("signalfd read", &read_call) >= 1, "a read allocates its records");
+    close(sig_fd);
+    self_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    CHECK(self_pidfd >= 0, "pidfd_open: %s", strerror(errno));
+    /* A failure advising the second range returns the first's bytes, as Linux does. */
+    struct call madvise_call = {do_process_madvise, NULL, 2 * 4096, -ENOMEM, 4096, NULL, 0};
+    CHECK(sweep("process_madvise", &madvise_call) >= 1, "the ranges are read into the heap");
+    close(self_pidfd);
 }
 
 // ---- futex, threads, fork, execve --------------------------------------------------------------
@@ -561,6 +663,7 @@ int main(int argc, char **argv) {
     static const struct test_case cases[] = {
         {"pipes_poll_select", test_pipes_poll_select},
         {"descriptors", test_descriptors},
+        {"event_calls", test_event_calls},
         {"futex_wait_needs_no_heap", test_futex_wait_needs_no_heap},
         {"threads_and_fork", test_threads_and_fork},
         {"memory_calls", test_memory_calls},

@@ -3,7 +3,9 @@
 //! (`futex`, affinity, `sched_yield`, `getcpu`, `tgkill` with signal 0; see `thread_call`), with biased
 //! arguments — addresses near its own mappings, near 0, near 2^47 and 2^48, unaligned; lengths
 //! 0, 1, 4095, one page, many pages, huge and −1; random protection and flag bits — and touches
-//! its pages between calls, checking every read against a shadow of what it wrote.
+//! its pages between calls, checking every read against a shadow of what it wrote. It also
+//! makes the event-loop calls (`event_call`: epoll, eventfd, timerfd, signalfd, pidfds,
+//! `membarrier`, `rseq`, capabilities) on descriptors it owns, none able to block.
 //!
 //! What may not break the program is kept out of reach, not out of the fuzzer: calls that could
 //! remove or change memory the program itself uses (`MAP_FIXED`, `munmap`, `mprotect`,
@@ -37,9 +39,12 @@ use crate::thread;
 use crate::{Checks, Ctx, check, ok, say};
 use linux_abi::mman::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE};
 use linux_abi::nr::{
-    BRK, FUTEX, GETCPU, GETPID, GETTID, MADVISE, MMAP, MPROTECT, MUNMAP, SCHED_GETAFFINITY,
-    SCHED_SETAFFINITY, SCHED_YIELD, TGKILL,
+    BRK, CAPGET, CAPSET, CLOSE, EPOLL_CREATE1, EPOLL_CTL, EPOLL_PWAIT, EPOLL_PWAIT2, EVENTFD2, FUTEX, GETCPU,
+    GETPID, GETTID, MADVISE, MEMBARRIER, MMAP, MPROTECT, MUNMAP, PIDFD_OPEN, PIDFD_SEND_SIGNAL,
+    PROCESS_MADVISE, PROCESS_MRELEASE, READ, RSEQ, SCHED_GETAFFINITY, SCHED_SETAFFINITY, SCHED_YIELD,
+    SIGNALFD4, TGKILL, TIMERFD_CREATE, TIMERFD_GETTIME, TIMERFD_SETTIME, WAITID, WRITE,
 };
+use linux_abi::poll::{EFD_NONBLOCK, PIDFD_NONBLOCK, SFD_NONBLOCK, TFD_NONBLOCK};
 
 /// Pages of a worker's arena.
 const ARENA_PAGES: u64 = 1024;
@@ -125,6 +130,16 @@ enum Page {
     },
 }
 
+/// Descriptors a worker owns at most (its own epolls, eventfds, timerfds, signalfds, pidfds).
+const MAX_FDS: usize = 24;
+/// Events one `epoll_pwait` of the fuzzer may return at most (its buffer's size): more than the
+/// items any of its epolls can hold (its descriptors and the 32 numbers it adds at random).
+const EVENTS: usize = 64;
+
+/// A `struct rseq` the worker may register (32 bytes, 32-aligned, as Linux 6.1 wants).
+#[repr(C, align(32))]
+struct RseqArea([u8; 32]);
+
 struct Worker {
     rng: Rng,
     page: u64,
@@ -133,6 +148,14 @@ struct Worker {
     /// Mappings made outside the arena (address, length), unmapped at the end.
     others: Vec<(u64, u64)>,
     generation: u64,
+    /// Descriptors it made (and only these it reads, writes and closes).
+    fds: Vec<u64>,
+    /// Where `epoll_pwait` writes its events.
+    events: [[u64; 2]; EVENTS],
+    /// Its `rseq` area, and the signature it is registered with (unregistered with it before the
+    /// worker ends).
+    rseq: RseqArea,
+    rseq_sig: Option<u64>,
 }
 
 fn raw(n: u64, a: [u64; 6]) -> Result<u64, Errno> {
@@ -156,7 +179,18 @@ impl Worker {
         let shadow = alloc::vec![Page::Mapped { prot: 0, value: 0 }; ARENA_PAGES as usize];
         // Preallocated: a worker allocates nothing while it runs (an allocation could map memory
         // into another worker's arena hole).
-        Ok(Self { rng: Rng(seed | 1), page, arena, shadow, others: Vec::with_capacity(80), generation: 1 })
+        Ok(Self {
+            rng: Rng(seed | 1),
+            page,
+            arena,
+            shadow,
+            others: Vec::with_capacity(80),
+            generation: 1,
+            fds: Vec::with_capacity(MAX_FDS),
+            events: [[0; 2]; EVENTS],
+            rseq: RseqArea([0; 32]),
+            rseq_sig: None,
+        })
     }
 
     fn broken(&self, what: core::fmt::Arguments<'_>) {
@@ -225,7 +259,8 @@ impl Worker {
             71..=72 => {
                 let _ = raw(BRK, [0; 6]);
             }
-            73..=78 => self.thread_call(),
+            73..=76 => self.thread_call(),
+            77..=81 => self.event_call(),
             _ => self.touch(),
         }
     }
@@ -542,7 +577,217 @@ impl Worker {
         }
     }
 
+    /// One of its descriptors, or a number it does not own (only for calls that neither read,
+    /// write nor close it).
+    fn some_fd(&mut self, owned_only: bool) -> Option<u64> {
+        if !self.fds.is_empty() && (owned_only || self.rng.chance(80)) {
+            return Some(self.fds[self.rng.below(self.fds.len() as u64) as usize]);
+        }
+        if owned_only {
+            return None;
+        }
+        Some(match self.rng.below(3) {
+            0 => self.rng.below(32),
+            1 => u64::MAX,
+            _ => self.rng.next() >> self.rng.below(64),
+        })
+    }
+
+    /// Keeps a descriptor a call made (closing it when the worker has enough).
+    fn keep(&mut self, r: Result<u64, Errno>) {
+        let Ok(fd) = r else { return };
+        if self.fds.len() < MAX_FDS {
+            self.fds.push(fd);
+        } else {
+            let _ = raw(CLOSE, [fd, 0, 0, 0, 0, 0]);
+        }
+    }
+
+    /// An event-loop call with biased arguments on descriptors the worker owns: every one it
+    /// makes is non-blocking, `epoll_pwait` waits 0 and writes into a buffer larger than any of
+    /// its epolls can fill, signals are only 0 or invalid numbers, the `rseq` area is its own
+    /// (never given a critical section). Some answers are checked: what must be refused is.
+    #[allow(clippy::too_many_lines, reason = "one match arm per call family, each short")]
+    fn event_call(&mut self) {
+        let junk = |rng: &mut Rng| if rng.chance(15) { rng.next() } else { 0 };
+        match self.rng.below(16) {
+            0 => {
+                let flags = [0, 0o2000000, self.rng.next()][self.rng.below(3) as usize];
+                let r = raw(EPOLL_CREATE1, [flags, 0, 0, 0, 0, 0]);
+                self.keep(r);
+            }
+            1 => {
+                let flags = EFD_NONBLOCK | (self.rng.below(2) + (junk(&mut self.rng) & !EFD_NONBLOCK));
+                let r = raw(EVENTFD2, [self.rng.next() >> self.rng.below(64), flags, 0, 0, 0, 0]);
+                self.keep(r);
+            }
+            2 => {
+                let clock = [0, 1, 7, 8, 9, 2, self.rng.next()][self.rng.below(7) as usize];
+                let flags = TFD_NONBLOCK | (junk(&mut self.rng) & !TFD_NONBLOCK);
+                let r = raw(TIMERFD_CREATE, [clock, flags, 0, 0, 0, 0]);
+                self.keep(r);
+            }
+            3 => {
+                let mask = self.rng.next();
+                let size = if self.rng.chance(90) { 8 } else { self.rng.below(16) };
+                let fd = if self.rng.chance(70) { u64::MAX } else { self.some_fd(false).unwrap_or(u64::MAX) };
+                let flags = SFD_NONBLOCK | (junk(&mut self.rng) & !SFD_NONBLOCK);
+                let r = raw(SIGNALFD4, [fd, (&raw const mask) as u64, size, flags, 0, 0]);
+                if fd == u64::MAX {
+                    self.keep(r);
+                }
+            }
+            4 => {
+                let pid =
+                    if self.rng.chance(80) { raw(GETPID, [0; 6]).unwrap_or(1) } else { self.rng.below(64) };
+                let flags = PIDFD_NONBLOCK | junk(&mut self.rng);
+                let r = raw(PIDFD_OPEN, [pid, flags, 0, 0, 0, 0]);
+                self.keep(r);
+            }
+            5 | 6 => {
+                let (Some(ep), Some(fd)) = (self.some_fd(false), self.some_fd(false)) else { return };
+                let op = [1, 2, 3, 1, 0, 4, self.rng.next()][self.rng.below(7) as usize];
+                let event = [self.rng.next() & 0xf000_3fff, self.rng.next()];
+                let ptr =
+                    if self.rng.chance(95) { (&raw const event) as u64 } else { self.rng.next() | (1 << 48) };
+                if raw(EPOLL_CTL, [ep, op, fd, ptr, 0, 0]).is_ok() && !(1..=3).contains(&op) {
+                    self.broken(format_args!("epoll_ctl op {op} succeeded"));
+                }
+            }
+            7 => {
+                let Some(ep) = self.some_fd(false) else { return };
+                let max = match self.rng.below(5) {
+                    0 => 0,
+                    1 => u64::from(u32::MAX), // -1
+                    2 => (i32::MAX as u64) / 16 + 1,
+                    _ => 1 + self.rng.below(EVENTS as u64),
+                };
+                let mask = self.rng.next();
+                let sigmask = if self.rng.chance(20) { (&raw const mask) as u64 } else { 0 };
+                let size = if self.rng.chance(90) { 8 } else { self.rng.below(16) };
+                let out = self.events.as_mut_ptr() as u64;
+                let r = if self.rng.chance(50) {
+                    raw(EPOLL_PWAIT, [ep, out, max, 0, sigmask, size])
+                } else {
+                    let ts = [0u64, [0, 1_000_000_000, 1][self.rng.below(3) as usize]];
+                    raw(EPOLL_PWAIT2, [ep, out, max, (&raw const ts) as u64, sigmask, size])
+                };
+                if r.is_ok_and(|n| n > max.min(EVENTS as u64)) {
+                    self.broken(format_args!("epoll_pwait returned {r:?} events for {max}"));
+                }
+            }
+            8 => {
+                let Some(fd) = self.some_fd(true) else { return };
+                let mut buf = [0u8; 256];
+                let len = [8, 4, 128, 256, 0][self.rng.below(5) as usize];
+                let _ = raw(READ, [fd, buf.as_mut_ptr() as u64, len, 0, 0, 0]);
+            }
+            9 => {
+                let Some(fd) = self.some_fd(true) else { return };
+                let value = [1u64, u64::MAX, u64::MAX - 1, self.rng.next()][self.rng.below(4) as usize];
+                let len = if self.rng.chance(90) { 8 } else { self.rng.below(8) };
+                let _ = raw(WRITE, [fd, (&raw const value) as u64, len, 0, 0, 0]);
+            }
+            10 => {
+                let Some(fd) = self.some_fd(true) else { return };
+                let ns = |rng: &mut Rng| [0, 1, 1_000_000, 999_999_999, 1_000_000_000][rng.below(5) as usize];
+                let spec = [0, ns(&mut self.rng), self.rng.below(2), ns(&mut self.rng)];
+                let mut old = [0u64; 4];
+                let flags = [0, 1, 2, 3, self.rng.next()][self.rng.below(5) as usize];
+                let _ =
+                    raw(TIMERFD_SETTIME, [fd, flags, (&raw const spec) as u64, (&raw mut old) as u64, 0, 0]);
+                let _ = raw(TIMERFD_GETTIME, [fd, (&raw mut old) as u64, 0, 0, 0, 0]);
+            }
+            11 => {
+                if !self.fds.is_empty() {
+                    let fd = self.fds.swap_remove(self.rng.below(self.fds.len() as u64) as usize);
+                    let _ = raw(CLOSE, [fd, 0, 0, 0, 0, 0]);
+                }
+            }
+            12 => {
+                let cmd =
+                    [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, self.rng.next()][self.rng.below(12) as usize];
+                let flags = if self.rng.chance(80) { 0 } else { self.rng.below(4) };
+                let r = raw(MEMBARRIER, [cmd, flags, self.rng.next(), 0, 0, 0]);
+                if cmd == 0 && flags == 0 && r.is_ok_and(|q| q & 0x1ff != 0x1ff) {
+                    self.broken(format_args!("membarrier QUERY said {r:?}"));
+                }
+            }
+            13 => self.rseq_call(),
+            14 => {
+                let version =
+                    [0x2008_0522u64, 0x2007_1026, 0x1998_0330, self.rng.next()][self.rng.below(4) as usize];
+                let pid = [0, raw(GETPID, [0; 6]).unwrap_or(0), self.rng.below(100), u64::MAX]
+                    [self.rng.below(4) as usize];
+                let mut header = [version as u32, pid as u32];
+                let mut data = [0u32; 6];
+                let data_ptr = if self.rng.chance(90) { (&raw mut data) as u64 } else { 0 };
+                let got = raw(CAPGET, [(&raw mut header) as u64, data_ptr, 0, 0, 0, 0]);
+                if got.is_ok() && self.rng.chance(30) {
+                    // What it had, or a random set (refused unless it only drops).
+                    if self.rng.chance(50) {
+                        data[self.rng.below(6) as usize] = self.rng.next() as u32;
+                    }
+                    let _ = raw(CAPSET, [(&raw mut header) as u64, (&raw const data) as u64, 0, 0, 0, 0]);
+                }
+            }
+            _ => {
+                let Some(fd) = self.some_fd(false) else { return };
+                let sig = [0, 65, 100, self.rng.below(1 << 20) + 65][self.rng.below(4) as usize];
+                let flags = if self.rng.chance(80) { 0 } else { self.rng.next() };
+                let _ = raw(PIDFD_SEND_SIGNAL, [fd, sig, 0, flags, 0, 0]);
+                let iov =
+                    [self.arena + self.rng.below(ARENA_PAGES) * self.page, self.page * self.rng.below(4)];
+                let advice = [20, 21, 3, 25, 4, self.rng.below(100)][self.rng.below(6) as usize];
+                let _ = raw(
+                    PROCESS_MADVISE,
+                    [fd, (&raw const iov) as u64, self.rng.below(3), advice, junk(&mut self.rng), 0],
+                );
+                let _ = raw(PROCESS_MRELEASE, [fd, self.rng.below(2), 0, 0, 0, 0]);
+                let mut info = [0u8; 128];
+                // waitid(P_PIDFD, fd, info, WEXITED | WNOHANG): never a wait.
+                let _ = raw(WAITID, [3, fd, (&raw mut info) as u64, 4 | 1, 0, 0]);
+            }
+        }
+    }
+
+    /// `rseq` with biased arguments on the worker's own area: registering and unregistering it
+    /// (with the right signature or not), other areas, lengths and flags.
+    fn rseq_call(&mut self) {
+        const SIG: u64 = 0xd428_bc00;
+        let area = (&raw const self.rseq) as u64;
+        let (addr, len, flags, sig) = match self.rng.below(6) {
+            0 => (area, 32, 0, SIG),
+            1 => (area, 32, 1, SIG),
+            2 => (area + 1 + self.rng.below(31), 32, self.rng.below(2), SIG),
+            3 => (area, self.rng.below(64), self.rng.below(2), SIG),
+            4 => (area, 32, self.rng.below(2), self.rng.next()),
+            _ => (area, 32, self.rng.next(), SIG),
+        };
+        let r = raw(RSEQ, [addr, len, flags, sig, 0, 0]);
+        // Only these may succeed: registering the area when it is not, unregistering it with
+        // the signature it was registered with.
+        let sig = sig & 0xffff_ffff;
+        match (r, flags, self.rseq_sig) {
+            (Ok(_), 0, None) if addr == area && len == 32 => self.rseq_sig = Some(sig),
+            (Ok(_), 1, Some(s)) if addr == area && len == 32 && sig == s => self.rseq_sig = None,
+            (Ok(_), ..) => {
+                self.broken(format_args!("rseq({addr:#x}, {len}, {flags:#x}, {sig:#x}) succeeded"))
+            }
+            (Err(_), ..) => {}
+        }
+    }
+
     fn finish(&mut self) {
+        for fd in core::mem::take(&mut self.fds) {
+            let _ = raw(CLOSE, [fd, 0, 0, 0, 0, 0]);
+        }
+        if let Some(sig) = self.rseq_sig {
+            let area = (&raw const self.rseq) as u64;
+            if raw(RSEQ, [area, 32, 1, sig, 0, 0]).is_err() {
+                self.broken(format_args!("rseq could not be unregistered"));
+            }
+        }
         // The arena leaves the list in the same write section that unmaps it: its range is free
         // for other workers' mappings from then on.
         holes_write(|| {

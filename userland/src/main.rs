@@ -21,9 +21,10 @@
 //! (see `fuzz.rs`); `oom` touches memory until the kernel kills it (status 137).
 //!
 //! `ops` (not part of `all`) measures single system calls for scripts/bench's comparison with
-//! Linux (see `ops.rs`).
+//! Linux (see `ops.rs`); `events` (nor this) measures the event loop: epoll with idle
+//! descriptors, what a blocked waiter pays for unrelated events, `membarrier` (see `events.rs`).
 //!
-//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom|ops]
+//! Usage: `userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom|ops|events]
 //! [--full] [--threads=N] [--calls=N] [--seed=HEX]` (default `all`, quick scale).
 #![no_std]
 #![no_main]
@@ -34,6 +35,7 @@ extern crate alloc;
 use ext_abi as abi;
 mod bench;
 mod code_region;
+mod events;
 mod fuzz;
 mod jit;
 mod layout;
@@ -68,7 +70,7 @@ pub struct Ctx {
 /// The page size (AT_PAGESZ), for code that has no [`Ctx`] at hand.
 pub static PAGE: AtomicU64 = AtomicU64::new(4096);
 
-const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom|ops] \
+const USAGE: &str = "usage: userland [all|code-region|near|bench|tlbi-locality|threads|shootdown|limits|fuzz|oom|ops|events] \
                      [--full] [--threads=N] [--calls=N] [--seed=HEX]";
 
 /// Invariant bookkeeping for one mode.
@@ -238,6 +240,13 @@ fn main(start: &rt::Start) -> u64 {
         ran += 1;
         if !ops::run(&ctx) {
             failed.push("ops");
+        }
+    }
+    // Not part of `all`: a measurement of the event loop.
+    if mode == b"events" {
+        ran += 1;
+        if !events::run(&ctx) {
+            failed.push("events");
         }
     }
     if all || mode == b"bench" {

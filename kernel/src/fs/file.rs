@@ -259,6 +259,8 @@ pub struct OpenFile {
     pub flags: AtomicU32,
     /// The file position (`read`, `write`, `lseek`).
     pub pos: Mutex<u64>,
+    /// The epoll items watching it, which its end removes (`super::epoll`).
+    pub(crate) watchers: super::epoll::Watchers,
 }
 
 impl core::fmt::Debug for OpenFile {
@@ -269,15 +271,17 @@ impl core::fmt::Debug for OpenFile {
 
 impl Drop for OpenFile {
     fn drop(&mut self) {
-        // Its open-file-description and `flock` locks go with it.
+        // Its open-file-description and `flock` locks go with it, and so do the epoll items
+        // watching it.
         super::locks::description_dropped(core::ptr::from_ref(self) as usize);
+        super::epoll::released(&self.watchers);
     }
 }
 
 impl OpenFile {
     /// A description of `file` with `flags`, position 0.
     pub fn new(file: Arc<dyn File>, flags: u32) -> Self {
-        Self { file, flags: AtomicU32::new(flags), pos: Mutex::new(0) }
+        Self { file, flags: AtomicU32::new(flags), pos: Mutex::new(0), watchers: Default::default() }
     }
 
     /// The access mode and status flags.

@@ -12,6 +12,9 @@
 //!   `read`);
 //! - [`pipe`](mod@pipe): pipes and FIFOs;
 //! - [`memfd`]: memfds, shared memory objects with a descriptor;
+//! - [`epoll`]: epoll instances and the readiness of every file they watch;
+//! - [`eventfd`] and [`timerfd`]: a counter and a timer behind a descriptor, and [`anon`], what
+//!   such files without a node share (their `fstat`, their `/proc/PID/fd` name);
 //! - [`text`]: files whose text is generated when first read (`/proc`, `/sys`).
 //!
 //! Below `process`: nothing here knows a process. A call that needs one (to install a
@@ -21,7 +24,10 @@ use alloc::vec::Vec;
 
 use linux_abi::Errno;
 
+pub mod anon;
 pub mod dev;
+pub mod epoll;
+pub mod eventfd;
 pub mod file;
 pub mod locks;
 pub mod memfd;
@@ -30,6 +36,7 @@ pub mod node_file;
 pub mod pagecache;
 pub mod pipe;
 pub mod text;
+pub mod timerfd;
 pub mod tty;
 
 /// `bytes` in a new vector (`ENOMEM` when the heap cannot hold it).

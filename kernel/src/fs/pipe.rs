@@ -13,7 +13,10 @@
 //!
 //! Blocking uses the scheduler's kernel events (`sched::WaitFor::Event`): the caller reads the
 //! event count before it looks at the pipe and blocks with it; every change of a pipe notifies
-//! its key, so a change between the look and the block restarts the call at once.
+//! its key, so a change between the look and the block restarts the call at once. The
+//! notification says which readiness may have appeared (`sched::notify_poll`): data after a
+//! write, room after a read, anything when an end opens or closes; an edge-triggered epoll
+//! reader sees an edge for new data only, as on Linux.
 //!
 //! A FIFO (a node made by `mknod`/`mkfifo`) is the same pipe, found through its node: the first
 //! open makes the pipe, which lives as long as an end is open. Opens follow Linux's `fifo_open`:
@@ -311,7 +314,7 @@ impl PipeEnd {
             let n = total.min(st.buf.len());
             data.extend(st.buf.drain(..n));
         }
-        sched::notify(self.pipe.key());
+        sched::notify_poll(self.pipe.key(), poll::POLLOUT | poll::POLLWRNORM);
         io.scatter(&data)
     }
 
@@ -390,7 +393,7 @@ impl PipeEnd {
                 }
                 if written > resumed {
                     // Readers may be waiting for what went in: wake them before sleeping.
-                    sched::notify(key);
+                    sched::notify_poll(key, poll::POLLIN | poll::POLLRDNORM);
                 }
                 *progress = written;
                 Err(FileError::WouldBlock(key))
@@ -465,7 +468,7 @@ fn broken(sigpipe: &dyn Fn(), pipe: &Pipe, written: u64) -> IoResult {
 }
 
 fn wrote(pipe: &Pipe, n: u64) -> IoResult {
-    sched::notify(pipe.key());
+    sched::notify_poll(pipe.key(), poll::POLLIN | poll::POLLRDNORM);
     Ok(n)
 }
 
@@ -578,6 +581,6 @@ pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
     }
     st.capacity = size;
     drop(st);
-    sched::notify(pipe.key());
+    sched::notify_poll(pipe.key(), poll::POLLOUT | poll::POLLWRNORM);
     Ok(size as u64)
 }

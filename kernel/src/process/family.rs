@@ -400,6 +400,7 @@ pub fn exited(p: &Arc<Process>) {
         drop(link);
         sched::notify(children_key(&parent));
     }
+    super::pidfd::exited(p);
 }
 
 /// `si_code` of `SIGCHLD`: the child exited.
@@ -528,9 +529,10 @@ pub fn wait4(
 }
 
 /// `waitid(idtype, id, infop, options, rusage)`, as Linux's `kernel_waitid`: `P_ALL`, `P_PID`,
-/// `P_PGID` (`P_PIDFD` is `EINVAL`: no pidfds); `WEXITED` required among the events (stops and
-/// continues never happen here); `WNOWAIT` leaves the zombie. The siginfo is Linux's for
-/// `SIGCHLD` (all zero when `WNOHANG` finds nothing).
+/// `P_PGID`, `P_PIDFD` (the child a pidfd names; a pidfd opened `PIDFD_NONBLOCK` makes the wait
+/// `WNOHANG`, and finding the child running `EAGAIN`); `WEXITED` required among the events
+/// (stops and continues never happen here); `WNOWAIT` leaves the zombie. The siginfo is Linux's
+/// for `SIGCHLD` (all zero when `WNOHANG` finds nothing).
 #[allow(clippy::too_many_arguments, reason = "waitid's arguments")]
 pub fn waitid(
     thread: &Thread,
@@ -544,6 +546,7 @@ pub fn waitid(
     const P_ALL: u64 = 0;
     const P_PID: u64 = 1;
     const P_PGID: u64 = 2;
+    const P_PIDFD: u64 = 3;
     let p = &thread.process;
     if options & !(WNOHANG | WNOWAIT | WEXITED | WSTOPPED | WCONTINUED | WNOTHREAD | WCLONE | WALL) != 0
         || options & (WEXITED | WSTOPPED | WCONTINUED) == 0
@@ -551,12 +554,20 @@ pub fn waitid(
         return done(frame, Err(Errno::EINVAL));
     }
     let id = id as u32;
+    let mut nonblock = false;
     let which = match idtype {
         P_ALL => Targets::Any,
         P_PID if (id as i32) > 0 => Targets::Pid(id),
         P_PGID if (id as i32) >= 0 => {
             Targets::Group(if id == 0 { p.posix.pgid.load(Ordering::Acquire) } else { id })
         }
+        P_PIDFD if (id as i32) >= 0 => match super::pidfd::lookup(&p.posix.files, u64::from(id)) {
+            Ok((pidfd, flag)) => {
+                nonblock = flag;
+                Targets::Pid(pidfd.file_as::<super::pidfd::PidFd>().map_or(0, |f| f.pid()))
+            }
+            Err(e) => return done(frame, Err(e)),
+        },
         _ => return done(frame, Err(Errno::EINVAL)),
     };
     if options & WEXITED == 0 {
@@ -577,6 +588,7 @@ pub fn waitid(
         }
         Found::None => return done(frame, Err(Errno::ECHILD)),
         Found::Running if options & WNOHANG != 0 => {}
+        Found::Running if nonblock => return done(frame, Err(Errno::EAGAIN)),
         Found::Running => return block_for_children(p, generation),
     }
     if infop != 0 && copy_out(infop, &info).is_err() {

@@ -17,12 +17,18 @@
 //! the initial stack), [`family`] (fork, vfork, wait, the process table), [`clone`] (how a new
 //! thread starts), [`signals`] (their state and delivery), [`posix`] (ids, the descriptor table,
 //! names, CPU time), [`robust`] (robust futexes at thread exit) and `task` (a thread as the
-//! scheduler's `Task`).
+//! scheduler's `Task`); the event objects made of processes are [`signalfd`] and [`pidfd`],
+//! and [`rseq`] and [`caps`] are a thread's restartable sequences and a process's
+//! capabilities.
+pub mod caps;
 pub mod clone;
 pub mod exec;
 pub mod family;
+pub mod pidfd;
 pub mod posix;
 pub mod robust;
+pub mod rseq;
+pub mod signalfd;
 pub mod signals;
 mod task;
 

@@ -35,6 +35,10 @@ pub struct ProcessPosix {
     reported: Mutex<[u64; 16]>,
     /// The path of the program it runs (what `/proc/self/exe` names), up to 255 bytes.
     exe: Mutex<([u8; 255], u8)>,
+    /// Its capabilities (`caps`).
+    pub caps: Mutex<super::caps::Caps>,
+    /// The `membarrier` commands it registered for (their `MEMBARRIER_CMD_*` bits).
+    pub membarrier: AtomicU32,
 }
 
 impl ProcessPosix {
@@ -66,6 +70,8 @@ impl ProcessPosix {
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
             exe: Mutex::new(([0; 255], 0)),
+            caps: Mutex::new(super::caps::Caps::ROOT),
+            membarrier: AtomicU32::new(0),
         })
     }
 
@@ -85,7 +91,17 @@ impl ProcessPosix {
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),
             exe: Mutex::new(*self.exe.lock()),
+            caps: Mutex::new(*self.caps.lock()),
+            membarrier: AtomicU32::new(self.membarrier.load(Ordering::Acquire)),
         })
+    }
+
+    /// `execve`: root's capabilities again, no `membarrier` registration (Linux's
+    /// `membarrier_exec_mmap`).
+    pub fn exec_reset(&self) {
+        let mut caps = self.caps.lock();
+        *caps = caps.after_exec();
+        self.membarrier.store(0, Ordering::Release);
     }
 
     /// Records the path of the program now running (cut to 255 bytes).
@@ -162,12 +178,14 @@ pub struct ThreadPosix {
     pub name: ThreadName,
     /// Counter ticks this thread spent running, slices already ended.
     pub cpu_ticks: u64,
+    /// Its restartable-sequence area (`rseq`): kept by a fork's child, not by a new thread.
+    pub rseq: Option<super::rseq::Rseq>,
 }
 
 impl ThreadPosix {
     /// A thread named after `path`.
     pub fn named(path: &str) -> Self {
-        Self { robust_list: 0, name: name_from_path(path), cpu_ticks: 0 }
+        Self { robust_list: 0, name: name_from_path(path), cpu_ticks: 0, rseq: None }
     }
 
     /// The name as text (for messages).

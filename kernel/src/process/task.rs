@@ -63,6 +63,8 @@ impl Task for Thread {
     }
 
     fn resume(&mut self) -> bool {
+        // The rseq area first: a signal frame built next saves the abort handler's address.
+        super::rseq::on_resume(self);
         !matches!(signals::on_resume(self), Action::ExitThread)
     }
 

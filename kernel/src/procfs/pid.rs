@@ -153,6 +153,15 @@ pub fn generate(p: &Process, t: Text) -> Result<Vec<u8>, Errno> {
                 .and_then(|()| writeln!(out, "Uid:\t0\t0\t0\t0"))
                 .and_then(|()| writeln!(out, "Gid:\t0\t0\t0\t0"))
                 .and_then(|()| writeln!(out, "Threads:\t{threads}"))
+                .and_then(|()| {
+                    let caps = *p.posix.caps.lock();
+                    let full = crate::process::caps::FULL;
+                    writeln!(out, "CapInh:\t{:016x}", caps.inheritable)
+                        .and_then(|()| writeln!(out, "CapPrm:\t{:016x}", caps.permitted))
+                        .and_then(|()| writeln!(out, "CapEff:\t{:016x}", caps.effective))
+                        .and_then(|()| writeln!(out, "CapBnd:\t{full:016x}"))
+                        .and_then(|()| writeln!(out, "CapAmb:\t{:016x}", 0))
+                })
         }
         Text::Stat => {
             let ticks = crate::process::cpu_ticks(p);

@@ -8,14 +8,16 @@
 //! - [`queue`]: the run queue and the wait list, admission (the thread limit), the wake-ups
 //!   (kernel events, futex words, signals) and stopping a whole thread group;
 //! - [`switch`]: each CPU's loop, entering a task, and blocking, yielding or ending the current
-//!   one.
+//!   one;
+//! - [`timer`]: deadlines that notify a kernel event (a timerfd's expiry).
 pub mod queue;
 pub mod switch;
 pub mod task;
+pub mod timer;
 
 pub use queue::{
     admit, event_generation, futex_requeue, futex_wake, futex_wake_op, interrupt, kick, live_threads,
-    max_threads, notify, should_preempt, stop_group,
+    max_threads, notify, notify_poll, on_notify, should_preempt, stop_group,
 };
-pub use switch::{act, current_slice, run_cpu, with_current};
+pub use switch::{act, cpus_running, current_slice, run_cpu, with_current};
 pub use task::{Action, Rendezvous, Task, Wait, WaitFor};

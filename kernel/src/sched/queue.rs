@@ -54,6 +54,17 @@ pub fn event_generation() -> u32 {
 /// A kernel event on `key` happened (the caller changed the state first): every task blocked
 /// on it, and every poll (which may watch it), restarts its system call.
 pub fn notify(key: usize) {
+    notify_poll(key, u16::MAX);
+}
+
+/// [`notify`], saying which readiness may have appeared (`POLLIN` for new data, `POLLOUT` for
+/// new room; `u16::MAX`: anything), as Linux's `wake_up_poll` does: the readiness hook
+/// ([`on_notify`], epoll's) runs first, so a waiter restarted by this event finds what it
+/// queued.
+pub fn notify_poll(key: usize, mask: u16) {
+    if let Some(hook) = NOTIFY_HOOK.get() {
+        hook(key, mask);
+    }
     let mut waiting = WAITING.lock();
     EVENTS.fetch_add(1, Ordering::AcqRel);
     let n = waiting.wake_each(key, 0, FUTEX_BITSET_MATCH_ANY, u64::MAX, restart)
@@ -62,6 +73,17 @@ pub fn notify(key: usize) {
     if n > 0 {
         wake_idle();
     }
+}
+
+/// What runs on every kernel event before the waiters wake (see [`on_notify`]).
+static NOTIFY_HOOK: spin::Once<fn(usize, u16)> = spin::Once::new();
+
+/// Makes `hook` run with the key and readiness mask of every kernel event, before its waiters
+/// wake (one at most; the first registration wins): epoll's readiness lists are filled this
+/// way, without the scheduler importing it. The hook may notify other keys (nested epolls); it
+/// runs wherever `notify` is called, an interrupt handler included, so it must not block.
+pub fn on_notify(hook: fn(usize, u16)) {
+    NOTIFY_HOOK.call_once(|| hook);
 }
 
 /// Makes a woken task run its system call again (the PC goes back to the `svc`; its registers
@@ -236,12 +258,17 @@ pub fn futex_wake_op(
     Ok(n)
 }
 
-/// Moves every task whose deadline has passed back to the run queue, with what its call returns.
+/// Moves every task whose deadline has passed back to the run queue, with what its call returns,
+/// after firing the event timers that are due (`timer`).
 fn expire_waits() {
     let now = crate::arch::time::counter();
+    super::timer::expire(now);
     let n = WAITING.lock().expire_each(now, |mut w| {
         let timed_out = Errno::ETIMEDOUT.as_ret() as u64;
         match w.channel {
+            // A kernel-event wait (`WaitFor::Event`: no user word has address 0) restarts at
+            // its deadline, as a poll does, and answers itself (`epoll_pwait`'s timeout).
+            Channel::Futex { uaddr: 0, .. } => w.item.regs().pc -= 4,
             Channel::Futex { .. } | Channel::Signal => w.item.regs().x[0] = timed_out,
             Channel::Timer | Channel::Input => w.item.regs().x[0] = 0, // a sleep that ended
             // A poll restarts and answers itself: the sets are written back, 0 returned.
@@ -254,9 +281,13 @@ fn expire_waits() {
     }
 }
 
-/// The earliest deadline of a blocked task.
+/// The earliest deadline of a blocked task or an event timer.
 pub(super) fn next_deadline() -> Option<u64> {
-    WAITING.lock().next_deadline()
+    let waiter = WAITING.lock().next_deadline();
+    match (waiter, super::timer::earliest()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// A signal for task `tid` of group `group`: if it is blocked (whatever it waits for but a

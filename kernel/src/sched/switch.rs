@@ -24,7 +24,7 @@
 //! target out of the list (`queue::interrupt`) with that x0, whatever it waited for; the signal
 //! code finishes (or restarts, per `SA_RESTART`) the call when the task resumes.
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use aarch64_cpu::registers::{ReadWriteable, Readable, TCR_EL1, TPIDR_EL0, Writeable};
 use futex::wait_list::Channel;
@@ -47,6 +47,23 @@ const CODE_EXIT: u64 = 3;
 static CURRENT: [Mutex<Option<Queued>>; MAX_CPUS] = [const { Mutex::new(None) }; MAX_CPUS];
 /// Counter value when each CPU last entered or was charged for its current task.
 static RUN_START: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// The group (`Task::group`) of the task each CPU runs now, 0 while none: `membarrier`'s
+/// targets ([`cpus_running`]).
+static RUNNING: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+
+/// The CPUs running a task of `group` now (bit per CPU; any group's for `None`). A CPU that
+/// starts one after the caller looked has passed a full barrier first (the store below is
+/// sequentially consistent), as Linux's `membarrier` relies on the scheduler's.
+pub fn cpus_running(group: Option<usize>) -> u64 {
+    let mut cpus = 0;
+    for (cpu, running) in RUNNING.iter().enumerate() {
+        let g = running.load(Ordering::SeqCst);
+        if g != 0 && group.is_none_or(|want| want == g) {
+            cpus |= 1 << cpu;
+        }
+    }
+    cpus
+}
 
 struct Contexts([UnsafeCell<KernelContext>; MAX_CPUS]);
 // SAFETY: each CPU uses only its own context (index = its CPU number).
@@ -109,11 +126,13 @@ pub fn run_cpu(done: Option<&dyn Fn() -> bool>) {
         }
         let regs = task.regs().clone();
         let fp = *task.fp();
+        RUNNING[cpu].store(task.group(), Ordering::SeqCst);
         *CURRENT[cpu].lock() = Some(task);
         RUN_START[cpu].store(crate::arch::time::counter(), Ordering::Relaxed);
         // SAFETY: TTBR0 holds the task's address space; every exception from EL0 goes through
         // the trap layer, which returns to the task or leaves through this CPU's context.
         let code = unsafe { user::run_user(&regs, &fp, CONTEXTS.0[cpu].get()) };
+        RUNNING[cpu].store(0, Ordering::SeqCst);
         leave_user(cpu);
         let task = CURRENT[cpu].lock().take();
         match (code, task) {

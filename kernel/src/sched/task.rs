@@ -113,8 +113,9 @@ pub enum WaitFor {
     /// A kernel event on `key` ([`notify`](super::queue::notify): console input, a pipe
     /// changed, a child exited), if none happened since the caller read
     /// [`event_generation`](super::queue::event_generation) as `generation` (checked under the
-    /// wait list's lock, as a futex word is). The call restarts when woken, so it is served by
-    /// the same code as one that found its condition at once; a signal ends it with -EINTR.
+    /// wait list's lock, as a futex word is). The call restarts when woken, and at its deadline
+    /// if it has one (`epoll_pwait`), so it is served by the same code as one that found its
+    /// condition at once; a signal ends it with -EINTR.
     Event {
         /// What is waited for (an odd or offset address: never a user futex's key).
         key: usize,

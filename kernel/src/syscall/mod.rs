@@ -8,11 +8,14 @@
 //! - [`files`]: descriptors: reads, writes, `fcntl`, `ioctl`, `fstat`, `lseek`, truncation;
 //! - [`paths`]: the calls that name files by path (open, make, remove, rename, stat, chdir);
 //! - [`poll`]: `ppoll` and `pselect6`;
+//! - [`events`]: epoll, eventfd, timerfd, signalfd, the pidfd calls, `membarrier`, `rseq`,
+//!   capabilities;
 //! - [`memory`]: `mmap` and the other memory calls (the rules are `mm`'s);
 //! - [`signals`]: actions, masks, sending, waiting, `rt_sigreturn`;
 //! - [`time`]: clocks and sleeps;
 //! - [`futex`]: futexes and robust lists;
 //! - [`process`]: threads, exit, identity, limits, affinity, `prctl`, `uname`, `getrandom`.
+pub mod events;
 pub mod files;
 pub mod futex;
 pub mod memory;

@@ -586,10 +586,24 @@ fn owner_arg(id: u64) -> Option<u32> {
     (id as u32 != u32::MAX).then_some(id as u32)
 }
 
+/// Changes `node`'s owner and group (`None`: unchanged), as Linux's `chown_ok` and `chgrp_ok`
+/// allow it to root (uid and gid 0): without `CAP_CHOWN` (which `capset` may drop) only on a
+/// file root owns, to the same owner and to group 0 or the same group.
+fn chown(p: &Process, node: &Arc<dyn Inode>, uid: Option<u32>, gid: Option<u32>) -> Result<u64, Errno> {
+    let m = node.metadata();
+    let own = m.uid == 0;
+    let needs_cap =
+        uid.is_some_and(|u| !own || u != m.uid) || gid.is_some_and(|g| !own || (g != 0 && g != m.gid));
+    if needs_cap && !crate::process::caps::capable(p, crate::process::caps::CAP_CHOWN) {
+        return Err(Errno::EPERM);
+    }
+    node.set_owner(uid, gid, now()).map(|()| 0)
+}
+
 /// `fchown(fd, uid, gid)` (-1: unchanged).
 pub fn fchown(p: &Process, fd: u64, uid: u64, gid: u64) -> Result<u64, Errno> {
     match fd_node(p, fd)? {
-        Some(node) => node.set_owner(owner_arg(uid), owner_arg(gid), now()).map(|()| 0),
+        Some(node) => chown(p, &node, owner_arg(uid), owner_arg(gid)),
         None => Ok(0),
     }
 }
@@ -602,7 +616,7 @@ pub fn fchownat(p: &Process, dirfd: u64, path: u64, uid: u64, gid: u64, flags: u
     let path = path_arg(path)?;
     let node =
         target(p, dirfd, &path, flags, flags & AT_SYMLINK_NOFOLLOW == 0)?.node().ok_or(Errno::EPERM)?;
-    node.set_owner(owner_arg(uid), owner_arg(gid), now()).map(|()| 0)
+    chown(p, &node, owner_arg(uid), owner_arg(gid))
 }
 
 /// `utimensat(dirfd, path, times, flags)`: `times` null sets both to now; `UTIME_NOW` and

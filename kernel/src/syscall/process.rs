@@ -214,7 +214,12 @@ fn clone_thread(
     }
     let clone = crate::process::clone::CloneArgs { flags, stack, tls, ctid };
     // The name is inherited; the robust list is the new thread's to register (Linux clears it).
-    let posix = crate::process::posix::ThreadPosix { robust_list: 0, cpu_ticks: 0, ..thread.posix.clone() };
+    let posix = crate::process::posix::ThreadPosix {
+        robust_list: 0,
+        cpu_ticks: 0,
+        rseq: None,
+        ..thread.posix.clone()
+    };
     let child = clone.child(thread, frame, tid, p.clone(), posix);
     p.signals.thread_created(thread.tid, tid)?;
     // Counted before it can run (a child that exits at once must find itself counted).

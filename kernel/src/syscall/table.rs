@@ -13,7 +13,7 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{files, futex, memory, paths, poll, process, signals, time};
+use super::{events, files, futex, memory, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
 use crate::sched::Action;
@@ -125,8 +125,27 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::FSTATFS => paths::fstatfs(p, a[0], a[1]),
         nr::MOUNT => paths::mount(p, a[0], a[1], a[2], a[3]),
         nr::UMOUNT2 => paths::umount2(p, a[0], a[1]),
-        nr::PPOLL => return poll::ppoll(p, frame, &mut thread.poll_deadline, a),
-        nr::PSELECT6 => return poll::pselect6(p, frame, &mut thread.poll_deadline, a),
+        nr::PPOLL => return poll::ppoll(thread, frame, a),
+        nr::PSELECT6 => return poll::pselect6(thread, frame, a),
+        // The event loop.
+        nr::EPOLL_CREATE1 => events::epoll_create1(p, a[0]),
+        nr::EPOLL_CTL => events::epoll_ctl(p, a[0], a[1], a[2], a[3]),
+        nr::EPOLL_PWAIT => return events::epoll_pwait(thread, frame, a),
+        nr::EPOLL_PWAIT2 => return events::epoll_pwait2(thread, frame, a),
+        nr::EVENTFD2 => events::eventfd2(p, a[0], a[1]),
+        nr::TIMERFD_CREATE => events::timerfd_create(p, a[0], a[1]),
+        nr::TIMERFD_SETTIME => events::timerfd_settime(p, a[0], a[1], a[2], a[3]),
+        nr::TIMERFD_GETTIME => events::timerfd_gettime(p, a[0], a[1]),
+        nr::SIGNALFD4 => events::signalfd4(p, a[0], a[1], a[2], a[3]),
+        nr::PIDFD_OPEN => events::pidfd_open(p, a[0], a[1]),
+        nr::PIDFD_SEND_SIGNAL => events::pidfd_send_signal(p, a[0], a[1], a[2], a[3]),
+        nr::PIDFD_GETFD => events::pidfd_getfd(p, a[0], a[1], a[2]),
+        nr::PROCESS_MADVISE => events::process_madvise(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::PROCESS_MRELEASE => events::process_mrelease(p, a[0], a[1]),
+        nr::MEMBARRIER => events::membarrier(p, a[0], a[1]),
+        nr::RSEQ => events::rseq(thread, a),
+        nr::CAPGET => events::capget(p, a[0], a[1]),
+        nr::CAPSET => events::capset(p, a[0], a[1]),
         // Threads, processes and futexes.
         nr::EXIT => return process::exit_thread(thread, a[0]),
         nr::EXIT_GROUP => return crate::process::kill_with(p, a[0] & 0xff, true),

@@ -350,6 +350,8 @@ pub fn execveat(
     // the return to EL0.
     thread.pac = super::fresh_pac_keys();
     thread.pac.install();
+    thread.posix.rseq = None;
+    p.posix.exec_reset();
     thread.clear_child_tid = 0;
     {
         use aarch64_cpu::registers::{TPIDR_EL0, Writeable};

@@ -306,6 +306,7 @@ pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), Err
         p.signals.queued.store(st.queued(), Ordering::Release);
         wake
     };
+    super::signalfd::signal_queued(p);
     if let Some(tid) = wake {
         crate::sched::interrupt(crate::process::group_of(p), tid);
     }
