@@ -312,6 +312,16 @@ pub trait Inode: Send + Sync + Any {
         false
     }
 
+    /// The node a magic link stands for (Linux's `nd_jump_link`): the file a descriptor is open
+    /// on, the program, the working directory. `Ok(None)`: it stands for an open file that has
+    /// no node (a pipe, a memfd), which the opener reopens itself; or this is no magic link.
+    ///
+    /// # Errors
+    /// `ENOENT` (what it stood for is gone), `ENOMEM`.
+    fn magic_node(&self) -> Result<Option<Arc<dyn Inode>>, Errno> {
+        Ok(None)
+    }
+
     /// The text of a generated file, made now (Linux's `seq_file`: `/proc`, `/sys`), which an
     /// open description keeps from its first read on; `None` for a file whose bytes are stored
     /// (`read_at`).

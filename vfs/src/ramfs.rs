@@ -18,7 +18,7 @@ use core::any::Any;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use linux_abi::Errno;
-use linux_abi::fcntl::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
+use linux_abi::fcntl::{PATH_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 use linux_abi::time::Timespec;
 use spin::Mutex;
 
@@ -248,6 +248,16 @@ impl RamNode {
         }
     }
 
+    /// `ENOENT` for a directory that was removed (Linux's `IS_DEADDIR`): nothing is made in it
+    /// and it is not listed. The caller holds its directory lock.
+    fn alive(&self) -> Result<(), Errno> {
+        if self.kind == FileType::Directory && self.meta.lock().nlink == 0 {
+            Err(Errno::ENOENT)
+        } else {
+            Ok(())
+        }
+    }
+
     fn touch_dir(&self, now: Timespec) {
         let mut m = self.meta.lock();
         m.mtime = now;
@@ -364,6 +374,7 @@ impl Inode for RamNode {
         who: Creator,
     ) -> Result<Arc<dyn Inode>, Errno> {
         let mut dir = self.dir()?.lock();
+        self.alive()?;
         if dir.find(name).is_some() {
             return Err(Errno::EEXIST);
         }
@@ -373,6 +384,10 @@ impl Inode for RamNode {
                 (FileType::Directory, Data::Dir(Mutex::new(Dir::new(Some(self.me.clone())))), 0)
             }
             NewNode::Symlink(target) => {
+                // Linux's `getname` of the target: at most PATH_MAX bytes with its NUL.
+                if target.len() >= PATH_MAX {
+                    return Err(Errno::ENAMETOOLONG);
+                }
                 let mut t = Vec::new();
                 t.try_reserve_exact(target.len()).map_err(|_| Errno::ENOMEM)?;
                 t.extend_from_slice(target);
@@ -408,6 +423,7 @@ impl Inode for RamNode {
             return Err(Errno::EPERM);
         }
         let mut dir = self.dir()?.lock();
+        self.alive()?;
         if dir.find(name).is_some() {
             return Err(Errno::EEXIST);
         }
@@ -439,16 +455,25 @@ impl Inode for RamNode {
         match (want_dir, is_dir) {
             (false, true) => return Err(Errno::EISDIR),
             (true, false) => return Err(Errno::ENOTDIR),
-            (true, true) if !node.dir()?.lock().entries.is_empty() => return Err(Errno::ENOTEMPTY),
-            _ => {}
+            (true, true) => {
+                // Empty, and dead from now on: checked and marked under the directory's own
+                // lock, which a create in it takes too (so nothing is made in it meanwhile).
+                let inner = node.dir()?.lock();
+                if !inner.entries.is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                let mut m = node.meta.lock();
+                m.nlink = 0;
+                m.ctime = now;
+            }
+            (false, false) => {
+                let mut m = node.meta.lock();
+                m.nlink = m.nlink.saturating_sub(1);
+                m.ctime = now;
+            }
         }
         dir.entries.remove(at);
         drop(dir);
-        {
-            let mut m = node.meta.lock();
-            m.nlink = if is_dir { 0 } else { m.nlink.saturating_sub(1) };
-            m.ctime = now;
-        }
         let mut m = self.meta.lock();
         if is_dir {
             m.nlink = m.nlink.saturating_sub(1);
@@ -497,11 +522,19 @@ impl Inode for RamNode {
         {
             return Err(Errno::EINVAL);
         }
-        // Both directories locked, the lower address first.
-        let (first, second) =
-            if (self as *const Self) <= (new_dir as *const Self) { (self, new_dir) } else { (new_dir, self) };
+        // Both directories locked, an ancestor before its descendant (the order `unlink` takes a
+        // directory and the one it removes), else the lower address first (Linux's
+        // `lock_rename`).
+        let (first, second) = if new_dir.is_within(self) {
+            (self, new_dir)
+        } else if self.is_within(new_dir) || (new_dir as *const Self) < (self as *const Self) {
+            (new_dir, self)
+        } else {
+            (self, new_dir)
+        };
         let mut a = first.dir()?.lock();
         let mut b = second.dir()?.lock();
+        new_dir.alive()?;
         let (src, dst): (&mut Dir, &mut Dir) =
             if core::ptr::eq(first, self) { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
         let from = src.find(name).ok_or(Errno::ENOENT)?;
@@ -555,6 +588,8 @@ impl Inode for RamNode {
 
     fn readdir(&self, cookie: u64, each: &mut dyn FnMut(DirEntry<'_>, u64) -> bool) -> Result<(), Errno> {
         let dir = self.dir()?.lock();
+        // Linux's `iterate_dir`: a removed directory is not read.
+        self.alive()?;
         if cookie == 0 && !each(DirEntry { ino: self.ino, kind: FileType::Directory, name: b"." }, 1) {
             return Ok(());
         }

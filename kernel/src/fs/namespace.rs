@@ -38,8 +38,14 @@ struct Tree {
 
 static TREE: Once<Tree> = Once::new();
 
-/// Reopens the open file a magic link stands for (registered by `procfs`, which makes them).
-static REOPEN: Once<fn(&Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno>> = Once::new();
+/// Reopens the open file a magic link stands for (`procfs`'s, which makes them).
+pub type Reopen = fn(&Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno>;
+
+/// Makes a new instance of a file-system type (its root).
+pub type MakeFs = fn() -> Result<Arc<dyn Inode>, Errno>;
+
+/// The registered [`Reopen`].
+static REOPEN: Once<Reopen> = Once::new();
 
 /// Device numbers of the file systems made here (`st_dev`, Linux's anonymous devices 0:N).
 pub mod devs {
@@ -219,11 +225,10 @@ pub fn mount_of(node: &Arc<dyn Inode>) -> Option<Mount> {
 
 /// The file systems `mount(2)` can make, by type (registered by the layers that make them:
 /// `procfs` for `proc` and `sysfs`).
-static MAKERS: spin::Mutex<Vec<(&'static str, fn() -> Result<Arc<dyn Inode>, Errno>)>> =
-    spin::Mutex::new(Vec::new());
+static MAKERS: spin::Mutex<Vec<(&'static str, MakeFs)>> = spin::Mutex::new(Vec::new());
 
 /// Registers the file-system type `fstype`, made by `make`.
-pub fn register_type(fstype: &'static str, make: fn() -> Result<Arc<dyn Inode>, Errno>) {
+pub fn register_type(fstype: &'static str, make: MakeFs) {
     let mut m = MAKERS.lock();
     if m.try_reserve(1).is_ok() {
         m.push((fstype, make));
@@ -265,7 +270,7 @@ pub fn for_each_mount(f: &mut dyn FnMut(&Mount)) {
 }
 
 /// Registers how magic links are reopened (`procfs`).
-pub fn set_reopen(reopen: fn(&Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno>) {
+pub fn set_reopen(reopen: Reopen) {
     REOPEN.call_once(|| reopen);
 }
 
@@ -308,7 +313,7 @@ impl FsContext {
 fn with_walker<R>(ctx: &FsContext, f: impl FnOnce(&Walker<'_>) -> Result<R, Errno>) -> Result<R, Errno> {
     let tree = TREE.get().ok_or(Errno::ENOENT)?;
     let mounts = tree.mounts.read();
-    f(&Walker { root: &ctx.root, mounts: &mounts })
+    f(&Walker::new(&ctx.root, &mounts))
 }
 
 /// The node `path` names, a relative path from `start` (`follow`: follow a link in the last

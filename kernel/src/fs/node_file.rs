@@ -155,12 +155,14 @@ fn advance(io: &mut Io<'_>, start: u64, n: u64) {
     }
 }
 
+/// Reads bytes of a file from an offset into a kernel buffer: the count, 0 at the end.
+pub type ReadAt<'a> = &'a dyn Fn(u64, &mut [u8]) -> Result<usize, Errno>;
+
+/// Writes a kernel buffer into a file at an offset: the count.
+pub type WriteAt<'a> = &'a dyn Fn(u64, &[u8]) -> Result<usize, Errno>;
+
 /// Reads from `read_at` (a node's or a page cache's bytes) into the user buffers, from `start`.
-pub fn read_through(
-    io: &Io<'_>,
-    start: u64,
-    read_at: &dyn Fn(u64, &mut [u8]) -> Result<usize, Errno>,
-) -> IoResult {
+pub fn read_through(io: &Io<'_>, start: u64, read_at: ReadAt<'_>) -> IoResult {
     let mut buf = [0u8; CHUNK];
     let mut done = 0u64;
     for &(base, len) in io.buffers {
@@ -189,11 +191,7 @@ pub fn read_through(
 }
 
 /// Writes the user buffers through `write_at` from `start`.
-pub fn write_through(
-    io: &Io<'_>,
-    start: u64,
-    write_at: &dyn Fn(u64, &[u8]) -> Result<usize, Errno>,
-) -> IoResult {
+pub fn write_through(io: &Io<'_>, start: u64, write_at: WriteAt<'_>) -> IoResult {
     let mut chunk = [0u8; CHUNK];
     let mut done = 0u64;
     io.gather(&mut chunk, 0, &mut |bytes| {

@@ -251,25 +251,15 @@ impl Inode for ProcNode {
                     add(&text[..n], u64::from(pid) << 16, FileType::Directory)?;
                 }
             }
-            Kind::Pid(pid) => {
-                if process(pid).is_ok() {
-                    for t in pid::Text::ALL {
-                        add(
-                            t.name().as_bytes(),
-                            u64::from(pid) << 16 | (*t as u64 + 0x10),
-                            FileType::Regular,
-                        )?;
-                    }
-                    for l in pid::Link::ALL {
-                        add(
-                            l.name().as_bytes(),
-                            u64::from(pid) << 16 | (*l as u64 + 0x80),
-                            FileType::Symlink,
-                        )?;
-                    }
-                    add(b"fd", u64::from(pid) << 16 | 0x100, FileType::Directory)?;
-                    add(b"task", u64::from(pid) << 16 | 0x101, FileType::Directory)?;
+            Kind::Pid(pid) if process(pid).is_ok() => {
+                for t in pid::Text::ALL {
+                    add(t.name().as_bytes(), u64::from(pid) << 16 | (*t as u64 + 0x10), FileType::Regular)?;
                 }
+                for l in pid::Link::ALL {
+                    add(l.name().as_bytes(), u64::from(pid) << 16 | (*l as u64 + 0x80), FileType::Symlink)?;
+                }
+                add(b"fd", u64::from(pid) << 16 | 0x100, FileType::Directory)?;
+                add(b"task", u64::from(pid) << 16 | 0x101, FileType::Directory)?;
             }
             Kind::FdDir(pid) => {
                 if let Ok(p) = process(pid) {
@@ -339,6 +329,13 @@ impl Inode for ProcNode {
 
     fn is_magic_link(&self) -> bool {
         matches!(self.kind, Kind::Fd(..))
+    }
+
+    fn magic_node(&self) -> Result<Option<Arc<dyn Inode>>, Errno> {
+        let Kind::Fd(pid, fd) = self.kind else { return Ok(None) };
+        let p = process(pid).map_err(|_| Errno::ENOENT)?;
+        let f = p.posix.files.lock().file(u64::from(fd)).map_err(|_| Errno::ENOENT)?;
+        Ok(f.file.inode().cloned())
     }
 
     fn generate(&self) -> Option<Result<Vec<u8>, Errno>> {

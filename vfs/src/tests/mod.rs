@@ -93,7 +93,7 @@ impl World {
     }
 
     fn walker(&self) -> Walker<'_> {
-        Walker { root: &self.root, mounts: &self.mounts }
+        Walker::new(&self.root, &self.mounts)
     }
 
     fn resolve(&self, path: &str, follow: bool) -> Result<Arc<dyn Inode>, Errno> {
@@ -189,7 +189,7 @@ fn dot_and_dotdot_never_leave_the_root() {
     assert!(same(&w.resolve("/d/./.", true).unwrap(), &d));
     assert!(same(&w.resolve("//d//", true).unwrap(), &d));
     // A walk whose root is /d cannot see above it.
-    let walker = Walker { root: &d, mounts: &w.mounts };
+    let walker = Walker::new(&d, &w.mounts);
     assert!(same(&walker.resolve(&d, b"../../..", true).unwrap(), &d));
 }
 
@@ -485,3 +485,22 @@ fn times_owner_and_permissions_change_as_asked() {
     assert_eq!(f.metadata().atime, t);
     assert_eq!(f.metadata().mtime, NOW);
 }
+
+#[test]
+fn a_removed_directory_is_neither_listed_nor_filled() {
+    let w = World::new();
+    let gone = w.mkdir("/gone");
+    let f = w.file("/f", b"");
+    w.root.unlink(b"gone", true, NOW).unwrap();
+    // Linux's IS_DEADDIR: ENOENT for a listing and for anything made in it.
+    assert_eq!(gone.readdir(0, &mut |_, _| true).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.create(b"x", NewNode::File, 0o644, ROOT).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.create(b"d", NewNode::Directory, 0o755, ROOT).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.link(b"l", &f, NOW).err(), Some(Errno::ENOENT));
+    assert_eq!(w.root.rename(b"f", &gone, b"f", 0, NOW).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.metadata().nlink, 0);
+    assert!(w.resolve("/f", true).is_ok(), "the failed rename left f where it was");
+}
+
+mod hostile;
+mod resolve;
