@@ -219,6 +219,16 @@ pub trait File: Send + Sync + Any {
         false
     }
 
+    /// `fsync`/`fdatasync`: nothing here is ever written back, so a file that has the method
+    /// (regular files and directories of the RAM file systems, memfds) succeeds at once.
+    ///
+    /// # Errors
+    /// `EINVAL` by default: a file without it (a pipe, a device, `/proc`), as Linux's
+    /// `vfs_fsync_range`.
+    fn sync(&self) -> Result<(), Errno> {
+        Err(Errno::EINVAL)
+    }
+
     /// Whether it was opened with `O_PATH` (a handle that only names a node).
     fn path_only(&self) -> bool {
         false
@@ -259,6 +269,10 @@ pub struct OpenFile {
     pub flags: AtomicU32,
     /// The file position (`read`, `write`, `lseek`).
     pub pos: Mutex<u64>,
+    /// Who `O_ASYNC` would signal (`F_SETOWN`, `F_SETOWN_EX`): `(kind, id)`, Linux's
+    /// `F_OWNER_TID`/`F_OWNER_PID`/`F_OWNER_PGRP` and the id (0: nobody), and the signal
+    /// (`F_SETSIG`; 0: `SIGIO`). Kept and reported; no signal is sent here.
+    pub owner: Mutex<(u32, u32, u32)>,
 }
 
 impl core::fmt::Debug for OpenFile {
@@ -277,7 +291,7 @@ impl Drop for OpenFile {
 impl OpenFile {
     /// A description of `file` with `flags`, position 0.
     pub fn new(file: Arc<dyn File>, flags: u32) -> Self {
-        Self { file, flags: AtomicU32::new(flags), pos: Mutex::new(0) }
+        Self { file, flags: AtomicU32::new(flags), pos: Mutex::new(0), owner: Mutex::new((0, 0, 0)) }
     }
 
     /// The access mode and status flags.

@@ -29,7 +29,7 @@ use mm::addr::PAGE_SIZE;
 use spin::Mutex;
 
 use super::file::{FdEntry, FdTable, File, Io, IoResult, OpenFile};
-use super::node_file::{read_through, seek_in, write_through};
+use super::node_file::{advance, read_through, seek_in, start_of, write_through};
 use super::pagecache::PageCache;
 use crate::memory::fallible;
 use crate::memory::uaccess::copy_in;
@@ -95,27 +95,16 @@ pub fn memfd_create(files: &Mutex<FdTable>, name: u64, flags: u64) -> Result<u64
 
 impl File for Memfd {
     fn read(&self, mut io: Io<'_>) -> IoResult {
-        let start = match &io.offset {
-            super::file::Offset::Current(p) => **p,
-            super::file::Offset::At(a) => *a,
-        };
+        let start = start_of(&io, 0);
         let n = read_through(&io, start, &|at, buf| self.cache.read_into(at, buf))?;
-        if let super::file::Offset::Current(p) = &mut io.offset {
-            **p = start + n;
-        }
+        advance(&mut io, start, n);
         Ok(n)
     }
 
     fn write(&self, mut io: Io<'_>, _progress: &mut u64, _sigpipe: &dyn Fn()) -> IoResult {
-        let start = match &io.offset {
-            super::file::Offset::Current(_) if io.append => self.cache.size(),
-            super::file::Offset::Current(p) => **p,
-            super::file::Offset::At(a) => *a,
-        };
+        let start = start_of(&io, self.cache.size());
         let n = write_through(&io, start, &|at, buf| self.cache.write_from(at, buf))?;
-        if let super::file::Offset::Current(p) = &mut io.offset {
-            **p = start + n;
-        }
+        advance(&mut io, start, n);
         Ok(n)
     }
 
@@ -140,9 +129,9 @@ impl File for Memfd {
         })
     }
 
-    /// shmem's `shmem_file_llseek`: a hole reads zero, so the file is data up to its end.
+    /// shmem's `shmem_file_llseek`: the pages held are data, the rest holes.
     fn seek(&self, pos: &mut u64, offset: u64, whence: u64) -> Result<u64, Errno> {
-        seek_in(pos, self.cache.size(), offset, whence)
+        seek_in(pos, self.cache.size(), offset, whence, Some(&self.cache))
     }
 
     fn truncate(&self, size: u64) -> Result<(), Errno> {
@@ -151,6 +140,10 @@ impl File for Memfd {
 
     fn seekable(&self) -> bool {
         true
+    }
+
+    fn sync(&self) -> Result<(), Errno> {
+        Ok(())
     }
 
     fn pages(&self) -> Option<Arc<PageCache>> {

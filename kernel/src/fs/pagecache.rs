@@ -29,6 +29,13 @@ fn fs_page_limit() -> u64 {
     frames::usage().1 as u64 / 2
 }
 
+/// The RAM file systems' space in pages, as `statfs` reports it (tmpfs's `f_blocks` and
+/// `f_bfree`): the budget, and what of it no file holds.
+pub fn space() -> (u64, u64) {
+    let limit = fs_page_limit();
+    (limit, limit.saturating_sub(FS_PAGES.load(Ordering::Relaxed)))
+}
+
 /// The page cache of one file (module documentation).
 #[derive(Debug)]
 pub struct PageCache {
@@ -123,6 +130,71 @@ impl PageCache {
             o.written(index);
         }
         Ok(Some(f(pa)))
+    }
+
+    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset`, as tmpfs answers
+    /// (Linux's `mapping_seek_hole_data`): a page the file holds is data, one it does not is a
+    /// hole, and the end of the file is a hole.
+    ///
+    /// # Errors
+    /// `ENXIO` at or past the end (or a negative offset), and for `SEEK_DATA` with no data
+    /// after `offset`.
+    pub fn seek_data_hole(&self, offset: u64, data: bool) -> Result<u64, Errno> {
+        let o = self.pages.lock();
+        let size = o.size();
+        if (offset as i64) < 0 || offset >= size {
+            return Err(Errno::ENXIO);
+        }
+        let first = offset / PAGE_SIZE;
+        if data {
+            return match o.next_page(first) {
+                Some(i) if i * PAGE_SIZE < size => Ok(offset.max(i * PAGE_SIZE)),
+                _ => Err(Errno::ENXIO),
+            };
+        }
+        // The first page not held: at most as many steps as pages held.
+        let mut i = first;
+        while o.next_page(i) == Some(i) {
+            i += 1;
+        }
+        Ok(offset.max(i * PAGE_SIZE).min(size))
+    }
+
+    /// `fallocate` of `[offset, offset + len)`: every page of the range that is inside the file
+    /// is allocated (within the file systems' budget), so it counts in `st_blocks` and is data
+    /// to `SEEK_DATA` (shmem's `shmem_fallocate`; pages past the end are not kept here).
+    ///
+    /// # Errors
+    /// `ENOSPC` past the budget, `ENOMEM`; the pages made before stay.
+    pub fn allocate(&self, offset: u64, len: u64) -> Result<(), Errno> {
+        let end = offset.saturating_add(len).min(self.size());
+        let mut index = offset / PAGE_SIZE;
+        while index * PAGE_SIZE < end {
+            self.with_page(index, true, |_| ())?.ok_or(Errno::ENOMEM)?;
+            index += 1;
+        }
+        Ok(())
+    }
+
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE)` of `[offset, offset + len)`: the range reads zero. The
+    /// pages stay the file's (and every mapping's): freeing them would need the object to unmap
+    /// a range from its mappings, which it does only past a new end (`set_size`).
+    pub fn punch(&self, offset: u64, len: u64) {
+        const ZEROS: [u8; 512] = [0; 512];
+        let end = offset.saturating_add(len).min(self.size());
+        let mut at = offset;
+        while at < end {
+            let index = at / PAGE_SIZE;
+            let in_page = (at % PAGE_SIZE) as usize;
+            let n = (PAGE_SIZE as usize - in_page).min((end - at) as usize).min(ZEROS.len());
+            let mut o = self.pages.lock();
+            if let Some(pa) = o.frame_of(index) {
+                frames::UserFrames.write(pa, in_page, &ZEROS[..n]);
+                o.written(index);
+            }
+            drop(o);
+            at += n as u64;
+        }
     }
 
     /// Copies from byte `offset` into `buf` (kernel memory); 0 at or past the end.

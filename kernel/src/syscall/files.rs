@@ -254,30 +254,51 @@ pub fn unmap_past(cache: &Arc<crate::fs::pagecache::PageCache>, length: u64) {
     });
 }
 
-/// `fallocate(fd, mode, offset, len)`: mode 0 (and `FALLOC_FL_KEEP_SIZE`) grows the file to
-/// `offset + len`; the hole-punching and range modes are `EOPNOTSUPP`.
+/// `fallocate(fd, mode, offset, len)`, in Linux's order (`vfs_fallocate`): `EBADF` no
+/// descriptor; `EINVAL` a negative offset or a length below 1; `EOPNOTSUPP` an unknown mode, a
+/// hole without `FALLOC_FL_KEEP_SIZE`, or a mode tmpfs lacks (collapse, zero, insert, unshare);
+/// `EBADF` not open for writing; `ESPIPE` a pipe, `EISDIR` a directory, `ENODEV` another file
+/// that is not regular; `EFBIG` past the largest size. Mode 0 allocates the range (growing the
+/// file unless `FALLOC_FL_KEEP_SIZE`); `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` makes the
+/// range read zero (`fs::pagecache`).
 pub fn fallocate(p: &Process, fd: u64, mode: u64, offset: u64, len: u64) -> Result<u64, Errno> {
-    const KEEP_SIZE: u64 = 1;
+    const KEEP_SIZE: u64 = 0x01;
+    const PUNCH_HOLE: u64 = 0x02;
+    // COLLAPSE_RANGE, ZERO_RANGE, INSERT_RANGE, UNSHARE_RANGE: Linux's other modes.
+    const OTHERS: u64 = 0x08 | 0x10 | 0x20 | 0x40;
     let f = file(p, fd)?;
     if (offset as i64) < 0 || (len as i64) <= 0 {
         return Err(Errno::EINVAL);
     }
-    if mode & !KEEP_SIZE != 0 {
+    if mode & !(KEEP_SIZE | PUNCH_HOLE | OTHERS) != 0 || (mode & PUNCH_HOLE != 0 && mode & KEEP_SIZE == 0) {
         return Err(Errno::EOPNOTSUPP);
     }
     if !f.writable() {
         return Err(Errno::EBADF);
     }
     let st = f.file.stat()?;
-    if st.mode & linux_abi::fcntl::S_IFMT == linux_abi::fcntl::S_IFDIR {
-        return Err(Errno::EISDIR);
-    }
-    if st.mode & linux_abi::fcntl::S_IFMT != linux_abi::fcntl::S_IFREG {
-        return Err(if f.file.seekable() { Errno::ENODEV } else { Errno::ESPIPE });
+    match st.mode & linux_abi::fcntl::S_IFMT {
+        linux_abi::fcntl::S_IFIFO => return Err(Errno::ESPIPE),
+        linux_abi::fcntl::S_IFDIR => return Err(Errno::EISDIR),
+        linux_abi::fcntl::S_IFREG => {}
+        _ => return Err(Errno::ENODEV),
     }
     let end = offset.checked_add(len).filter(|e| *e <= i64::MAX as u64).ok_or(Errno::EFBIG)?;
-    if mode & KEEP_SIZE == 0 && end > st.size as u64 {
+    // shmem's `shmem_fallocate` knows these two only.
+    let cache = f.file.pages().filter(|_| mode & OTHERS == 0).ok_or(Errno::EOPNOTSUPP)?;
+    if mode & PUNCH_HOLE != 0 {
+        cache.punch(offset, len);
+        return Ok(0);
+    }
+    let old = st.size as u64;
+    if mode & KEEP_SIZE == 0 && end > old {
         f.file.truncate(end)?;
+    }
+    if let Err(e) = cache.allocate(offset, len) {
+        if end > old && mode & KEEP_SIZE == 0 {
+            let _ = f.file.truncate(old); // the size is back as it was; the pages past it go
+        }
+        return Err(e);
     }
     Ok(0)
 }
@@ -355,7 +376,8 @@ pub fn fcntl(p: &Process, frame: &mut TrapFrame, fd: u64, cmd: u64, arg: u64) ->
 
 fn fcntl_plain(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
     use linux_abi::fcntl::{
-        F_ADD_SEALS, F_GET_SEALS, F_GETOWN, F_GETPIPE_SZ, F_GETSIG, F_SETOWN, F_SETPIPE_SZ, F_SETSIG,
+        F_ADD_SEALS, F_GET_SEALS, F_GETOWN, F_GETOWN_EX, F_GETPIPE_SZ, F_GETSIG, F_SETOWN, F_SETOWN_EX,
+        F_SETPIPE_SZ, F_SETSIG,
     };
     // The status flags F_SETFL may change (Linux's SETFL_MASK; O_ASYNC, O_DIRECT and O_NOATIME
     // mean nothing for these files and are kept as given).
@@ -391,8 +413,80 @@ fn fcntl_plain(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
             crate::fs::pipe::pipe_size(&f.file, (cmd == F_SETPIPE_SZ).then_some(arg))
         }
         F_GET_SEALS | F_ADD_SEALS => Err(Errno::EINVAL),
-        F_GETOWN | F_GETSIG => Ok(0),
-        F_SETOWN | F_SETSIG => Ok(0),
+        F_GETOWN | F_SETOWN | F_GETOWN_EX | F_SETOWN_EX | F_GETSIG | F_SETSIG => {
+            let f = entry.file.clone();
+            drop(files);
+            owner(&f, cmd, arg)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// The owner requests of `fcntl` on description `f` (Linux's `f_setown`, `f_getown`,
+/// `f_setown_ex`, `f_getown_ex`, `F_SETSIG`, `F_GETSIG`): kept with the description.
+fn owner(f: &OpenFile, cmd: u64, arg: u64) -> Result<u64, Errno> {
+    use linux_abi::fcntl::{F_GETOWN, F_GETOWN_EX, F_GETSIG, F_SETOWN, F_SETOWN_EX, F_SETSIG};
+    const TID: u32 = 0;
+    const PID: u32 = 1;
+    const PGRP: u32 = 2;
+    let exists = |kind: u32, id: u32| match kind {
+        _ if id == 0 => true,
+        PGRP => {
+            let mut found = false;
+            crate::process::family::for_each_process(|q| {
+                found |= q.posix.pgid.load(Ordering::Acquire) == id;
+            });
+            found
+        }
+        _ => crate::process::family::by_pid(id).is_some(),
+    };
+    let mut owner = f.owner.lock();
+    match cmd {
+        F_GETOWN => Ok(if owner.0 == PGRP {
+            (owner.1 as i32).wrapping_neg() as u32 as u64
+        } else {
+            u64::from(owner.1)
+        }),
+        F_SETOWN => {
+            let who = arg as i32;
+            if who == i32::MIN {
+                return Err(Errno::EINVAL);
+            }
+            let (kind, id) = if who < 0 { (PGRP, who.unsigned_abs()) } else { (PID, who as u32) };
+            if !exists(kind, id) {
+                return Err(Errno::ESRCH);
+            }
+            (owner.0, owner.1) = (kind, id);
+            Ok(0)
+        }
+        F_GETOWN_EX => {
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&owner.0.to_le_bytes());
+            b[4..].copy_from_slice(&owner.1.to_le_bytes());
+            copy_out(arg, &b).map(|()| 0).map_err(|_| Errno::EFAULT)
+        }
+        F_SETOWN_EX => {
+            let mut b = [0u8; 8];
+            copy_in(&mut b, arg).map_err(|_| Errno::EFAULT)?;
+            let kind = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let id = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            if !matches!(kind, TID | PID | PGRP) {
+                return Err(Errno::EINVAL);
+            }
+            if !exists(kind, id) {
+                return Err(Errno::ESRCH);
+            }
+            (owner.0, owner.1) = (kind, id);
+            Ok(0)
+        }
+        F_GETSIG => Ok(u64::from(owner.2)),
+        F_SETSIG => {
+            if arg > ::signal::num::_NSIG as u64 {
+                return Err(Errno::EINVAL);
+            }
+            owner.2 = arg as u32;
+            Ok(0)
+        }
         _ => Err(Errno::EINVAL),
     }
 }
@@ -509,11 +603,36 @@ pub fn getdents64(p: &Process, fd: u64, dirp: u64, count: u64) -> Result<u64, Er
 }
 
 /// `fsync(fd)`, `fdatasync(fd)`: everything is in memory already; `EINVAL` for a file that
-/// cannot be synced (a pipe, the console), as Linux's `vfs_fsync` without `fsync` method.
+/// cannot be synced (a pipe, a device, `/proc`), as Linux's `vfs_fsync` without an `fsync`
+/// method.
 pub fn fsync(p: &Process, fd: u64) -> Result<u64, Errno> {
     let f = file(p, fd)?;
     if f.file.path_only() {
         return Err(Errno::EBADF);
     }
-    if f.file.seekable() || f.file.inode().is_some() { Ok(0) } else { Err(Errno::EINVAL) }
+    f.file.sync().map(|()| 0)
+}
+
+/// `syncfs(fd)`: the file system of any open file (nothing to write back here): `EBADF` only.
+pub fn syncfs(p: &Process, fd: u64) -> Result<u64, Errno> {
+    file(p, fd).map(|_| 0)
+}
+
+/// `sync_file_range(fd, offset, nbytes, flags)`, in Linux's order: `EBADF`; `EINVAL` unknown
+/// flags or a negative or wrapping range; `ESPIPE` a file that is not regular, a directory or
+/// a link; then nothing to write back.
+pub fn sync_file_range(p: &Process, fd: u64, offset: u64, nbytes: u64, flags: u64) -> Result<u64, Errno> {
+    // SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER.
+    const VALID: u64 = 0x7;
+    let f = file(p, fd)?;
+    let end = (offset as i64).wrapping_add(nbytes as i64);
+    if flags & !VALID != 0 || (offset as i64) < 0 || end < 0 || (end as u64) < offset {
+        return Err(Errno::EINVAL);
+    }
+    let mode = f.file.stat()?.mode & linux_abi::fcntl::S_IFMT;
+    use linux_abi::fcntl::{S_IFBLK, S_IFDIR, S_IFLNK, S_IFREG};
+    if ![S_IFREG, S_IFBLK, S_IFDIR, S_IFLNK].contains(&mode) {
+        return Err(Errno::ESPIPE);
+    }
+    Ok(0)
 }
