@@ -88,6 +88,16 @@ pub struct Parent {
     pub trailing_slash: bool,
 }
 
+/// What the last component of a path names for a call that may create it (`open(O_CREAT)`):
+/// a node, or the directory and name of one to make.
+pub enum Last {
+    /// It exists (after the link in the last component, when followed).
+    Found(Arc<dyn Inode>),
+    /// It does not: `name` (never `.` or `..`) is missing from `dir` (after following links to
+    /// a missing file, as Linux creates a dangling link's target).
+    Missing(Parent),
+}
+
 /// The text still to walk: the path given, with link targets spliced in front as they are met.
 struct Pending {
     text: Vec<u8>,
@@ -165,6 +175,31 @@ impl Walker<'_> {
         self.last(&parent.dir, &name, follow || parent.trailing_slash, parent.trailing_slash, &mut links)
     }
 
+    /// What `path` names, or where a missing last component would be made (Linux's
+    /// `open_last_lookups`): links in the last component are followed when `follow`, and a
+    /// link to a missing name gives that name in its directory.
+    ///
+    /// # Errors
+    /// As [`Self::resolve`], but not `ENOENT` for the last component itself.
+    pub fn resolve_or_parent(
+        &self,
+        start: &Arc<dyn Inode>,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<Last, Errno> {
+        path::check(path)?;
+        let mut links = 0;
+        let parent = self.walk_counted(start, path, true, &mut links)?;
+        let Some(name) = parent.name else { return Ok(Last::Found(parent.dir)) };
+        self.last_or_missing(
+            &parent.dir,
+            &name,
+            follow || parent.trailing_slash,
+            parent.trailing_slash,
+            &mut links,
+        )
+    }
+
     /// The directory the last component of `path` is in, and that component.
     ///
     /// # Errors
@@ -237,14 +272,42 @@ impl Walker<'_> {
         must_dir: bool,
         links: &mut usize,
     ) -> Result<Arc<dyn Inode>, Errno> {
-        let node = self.step(dir, name)?;
+        match self.last_or_missing(dir, name, follow, must_dir, links)? {
+            Last::Found(node) => Ok(node),
+            Last::Missing(_) => Err(Errno::ENOENT),
+        }
+    }
+
+    /// [`Self::last`], telling a missing name apart.
+    fn last_or_missing(
+        &self,
+        dir: &Arc<dyn Inode>,
+        name: &[u8],
+        follow: bool,
+        must_dir: bool,
+        links: &mut usize,
+    ) -> Result<Last, Errno> {
+        let node = match self.step(dir, name) {
+            Ok(node) => node,
+            Err(Errno::ENOENT) if path::is_plain_name(name) => {
+                let mut owned = Vec::new();
+                owned.try_reserve_exact(name.len()).map_err(|_| Errno::ENOMEM)?;
+                owned.extend_from_slice(name);
+                return Ok(Last::Missing(Parent {
+                    dir: dir.clone(),
+                    name: Some(owned),
+                    trailing_slash: must_dir,
+                }));
+            }
+            Err(e) => return Err(e),
+        };
         let node = if follow && node.metadata().kind == FileType::Symlink {
             self.follow_link(&node, links)?;
             if node.is_magic_link() {
                 match self.jump(dir, &node)? {
                     Some(target) => target,
                     // An open file without a node: the caller reopens it.
-                    None => return Ok(node),
+                    None => return Ok(Last::Found(node)),
                 }
             } else {
                 let target = node.readlink()?;
@@ -255,7 +318,15 @@ impl Walker<'_> {
                 let inner = self.walk_counted(&start, &target, false, links)?;
                 match inner.name {
                     None => inner.dir,
-                    Some(n) => self.last(&inner.dir, &n, true, must_dir || inner.trailing_slash, links)?,
+                    Some(n) => {
+                        return self.last_or_missing(
+                            &inner.dir,
+                            &n,
+                            true,
+                            must_dir || inner.trailing_slash,
+                            links,
+                        );
+                    }
                 }
             }
         } else {
@@ -264,7 +335,7 @@ impl Walker<'_> {
         if must_dir && node.metadata().kind != FileType::Directory {
             return Err(Errno::ENOTDIR);
         }
-        Ok(node)
+        Ok(Last::Found(node))
     }
 
     /// One step from directory `dir` to `name` (`.`, `..`, or a name), across mounts.

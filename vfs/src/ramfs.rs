@@ -124,6 +124,8 @@ impl RamFs {
 struct Meta {
     perm: u32,
     nlink: u32,
+    /// An unnamed file that one `link` may name (Linux's `I_LINKABLE`).
+    linkable: bool,
     uid: u32,
     gid: u32,
     rdev: u64,
@@ -203,6 +205,7 @@ impl RamNode {
         let meta = Meta {
             perm: perm & 0o7777,
             nlink: 1,
+            linkable: false,
             uid: who.uid,
             gid: who.gid,
             rdev: 0,
@@ -417,6 +420,19 @@ impl Inode for RamNode {
         Ok(new)
     }
 
+    fn tmpfile(&self, perm: u32, who: Creator, linkable: bool) -> Result<Arc<dyn Inode>, Errno> {
+        let _dir = self.dir()?.lock();
+        self.alive()?;
+        let contents = (self.shared.config.new_contents)()?;
+        let node = RamNode::make(&self.shared, FileType::Regular, perm, who, Data::File(contents))?;
+        {
+            let mut m = node.meta.lock();
+            m.nlink = 0;
+            m.linkable = linkable;
+        }
+        Ok(node)
+    }
+
     fn link(&self, name: &[u8], target: &Arc<dyn Inode>, now: Timespec) -> Result<(), Errno> {
         let target = self.own(target)?;
         if target.kind == FileType::Directory {
@@ -427,22 +443,21 @@ impl Inode for RamNode {
         if dir.find(name).is_some() {
             return Err(Errno::EEXIST);
         }
-        {
-            let m = target.meta.lock();
-            if m.nlink == 0 {
-                return Err(Errno::ENOENT); // unlinked while open: Linux's `vfs_link`
-            }
-            if m.nlink >= LINK_MAX {
-                return Err(Errno::EMLINK);
-            }
+        // Checked and counted under the target's lock, so an unlink of its last name cannot
+        // come in between.
+        let mut m = target.meta.lock();
+        if m.nlink == 0 && !m.linkable {
+            return Err(Errno::ENOENT); // unlinked while open: Linux's `vfs_link`
+        }
+        if m.nlink >= LINK_MAX {
+            return Err(Errno::EMLINK);
         }
         dir.insert(name, target.this())?;
+        m.nlink += 1;
+        m.linkable = false;
+        m.ctime = now;
+        drop(m);
         drop(dir);
-        {
-            let mut m = target.meta.lock();
-            m.nlink += 1;
-            m.ctime = now;
-        }
         self.touch_dir(now);
         Ok(())
     }

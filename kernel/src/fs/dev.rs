@@ -147,6 +147,12 @@ impl DeviceFile {
         matches!(self.device, Device::Console(_))
     }
 
+    /// Whether this is `/dev/tty`, the opener's controlling terminal (which the system-call
+    /// layer checks it has: `ENXIO` otherwise).
+    pub fn is_tty(&self) -> bool {
+        self.device == Device::Console(Console::TTY)
+    }
+
     fn read_kmsg(&self, io: &Io<'_>) -> IoResult {
         let seq = self.kmsg_seq.load(Ordering::Relaxed);
         let (first, _) = crate::klog::bounds();

@@ -1,4 +1,6 @@
 //! Files: what a descriptor refers to, the objects behind it, and the file-system tree.
+//! - [`cred`]: credentials (user and group ids, capabilities) and the permission checks made
+//!   with them;
 //! - [`file`](mod@file): the [`File`](file::File) interface, open file descriptions,
 //!   descriptors and a process's descriptor table;
 //! - [`namespace`]: the tree every process sees: the root file system (unpacked from the
@@ -21,6 +23,7 @@ use alloc::vec::Vec;
 
 use linux_abi::Errno;
 
+pub mod cred;
 pub mod dev;
 pub mod file;
 pub mod locks;

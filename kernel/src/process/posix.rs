@@ -4,10 +4,12 @@
 //! carry it as one field each.
 //!
 //! The descriptor table itself is `fs::file`'s: a process holds one behind a lock.
+use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
+use crate::fs::cred::Credentials;
 use crate::fs::file::{FdTable, OpenFile};
 use crate::fs::namespace::FsContext;
 
@@ -23,6 +25,8 @@ pub struct ProcessPosix {
     pub files: Mutex<FdTable>,
     /// Root, working directory and umask.
     pub fs: Mutex<FsContext>,
+    /// User and group ids and capabilities (`fs::cred`; replaced whole by the `set*id` calls).
+    pub cred: Mutex<Arc<Credentials>>,
     /// `personality(2)` value (`PER_LINUX` = 0).
     pub personality: AtomicU32,
     /// Counter ticks its threads spent running, slices already ended.
@@ -58,6 +62,7 @@ impl ProcessPosix {
             ctty: AtomicBool::new(false),
             files: Mutex::new(FdTable::with_console(open).ok()?),
             fs: Mutex::new(fs),
+            cred: Mutex::new(crate::fs::cred::root().ok()?),
             personality: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
@@ -77,6 +82,7 @@ impl ProcessPosix {
             ctty: AtomicBool::new(false),
             files: Mutex::new(files),
             fs: Mutex::new(self.fs.lock().clone()),
+            cred: Mutex::new(self.cred.lock().clone()),
             personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),
@@ -115,6 +121,11 @@ impl ProcessPosix {
             n if n == REPORTS + 1 => Report::LastOne,
             _ => Report::Silent,
         }
+    }
+
+    /// The credentials it acts with now.
+    pub fn cred(&self) -> Arc<Credentials> {
+        self.cred.lock().clone()
     }
 
     /// Adds a finished slice of CPU time.

@@ -13,7 +13,7 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{files, futex, memory, paths, poll, process, signals, time};
+use super::{cred, files, futex, memory, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
 use crate::sched::Action;
@@ -93,7 +93,8 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::GETDENTS64 => files::getdents64(p, a[0], a[1], a[2]),
         nr::FSYNC | nr::FDATASYNC => files::fsync(p, a[0]),
         nr::SYNC => Ok(0),
-        nr::SYNCFS => files::fsync(p, a[0]).or(Ok(0)),
+        nr::SYNCFS => files::syncfs(p, a[0]),
+        nr::SYNC_FILE_RANGE => files::sync_file_range(p, a[0], a[1], a[2], a[3]),
         nr::MEMFD_CREATE => crate::fs::memfd::memfd_create(&p.posix.files, a[0], a[1]),
         // Paths.
         nr::OPENAT => return paths::openat(p, frame, tid, a[0], a[1], a[2], a[3]),
@@ -177,8 +178,20 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::GETPID => Ok(u64::from(p.pid)),
         nr::GETTID => Ok(u64::from(tid)),
         nr::GETPPID => Ok(u64::from(p.family.ppid())),
-        nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => Ok(0),
-        nr::GETGROUPS => process::getgroups(a[0]),
+        nr::GETUID => cred::get(p, cred::Id::Uid),
+        nr::GETEUID => cred::get(p, cred::Id::Euid),
+        nr::GETGID => cred::get(p, cred::Id::Gid),
+        nr::GETEGID => cred::get(p, cred::Id::Egid),
+        nr::GETRESUID | nr::GETRESGID => cred::getres(p, frame.x[8] == nr::GETRESGID, a[0], a[1], a[2]),
+        nr::SETUID => cred::setuid(p, a[0]),
+        nr::SETGID => cred::setgid(p, a[0]),
+        nr::SETREUID => cred::setreuid(p, a[0], a[1]),
+        nr::SETREGID => cred::setregid(p, a[0], a[1]),
+        nr::SETRESUID => cred::setresuid(p, a[0], a[1], a[2]),
+        nr::SETRESGID => cred::setresgid(p, a[0], a[1], a[2]),
+        nr::SETFSUID | nr::SETFSGID => cred::setfs(p, frame.x[8] == nr::SETFSGID, a[0]),
+        nr::GETGROUPS => cred::getgroups(p, a[0], a[1]),
+        nr::SETGROUPS => cred::setgroups(p, a[0], a[1]),
         nr::GETPGID => process::getpgid(thread, a[0]),
         nr::GETSID => process::getsid(thread, a[0]),
         nr::SETSID => process::setsid(thread),

@@ -120,19 +120,32 @@ const MAX_INTERPRETERS: usize = 4;
 /// The bytes of a `#!` line Linux reads (`BINPRM_BUF_SIZE`).
 const BINPRM_BUF_SIZE: usize = 256;
 
-/// A program found for `execve`: its bytes and the path it was found by.
+/// A program found for `execve`.
 struct Program {
+    /// Its bytes.
     image: crate::fs::node_file::Image,
+    /// The path of its file (what `/proc/PID/exe` names).
     path: Vec<u8>,
+    /// The name it was asked by (Linux's `bprm->filename`): the path given when it is absolute
+    /// or relative to the working directory, else `/dev/fd/N` or `/dev/fd/N/PATH` for one
+    /// relative to descriptor N. A script's interpreter is given this name, and the process's
+    /// name (`comm`) is its last component.
+    filename: Vec<u8>,
+    /// The name comes from a close-on-exec descriptor, which is gone once the new program runs:
+    /// an interpreter could not open it (Linux's `BINPRM_FLAGS_PATH_INACCESSIBLE`).
+    inaccessible: bool,
 }
 
-/// Finds the program `path` names from `dirfd` (`AT_EMPTY_PATH`: `dirfd`'s file), in Linux's
-/// order: the walk (`ENOENT`, `ENOTDIR`, `ELOOP`), a regular file (`EACCES`), an execute bit
-/// (`EACCES`); then reads it.
+/// Finds the program `path` names from `dirfd` (`AT_EMPTY_PATH`: `dirfd`'s file) for `p`, in
+/// Linux's order (`do_open_execat`): the walk with `p`'s credentials (`ENOENT`, `ENOTDIR`,
+/// `ELOOP`, `EACCES`), a regular file (`EACCES`), execute permission (`EACCES`: for root, some
+/// execute bit); then reads it.
 fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Result<Program, Errno> {
     use linux_abi::fcntl::{AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW};
     use vfs::node::FileType;
     let ctx = p.posix.fs.lock().clone();
+    let cred = p.posix.cred();
+    let relative_to_fd = dirfd as i32 != AT_FDCWD && !vfs::path::is_absolute(path);
     let (node, abs) = if path.is_empty() {
         if flags & AT_EMPTY_PATH == 0 {
             return Err(Errno::ENOENT);
@@ -149,7 +162,8 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
             let f = p.posix.files.lock().file(dirfd)?;
             (f.file.inode().cloned().ok_or(Errno::ENOTDIR)?, f.file.describe()?)
         };
-        let node = crate::fs::namespace::lookup(&ctx, &start, path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
+        let walk = crate::fs::namespace::Walk { ctx: &ctx, cred: &cred, restrict: Default::default() };
+        let node = walk.lookup(&start, path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
         (node, crate::fs::namespace::absolute(&start_path, path)?)
     };
     let m = node.metadata();
@@ -158,13 +172,25 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
         FileType::Symlink => return Err(Errno::ELOOP),
         _ => return Err(Errno::EACCES),
     }
-    if m.perm & 0o111 == 0 {
-        return Err(Errno::EACCES);
-    }
+    cred.permission(&m, crate::fs::cred::may::EXEC)?;
+    let (filename, inaccessible) = if relative_to_fd {
+        let cloexec = p.posix.files.lock().get(dirfd).is_some_and(|e| e.cloexec);
+        let mut name = Vec::new();
+        if path.is_empty() {
+            crate::fs::file::push_fmt(&mut name, format_args!("/dev/fd/{}", dirfd as i32))?;
+        } else {
+            crate::fs::file::push_fmt(&mut name, format_args!("/dev/fd/{}/", dirfd as i32))?;
+            name.try_reserve(path.len()).map_err(|_| Errno::ENOMEM)?;
+            name.extend_from_slice(path);
+        }
+        (name, cloexec)
+    } else {
+        (crate::fs::copy_bytes(path)?, false)
+    };
     // The largest program this kernel loads: a quarter of RAM (it is read whole first).
     let limit = (frames::usage().1 as u64 * PAGE_SIZE) / 4;
     let image = crate::fs::node_file::read_image(&node, limit)?;
-    Ok(Program { image, path: abs })
+    Ok(Program { image, path: abs, filename, inaccessible })
 }
 
 /// A `#!` line: the interpreter and its one optional argument (Linux's `load_script`: the first
@@ -211,9 +237,9 @@ pub fn execveat(
         Ok(found) => found,
         Err(e) => return done(frame, Err(e)),
     };
-    // The name the process takes (`comm`): the file's, a script's own rather than its
-    // interpreter's, as Linux's `bprm->filename`.
-    let name_path = match crate::fs::copy_bytes(if path.is_empty() { &program.path } else { &path }) {
+    // The name the process takes (`comm`): the last component of the name it was asked by, a
+    // script's own rather than its interpreter's, as Linux's `bprm->filename`.
+    let name_path = match crate::fs::copy_bytes(&program.filename) {
         Ok(n) => n,
         Err(e) => return done(frame, Err(e)),
     };
@@ -246,6 +272,9 @@ pub fn execveat(
         let Some((interp, arg)) = shebang(program.image.bytes()) else { break };
         if depth == MAX_INTERPRETERS {
             return done(frame, Err(Errno::ELOOP));
+        }
+        if program.inaccessible {
+            return done(frame, Err(Errno::ENOENT));
         }
         if interp.is_empty() {
             return done(frame, Err(Errno::ENOEXEC));
