@@ -20,7 +20,7 @@ mod format;
 
 /// Size of the `.ksyms` area, the most the symbol table may occupy. `kimage symbols` fails,
 /// giving the size it needs, when the table does not fit even with long names truncated.
-pub const KSYMS_SIZE: usize = 64 * 1024;
+pub const KSYMS_SIZE: usize = 96 * 1024;
 
 /// The storage behind [`KSYMS`]: 8-byte aligned so the 64-bit entries are naturally aligned.
 #[repr(C, align(8))]

@@ -39,6 +39,9 @@ const MFD_HUGE_FIELD: u64 = MAP_HUGE_MASK << MAP_HUGE_SHIFT;
 /// The longest name (`NAME_MAX` less the "memfd:" prefix).
 const NAME_MAX: usize = 249;
 
+/// `st_dev` of every memfd (Linux's internal shmem mount, 0:1).
+const MEMFD_DEV: u64 = 1;
+
 /// Inode numbers of memfds (shmem's `get_next_ino`).
 static NEXT_INO: AtomicU64 = AtomicU64::new(1);
 
@@ -117,7 +120,7 @@ impl File for Memfd {
     fn stat(&self) -> Result<Stat, Errno> {
         let pages = self.cache.pages_held();
         Ok(Stat {
-            dev: 1,
+            dev: MEMFD_DEV,
             ino: self.ino,
             mode: S_IFREG | 0o777,
             nlink: 0,
@@ -147,6 +150,10 @@ impl File for Memfd {
     }
 
     fn pages(&self) -> Option<Arc<PageCache>> {
+        super::pagecache::name(&self.cache, || {
+            let path = self.describe().ok()?;
+            Some(super::pagecache::MappedName { dev: MEMFD_DEV, ino: self.ino, path, node: None })
+        });
         Some(self.cache.clone())
     }
 

@@ -316,7 +316,18 @@ impl File for NodeFile {
         if self.path_only {
             return None;
         }
-        super::pagecache::of(&self.named.node.contents()?)
+        let cache = super::pagecache::of(&self.named.node.contents()?)?;
+        super::pagecache::name(&cache, || {
+            let m = self.named.node.metadata();
+            let path = super::copy_bytes(&self.named.path).ok()?;
+            Some(super::pagecache::MappedName {
+                dev: m.dev,
+                ino: m.ino,
+                path,
+                node: Some(Arc::downgrade(&self.named.node)),
+            })
+        });
+        Some(cache)
     }
 
     fn describe(&self) -> Result<Vec<u8>, Errno> {

@@ -8,7 +8,8 @@
 //! **Space.** The RAM file systems together may hold at most half of the machine's frames (as
 //! tmpfs's default `size=50%`): a write that needs a page past that fails with `ENOSPC` (after
 //! the bytes that fitted). Memfds are not counted, as Linux's internal shmem mount is not.
-use alloc::sync::Arc;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
 use core::any::Any;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,7 +18,7 @@ use mm::addr::{PAGE_SIZE, PhysAddr};
 use mm::user::UserFrames as _;
 use mm::user::object::{MAX_SIZE, MemObject, ObjectRef, SharedObject};
 use spin::Mutex;
-use vfs::node::Contents;
+use vfs::node::{Contents, Inode};
 
 use crate::memory::frames;
 
@@ -36,12 +37,74 @@ pub fn space() -> (u64, u64) {
     (limit, limit.saturating_sub(FS_PAGES.load(Ordering::Relaxed)))
 }
 
+/// What `/proc/PID/maps` names a mapping of a page cache by: the file's device and inode, its
+/// path, and (for a file of a file system) its node, held weakly (the node holds the cache), to
+/// tell whether it lost its last name (` (deleted)`).
+pub struct MappedName {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// The path it was opened by (a memfd's `/memfd:NAME (deleted)`).
+    pub path: Vec<u8>,
+    /// Its node, if it has one.
+    pub node: Option<Weak<dyn Inode>>,
+}
+
 /// The page cache of one file (module documentation).
-#[derive(Debug)]
 pub struct PageCache {
     pages: Mutex<MemObject>,
     /// Counted against the file systems' budget (a RAM file), or not (a memfd).
     budgeted: bool,
+    /// The name its mappings show, once it was mapped (or asked for one) through a file.
+    name: Mutex<Option<MappedName>>,
+}
+
+impl core::fmt::Debug for PageCache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PageCache").field("budgeted", &self.budgeted).finish_non_exhaustive()
+    }
+}
+
+/// The page caches that have a name, to find one from the object a mapping holds (what
+/// `/proc/PID/maps` has): weak, so a cache goes when its last holder does.
+static NAMED: Mutex<Vec<Weak<PageCache>>> = Mutex::new(Vec::new());
+
+/// Gives `cache` the name its mappings show (the first name stays: a file's device and inode
+/// never change, and Linux's path is that of the file as opened). A name that cannot be
+/// recorded for want of memory is left out: the mapping shows no name.
+pub fn name(cache: &Arc<PageCache>, make: impl FnOnce() -> Option<MappedName>) {
+    let mut slot = cache.name.lock();
+    if slot.is_some() {
+        return;
+    }
+    let mut named = NAMED.lock();
+    named.retain(|w| w.strong_count() > 0);
+    if named.try_reserve(1).is_err() {
+        return;
+    }
+    let Some(name) = make() else { return };
+    named.push(Arc::downgrade(cache));
+    *slot = Some(name);
+}
+
+/// The name of the page cache behind the object at `object` (the address a mapping's
+/// `ObjectRef` points at), for `/proc/PID/maps`: its device, inode and path, ` (deleted)` added
+/// once its file has no name left.
+pub fn mapped_name(object: *const u8) -> Option<(u64, u64, Vec<u8>)> {
+    let cache = NAMED
+        .lock()
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|c| core::ptr::eq(Arc::as_ptr(c).cast::<u8>(), object))?;
+    let slot = cache.name.lock();
+    let name = slot.as_ref()?;
+    let mut path = super::copy_bytes(&name.path).ok()?;
+    let gone = name.node.as_ref().and_then(Weak::upgrade).is_some_and(|n| n.metadata().nlink == 0);
+    if gone {
+        super::file::push_fmt(&mut path, format_args!(" (deleted)")).ok()?;
+    }
+    Some((name.dev, name.ino, path))
 }
 
 impl SharedObject for PageCache {
@@ -64,7 +127,7 @@ impl Drop for PageCache {
 impl PageCache {
     /// An empty cache; `budgeted`: count its pages against the file systems' space.
     pub fn new(budgeted: bool) -> Self {
-        Self { pages: Mutex::new(MemObject::new()), budgeted }
+        Self { pages: Mutex::new(MemObject::new()), budgeted, name: Mutex::new(None) }
     }
 
     /// The object, for mapping the file (`mm::user::UserMemory::mmap_object`).

@@ -238,7 +238,10 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     // An address space from here on: dropping it on a failure frees the memory.
     let space = Vmspace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
-    let regs = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    let loaded = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
+    let image = fallible::arc(exec::image::ProgramImage { file, ..loaded.image })
+        .map_err(|_| String::from("no memory for the program's record"))?;
     let process = Process::new(
         pid,
         space,
@@ -250,11 +253,12 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     )
     .ok_or_else(|| String::from("no memory for the process"))?;
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
+    process.posix.set_image(image);
     family::started();
     let thread = Thread {
         tid: pid,
         process: process.clone(),
-        regs,
+        regs: loaded.regs,
         fp: FpState::ZERO,
         tpidr: 0,
         clear_child_tid: 0,

@@ -12,6 +12,7 @@ use spin::Mutex;
 use crate::fs::cred::Credentials;
 use crate::fs::file::{FdTable, OpenFile};
 use crate::fs::namespace::FsContext;
+use crate::process::exec::image::ProgramImage;
 
 /// Ids, descriptors and accounting of a process.
 pub struct ProcessPosix {
@@ -35,6 +36,8 @@ pub struct ProcessPosix {
     reported: Mutex<[u64; 16]>,
     /// The path of the program it runs (what `/proc/self/exe` names), up to 255 bytes.
     exe: Mutex<([u8; 255], u8)>,
+    /// What `/proc` shows of the program it runs (`exec::image`).
+    image: Mutex<Option<Arc<ProgramImage>>>,
 }
 
 impl ProcessPosix {
@@ -67,6 +70,7 @@ impl ProcessPosix {
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
             exe: Mutex::new(([0; 255], 0)),
+            image: Mutex::new(None),
         })
     }
 
@@ -87,6 +91,7 @@ impl ProcessPosix {
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),
             exe: Mutex::new(*self.exe.lock()),
+            image: Mutex::new(self.image.lock().clone()),
         })
     }
 
@@ -96,6 +101,16 @@ impl ProcessPosix {
         let n = path.len().min(255);
         exe.0[..n].copy_from_slice(&path[..n]);
         exe.1 = n as u8;
+    }
+
+    /// Records what `/proc` shows of the program now running.
+    pub fn set_image(&self, image: Arc<ProgramImage>) {
+        *self.image.lock() = Some(image);
+    }
+
+    /// What `/proc` shows of the program it runs (`None` before the first is loaded).
+    pub fn image(&self) -> Option<Arc<ProgramImage>> {
+        self.image.lock().clone()
     }
 
     /// The path of the program it runs.

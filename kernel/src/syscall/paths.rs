@@ -60,12 +60,18 @@ impl Start {
 /// path (`getname`'s, before the descriptor); `EBADF`, `ENOTDIR` for a relative path's
 /// descriptor.
 fn start(p: &Process, dirfd: u64, path: &[u8]) -> Result<Start, Errno> {
+    start_scoped(p, dirfd, path, false)
+}
+
+/// [`start`]; `scoped`: the walk's root is the start (`RESOLVE_IN_ROOT`, `RESOLVE_BENEATH`),
+/// so even an absolute path starts at `dirfd`.
+fn start_scoped(p: &Process, dirfd: u64, path: &[u8], scoped: bool) -> Result<Start, Errno> {
     if path.is_empty() {
         return Err(Errno::ENOENT);
     }
     let ctx = p.posix.fs.lock().clone();
     let cred = p.posix.cred();
-    if vfs::path::is_absolute(path) {
+    if vfs::path::is_absolute(path) && !scoped {
         return Ok(Start { dir: ctx.root.clone(), dir_path: crate::fs::copy_bytes(b"/")?, ctx, cred });
     }
     if dirfd as i32 == AT_FDCWD {
@@ -263,8 +269,8 @@ pub fn open_file(
             return Err(Errno::EMFILE);
         }
     }
-    let s = start(p, dirfd, &path)?;
     // A scoped walk's root is its start: an absolute path inside it starts there too.
+    let s = start_scoped(p, dirfd, &path, restrict.beneath || restrict.in_root)?;
     let file = match namespace::open(&s.walk_with(restrict), &s.dir, &s.dir_path, &path, flags, mode, tid)? {
         Opened::File(f) => f,
         Opened::Wait(key) => return Ok(OpenResult::Wait(key)),
@@ -557,13 +563,6 @@ pub fn newfstatat(p: &Process, dirfd: u64, path: u64, buf: u64, flags: u64) -> R
     copy_out(buf, &stat.to_bytes()).map(|()| 0).map_err(|_| Errno::EFAULT)
 }
 
-/// Linux's `MAJOR`/`MINOR` of a `st_dev`-style number (`new_decode_dev` of 64 bits).
-fn major_minor(dev: u64) -> (u32, u32) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    (major as u32, minor as u32)
-}
-
 /// `statx(dirfd, path, flags, mask, buf)`: the basic facts in `struct statx`.
 pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, mask: u64, buf: u64) -> Result<u64, Errno> {
     const KNOWN: u64 = AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH | AT_STATX_SYNC_TYPE;
@@ -591,8 +590,8 @@ pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, mask: u64, buf: u64
         b[at..at + 8].copy_from_slice(&t.sec.to_le_bytes());
         b[at + 8..at + 12].copy_from_slice(&(t.nsec as u32).to_le_bytes());
     }
-    let (rmaj, rmin) = major_minor(s.rdev);
-    let (dmaj, dmin) = major_minor(s.dev);
+    let (rmaj, rmin) = linux_abi::layout::decode_dev(s.rdev);
+    let (dmaj, dmin) = linux_abi::layout::decode_dev(s.dev);
     b[128..132].copy_from_slice(&rmaj.to_le_bytes());
     b[132..136].copy_from_slice(&rmin.to_le_bytes());
     b[136..140].copy_from_slice(&dmaj.to_le_bytes());

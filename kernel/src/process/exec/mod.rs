@@ -12,6 +12,7 @@
 //! vfork parent still runs on it; handled signals return to their defaults, close-on-exec
 //! descriptors close, and a vfork parent runs on.
 pub mod elf;
+pub mod image;
 pub mod load;
 pub mod stack;
 pub mod tiny_elf;
@@ -126,6 +127,8 @@ struct Program {
     image: crate::fs::node_file::Image,
     /// The path of its file (what `/proc/PID/exe` names).
     path: Vec<u8>,
+    /// Its file.
+    node: alloc::sync::Arc<dyn vfs::node::Inode>,
     /// The name it was asked by (Linux's `bprm->filename`): the path given when it is absolute
     /// or relative to the working directory, else `/dev/fd/N` or `/dev/fd/N/PATH` for one
     /// relative to descriptor N. A script's interpreter is given this name, and the process's
@@ -190,7 +193,7 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
     // The largest program this kernel loads: a quarter of RAM (it is read whole first).
     let limit = (frames::usage().1 as u64 * PAGE_SIZE) / 4;
     let image = crate::fs::node_file::read_image(&node, limit)?;
-    Ok(Program { image, path: abs, filename, inaccessible })
+    Ok(Program { image, path: abs, node, filename, inaccessible })
 }
 
 /// A `#!` line: the interpreter and its one optional argument (Linux's `load_script`: the first
@@ -348,15 +351,20 @@ pub fn execveat(
     );
     // An address space from here on: dropping it on a failure frees the memory.
     let Ok(space) = super::Vmspace::new(mm, asid) else { return done(frame, Err(Errno::ENOMEM)) };
-    let regs = {
+    let loaded = {
         let mut mm = space.lock();
-        let Ok(regs) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
+        let Ok(loaded) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
             return done(frame, Err(Errno::ENOMEM));
         };
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
         let limits = *p.rlimits.lock();
         mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
-        regs
+        loaded
+    };
+    let regs = loaded.regs;
+    let Ok(image) = fallible::arc(image::ProgramImage { file: Some(program.node.clone()), ..loaded.image })
+    else {
+        return done(frame, Err(Errno::ENOMEM));
     };
     // The point of no return: the new table goes live here with its own ASID; then the old
     // space loses this process's reference (the last one tears it down after every CPU's
@@ -367,6 +375,7 @@ pub fn execveat(
     p.posix.files.lock().close_on_exec();
     thread.posix.name = super::posix::name_from_path(core::str::from_utf8(&name_path).unwrap_or(""));
     p.posix.set_exe(&program.path);
+    p.posix.set_image(image);
     thread.posix.robust_list = 0;
     thread.clear_child_tid = 0;
     {
