@@ -35,6 +35,25 @@ pub mod pipe;
 pub mod text;
 pub mod tty;
 
+/// What the file layer does on every tick of every CPU (the one tick handler `irq` keeps,
+/// registered with the console's input): console input polling, the wake-ups of `/dev/kmsg`
+/// readers, and the notices of abandoned FIFO opens. Each wakes sleepers only from here, where
+/// no lock is held, since the code that sees the change may hold the scheduler's.
+pub fn tick() {
+    tty::poll_input();
+    dev::tick();
+    pipe::tick();
+}
+
+/// Thread `tid` of process `pid` left a call it was blocked in without finishing it (a signal
+/// interrupted it, or it exits): what the file layer kept for the call's restart goes (a FIFO
+/// open's end, a lock wait). May run under the scheduler's lock: it takes only the file
+/// layer's own and sends no event.
+pub fn call_abandoned(pid: u32, tid: u32) {
+    pipe::open_abandoned(tid);
+    locks::wait_abandoned(pid, tid);
+}
+
 /// `bytes` in a new vector (`ENOMEM` when the heap cannot hold it).
 ///
 /// # Errors

@@ -166,7 +166,6 @@ pub fn init(initrd: Option<&[u8]>) -> Result<Unpacked, Errno> {
             path: super::copy_bytes(b"/tmp")?,
         })?;
     }
-    super::dev::init();
     TREE.call_once(|| Tree { root, mounts: RwLock::new(mounts) });
     Ok(Unpacked { report, was_cpio })
 }

@@ -58,8 +58,9 @@ struct State {
     /// Opens for reading and for writing so far (a waiting FIFO opener watches the other's).
     read_opens: u64,
     write_opens: u64,
-    /// FIFO openers waiting for the other side, by thread id: each already counts as an end.
-    waiting: Vec<(u32, bool)>,
+    /// FIFO openers waiting for the other side: thread id, for writing, and the other side's
+    /// open count when it began to wait. Each already counts as an end.
+    waiting: Vec<(u32, bool, u64)>,
 }
 
 /// A pipe's buffer and the count of its open ends.
@@ -238,11 +239,14 @@ pub fn open_fifo(node: &Arc<dyn Inode>, path: &[u8], flags: u32, tid: u32) -> Re
         mode => {
             let write = mode == O_WRONLY;
             let mut st = pipe.state.lock();
-            let waited = st.waiting.iter().position(|&(t, w)| t == tid && w == write);
+            let waited = st.waiting.iter().position(|&(t, w, _)| t == tid && w == write);
             let other_present = if write { st.readers > 0 } else { st.writers > 0 };
+            let other_opens = if write { st.read_opens } else { st.write_opens };
             if let Some(i) = waited {
-                // The restart of a waiting open: its count is already in.
-                if other_present || nonblock {
+                // The restart of a waiting open: its count is already in. It is done once the
+                // other side has opened since it began to wait, even if that end is closed again
+                // (Linux's `wait_for_partner` watches the open count, not the ends).
+                if other_present || nonblock || other_opens != st.waiting[i].2 {
                     st.waiting.swap_remove(i);
                     drop(st);
                     return make(FifoEnd::One(PipeEnd { pipe: pipe.clone(), write, fifo }));
@@ -259,7 +263,7 @@ pub fn open_fifo(node: &Arc<dyn Inode>, path: &[u8], flags: u32, tid: u32) -> Re
                 return make(FifoEnd::One(end));
             }
             st.waiting.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
-            st.waiting.push((tid, write));
+            st.waiting.push((tid, write, other_opens));
             count(&mut st, write);
             drop(st);
             // Keep the pipe alive while its count waits: the node holds it through FIFOS only
@@ -278,6 +282,47 @@ enum FifoEnd {
 
 /// Pipes with a FIFO opener waiting (kept alive for its restart).
 static WAITING: Mutex<Vec<Arc<Pipe>>> = Mutex::new(Vec::new());
+
+/// Keys of pipes whose ends an abandoned open gave back, for the next tick to notify (an
+/// abandoned open is seen under the scheduler's lock, where no event may be sent).
+static ABANDONED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Thread `tid` left a call it was blocked in without finishing it (a signal interrupted it, or
+/// it exits): a FIFO open it was waiting in is abandoned, and the end it counted as goes, as
+/// Linux's `fifo_open` gives it back on its error path. The other side hears of it at the next
+/// tick ([`tick`]).
+pub fn open_abandoned(tid: u32) {
+    let mut waiting = WAITING.lock();
+    for pipe in waiting.iter() {
+        let mut st = pipe.state.lock();
+        let before = st.waiting.len();
+        let mut gone = (0, 0);
+        st.waiting.retain(|&(t, write, _)| {
+            if t == tid {
+                if write { gone.1 += 1 } else { gone.0 += 1 }
+            }
+            t != tid
+        });
+        if st.waiting.len() != before {
+            st.readers -= gone.0;
+            st.writers -= gone.1;
+            drop(st);
+            let mut keys = ABANDONED.lock();
+            if keys.try_reserve(1).is_ok() {
+                keys.push(pipe.key());
+            }
+        }
+    }
+    waiting.retain(|p| !p.state.lock().waiting.is_empty());
+}
+
+/// On every tick (`fs::tick`): the notices of abandoned opens.
+pub fn tick() {
+    let keys = core::mem::take(&mut *ABANDONED.lock());
+    for key in keys {
+        sched::notify(key);
+    }
+}
 
 fn keep_waiting(pipe: &Arc<Pipe>) -> Result<(), Errno> {
     let mut w = WAITING.lock();

@@ -362,14 +362,18 @@ pub fn dup3(p: &Process, old: u64, new: u64, flags: u64) -> Result<u64, Errno> {
 /// `fcntl(fd, cmd, arg)`: F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL, the
 /// record locks (`fs::locks`), F_GETPIPE_SZ/F_SETPIPE_SZ, F_GET_SEALS/F_ADD_SEALS (`EINVAL`:
 /// no seals here).
-pub fn fcntl(p: &Process, frame: &mut TrapFrame, fd: u64, cmd: u64, arg: u64) -> Action {
+pub fn fcntl(p: &Process, tid: u32, frame: &mut TrapFrame, fd: u64, cmd: u64, arg: u64) -> Action {
     use linux_abi::fcntl::{F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW};
+    // An O_PATH descriptor answers only these (Linux's `check_fcntl_cmd`): EBADF for the rest.
+    let f = match file(p, fd) {
+        Ok(f) => f,
+        Err(e) => return done(frame, Err(e)),
+    };
+    if f.file.path_only() && !matches!(cmd, F_DUPFD | F_DUPFD_CLOEXEC | F_GETFD | F_SETFD | F_GETFL) {
+        return done(frame, Err(Errno::EBADF));
+    }
     if matches!(cmd, F_GETLK | F_SETLK | F_SETLKW | F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW) {
-        let f = match file(p, fd) {
-            Ok(f) => f,
-            Err(e) => return done(frame, Err(e)),
-        };
-        return crate::fs::locks::fcntl_lock(frame, p.pid, &f, cmd, arg);
+        return crate::fs::locks::fcntl_lock(frame, p.pid, tid, &f, cmd, arg);
     }
     done(frame, fcntl_plain(p, fd, cmd, arg))
 }

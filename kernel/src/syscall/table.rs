@@ -78,7 +78,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::CLOSE_RANGE => files::close_range(p, a[0], a[1], a[2]),
         nr::DUP => files::dup(p, a[0]),
         nr::DUP3 => files::dup3(p, a[0], a[1], a[2]),
-        nr::FCNTL => return files::fcntl(p, frame, a[0], a[1], a[2]),
+        nr::FCNTL => return files::fcntl(p, tid, frame, a[0], a[1], a[2]),
         nr::FLOCK => {
             return match p.posix.files.lock().file(a[0]) {
                 Ok(f) => crate::fs::locks::flock(frame, &f, a[1]),
