@@ -205,7 +205,7 @@ fn fill_buffers(io: &Io<'_>, fill: &dyn Fn(&mut [u8])) -> IoResult {
         while at < len {
             let n = (len - at).min(chunk.len() as u64) as usize;
             fill(&mut chunk[..n]);
-            if crate::memory::uaccess::copy_out(base.wrapping_add(at), &chunk[..n]).is_err() {
+            if io.put(base.wrapping_add(at), &chunk[..n]).is_err() {
                 return if done == 0 { Err(Errno::EFAULT.into()) } else { Ok(done) };
             }
             at += n as u64;

@@ -13,6 +13,8 @@
 //! - [`tty`]: the console as the programs' terminal (the line discipline between the UART and
 //!   `read`);
 //! - [`pipe`](mod@pipe): pipes and FIFOs;
+//! - [`splice`]: bytes moved between two open files in the kernel (`sendfile`, `splice`,
+//!   `tee`, `copy_file_range`);
 //! - [`memfd`]: memfds, shared memory objects with a descriptor;
 //! - [`text`]: files whose text is generated when first read (`/proc`, `/sys`).
 //!
@@ -32,6 +34,7 @@ pub mod namespace;
 pub mod node_file;
 pub mod pagecache;
 pub mod pipe;
+pub mod splice;
 pub mod text;
 pub mod tty;
 

@@ -184,7 +184,7 @@ pub fn read_through(io: &Io<'_>, start: u64, read_at: ReadAt<'_>) -> IoResult {
             if got == 0 {
                 return Ok(done);
             }
-            if copy_out(base.wrapping_add(at), &buf[..got]).is_err() {
+            if io.put(base.wrapping_add(at), &buf[..got]).is_err() {
                 return if done == 0 { Err(Errno::EFAULT.into()) } else { Ok(done) };
             }
             at += got as u64;

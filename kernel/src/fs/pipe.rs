@@ -383,7 +383,7 @@ impl PipeEnd {
             // writer's bytes come between.
             let mut at = 0;
             for &(base, len) in io.buffers {
-                if crate::memory::uaccess::copy_in(&mut chunk[at..at + len as usize], base).is_err() {
+                if io.take(&mut chunk[at..at + len as usize], base).is_err() {
                     return Err(Errno::EFAULT.into());
                 }
                 at += len as usize;
@@ -602,12 +602,7 @@ pub const PIPE_MAX_SIZE: usize = 1 << 20;
 /// # Errors
 /// As above, and `ENOMEM`.
 pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
-    let any = file.as_any();
-    let pipe = match (any.downcast_ref::<PipeEnd>(), any.downcast_ref::<BothEnds>()) {
-        (Some(e), _) => &e.pipe,
-        (None, Some(b)) => &b.read.pipe,
-        (None, None) => return Err(Errno::EBADF),
-    };
+    let pipe = pipe_of(&**file).ok_or(Errno::EBADF)?;
     let mut st = pipe.state.lock();
     let Some(size) = set else { return Ok(st.capacity as u64) };
     if size > 1 << 31 {
@@ -625,4 +620,138 @@ pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
     drop(st);
     sched::notify(pipe.key());
     Ok(size as u64)
+}
+
+/// The pipe `file` is an end of (an anonymous pipe's or a FIFO's; Linux's `get_pipe_info`).
+pub fn pipe_of(file: &dyn File) -> Option<&Arc<Pipe>> {
+    let any = file.as_any();
+    match (any.downcast_ref::<PipeEnd>(), any.downcast_ref::<BothEnds>()) {
+        (Some(e), _) => Some(&e.pipe),
+        (None, Some(b)) => Some(&b.read.pipe),
+        (None, None) => None,
+    }
+}
+
+/// What `splice` and `tee` find in pipe `pipe` to take: `Ok(true)` bytes, `Ok(false)` none
+/// and no writer (the end: 0 bytes), else wait (Linux's `ipipe_prep`).
+fn has_input(pipe: &Pipe, st: &State) -> Result<bool, FileError> {
+    if !st.buf.is_empty() {
+        return Ok(true);
+    }
+    if st.writers == 0 { Ok(false) } else { Err(FileError::WouldBlock(pipe.key())) }
+}
+
+/// `splice` from pipe `pipe` into `sink`, which takes what it can of the bytes it is given and
+/// says how many: at most `len` bytes, taken out of the pipe as the sink takes them (under the
+/// pipe's lock, so no other reader takes them twice). 0 at the end (no writer), else
+/// `WouldBlock` while the pipe is empty.
+///
+/// # Errors
+/// `WouldBlock`, or the sink's error when it took nothing.
+pub fn drain_into(pipe: &Arc<Pipe>, len: u64, sink: &mut dyn FnMut(&[u8]) -> IoResult) -> IoResult {
+    let mut st = pipe.state.lock();
+    if !has_input(pipe, &st)? {
+        return Ok(0);
+    }
+    let mut done = 0u64;
+    let r = loop {
+        let (front, _) = st.buf.as_slices();
+        let n = front.len().min((len - done).min(usize::MAX as u64) as usize);
+        if n == 0 {
+            break Ok(done);
+        }
+        match sink(&front[..n]) {
+            Ok(took) => {
+                st.buf.drain(..took as usize);
+                done += took;
+                if (took as usize) < n {
+                    break Ok(done);
+                }
+            }
+            Err(e) if done == 0 => break Err(e),
+            Err(_) => break Ok(done),
+        }
+    };
+    drop(st);
+    if done > 0 {
+        sched::notify(pipe.key());
+    }
+    r
+}
+
+/// Puts what fits of `data` into pipe `pipe` (`splice` into a pipe, Linux's
+/// `splice_file_to_pipe`: no atomicity, as much as there is room for): the bytes put, or
+/// `WouldBlock` when there is no room at all. No reader: `EPIPE` (the caller sends `SIGPIPE`).
+///
+/// # Errors
+/// `EPIPE`, `WouldBlock`.
+pub fn push(pipe: &Arc<Pipe>, data: &[u8]) -> IoResult {
+    let mut st = pipe.state.lock();
+    if st.readers == 0 {
+        return Err(Errno::EPIPE.into());
+    }
+    let n = data.len().min(st.capacity.saturating_sub(st.buf.len()));
+    if n == 0 && !data.is_empty() {
+        return Err(FileError::WouldBlock(pipe.key()));
+    }
+    st.buf.extend(&data[..n]); // within the capacity it holds from the start
+    drop(st);
+    wrote(pipe, n as u64)
+}
+
+/// The room left in pipe `pipe`, for a caller that reads a file's bytes to [`push`] only what
+/// can go in: `WouldBlock` when it is full, `EPIPE` without a reader.
+///
+/// # Errors
+/// As above.
+pub fn room(pipe: &Arc<Pipe>) -> Result<usize, FileError> {
+    let st = pipe.state.lock();
+    if st.readers == 0 {
+        return Err(Errno::EPIPE.into());
+    }
+    match st.capacity.saturating_sub(st.buf.len()) {
+        0 => Err(FileError::WouldBlock(pipe.key())),
+        n => Ok(n),
+    }
+}
+
+/// `splice` (`consume`) or `tee` (copies, leaving them) of at most `len` bytes from pipe `from`
+/// to pipe `to`, with both locked (the lower address first, so two opposite calls cannot
+/// deadlock): the bytes moved; 0 at the end of `from`; `WouldBlock` on the key of the pipe that
+/// is empty or full; `EPIPE` without a reader of `to`.
+///
+/// # Errors
+/// As above; `EINVAL` for one pipe to itself.
+pub fn pipe_to_pipe(from: &Arc<Pipe>, to: &Arc<Pipe>, len: u64, consume: bool) -> IoResult {
+    if Arc::ptr_eq(from, to) {
+        return Err(Errno::EINVAL.into());
+    }
+    let from_first = Arc::as_ptr(from) < Arc::as_ptr(to);
+    let (mut a, mut b) =
+        if from_first { (from.state.lock(), to.state.lock()) } else { (to.state.lock(), from.state.lock()) };
+    let (src, dst) = if from_first { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
+    if !has_input(from, src)? {
+        return Ok(0);
+    }
+    if dst.readers == 0 {
+        return Err(Errno::EPIPE.into());
+    }
+    let room = dst.capacity.saturating_sub(dst.buf.len());
+    if room == 0 {
+        return Err(FileError::WouldBlock(to.key()));
+    }
+    let n = src.buf.len().min(room).min(len.min(usize::MAX as u64) as usize);
+    let (front, back) = src.buf.as_slices();
+    let first = n.min(front.len());
+    dst.buf.extend(&front[..first]);
+    dst.buf.extend(&back[..n - first]);
+    if consume {
+        src.buf.drain(..n);
+    }
+    drop((a, b));
+    sched::notify(to.key());
+    if consume {
+        sched::notify(from.key());
+    }
+    Ok(n as u64)
 }

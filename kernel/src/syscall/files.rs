@@ -1,6 +1,8 @@
 //! Descriptors and the files behind them: `read`, `readv`, `pread64`, `preadv`, `preadv2`,
 //! `write` and their kin, `close`, `close_range`, `dup`, `dup3`, `fcntl`, `ioctl`, `fstat`,
-//! `lseek`, `ftruncate`, `fallocate`, `getdents64`, `fsync` and `fdatasync`.
+//! `lseek`, `ftruncate`, `fallocate`, `getdents64`, `fsync`, `fdatasync`, `syncfs`,
+//! `sync_file_range`, and the moves between two descriptors (`sendfile`, `copy_file_range`,
+//! `splice`, `tee`: `fs::splice`).
 //!
 //! What a descriptor is open on is a `fs::file::File`; every call here goes through that one
 //! interface, so the console, pipes, memfds, devices and the files of the tree behave alike
@@ -144,14 +146,12 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers, at: A
     };
     let nonblock = f.flags() & O_NONBLOCK != 0;
     let r = match at {
-        At::Offset(off) => {
-            f.file.read(Io { buffers: &list, offset: Offset::At(off), append: false, nonblock })
-        }
+        At::Offset(off) => f.file.read(Io::user(&list, Offset::At(off), false, nonblock)),
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
-            f.file.read(Io { buffers: &list, offset: Offset::Current(&mut pos), append: false, nonblock })
+            f.file.read(Io::user(&list, Offset::Current(&mut pos), false, nonblock))
         }
-        At::Position => f.file.read(Io { buffers: &list, offset: Offset::At(0), append: false, nonblock }),
+        At::Position => f.file.read(Io::user(&list, Offset::At(0), false, nonblock)),
     };
     finish(frame, &f, generation, r)
 }
@@ -178,27 +178,18 @@ pub fn write(
     let flags = f.flags();
     let nonblock = flags & O_NONBLOCK != 0;
     // No reader: SIGPIPE from the writer's own pid (Linux's `pipe_write`).
-    let sigpipe = || {
-        let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
-        crate::process::signals::send_to_process(p, info);
-    };
+    let sigpipe = sigpipe_of(p);
     let append = flags & O_APPEND != 0;
     let r = match at {
         // pwrite on an O_APPEND file appends, as Linux does.
         At::Offset(off) => {
-            f.file.write(Io { buffers: &list, offset: Offset::At(off), append, nonblock }, progress, &sigpipe)
+            f.file.write(Io::user(&list, Offset::At(off), append, nonblock), progress, &sigpipe)
         }
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
-            f.file.write(
-                Io { buffers: &list, offset: Offset::Current(&mut pos), append, nonblock },
-                progress,
-                &sigpipe,
-            )
+            f.file.write(Io::user(&list, Offset::Current(&mut pos), append, nonblock), progress, &sigpipe)
         }
-        At::Position => {
-            f.file.write(Io { buffers: &list, offset: Offset::At(0), append, nonblock }, progress, &sigpipe)
-        }
+        At::Position => f.file.write(Io::user(&list, Offset::At(0), append, nonblock), progress, &sigpipe),
     };
     finish(frame, &f, generation, r)
 }
@@ -639,4 +630,318 @@ pub fn sync_file_range(p: &Process, fd: u64, offset: u64, nbytes: u64, flags: u6
         return Err(Errno::ESPIPE);
     }
     Ok(0)
+}
+
+/// What a move between two files decided: its count or errno, or a block on a key (`EAGAIN`
+/// with `nonblock`).
+fn finish_move(frame: &mut TrapFrame, generation: u32, nonblock: bool, r: Result<u64, FileError>) -> Action {
+    match r {
+        Ok(n) => done(frame, Ok(n)),
+        Err(FileError::Errno(e)) => done(frame, Err(e)),
+        Err(FileError::WouldBlock(_)) if nonblock => done(frame, Err(Errno::EAGAIN)),
+        Err(FileError::WouldBlock(key)) => {
+            Action::Block(Wait { what: WaitFor::Event { key, generation }, deadline: None })
+        }
+    }
+}
+
+/// Reads an `loff_t` argument (`EFAULT`).
+fn read_offset(at: u64) -> Result<u64, Errno> {
+    let mut b = [0u8; 8];
+    copy_in(&mut b, at).map_err(|_| Errno::EFAULT)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Writes an `loff_t` argument back (`EFAULT`).
+fn write_offset(at: u64, value: u64) -> Result<(), Errno> {
+    copy_out(at, &value.to_le_bytes()).map_err(|_| Errno::EFAULT)
+}
+
+/// Whether `f` is open on a regular file (a file's or a memfd's bytes), what Linux's
+/// `splice_read` of a file and `copy_file_range` need.
+fn regular(f: &OpenFile) -> Result<bool, Errno> {
+    Ok(f.file.stat()?.mode & linux_abi::fcntl::S_IFMT == linux_abi::fcntl::S_IFREG)
+}
+
+/// The caller's `SIGPIPE`, for a move into a pipe without a reader.
+fn sigpipe_of(p: &Process) -> impl Fn() + '_ {
+    move || {
+        let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
+        crate::process::signals::send_to_process(p, info);
+    }
+}
+
+/// `EPIPE` from a pipe sends `SIGPIPE` first, as a `write` would.
+fn pipe_error(r: Result<u64, FileError>, sigpipe: &dyn Fn()) -> Result<u64, FileError> {
+    if r == Err(FileError::Errno(Errno::EPIPE)) {
+        sigpipe();
+    }
+    r
+}
+
+/// `sendfile(out_fd, in_fd, offset, count)`, in Linux's order (`do_sendfile`): the input
+/// (`EBADF`, not readable `EBADF`; with `offset`, `ESPIPE` for one without positions; `EINVAL`
+/// a negative offset); the output (`EBADF`, not writable `EBADF`); an input that is no regular
+/// file (`EINVAL`); an appending output (`EINVAL`). Moves up to `count` bytes (at most
+/// `MAX_RW_COUNT`) from `*offset` (left in place: the input's position does not move) or the
+/// input's position (which advances), to the output's position or into the pipe it is.
+pub fn sendfile(
+    p: &Process,
+    frame: &mut TrapFrame,
+    out_fd: u64,
+    in_fd: u64,
+    offset: u64,
+    count: u64,
+) -> Action {
+    use crate::fs::{pipe, splice};
+    let generation = crate::sched::event_generation();
+    let sigpipe = sigpipe_of(p);
+    let mut nonblock = false;
+    let r = (|| -> Result<u64, FileError> {
+        let input = file(p, in_fd)?;
+        if !input.readable() {
+            return Err(Errno::EBADF.into());
+        }
+        let mut pos = if offset != 0 {
+            let pos = read_offset(offset)?;
+            if !input.file.seekable() {
+                return Err(Errno::ESPIPE.into());
+            }
+            pos
+        } else {
+            *input.pos.lock()
+        };
+        if (pos as i64) < 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let output = file(p, out_fd)?;
+        if !output.writable() {
+            return Err(Errno::EBADF.into());
+        }
+        if !regular(&input)? {
+            return Err(Errno::EINVAL.into());
+        }
+        let count = count.min(splice::MAX_COUNT);
+        let moved = match pipe::pipe_of(&*output.file) {
+            Some(to) => {
+                nonblock = output.flags() & O_NONBLOCK != 0;
+                pipe_error(splice::file_to_pipe(&*input.file, &mut pos, to, count), &sigpipe)?
+            }
+            None => {
+                if output.flags() & O_APPEND != 0 {
+                    return Err(Errno::EINVAL.into());
+                }
+                // Positions are copied out and back: input and output may be one description.
+                let mut out_pos = *output.pos.lock();
+                let n = splice::file_to_file(
+                    &*input.file,
+                    &mut pos,
+                    &*output.file,
+                    &mut out_pos,
+                    count,
+                    &sigpipe,
+                )?;
+                *output.pos.lock() = out_pos;
+                n
+            }
+        };
+        if offset != 0 {
+            write_offset(offset, pos)?;
+        } else {
+            *input.pos.lock() = pos;
+        }
+        Ok(moved)
+    })();
+    finish_move(frame, generation, nonblock, r)
+}
+
+/// `copy_file_range(fd_in, off_in, fd_out, off_out, len, flags)`, in Linux's order: the
+/// descriptors (`EBADF`); the offsets (`EFAULT`); flags (`EINVAL`: none is defined); a
+/// directory (`EISDIR`); not two regular files (`EINVAL`); not readable, not writable, or an
+/// appending output (`EBADF`); offsets that wrap (`EOVERFLOW`) or are negative (`EINVAL`);
+/// overlapping ranges of one file (`EINVAL`). The copy stops at the input's end; each offset
+/// given is advanced, else the description's position.
+pub fn copy_file_range(
+    p: &Process,
+    fd_in: u64,
+    off_in: u64,
+    fd_out: u64,
+    off_out: u64,
+    len: u64,
+    flags: u64,
+) -> Result<u64, Errno> {
+    use linux_abi::fcntl::{S_IFDIR, S_IFMT, S_IFREG};
+    let input = file(p, fd_in)?;
+    let output = file(p, fd_out)?;
+    let mut pos_in = if off_in != 0 { read_offset(off_in)? } else { *input.pos.lock() };
+    let mut pos_out = if off_out != 0 { read_offset(off_out)? } else { *output.pos.lock() };
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (si, so) = (input.file.stat()?, output.file.stat()?);
+    if si.mode & S_IFMT == S_IFDIR || so.mode & S_IFMT == S_IFDIR {
+        return Err(Errno::EISDIR);
+    }
+    if si.mode & S_IFMT != S_IFREG || so.mode & S_IFMT != S_IFREG {
+        return Err(Errno::EINVAL);
+    }
+    if !input.readable() || !output.writable() || output.flags() & O_APPEND != 0 {
+        return Err(Errno::EBADF);
+    }
+    let len = len.min(crate::fs::splice::MAX_COUNT);
+    if pos_in.checked_add(len).is_none() || pos_out.checked_add(len).is_none() {
+        return Err(Errno::EOVERFLOW);
+    }
+    if (pos_in as i64) < 0 || (pos_out as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let size = si.size as u64;
+    let len = if pos_in >= size { 0 } else { len.min(size - pos_in) };
+    let same = match (input.file.inode(), output.file.inode()) {
+        (Some(a), Some(b)) => vfs::node::same(a, b),
+        _ => Arc::ptr_eq(&input.file, &output.file),
+    };
+    if same && pos_out + len > pos_in && pos_out < pos_in + len {
+        return Err(Errno::EINVAL);
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let sigpipe = sigpipe_of(p);
+    let n = crate::fs::splice::file_to_file(
+        &*input.file,
+        &mut pos_in,
+        &*output.file,
+        &mut pos_out,
+        len,
+        &sigpipe,
+    )
+    .map_err(|e| match e {
+        FileError::Errno(e) => e,
+        FileError::WouldBlock(_) => Errno::EAGAIN,
+    })?;
+    if off_in != 0 {
+        write_offset(off_in, pos_in)?;
+    } else {
+        *input.pos.lock() = pos_in;
+    }
+    if off_out != 0 {
+        write_offset(off_out, pos_out)?;
+    } else {
+        *output.pos.lock() = pos_out;
+    }
+    Ok(n)
+}
+
+/// `splice` and `tee`'s flags (`SPLICE_F_MOVE`, `_NONBLOCK`, `_MORE`, `_GIFT`).
+const SPLICE_F_ALL: u64 = 0xf;
+/// `SPLICE_F_NONBLOCK`.
+const SPLICE_F_NONBLOCK: u64 = 0x2;
+
+/// `splice(fd_in, off_in, fd_out, off_out, len, flags)`, in Linux's order (`__do_splice`,
+/// `do_splice`): nothing for `len` 0; unknown flags (`EINVAL`); the descriptors (`EBADF`); an
+/// offset for a pipe (`ESPIPE`); the offsets (`EFAULT`); not readable or not writable
+/// (`EBADF`); then pipe to pipe (one pipe to itself: `EINVAL`), pipe to file (an offset for a
+/// file without positions, an appending output: `EINVAL`), or file to pipe; neither end a pipe
+/// is `EINVAL`. Waits while the input pipe is empty or the output pipe full, unless
+/// `SPLICE_F_NONBLOCK` or the pipe's `O_NONBLOCK` (`EAGAIN`).
+pub fn splice(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+    use crate::fs::{pipe, splice};
+    let [fd_in, off_in, fd_out, off_out, len, flags] = a;
+    let generation = crate::sched::event_generation();
+    let sigpipe = sigpipe_of(p);
+    let mut nonblock = flags & SPLICE_F_NONBLOCK != 0;
+    let r = (|| -> Result<u64, FileError> {
+        if len == 0 {
+            return Ok(0);
+        }
+        if flags & !SPLICE_F_ALL != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let (input, output) = (file(p, fd_in)?, file(p, fd_out)?);
+        let (ipipe, opipe) = (pipe::pipe_of(&*input.file), pipe::pipe_of(&*output.file));
+        if (ipipe.is_some() && off_in != 0) || (opipe.is_some() && off_out != 0) {
+            return Err(Errno::ESPIPE.into());
+        }
+        let given_in = if off_in != 0 { Some(read_offset(off_in)?) } else { None };
+        let given_out = if off_out != 0 { Some(read_offset(off_out)?) } else { None };
+        if !input.readable() || !output.writable() {
+            return Err(Errno::EBADF.into());
+        }
+        let len = len.min(splice::MAX_COUNT);
+        match (ipipe, opipe) {
+            (Some(from), Some(to)) => {
+                nonblock |= (input.flags() | output.flags()) & O_NONBLOCK != 0;
+                pipe_error(pipe::pipe_to_pipe(from, to, len, true), &sigpipe)
+            }
+            (Some(from), None) => {
+                if given_out.is_some() && !output.file.seekable() {
+                    return Err(Errno::EINVAL.into());
+                }
+                if output.flags() & O_APPEND != 0 {
+                    return Err(Errno::EINVAL.into());
+                }
+                nonblock |= input.flags() & O_NONBLOCK != 0;
+                let mut pos = given_out.unwrap_or_else(|| *output.pos.lock());
+                let n = splice::pipe_to_file(from, &*output.file, &mut pos, false, len, &sigpipe)?;
+                match given_out {
+                    Some(_) => write_offset(off_out, pos)?,
+                    None => *output.pos.lock() = pos,
+                }
+                Ok(n)
+            }
+            (None, Some(to)) => {
+                if given_in.is_some() && !input.file.seekable() {
+                    return Err(Errno::EINVAL.into());
+                }
+                if !regular(&input)? {
+                    return Err(Errno::EINVAL.into());
+                }
+                nonblock |= output.flags() & O_NONBLOCK != 0;
+                let mut pos = given_in.unwrap_or_else(|| *input.pos.lock());
+                let n = pipe_error(splice::file_to_pipe(&*input.file, &mut pos, to, len), &sigpipe)?;
+                match given_in {
+                    Some(_) => write_offset(off_in, pos)?,
+                    None => *input.pos.lock() = pos,
+                }
+                Ok(n)
+            }
+            (None, None) => Err(Errno::EINVAL.into()),
+        }
+    })();
+    finish_move(frame, generation, nonblock, r)
+}
+
+/// `tee(fd_in, fd_out, len, flags)`: copies up to `len` bytes from one pipe to another, leaving
+/// them in the first (Linux's `do_tee`): unknown flags (`EINVAL`); nothing for `len` 0; the
+/// descriptors (`EBADF`, and not readable or not writable `EBADF`); anything but two different
+/// pipes (`EINVAL`). Waits as `splice` does.
+pub fn tee(p: &Process, frame: &mut TrapFrame, fd_in: u64, fd_out: u64, len: u64, flags: u64) -> Action {
+    use crate::fs::pipe;
+    let generation = crate::sched::event_generation();
+    let sigpipe = sigpipe_of(p);
+    let mut nonblock = flags & SPLICE_F_NONBLOCK != 0;
+    let r = (|| -> Result<u64, FileError> {
+        if flags & !SPLICE_F_ALL != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        let (input, output) = (file(p, fd_in)?, file(p, fd_out)?);
+        if !input.readable() || !output.writable() {
+            return Err(Errno::EBADF.into());
+        }
+        match (pipe::pipe_of(&*input.file), pipe::pipe_of(&*output.file)) {
+            (Some(from), Some(to)) if !Arc::ptr_eq(from, to) => {
+                nonblock |= (input.flags() | output.flags()) & O_NONBLOCK != 0;
+                pipe_error(
+                    pipe::pipe_to_pipe(from, to, len.min(crate::fs::splice::MAX_COUNT), false),
+                    &sigpipe,
+                )
+            }
+            _ => Err(Errno::EINVAL.into()),
+        }
+    })();
+    finish_move(frame, generation, nonblock, r)
 }

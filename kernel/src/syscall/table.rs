@@ -96,6 +96,10 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::SYNCFS => files::syncfs(p, a[0]),
         nr::SYNC_FILE_RANGE => files::sync_file_range(p, a[0], a[1], a[2], a[3]),
         nr::MEMFD_CREATE => crate::fs::memfd::memfd_create(&p.posix.files, a[0], a[1]),
+        nr::SENDFILE => return files::sendfile(p, frame, a[0], a[1], a[2], a[3]),
+        nr::COPY_FILE_RANGE => files::copy_file_range(p, a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::SPLICE => return files::splice(p, frame, a),
+        nr::TEE => return files::tee(p, frame, a[0], a[1], a[2], a[3]),
         // Paths.
         nr::OPENAT => return paths::openat(p, frame, tid, a[0], a[1], a[2], a[3]),
         nr::OPENAT2 => return paths::openat2(p, frame, tid, a[0], a[1], a[2], a[3]),
