@@ -304,24 +304,34 @@ impl PageCache {
             if end > MAX_SIZE {
                 return partial(done, Errno::EFBIG);
             }
-            {
+            // The size grows to take the page, and goes back if the page cannot be had: a
+            // failed write leaves the file as it was (Linux grows `i_size` only once written).
+            let grew_from = {
                 let mut o = self.pages.lock();
-                if end > o.size() {
-                    let before = o.pages_held() as u64;
+                let old = o.size();
+                if end > old {
                     if o.set_size(end, &mut frames::UserFrames).is_err() {
                         return partial(done, Errno::EFBIG);
                     }
-                    self.account(before, o.pages_held() as u64);
+                    Some(old)
+                } else {
+                    None
                 }
-            }
+            };
             let src = &buf[done..done + n];
-            let wrote =
-                match self.with_page(at / PAGE_SIZE, true, |pa| frames::UserFrames.write(pa, in_page, src)) {
-                    Ok(w) => w,
-                    Err(e) => return partial(done, e),
-                };
-            if wrote.is_none() {
-                return partial(done, Errno::ENOMEM);
+            let wrote = self
+                .with_page(at / PAGE_SIZE, true, |pa| frames::UserFrames.write(pa, in_page, src))
+                .and_then(|w| w.ok_or(Errno::ENOMEM));
+            if let Err(e) = wrote {
+                if let Some(old) = grew_from {
+                    let mut o = self.pages.lock();
+                    if o.size() == end {
+                        let before = o.pages_held() as u64;
+                        let _ = o.set_size(old, &mut frames::UserFrames);
+                        self.account(before, o.pages_held() as u64);
+                    }
+                }
+                return partial(done, e);
             }
             done += n;
         }

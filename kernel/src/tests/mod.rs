@@ -1,6 +1,7 @@
 //! The test image's in-kernel tests (built with the `test-image` feature).
 mod block_frames;
 mod boot;
+mod files;
 mod fiq;
 mod irq;
 mod kernel_map;
