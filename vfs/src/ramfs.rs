@@ -161,13 +161,25 @@ impl Dir {
     }
 
     fn insert(&mut self, name: &[u8], node: Arc<RamNode>) -> Result<(), Errno> {
+        let name = self.room_for(name)?;
+        self.push(name, node);
+        Ok(())
+    }
+
+    /// Makes room for one more entry and copies its name: the fallible half of an insertion,
+    /// done before a rename changes anything, so that it cannot fail half-way.
+    fn room_for(&mut self, name: &[u8]) -> Result<Vec<u8>, Errno> {
         self.entries.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
         let mut owned = Vec::new();
         owned.try_reserve_exact(name.len()).map_err(|_| Errno::ENOMEM)?;
         owned.extend_from_slice(name);
-        self.entries.push((self.next_pos, owned, node));
+        Ok(owned)
+    }
+
+    /// Adds an entry whose room [`Self::room_for`] made.
+    fn push(&mut self, name: Vec<u8>, node: Arc<RamNode>) {
+        self.entries.push((self.next_pos, name, node));
         self.next_pos += 1;
-        Ok(())
     }
 }
 
@@ -574,21 +586,23 @@ impl Inode for RamNode {
             new_dir.touch_dir(now);
             return Ok(());
         }
+        if target.is_some() && flags & RENAME_NOREPLACE != 0 {
+            return Err(Errno::EEXIST);
+        }
         if let Some(to) = target {
-            if flags & RENAME_NOREPLACE != 0 {
-                return Err(Errno::EEXIST);
-            }
-            let old = dst.entries[to].2.clone();
-            check_replace(&moving, &old)?;
-            dst.entries.remove(to);
+            check_replace(&moving, &dst.entries[to].2)?;
+        }
+        // Everything that can fail first: nothing is removed before the new entry has its room.
+        let entry = dst.room_for(new_name)?;
+        if let Some(to) = target {
+            let old = dst.entries.remove(to).2;
             unlinked(&old, now);
             if old.kind == FileType::Directory {
                 adjust_nlink(new_dir, -1);
             }
         }
-        let from = src.find(name).ok_or(Errno::ENOENT)?;
         let (_, _, node) = src.entries.remove(from);
-        dst.insert(new_name, node)?;
+        dst.push(entry, node);
         set_parent(&moving, new_dir);
         if moving.kind == FileType::Directory {
             adjust_nlink(self, -1);
@@ -706,9 +720,12 @@ fn rename_within(
         if flags & RENAME_NOREPLACE != 0 {
             return Err(Errno::EEXIST);
         }
-        let old = dir.entries[to].2.clone();
-        check_replace(&moving, &old)?;
-        dir.entries.remove(to);
+        check_replace(&moving, &dir.entries[to].2)?;
+    }
+    // Everything that can fail first: nothing is removed before the new entry has its room.
+    let entry = dir.room_for(new_name)?;
+    if let Some(to) = target {
+        let old = dir.entries.remove(to).2;
         unlinked(&old, now);
         if old.kind == FileType::Directory {
             adjust_nlink(this, -1);
@@ -716,7 +733,7 @@ fn rename_within(
     }
     let from = dir.find(name).ok_or(Errno::ENOENT)?;
     let (_, _, node) = dir.entries.remove(from);
-    dir.insert(new_name, node)?;
+    dir.push(entry, node);
     moving.meta.lock().ctime = now;
     this.touch_dir(now);
     Ok(())

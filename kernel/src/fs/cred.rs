@@ -74,8 +74,9 @@ pub const NGROUPS_MAX: usize = 65536;
 /// An id argument meaning "leave it as it is" (`(uid_t)-1`).
 pub const UNCHANGED: u32 = u32::MAX;
 
-/// What a process acts as (module documentation).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a process acts as (module documentation). Not `Clone`: a copy of the groups must be
+/// fallible ([`Credentials::try_clone`]).
+#[derive(Debug, PartialEq, Eq)]
 pub struct Credentials {
     /// Real user id.
     pub uid: u32,

@@ -218,12 +218,13 @@ pub fn covering(node: &Arc<dyn Inode>) -> Option<Arc<dyn Inode>> {
     TREE.get()?.mounts.read().covered_by(node)
 }
 
-/// The mount a node is on: the latest mount whose root has the node's device (`statfs`).
-pub fn mount_of(node: &Arc<dyn Inode>) -> Option<Mount> {
+/// The type of the file system a node is on: the latest mount whose root has the node's device
+/// (`statfs`).
+pub fn fstype_of(node: &Arc<dyn Inode>) -> Option<&'static str> {
     let dev = node.metadata().dev;
     let tree = TREE.get()?;
     let mounts = tree.mounts.read();
-    mounts.iter().filter(|m| m.root.metadata().dev == dev).last().cloned()
+    mounts.iter().filter(|m| m.root.metadata().dev == dev).last().map(|m| m.fstype)
 }
 
 /// The file systems `mount(2)` can make, by type (registered by the layers that make them:
@@ -295,8 +296,9 @@ pub struct FsContext {
     /// The working directory.
     pub cwd: Arc<dyn Inode>,
     /// Its absolute path when it became the working directory (what a description opened by a
-    /// relative path remembers; `getcwd` asks the tree again).
-    pub cwd_path: Vec<u8>,
+    /// relative path remembers; `getcwd` asks the tree again). Shared, so that a copy of the
+    /// context (every path call takes one) allocates nothing.
+    pub cwd_path: Arc<Vec<u8>>,
     /// The permission bits new nodes do not get (`umask(2)`; 022 to start, as Linux's init).
     pub umask: u32,
 }
@@ -308,7 +310,8 @@ impl FsContext {
     /// `ENOENT` before the tree exists.
     pub fn first() -> Result<Self, Errno> {
         let root = root().ok_or(Errno::ENOENT)?;
-        Ok(Self { cwd: root.clone(), root, cwd_path: super::copy_bytes(b"/")?, umask: 0o022 })
+        let cwd_path = crate::memory::fallible::arc(super::copy_bytes(b"/")?).map_err(|_| Errno::ENOMEM)?;
+        Ok(Self { cwd: root.clone(), root, cwd_path, umask: 0o022 })
     }
 }
 
@@ -501,10 +504,29 @@ pub fn absolute(dir_path: &[u8], path: &[u8]) -> Result<Vec<u8>, Errno> {
 
 /// What an [`open`] gives.
 pub enum Opened {
-    /// The open file.
-    File(Arc<dyn File>),
+    /// The open file, and the file the open made, if it made one.
+    File(Arc<dyn File>, Option<Created>),
+    /// An existing regular file opened with `O_TRUNC` (permission granted): the caller truncates
+    /// it, with the unmapping of its pages from every process that maps it, which this layer
+    /// cannot reach.
+    Truncate(Arc<dyn File>),
     /// A FIFO open waits for the other side: block on this event key and restart.
     Wait(usize),
+}
+
+/// A file an `open(O_CREAT)` made: the caller removes it again ([`Created::undo`]) if it cannot
+/// give the program a descriptor for it, so that a failed open leaves no trace.
+pub struct Created {
+    dir: Arc<dyn Inode>,
+    name: Vec<u8>,
+}
+
+impl Created {
+    /// Removes the file the open made (nothing else can have named it meanwhile but another
+    /// program, whose name stays if it replaced ours).
+    pub fn undo(self) {
+        let _ = self.dir.unlink(&self.name, false, now());
+    }
 }
 
 /// Opens `path` (relative to `start`, whose absolute path is `start_path`) with `flags` and, for
@@ -531,14 +553,14 @@ pub fn open(
 ) -> Result<Opened, Errno> {
     let writes = flags & O_ACCMODE != O_RDONLY;
     if flags & O_TMPFILE == O_TMPFILE {
-        return tmpfile(walk, start, start_path, path, flags, mode).map(Opened::File);
+        return tmpfile(walk, start, start_path, path, flags, mode).map(|f| Opened::File(f, None));
     }
     let path_only = flags & O_PATH != 0;
     // O_EXCL with O_CREAT never follows a link in the last component (Linux's
     // `build_open_flags`).
     let creating = flags & O_CREAT != 0 && !path_only;
     let follow = flags & O_NOFOLLOW == 0 && !(creating && flags & O_EXCL != 0);
-    let (node, abs, created) = if creating {
+    let (node, abs) = if creating {
         match walk.lookup_or_parent(start, path, follow)? {
             Last::Found(node) => {
                 if flags & O_EXCL != 0 {
@@ -547,27 +569,37 @@ pub fn open(
                 if node.metadata().kind == FileType::Directory {
                     return Err(Errno::EISDIR);
                 }
-                (node, absolute(start_path, path)?, false)
+                (node, absolute(start_path, path)?)
             }
             Last::Missing(parent) => {
-                let name = parent.name.as_deref().unwrap_or_default();
+                let name = parent.name.unwrap_or_default();
                 if parent.trailing_slash {
                     return Err(Errno::EISDIR);
                 }
-                may_create(walk.cred, &parent.dir, name)?;
+                may_create(walk.cred, &parent.dir, &name)?;
                 let (who, perm) =
                     creator(walk.cred, &parent.dir, FileType::Regular, mode & 0o7777 & !walk.ctx.umask);
-                let node = parent.dir.create(name, NewNode::File, perm, who)?;
-                (node, absolute(start_path, path)?, true)
+                // What can fail after the file exists is made first (its path, its file).
+                let abs = absolute(start_path, path)?;
+                let node = parent.dir.create(&name, NewNode::File, perm, who)?;
+                let made = Created { dir: parent.dir, name };
+                let file = NodeFile::new(Named { node, path: abs }, false);
+                return match arc_file(file) {
+                    Ok(file) => Ok(Opened::File(file, Some(made))),
+                    Err(e) => {
+                        made.undo();
+                        Err(e)
+                    }
+                };
             }
         }
     } else {
         let node = walk.lookup(start, path, follow)?;
-        (node, absolute(start_path, path)?, false)
+        (node, absolute(start_path, path)?)
     };
     if node.is_magic_link() && follow {
         // A descriptor's open file without a node (a pipe, a memfd): the same file again.
-        return Ok(Opened::File(reopen(&node)?));
+        return Ok(Opened::File(reopen(&node)?, None));
     }
     let m = node.metadata();
     if flags & O_DIRECTORY != 0 && m.kind != FileType::Directory {
@@ -575,14 +607,14 @@ pub fn open(
     }
     let named = Named { node, path: abs };
     if path_only {
-        return Ok(Opened::File(arc_file(NodeFile::new(named, true))?));
+        return Ok(Opened::File(arc_file(NodeFile::new(named, true))?, None));
     }
     // Linux's `may_open`.
     let mut want = if writes { may::WRITE } else { 0 };
     if flags & O_ACCMODE != O_WRONLY {
         want |= may::READ;
     }
-    let truncate = flags & O_TRUNC != 0 && m.kind == FileType::Regular && !created;
+    let truncate = flags & O_TRUNC != 0 && m.kind == FileType::Regular;
     if truncate {
         want |= may::WRITE;
     }
@@ -591,22 +623,18 @@ pub fn open(
         FileType::Directory if want & may::WRITE != 0 => return Err(Errno::EISDIR),
         _ => {}
     }
-    if !created {
-        walk.cred.permission(&m, want)?;
-    }
+    walk.cred.permission(&m, want)?;
     if flags & O_NOATIME != 0 && !walk.cred.owns(&m) {
         return Err(Errno::EPERM);
     }
     match m.kind {
         FileType::Directory | FileType::Regular => {
-            if truncate {
-                named.node.truncate(0, now())?;
-            }
-            Ok(Opened::File(arc_file(NodeFile::new(named, false))?))
+            let file = arc_file(NodeFile::new(named, false))?;
+            Ok(if truncate { Opened::Truncate(file) } else { Opened::File(file, None) })
         }
-        FileType::CharDevice => Ok(Opened::File(super::dev::open(named)?)),
+        FileType::CharDevice => Ok(Opened::File(super::dev::open(named)?, None)),
         FileType::Fifo => match super::pipe::open_fifo(&named.node, &named.path, flags, tid)? {
-            super::pipe::FifoOpen::Open(f) => Ok(Opened::File(f)),
+            super::pipe::FifoOpen::Open(f) => Ok(Opened::File(f, None)),
             super::pipe::FifoOpen::Wait(key) => Ok(Opened::Wait(key)),
         },
         FileType::BlockDevice | FileType::Socket => Err(Errno::ENXIO),

@@ -160,7 +160,7 @@ fn comm(p: &Process) -> Vec<u8> {
     let (exe, len) = p.posix.exe();
     let path = &exe[..len];
     let base = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-    base[..base.len().min(15)].to_vec()
+    crate::fs::copy_bytes(&base[..base.len().min(15)]).unwrap_or_default()
 }
 
 /// What `status` and `stat` say of a process's memory, in bytes.

@@ -271,16 +271,28 @@ pub fn open_file(
     }
     // A scoped walk's root is its start: an absolute path inside it starts there too.
     let s = start_scoped(p, dirfd, &path, restrict.beneath || restrict.in_root)?;
-    let file = match namespace::open(&s.walk_with(restrict), &s.dir, &s.dir_path, &path, flags, mode, tid)? {
-        Opened::File(f) => f,
-        Opened::Wait(key) => return Ok(OpenResult::Wait(key)),
-    };
+    let (file, created) =
+        match namespace::open(&s.walk_with(restrict), &s.dir, &s.dir_path, &path, flags, mode, tid)? {
+            Opened::File(f, created) => (f, created),
+            Opened::Truncate(f) => {
+                super::files::truncate_file(&f, 0)?;
+                (f, None)
+            }
+            Opened::Wait(key) => return Ok(OpenResult::Wait(key)),
+        };
     // `/dev/tty` is the caller's controlling terminal: none is `ENXIO` (Linux's `tty_open`).
     if file.as_any().downcast_ref::<crate::fs::dev::DeviceFile>().is_some_and(|d| d.is_tty())
         && !p.posix.ctty.load(core::sync::atomic::Ordering::Acquire)
     {
         return Err(Errno::ENXIO);
     }
+    // From here a failure removes the file the open made: a failed open leaves no trace.
+    let undo = |e: Errno| {
+        if let Some(c) = created {
+            c.undo();
+        }
+        e
+    };
     let status = if flags & O_PATH != 0 {
         O_PATH | (flags & linux_abi::fcntl::O_DIRECTORY) | (flags & linux_abi::fcntl::O_NOFOLLOW)
     } else {
@@ -288,10 +300,14 @@ pub fn open_file(
         // `O_TRUNC` are for the open only; every open is large-file on 64-bit.
         (flags & !(O_CREAT | linux_abi::fcntl::O_EXCL | O_NOCTTY | O_TRUNC | O_CLOEXEC)) | O_LARGEFILE
     };
-    let open = fallible::arc(OpenFile::new(file, status)).map_err(|_| Errno::ENOMEM)?;
-    let cloexec = flags & O_CLOEXEC != 0;
-    let fd = p.posix.files.lock().install_lowest(0, FdEntry { file: open, cloexec })?;
-    Ok(OpenResult::Fd(fd as u64))
+    let installed = fallible::arc(OpenFile::new(file, status)).map_err(|_| Errno::ENOMEM).and_then(|open| {
+        let cloexec = flags & O_CLOEXEC != 0;
+        p.posix.files.lock().install_lowest(0, FdEntry { file: open, cloexec })
+    });
+    match installed {
+        Ok(fd) => Ok(OpenResult::Fd(fd as u64)),
+        Err(e) => Err(undo(e)),
+    }
 }
 
 /// The parent directory and last name of `path` for a call that makes or removes a name.
@@ -662,7 +678,7 @@ fn set_cwd(p: &Process, node: Arc<dyn Inode>) -> Result<u64, Errno> {
     }
     p.posix.cred().permission(&m, may::EXEC)?;
     let ctx = p.posix.fs.lock().clone();
-    let path = namespace::path_of_dir(&ctx, &node)?;
+    let path = fallible::arc(namespace::path_of_dir(&ctx, &node)?).map_err(|_| Errno::ENOMEM)?;
     let mut fs = p.posix.fs.lock();
     fs.cwd = node;
     fs.cwd_path = path;
@@ -909,8 +925,7 @@ fn statfs_bytes(magic: u64, dev: u64) -> [u8; 120] {
 
 /// `struct statfs` of the file system `node` is on (Linux's magic numbers by type).
 fn statfs_of(node: &Arc<dyn Inode>) -> [u8; 120] {
-    let mount = namespace::mount_of(node);
-    let fstype = mount.as_ref().map_or("rootfs", |m| m.fstype);
+    let fstype = namespace::fstype_of(node).unwrap_or("rootfs");
     let magic = match fstype {
         "proc" => magic::PROC,
         "sysfs" => magic::SYSFS,
