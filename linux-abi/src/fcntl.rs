@@ -71,6 +71,10 @@ pub const F_GETOWN: u64 = 9;
 pub const F_SETSIG: u64 = 10;
 /// `fcntl`: get the signal sent for I/O.
 pub const F_GETSIG: u64 = 11;
+/// `fcntl`: set the owner as `struct f_owner_ex` (kind and id).
+pub const F_SETOWN_EX: u64 = 15;
+/// `fcntl`: get the owner as `struct f_owner_ex` (glibc's `F_GETOWN` uses it).
+pub const F_GETOWN_EX: u64 = 16;
 /// `fcntl`: test an open-file-description lock.
 pub const F_OFD_GETLK: u64 = 36;
 /// `fcntl`: set an open-file-description lock.

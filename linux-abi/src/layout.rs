@@ -62,6 +62,14 @@ pub const fn encode_dev(major: u32, minor: u32) -> u64 {
     ((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)) as u64
 }
 
+/// Linux's `new_decode_dev` (userspace's `major`/`minor`): the major and minor of an `st_dev`
+/// or `st_rdev` made by [`encode_dev`].
+pub const fn decode_dev(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
 /// The fields of `struct sysinfo` this kernel fills.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sysinfo {

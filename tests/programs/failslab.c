@@ -3,8 +3,8 @@
 // /proc/self/task/TID/fail-nth) makes the Nth heap allocation the kernel makes for this thread
 // fail. Each case runs one system call with N = 1, 2, 3... until a run needs fewer than N
 // allocations: every run that met the failure must fail with ENOMEM (EAGAIN where Linux says
-// so) and leave no trace (no descriptor, child, thread or pipe byte), every other run must
-// succeed. Calls that act on every process (kill(-1), the truncation of a memfd that several
+// so) and leave no trace (no descriptor, child, thread or pipe byte, no file, link, directory
+// or mount made or lost in /tmp/failslab), every other run must succeed. Calls that act on every process (kill(-1), the truncation of a memfd that several
 // processes map) must reach all of them in every run. An allocation on those paths that were still infallible would panic the kernel
 // instead; scripts/test also checks that every frame came back at the end.
 // Built by scripts/test with aarch64-linux-gnu-gcc -static; on a kernel without the knob
@@ -22,10 +22,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -609,6 +613,150 @@ static void test_truncation_under_failure(void) {
     close(reports[1]);
 }
 
+// ---- the file calls ---------------------------------------------------------------------------
+// Each makes, changes or reads one thing in /tmp/failslab; a run that met the failure must
+// return ENOMEM and leave the tree as it was (the undo checks), a run that did not must do
+// the whole thing.
+
+#define DIR_ "/tmp/failslab"
+static int dir_fd = -1, file_fd = -1;
+static char scratch[4096];
+
+static int exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+static void expect(int cond, const char *what, long r) {
+    if (!cond) {
+        printf("    %s after the call returned %ld\n", what, r);
+        failed_here = 1;
+    }
+}
+
+static long do_open_create(void) { return ret(openat(dir_fd, "new", O_CREAT | O_EXCL | O_RDWR, 0600)); }
+static void undo_open_create(long r) {
+    expect(r >= 0 ? exists(DIR_ "/new") : !exists(DIR_ "/new"), "the file is there as the result says", r);
+    if (r >= 0) close((int)r);
+    unlink(DIR_ "/new");
+}
+static long do_open_existing(void) { return ret(openat(dir_fd, "file", O_RDONLY)); }
+static void close_result(long r) {
+    if (r >= 0) close((int)r);
+}
+static long do_write(void) { return ret(pwrite(file_fd, "12345678", 8, 4096 * 3)); }
+static void undo_write(long r) {
+    struct stat st;
+    fstat(file_fd, &st);
+    expect(st.st_size == (r == 8 ? 4096 * 3 + 8 : 5), "the size is as the write's result says", r);
+    ftruncate(file_fd, 5);
+}
+static long do_pread_file(void) { return ret(pread(file_fd, scratch, sizeof scratch, 0)); }
+static long do_getdents(void) {
+    lseek(dir_fd, 0, SEEK_SET);
+    return ret(syscall(SYS_getdents64, dir_fd, scratch, sizeof scratch));
+}
+static long do_mkdir(void) { return ret(mkdirat(dir_fd, "d", 0755)); }
+static void undo_mkdir(long r) {
+    expect(r == 0 ? exists(DIR_ "/d") : !exists(DIR_ "/d"), "the directory is there as the result says", r);
+    rmdir(DIR_ "/d");
+}
+static void make_victim(void) {
+    int fd = openat(dir_fd, "victim", O_CREAT | O_WRONLY, 0600);
+    if (fd >= 0) close(fd);
+}
+static long do_unlink(void) { return ret(unlinkat(dir_fd, "victim", 0)); }
+static void undo_unlink(long r) {
+    expect(r == 0 ? !exists(DIR_ "/victim") : exists(DIR_ "/victim"), "the name is there as the result says", r);
+    unlink(DIR_ "/victim");
+}
+static long do_rename(void) { return ret(renameat2(dir_fd, "victim", dir_fd, "renamed", 0)); }
+static void undo_rename(long r) {
+    expect(r == 0 ? exists(DIR_ "/renamed") && !exists(DIR_ "/victim") : exists(DIR_ "/victim") && !exists(DIR_ "/renamed"),
+           "one name, the one the result says", r);
+    unlink(DIR_ "/renamed");
+    unlink(DIR_ "/victim");
+}
+static long do_rename_across(void) { return ret(renameat2(dir_fd, "victim", dir_fd, "sub/moved", 0)); }
+static void undo_rename_across(long r) {
+    expect(r == 0 ? exists(DIR_ "/sub/moved") && !exists(DIR_ "/victim") : exists(DIR_ "/victim") && !exists(DIR_ "/sub/moved"),
+           "one name, the one the result says", r);
+    unlink(DIR_ "/sub/moved");
+    unlink(DIR_ "/victim");
+}
+static long do_symlink(void) { return ret(symlinkat("file", dir_fd, "link")); }
+static void undo_symlink(long r) {
+    expect(r == 0 ? exists(DIR_ "/link") : !exists(DIR_ "/link"), "the link is there as the result says", r);
+    unlink(DIR_ "/link");
+}
+static long do_link(void) { return ret(linkat(dir_fd, "file", dir_fd, "hard", 0)); }
+static void undo_link(long r) {
+    struct stat st;
+    stat(DIR_ "/file", &st);
+    expect(r == 0 ? st.st_nlink == 2 && exists(DIR_ "/hard") : st.st_nlink == 1 && !exists(DIR_ "/hard"),
+           "the link count is as the result says", r);
+    unlink(DIR_ "/hard");
+}
+static long do_statx(void) {
+    struct statx sx;
+    return ret(statx(dir_fd, "file", 0, STATX_BASIC_STATS, &sx));
+}
+static long do_mount(void) { return ret(mount("none", DIR_ "/sub", "tmpfs", 0, NULL)); }
+static void undo_mount(long r) {
+    if (r == 0 && umount2(DIR_ "/sub", 0) != 0) expect(0, "umount of the new mount", r);
+    else if (r != 0) expect(umount2(DIR_ "/sub", 0) != 0, "no mount left by the failed call", r);
+}
+static long do_sendfile(void) {
+    int out = openat(dir_fd, "copy", O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    off_t off = 0;
+    long r = out < 0 ? -errno : ret(sendfile(out, file_fd, &off, 5));
+    if (out >= 0) close(out);
+    return r;
+}
+
+static void test_file_calls(void) {
+    mkdir(DIR_, 0755);
+    mkdir(DIR_ "/sub", 0755);
+    dir_fd = open(DIR_, O_RDONLY | O_DIRECTORY);
+    file_fd = open(DIR_ "/file", O_CREAT | O_RDWR | O_TRUNC, 0600);
+    CHECK(dir_fd >= 0 && file_fd >= 0 && write(file_fd, "12345", 5) == 5, "setup: %s", strerror(errno));
+    int lowest = lowest_free_fd();
+    struct call open_create = {do_open_create, undo_open_create, -1, -ENOMEM, 0, NULL, 0};
+    struct call open_existing = {do_open_existing, close_result, -1, -ENOMEM, 0, NULL, 0};
+    struct call write_call = {do_write, undo_write, 8, -ENOMEM, 0, NULL, 0};
+    struct call pread_call = {do_pread_file, NULL, 5, -ENOMEM, 0, NULL, 0};
+    struct call getdents_call = {do_getdents, NULL, -1, -ENOMEM, 0, NULL, 0};
+    struct call mkdir_call = {do_mkdir, undo_mkdir, 0, -ENOMEM, 0, NULL, 0};
+    struct call unlink_call = {do_unlink, undo_unlink, 0, -ENOMEM, 0, make_victim, 0};
+    struct call rename_call = {do_rename, undo_rename, 0, -ENOMEM, 0, make_victim, 0};
+    struct call rename_across = {do_rename_across, undo_rename_across, 0, -ENOMEM, 0, make_victim, 0};
+    struct call symlink_call = {do_symlink, undo_symlink, 0, -ENOMEM, 0, NULL, 0};
+    struct call link_call = {do_link, undo_link, 0, -ENOMEM, 0, NULL, 0};
+    struct call statx_call = {do_statx, NULL, 0, -ENOMEM, 0, NULL, 0};
+    struct call mount_call = {do_mount, undo_mount, 0, -ENOMEM, 0, NULL, 0};
+    struct call sendfile_call = {do_sendfile, NULL, 5, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("openat (O_CREAT)", &open_create) >= 2, "a path, a node, a description");
+    CHECK(sweep("openat", &open_existing) >= 2, "a path and a description");
+    CHECK(sweep("pwrite (a new page)", &write_call) >= 1, "the page's place in the file's index");
+    CHECK(sweep("pread", &pread_call) >= 0, "pread");
+    CHECK(sweep("getdents64", &getdents_call) >= 1, "the listing's buffer");
+    CHECK(sweep("mkdirat", &mkdir_call) >= 2, "a path and a node");
+    CHECK(sweep("unlinkat", &unlink_call) >= 1, "a path");
+    CHECK(sweep("renameat2", &rename_call) >= 2, "two paths and the new entry");
+    CHECK(sweep("renameat2 (another directory)", &rename_across) >= 2, "two paths and the new entry");
+    CHECK(sweep("symlinkat", &symlink_call) >= 2, "two paths, the link and its target");
+    CHECK(sweep("linkat", &link_call) >= 2, "two paths and the new entry");
+    CHECK(sweep("statx", &statx_call) >= 1, "a path");
+    CHECK(sweep("mount (tmpfs)", &mount_call) >= 2, "the paths, the file system, the mount");
+    CHECK(sweep("sendfile", &sendfile_call) >= 1, "open, and the copy");
+    CHECK(lowest_free_fd() == lowest, "a failed call left a descriptor: lowest free %d, was %d", lowest_free_fd(), lowest);
+    close(file_fd);
+    close(dir_fd);
+    unlink(DIR_ "/file");
+    unlink(DIR_ "/copy");
+    rmdir(DIR_ "/sub");
+    CHECK(rmdir(DIR_) == 0, "the directory is empty again: %s", strerror(errno));
+}
+
 static char *self_path = "/failslab-test";
 static char runs_env[32];
 static long do_execve(void) {
@@ -669,6 +817,7 @@ int main(int argc, char **argv) {
         {"memory_calls", test_memory_calls},
         {"kill_all_under_failure", test_kill_all_under_failure},
         {"truncation_under_failure", test_truncation_under_failure},
+        {"file_calls", test_file_calls},
         {"execve", test_execve},
     };
     int status = run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);

@@ -212,11 +212,23 @@ pub trait Inode: Send + Sync + Any {
         Err(Errno::ENOTDIR)
     }
 
+    /// Makes an unnamed regular file in this directory's file system (`O_TMPFILE`): it has no
+    /// link, and goes when its last holder drops it; `linkable`: a later [`Inode::link`] may
+    /// name it (`O_TMPFILE` without `O_EXCL`), once.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` (a file system without unnamed files), `ENOTDIR`, `ENOENT` (a removed
+    /// directory), `ENOSPC`, `ENOMEM`.
+    fn tmpfile(&self, perm: u32, who: Creator, linkable: bool) -> Result<Arc<dyn Inode>, Errno> {
+        let _ = (perm, who, linkable);
+        Err(Errno::EOPNOTSUPP)
+    }
+
     /// Makes `name` in this directory a new link to `target` (`link`).
     ///
     /// # Errors
     /// `ENOTDIR`, `EEXIST`, `EXDEV` (another file system), `EPERM` (a directory), `EMLINK`,
-    /// `ENOMEM`.
+    /// `ENOENT` (a removed directory, or a target without links that may not get one), `ENOMEM`.
     fn link(&self, name: &[u8], target: &Arc<dyn Inode>, now: Timespec) -> Result<(), Errno> {
         let _ = (name, target, now);
         Err(Errno::ENOTDIR)
@@ -310,6 +322,16 @@ pub trait Inode: Send + Sync + Any {
     /// followed by its text like any link.
     fn is_magic_link(&self) -> bool {
         false
+    }
+
+    /// The node a magic link stands for (Linux's `nd_jump_link`): the file a descriptor is open
+    /// on, the program, the working directory. `Ok(None)`: it stands for an open file that has
+    /// no node (a pipe, a memfd), which the opener reopens itself; or this is no magic link.
+    ///
+    /// # Errors
+    /// `ENOENT` (what it stood for is gone), `ENOMEM`.
+    fn magic_node(&self) -> Result<Option<Arc<dyn Inode>>, Errno> {
+        Ok(None)
     }
 
     /// The text of a generated file, made now (Linux's `seq_file`: `/proc`, `/sys`), which an

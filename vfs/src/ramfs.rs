@@ -18,7 +18,7 @@ use core::any::Any;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use linux_abi::Errno;
-use linux_abi::fcntl::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
+use linux_abi::fcntl::{PATH_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 use linux_abi::time::Timespec;
 use spin::Mutex;
 
@@ -124,6 +124,8 @@ impl RamFs {
 struct Meta {
     perm: u32,
     nlink: u32,
+    /// An unnamed file that one `link` may name (Linux's `I_LINKABLE`).
+    linkable: bool,
     uid: u32,
     gid: u32,
     rdev: u64,
@@ -159,13 +161,25 @@ impl Dir {
     }
 
     fn insert(&mut self, name: &[u8], node: Arc<RamNode>) -> Result<(), Errno> {
+        let name = self.room_for(name)?;
+        self.push(name, node);
+        Ok(())
+    }
+
+    /// Makes room for one more entry and copies its name: the fallible half of an insertion,
+    /// done before a rename changes anything, so that it cannot fail half-way.
+    fn room_for(&mut self, name: &[u8]) -> Result<Vec<u8>, Errno> {
         self.entries.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
         let mut owned = Vec::new();
         owned.try_reserve_exact(name.len()).map_err(|_| Errno::ENOMEM)?;
         owned.extend_from_slice(name);
-        self.entries.push((self.next_pos, owned, node));
+        Ok(owned)
+    }
+
+    /// Adds an entry whose room [`Self::room_for`] made.
+    fn push(&mut self, name: Vec<u8>, node: Arc<RamNode>) {
+        self.entries.push((self.next_pos, name, node));
         self.next_pos += 1;
-        Ok(())
     }
 }
 
@@ -203,6 +217,7 @@ impl RamNode {
         let meta = Meta {
             perm: perm & 0o7777,
             nlink: 1,
+            linkable: false,
             uid: who.uid,
             gid: who.gid,
             rdev: 0,
@@ -245,6 +260,16 @@ impl RamNode {
         match &self.data {
             Data::Dir(d) => Ok(d),
             _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// `ENOENT` for a directory that was removed (Linux's `IS_DEADDIR`): nothing is made in it
+    /// and it is not listed. The caller holds its directory lock.
+    fn alive(&self) -> Result<(), Errno> {
+        if self.kind == FileType::Directory && self.meta.lock().nlink == 0 {
+            Err(Errno::ENOENT)
+        } else {
+            Ok(())
         }
     }
 
@@ -364,6 +389,7 @@ impl Inode for RamNode {
         who: Creator,
     ) -> Result<Arc<dyn Inode>, Errno> {
         let mut dir = self.dir()?.lock();
+        self.alive()?;
         if dir.find(name).is_some() {
             return Err(Errno::EEXIST);
         }
@@ -373,6 +399,10 @@ impl Inode for RamNode {
                 (FileType::Directory, Data::Dir(Mutex::new(Dir::new(Some(self.me.clone())))), 0)
             }
             NewNode::Symlink(target) => {
+                // Linux's `getname` of the target: at most PATH_MAX bytes with its NUL.
+                if target.len() >= PATH_MAX {
+                    return Err(Errno::ENAMETOOLONG);
+                }
                 let mut t = Vec::new();
                 t.try_reserve_exact(target.len()).map_err(|_| Errno::ENOMEM)?;
                 t.extend_from_slice(target);
@@ -402,31 +432,44 @@ impl Inode for RamNode {
         Ok(new)
     }
 
+    fn tmpfile(&self, perm: u32, who: Creator, linkable: bool) -> Result<Arc<dyn Inode>, Errno> {
+        let _dir = self.dir()?.lock();
+        self.alive()?;
+        let contents = (self.shared.config.new_contents)()?;
+        let node = RamNode::make(&self.shared, FileType::Regular, perm, who, Data::File(contents))?;
+        {
+            let mut m = node.meta.lock();
+            m.nlink = 0;
+            m.linkable = linkable;
+        }
+        Ok(node)
+    }
+
     fn link(&self, name: &[u8], target: &Arc<dyn Inode>, now: Timespec) -> Result<(), Errno> {
         let target = self.own(target)?;
         if target.kind == FileType::Directory {
             return Err(Errno::EPERM);
         }
         let mut dir = self.dir()?.lock();
+        self.alive()?;
         if dir.find(name).is_some() {
             return Err(Errno::EEXIST);
         }
-        {
-            let m = target.meta.lock();
-            if m.nlink == 0 {
-                return Err(Errno::ENOENT); // unlinked while open: Linux's `vfs_link`
-            }
-            if m.nlink >= LINK_MAX {
-                return Err(Errno::EMLINK);
-            }
+        // Checked and counted under the target's lock, so an unlink of its last name cannot
+        // come in between.
+        let mut m = target.meta.lock();
+        if m.nlink == 0 && !m.linkable {
+            return Err(Errno::ENOENT); // unlinked while open: Linux's `vfs_link`
+        }
+        if m.nlink >= LINK_MAX {
+            return Err(Errno::EMLINK);
         }
         dir.insert(name, target.this())?;
+        m.nlink += 1;
+        m.linkable = false;
+        m.ctime = now;
+        drop(m);
         drop(dir);
-        {
-            let mut m = target.meta.lock();
-            m.nlink += 1;
-            m.ctime = now;
-        }
         self.touch_dir(now);
         Ok(())
     }
@@ -439,16 +482,25 @@ impl Inode for RamNode {
         match (want_dir, is_dir) {
             (false, true) => return Err(Errno::EISDIR),
             (true, false) => return Err(Errno::ENOTDIR),
-            (true, true) if !node.dir()?.lock().entries.is_empty() => return Err(Errno::ENOTEMPTY),
-            _ => {}
+            (true, true) => {
+                // Empty, and dead from now on: checked and marked under the directory's own
+                // lock, which a create in it takes too (so nothing is made in it meanwhile).
+                let inner = node.dir()?.lock();
+                if !inner.entries.is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                let mut m = node.meta.lock();
+                m.nlink = 0;
+                m.ctime = now;
+            }
+            (false, false) => {
+                let mut m = node.meta.lock();
+                m.nlink = m.nlink.saturating_sub(1);
+                m.ctime = now;
+            }
         }
         dir.entries.remove(at);
         drop(dir);
-        {
-            let mut m = node.meta.lock();
-            m.nlink = if is_dir { 0 } else { m.nlink.saturating_sub(1) };
-            m.ctime = now;
-        }
         let mut m = self.meta.lock();
         if is_dir {
             m.nlink = m.nlink.saturating_sub(1);
@@ -497,11 +549,19 @@ impl Inode for RamNode {
         {
             return Err(Errno::EINVAL);
         }
-        // Both directories locked, the lower address first.
-        let (first, second) =
-            if (self as *const Self) <= (new_dir as *const Self) { (self, new_dir) } else { (new_dir, self) };
+        // Both directories locked, an ancestor before its descendant (the order `unlink` takes a
+        // directory and the one it removes), else the lower address first (Linux's
+        // `lock_rename`).
+        let (first, second) = if new_dir.is_within(self) {
+            (self, new_dir)
+        } else if self.is_within(new_dir) || (new_dir as *const Self) < (self as *const Self) {
+            (new_dir, self)
+        } else {
+            (self, new_dir)
+        };
         let mut a = first.dir()?.lock();
         let mut b = second.dir()?.lock();
+        new_dir.alive()?;
         let (src, dst): (&mut Dir, &mut Dir) =
             if core::ptr::eq(first, self) { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
         let from = src.find(name).ok_or(Errno::ENOENT)?;
@@ -526,21 +586,23 @@ impl Inode for RamNode {
             new_dir.touch_dir(now);
             return Ok(());
         }
+        if target.is_some() && flags & RENAME_NOREPLACE != 0 {
+            return Err(Errno::EEXIST);
+        }
         if let Some(to) = target {
-            if flags & RENAME_NOREPLACE != 0 {
-                return Err(Errno::EEXIST);
-            }
-            let old = dst.entries[to].2.clone();
-            check_replace(&moving, &old)?;
-            dst.entries.remove(to);
+            check_replace(&moving, &dst.entries[to].2)?;
+        }
+        // Everything that can fail first: nothing is removed before the new entry has its room.
+        let entry = dst.room_for(new_name)?;
+        if let Some(to) = target {
+            let old = dst.entries.remove(to).2;
             unlinked(&old, now);
             if old.kind == FileType::Directory {
                 adjust_nlink(new_dir, -1);
             }
         }
-        let from = src.find(name).ok_or(Errno::ENOENT)?;
         let (_, _, node) = src.entries.remove(from);
-        dst.insert(new_name, node)?;
+        dst.push(entry, node);
         set_parent(&moving, new_dir);
         if moving.kind == FileType::Directory {
             adjust_nlink(self, -1);
@@ -555,6 +617,8 @@ impl Inode for RamNode {
 
     fn readdir(&self, cookie: u64, each: &mut dyn FnMut(DirEntry<'_>, u64) -> bool) -> Result<(), Errno> {
         let dir = self.dir()?.lock();
+        // Linux's `iterate_dir`: a removed directory is not read.
+        self.alive()?;
         if cookie == 0 && !each(DirEntry { ino: self.ino, kind: FileType::Directory, name: b"." }, 1) {
             return Ok(());
         }
@@ -656,9 +720,12 @@ fn rename_within(
         if flags & RENAME_NOREPLACE != 0 {
             return Err(Errno::EEXIST);
         }
-        let old = dir.entries[to].2.clone();
-        check_replace(&moving, &old)?;
-        dir.entries.remove(to);
+        check_replace(&moving, &dir.entries[to].2)?;
+    }
+    // Everything that can fail first: nothing is removed before the new entry has its room.
+    let entry = dir.room_for(new_name)?;
+    if let Some(to) = target {
+        let old = dir.entries.remove(to).2;
         unlinked(&old, now);
         if old.kind == FileType::Directory {
             adjust_nlink(this, -1);
@@ -666,7 +733,7 @@ fn rename_within(
     }
     let from = dir.find(name).ok_or(Errno::ENOENT)?;
     let (_, _, node) = dir.entries.remove(from);
-    dir.insert(new_name, node)?;
+    dir.push(entry, node);
     moving.meta.lock().ctime = now;
     this.touch_dir(now);
     Ok(())

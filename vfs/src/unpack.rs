@@ -36,7 +36,7 @@ pub struct Report {
 /// Unpacks `archive` into `root` (the walk's root too), with `mounts` for the walk; `now` is the
 /// change time of what is made.
 pub fn unpack(archive: &[u8], root: &Arc<dyn Inode>, mounts: &Mounts, now: Timespec) -> Report {
-    let walker = Walker { root, mounts };
+    let walker = Walker::new(root, mounts);
     let mut report = Report::default();
     // (ino, dev) of the members with links, and the node each became: Linux's `maybe_link`.
     let mut linked: Vec<Linked> = Vec::new();

@@ -59,18 +59,13 @@ fn kmsg_key() -> usize {
     core::ptr::from_ref(&KMSG_SEEN) as usize | 2
 }
 
-/// On every tick: wakes `/dev/kmsg` readers when records were added (the log itself wakes no
-/// one: a message may be logged under the scheduler's locks).
-fn kmsg_tick() {
+/// On every tick (`fs::tick`): wakes `/dev/kmsg` readers when records were added (the log
+/// itself wakes no one: a message may be logged under the scheduler's locks).
+pub fn tick() {
     let now = crate::klog::written();
     if KMSG_SEEN.swap(now, Ordering::Relaxed) != now {
         crate::sched::notify(kmsg_key());
     }
-}
-
-/// Starts the devices' work at boot (the log's wake-ups).
-pub fn init() {
-    crate::irq::on_tick(kmsg_tick);
 }
 
 /// The nodes `/dev` starts with: name, major, minor, permissions.
@@ -147,6 +142,12 @@ impl DeviceFile {
         matches!(self.device, Device::Console(_))
     }
 
+    /// Whether this is `/dev/tty`, the opener's controlling terminal (which the system-call
+    /// layer checks it has: `ENXIO` otherwise).
+    pub fn is_tty(&self) -> bool {
+        self.device == Device::Console(Console::TTY)
+    }
+
     fn read_kmsg(&self, io: &Io<'_>) -> IoResult {
         let seq = self.kmsg_seq.load(Ordering::Relaxed);
         let (first, _) = crate::klog::bounds();
@@ -170,6 +171,31 @@ impl DeviceFile {
     }
 }
 
+/// A program's line into the log, as Linux's `devkmsg_write` reads it: an optional `<N>`
+/// prefix gives the level (`N & 7`) and, when not 0, the facility (`N >> 3`); the facility is
+/// otherwise `LOG_USER` (1) and the level the default message level (4); one trailing newline
+/// goes. The record keeps the syslog priority (facility × 8 + level), which `syslog(2)` and
+/// `/dev/kmsg` print as Linux does (`<13>` for a user's level-5 line).
+fn kmsg_priority(text: &[u8]) -> (u8, &[u8]) {
+    const LOG_USER: u32 = 1;
+    const DEFAULT_LEVEL: u32 = 4;
+    let (mut facility, mut level, mut line) = (LOG_USER, DEFAULT_LEVEL, text);
+    if let Some(rest) = text.strip_prefix(b"<")
+        && let Some(close) = rest.iter().position(|&b| b == b'>')
+        && close > 0
+        && rest[..close].iter().all(u8::is_ascii_digit)
+        && let Some(n) = core::str::from_utf8(&rest[..close]).ok().and_then(|d| d.parse::<u32>().ok())
+    {
+        level = n & 7;
+        if n >> 3 != 0 {
+            facility = (n >> 3) & 0x1f;
+        }
+        line = &rest[close + 1..];
+    }
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    ((facility * 8 + level) as u8, line)
+}
+
 /// Fills the user buffers with bytes from `fill` (zeros or random), a chunk at a time.
 fn fill_buffers(io: &Io<'_>, fill: &dyn Fn(&mut [u8])) -> IoResult {
     let mut chunk = [0u8; 256];
@@ -179,7 +205,7 @@ fn fill_buffers(io: &Io<'_>, fill: &dyn Fn(&mut [u8])) -> IoResult {
         while at < len {
             let n = (len - at).min(chunk.len() as u64) as usize;
             fill(&mut chunk[..n]);
-            if crate::memory::uaccess::copy_out(base.wrapping_add(at), &chunk[..n]).is_err() {
+            if io.put(base.wrapping_add(at), &chunk[..n]).is_err() {
                 return if done == 0 { Err(Errno::EFAULT.into()) } else { Ok(done) };
             }
             at += n as u64;
@@ -205,7 +231,6 @@ impl File for DeviceFile {
             Device::Null | Device::Zero | Device::Random => Ok(io.len()),
             Device::Full => Err(Errno::ENOSPC.into()),
             Device::Kmsg => {
-                // A program's line into the log (Linux's `devkmsg_write`), at the default level.
                 let mut text = [0u8; 1024];
                 let n = io.len().min(1024) as usize;
                 let mut at = 0;
@@ -213,7 +238,8 @@ impl File for DeviceFile {
                     at += b.len();
                     Ok(b.len())
                 })?;
-                crate::klog::record(crate::klog::level::INFO, &text[..at]);
+                let (prio, line) = kmsg_priority(&text[..at]);
+                crate::klog::record(prio, line);
                 Ok(io.len())
             }
             Device::Console(c) => c.write(io, progress, sigpipe),

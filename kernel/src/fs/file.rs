@@ -35,9 +35,12 @@ pub enum Offset<'a> {
     At(u64),
 }
 
-/// One read or write: the user buffers, where, and how.
+/// One read or write: the buffers, where, and how. The buffers are a program's (the system
+/// calls') or one kernel buffer ([`KernelBuf`]: `sendfile`, `splice` and `copy_file_range` move
+/// bytes between files through one); a file reaches them only through [`Io::put`],
+/// [`Io::take`], [`Io::scatter`] and [`Io::gather`], which copy from or to whichever it is.
 pub struct Io<'a> {
-    /// `(address, length)` of each user buffer, in order.
+    /// `(address, length)` of each buffer, in order.
     pub buffers: &'a [(u64, u64)],
     /// Where in the file (ignored by files without positions: pipes, terminals).
     pub offset: Offset<'a>,
@@ -45,16 +48,100 @@ pub struct Io<'a> {
     pub append: bool,
     /// `O_NONBLOCK`: a pipe's write returns what fitted instead of waiting for the rest.
     pub nonblock: bool,
+    /// The buffers are user memory, or the one kernel buffer behind them.
+    kernel: Option<&'a KernelBuf<'a>>,
 }
 
-impl Io<'_> {
+/// A kernel buffer an [`Io`] reads into or writes from, borrowed for as long as the `Io` lives.
+pub struct KernelBuf<'a> {
+    range: [(u64, u64); 1],
+    /// A buffer a read may fill (one made from `&mut [u8]`).
+    writable: bool,
+    _buf: core::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> KernelBuf<'a> {
+    /// `buf`, for a read to fill.
+    pub fn reading_into(buf: &'a mut [u8]) -> Self {
+        Self {
+            range: [(buf.as_mut_ptr() as u64, buf.len() as u64)],
+            writable: true,
+            _buf: core::marker::PhantomData,
+        }
+    }
+
+    /// `buf`, for a write to take from (never written).
+    pub fn writing_from(buf: &'a [u8]) -> Self {
+        Self {
+            range: [(buf.as_ptr() as u64, buf.len() as u64)],
+            writable: false,
+            _buf: core::marker::PhantomData,
+        }
+    }
+
+    /// Whether `[base, base + len)` lies inside the buffer.
+    fn holds(&self, base: u64, len: usize) -> bool {
+        let (start, size) = self.range[0];
+        base >= start && base.checked_add(len as u64).is_some_and(|end| end <= start + size)
+    }
+}
+
+impl<'a> Io<'a> {
+    /// An I/O on a program's buffers (`(address, length)` pairs).
+    pub fn user(buffers: &'a [(u64, u64)], offset: Offset<'a>, append: bool, nonblock: bool) -> Self {
+        Self { buffers, offset, append, nonblock, kernel: None }
+    }
+
+    /// An I/O on the kernel buffer `buf`.
+    pub fn kernel(buf: &'a KernelBuf<'a>, offset: Offset<'a>, append: bool, nonblock: bool) -> Self {
+        Self { buffers: &buf.range, offset, append, nonblock, kernel: Some(buf) }
+    }
+
     /// The total length of the buffers.
     pub fn len(&self) -> u64 {
         self.buffers.iter().fold(0u64, |n, b| n.saturating_add(b.1))
     }
 
-    /// Copies `data` (kernel memory) into the user buffers, in order: the bytes copied, or
-    /// `EFAULT` when the first byte could not be.
+    /// Copies `data` into the buffers at `base` (an address inside one of them).
+    ///
+    /// # Errors
+    /// `Err(())` for a user address that cannot be written, or an address outside the kernel
+    /// buffer or a kernel buffer that is written from (the caller's `EFAULT`).
+    pub fn put(&self, base: u64, data: &[u8]) -> Result<(), ()> {
+        match self.kernel {
+            None => crate::memory::uaccess::copy_out(base, data).map_err(|_| ()),
+            Some(k) if k.writable && k.holds(base, data.len()) => {
+                // SAFETY: `[base, base + len)` is inside the buffer `k` was made from with
+                // `reading_into`, a `&mut [u8]` it borrows (exclusively) for as long as this `Io`
+                // lives; `data` is another object, so the two do not overlap.
+                unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), base as *mut u8, data.len()) };
+                Ok(())
+            }
+            Some(_) => Err(()),
+        }
+    }
+
+    /// Copies the buffers' bytes at `base` into `dst`.
+    ///
+    /// # Errors
+    /// `Err(())` for a user address that cannot be read, or an address outside the kernel
+    /// buffer (the caller's `EFAULT`).
+    pub fn take(&self, dst: &mut [u8], base: u64) -> Result<(), ()> {
+        match self.kernel {
+            None => crate::memory::uaccess::copy_in(dst, base).map_err(|_| ()),
+            Some(k) if k.holds(base, dst.len()) => {
+                // SAFETY: `[base, base + len)` is inside the buffer `k` borrows for as long as this
+                // `Io` lives, which nothing writes meanwhile (a `reading_into` buffer is written
+                // only through `put`, by the same caller); `dst` is another object.
+                unsafe { core::ptr::copy_nonoverlapping(base as *const u8, dst.as_mut_ptr(), dst.len()) };
+                Ok(())
+            }
+            Some(_) => Err(()),
+        }
+    }
+
+    /// Copies `data` (kernel memory) into the buffers, in order: the bytes copied, or `EFAULT`
+    /// when the first byte could not be.
     ///
     /// # Errors
     /// `EFAULT`.
@@ -65,7 +152,7 @@ impl Io<'_> {
             if take == 0 {
                 break;
             }
-            if crate::memory::uaccess::copy_out(base, &data[at..at + take]).is_err() {
+            if self.put(base, &data[at..at + take]).is_err() {
                 return if at == 0 { Err(Errno::EFAULT.into()) } else { Ok(at as u64) };
             }
             at += take;
@@ -73,10 +160,10 @@ impl Io<'_> {
         Ok(at as u64)
     }
 
-    /// Calls `each` with the user buffers' bytes in order, a chunk of at most `chunk.len()`
-    /// bytes at a time (`skip` bytes left out at the start), until `each` takes fewer than it
-    /// was given or fails: the bytes taken, or the error when none was (`EFAULT` for a buffer
-    /// that cannot be read).
+    /// Calls `each` with the buffers' bytes in order, a chunk of at most `chunk.len()` bytes
+    /// at a time (`skip` bytes left out at the start), until `each` takes fewer than it was
+    /// given or fails: the bytes taken, or the error when none was (`EFAULT` for a buffer that
+    /// cannot be read).
     ///
     /// # Errors
     /// `EFAULT`, or `each`'s error, when nothing was taken.
@@ -94,7 +181,7 @@ impl Io<'_> {
             skip -= off;
             while off < len {
                 let n = (len - off).min(chunk.len() as u64) as usize;
-                if crate::memory::uaccess::copy_in(&mut chunk[..n], base.wrapping_add(off)).is_err() {
+                if self.take(&mut chunk[..n], base.wrapping_add(off)).is_err() {
                     return partial(done, Errno::EFAULT.into());
                 }
                 let took = match each(&chunk[..n]) {
@@ -219,6 +306,16 @@ pub trait File: Send + Sync + Any {
         false
     }
 
+    /// `fsync`/`fdatasync`: nothing here is ever written back, so a file that has the method
+    /// (regular files and directories of the RAM file systems, memfds) succeeds at once.
+    ///
+    /// # Errors
+    /// `EINVAL` by default: a file without it (a pipe, a device, `/proc`), as Linux's
+    /// `vfs_fsync_range`.
+    fn sync(&self) -> Result<(), Errno> {
+        Err(Errno::EINVAL)
+    }
+
     /// Whether it was opened with `O_PATH` (a handle that only names a node).
     fn path_only(&self) -> bool {
         false
@@ -261,6 +358,10 @@ pub struct OpenFile {
     pub pos: Mutex<u64>,
     /// The epoll items watching it, which its end removes (`super::epoll`).
     pub(crate) watchers: super::epoll::Watchers,
+    /// Who `O_ASYNC` would signal (`F_SETOWN`, `F_SETOWN_EX`): `(kind, id)`, Linux's
+    /// `F_OWNER_TID`/`F_OWNER_PID`/`F_OWNER_PGRP` and the id (0: nobody), and the signal
+    /// (`F_SETSIG`; 0: `SIGIO`). Kept and reported; no signal is sent here.
+    pub owner: Mutex<(u32, u32, u32)>,
 }
 
 impl core::fmt::Debug for OpenFile {
@@ -281,7 +382,13 @@ impl Drop for OpenFile {
 impl OpenFile {
     /// A description of `file` with `flags`, position 0.
     pub fn new(file: Arc<dyn File>, flags: u32) -> Self {
-        Self { file, flags: AtomicU32::new(flags), pos: Mutex::new(0), watchers: Default::default() }
+        Self {
+            file,
+            flags: AtomicU32::new(flags),
+            pos: Mutex::new(0),
+            watchers: Default::default(),
+            owner: Mutex::new((0, 0, 0)),
+        }
     }
 
     /// The access mode and status flags.

@@ -7,7 +7,10 @@
 //! One table for the machine, searched linearly (a program holds a handful of locks). A lock's
 //! file is its node (or, for a file without one, its open file), compared by address. A
 //! `F_SETLKW` or `flock` that must wait blocks on the table's event and restarts when any lock
-//! goes; deadlock detection (`EDEADLK`) is not done.
+//! goes. A process's `F_SETLKW` that would wait for a process that waits (through a chain of at
+//! most 10 waits, Linux's `MAX_DEADLK_ITERATIONS`) for it is `EDEADLK` (Linux's
+//! `posix_locks_deadlock`): each waiting thread is recorded with the process it waits for, until
+//! its call ends, is interrupted, or it exits ([`wait_abandoned`]).
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
@@ -44,6 +47,35 @@ struct Lock {
 }
 
 static TABLE: Mutex<Vec<Lock>> = Mutex::new(Vec::new());
+
+/// Threads waiting in `F_SETLKW` for a process's record lock: (waiting process, its thread,
+/// the process holding the lock). Kept under [`TABLE`]'s lock.
+static WAITS: Mutex<Vec<(u32, u32, u32)>> = Mutex::new(Vec::new());
+
+/// How many waits a deadlock search follows (Linux's `MAX_DEADLK_ITERATIONS`).
+const MAX_DEADLOCK_STEPS: usize = 10;
+
+/// Whether process `pid` waiting for process `holder` would close a circle of waits.
+fn deadlock(waits: &[(u32, u32, u32)], pid: u32, holder: u32) -> bool {
+    let mut at = holder;
+    for _ in 0..MAX_DEADLOCK_STEPS {
+        if at == pid {
+            return true;
+        }
+        match waits.iter().find(|w| w.0 == at) {
+            Some(w) => at = w.2,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Thread `tid` of process `pid` no longer waits for a lock (its call ended, was interrupted,
+/// or it exits).
+pub fn wait_abandoned(pid: u32, tid: u32) {
+    let mut waits = WAITS.lock();
+    waits.retain(|w| !(w.0 == pid && w.1 == tid));
+}
 
 fn key() -> usize {
     core::ptr::from_ref(&TABLE) as usize | 2
@@ -152,10 +184,22 @@ impl Flock {
     }
 }
 
-/// `fcntl(fd, F_GETLK | F_SETLK | F_SETLKW | F_OFD_*, &flock)` by process `pid` on `f`.
-pub fn fcntl_lock(frame: &mut TrapFrame, pid: u32, f: &Arc<OpenFile>, cmd: u64, arg: u64) -> Action {
+/// `fcntl(fd, F_GETLK | F_SETLK | F_SETLKW | F_OFD_*, &flock)` by thread `tid` of process
+/// `pid` on `f`.
+pub fn fcntl_lock(
+    frame: &mut TrapFrame,
+    pid: u32,
+    tid: u32,
+    f: &Arc<OpenFile>,
+    cmd: u64,
+    arg: u64,
+) -> Action {
     let generation = sched::event_generation();
-    match lock_call(pid, f, cmd, arg) {
+    let r = lock_call(pid, tid, f, cmd, arg);
+    if !matches!(r, Ok(None)) {
+        wait_abandoned(pid, tid);
+    }
+    match r {
         Ok(Some(n)) => Action::reply(frame, Ok(n)),
         Ok(None) => Action::Block(Wait { what: WaitFor::Event { key: key(), generation }, deadline: None }),
         Err(e) => Action::reply(frame, Err(e)),
@@ -163,7 +207,7 @@ pub fn fcntl_lock(frame: &mut TrapFrame, pid: u32, f: &Arc<OpenFile>, cmd: u64, 
 }
 
 /// The call's result, or `None` to wait.
-fn lock_call(pid: u32, f: &Arc<OpenFile>, cmd: u64, arg: u64) -> Result<Option<u64>, Errno> {
+fn lock_call(pid: u32, tid: u32, f: &Arc<OpenFile>, cmd: u64, arg: u64) -> Result<Option<u64>, Errno> {
     let mut fl = Flock::read(arg)?;
     let ofd = cmd >= F_OFD_GETLK;
     if ofd && fl.pid != 0 {
@@ -206,8 +250,22 @@ fn lock_call(pid: u32, f: &Arc<OpenFile>, cmd: u64, arg: u64) -> Result<Option<u
         if (write && !f.writable()) || (!write && !f.readable()) {
             return Err(Errno::EBADF);
         }
-        if table.iter().any(|l| conflicts(l, &wanted)) {
-            return if cmd == F_SETLKW || cmd == F_OFD_SETLKW { Ok(None) } else { Err(Errno::EAGAIN) };
+        if let Some(held) = table.iter().find(|l| conflicts(l, &wanted)) {
+            if cmd != F_SETLKW && cmd != F_OFD_SETLKW {
+                return Err(Errno::EAGAIN);
+            }
+            // A process's wait for another process's lock: refused if it closes a circle, else
+            // recorded for the next one's search.
+            if let (Owner::Process(_), Owner::Process(holder)) = (owner, held.owner) {
+                let mut waits = WAITS.lock();
+                if deadlock(&waits, pid, holder) {
+                    return Err(Errno::EDEADLK);
+                }
+                waits.retain(|w| !(w.0 == pid && w.1 == tid));
+                waits.try_reserve(1).map_err(|_| Errno::ENOLCK)?;
+                waits.push((pid, tid, holder));
+            }
+            return Ok(None);
         }
     }
     unlock_range(&mut table, file, owner, start, end)?;
@@ -220,8 +278,12 @@ fn lock_call(pid: u32, f: &Arc<OpenFile>, cmd: u64, arg: u64) -> Result<Option<u
     Ok(Some(0))
 }
 
-/// `flock(fd, operation)` on `f`.
+/// `flock(fd, operation)` on `f`: `EBADF` for an `O_PATH` descriptor (Linux's `fdget` has
+/// none), `EINVAL` for an unknown operation.
 pub fn flock(frame: &mut TrapFrame, f: &Arc<OpenFile>, operation: u64) -> Action {
+    if f.file.path_only() {
+        return Action::reply(frame, Err(Errno::EBADF));
+    }
     const LOCK_SH: u64 = 1;
     const LOCK_EX: u64 = 2;
     const LOCK_NB: u64 = 4;
@@ -275,6 +337,7 @@ pub fn closed(pid: u32, f: &OpenFile) {
 
 /// Process `pid` exited: its POSIX locks go.
 pub fn process_exited(pid: u32) {
+    WAITS.lock().retain(|w| w.0 != pid);
     let mut table = TABLE.lock();
     let before = table.len();
     table.retain(|l| l.owner != Owner::Process(pid));

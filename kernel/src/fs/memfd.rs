@@ -26,7 +26,7 @@ use mm::addr::PAGE_SIZE;
 use spin::Mutex;
 
 use super::file::{FdEntry, FdTable, File, Io, IoResult, OpenFile};
-use super::node_file::{read_through, seek_in, write_through};
+use super::node_file::{advance, read_through, seek_in, start_of, write_through};
 use super::pagecache::PageCache;
 use crate::memory::fallible;
 use crate::memory::uaccess::copy_in;
@@ -35,6 +35,9 @@ use crate::memory::uaccess::copy_in;
 const MFD_HUGE_FIELD: u64 = MAP_HUGE_MASK << MAP_HUGE_SHIFT;
 /// The longest name (`NAME_MAX` less the "memfd:" prefix).
 const NAME_MAX: usize = 249;
+
+/// `st_dev` of every memfd (Linux's internal shmem mount, 0:1).
+const MEMFD_DEV: u64 = 1;
 
 /// Inode numbers of memfds (shmem's `get_next_ino`).
 static NEXT_INO: AtomicU64 = AtomicU64::new(1);
@@ -92,27 +95,16 @@ pub fn memfd_create(files: &Mutex<FdTable>, name: u64, flags: u64) -> Result<u64
 
 impl File for Memfd {
     fn read(&self, mut io: Io<'_>) -> IoResult {
-        let start = match &io.offset {
-            super::file::Offset::Current(p) => **p,
-            super::file::Offset::At(a) => *a,
-        };
+        let start = start_of(&io, 0);
         let n = read_through(&io, start, &|at, buf| self.cache.read_into(at, buf))?;
-        if let super::file::Offset::Current(p) = &mut io.offset {
-            **p = start + n;
-        }
+        advance(&mut io, start, n);
         Ok(n)
     }
 
     fn write(&self, mut io: Io<'_>, _progress: &mut u64, _sigpipe: &dyn Fn()) -> IoResult {
-        let start = match &io.offset {
-            super::file::Offset::Current(_) if io.append => self.cache.size(),
-            super::file::Offset::Current(p) => **p,
-            super::file::Offset::At(a) => *a,
-        };
+        let start = start_of(&io, self.cache.size());
         let n = write_through(&io, start, &|at, buf| self.cache.write_from(at, buf))?;
-        if let super::file::Offset::Current(p) = &mut io.offset {
-            **p = start + n;
-        }
+        advance(&mut io, start, n);
         Ok(n)
     }
 
@@ -125,7 +117,7 @@ impl File for Memfd {
     fn stat(&self) -> Result<Stat, Errno> {
         let pages = self.cache.pages_held();
         Ok(Stat {
-            dev: 1,
+            dev: MEMFD_DEV,
             ino: self.ino,
             mode: S_IFREG | 0o777,
             nlink: 0,
@@ -137,9 +129,9 @@ impl File for Memfd {
         })
     }
 
-    /// shmem's `shmem_file_llseek`: a hole reads zero, so the file is data up to its end.
+    /// shmem's `shmem_file_llseek`: the pages held are data, the rest holes.
     fn seek(&self, pos: &mut u64, offset: u64, whence: u64) -> Result<u64, Errno> {
-        seek_in(pos, self.cache.size(), offset, whence)
+        seek_in(pos, self.cache.size(), offset, whence, Some(&self.cache))
     }
 
     fn truncate(&self, size: u64) -> Result<(), Errno> {
@@ -150,7 +142,15 @@ impl File for Memfd {
         true
     }
 
+    fn sync(&self) -> Result<(), Errno> {
+        Ok(())
+    }
+
     fn pages(&self) -> Option<Arc<PageCache>> {
+        super::pagecache::name(&self.cache, || {
+            let path = self.describe().ok()?;
+            Some(super::pagecache::MappedName { dev: MEMFD_DEV, ino: self.ino, path, node: None })
+        });
         Some(self.cache.clone())
     }
 

@@ -6,27 +6,31 @@
 //! instance on top, as on Linux.
 //!
 //! Paths are walked by `vfs::namei` from a process's root and working directory ([`FsContext`],
-//! which processes keep) or a `*at` call's directory. [`open`] is Linux's `do_filp_open` in its
-//! order of checks: the walk, `O_CREAT` (with `O_EXCL`, the umask), the kind of node against the
-//! flags (`O_DIRECTORY`, `O_NOFOLLOW`, writing a directory), then what the node opens as: a
-//! regular file or directory (`node_file`), a device (`dev`), a FIFO (`pipe`), or the open file
-//! a magic link stands for.
+//! which processes keep) or a `*at` call's directory, with the process's credentials ([`Walk`]:
+//! search permission on every directory, `fs::cred`) and `openat2`'s restrictions. [`open`] is
+//! Linux's `do_filp_open` in its order of checks: the walk, `O_CREAT` (with `O_EXCL`, the umask,
+//! write permission on the directory), the kind of node against the flags (`O_DIRECTORY`,
+//! `O_NOFOLLOW`, writing a directory), the permission the access mode asks, then what the node
+//! opens as: a regular file or directory (`node_file`), a device (`dev`), a FIFO (`pipe`), or
+//! the open file a magic link stands for. `O_TMPFILE` makes an unnamed file in a directory.
 //!
-//! Every program runs as root, so permission bits are reported and kept but do not refuse
-//! reading or writing (`CAP_DAC_OVERRIDE`); executing needs an execute bit, as for root on Linux.
+//! The boot makes no directory the archive lacks but the mount points (`/dev`, `/proc`, `/sys`,
+//! `/tmp`), so `ls /` lists what Linux's would.
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use linux_abi::Errno;
 use linux_abi::fcntl::{
-    O_ACCMODE, O_CREAT, O_DIRECTORY, O_EXCL, O_NOFOLLOW, O_PATH, O_RDONLY, O_TMPFILE, O_TRUNC, PATH_MAX,
+    O_ACCMODE, O_CREAT, O_DIRECTORY, O_EXCL, O_NOATIME, O_NOFOLLOW, O_PATH, O_RDONLY, O_TMPFILE, O_TRUNC,
+    O_WRONLY, PATH_MAX,
 };
 use spin::{Once, RwLock};
 use vfs::mount::{Mount, Mounts};
-use vfs::namei::{Parent, Walker};
+use vfs::namei::{Last, Parent, Restrict, Search, Walker};
 use vfs::node::{Creator, FileType, Inode, NewNode, same};
 use vfs::ramfs::{Config, RamFs};
 
+use super::cred::{Credentials, cap, may};
 use super::file::File;
 use super::node_file::{Named, NodeFile, now};
 
@@ -38,13 +42,13 @@ struct Tree {
 
 static TREE: Once<Tree> = Once::new();
 
-/// Reopens the open file a magic link stands for.
+/// Reopens the open file a magic link stands for (`procfs`'s, which makes them).
 pub type Reopen = fn(&Arc<dyn Inode>) -> Result<Arc<dyn File>, Errno>;
 
-/// Makes a new instance of a file system for `mount(2)`: its root.
+/// Makes a new instance of a file-system type (its root).
 pub type MakeFs = fn() -> Result<Arc<dyn Inode>, Errno>;
 
-/// How magic links are reopened (registered by `procfs`, which makes them).
+/// The registered [`Reopen`].
 static REOPEN: Once<Reopen> = Once::new();
 
 /// Device numbers of the file systems made here (`st_dev`, Linux's anonymous devices 0:N).
@@ -122,7 +126,7 @@ pub fn init(initrd: Option<&[u8]>) -> Result<Unpacked, Errno> {
         _ => vfs::unpack::Report::default(),
     };
     let who = boot_creator();
-    for dir in ["dev", "proc", "sys", "tmp", "root"] {
+    for dir in ["dev", "proc", "sys", "tmp"] {
         match root.create(dir.as_bytes(), NewNode::Directory, if dir == "tmp" { 0o1777 } else { 0o755 }, who)
         {
             Ok(_) | Err(Errno::EEXIST) => {}
@@ -162,7 +166,6 @@ pub fn init(initrd: Option<&[u8]>) -> Result<Unpacked, Errno> {
             path: super::copy_bytes(b"/tmp")?,
         })?;
     }
-    super::dev::init();
     TREE.call_once(|| Tree { root, mounts: RwLock::new(mounts) });
     Ok(Unpacked { report, was_cpio })
 }
@@ -215,12 +218,13 @@ pub fn covering(node: &Arc<dyn Inode>) -> Option<Arc<dyn Inode>> {
     TREE.get()?.mounts.read().covered_by(node)
 }
 
-/// The mount a node is on: the latest mount whose root has the node's device (`statfs`).
-pub fn mount_of(node: &Arc<dyn Inode>) -> Option<Mount> {
+/// The type of the file system a node is on: the latest mount whose root has the node's device
+/// (`statfs`).
+pub fn fstype_of(node: &Arc<dyn Inode>) -> Option<&'static str> {
     let dev = node.metadata().dev;
     let tree = TREE.get()?;
     let mounts = tree.mounts.read();
-    mounts.iter().filter(|m| m.root.metadata().dev == dev).last().cloned()
+    mounts.iter().filter(|m| m.root.metadata().dev == dev).last().map(|m| m.fstype)
 }
 
 /// The file systems `mount(2)` can make, by type (registered by the layers that make them:
@@ -292,8 +296,9 @@ pub struct FsContext {
     /// The working directory.
     pub cwd: Arc<dyn Inode>,
     /// Its absolute path when it became the working directory (what a description opened by a
-    /// relative path remembers; `getcwd` asks the tree again).
-    pub cwd_path: Vec<u8>,
+    /// relative path remembers; `getcwd` asks the tree again). Shared, so that a copy of the
+    /// context (every path call takes one) allocates nothing.
+    pub cwd_path: Arc<Vec<u8>>,
     /// The permission bits new nodes do not get (`umask(2)`; 022 to start, as Linux's init).
     pub umask: u32,
 }
@@ -305,19 +310,70 @@ impl FsContext {
     /// `ENOENT` before the tree exists.
     pub fn first() -> Result<Self, Errno> {
         let root = root().ok_or(Errno::ENOENT)?;
-        Ok(Self { cwd: root.clone(), root, cwd_path: super::copy_bytes(b"/")?, umask: 0o022 })
+        let cwd_path = crate::memory::fallible::arc(super::copy_bytes(b"/")?).map_err(|_| Errno::ENOMEM)?;
+        Ok(Self { cwd: root.clone(), root, cwd_path, umask: 0o022 })
     }
 }
 
-/// Runs `f` with a walker over the tree from `ctx`'s root.
-fn with_walker<R>(ctx: &FsContext, f: impl FnOnce(&Walker<'_>) -> Result<R, Errno>) -> Result<R, Errno> {
-    let tree = TREE.get().ok_or(Errno::ENOENT)?;
-    let mounts = tree.mounts.read();
-    f(&Walker { root: &ctx.root, mounts: &mounts })
+/// How a process's call walks the tree: from its root and working directory (`ctx`), as its
+/// credentials allow (search permission on every directory, `cred`), under `openat2`'s
+/// restrictions (`restrict`; scoped walks take their start as the root).
+pub struct Walk<'a> {
+    /// The process's place in the tree.
+    pub ctx: &'a FsContext,
+    /// Who walks.
+    pub cred: &'a Credentials,
+    /// `RESOLVE_*`.
+    pub restrict: Restrict,
 }
 
-/// The node `path` names, a relative path from `start` (`follow`: follow a link in the last
-/// component; a magic link is returned as itself).
+impl Walk<'_> {
+    /// Runs `f` with a walker for a walk from `start`.
+    fn with<R>(
+        &self,
+        start: &Arc<dyn Inode>,
+        f: impl FnOnce(&Walker<'_>) -> Result<R, Errno>,
+    ) -> Result<R, Errno> {
+        let tree = TREE.get().ok_or(Errno::ENOENT)?;
+        let mounts = tree.mounts.read();
+        let root = if self.restrict.beneath || self.restrict.in_root { start } else { &self.ctx.root };
+        let cred = self.cred;
+        let search = |dir: &Arc<dyn Inode>| cred.permission(&dir.metadata(), may::EXEC);
+        // Root searches every directory (`CAP_DAC_READ_SEARCH`): no check to make.
+        let search: Option<Search<'_>> =
+            if cred.capable(cap::DAC_READ_SEARCH) { None } else { Some(&search) };
+        f(&Walker { root, mounts: &mounts, restrict: self.restrict, search })
+    }
+
+    /// The node `path` names, a relative path from `start` (`follow`: follow a link in the last
+    /// component; a magic link that stands for an open file without a node is returned as
+    /// itself, for the caller to reopen).
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `EACCES`, `EXDEV`, `ENOMEM`.
+    pub fn lookup(&self, start: &Arc<dyn Inode>, path: &[u8], follow: bool) -> Result<Arc<dyn Inode>, Errno> {
+        self.with(start, |w| w.resolve(start, path, follow))
+    }
+
+    /// The directory holding the last component of `path`, and that component.
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `EACCES`, `EXDEV`, `ENOMEM`.
+    pub fn lookup_parent(&self, start: &Arc<dyn Inode>, path: &[u8]) -> Result<Parent, Errno> {
+        self.with(start, |w| w.resolve_parent(start, path))
+    }
+
+    /// What `path` names, or where its missing last component would be made.
+    ///
+    /// # Errors
+    /// As [`Self::lookup`].
+    pub fn lookup_or_parent(&self, start: &Arc<dyn Inode>, path: &[u8], follow: bool) -> Result<Last, Errno> {
+        self.with(start, |w| w.resolve_or_parent(start, path, follow))
+    }
+}
+
+/// The kernel's own lookups (the first program, its console): from `ctx`'s root, with root's
+/// rights and no restrictions.
 ///
 /// # Errors
 /// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `ENOMEM`.
@@ -327,15 +383,32 @@ pub fn lookup(
     path: &[u8],
     follow: bool,
 ) -> Result<Arc<dyn Inode>, Errno> {
-    with_walker(ctx, |w| w.resolve(start, path, follow))
+    let root = Credentials::root();
+    Walk { ctx, cred: &root, restrict: Restrict::default() }.lookup(start, path, follow)
 }
 
-/// The directory holding the last component of `path`, and that component.
+/// Linux's `may_create`: whether `cred` may make `name` in directory `dir` (`EEXIST` when it
+/// exists, `ENOENT` when `dir` was removed, `EACCES` without write and search permission on it),
+/// in that order.
 ///
 /// # Errors
-/// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `ENOMEM`.
-pub fn lookup_parent(ctx: &FsContext, start: &Arc<dyn Inode>, path: &[u8]) -> Result<Parent, Errno> {
-    with_walker(ctx, |w| w.resolve_parent(start, path))
+/// As above.
+pub fn may_create(cred: &Credentials, dir: &Arc<dyn Inode>, name: &[u8]) -> Result<(), Errno> {
+    if dir.lookup(name).is_ok() {
+        return Err(Errno::EEXIST);
+    }
+    let m = dir.metadata();
+    if m.kind == FileType::Directory && m.nlink == 0 {
+        return Err(Errno::ENOENT);
+    }
+    cred.permission(&m, may::WRITE | may::EXEC)
+}
+
+/// Who a new node of kind `kind` with the bits `perm` made in `dir` by `cred` belongs to, and
+/// the bits it gets (`Credentials::new_owner`): its creator and permission bits.
+pub fn creator(cred: &Credentials, dir: &Arc<dyn Inode>, kind: FileType, perm: u32) -> (Creator, u32) {
+    let (uid, gid, perm) = cred.new_owner(&dir.metadata(), kind, perm);
+    (Creator { uid, gid, now: now() }, perm)
 }
 
 /// Whether `dir` has something mounted on it.
@@ -431,28 +504,46 @@ pub fn absolute(dir_path: &[u8], path: &[u8]) -> Result<Vec<u8>, Errno> {
 
 /// What an [`open`] gives.
 pub enum Opened {
-    /// The open file.
-    File(Arc<dyn File>),
+    /// The open file, and the file the open made, if it made one.
+    File(Arc<dyn File>, Option<Created>),
+    /// An existing regular file opened with `O_TRUNC` (permission granted): the caller truncates
+    /// it, with the unmapping of its pages from every process that maps it, which this layer
+    /// cannot reach.
+    Truncate(Arc<dyn File>),
     /// A FIFO open waits for the other side: block on this event key and restart.
     Wait(usize),
 }
 
-/// The node a path names for `open`, and the path it is remembered by.
-struct Found {
-    node: Arc<dyn Inode>,
-    path: Vec<u8>,
-    created: bool,
+/// A file an `open(O_CREAT)` made: the caller removes it again ([`Created::undo`]) if it cannot
+/// give the program a descriptor for it, so that a failed open leaves no trace.
+pub struct Created {
+    dir: Arc<dyn Inode>,
+    name: Vec<u8>,
+}
+
+impl Created {
+    /// Removes the file the open made (nothing else can have named it meanwhile but another
+    /// program, whose name stays if it replaced ours).
+    pub fn undo(self) {
+        let _ = self.dir.unlink(&self.name, false, now());
+    }
 }
 
 /// Opens `path` (relative to `start`, whose absolute path is `start_path`) with `flags` and, for
-/// a new file, `mode`, for thread `tid` (a FIFO's waiting open is kept under it). Linux's
-/// order of checks (module documentation).
+/// a new file, `mode`, for thread `tid` (a FIFO's waiting open is kept under it), walking as
+/// `walk` says. Linux's order of checks (`build_open_flags`, `path_openat`, `do_open`,
+/// `may_open`): the flags (`O_TMPFILE` without write access is `EINVAL`); the walk; `O_CREAT`
+/// (`EEXIST` with `O_EXCL`, `EISDIR` for a directory, `EACCES` without write permission on the
+/// directory; the umask and the directory's set-group-id bit for a new file); `O_DIRECTORY`
+/// (`ENOTDIR`); a link (`ELOOP`); a directory for writing (`EISDIR`); permission (`EACCES`:
+/// reading, writing, and `O_TRUNC`, which truncates whatever the access mode); then what the
+/// node opens as.
 ///
 /// # Errors
-/// `ENOENT`, `ENOTDIR`, `EISDIR`, `EEXIST`, `ELOOP`, `ENAMETOOLONG`, `ENXIO`, `EINVAL`,
-/// `EOPNOTSUPP` (`O_TMPFILE`), `ENOSPC`, `ENOMEM`.
+/// `ENOENT`, `ENOTDIR`, `EISDIR`, `EEXIST`, `ELOOP`, `ENAMETOOLONG`, `EACCES`, `EPERM`, `EXDEV`,
+/// `ENXIO`, `EINVAL`, `ENOSPC`, `ENOMEM`.
 pub fn open(
-    ctx: &FsContext,
+    walk: &Walk<'_>,
     start: &Arc<dyn Inode>,
     start_path: &[u8],
     path: &[u8],
@@ -460,47 +551,90 @@ pub fn open(
     mode: u32,
     tid: u32,
 ) -> Result<Opened, Errno> {
+    let writes = flags & O_ACCMODE != O_RDONLY;
     if flags & O_TMPFILE == O_TMPFILE {
-        // No unnamed files here: C libraries fall back to a named temporary file.
-        return Err(Errno::EOPNOTSUPP);
+        return tmpfile(walk, start, start_path, path, flags, mode).map(|f| Opened::File(f, None));
     }
-    let follow = flags & O_NOFOLLOW == 0;
-    let found = if flags & O_CREAT != 0 && flags & O_PATH == 0 {
-        create_or_find(ctx, start, start_path, path, flags, mode)?
+    let path_only = flags & O_PATH != 0;
+    // O_EXCL with O_CREAT never follows a link in the last component (Linux's
+    // `build_open_flags`).
+    let creating = flags & O_CREAT != 0 && !path_only;
+    let follow = flags & O_NOFOLLOW == 0 && !(creating && flags & O_EXCL != 0);
+    let (node, abs) = if creating {
+        match walk.lookup_or_parent(start, path, follow)? {
+            Last::Found(node) => {
+                if flags & O_EXCL != 0 {
+                    return Err(Errno::EEXIST);
+                }
+                if node.metadata().kind == FileType::Directory {
+                    return Err(Errno::EISDIR);
+                }
+                (node, absolute(start_path, path)?)
+            }
+            Last::Missing(parent) => {
+                let name = parent.name.unwrap_or_default();
+                if parent.trailing_slash {
+                    return Err(Errno::EISDIR);
+                }
+                may_create(walk.cred, &parent.dir, &name)?;
+                let (who, perm) =
+                    creator(walk.cred, &parent.dir, FileType::Regular, mode & 0o7777 & !walk.ctx.umask);
+                // What can fail after the file exists is made first (its path, its file).
+                let abs = absolute(start_path, path)?;
+                let node = parent.dir.create(&name, NewNode::File, perm, who)?;
+                let made = Created { dir: parent.dir, name };
+                let file = NodeFile::new(Named { node, path: abs }, false);
+                return match arc_file(file) {
+                    Ok(file) => Ok(Opened::File(file, Some(made))),
+                    Err(e) => {
+                        made.undo();
+                        Err(e)
+                    }
+                };
+            }
+        }
     } else {
-        let node = lookup(ctx, start, path, follow)?;
-        Found { path: absolute(start_path, path)?, node, created: false }
+        let node = walk.lookup(start, path, follow)?;
+        (node, absolute(start_path, path)?)
     };
-    let Found { node, path: abs, created } = found;
     if node.is_magic_link() && follow {
-        let file = reopen(&node)?;
-        return Ok(Opened::File(file));
+        // A descriptor's open file without a node (a pipe, a memfd): the same file again.
+        return Ok(Opened::File(reopen(&node)?, None));
     }
     let m = node.metadata();
-    let path_only = flags & O_PATH != 0;
-    if m.kind == FileType::Symlink && !path_only {
-        // O_NOFOLLOW on a link (a followed link never ends here).
-        return Err(Errno::ELOOP);
-    }
     if flags & O_DIRECTORY != 0 && m.kind != FileType::Directory {
         return Err(Errno::ENOTDIR);
     }
     let named = Named { node, path: abs };
     if path_only {
-        return Ok(Opened::File(arc_file(NodeFile::new(named, true))?));
+        return Ok(Opened::File(arc_file(NodeFile::new(named, true))?, None));
     }
-    let writes = flags & O_ACCMODE != O_RDONLY;
+    // Linux's `may_open`.
+    let mut want = if writes { may::WRITE } else { 0 };
+    if flags & O_ACCMODE != O_WRONLY {
+        want |= may::READ;
+    }
+    let truncate = flags & O_TRUNC != 0 && m.kind == FileType::Regular;
+    if truncate {
+        want |= may::WRITE;
+    }
     match m.kind {
-        FileType::Directory if writes => Err(Errno::EISDIR),
+        FileType::Symlink => return Err(Errno::ELOOP), // O_NOFOLLOW on a link
+        FileType::Directory if want & may::WRITE != 0 => return Err(Errno::EISDIR),
+        _ => {}
+    }
+    walk.cred.permission(&m, want)?;
+    if flags & O_NOATIME != 0 && !walk.cred.owns(&m) {
+        return Err(Errno::EPERM);
+    }
+    match m.kind {
         FileType::Directory | FileType::Regular => {
-            if m.kind == FileType::Regular && writes && flags & O_TRUNC != 0 && !created {
-                named.node.truncate(0, now())?;
-            }
-            Ok(Opened::File(arc_file(NodeFile::new(named, false))?))
+            let file = arc_file(NodeFile::new(named, false))?;
+            Ok(if truncate { Opened::Truncate(file) } else { Opened::File(file, None) })
         }
-        FileType::CharDevice => Ok(Opened::File(super::dev::open(named)?)),
+        FileType::CharDevice => Ok(Opened::File(super::dev::open(named)?, None)),
         FileType::Fifo => match super::pipe::open_fifo(&named.node, &named.path, flags, tid)? {
-            super::pipe::FifoOpen::Open(f) => Ok(Opened::File(f)),
+            super::pipe::FifoOpen::Open(f) => Ok(Opened::File(f, None)),
             super::pipe::FifoOpen::Wait(key) => Ok(Opened::Wait(key)),
         },
         FileType::BlockDevice | FileType::Socket => Err(Errno::ENXIO),
@@ -508,62 +642,35 @@ pub fn open(
     }
 }
 
-fn arc_file<F: File>(f: F) -> Result<Arc<dyn File>, Errno> {
-    Ok(crate::memory::fallible::arc(f).map_err(|_| Errno::ENOMEM)?)
-}
-
-/// `open(O_CREAT)`: the node named, made if missing (with `O_EXCL`: must be missing).
-fn create_or_find(
-    ctx: &FsContext,
+/// `open(O_TMPFILE)`: an unnamed regular file in the directory `path` names (Linux's
+/// `do_tmpfile`): `EINVAL` without write access or with `O_CREAT`; the walk (`ENOENT`,
+/// `ENOTDIR`); write and search permission on the directory (`EACCES`); `EOPNOTSUPP` for a file
+/// system without unnamed files. Linkable unless `O_EXCL`. What `/proc/PID/fd` shows of it is
+/// Linux's `DIR/#INO (deleted)`.
+fn tmpfile(
+    walk: &Walk<'_>,
     start: &Arc<dyn Inode>,
     start_path: &[u8],
     path: &[u8],
     flags: u32,
     mode: u32,
-) -> Result<Found, Errno> {
-    let parent = lookup_parent(ctx, start, path)?;
-    let Some(name) = parent.name.as_deref() else { return Err(Errno::EISDIR) };
-    if name == b"." || name == b".." {
-        return Err(Errno::EISDIR);
+) -> Result<Arc<dyn File>, Errno> {
+    if flags & O_ACCMODE == O_RDONLY || flags & O_CREAT != 0 {
+        return Err(Errno::EINVAL);
     }
-    match parent.dir.lookup(name) {
-        Ok(existing) => {
-            if flags & O_EXCL != 0 {
-                return Err(Errno::EEXIST);
-            }
-            let kind = existing.metadata().kind;
-            if kind == FileType::Directory {
-                return Err(Errno::EISDIR);
-            }
-            if kind == FileType::Symlink && flags & O_NOFOLLOW == 0 {
-                // Follow it (a link to a missing file creates that file, as Linux).
-                let target = existing.readlink()?;
-                let dir_path = absolute(start_path, parent_text(path))?;
-                return create_or_find(ctx, &parent.dir, &dir_path, &target, flags & !O_EXCL, mode);
-            }
-            if parent.trailing_slash {
-                return Err(Errno::ENOTDIR);
-            }
-            Ok(Found { node: existing, path: absolute(start_path, path)?, created: false })
-        }
-        Err(Errno::ENOENT) => {
-            if parent.trailing_slash {
-                return Err(Errno::EISDIR);
-            }
-            let who = Creator { uid: 0, gid: 0, now: now() };
-            let node = parent.dir.create(name, NewNode::File, mode & 0o7777 & !ctx.umask, who)?;
-            Ok(Found { node, path: absolute(start_path, path)?, created: true })
-        }
-        Err(e) => Err(e),
+    let dir = walk.lookup(start, path, flags & O_NOFOLLOW == 0)?;
+    let m = dir.metadata();
+    if m.kind != FileType::Directory {
+        return Err(Errno::ENOTDIR);
     }
+    walk.cred.permission(&m, may::WRITE | may::EXEC)?;
+    let (who, perm) = creator(walk.cred, &dir, FileType::Regular, mode & 0o7777 & !walk.ctx.umask);
+    let node = dir.tmpfile(perm, who, flags & O_EXCL == 0)?;
+    let mut abs = absolute(start_path, path)?;
+    super::file::push_fmt(&mut abs, format_args!("/#{}", node.metadata().ino))?;
+    arc_file(NodeFile::new(Named { node, path: abs }, false))
 }
 
-/// The text of `path` without its last component (`a/b/c` → `a/b`; `c` → ``).
-fn parent_text(path: &[u8]) -> &[u8] {
-    let trimmed = path.strip_suffix(b"/").unwrap_or(path);
-    match trimmed.iter().rposition(|&b| b == b'/') {
-        Some(0) => b"/",
-        Some(i) => &trimmed[..i],
-        None => b"",
-    }
+fn arc_file<F: File>(f: F) -> Result<Arc<dyn File>, Errno> {
+    Ok(crate::memory::fallible::arc(f).map_err(|_| Errno::ENOMEM)?)
 }

@@ -105,23 +105,32 @@ impl NodeFile {
     }
 }
 
-/// `lseek` over a file of `size` bytes whose holes read as zero (so data runs to the end):
-/// the new position, set in `pos`.
+/// `lseek` over a file of `size` bytes: the new position, set in `pos`. `SEEK_DATA` and
+/// `SEEK_HOLE` ask `pages` (the file's page cache: pages held are data, the rest holes, as
+/// tmpfs); a file without one is data up to its end (Linux's `generic_file_llseek`).
 ///
 /// # Errors
 /// `EINVAL` (a bad `whence`, or a result below 0), `ENXIO` (`SEEK_DATA`/`SEEK_HOLE` at or past
-/// the end).
-pub fn seek_in(pos: &mut u64, size: u64, offset: u64, whence: u64) -> Result<u64, Errno> {
+/// the end, or no data after the offset).
+pub fn seek_in(
+    pos: &mut u64,
+    size: u64,
+    offset: u64,
+    whence: u64,
+    pages: Option<&PageCache>,
+) -> Result<u64, Errno> {
     let off = offset as i64;
     let base = match whence {
         SEEK_SET => 0,
         SEEK_CUR => *pos as i64,
         SEEK_END => size as i64,
         SEEK_DATA | SEEK_HOLE => {
-            if off < 0 || off as u64 >= size {
-                return Err(Errno::ENXIO);
-            }
-            let to = if whence == SEEK_DATA { off as u64 } else { size };
+            let to = match pages {
+                Some(cache) => cache.seek_data_hole(offset, whence == SEEK_DATA)?,
+                None if off < 0 || off as u64 >= size => return Err(Errno::ENXIO),
+                None if whence == SEEK_DATA => off as u64,
+                None => size,
+            };
             *pos = to;
             return Ok(to);
         }
@@ -136,29 +145,27 @@ pub fn seek_in(pos: &mut u64, size: u64, offset: u64, whence: u64) -> Result<u64
     }
 }
 
-/// Where an [`Io`] starts: its offset (the end of the file for an append), and where the
-/// description's position is to be advanced.
-fn start_of(io: &Io<'_>, size: u64) -> u64 {
+/// Where an [`Io`] starts: its offset, or the end of the file for an append.
+pub fn start_of(io: &Io<'_>, size: u64) -> u64 {
     match &io.offset {
-        Offset::Current(pos) if io.append => {
-            let _ = pos;
-            size
-        }
+        // Linux's `generic_write_checks`: an `O_APPEND` write goes to the end, `pwrite`'s too.
+        _ if io.append => size,
         Offset::Current(pos) => **pos,
         Offset::At(at) => *at,
     }
 }
 
-fn advance(io: &mut Io<'_>, start: u64, n: u64) {
+/// Advances the description's position past what an [`Io`] from `start` moved (`n` bytes).
+pub fn advance(io: &mut Io<'_>, start: u64, n: u64) {
     if let Offset::Current(pos) = &mut io.offset {
         **pos = start + n;
     }
 }
 
-/// Reads bytes at an offset into a kernel buffer (a node's or a page cache's `read_at`).
+/// Reads bytes of a file from an offset into a kernel buffer: the count, 0 at the end.
 pub type ReadAt<'a> = &'a dyn Fn(u64, &mut [u8]) -> Result<usize, Errno>;
 
-/// Writes bytes at an offset from a kernel buffer.
+/// Writes a kernel buffer into a file at an offset: the count.
 pub type WriteAt<'a> = &'a dyn Fn(u64, &[u8]) -> Result<usize, Errno>;
 
 /// Reads from `read_at` (a node's or a page cache's bytes) into the user buffers, from `start`.
@@ -177,7 +184,7 @@ pub fn read_through(io: &Io<'_>, start: u64, read_at: ReadAt<'_>) -> IoResult {
             if got == 0 {
                 return Ok(done);
             }
-            if copy_out(base.wrapping_add(at), &buf[..got]).is_err() {
+            if io.put(base.wrapping_add(at), &buf[..got]).is_err() {
                 return if done == 0 { Err(Errno::EFAULT.into()) } else { Ok(done) };
             }
             at += got as u64;
@@ -271,7 +278,7 @@ impl File for NodeFile {
                     Some(t) => t.len() as u64,
                     None => self.named.node.metadata().size,
                 };
-                seek_in(pos, size, offset, whence)
+                seek_in(pos, size, offset, whence, self.pages().as_deref())
             }
         }
     }
@@ -309,7 +316,18 @@ impl File for NodeFile {
         if self.path_only {
             return None;
         }
-        super::pagecache::of(&self.named.node.contents()?)
+        let cache = super::pagecache::of(&self.named.node.contents()?)?;
+        super::pagecache::name(&cache, || {
+            let m = self.named.node.metadata();
+            let path = super::copy_bytes(&self.named.path).ok()?;
+            Some(super::pagecache::MappedName {
+                dev: m.dev,
+                ino: m.ino,
+                path,
+                node: Some(Arc::downgrade(&self.named.node)),
+            })
+        });
+        Some(cache)
     }
 
     fn describe(&self) -> Result<Vec<u8>, Errno> {
@@ -318,6 +336,12 @@ impl File for NodeFile {
 
     fn seekable(&self) -> bool {
         true
+    }
+
+    fn sync(&self) -> Result<(), Errno> {
+        // The RAM file systems' files and directories (tmpfs's `noop_fsync`); `/proc` and
+        // `/sys` have none.
+        if self.named.node.as_any().is::<vfs::ramfs::RamNode>() { Ok(()) } else { Err(Errno::EINVAL) }
     }
 
     fn path_only(&self) -> bool {

@@ -8,7 +8,8 @@
 //! **Space.** The RAM file systems together may hold at most half of the machine's frames (as
 //! tmpfs's default `size=50%`): a write that needs a page past that fails with `ENOSPC` (after
 //! the bytes that fitted). Memfds are not counted, as Linux's internal shmem mount is not.
-use alloc::sync::Arc;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
 use core::any::Any;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,7 +18,7 @@ use mm::addr::{PAGE_SIZE, PhysAddr};
 use mm::user::UserFrames as _;
 use mm::user::object::{MAX_SIZE, MemObject, ObjectRef, SharedObject};
 use spin::Mutex;
-use vfs::node::Contents;
+use vfs::node::{Contents, Inode};
 
 use crate::memory::frames;
 
@@ -29,12 +30,81 @@ fn fs_page_limit() -> u64 {
     frames::usage().1 as u64 / 2
 }
 
+/// The RAM file systems' space in pages, as `statfs` reports it (tmpfs's `f_blocks` and
+/// `f_bfree`): the budget, and what of it no file holds.
+pub fn space() -> (u64, u64) {
+    let limit = fs_page_limit();
+    (limit, limit.saturating_sub(FS_PAGES.load(Ordering::Relaxed)))
+}
+
+/// What `/proc/PID/maps` names a mapping of a page cache by: the file's device and inode, its
+/// path, and (for a file of a file system) its node, held weakly (the node holds the cache), to
+/// tell whether it lost its last name (` (deleted)`).
+pub struct MappedName {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// The path it was opened by (a memfd's `/memfd:NAME (deleted)`).
+    pub path: Vec<u8>,
+    /// Its node, if it has one.
+    pub node: Option<Weak<dyn Inode>>,
+}
+
 /// The page cache of one file (module documentation).
-#[derive(Debug)]
 pub struct PageCache {
     pages: Mutex<MemObject>,
     /// Counted against the file systems' budget (a RAM file), or not (a memfd).
     budgeted: bool,
+    /// The name its mappings show, once it was mapped (or asked for one) through a file.
+    name: Mutex<Option<MappedName>>,
+}
+
+impl core::fmt::Debug for PageCache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PageCache").field("budgeted", &self.budgeted).finish_non_exhaustive()
+    }
+}
+
+/// The page caches that have a name, to find one from the object a mapping holds (what
+/// `/proc/PID/maps` has): weak, so a cache goes when its last holder does.
+static NAMED: Mutex<Vec<Weak<PageCache>>> = Mutex::new(Vec::new());
+
+/// Gives `cache` the name its mappings show (the first name stays: a file's device and inode
+/// never change, and Linux's path is that of the file as opened). A name that cannot be
+/// recorded for want of memory is left out: the mapping shows no name.
+pub fn name(cache: &Arc<PageCache>, make: impl FnOnce() -> Option<MappedName>) {
+    let mut slot = cache.name.lock();
+    if slot.is_some() {
+        return;
+    }
+    let mut named = NAMED.lock();
+    named.retain(|w| w.strong_count() > 0);
+    if named.try_reserve(1).is_err() {
+        return;
+    }
+    let Some(name) = make() else { return };
+    named.push(Arc::downgrade(cache));
+    *slot = Some(name);
+}
+
+/// The name of the page cache behind the object at `object` (the address a mapping's
+/// `ObjectRef` points at), for `/proc/PID/maps`: its device, inode and path, ` (deleted)` added
+/// once its file has no name left.
+pub fn mapped_name(object: *const u8) -> Option<(u64, u64, Vec<u8>)> {
+    let cache = NAMED
+        .lock()
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|c| core::ptr::eq(Arc::as_ptr(c).cast::<u8>(), object))?;
+    let slot = cache.name.lock();
+    let name = slot.as_ref()?;
+    let mut path = super::copy_bytes(&name.path).ok()?;
+    let gone = name.node.as_ref().and_then(Weak::upgrade).is_some_and(|n| n.metadata().nlink == 0);
+    if gone {
+        super::file::push_fmt(&mut path, format_args!(" (deleted)")).ok()?;
+    }
+    Some((name.dev, name.ino, path))
 }
 
 impl SharedObject for PageCache {
@@ -57,7 +127,7 @@ impl Drop for PageCache {
 impl PageCache {
     /// An empty cache; `budgeted`: count its pages against the file systems' space.
     pub fn new(budgeted: bool) -> Self {
-        Self { pages: Mutex::new(MemObject::new()), budgeted }
+        Self { pages: Mutex::new(MemObject::new()), budgeted, name: Mutex::new(None) }
     }
 
     /// The object, for mapping the file (`mm::user::UserMemory::mmap_object`).
@@ -125,6 +195,71 @@ impl PageCache {
         Ok(Some(f(pa)))
     }
 
+    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset`, as tmpfs answers
+    /// (Linux's `mapping_seek_hole_data`): a page the file holds is data, one it does not is a
+    /// hole, and the end of the file is a hole.
+    ///
+    /// # Errors
+    /// `ENXIO` at or past the end (or a negative offset), and for `SEEK_DATA` with no data
+    /// after `offset`.
+    pub fn seek_data_hole(&self, offset: u64, data: bool) -> Result<u64, Errno> {
+        let o = self.pages.lock();
+        let size = o.size();
+        if (offset as i64) < 0 || offset >= size {
+            return Err(Errno::ENXIO);
+        }
+        let first = offset / PAGE_SIZE;
+        if data {
+            return match o.next_page(first) {
+                Some(i) if i * PAGE_SIZE < size => Ok(offset.max(i * PAGE_SIZE)),
+                _ => Err(Errno::ENXIO),
+            };
+        }
+        // The first page not held: at most as many steps as pages held.
+        let mut i = first;
+        while o.next_page(i) == Some(i) {
+            i += 1;
+        }
+        Ok(offset.max(i * PAGE_SIZE).min(size))
+    }
+
+    /// `fallocate` of `[offset, offset + len)`: every page of the range that is inside the file
+    /// is allocated (within the file systems' budget), so it counts in `st_blocks` and is data
+    /// to `SEEK_DATA` (shmem's `shmem_fallocate`; pages past the end are not kept here).
+    ///
+    /// # Errors
+    /// `ENOSPC` past the budget, `ENOMEM`; the pages made before stay.
+    pub fn allocate(&self, offset: u64, len: u64) -> Result<(), Errno> {
+        let end = offset.saturating_add(len).min(self.size());
+        let mut index = offset / PAGE_SIZE;
+        while index * PAGE_SIZE < end {
+            self.with_page(index, true, |_| ())?.ok_or(Errno::ENOMEM)?;
+            index += 1;
+        }
+        Ok(())
+    }
+
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE)` of `[offset, offset + len)`: the range reads zero. The
+    /// pages stay the file's (and every mapping's): freeing them would need the object to unmap
+    /// a range from its mappings, which it does only past a new end (`set_size`).
+    pub fn punch(&self, offset: u64, len: u64) {
+        const ZEROS: [u8; 512] = [0; 512];
+        let end = offset.saturating_add(len).min(self.size());
+        let mut at = offset;
+        while at < end {
+            let index = at / PAGE_SIZE;
+            let in_page = (at % PAGE_SIZE) as usize;
+            let n = (PAGE_SIZE as usize - in_page).min((end - at) as usize).min(ZEROS.len());
+            let mut o = self.pages.lock();
+            if let Some(pa) = o.frame_of(index) {
+                frames::UserFrames.write(pa, in_page, &ZEROS[..n]);
+                o.written(index);
+            }
+            drop(o);
+            at += n as u64;
+        }
+    }
+
     /// Copies from byte `offset` into `buf` (kernel memory); 0 at or past the end.
     ///
     /// # Errors
@@ -169,24 +304,34 @@ impl PageCache {
             if end > MAX_SIZE {
                 return partial(done, Errno::EFBIG);
             }
-            {
+            // The size grows to take the page, and goes back if the page cannot be had: a
+            // failed write leaves the file as it was (Linux grows `i_size` only once written).
+            let grew_from = {
                 let mut o = self.pages.lock();
-                if end > o.size() {
-                    let before = o.pages_held() as u64;
+                let old = o.size();
+                if end > old {
                     if o.set_size(end, &mut frames::UserFrames).is_err() {
                         return partial(done, Errno::EFBIG);
                     }
-                    self.account(before, o.pages_held() as u64);
+                    Some(old)
+                } else {
+                    None
                 }
-            }
+            };
             let src = &buf[done..done + n];
-            let wrote =
-                match self.with_page(at / PAGE_SIZE, true, |pa| frames::UserFrames.write(pa, in_page, src)) {
-                    Ok(w) => w,
-                    Err(e) => return partial(done, e),
-                };
-            if wrote.is_none() {
-                return partial(done, Errno::ENOMEM);
+            let wrote = self
+                .with_page(at / PAGE_SIZE, true, |pa| frames::UserFrames.write(pa, in_page, src))
+                .and_then(|w| w.ok_or(Errno::ENOMEM));
+            if let Err(e) = wrote {
+                if let Some(old) = grew_from {
+                    let mut o = self.pages.lock();
+                    if o.size() == end {
+                        let before = o.pages_held() as u64;
+                        let _ = o.set_size(old, &mut frames::UserFrames);
+                        self.account(before, o.pages_held() as u64);
+                    }
+                }
+                return partial(done, e);
             }
             done += n;
         }

@@ -61,8 +61,9 @@ struct State {
     /// Opens for reading and for writing so far (a waiting FIFO opener watches the other's).
     read_opens: u64,
     write_opens: u64,
-    /// FIFO openers waiting for the other side, by thread id: each already counts as an end.
-    waiting: Vec<(u32, bool)>,
+    /// FIFO openers waiting for the other side: thread id, for writing, and the other side's
+    /// open count when it began to wait. Each already counts as an end.
+    waiting: Vec<(u32, bool, u64)>,
 }
 
 /// A pipe's buffer and the count of its open ends.
@@ -241,11 +242,14 @@ pub fn open_fifo(node: &Arc<dyn Inode>, path: &[u8], flags: u32, tid: u32) -> Re
         mode => {
             let write = mode == O_WRONLY;
             let mut st = pipe.state.lock();
-            let waited = st.waiting.iter().position(|&(t, w)| t == tid && w == write);
+            let waited = st.waiting.iter().position(|&(t, w, _)| t == tid && w == write);
             let other_present = if write { st.readers > 0 } else { st.writers > 0 };
+            let other_opens = if write { st.read_opens } else { st.write_opens };
             if let Some(i) = waited {
-                // The restart of a waiting open: its count is already in.
-                if other_present || nonblock {
+                // The restart of a waiting open: its count is already in. It is done once the
+                // other side has opened since it began to wait, even if that end is closed again
+                // (Linux's `wait_for_partner` watches the open count, not the ends).
+                if other_present || nonblock || other_opens != st.waiting[i].2 {
                     st.waiting.swap_remove(i);
                     drop(st);
                     return make(FifoEnd::One(PipeEnd { pipe: pipe.clone(), write, fifo }));
@@ -262,7 +266,7 @@ pub fn open_fifo(node: &Arc<dyn Inode>, path: &[u8], flags: u32, tid: u32) -> Re
                 return make(FifoEnd::One(end));
             }
             st.waiting.try_reserve(1).map_err(|_| Errno::ENOMEM)?;
-            st.waiting.push((tid, write));
+            st.waiting.push((tid, write, other_opens));
             count(&mut st, write);
             drop(st);
             // Keep the pipe alive while its count waits: the node holds it through FIFOS only
@@ -281,6 +285,47 @@ enum FifoEnd {
 
 /// Pipes with a FIFO opener waiting (kept alive for its restart).
 static WAITING: Mutex<Vec<Arc<Pipe>>> = Mutex::new(Vec::new());
+
+/// Keys of pipes whose ends an abandoned open gave back, for the next tick to notify (an
+/// abandoned open is seen under the scheduler's lock, where no event may be sent).
+static ABANDONED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Thread `tid` left a call it was blocked in without finishing it (a signal interrupted it, or
+/// it exits): a FIFO open it was waiting in is abandoned, and the end it counted as goes, as
+/// Linux's `fifo_open` gives it back on its error path. The other side hears of it at the next
+/// tick ([`tick`]).
+pub fn open_abandoned(tid: u32) {
+    let mut waiting = WAITING.lock();
+    for pipe in waiting.iter() {
+        let mut st = pipe.state.lock();
+        let before = st.waiting.len();
+        let mut gone = (0, 0);
+        st.waiting.retain(|&(t, write, _)| {
+            if t == tid {
+                if write { gone.1 += 1 } else { gone.0 += 1 }
+            }
+            t != tid
+        });
+        if st.waiting.len() != before {
+            st.readers -= gone.0;
+            st.writers -= gone.1;
+            drop(st);
+            let mut keys = ABANDONED.lock();
+            if keys.try_reserve(1).is_ok() {
+                keys.push(pipe.key());
+            }
+        }
+    }
+    waiting.retain(|p| !p.state.lock().waiting.is_empty());
+}
+
+/// On every tick (`fs::tick`): the notices of abandoned opens.
+pub fn tick() {
+    let keys = core::mem::take(&mut *ABANDONED.lock());
+    for key in keys {
+        sched::notify(key);
+    }
+}
 
 fn keep_waiting(pipe: &Arc<Pipe>) -> Result<(), Errno> {
     let mut w = WAITING.lock();
@@ -341,7 +386,7 @@ impl PipeEnd {
             // writer's bytes come between.
             let mut at = 0;
             for &(base, len) in io.buffers {
-                if crate::memory::uaccess::copy_in(&mut chunk[at..at + len as usize], base).is_err() {
+                if io.take(&mut chunk[at..at + len as usize], base).is_err() {
                     return Err(Errno::EFAULT.into());
                 }
                 at += len as usize;
@@ -560,12 +605,7 @@ pub const PIPE_MAX_SIZE: usize = 1 << 20;
 /// # Errors
 /// As above, and `ENOMEM`.
 pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
-    let any = file.as_any();
-    let pipe = match (any.downcast_ref::<PipeEnd>(), any.downcast_ref::<BothEnds>()) {
-        (Some(e), _) => &e.pipe,
-        (None, Some(b)) => &b.read.pipe,
-        (None, None) => return Err(Errno::EBADF),
-    };
+    let pipe = pipe_of(&**file).ok_or(Errno::EBADF)?;
     let mut st = pipe.state.lock();
     let Some(size) = set else { return Ok(st.capacity as u64) };
     if size > 1 << 31 {
@@ -583,4 +623,138 @@ pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
     drop(st);
     sched::notify_poll(pipe.key(), poll::POLLOUT | poll::POLLWRNORM);
     Ok(size as u64)
+}
+
+/// The pipe `file` is an end of (an anonymous pipe's or a FIFO's; Linux's `get_pipe_info`).
+pub fn pipe_of(file: &dyn File) -> Option<&Arc<Pipe>> {
+    let any = file.as_any();
+    match (any.downcast_ref::<PipeEnd>(), any.downcast_ref::<BothEnds>()) {
+        (Some(e), _) => Some(&e.pipe),
+        (None, Some(b)) => Some(&b.read.pipe),
+        (None, None) => None,
+    }
+}
+
+/// What `splice` and `tee` find in pipe `pipe` to take: `Ok(true)` bytes, `Ok(false)` none
+/// and no writer (the end: 0 bytes), else wait (Linux's `ipipe_prep`).
+fn has_input(pipe: &Pipe, st: &State) -> Result<bool, FileError> {
+    if !st.buf.is_empty() {
+        return Ok(true);
+    }
+    if st.writers == 0 { Ok(false) } else { Err(FileError::WouldBlock(pipe.key())) }
+}
+
+/// `splice` from pipe `pipe` into `sink`, which takes what it can of the bytes it is given and
+/// says how many: at most `len` bytes, taken out of the pipe as the sink takes them (under the
+/// pipe's lock, so no other reader takes them twice). 0 at the end (no writer), else
+/// `WouldBlock` while the pipe is empty.
+///
+/// # Errors
+/// `WouldBlock`, or the sink's error when it took nothing.
+pub fn drain_into(pipe: &Arc<Pipe>, len: u64, sink: &mut dyn FnMut(&[u8]) -> IoResult) -> IoResult {
+    let mut st = pipe.state.lock();
+    if !has_input(pipe, &st)? {
+        return Ok(0);
+    }
+    let mut done = 0u64;
+    let r = loop {
+        let (front, _) = st.buf.as_slices();
+        let n = front.len().min((len - done).min(usize::MAX as u64) as usize);
+        if n == 0 {
+            break Ok(done);
+        }
+        match sink(&front[..n]) {
+            Ok(took) => {
+                st.buf.drain(..took as usize);
+                done += took;
+                if (took as usize) < n {
+                    break Ok(done);
+                }
+            }
+            Err(e) if done == 0 => break Err(e),
+            Err(_) => break Ok(done),
+        }
+    };
+    drop(st);
+    if done > 0 {
+        sched::notify(pipe.key());
+    }
+    r
+}
+
+/// Puts what fits of `data` into pipe `pipe` (`splice` into a pipe, Linux's
+/// `splice_file_to_pipe`: no atomicity, as much as there is room for): the bytes put, or
+/// `WouldBlock` when there is no room at all. No reader: `EPIPE` (the caller sends `SIGPIPE`).
+///
+/// # Errors
+/// `EPIPE`, `WouldBlock`.
+pub fn push(pipe: &Arc<Pipe>, data: &[u8]) -> IoResult {
+    let mut st = pipe.state.lock();
+    if st.readers == 0 {
+        return Err(Errno::EPIPE.into());
+    }
+    let n = data.len().min(st.capacity.saturating_sub(st.buf.len()));
+    if n == 0 && !data.is_empty() {
+        return Err(FileError::WouldBlock(pipe.key()));
+    }
+    st.buf.extend(&data[..n]); // within the capacity it holds from the start
+    drop(st);
+    wrote(pipe, n as u64)
+}
+
+/// The room left in pipe `pipe`, for a caller that reads a file's bytes to [`push`] only what
+/// can go in: `WouldBlock` when it is full, `EPIPE` without a reader.
+///
+/// # Errors
+/// As above.
+pub fn room(pipe: &Arc<Pipe>) -> Result<usize, FileError> {
+    let st = pipe.state.lock();
+    if st.readers == 0 {
+        return Err(Errno::EPIPE.into());
+    }
+    match st.capacity.saturating_sub(st.buf.len()) {
+        0 => Err(FileError::WouldBlock(pipe.key())),
+        n => Ok(n),
+    }
+}
+
+/// `splice` (`consume`) or `tee` (copies, leaving them) of at most `len` bytes from pipe `from`
+/// to pipe `to`, with both locked (the lower address first, so two opposite calls cannot
+/// deadlock): the bytes moved; 0 at the end of `from`; `WouldBlock` on the key of the pipe that
+/// is empty or full; `EPIPE` without a reader of `to`.
+///
+/// # Errors
+/// As above; `EINVAL` for one pipe to itself.
+pub fn pipe_to_pipe(from: &Arc<Pipe>, to: &Arc<Pipe>, len: u64, consume: bool) -> IoResult {
+    if Arc::ptr_eq(from, to) {
+        return Err(Errno::EINVAL.into());
+    }
+    let from_first = Arc::as_ptr(from) < Arc::as_ptr(to);
+    let (mut a, mut b) =
+        if from_first { (from.state.lock(), to.state.lock()) } else { (to.state.lock(), from.state.lock()) };
+    let (src, dst) = if from_first { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
+    if !has_input(from, src)? {
+        return Ok(0);
+    }
+    if dst.readers == 0 {
+        return Err(Errno::EPIPE.into());
+    }
+    let room = dst.capacity.saturating_sub(dst.buf.len());
+    if room == 0 {
+        return Err(FileError::WouldBlock(to.key()));
+    }
+    let n = src.buf.len().min(room).min(len.min(usize::MAX as u64) as usize);
+    let (front, back) = src.buf.as_slices();
+    let first = n.min(front.len());
+    dst.buf.extend(&front[..first]);
+    dst.buf.extend(&back[..n - first]);
+    if consume {
+        src.buf.drain(..n);
+    }
+    drop((a, b));
+    sched::notify(to.key());
+    if consume {
+        sched::notify(from.key());
+    }
+    Ok(n as u64)
 }

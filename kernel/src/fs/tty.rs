@@ -49,7 +49,7 @@ fn onlcr(t: &Termios) -> bool {
 /// Polls console input on every tick, and routes the console's receive interrupt to the same
 /// polling if it can; returns a line for the boot report.
 pub fn enable_interrupts(machine: &crate::devicetree::Machine) -> &'static str {
-    crate::irq::on_tick(poll_input);
+    crate::irq::on_tick(super::tick);
     let Ok(console) = &machine.console else { return "polled (no console node)" };
     let Some(node) = machine.fdt.find_node(&console.path) else { return "polled" };
     // `interrupt-parent` is inherited: the node's own, else the nearest ancestor's.

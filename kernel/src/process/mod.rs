@@ -18,9 +18,8 @@
 //! thread starts), [`signals`] (their state and delivery), [`posix`] (ids, the descriptor table,
 //! names, CPU time), [`robust`] (robust futexes at thread exit) and `task` (a thread as the
 //! scheduler's `Task`); the event objects made of processes are [`signalfd`] and [`pidfd`],
-//! and [`rseq`] and [`caps`] are a thread's restartable sequences and a process's
-//! capabilities.
-pub mod caps;
+//! and [`rseq`] is a thread's restartable sequences (credentials and capabilities are the file
+//! layer's `fs::cred`).
 pub mod clone;
 pub mod exec;
 pub mod family;
@@ -246,7 +245,10 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     // An address space from here on: dropping it on a failure frees the memory.
     let space = Vmspace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
-    let regs = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    let loaded = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
+    let image = fallible::arc(exec::image::ProgramImage { file, ..loaded.image })
+        .map_err(|_| String::from("no memory for the program's record"))?;
     let process = Process::new(
         pid,
         space,
@@ -258,11 +260,12 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     )
     .ok_or_else(|| String::from("no memory for the process"))?;
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
+    process.posix.set_image(image);
     family::started();
     let thread = Thread {
         tid: pid,
         process: process.clone(),
-        regs,
+        regs: loaded.regs,
         fp: FpState::ZERO,
         tpidr: 0,
         pac: fresh_pac_keys(),

@@ -4,12 +4,15 @@
 //! carry it as one field each.
 //!
 //! The descriptor table itself is `fs::file`'s: a process holds one behind a lock.
+use alloc::sync::Arc;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
+use crate::fs::cred::Credentials;
 use crate::fs::file::{FdTable, OpenFile};
 use crate::fs::namespace::FsContext;
+use crate::process::exec::image::ProgramImage;
 
 /// The release `uname` and `/proc/sys/kernel/osrelease` report, in Linux's form (C libraries
 /// parse it). Linux keeps the system's names in the process's UTS namespace; there is one here.
@@ -27,6 +30,8 @@ pub struct ProcessPosix {
     pub files: Mutex<FdTable>,
     /// Root, working directory and umask.
     pub fs: Mutex<FsContext>,
+    /// User and group ids and capabilities (`fs::cred`; replaced whole by the `set*id` calls).
+    pub cred: Mutex<Arc<Credentials>>,
     /// `personality(2)` value (`PER_LINUX` = 0).
     pub personality: AtomicU32,
     /// Counter ticks its threads spent running, slices already ended.
@@ -35,10 +40,10 @@ pub struct ProcessPosix {
     reported: Mutex<[u64; 16]>,
     /// The path of the program it runs (what `/proc/self/exe` names), up to 255 bytes.
     exe: Mutex<([u8; 255], u8)>,
-    /// Its capabilities (`caps`).
-    pub caps: Mutex<super::caps::Caps>,
     /// The `membarrier` commands it registered for (their `MEMBARRIER_CMD_*` bits).
     pub membarrier: AtomicU32,
+    /// What `/proc` shows of the program it runs (`exec::image`).
+    image: Mutex<Option<Arc<ProgramImage>>>,
 }
 
 impl ProcessPosix {
@@ -66,12 +71,13 @@ impl ProcessPosix {
             ctty: AtomicBool::new(false),
             files: Mutex::new(FdTable::with_console(open).ok()?),
             fs: Mutex::new(fs),
+            cred: Mutex::new(crate::fs::cred::root().ok()?),
             personality: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
             exe: Mutex::new(([0; 255], 0)),
-            caps: Mutex::new(super::caps::Caps::ROOT),
             membarrier: AtomicU32::new(0),
+            image: Mutex::new(None),
         })
     }
 
@@ -87,20 +93,21 @@ impl ProcessPosix {
             ctty: AtomicBool::new(false),
             files: Mutex::new(files),
             fs: Mutex::new(self.fs.lock().clone()),
+            cred: Mutex::new(self.cred.lock().clone()),
             personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
             cpu_ticks: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),
             exe: Mutex::new(*self.exe.lock()),
-            caps: Mutex::new(*self.caps.lock()),
             membarrier: AtomicU32::new(self.membarrier.load(Ordering::Acquire)),
+            image: Mutex::new(self.image.lock().clone()),
         })
     }
 
-    /// `execve`: root's capabilities again, no `membarrier` registration (Linux's
+    /// `execve`: the credentials the new program starts with (`Credentials::after_exec`,
+    /// made before the point of no return), no `membarrier` registration (Linux's
     /// `membarrier_exec_mmap`).
-    pub fn exec_reset(&self) {
-        let mut caps = self.caps.lock();
-        *caps = caps.after_exec();
+    pub fn exec_reset(&self, cred: Arc<Credentials>) {
+        *self.cred.lock() = cred;
         self.membarrier.store(0, Ordering::Release);
     }
 
@@ -110,6 +117,16 @@ impl ProcessPosix {
         let n = path.len().min(255);
         exe.0[..n].copy_from_slice(&path[..n]);
         exe.1 = n as u8;
+    }
+
+    /// Records what `/proc` shows of the program now running.
+    pub fn set_image(&self, image: Arc<ProgramImage>) {
+        *self.image.lock() = Some(image);
+    }
+
+    /// What `/proc` shows of the program it runs (`None` before the first is loaded).
+    pub fn image(&self) -> Option<Arc<ProgramImage>> {
+        self.image.lock().clone()
     }
 
     /// The path of the program it runs.
@@ -135,6 +152,11 @@ impl ProcessPosix {
             n if n == REPORTS + 1 => Report::LastOne,
             _ => Report::Silent,
         }
+    }
+
+    /// The credentials it acts with now.
+    pub fn cred(&self) -> Arc<Credentials> {
+        self.cred.lock().clone()
     }
 
     /// Adds a finished slice of CPU time.

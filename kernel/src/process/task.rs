@@ -76,6 +76,7 @@ impl Task for Thread {
         // A blocking pipe write returns the bytes it had written rather than restart (Linux's
         // `pipe_write`); a poll's kept deadline is dropped: the call is over.
         self.poll_deadline = None;
+        crate::fs::call_abandoned(self.process.pid, self.tid);
         match core::mem::take(&mut self.pipe_written) {
             0 => Errno::EINTR.as_ret() as u64,
             n => n,
@@ -85,6 +86,7 @@ impl Task for Thread {
     fn exit(self: Box<Self>) {
         let process = self.process.clone();
         process.signals.thread_gone(self.tid);
+        crate::fs::call_abandoned(process.pid, self.tid);
         drop(self);
         let torn_down = super::thread_exited(&process);
         // This CPU's reference goes before the process stops counting as live: once none is

@@ -127,38 +127,111 @@ fn loadavg() -> Result<Vec<u8>, Errno> {
     text(|o| writeln!(o, "0.00 0.00 0.00 1/{running} {}", running))
 }
 
+/// `/proc/meminfo`: Linux 6.1's keys in its order for Debian's arm64 configuration (zswap,
+/// memory-failure, CMA, transparent and hugetlb huge pages), each `Key:` padded to 16 columns
+/// and its number to 8. The RAM file systems' pages are the page cache (`Cached`, `Shmem`,
+/// as tmpfs's are), counted as used memory; the rest of what is used is anonymous memory.
 fn meminfo() -> Result<Vec<u8>, Errno> {
     let (used, total) = crate::memory::frames::usage();
-    let kib = |frames: usize| frames as u64 * (mm::addr::PAGE_SIZE / 1024);
-    let free = total.saturating_sub(used);
+    let page_kib = mm::addr::PAGE_SIZE / 1024;
+    let kib = |frames: u64| frames * page_kib;
+    let free = total.saturating_sub(used) as u64;
+    let (budget, budget_free) = crate::fs::pagecache::space();
+    let cached = budget - budget_free;
+    let anon = (used as u64).saturating_sub(cached);
+    let commit_limit = total as u64 / 2; // overcommit_ratio 50 of RAM, no swap
     text(|o| {
-        writeln!(o, "MemTotal:       {:8} kB", kib(total))?;
-        writeln!(o, "MemFree:        {:8} kB", kib(free))?;
-        writeln!(o, "MemAvailable:   {:8} kB", kib(free))?;
-        writeln!(o, "Buffers:        {:8} kB", 0)?;
-        writeln!(o, "Cached:         {:8} kB", 0)?;
-        writeln!(o, "SwapCached:     {:8} kB", 0)?;
-        writeln!(o, "SwapTotal:      {:8} kB", 0)?;
-        writeln!(o, "SwapFree:       {:8} kB", 0)?;
-        writeln!(o, "Shmem:          {:8} kB", 0)?;
-        writeln!(o, "Hugepagesize:   {:8} kB", kib(512))
+        let kb = |o: &mut Text, key: &str, frames: u64| meminfo_line(o, key, kib(frames), " kB");
+        kb(o, "MemTotal", total as u64)?;
+        kb(o, "MemFree", free)?;
+        kb(o, "MemAvailable", free + cached)?;
+        kb(o, "Buffers", 0)?;
+        kb(o, "Cached", cached)?;
+        kb(o, "SwapCached", 0)?;
+        kb(o, "Active", anon)?;
+        kb(o, "Inactive", cached)?;
+        kb(o, "Active(anon)", anon)?;
+        kb(o, "Inactive(anon)", cached)?;
+        kb(o, "Active(file)", 0)?;
+        kb(o, "Inactive(file)", 0)?;
+        kb(o, "Unevictable", 0)?;
+        kb(o, "Mlocked", 0)?;
+        kb(o, "SwapTotal", 0)?;
+        kb(o, "SwapFree", 0)?;
+        kb(o, "Zswap", 0)?;
+        kb(o, "Zswapped", 0)?;
+        kb(o, "Dirty", 0)?;
+        kb(o, "Writeback", 0)?;
+        kb(o, "AnonPages", anon)?;
+        kb(o, "Mapped", 0)?;
+        kb(o, "Shmem", cached)?;
+        kb(o, "KReclaimable", 0)?;
+        kb(o, "Slab", 0)?;
+        kb(o, "SReclaimable", 0)?;
+        kb(o, "SUnreclaim", 0)?;
+        kb(o, "KernelStack", 0)?;
+        kb(o, "PageTables", 0)?;
+        kb(o, "NFS_Unstable", 0)?;
+        kb(o, "Bounce", 0)?;
+        kb(o, "WritebackTmp", 0)?;
+        kb(o, "CommitLimit", commit_limit)?;
+        kb(o, "Committed_AS", anon)?;
+        // arm64's VMALLOC_END - VMALLOC_START with 48-bit addresses, as Linux prints it.
+        meminfo_line(o, "VmallocTotal", 133_143_592_960, " kB")?;
+        kb(o, "VmallocUsed", 0)?;
+        kb(o, "VmallocChunk", 0)?;
+        kb(o, "Percpu", 0)?;
+        kb(o, "HardwareCorrupted", 0)?;
+        kb(o, "AnonHugePages", 0)?;
+        kb(o, "ShmemHugePages", 0)?;
+        kb(o, "ShmemPmdMapped", 0)?;
+        kb(o, "FileHugePages", 0)?;
+        kb(o, "FilePmdMapped", 0)?;
+        kb(o, "CmaTotal", 0)?;
+        kb(o, "CmaFree", 0)?;
+        for key in ["HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp"] {
+            meminfo_line(o, key, 0, "")?;
+        }
+        kb(o, "Hugepagesize", 512)?;
+        kb(o, "Hugetlb", 0)
     })
 }
 
+/// One line of `/proc/meminfo`: `key:` padded to 16 columns, the value to 8, then `unit`.
+fn meminfo_line(o: &mut Text, key: &str, value: u64, unit: &str) -> core::fmt::Result {
+    write!(o, "{key}:")?;
+    for _ in key.len() + 1..16 {
+        o.write_str(" ")?;
+    }
+    writeln!(o, "{value:>8}{unit}")
+}
+
+/// `/proc/stat`: the CPU times in clock ticks (100 a second), each CPU's then their sum, as
+/// Linux lists them; the time the processes ran is user time (every process's, shared evenly
+/// among the CPUs), the rest of the time since boot idle. The counts this kernel does not keep
+/// (interrupts, context switches, soft interrupts) are 0.
 fn stat() -> Result<Vec<u8>, Errno> {
-    let n = crate::cpu::ONLINE.load(core::sync::atomic::Ordering::Acquire);
+    let n = crate::cpu::ONLINE.load(core::sync::atomic::Ordering::Acquire).max(1) as u64;
     let boot = crate::wallclock::realtime_offset_ns() / 1_000_000_000;
+    let up = crate::wallclock::monotonic_ns() / 10_000_000;
+    let mut busy_us = 0u64;
+    crate::process::family::for_each_process(|p| {
+        busy_us += crate::arch::time::ticks_to_us(crate::process::cpu_ticks(p));
+    });
+    let user = (busy_us / 10_000).min(up * n);
+    let idle = up * n - user;
     text(|o| {
-        writeln!(o, "cpu  0 0 0 0 0 0 0 0 0 0")?;
+        writeln!(o, "cpu  {user} 0 0 {idle} 0 0 0 0 0 0")?;
         for cpu in 0..n {
-            writeln!(o, "cpu{cpu} 0 0 0 0 0 0 0 0 0 0")?;
+            writeln!(o, "cpu{cpu} {} 0 0 {} 0 0 0 0 0 0", user / n, idle / n)?;
         }
         writeln!(o, "intr 0")?;
         writeln!(o, "ctxt 0")?;
         writeln!(o, "btime {boot}")?;
         writeln!(o, "processes {}", crate::process::family::listed())?;
         writeln!(o, "procs_running 1")?;
-        writeln!(o, "procs_blocked 0")
+        writeln!(o, "procs_blocked 0")?;
+        writeln!(o, "softirq 0 0 0 0 0 0 0 0 0 0 0")
     })
 }
 

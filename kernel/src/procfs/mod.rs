@@ -328,11 +328,38 @@ impl Inode for ProcNode {
     }
 
     fn is_magic_link(&self) -> bool {
-        matches!(self.kind, Kind::Fd(..))
+        matches!(self.kind, Kind::Fd(..) | Kind::PidLink(..))
+    }
+
+    fn magic_node(&self) -> Result<Option<Arc<dyn Inode>>, Errno> {
+        match self.kind {
+            Kind::Fd(pid, fd) => {
+                let p = process(pid).map_err(|_| Errno::ENOENT)?;
+                let f = p.posix.files.lock().file(u64::from(fd)).map_err(|_| Errno::ENOENT)?;
+                Ok(f.file.inode().cloned())
+            }
+            Kind::PidLink(pid, l) => Ok(pid::link_node(&*process(pid).map_err(|_| Errno::ENOENT)?, l)),
+            _ => Ok(None),
+        }
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        match self.kind {
+            Kind::PidText(pid, pid::Text::Pagemap) => {
+                // The frame numbers only for a reader with CAP_SYS_ADMIN (Linux's `pagemap_read`).
+                let reader =
+                    crate::process::current_ids().and_then(|(me, _)| crate::process::family::by_pid(me));
+                let show_pfn =
+                    reader.is_some_and(|r| r.posix.cred().capable(crate::fs::cred::cap::SYS_ADMIN));
+                maps::pagemap(&*process(pid)?, offset, buf, show_pfn)
+            }
+            _ => Err(self.not_a_file()),
+        }
     }
 
     fn generate(&self) -> Option<Result<Vec<u8>, Errno>> {
         match self.kind {
+            Kind::PidText(_, pid::Text::Pagemap) => None,
             Kind::PidText(pid, t) => Some(process(pid).and_then(|p| pid::generate(&p, t))),
             _ => None,
         }

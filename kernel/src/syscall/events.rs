@@ -27,12 +27,12 @@ use linux_abi::time::{
 
 use super::poll::{restore_wait_mask, set_wait_mask};
 use crate::arch::aarch64::exception::TrapFrame;
+use crate::fs::cred::{cap, cap_version};
 use crate::fs::epoll::{self, EVENT_SIZE, Epoll, MAX_EVENTS};
 use crate::fs::file::FdEntry;
 use crate::fs::timerfd::{Setting, TimerFd};
 use crate::memory::fallible;
 use crate::memory::uaccess::{copy_in, copy_out};
-use crate::process::caps::{self, CAP_SYS_NICE, CAP_WAKE_ALARM, Caps};
 use crate::process::pidfd::{self, PidFd};
 use crate::process::signalfd::SignalFd;
 use crate::process::signals::{Target, send};
@@ -161,7 +161,9 @@ pub fn timerfd_create(p: &Process, clock: u64, flags: u64) -> Result<u64, Errno>
     if flags & !(linux_abi::poll::TFD_CLOEXEC | linux_abi::poll::TFD_NONBLOCK) != 0 {
         return Err(Errno::EINVAL);
     }
-    if matches!(clock, CLOCK_REALTIME_ALARM | CLOCK_BOOTTIME_ALARM) && !caps::capable(p, CAP_WAKE_ALARM) {
+    if matches!(clock, CLOCK_REALTIME_ALARM | CLOCK_BOOTTIME_ALARM)
+        && !p.posix.cred().capable(cap::WAKE_ALARM)
+    {
         return Err(Errno::EPERM);
     }
     crate::fs::timerfd::create(&p.posix.files, realtime, flags)
@@ -334,7 +336,7 @@ pub fn process_madvise(
     if target.space().is_none() {
         return Err(Errno::ESRCH);
     }
-    if !caps::capable(p, CAP_SYS_NICE) {
+    if !p.posix.cred().capable(cap::SYS_NICE) {
         return Err(Errno::EPERM);
     }
     let mut done = 0u64;
@@ -439,10 +441,10 @@ pub fn rseq(thread: &mut Thread, a: [u64; 6]) -> Result<u64, Errno> {
 fn cap_header(hdr: u64) -> Result<usize, Errno> {
     let mut b = [0u8; 4];
     copy_in(&mut b, hdr).map_err(|_| Errno::EFAULT)?;
-    match caps::words(u32::from_le_bytes(b)) {
+    match cap_version::words(u32::from_le_bytes(b)) {
         Some(words) => Ok(words),
         None => {
-            copy_out(hdr, &caps::VERSION_3.to_le_bytes()).map_err(|_| Errno::EFAULT)?;
+            copy_out(hdr, &cap_version::V3.to_le_bytes()).map_err(|_| Errno::EFAULT)?;
             Err(Errno::EINVAL)
         }
     }
@@ -471,23 +473,23 @@ pub fn capget(p: &Process, hdr: u64, data: u64) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let sets = if pid == 0 || pid as u32 == p.pid {
-        *p.posix.caps.lock()
+        p.posix.cred()
     } else {
-        crate::process::family::by_pid(pid as u32).map(|t| *t.posix.caps.lock()).ok_or(Errno::ESRCH)?
+        crate::process::family::by_pid(pid as u32).map(|t| t.posix.cred()).ok_or(Errno::ESRCH)?
     };
     let mut out = [0u8; 24];
     for w in 0..words {
         let shift = 32 * w;
         let word = |set: u64| ((set >> shift) as u32).to_le_bytes();
-        out[w * 12..w * 12 + 4].copy_from_slice(&word(sets.effective));
-        out[w * 12 + 4..w * 12 + 8].copy_from_slice(&word(sets.permitted));
-        out[w * 12 + 8..w * 12 + 12].copy_from_slice(&word(sets.inheritable));
+        out[w * 12..w * 12 + 4].copy_from_slice(&word(sets.cap_effective));
+        out[w * 12 + 4..w * 12 + 8].copy_from_slice(&word(sets.cap_permitted));
+        out[w * 12 + 8..w * 12 + 12].copy_from_slice(&word(sets.cap_inheritable));
     }
     copy_out(data, &out[..words * 12]).map(|()| 0).map_err(|_| Errno::EFAULT)
 }
 
 /// `capset(hdr, data)`: the caller's new sets (only its own: `EPERM` for another pid), as
-/// `caps::Caps::set` allows them.
+/// `Credentials::set_caps` allows them.
 pub fn capset(p: &Process, hdr: u64, data: u64) -> Result<u64, Errno> {
     let words = cap_header(hdr)?;
     let pid = cap_pid(hdr)?;
@@ -500,13 +502,14 @@ pub fn capset(p: &Process, hdr: u64, data: u64) -> Result<u64, Errno> {
         u64::from(u32::from_le_bytes(b[w * 12 + k * 4..w * 12 + k * 4 + 4].try_into().unwrap_or_default()))
             << (32 * w)
     };
-    let mut new = Caps { effective: 0, permitted: 0, inheritable: 0 };
+    let (mut effective, mut permitted, mut inheritable) = (0, 0, 0);
     for w in 0..words {
-        new.effective |= field(w, 0);
-        new.permitted |= field(w, 1);
-        new.inheritable |= field(w, 2);
+        effective |= field(w, 0);
+        permitted |= field(w, 1);
+        inheritable |= field(w, 2);
     }
-    let mut sets = p.posix.caps.lock();
-    *sets = sets.set(new)?;
+    let mut slot = p.posix.cred.lock();
+    let new = slot.set_caps(effective, permitted, inheritable)?;
+    *slot = fallible::arc(new).map_err(|_| Errno::ENOMEM)?;
     Ok(0)
 }

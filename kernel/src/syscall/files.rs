@@ -1,6 +1,8 @@
 //! Descriptors and the files behind them: `read`, `readv`, `pread64`, `preadv`, `preadv2`,
 //! `write` and their kin, `close`, `close_range`, `dup`, `dup3`, `fcntl`, `ioctl`, `fstat`,
-//! `lseek`, `ftruncate`, `fallocate`, `getdents64`, `fsync` and `fdatasync`.
+//! `lseek`, `ftruncate`, `fallocate`, `getdents64`, `fsync`, `fdatasync`, `syncfs`,
+//! `sync_file_range`, and the moves between two descriptors (`sendfile`, `copy_file_range`,
+//! `splice`, `tee`: `fs::splice`).
 //!
 //! What a descriptor is open on is a `fs::file::File`; every call here goes through that one
 //! interface, so the console, pipes, memfds, devices and the files of the tree behave alike
@@ -144,14 +146,12 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers, at: A
     };
     let nonblock = f.flags() & O_NONBLOCK != 0;
     let r = match at {
-        At::Offset(off) => {
-            f.file.read(Io { buffers: &list, offset: Offset::At(off), append: false, nonblock })
-        }
+        At::Offset(off) => f.file.read(Io::user(&list, Offset::At(off), false, nonblock)),
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
-            f.file.read(Io { buffers: &list, offset: Offset::Current(&mut pos), append: false, nonblock })
+            f.file.read(Io::user(&list, Offset::Current(&mut pos), false, nonblock))
         }
-        At::Position => f.file.read(Io { buffers: &list, offset: Offset::At(0), append: false, nonblock }),
+        At::Position => f.file.read(Io::user(&list, Offset::At(0), false, nonblock)),
     };
     finish(frame, &f, generation, r)
 }
@@ -178,27 +178,18 @@ pub fn write(
     let flags = f.flags();
     let nonblock = flags & O_NONBLOCK != 0;
     // No reader: SIGPIPE from the writer's own pid (Linux's `pipe_write`).
-    let sigpipe = || {
-        let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
-        crate::process::signals::send_to_process(p, info);
-    };
+    let sigpipe = sigpipe_of(p);
     let append = flags & O_APPEND != 0;
     let r = match at {
         // pwrite on an O_APPEND file appends, as Linux does.
         At::Offset(off) => {
-            f.file.write(Io { buffers: &list, offset: Offset::At(off), append, nonblock }, progress, &sigpipe)
+            f.file.write(Io::user(&list, Offset::At(off), append, nonblock), progress, &sigpipe)
         }
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
-            f.file.write(
-                Io { buffers: &list, offset: Offset::Current(&mut pos), append, nonblock },
-                progress,
-                &sigpipe,
-            )
+            f.file.write(Io::user(&list, Offset::Current(&mut pos), append, nonblock), progress, &sigpipe)
         }
-        At::Position => {
-            f.file.write(Io { buffers: &list, offset: Offset::At(0), append, nonblock }, progress, &sigpipe)
-        }
+        At::Position => f.file.write(Io::user(&list, Offset::At(0), append, nonblock), progress, &sigpipe),
     };
     finish(frame, &f, generation, r)
 }
@@ -254,30 +245,51 @@ pub fn unmap_past(cache: &Arc<crate::fs::pagecache::PageCache>, length: u64) {
     });
 }
 
-/// `fallocate(fd, mode, offset, len)`: mode 0 (and `FALLOC_FL_KEEP_SIZE`) grows the file to
-/// `offset + len`; the hole-punching and range modes are `EOPNOTSUPP`.
+/// `fallocate(fd, mode, offset, len)`, in Linux's order (`vfs_fallocate`): `EBADF` no
+/// descriptor; `EINVAL` a negative offset or a length below 1; `EOPNOTSUPP` an unknown mode, a
+/// hole without `FALLOC_FL_KEEP_SIZE`, or a mode tmpfs lacks (collapse, zero, insert, unshare);
+/// `EBADF` not open for writing; `ESPIPE` a pipe, `EISDIR` a directory, `ENODEV` another file
+/// that is not regular; `EFBIG` past the largest size. Mode 0 allocates the range (growing the
+/// file unless `FALLOC_FL_KEEP_SIZE`); `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` makes the
+/// range read zero (`fs::pagecache`).
 pub fn fallocate(p: &Process, fd: u64, mode: u64, offset: u64, len: u64) -> Result<u64, Errno> {
-    const KEEP_SIZE: u64 = 1;
+    const KEEP_SIZE: u64 = 0x01;
+    const PUNCH_HOLE: u64 = 0x02;
+    // COLLAPSE_RANGE, ZERO_RANGE, INSERT_RANGE, UNSHARE_RANGE: Linux's other modes.
+    const OTHERS: u64 = 0x08 | 0x10 | 0x20 | 0x40;
     let f = file(p, fd)?;
     if (offset as i64) < 0 || (len as i64) <= 0 {
         return Err(Errno::EINVAL);
     }
-    if mode & !KEEP_SIZE != 0 {
+    if mode & !(KEEP_SIZE | PUNCH_HOLE | OTHERS) != 0 || (mode & PUNCH_HOLE != 0 && mode & KEEP_SIZE == 0) {
         return Err(Errno::EOPNOTSUPP);
     }
     if !f.writable() {
         return Err(Errno::EBADF);
     }
     let st = f.file.stat()?;
-    if st.mode & linux_abi::fcntl::S_IFMT == linux_abi::fcntl::S_IFDIR {
-        return Err(Errno::EISDIR);
-    }
-    if st.mode & linux_abi::fcntl::S_IFMT != linux_abi::fcntl::S_IFREG {
-        return Err(if f.file.seekable() { Errno::ENODEV } else { Errno::ESPIPE });
+    match st.mode & linux_abi::fcntl::S_IFMT {
+        linux_abi::fcntl::S_IFIFO => return Err(Errno::ESPIPE),
+        linux_abi::fcntl::S_IFDIR => return Err(Errno::EISDIR),
+        linux_abi::fcntl::S_IFREG => {}
+        _ => return Err(Errno::ENODEV),
     }
     let end = offset.checked_add(len).filter(|e| *e <= i64::MAX as u64).ok_or(Errno::EFBIG)?;
-    if mode & KEEP_SIZE == 0 && end > st.size as u64 {
+    // shmem's `shmem_fallocate` knows these two only.
+    let cache = f.file.pages().filter(|_| mode & OTHERS == 0).ok_or(Errno::EOPNOTSUPP)?;
+    if mode & PUNCH_HOLE != 0 {
+        cache.punch(offset, len);
+        return Ok(0);
+    }
+    let old = st.size as u64;
+    if mode & KEEP_SIZE == 0 && end > old {
         f.file.truncate(end)?;
+    }
+    if let Err(e) = cache.allocate(offset, len) {
+        if end > old && mode & KEEP_SIZE == 0 {
+            let _ = f.file.truncate(old); // the size is back as it was; the pages past it go
+        }
+        return Err(e);
     }
     Ok(0)
 }
@@ -341,21 +353,26 @@ pub fn dup3(p: &Process, old: u64, new: u64, flags: u64) -> Result<u64, Errno> {
 /// `fcntl(fd, cmd, arg)`: F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL, the
 /// record locks (`fs::locks`), F_GETPIPE_SZ/F_SETPIPE_SZ, F_GET_SEALS/F_ADD_SEALS (`EINVAL`:
 /// no seals here).
-pub fn fcntl(p: &Process, frame: &mut TrapFrame, fd: u64, cmd: u64, arg: u64) -> Action {
+pub fn fcntl(p: &Process, tid: u32, frame: &mut TrapFrame, fd: u64, cmd: u64, arg: u64) -> Action {
     use linux_abi::fcntl::{F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW};
+    // An O_PATH descriptor answers only these (Linux's `check_fcntl_cmd`): EBADF for the rest.
+    let f = match file(p, fd) {
+        Ok(f) => f,
+        Err(e) => return done(frame, Err(e)),
+    };
+    if f.file.path_only() && !matches!(cmd, F_DUPFD | F_DUPFD_CLOEXEC | F_GETFD | F_SETFD | F_GETFL) {
+        return done(frame, Err(Errno::EBADF));
+    }
     if matches!(cmd, F_GETLK | F_SETLK | F_SETLKW | F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW) {
-        let f = match file(p, fd) {
-            Ok(f) => f,
-            Err(e) => return done(frame, Err(e)),
-        };
-        return crate::fs::locks::fcntl_lock(frame, p.pid, &f, cmd, arg);
+        return crate::fs::locks::fcntl_lock(frame, p.pid, tid, &f, cmd, arg);
     }
     done(frame, fcntl_plain(p, fd, cmd, arg))
 }
 
 fn fcntl_plain(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
     use linux_abi::fcntl::{
-        F_ADD_SEALS, F_GET_SEALS, F_GETOWN, F_GETPIPE_SZ, F_GETSIG, F_SETOWN, F_SETPIPE_SZ, F_SETSIG,
+        F_ADD_SEALS, F_GET_SEALS, F_GETOWN, F_GETOWN_EX, F_GETPIPE_SZ, F_GETSIG, F_SETOWN, F_SETOWN_EX,
+        F_SETPIPE_SZ, F_SETSIG,
     };
     // The status flags F_SETFL may change (Linux's SETFL_MASK; O_ASYNC, O_DIRECT and O_NOATIME
     // mean nothing for these files and are kept as given).
@@ -391,8 +408,80 @@ fn fcntl_plain(p: &Process, fd: u64, cmd: u64, arg: u64) -> Result<u64, Errno> {
             crate::fs::pipe::pipe_size(&f.file, (cmd == F_SETPIPE_SZ).then_some(arg))
         }
         F_GET_SEALS | F_ADD_SEALS => Err(Errno::EINVAL),
-        F_GETOWN | F_GETSIG => Ok(0),
-        F_SETOWN | F_SETSIG => Ok(0),
+        F_GETOWN | F_SETOWN | F_GETOWN_EX | F_SETOWN_EX | F_GETSIG | F_SETSIG => {
+            let f = entry.file.clone();
+            drop(files);
+            owner(&f, cmd, arg)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// The owner requests of `fcntl` on description `f` (Linux's `f_setown`, `f_getown`,
+/// `f_setown_ex`, `f_getown_ex`, `F_SETSIG`, `F_GETSIG`): kept with the description.
+fn owner(f: &OpenFile, cmd: u64, arg: u64) -> Result<u64, Errno> {
+    use linux_abi::fcntl::{F_GETOWN, F_GETOWN_EX, F_GETSIG, F_SETOWN, F_SETOWN_EX, F_SETSIG};
+    const TID: u32 = 0;
+    const PID: u32 = 1;
+    const PGRP: u32 = 2;
+    let exists = |kind: u32, id: u32| match kind {
+        _ if id == 0 => true,
+        PGRP => {
+            let mut found = false;
+            crate::process::family::for_each_process(|q| {
+                found |= q.posix.pgid.load(Ordering::Acquire) == id;
+            });
+            found
+        }
+        _ => crate::process::family::by_pid(id).is_some(),
+    };
+    let mut owner = f.owner.lock();
+    match cmd {
+        F_GETOWN => Ok(if owner.0 == PGRP {
+            (owner.1 as i32).wrapping_neg() as u32 as u64
+        } else {
+            u64::from(owner.1)
+        }),
+        F_SETOWN => {
+            let who = arg as i32;
+            if who == i32::MIN {
+                return Err(Errno::EINVAL);
+            }
+            let (kind, id) = if who < 0 { (PGRP, who.unsigned_abs()) } else { (PID, who as u32) };
+            if !exists(kind, id) {
+                return Err(Errno::ESRCH);
+            }
+            (owner.0, owner.1) = (kind, id);
+            Ok(0)
+        }
+        F_GETOWN_EX => {
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&owner.0.to_le_bytes());
+            b[4..].copy_from_slice(&owner.1.to_le_bytes());
+            copy_out(arg, &b).map(|()| 0).map_err(|_| Errno::EFAULT)
+        }
+        F_SETOWN_EX => {
+            let mut b = [0u8; 8];
+            copy_in(&mut b, arg).map_err(|_| Errno::EFAULT)?;
+            let kind = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let id = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            if !matches!(kind, TID | PID | PGRP) {
+                return Err(Errno::EINVAL);
+            }
+            if !exists(kind, id) {
+                return Err(Errno::ESRCH);
+            }
+            (owner.0, owner.1) = (kind, id);
+            Ok(0)
+        }
+        F_GETSIG => Ok(u64::from(owner.2)),
+        F_SETSIG => {
+            if arg > ::signal::num::_NSIG as u64 {
+                return Err(Errno::EINVAL);
+            }
+            owner.2 = arg as u32;
+            Ok(0)
+        }
         _ => Err(Errno::EINVAL),
     }
 }
@@ -509,11 +598,350 @@ pub fn getdents64(p: &Process, fd: u64, dirp: u64, count: u64) -> Result<u64, Er
 }
 
 /// `fsync(fd)`, `fdatasync(fd)`: everything is in memory already; `EINVAL` for a file that
-/// cannot be synced (a pipe, the console), as Linux's `vfs_fsync` without `fsync` method.
+/// cannot be synced (a pipe, a device, `/proc`), as Linux's `vfs_fsync` without an `fsync`
+/// method.
 pub fn fsync(p: &Process, fd: u64) -> Result<u64, Errno> {
     let f = file(p, fd)?;
     if f.file.path_only() {
         return Err(Errno::EBADF);
     }
-    if f.file.seekable() || f.file.inode().is_some() { Ok(0) } else { Err(Errno::EINVAL) }
+    f.file.sync().map(|()| 0)
+}
+
+/// `syncfs(fd)`: the file system of any open file (nothing to write back here): `EBADF` only.
+pub fn syncfs(p: &Process, fd: u64) -> Result<u64, Errno> {
+    file(p, fd).map(|_| 0)
+}
+
+/// `sync_file_range(fd, offset, nbytes, flags)`, in Linux's order: `EBADF`; `EINVAL` unknown
+/// flags or a negative or wrapping range; `ESPIPE` a file that is not regular, a directory or
+/// a link; then nothing to write back.
+pub fn sync_file_range(p: &Process, fd: u64, offset: u64, nbytes: u64, flags: u64) -> Result<u64, Errno> {
+    // SYNC_FILE_RANGE_WAIT_BEFORE | _WRITE | _WAIT_AFTER.
+    const VALID: u64 = 0x7;
+    let f = file(p, fd)?;
+    let end = (offset as i64).wrapping_add(nbytes as i64);
+    if flags & !VALID != 0 || (offset as i64) < 0 || end < 0 || (end as u64) < offset {
+        return Err(Errno::EINVAL);
+    }
+    let mode = f.file.stat()?.mode & linux_abi::fcntl::S_IFMT;
+    use linux_abi::fcntl::{S_IFBLK, S_IFDIR, S_IFLNK, S_IFREG};
+    if ![S_IFREG, S_IFBLK, S_IFDIR, S_IFLNK].contains(&mode) {
+        return Err(Errno::ESPIPE);
+    }
+    Ok(0)
+}
+
+/// What a move between two files decided: its count or errno, or a block on a key (`EAGAIN`
+/// with `nonblock`).
+fn finish_move(frame: &mut TrapFrame, generation: u32, nonblock: bool, r: Result<u64, FileError>) -> Action {
+    match r {
+        Ok(n) => done(frame, Ok(n)),
+        Err(FileError::Errno(e)) => done(frame, Err(e)),
+        Err(FileError::WouldBlock(_)) if nonblock => done(frame, Err(Errno::EAGAIN)),
+        Err(FileError::WouldBlock(key)) => {
+            Action::Block(Wait { what: WaitFor::Event { key, generation }, deadline: None })
+        }
+    }
+}
+
+/// Reads an `loff_t` argument (`EFAULT`).
+fn read_offset(at: u64) -> Result<u64, Errno> {
+    let mut b = [0u8; 8];
+    copy_in(&mut b, at).map_err(|_| Errno::EFAULT)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Writes an `loff_t` argument back (`EFAULT`).
+fn write_offset(at: u64, value: u64) -> Result<(), Errno> {
+    copy_out(at, &value.to_le_bytes()).map_err(|_| Errno::EFAULT)
+}
+
+/// Whether `f` is open on a regular file (a file's or a memfd's bytes), what Linux's
+/// `splice_read` of a file and `copy_file_range` need.
+fn regular(f: &OpenFile) -> Result<bool, Errno> {
+    Ok(f.file.stat()?.mode & linux_abi::fcntl::S_IFMT == linux_abi::fcntl::S_IFREG)
+}
+
+/// The caller's `SIGPIPE`, for a move into a pipe without a reader.
+fn sigpipe_of(p: &Process) -> impl Fn() + '_ {
+    move || {
+        let info = ::signal::info::SigInfo::sent(::signal::num::SIGPIPE, ::signal::num::SI_USER, p.pid, 0);
+        crate::process::signals::send_to_process(p, info);
+    }
+}
+
+/// `EPIPE` from a pipe sends `SIGPIPE` first, as a `write` would.
+fn pipe_error(r: Result<u64, FileError>, sigpipe: &dyn Fn()) -> Result<u64, FileError> {
+    if r == Err(FileError::Errno(Errno::EPIPE)) {
+        sigpipe();
+    }
+    r
+}
+
+/// `sendfile(out_fd, in_fd, offset, count)`, in Linux's order (`do_sendfile`): the input
+/// (`EBADF`, not readable `EBADF`; with `offset`, `ESPIPE` for one without positions; `EINVAL`
+/// a negative offset); the output (`EBADF`, not writable `EBADF`); an input that is no regular
+/// file (`EINVAL`); an appending output (`EINVAL`). Moves up to `count` bytes (at most
+/// `MAX_RW_COUNT`) from `*offset` (left in place: the input's position does not move) or the
+/// input's position (which advances), to the output's position or into the pipe it is.
+pub fn sendfile(
+    p: &Process,
+    frame: &mut TrapFrame,
+    out_fd: u64,
+    in_fd: u64,
+    offset: u64,
+    count: u64,
+) -> Action {
+    use crate::fs::{pipe, splice};
+    let generation = crate::sched::event_generation();
+    let sigpipe = sigpipe_of(p);
+    let mut nonblock = false;
+    let r = (|| -> Result<u64, FileError> {
+        let input = file(p, in_fd)?;
+        if !input.readable() {
+            return Err(Errno::EBADF.into());
+        }
+        let mut pos = if offset != 0 {
+            let pos = read_offset(offset)?;
+            if !input.file.seekable() {
+                return Err(Errno::ESPIPE.into());
+            }
+            pos
+        } else {
+            *input.pos.lock()
+        };
+        if (pos as i64) < 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let output = file(p, out_fd)?;
+        if !output.writable() {
+            return Err(Errno::EBADF.into());
+        }
+        if !regular(&input)? {
+            return Err(Errno::EINVAL.into());
+        }
+        let count = count.min(splice::MAX_COUNT);
+        let moved = match pipe::pipe_of(&*output.file) {
+            Some(to) => {
+                nonblock = output.flags() & O_NONBLOCK != 0;
+                pipe_error(splice::file_to_pipe(&*input.file, &mut pos, to, count), &sigpipe)?
+            }
+            None => {
+                if output.flags() & O_APPEND != 0 {
+                    return Err(Errno::EINVAL.into());
+                }
+                // Positions are copied out and back: input and output may be one description.
+                let mut out_pos = *output.pos.lock();
+                let n = splice::file_to_file(
+                    &*input.file,
+                    &mut pos,
+                    &*output.file,
+                    &mut out_pos,
+                    count,
+                    &sigpipe,
+                )?;
+                *output.pos.lock() = out_pos;
+                n
+            }
+        };
+        if offset != 0 {
+            write_offset(offset, pos)?;
+        } else {
+            *input.pos.lock() = pos;
+        }
+        Ok(moved)
+    })();
+    finish_move(frame, generation, nonblock, r)
+}
+
+/// `copy_file_range(fd_in, off_in, fd_out, off_out, len, flags)`, in Linux's order: the
+/// descriptors (`EBADF`); the offsets (`EFAULT`); flags (`EINVAL`: none is defined); a
+/// directory (`EISDIR`); not two regular files (`EINVAL`); not readable, not writable, or an
+/// appending output (`EBADF`); offsets that wrap (`EOVERFLOW`) or are negative (`EINVAL`);
+/// overlapping ranges of one file (`EINVAL`). The copy stops at the input's end; each offset
+/// given is advanced, else the description's position.
+pub fn copy_file_range(
+    p: &Process,
+    fd_in: u64,
+    off_in: u64,
+    fd_out: u64,
+    off_out: u64,
+    len: u64,
+    flags: u64,
+) -> Result<u64, Errno> {
+    use linux_abi::fcntl::{S_IFDIR, S_IFMT, S_IFREG};
+    let input = file(p, fd_in)?;
+    let output = file(p, fd_out)?;
+    let mut pos_in = if off_in != 0 { read_offset(off_in)? } else { *input.pos.lock() };
+    let mut pos_out = if off_out != 0 { read_offset(off_out)? } else { *output.pos.lock() };
+    if flags != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let (si, so) = (input.file.stat()?, output.file.stat()?);
+    if si.mode & S_IFMT == S_IFDIR || so.mode & S_IFMT == S_IFDIR {
+        return Err(Errno::EISDIR);
+    }
+    if si.mode & S_IFMT != S_IFREG || so.mode & S_IFMT != S_IFREG {
+        return Err(Errno::EINVAL);
+    }
+    if !input.readable() || !output.writable() || output.flags() & O_APPEND != 0 {
+        return Err(Errno::EBADF);
+    }
+    let len = len.min(crate::fs::splice::MAX_COUNT);
+    if pos_in.checked_add(len).is_none() || pos_out.checked_add(len).is_none() {
+        return Err(Errno::EOVERFLOW);
+    }
+    if (pos_in as i64) < 0 || (pos_out as i64) < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let size = si.size as u64;
+    let len = if pos_in >= size { 0 } else { len.min(size - pos_in) };
+    let same = match (input.file.inode(), output.file.inode()) {
+        (Some(a), Some(b)) => vfs::node::same(a, b),
+        _ => Arc::ptr_eq(&input.file, &output.file),
+    };
+    if same && pos_out + len > pos_in && pos_out < pos_in + len {
+        return Err(Errno::EINVAL);
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let sigpipe = sigpipe_of(p);
+    let n = crate::fs::splice::file_to_file(
+        &*input.file,
+        &mut pos_in,
+        &*output.file,
+        &mut pos_out,
+        len,
+        &sigpipe,
+    )
+    .map_err(|e| match e {
+        FileError::Errno(e) => e,
+        FileError::WouldBlock(_) => Errno::EAGAIN,
+    })?;
+    if off_in != 0 {
+        write_offset(off_in, pos_in)?;
+    } else {
+        *input.pos.lock() = pos_in;
+    }
+    if off_out != 0 {
+        write_offset(off_out, pos_out)?;
+    } else {
+        *output.pos.lock() = pos_out;
+    }
+    Ok(n)
+}
+
+/// `splice` and `tee`'s flags (`SPLICE_F_MOVE`, `_NONBLOCK`, `_MORE`, `_GIFT`).
+const SPLICE_F_ALL: u64 = 0xf;
+/// `SPLICE_F_NONBLOCK`.
+const SPLICE_F_NONBLOCK: u64 = 0x2;
+
+/// `splice(fd_in, off_in, fd_out, off_out, len, flags)`, in Linux's order (`__do_splice`,
+/// `do_splice`): nothing for `len` 0; unknown flags (`EINVAL`); the descriptors (`EBADF`); an
+/// offset for a pipe (`ESPIPE`); the offsets (`EFAULT`); not readable or not writable
+/// (`EBADF`); then pipe to pipe (one pipe to itself: `EINVAL`), pipe to file (an offset for a
+/// file without positions, an appending output: `EINVAL`), or file to pipe; neither end a pipe
+/// is `EINVAL`. Waits while the input pipe is empty or the output pipe full, unless
+/// `SPLICE_F_NONBLOCK` or the pipe's `O_NONBLOCK` (`EAGAIN`).
+pub fn splice(p: &Process, frame: &mut TrapFrame, a: [u64; 6]) -> Action {
+    use crate::fs::{pipe, splice};
+    let [fd_in, off_in, fd_out, off_out, len, flags] = a;
+    let generation = crate::sched::event_generation();
+    let sigpipe = sigpipe_of(p);
+    let mut nonblock = flags & SPLICE_F_NONBLOCK != 0;
+    let r = (|| -> Result<u64, FileError> {
+        if len == 0 {
+            return Ok(0);
+        }
+        if flags & !SPLICE_F_ALL != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let (input, output) = (file(p, fd_in)?, file(p, fd_out)?);
+        let (ipipe, opipe) = (pipe::pipe_of(&*input.file), pipe::pipe_of(&*output.file));
+        if (ipipe.is_some() && off_in != 0) || (opipe.is_some() && off_out != 0) {
+            return Err(Errno::ESPIPE.into());
+        }
+        let given_in = if off_in != 0 { Some(read_offset(off_in)?) } else { None };
+        let given_out = if off_out != 0 { Some(read_offset(off_out)?) } else { None };
+        if !input.readable() || !output.writable() {
+            return Err(Errno::EBADF.into());
+        }
+        let len = len.min(splice::MAX_COUNT);
+        match (ipipe, opipe) {
+            (Some(from), Some(to)) => {
+                nonblock |= (input.flags() | output.flags()) & O_NONBLOCK != 0;
+                pipe_error(pipe::pipe_to_pipe(from, to, len, true), &sigpipe)
+            }
+            (Some(from), None) => {
+                if given_out.is_some() && !output.file.seekable() {
+                    return Err(Errno::EINVAL.into());
+                }
+                if output.flags() & O_APPEND != 0 {
+                    return Err(Errno::EINVAL.into());
+                }
+                nonblock |= input.flags() & O_NONBLOCK != 0;
+                let mut pos = given_out.unwrap_or_else(|| *output.pos.lock());
+                let n = splice::pipe_to_file(from, &*output.file, &mut pos, false, len, &sigpipe)?;
+                match given_out {
+                    Some(_) => write_offset(off_out, pos)?,
+                    None => *output.pos.lock() = pos,
+                }
+                Ok(n)
+            }
+            (None, Some(to)) => {
+                if given_in.is_some() && !input.file.seekable() {
+                    return Err(Errno::EINVAL.into());
+                }
+                if !regular(&input)? {
+                    return Err(Errno::EINVAL.into());
+                }
+                nonblock |= output.flags() & O_NONBLOCK != 0;
+                let mut pos = given_in.unwrap_or_else(|| *input.pos.lock());
+                let n = pipe_error(splice::file_to_pipe(&*input.file, &mut pos, to, len), &sigpipe)?;
+                match given_in {
+                    Some(_) => write_offset(off_in, pos)?,
+                    None => *input.pos.lock() = pos,
+                }
+                Ok(n)
+            }
+            (None, None) => Err(Errno::EINVAL.into()),
+        }
+    })();
+    finish_move(frame, generation, nonblock, r)
+}
+
+/// `tee(fd_in, fd_out, len, flags)`: copies up to `len` bytes from one pipe to another, leaving
+/// them in the first (Linux's `do_tee`): unknown flags (`EINVAL`); nothing for `len` 0; the
+/// descriptors (`EBADF`, and not readable or not writable `EBADF`); anything but two different
+/// pipes (`EINVAL`). Waits as `splice` does.
+pub fn tee(p: &Process, frame: &mut TrapFrame, fd_in: u64, fd_out: u64, len: u64, flags: u64) -> Action {
+    use crate::fs::pipe;
+    let generation = crate::sched::event_generation();
+    let sigpipe = sigpipe_of(p);
+    let mut nonblock = flags & SPLICE_F_NONBLOCK != 0;
+    let r = (|| -> Result<u64, FileError> {
+        if flags & !SPLICE_F_ALL != 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        let (input, output) = (file(p, fd_in)?, file(p, fd_out)?);
+        if !input.readable() || !output.writable() {
+            return Err(Errno::EBADF.into());
+        }
+        match (pipe::pipe_of(&*input.file), pipe::pipe_of(&*output.file)) {
+            (Some(from), Some(to)) if !Arc::ptr_eq(from, to) => {
+                nonblock |= (input.flags() | output.flags()) & O_NONBLOCK != 0;
+                pipe_error(
+                    pipe::pipe_to_pipe(from, to, len.min(crate::fs::splice::MAX_COUNT), false),
+                    &sigpipe,
+                )
+            }
+            _ => Err(Errno::EINVAL.into()),
+        }
+    })();
+    finish_move(frame, generation, nonblock, r)
 }

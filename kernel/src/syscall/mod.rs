@@ -5,6 +5,7 @@
 //! Every user pointer goes through `memory::uaccess` (EFAULT, never a kernel fault; a page not
 //! yet touched is demand-paged first), and no argument value can make the kernel panic: anything
 //! not understood is EINVAL or ENOSYS, as Linux answers.
+//! - [`cred`]: user and group ids (the rules are `fs::cred`'s);
 //! - [`files`]: descriptors: reads, writes, `fcntl`, `ioctl`, `fstat`, `lseek`, truncation;
 //! - [`paths`]: the calls that name files by path (open, make, remove, rename, stat, chdir);
 //! - [`poll`]: `ppoll` and `pselect6`;
@@ -15,6 +16,7 @@
 //! - [`time`]: clocks and sleeps;
 //! - [`futex`]: futexes and robust lists;
 //! - [`process`]: threads, exit, identity, limits, affinity, `prctl`, `uname`, `getrandom`.
+pub mod cred;
 pub mod events;
 pub mod files;
 pub mod futex;

@@ -2,13 +2,16 @@
 //! `renameat`, `renameat2`, `linkat`, `symlinkat`, `readlinkat`, `newfstatat`, `statx`,
 //! `faccessat`, `faccessat2`, `chdir`, `fchdir`, `chroot`, `getcwd`, `umask`, `fchmod`,
 //! `fchmodat`, `fchown`, `fchownat`, `utimensat`, `truncate`, `statfs`, `fstatfs`, `mount`,
-//! `umount2`, `sync`, `syncfs`.
+//! `umount2`.
 //!
-//! A path is read from user memory (`EFAULT`, `ENAMETOOLONG`), then walked by `fs::namespace`
-//! from the process's root (absolute), its working directory (`AT_FDCWD`) or a descriptor's
-//! directory (`EBADF` if not open, `ENOTDIR` if not a directory: only for a relative path, as
-//! on Linux). Every program runs as root: permission bits are kept and reported, and refuse
-//! nothing but execution (`fs::namespace`).
+//! A path is read from user memory (`EFAULT`, `ENAMETOOLONG`; an empty one is `ENOENT` first,
+//! unless the call takes `AT_EMPTY_PATH`), then walked by `fs::namespace` from the process's
+//! root (absolute), its working directory (`AT_FDCWD`) or a descriptor's directory (`EBADF` if
+//! not open, `ENOTDIR` if not a directory: only for a relative path, as on Linux), with the
+//! process's credentials: search permission on every directory on the way, then what the call
+//! needs (`fs::cred`: write and search permission on a directory to make or remove a name in
+//! it, the sticky bit, ownership for `chmod` and `utimensat`, `CAP_CHOWN`, `CAP_MKNOD`), each in
+//! Linux's order.
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
@@ -20,49 +23,73 @@ use linux_abi::fcntl::{
 };
 use linux_abi::layout::Stat;
 use linux_abi::time::Timespec;
-use vfs::node::{Creator, FileType, Inode, NewNode, TimeChange};
+use vfs::namei::Restrict;
+use vfs::node::{FileType, Inode, NewNode, TimeChange};
 
 use crate::arch::aarch64::exception::TrapFrame;
+use crate::fs::cred::{Credentials, cap, may};
 use crate::fs::file::{FdEntry, OpenFile};
-use crate::fs::namespace::{self, FsContext, Opened};
+use crate::fs::namespace::{self, FsContext, Opened, Walk};
 use crate::fs::node_file::{now, stat_of};
 use crate::memory::fallible;
 use crate::memory::uaccess::{copy_in, copy_out, read_path};
 use crate::process::Process;
 use crate::sched::{Action, Wait, WaitFor};
 
-/// Where a `*at` call's relative path starts: the process's context, the start directory and
-/// its path.
+/// Where a `*at` call's relative path starts: the process's context and credentials, the start
+/// directory and its path.
 struct Start {
     ctx: FsContext,
+    cred: Arc<Credentials>,
     dir: Arc<dyn Inode>,
     dir_path: Vec<u8>,
 }
 
-/// The start of a walk of `path` from `dirfd`.
+impl Start {
+    /// A plain walk as the process.
+    fn walk(&self) -> Walk<'_> {
+        self.walk_with(Restrict::default())
+    }
+
+    fn walk_with(&self, restrict: Restrict) -> Walk<'_> {
+        Walk { ctx: &self.ctx, cred: &self.cred, restrict }
+    }
+}
+
+/// The start of a walk of `path` from `dirfd` (Linux's `path_init`): `ENOENT` for an empty
+/// path (`getname`'s, before the descriptor); `EBADF`, `ENOTDIR` for a relative path's
+/// descriptor.
 fn start(p: &Process, dirfd: u64, path: &[u8]) -> Result<Start, Errno> {
+    start_scoped(p, dirfd, path, false)
+}
+
+/// [`start`]; `scoped`: the walk's root is the start (`RESOLVE_IN_ROOT`, `RESOLVE_BENEATH`),
+/// so even an absolute path starts at `dirfd`.
+fn start_scoped(p: &Process, dirfd: u64, path: &[u8], scoped: bool) -> Result<Start, Errno> {
+    if path.is_empty() {
+        return Err(Errno::ENOENT);
+    }
     let ctx = p.posix.fs.lock().clone();
-    if vfs::path::is_absolute(path) {
-        return Ok(Start { dir: ctx.root.clone(), dir_path: crate::fs::copy_bytes(b"/")?, ctx });
+    let cred = p.posix.cred();
+    if vfs::path::is_absolute(path) && !scoped {
+        return Ok(Start { dir: ctx.root.clone(), dir_path: crate::fs::copy_bytes(b"/")?, ctx, cred });
     }
     if dirfd as i32 == AT_FDCWD {
         let dir_path = crate::fs::copy_bytes(&ctx.cwd_path)?;
-        return Ok(Start { dir: ctx.cwd.clone(), dir_path, ctx });
+        return Ok(Start { dir: ctx.cwd.clone(), dir_path, ctx, cred });
     }
     let f = p.posix.files.lock().file(dirfd)?;
     let node = f.file.inode().cloned().ok_or(Errno::ENOTDIR)?;
     if node.metadata().kind != FileType::Directory {
         return Err(Errno::ENOTDIR);
     }
-    Ok(Start { dir: node, dir_path: f.file.describe()?, ctx })
+    Ok(Start { dir: node, dir_path: f.file.describe()?, ctx, cred })
 }
 
-/// The node `path` names from `dirfd` (`follow`: the last link too). An empty path with
-/// `AT_EMPTY_PATH` is `dirfd`'s own node (`EBADF`-free files without one, such as pipes, have
-/// none: the caller uses the file itself).
+/// The node `path` names from `dirfd` (`follow`: the last link too).
 fn node_at(p: &Process, dirfd: u64, path: &[u8], follow: bool) -> Result<Arc<dyn Inode>, Errno> {
     let s = start(p, dirfd, path)?;
-    namespace::lookup(&s.ctx, &s.dir, path, follow)
+    s.walk().lookup(&s.dir, path, follow)
 }
 
 /// Reads the path argument.
@@ -70,8 +97,8 @@ fn path_arg(addr: u64) -> Result<Vec<u8>, Errno> {
     read_path(addr)
 }
 
-/// What a `*at` call with `flags` acts on: a node, or (empty path with `AT_EMPTY_PATH`) the open
-/// file `dirfd`.
+/// What a `*at` call with `flags` acts on: a node, or (empty path with `AT_EMPTY_PATH`, or a
+/// magic link to an open file without a node) an open file.
 enum Target {
     Node(Arc<dyn Inode>),
     File(Arc<OpenFile>),
@@ -121,7 +148,8 @@ pub fn openat(
     mode: u64,
 ) -> Action {
     let generation = crate::sched::event_generation();
-    finish_open(frame, generation, open_file(p, tid, dirfd, path, flags as u32, mode as u32))
+    let r = open_file(p, tid, dirfd, path, flags as u32, mode as u32, Restrict::default());
+    finish_open(frame, generation, r)
 }
 
 fn finish_open(frame: &mut TrapFrame, generation: u32, r: Result<OpenResult, Errno>) -> Action {
@@ -135,9 +163,12 @@ fn finish_open(frame: &mut TrapFrame, generation: u32, r: Result<OpenResult, Err
 }
 
 /// `openat2(dirfd, path, how, size)`: `struct open_how` (flags, mode, resolve), checked strictly
-/// as Linux does (`EINVAL` for unknown flags, a mode without `O_CREAT`, unknown `resolve` bits;
-/// `E2BIG` for a larger struct with non-zero tail). The `RESOLVE_*` restrictions are accepted
-/// and not enforced beyond `RESOLVE_NO_SYMLINKS` on the last component.
+/// as Linux does (`EINVAL` for a struct smaller than the first version, unknown flags, a mode
+/// without `O_CREAT` or `O_TMPFILE`, unknown `resolve` bits, `RESOLVE_BENEATH` with
+/// `RESOLVE_IN_ROOT`; `E2BIG` for a larger struct with a non-zero tail), then the open with the
+/// walk restricted as `resolve` says (`vfs::namei::Restrict`). `RESOLVE_CACHED` is accepted:
+/// every lookup here is one of cached nodes, but a call that would create or truncate is
+/// `EAGAIN`, as on Linux.
 pub fn openat2(
     p: &Process,
     frame: &mut TrapFrame,
@@ -147,6 +178,10 @@ pub fn openat2(
     how: u64,
     size: u64,
 ) -> Action {
+    use linux_abi::fcntl::{
+        RESOLVE_BENEATH, RESOLVE_CACHED, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS,
+        RESOLVE_NO_XDEV,
+    };
     let generation = crate::sched::event_generation();
     let r = (|| {
         if size < 24 {
@@ -178,15 +213,28 @@ pub fn openat2(
         {
             return Err(Errno::EINVAL);
         }
-        if resolve & !0x3f != 0 {
+        const ALL: u64 = RESOLVE_NO_XDEV
+            | RESOLVE_NO_MAGICLINKS
+            | RESOLVE_NO_SYMLINKS
+            | RESOLVE_BENEATH
+            | RESOLVE_IN_ROOT
+            | RESOLVE_CACHED;
+        if resolve & !ALL != 0
+            || resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT) == RESOLVE_BENEATH | RESOLVE_IN_ROOT
+        {
             return Err(Errno::EINVAL);
         }
-        let mut flags = flags as u32;
-        if resolve & 0x04 != 0 {
-            // RESOLVE_NO_SYMLINKS: at least the last component.
-            flags |= linux_abi::fcntl::O_NOFOLLOW;
+        if resolve & RESOLVE_CACHED != 0 && flags & u64::from(O_CREAT | O_TRUNC | 0o20000000) != 0 {
+            return Err(Errno::EAGAIN);
         }
-        open_file(p, tid, dirfd, path, flags, mode as u32)
+        let restrict = Restrict {
+            no_xdev: resolve & RESOLVE_NO_XDEV != 0,
+            no_magiclinks: resolve & RESOLVE_NO_MAGICLINKS != 0,
+            no_symlinks: resolve & RESOLVE_NO_SYMLINKS != 0,
+            beneath: resolve & RESOLVE_BENEATH != 0,
+            in_root: resolve & RESOLVE_IN_ROOT != 0,
+        };
+        open_file(p, tid, dirfd, path, flags as u32, mode as u32, restrict)
     })();
     finish_open(frame, generation, r)
 }
@@ -199,7 +247,8 @@ pub enum OpenResult {
     Wait(usize),
 }
 
-/// Opens `path` from `dirfd` with `flags` and `mode` and installs the descriptor.
+/// Opens `path` from `dirfd` with `flags` and `mode`, the walk restricted as `restrict` says,
+/// and installs the descriptor.
 ///
 /// # Errors
 /// As `fs::namespace::open`, `EFAULT`, `EMFILE`, `ENOMEM`.
@@ -210,9 +259,9 @@ pub fn open_file(
     path: u64,
     flags: u32,
     mode: u32,
+    restrict: Restrict,
 ) -> Result<OpenResult, Errno> {
     let path = path_arg(path)?;
-    let s = start(p, dirfd, &path)?;
     // Find a descriptor first, as Linux's `get_unused_fd_flags` does: `EMFILE` before the walk.
     {
         let files = p.posix.files.lock();
@@ -220,9 +269,29 @@ pub fn open_file(
             return Err(Errno::EMFILE);
         }
     }
-    let file = match namespace::open(&s.ctx, &s.dir, &s.dir_path, &path, flags, mode, tid)? {
-        Opened::File(f) => f,
-        Opened::Wait(key) => return Ok(OpenResult::Wait(key)),
+    // A scoped walk's root is its start: an absolute path inside it starts there too.
+    let s = start_scoped(p, dirfd, &path, restrict.beneath || restrict.in_root)?;
+    let (file, created) =
+        match namespace::open(&s.walk_with(restrict), &s.dir, &s.dir_path, &path, flags, mode, tid)? {
+            Opened::File(f, created) => (f, created),
+            Opened::Truncate(f) => {
+                super::files::truncate_file(&f, 0)?;
+                (f, None)
+            }
+            Opened::Wait(key) => return Ok(OpenResult::Wait(key)),
+        };
+    // `/dev/tty` is the caller's controlling terminal: none is `ENXIO` (Linux's `tty_open`).
+    if file.as_any().downcast_ref::<crate::fs::dev::DeviceFile>().is_some_and(|d| d.is_tty())
+        && !p.posix.ctty.load(core::sync::atomic::Ordering::Acquire)
+    {
+        return Err(Errno::ENXIO);
+    }
+    // From here a failure removes the file the open made: a failed open leaves no trace.
+    let undo = |e: Errno| {
+        if let Some(c) = created {
+            c.undo();
+        }
+        e
     };
     let status = if flags & O_PATH != 0 {
         O_PATH | (flags & linux_abi::fcntl::O_DIRECTORY) | (flags & linux_abi::fcntl::O_NOFOLLOW)
@@ -231,55 +300,72 @@ pub fn open_file(
         // `O_TRUNC` are for the open only; every open is large-file on 64-bit.
         (flags & !(O_CREAT | linux_abi::fcntl::O_EXCL | O_NOCTTY | O_TRUNC | O_CLOEXEC)) | O_LARGEFILE
     };
-    let open = fallible::arc(OpenFile::new(file, status)).map_err(|_| Errno::ENOMEM)?;
-    let cloexec = flags & O_CLOEXEC != 0;
-    let fd = p.posix.files.lock().install_lowest(0, FdEntry { file: open, cloexec })?;
-    Ok(OpenResult::Fd(fd as u64))
-}
-
-fn creator() -> Creator {
-    Creator { uid: 0, gid: 0, now: now() }
+    let installed = fallible::arc(OpenFile::new(file, status)).map_err(|_| Errno::ENOMEM).and_then(|open| {
+        let cloexec = flags & O_CLOEXEC != 0;
+        p.posix.files.lock().install_lowest(0, FdEntry { file: open, cloexec })
+    });
+    match installed {
+        Ok(fd) => Ok(OpenResult::Fd(fd as u64)),
+        Err(e) => Err(undo(e)),
+    }
 }
 
 /// The parent directory and last name of `path` for a call that makes or removes a name.
-fn parent_of(p: &Process, dirfd: u64, path: &[u8]) -> Result<(FsContext, vfs::namei::Parent), Errno> {
+fn parent_of(p: &Process, dirfd: u64, path: &[u8]) -> Result<(Start, vfs::namei::Parent), Errno> {
     let s = start(p, dirfd, path)?;
-    let parent = namespace::lookup_parent(&s.ctx, &s.dir, path)?;
-    Ok((s.ctx, parent))
+    let parent = s.walk().lookup_parent(&s.dir, path)?;
+    Ok((s, parent))
 }
 
-/// `mkdirat(dirfd, path, mode)`: permissions `mode & ~umask`.
-pub fn mkdirat(p: &Process, dirfd: u64, path: u64, mode: u64) -> Result<u64, Errno> {
-    let path = path_arg(path)?;
-    let (ctx, parent) = parent_of(p, dirfd, &path)?;
+/// The name a call that makes a node will make (Linux's `filename_create`): `EEXIST` for `.`,
+/// `..` or `/`; with a trailing slash (not `mkdir`'s), `EEXIST` when it exists and `ENOENT`
+/// when not; then `fs::namespace::may_create` (`EEXIST`, `ENOENT`, `EACCES`).
+fn name_to_make<'a>(s: &Start, parent: &'a vfs::namei::Parent, dir_wanted: bool) -> Result<&'a [u8], Errno> {
     let name = parent.name.as_deref().ok_or(Errno::EEXIST)?;
-    if name == b"." || name == b".." {
+    if matches!(name, b"." | b"..") {
         return Err(Errno::EEXIST);
     }
-    parent.dir.create(name, NewNode::Directory, mode as u32 & 0o7777 & !ctx.umask, creator())?;
+    if parent.trailing_slash && !dir_wanted {
+        return Err(if parent.dir.lookup(name).is_ok() { Errno::EEXIST } else { Errno::ENOENT });
+    }
+    namespace::may_create(&s.cred, &parent.dir, name)?;
+    Ok(name)
+}
+
+/// `mkdirat(dirfd, path, mode)`: permissions `mode & ~umask`, of the permission bits and the
+/// sticky bit only (Linux's `vfs_prepare_mode` for directories).
+pub fn mkdirat(p: &Process, dirfd: u64, path: u64, mode: u64) -> Result<u64, Errno> {
+    let path = path_arg(path)?;
+    let (s, parent) = parent_of(p, dirfd, &path)?;
+    let name = name_to_make(&s, &parent, true)?;
+    let perm = mode as u32 & 0o1777 & !s.ctx.umask;
+    let (who, perm) = namespace::creator(&s.cred, &parent.dir, FileType::Directory, perm);
+    parent.dir.create(name, NewNode::Directory, perm, who)?;
     Ok(0)
 }
 
 /// `mknodat(dirfd, path, mode, dev)`: a regular file (type 0 or `S_IFREG`), FIFO, socket or
-/// device node; `EPERM` for a directory, `EINVAL` for an unknown type.
+/// device node; `EPERM` for a directory, `EINVAL` for an unknown type (both before the walk);
+/// a device node needs `CAP_MKNOD` (`EPERM`, after the directory's checks).
 pub fn mknodat(p: &Process, dirfd: u64, path: u64, mode: u64, dev: u64) -> Result<u64, Errno> {
     let mode = mode as u32;
-    let node = match mode & S_IFMT {
-        0 | S_IFREG => NewNode::File,
-        S_IFIFO => NewNode::Fifo,
-        S_IFSOCK => NewNode::Socket,
-        S_IFCHR => NewNode::CharDevice(dev_arg(dev)),
-        S_IFBLK => NewNode::BlockDevice(dev_arg(dev)),
+    let (node, kind) = match mode & S_IFMT {
+        0 | S_IFREG => (NewNode::File, FileType::Regular),
+        S_IFIFO => (NewNode::Fifo, FileType::Fifo),
+        S_IFSOCK => (NewNode::Socket, FileType::Socket),
+        S_IFCHR => (NewNode::CharDevice(dev_arg(dev)), FileType::CharDevice),
+        S_IFBLK => (NewNode::BlockDevice(dev_arg(dev)), FileType::BlockDevice),
         S_IFDIR => return Err(Errno::EPERM),
         _ => return Err(Errno::EINVAL),
     };
     let path = path_arg(path)?;
-    let (ctx, parent) = parent_of(p, dirfd, &path)?;
-    let name = parent.name.as_deref().ok_or(Errno::EEXIST)?;
-    if name == b"." || name == b".." || parent.trailing_slash {
-        return Err(Errno::EEXIST);
+    let (s, parent) = parent_of(p, dirfd, &path)?;
+    let name = name_to_make(&s, &parent, false)?;
+    if matches!(kind, FileType::CharDevice | FileType::BlockDevice) && !s.cred.capable(cap::MKNOD) {
+        return Err(Errno::EPERM);
     }
-    parent.dir.create(name, node, mode & 0o7777 & !ctx.umask, creator())?;
+    let (who, perm) = namespace::creator(&s.cred, &parent.dir, kind, mode & 0o7777 & !s.ctx.umask);
+    parent.dir.create(name, node, perm, who)?;
     Ok(0)
 }
 
@@ -291,14 +377,18 @@ fn dev_arg(dev: u64) -> u64 {
     linux_abi::layout::encode_dev(major, minor)
 }
 
-/// `unlinkat(dirfd, path, flags)`: a name (`unlink`) or an empty directory (`AT_REMOVEDIR`).
+/// `unlinkat(dirfd, path, flags)`: a name (`unlink`) or an empty directory (`AT_REMOVEDIR`), in
+/// Linux's order (`do_unlinkat`, `do_rmdir`, `may_delete`): the last component's kind of name
+/// (`.`, `..`, `/`); the victim (`ENOENT`); with a trailing slash, its kind (`unlink`); write
+/// and search permission on the directory (`EACCES`) and the sticky bit (`EPERM`); then the
+/// victim's kind (`EISDIR`, `ENOTDIR`), a mount point (`EBUSY`) and emptiness (`ENOTEMPTY`).
 pub fn unlinkat(p: &Process, dirfd: u64, path: u64, flags: u64) -> Result<u64, Errno> {
     if flags & !AT_REMOVEDIR != 0 {
         return Err(Errno::EINVAL);
     }
     let dir = flags & AT_REMOVEDIR != 0;
     let path = path_arg(path)?;
-    let (_, parent) = parent_of(p, dirfd, &path)?;
+    let (s, parent) = parent_of(p, dirfd, &path)?;
     let Some(name) = parent.name.as_deref() else {
         return Err(if dir { Errno::EBUSY } else { Errno::EISDIR });
     };
@@ -309,18 +399,24 @@ pub fn unlinkat(p: &Process, dirfd: u64, path: u64, flags: u64) -> Result<u64, E
         _ => {}
     }
     let node = parent.dir.lookup(name)?;
-    let kind = node.metadata().kind;
-    if dir && namespace::is_mount_point(&node) {
-        return Err(Errno::EBUSY);
-    }
+    let m = node.metadata();
     if !dir && parent.trailing_slash {
-        return Err(if kind == FileType::Directory { Errno::EISDIR } else { Errno::ENOTDIR });
+        return Err(if m.kind == FileType::Directory { Errno::EISDIR } else { Errno::ENOTDIR });
+    }
+    s.cred.may_delete(&parent.dir.metadata(), &m)?;
+    if dir && m.kind == FileType::Directory && namespace::is_mount_point(&node) {
+        return Err(Errno::EBUSY);
     }
     parent.dir.unlink(name, dir, now())?;
     Ok(0)
 }
 
-/// `renameat2(olddirfd, old, newdirfd, new, flags)` (`renameat` is flags 0).
+/// `renameat2(olddirfd, old, newdirfd, new, flags)` (`renameat` is flags 0), in Linux's order
+/// (`do_renameat2`, `vfs_rename`): the flags; both walks; `.`, `..` or `/` (`EBUSY`); the
+/// source (`ENOENT`) and a mount point (`EBUSY`); trailing slashes on a non-directory
+/// (`ENOTDIR`); permission to remove the source and to make or replace the target (`EACCES`,
+/// the sticky bit's `EPERM`), and write permission on a directory that changes parent; then the
+/// file system's own checks (`EEXIST`, `EISDIR`, `ENOTDIR`, `ENOTEMPTY`, `EINVAL`).
 pub fn renameat2(
     p: &Process,
     olddirfd: u64,
@@ -340,7 +436,7 @@ pub fn renameat2(
     }
     let old = path_arg(old)?;
     let new = path_arg(new)?;
-    let (_, from) = parent_of(p, olddirfd, &old)?;
+    let (s, from) = parent_of(p, olddirfd, &old)?;
     let (_, to) = parent_of(p, newdirfd, &new)?;
     let (Some(old_name), Some(new_name)) = (from.name.as_deref(), to.name.as_deref()) else {
         return Err(Errno::EBUSY);
@@ -352,15 +448,37 @@ pub fn renameat2(
     if namespace::is_mount_point(&moving) {
         return Err(Errno::EBUSY);
     }
-    if (from.trailing_slash || to.trailing_slash) && moving.metadata().kind != FileType::Directory {
+    let mm = moving.metadata();
+    if (from.trailing_slash || to.trailing_slash) && mm.kind != FileType::Directory {
         return Err(Errno::ENOTDIR);
+    }
+    let cred = &s.cred;
+    cred.may_delete(&from.dir.metadata(), &mm)?;
+    let target = to.dir.lookup(new_name).ok();
+    match &target {
+        Some(t) => cred.may_delete(&to.dir.metadata(), &t.metadata())?,
+        None => cred.permission(&to.dir.metadata(), may::WRITE | may::EXEC)?,
+    }
+    // A directory moved to another parent rewrites its `..`: write permission on it (Linux).
+    let moves_parent = !vfs::node::same(&from.dir, &to.dir);
+    if moves_parent && mm.kind == FileType::Directory {
+        cred.permission(&mm, may::WRITE)?;
+    }
+    if let Some(t) = target.as_ref().filter(|_| moves_parent && flags & RENAME_EXCHANGE != 0) {
+        let tm = t.metadata();
+        if tm.kind == FileType::Directory {
+            cred.permission(&tm, may::WRITE)?;
+        }
     }
     from.dir.rename(old_name, &to.dir, new_name, flags, now())?;
     Ok(0)
 }
 
 /// `linkat(olddirfd, old, newdirfd, new, flags)`: a new name for a non-directory
-/// (`AT_SYMLINK_FOLLOW`: of a link's target; `AT_EMPTY_PATH`: of `olddirfd`'s file).
+/// (`AT_SYMLINK_FOLLOW`: of a link's target; `AT_EMPTY_PATH`: of `olddirfd`'s file), in
+/// Linux's order: the flags; the source; the target's name (`filename_create`); another file
+/// system (`EXDEV`); `fs.protected_hardlinks` (Debian's 1: only the owner, or one who may read
+/// and write a regular file, or `CAP_FOWNER`, `EPERM`); `may_create`; a directory (`EPERM`).
 pub fn linkat(
     p: &Process,
     olddirfd: u64,
@@ -375,11 +493,8 @@ pub fn linkat(
     let old = path_arg(old)?;
     let target =
         target(p, olddirfd, &old, flags, flags & AT_SYMLINK_FOLLOW != 0)?.node().ok_or(Errno::EXDEV)?;
-    if target.metadata().kind == FileType::Directory {
-        return Err(Errno::EPERM);
-    }
     let new = path_arg(new)?;
-    let (_, to) = parent_of(p, newdirfd, &new)?;
+    let (s, to) = parent_of(p, newdirfd, &new)?;
     let name = to.name.as_deref().ok_or(Errno::EEXIST)?;
     if matches!(name, b"." | b"..") {
         return Err(Errno::EEXIST);
@@ -387,44 +502,67 @@ pub fn linkat(
     if to.trailing_slash {
         return Err(if to.dir.lookup(name).is_ok() { Errno::EEXIST } else { Errno::ENOENT });
     }
+    if to.dir.lookup(name).is_ok() {
+        return Err(Errno::EEXIST);
+    }
+    let tm = target.metadata();
+    if tm.dev != to.dir.metadata().dev {
+        return Err(Errno::EXDEV);
+    }
+    // Linux's `safe_hardlink_source`.
+    let safe = tm.kind == FileType::Regular
+        && tm.perm & 0o4000 == 0
+        && tm.perm & 0o2010 != 0o2010
+        && s.cred.permission(&tm, may::READ | may::WRITE).is_ok();
+    if !s.cred.owns(&tm) && !safe {
+        return Err(Errno::EPERM);
+    }
+    namespace::may_create(&s.cred, &to.dir, name)?;
+    if tm.kind == FileType::Directory {
+        return Err(Errno::EPERM);
+    }
     to.dir.link(name, &target, now())?;
     Ok(0)
 }
 
-/// `symlinkat(target, newdirfd, linkpath)`.
+/// `symlinkat(target, newdirfd, linkpath)`: an empty target is `ENOENT` (before the walk).
 pub fn symlinkat(p: &Process, target: u64, newdirfd: u64, linkpath: u64) -> Result<u64, Errno> {
     let target = path_arg(target)?;
+    if target.is_empty() {
+        return Err(Errno::ENOENT);
+    }
     let path = path_arg(linkpath)?;
-    let (_, parent) = parent_of(p, newdirfd, &path)?;
-    let name = parent.name.as_deref().ok_or(Errno::EEXIST)?;
-    if matches!(name, b"." | b"..") {
-        return Err(Errno::EEXIST);
-    }
-    if parent.trailing_slash {
-        return Err(if parent.dir.lookup(name).is_ok() { Errno::EEXIST } else { Errno::ENOENT });
-    }
-    parent.dir.create(name, NewNode::Symlink(&target), 0o777, creator())?;
+    let (s, parent) = parent_of(p, newdirfd, &path)?;
+    let name = name_to_make(&s, &parent, false)?;
+    let (who, _) = namespace::creator(&s.cred, &parent.dir, FileType::Symlink, 0o777);
+    parent.dir.create(name, NewNode::Symlink(&target), 0o777, who)?;
     Ok(0)
 }
 
-/// `readlinkat(dirfd, path, buf, size)`: a link's target, not NUL-terminated, cut to `size`.
+/// `readlinkat(dirfd, path, buf, size)`: a link's target, not NUL-terminated, cut to `size`, as
+/// Linux's `do_readlinkat`: `EINVAL` for a size below 1 first; an empty path names `dirfd`
+/// itself (a link opened with `O_PATH | O_NOFOLLOW`), and what is not a link is then `ENOENT`
+/// (else `EINVAL`).
 pub fn readlinkat(p: &Process, dirfd: u64, path: u64, buf: u64, size: u64) -> Result<u64, Errno> {
-    let path = path_arg(path)?;
-    if (size as i64) <= 0 {
+    if (size as i32) <= 0 {
         return Err(Errno::EINVAL);
     }
-    let text = if path.is_empty() {
-        // An empty path names `dirfd` itself: a link opened with O_PATH | O_NOFOLLOW.
-        let f = p.posix.files.lock().file(dirfd)?;
-        let node = f.file.inode().cloned().ok_or(Errno::ENOENT)?;
-        node.readlink()?
+    let path = path_arg(path)?;
+    let (node, empty) = if path.is_empty() {
+        let node = if dirfd as i32 == AT_FDCWD {
+            p.posix.fs.lock().cwd.clone()
+        } else {
+            let f = p.posix.files.lock().file(dirfd)?;
+            f.file.inode().cloned().ok_or(Errno::ENOENT)?
+        };
+        (node, true)
     } else {
-        let node = node_at(p, dirfd, &path, false)?;
-        if node.metadata().kind != FileType::Symlink {
-            return Err(Errno::EINVAL);
-        }
-        node.readlink()?
+        (node_at(p, dirfd, &path, false)?, false)
     };
+    if node.metadata().kind != FileType::Symlink {
+        return Err(if empty { Errno::ENOENT } else { Errno::EINVAL });
+    }
+    let text = node.readlink()?;
     let n = text.len().min(usize::try_from(size).unwrap_or(usize::MAX));
     copy_out(buf, &text[..n]).map_err(|_| Errno::EFAULT)?;
     Ok(n as u64)
@@ -439,13 +577,6 @@ pub fn newfstatat(p: &Process, dirfd: u64, path: u64, buf: u64, flags: u64) -> R
     let path = path_arg(path)?;
     let stat = target(p, dirfd, &path, flags, flags & AT_SYMLINK_NOFOLLOW == 0)?.stat()?;
     copy_out(buf, &stat.to_bytes()).map(|()| 0).map_err(|_| Errno::EFAULT)
-}
-
-/// Linux's `MAJOR`/`MINOR` of a `st_dev`-style number (`new_decode_dev` of 64 bits).
-fn major_minor(dev: u64) -> (u32, u32) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    (major as u32, minor as u32)
 }
 
 /// `statx(dirfd, path, flags, mask, buf)`: the basic facts in `struct statx`.
@@ -475,8 +606,8 @@ pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, mask: u64, buf: u64
         b[at..at + 8].copy_from_slice(&t.sec.to_le_bytes());
         b[at + 8..at + 12].copy_from_slice(&(t.nsec as u32).to_le_bytes());
     }
-    let (rmaj, rmin) = major_minor(s.rdev);
-    let (dmaj, dmin) = major_minor(s.dev);
+    let (rmaj, rmin) = linux_abi::layout::decode_dev(s.rdev);
+    let (dmaj, dmin) = linux_abi::layout::decode_dev(s.dev);
     b[128..132].copy_from_slice(&rmaj.to_le_bytes());
     b[132..136].copy_from_slice(&rmin.to_le_bytes());
     b[136..140].copy_from_slice(&dmaj.to_le_bytes());
@@ -484,21 +615,49 @@ pub fn statx(p: &Process, dirfd: u64, path: u64, flags: u64, mask: u64, buf: u64
     copy_out(buf, &b).map(|()| 0).map_err(|_| Errno::EFAULT)
 }
 
-/// `faccessat(dirfd, path, mode)` and `faccessat2(..., flags)`: as root, a file that exists is
-/// readable and writable; executable when some execute bit is set (or it is a directory).
+/// `faccessat(dirfd, path, mode)` and `faccessat2(..., flags)`: the walk and the check with the
+/// real ids rather than the effective ones (unless `AT_EACCESS`), and root's capabilities only
+/// for a real root (Linux's `access_override_creds`); `F_OK` asks for the walk alone.
 pub fn faccessat(p: &Process, dirfd: u64, path: u64, mode: u64, flags: u64) -> Result<u64, Errno> {
     if mode & !7 != 0 || flags & !(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
         return Err(Errno::EINVAL);
     }
     let path = path_arg(path)?;
-    let s = target(p, dirfd, &path, flags, flags & AT_SYMLINK_NOFOLLOW == 0)?.stat()?;
-    if mode & linux_abi::fcntl::X_OK != 0 && s.mode & S_IFMT != S_IFDIR && s.mode & 0o111 == 0 {
-        return Err(Errno::EACCES);
+    let mut s =
+        if path.is_empty() && flags & AT_EMPTY_PATH != 0 { None } else { Some(start(p, dirfd, &path)?) };
+    let cred = p.posix.cred();
+    let check = if flags & AT_EACCESS != 0 {
+        cred
+    } else {
+        let mut real = cred.try_clone()?;
+        real.fsuid = real.uid;
+        real.fsgid = real.gid;
+        real.cap_effective = if real.uid == 0 { real.cap_permitted } else { 0 };
+        fallible::arc(real).map_err(|_| Errno::ENOMEM)?
+    };
+    let follow = flags & AT_SYMLINK_NOFOLLOW == 0;
+    let target = match s.as_mut() {
+        Some(s) => {
+            s.cred = check.clone();
+            let node = s.walk().lookup(&s.dir, &path, follow)?;
+            if follow && node.is_magic_link() {
+                let file = namespace::reopen(&node)?;
+                Target::File(fallible::arc(OpenFile::new(file, 0)).map_err(|_| Errno::ENOMEM)?)
+            } else {
+                Target::Node(node)
+            }
+        }
+        None => target(p, dirfd, &path, flags, follow)?,
+    };
+    if mode == 0 {
+        return Ok(0);
     }
+    let st = target.stat()?;
+    check.permission_of(st.mode, st.uid, st.gid, mode as u32)?;
     Ok(0)
 }
 
-/// `chdir(path)`.
+/// `chdir(path)`: a directory (`ENOTDIR`) the process may search (`EACCES`).
 pub fn chdir(p: &Process, path: u64) -> Result<u64, Errno> {
     let path = path_arg(path)?;
     let node = node_at(p, AT_FDCWD as u64, &path, true)?;
@@ -513,23 +672,33 @@ pub fn fchdir(p: &Process, fd: u64) -> Result<u64, Errno> {
 }
 
 fn set_cwd(p: &Process, node: Arc<dyn Inode>) -> Result<u64, Errno> {
-    if node.metadata().kind != FileType::Directory {
+    let m = node.metadata();
+    if m.kind != FileType::Directory {
         return Err(Errno::ENOTDIR);
     }
+    p.posix.cred().permission(&m, may::EXEC)?;
     let ctx = p.posix.fs.lock().clone();
-    let path = namespace::path_of_dir(&ctx, &node)?;
+    let path = fallible::arc(namespace::path_of_dir(&ctx, &node)?).map_err(|_| Errno::ENOMEM)?;
     let mut fs = p.posix.fs.lock();
     fs.cwd = node;
     fs.cwd_path = path;
     Ok(0)
 }
 
-/// `chroot(path)`: the process's root becomes that directory (root may).
+/// `chroot(path)`: the process's root becomes that directory (search permission, then
+/// `CAP_SYS_CHROOT`).
 pub fn chroot(p: &Process, path: u64) -> Result<u64, Errno> {
+    const CAP_SYS_CHROOT: u32 = 18;
     let path = path_arg(path)?;
     let node = node_at(p, AT_FDCWD as u64, &path, true)?;
-    if node.metadata().kind != FileType::Directory {
+    let m = node.metadata();
+    if m.kind != FileType::Directory {
         return Err(Errno::ENOTDIR);
+    }
+    let cred = p.posix.cred();
+    cred.permission(&m, may::EXEC)?;
+    if !cred.capable(CAP_SYS_CHROOT) {
+        return Err(Errno::EPERM);
     }
     p.posix.fs.lock().root = node;
     Ok(0)
@@ -566,10 +735,25 @@ fn fd_node(p: &Process, fd: u64) -> Result<Option<Arc<dyn Inode>>, Errno> {
     Ok(f.file.inode().cloned())
 }
 
+/// `chmod` of `node` as `cred` (Linux's `chmod_common` and `setattr_prepare`): the owner or
+/// `CAP_FOWNER` (`EPERM`); the set-group-id bit is dropped for one neither in the file's group
+/// nor holding `CAP_FSETID`.
+fn chmod(cred: &Credentials, node: &Arc<dyn Inode>, mode: u64) -> Result<u64, Errno> {
+    let m = node.metadata();
+    if !cred.owns(&m) {
+        return Err(Errno::EPERM);
+    }
+    let mut perm = mode as u32 & 0o7777;
+    if !cred.in_group(m.gid) && !cred.capable(cap::FSETID) {
+        perm &= !0o2000;
+    }
+    node.set_perm(perm, now()).map(|()| 0)
+}
+
 /// `fchmod(fd, mode)`.
 pub fn fchmod(p: &Process, fd: u64, mode: u64) -> Result<u64, Errno> {
     match fd_node(p, fd)? {
-        Some(node) => node.set_perm(mode as u32 & 0o7777, now()).map(|()| 0),
+        Some(node) => chmod(&p.posix.cred(), &node, mode),
         // A pipe or socket has an inode of its own on Linux; nothing here keeps its mode.
         None => Ok(0),
     }
@@ -579,31 +763,49 @@ pub fn fchmod(p: &Process, fd: u64, mode: u64) -> Result<u64, Errno> {
 pub fn fchmodat(p: &Process, dirfd: u64, path: u64, mode: u64) -> Result<u64, Errno> {
     let path = path_arg(path)?;
     let node = node_at(p, dirfd, &path, true)?;
-    node.set_perm(mode as u32 & 0o7777, now()).map(|()| 0)
+    chmod(&p.posix.cred(), &node, mode)
 }
 
 fn owner_arg(id: u64) -> Option<u32> {
     (id as u32 != u32::MAX).then_some(id as u32)
 }
 
-/// Changes `node`'s owner and group (`None`: unchanged), as Linux's `chown_ok` and `chgrp_ok`
-/// allow it to root (uid and gid 0): without `CAP_CHOWN` (which `capset` may drop) only on a
-/// file root owns, to the same owner and to group 0 or the same group.
-fn chown(p: &Process, node: &Arc<dyn Inode>, uid: Option<u32>, gid: Option<u32>) -> Result<u64, Errno> {
+/// `chown` of `node` as `cred` (Linux's `chown_common`, `chown_ok`, `chgrp_ok`): a new owner
+/// needs `CAP_CHOWN` (the owner may "change" it to itself); a new group needs the owner and a
+/// group the caller is in, or `CAP_CHOWN` (`EPERM`). A non-directory loses its set-user-id bit
+/// and its set-group-id bit when group-executable (even when nothing changes, as Linux).
+fn chown(cred: &Credentials, node: &Arc<dyn Inode>, uid: u64, gid: u64) -> Result<u64, Errno> {
     let m = node.metadata();
-    let own = m.uid == 0;
-    let needs_cap =
-        uid.is_some_and(|u| !own || u != m.uid) || gid.is_some_and(|g| !own || (g != 0 && g != m.gid));
-    if needs_cap && !crate::process::caps::capable(p, crate::process::caps::CAP_CHOWN) {
+    let (uid, gid) = (owner_arg(uid), owner_arg(gid));
+    let may_chown = cred.capable(cap::CHOWN);
+    if let Some(uid) = uid
+        && !(may_chown || (cred.fsuid == m.uid && uid == m.uid))
+    {
         return Err(Errno::EPERM);
     }
-    node.set_owner(uid, gid, now()).map(|()| 0)
+    if let Some(gid) = gid
+        && !(may_chown || (cred.fsuid == m.uid && (cred.in_group(gid) || gid == m.gid)))
+    {
+        return Err(Errno::EPERM);
+    }
+    let now = now();
+    node.set_owner(uid, gid, now)?;
+    if m.kind != FileType::Directory {
+        let mut perm = m.perm & !0o4000;
+        if perm & 0o2010 == 0o2010 {
+            perm &= !0o2000;
+        }
+        if perm != m.perm {
+            node.set_perm(perm, now)?;
+        }
+    }
+    Ok(0)
 }
 
 /// `fchown(fd, uid, gid)` (-1: unchanged).
 pub fn fchown(p: &Process, fd: u64, uid: u64, gid: u64) -> Result<u64, Errno> {
     match fd_node(p, fd)? {
-        Some(node) => chown(p, &node, owner_arg(uid), owner_arg(gid)),
+        Some(node) => chown(&p.posix.cred(), &node, uid, gid),
         None => Ok(0),
     }
 }
@@ -616,11 +818,13 @@ pub fn fchownat(p: &Process, dirfd: u64, path: u64, uid: u64, gid: u64, flags: u
     let path = path_arg(path)?;
     let node =
         target(p, dirfd, &path, flags, flags & AT_SYMLINK_NOFOLLOW == 0)?.node().ok_or(Errno::EPERM)?;
-    chown(p, &node, owner_arg(uid), owner_arg(gid))
+    chown(&p.posix.cred(), &node, uid, gid)
 }
 
-/// `utimensat(dirfd, path, times, flags)`: `times` null sets both to now; `UTIME_NOW` and
-/// `UTIME_OMIT` per field; a null `path` names `dirfd` itself (Linux's `futimens`).
+/// `utimensat(dirfd, path, times, flags)`: `times` null (or both `UTIME_NOW`) sets both to now,
+/// which the owner or one who may write the file may do (`EACCES`); explicit times need the
+/// owner or `CAP_FOWNER` (`EPERM`); `UTIME_OMIT` per field; a null `path` names `dirfd` itself
+/// (Linux's `futimens`).
 pub fn utimensat(p: &Process, dirfd: u64, path: u64, times: u64, flags: u64) -> Result<u64, Errno> {
     const UTIME_NOW: i64 = (1 << 30) - 1;
     const UTIME_OMIT: i64 = (1 << 30) - 2;
@@ -628,22 +832,23 @@ pub fn utimensat(p: &Process, dirfd: u64, path: u64, times: u64, flags: u64) -> 
         return Err(Errno::EINVAL);
     }
     let t_now = now();
-    let change = if times == 0 {
-        TimeChange { atime: Some(t_now), mtime: Some(t_now) }
+    let (change, explicit) = if times == 0 {
+        (TimeChange { atime: Some(t_now), mtime: Some(t_now) }, false)
     } else {
         let mut b = [0u8; 32];
         copy_in(&mut b, times).map_err(|_| Errno::EFAULT)?;
+        let nsec = |at: usize| i64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap_or_default());
         let field = |at: usize| -> Result<Option<Timespec>, Errno> {
             let sec = i64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
-            let nsec = i64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap_or_default());
-            match nsec {
+            match nsec(at) {
                 UTIME_NOW => Ok(Some(t_now)),
                 UTIME_OMIT => Ok(None),
                 n if (0..1_000_000_000).contains(&n) => Ok(Some(Timespec { sec, nsec: n })),
                 _ => Err(Errno::EINVAL),
             }
         };
-        TimeChange { atime: field(0)?, mtime: field(16)? }
+        let explicit = [0, 16].iter().any(|&at| !matches!(nsec(at), UTIME_NOW | UTIME_OMIT));
+        (TimeChange { atime: field(0)?, mtime: field(16)? }, explicit)
     };
     let node = if path == 0 {
         if dirfd as i32 == AT_FDCWD {
@@ -658,21 +863,32 @@ pub fn utimensat(p: &Process, dirfd: u64, path: u64, times: u64, flags: u64) -> 
     if change.atime.is_none() && change.mtime.is_none() {
         return Ok(0);
     }
+    let cred = p.posix.cred();
+    let m = node.metadata();
+    if !cred.owns(&m) {
+        if explicit {
+            return Err(Errno::EPERM);
+        }
+        cred.permission(&m, may::WRITE)?;
+    }
     node.set_times(change, t_now).map(|()| 0)
 }
 
-/// `truncate(path, length)`.
+/// `truncate(path, length)`: `EISDIR`, `EINVAL` (not a regular file), then write permission
+/// (`EACCES`), as Linux's `vfs_truncate`.
 pub fn truncate(p: &Process, path: u64, length: u64) -> Result<u64, Errno> {
     if (length as i64) < 0 {
         return Err(Errno::EINVAL);
     }
     let path = path_arg(path)?;
     let node = node_at(p, AT_FDCWD as u64, &path, true)?;
-    match node.metadata().kind {
+    let m = node.metadata();
+    match m.kind {
         FileType::Directory => return Err(Errno::EISDIR),
         FileType::Regular => {}
         _ => return Err(Errno::EINVAL),
     }
+    p.posix.cred().permission(&m, may::WRITE)?;
     node.truncate(length, now())?;
     if let Some(cache) = node.contents().and_then(|c| crate::fs::pagecache::of(&c)) {
         super::files::unmap_past(&cache, length);
@@ -680,24 +896,22 @@ pub fn truncate(p: &Process, path: u64, length: u64) -> Result<u64, Errno> {
     Ok(0)
 }
 
-/// `struct statfs` of the file system `node` is on (Linux's magic numbers by type).
-fn statfs_of(node: &Arc<dyn Inode>) -> [u8; 120] {
-    let mount = namespace::mount_of(node);
-    let fstype = mount.as_ref().map_or("rootfs", |m| m.fstype);
-    let magic: u64 = match fstype {
-        "proc" => 0x9fa0,
-        "sysfs" => 0x6265_6572,
-        _ => 0x0102_1994, // tmpfs, devtmpfs and the root (Linux's rootfs is a tmpfs)
-    };
-    let (total, free) = if magic == 0x0102_1994 {
-        let (used, frames) = crate::memory::frames::usage();
-        ((frames / 2) as u64, (frames.saturating_sub(used) / 2) as u64)
-    } else {
-        (0, 0)
-    };
+/// Linux's `statfs` magic numbers.
+mod magic {
+    pub const TMPFS: u64 = 0x0102_1994;
+    pub const PROC: u64 = 0x9fa0;
+    pub const SYSFS: u64 = 0x6265_6572;
+    pub const PIPEFS: u64 = 0x5049_5045;
+    pub const ANON_INODE_FS: u64 = 0x0904_1934;
+}
+
+/// `struct statfs` of a file system of type `magic` on device `dev`: the RAM file systems
+/// report their shared space budget (`fs::pagecache`: blocks, free blocks) and their inode
+/// limit, as tmpfs does; the others report none.
+fn statfs_bytes(magic: u64, dev: u64) -> [u8; 120] {
+    let (blocks, free) = if magic == magic::TMPFS { crate::fs::pagecache::space() } else { (0, 0) };
     let mut b = [0u8; 120];
-    let dev = node.metadata().dev;
-    let words: [u64; 9] = [magic, 4096, total, free, free, 0, 0, 0, 255];
+    let words: [u64; 7] = [magic, 4096, blocks, free, free, 0, 0];
     for (i, w) in words.iter().enumerate() {
         b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
     }
@@ -709,6 +923,17 @@ fn statfs_of(node: &Arc<dyn Inode>) -> [u8; 120] {
     b
 }
 
+/// `struct statfs` of the file system `node` is on (Linux's magic numbers by type).
+fn statfs_of(node: &Arc<dyn Inode>) -> [u8; 120] {
+    let fstype = namespace::fstype_of(node).unwrap_or("rootfs");
+    let magic = match fstype {
+        "proc" => magic::PROC,
+        "sysfs" => magic::SYSFS,
+        _ => magic::TMPFS, // tmpfs, devtmpfs and the root (Linux's rootfs is a tmpfs)
+    };
+    statfs_bytes(magic, node.metadata().dev)
+}
+
 /// `statfs(path, buf)`.
 pub fn statfs(p: &Process, path: u64, buf: u64) -> Result<u64, Errno> {
     let path = path_arg(path)?;
@@ -716,28 +941,29 @@ pub fn statfs(p: &Process, path: u64, buf: u64) -> Result<u64, Errno> {
     copy_out(buf, &statfs_of(&node)).map(|()| 0).map_err(|_| Errno::EFAULT)
 }
 
-/// `fstatfs(fd, buf)`.
+/// `fstatfs(fd, buf)`: a file's file system; a memfd is on (Linux's internal) tmpfs, a pipe on
+/// pipefs, the other files without a node on the anonymous-inode file system.
 pub fn fstatfs(p: &Process, fd: u64, buf: u64) -> Result<u64, Errno> {
     let f = p.posix.files.lock().file(fd)?;
     let b = match f.file.inode() {
         Some(node) => statfs_of(node),
-        None => {
-            // A pipe: pipefs's magic.
-            let mut b = [0u8; 120];
-            b[0..8].copy_from_slice(&0x5049_5045u64.to_le_bytes());
-            b[8..16].copy_from_slice(&4096u64.to_le_bytes());
-            b
-        }
+        None if f.file_as::<crate::fs::memfd::Memfd>().is_some() => statfs_bytes(magic::TMPFS, 1),
+        None if f.file_as::<crate::fs::pipe::PipeEnd>().is_some() => statfs_bytes(magic::PIPEFS, 0xd),
+        None => statfs_bytes(magic::ANON_INODE_FS, 0xe),
     };
     copy_out(buf, &b).map(|()| 0).map_err(|_| Errno::EFAULT)
 }
 
-/// `mount(source, target, fstype, flags, data)`: a new instance of `proc`, `sysfs`, `tmpfs`,
-/// `ramfs` or `devtmpfs` on `target` (`ENODEV` for other types); `MS_REMOUNT` is accepted and
-/// changes nothing; `MS_BIND` mounts the source directory again on the target.
-pub fn mount(p: &Process, _source: u64, target_path: u64, fstype: u64, flags: u64) -> Result<u64, Errno> {
+/// `mount(source, target, fstype, flags, data)`: `CAP_SYS_ADMIN` (`EPERM`); a new instance of
+/// `proc`, `sysfs`, `tmpfs`, `ramfs` or `devtmpfs` on `target` (`ENODEV` for other types);
+/// `MS_REMOUNT` is accepted and changes nothing; `MS_BIND` mounts the source directory again on
+/// the target.
+pub fn mount(p: &Process, source: u64, target_path: u64, fstype: u64, flags: u64) -> Result<u64, Errno> {
     const MS_REMOUNT: u64 = 32;
     const MS_BIND: u64 = 4096;
+    if !p.posix.cred().capable(cap::SYS_ADMIN) {
+        return Err(Errno::EPERM);
+    }
     let path = path_arg(target_path)?;
     let point = node_at(p, AT_FDCWD as u64, &path, true)?;
     if point.metadata().kind != FileType::Directory {
@@ -749,7 +975,7 @@ pub fn mount(p: &Process, _source: u64, target_path: u64, fstype: u64, flags: u6
     let ctx = p.posix.fs.lock().clone();
     let abs = namespace::path_of_dir(&ctx, &point)?;
     if flags & MS_BIND != 0 {
-        let source = path_arg(_source)?;
+        let source = path_arg(source)?;
         let dir = node_at(p, AT_FDCWD as u64, &source, true)?;
         namespace::mount(&point, dir, "none", "bind", "rw", abs)?;
         return Ok(0);
@@ -764,10 +990,13 @@ pub fn mount(p: &Process, _source: u64, target_path: u64, fstype: u64, flags: u6
     Ok(0)
 }
 
-/// `umount2(target, flags)`.
+/// `umount2(target, flags)`: `CAP_SYS_ADMIN` (`EPERM`), then the mount.
 pub fn umount2(p: &Process, target_path: u64, flags: u64) -> Result<u64, Errno> {
     if flags & !0xf != 0 {
         return Err(Errno::EINVAL);
+    }
+    if !p.posix.cred().capable(cap::SYS_ADMIN) {
+        return Err(Errno::EPERM);
     }
     let path = path_arg(target_path)?;
     let node = node_at(p, AT_FDCWD as u64, &path, true)?;

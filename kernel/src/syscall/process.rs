@@ -301,11 +301,6 @@ fn is_self_or_thread(thread: &Thread, pid: u64) -> bool {
     is_self(thread, pid) || pid == u64::from(thread.tid)
 }
 
-/// `getgroups(size, list)`: root has no supplementary groups.
-pub fn getgroups(size: u64) -> Result<u64, Errno> {
-    if (size as i32) < 0 { Err(Errno::EINVAL) } else { Ok(0) }
-}
-
 /// `getpgid(pid)`.
 pub fn getpgid(thread: &Thread, pid: u64) -> Result<u64, Errno> {
     if is_self(thread, pid) {

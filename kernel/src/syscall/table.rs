@@ -13,7 +13,8 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{events, files, futex, memory, paths, poll, process, signals, time};
+use super::{cred, events, files, futex, memory, paths, poll, process, signals, time};
+
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
 use crate::sched::Action;
@@ -78,7 +79,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::CLOSE_RANGE => files::close_range(p, a[0], a[1], a[2]),
         nr::DUP => files::dup(p, a[0]),
         nr::DUP3 => files::dup3(p, a[0], a[1], a[2]),
-        nr::FCNTL => return files::fcntl(p, frame, a[0], a[1], a[2]),
+        nr::FCNTL => return files::fcntl(p, tid, frame, a[0], a[1], a[2]),
         nr::FLOCK => {
             return match p.posix.files.lock().file(a[0]) {
                 Ok(f) => crate::fs::locks::flock(frame, &f, a[1]),
@@ -93,8 +94,13 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::GETDENTS64 => files::getdents64(p, a[0], a[1], a[2]),
         nr::FSYNC | nr::FDATASYNC => files::fsync(p, a[0]),
         nr::SYNC => Ok(0),
-        nr::SYNCFS => files::fsync(p, a[0]).or(Ok(0)),
+        nr::SYNCFS => files::syncfs(p, a[0]),
+        nr::SYNC_FILE_RANGE => files::sync_file_range(p, a[0], a[1], a[2], a[3]),
         nr::MEMFD_CREATE => crate::fs::memfd::memfd_create(&p.posix.files, a[0], a[1]),
+        nr::SENDFILE => return files::sendfile(p, frame, a[0], a[1], a[2], a[3]),
+        nr::COPY_FILE_RANGE => files::copy_file_range(p, a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::SPLICE => return files::splice(p, frame, a),
+        nr::TEE => return files::tee(p, frame, a[0], a[1], a[2], a[3]),
         // Paths.
         nr::OPENAT => return paths::openat(p, frame, tid, a[0], a[1], a[2], a[3]),
         nr::OPENAT2 => return paths::openat2(p, frame, tid, a[0], a[1], a[2], a[3]),
@@ -196,8 +202,20 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::GETPID => Ok(u64::from(p.pid)),
         nr::GETTID => Ok(u64::from(tid)),
         nr::GETPPID => Ok(u64::from(p.family.ppid())),
-        nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => Ok(0),
-        nr::GETGROUPS => process::getgroups(a[0]),
+        nr::GETUID => cred::get(p, cred::Id::Uid),
+        nr::GETEUID => cred::get(p, cred::Id::Euid),
+        nr::GETGID => cred::get(p, cred::Id::Gid),
+        nr::GETEGID => cred::get(p, cred::Id::Egid),
+        nr::GETRESUID | nr::GETRESGID => cred::getres(p, frame.x[8] == nr::GETRESGID, a[0], a[1], a[2]),
+        nr::SETUID => cred::setuid(p, a[0]),
+        nr::SETGID => cred::setgid(p, a[0]),
+        nr::SETREUID => cred::setreuid(p, a[0], a[1]),
+        nr::SETREGID => cred::setregid(p, a[0], a[1]),
+        nr::SETRESUID => cred::setresuid(p, a[0], a[1], a[2]),
+        nr::SETRESGID => cred::setresgid(p, a[0], a[1], a[2]),
+        nr::SETFSUID | nr::SETFSGID => cred::setfs(p, frame.x[8] == nr::SETFSGID, a[0]),
+        nr::GETGROUPS => cred::getgroups(p, a[0], a[1]),
+        nr::SETGROUPS => cred::setgroups(p, a[0], a[1]),
         nr::GETPGID => process::getpgid(thread, a[0]),
         nr::GETSID => process::getsid(thread, a[0]),
         nr::SETSID => process::setsid(thread),

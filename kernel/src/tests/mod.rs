@@ -2,6 +2,7 @@
 mod block_frames;
 mod boot;
 mod events;
+mod files;
 mod fiq;
 mod irq;
 mod kernel_map;

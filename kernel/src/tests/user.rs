@@ -220,8 +220,9 @@ kernel_test!(
     fn the_initial_stack_names_the_platform_and_the_program() {
         use crate::process::exec::stack::{self, at};
         let top = 0x1_0000_0000u64;
-        let (sp, bytes) = stack::build(top, &["prog"], &["A=1"], &[(at::PAGESZ, 4096)], [7; 16])
+        let built = stack::build(top, &["prog"], &["A=1"], &[(at::PAGESZ, 4096)], [7; 16])
             .map_err(|e| alloc::format!("stack::build: {e:?}"))?;
+        let (sp, bytes) = (built.sp, &built.bytes);
         ensure_eq!(sp % 16, 0);
         let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
         // The NUL-terminated string at `addr`, if it is inside the image.
@@ -246,6 +247,11 @@ kernel_test!(
         ensure_eq!(string(entry(at::EXECFN)), some("prog"));
         let random = entry(at::RANDOM).wrapping_sub(sp) as usize;
         ensure_eq!(bytes.get(random..random + 16), Some(&[7u8; 16][..]));
+        // What /proc/PID/cmdline, environ and auxv show: the strings' bounds and the vector.
+        ensure_eq!(built.args, (word(1), word(1) + 5), "\"prog\" and its NUL");
+        ensure_eq!(built.env, (word(3), word(3) + 4), "\"A=1\" and its NUL");
+        ensure_eq!(built.auxv.last(), Some(&(at::NULL, 0)));
+        ensure_eq!(built.auxv.len(), auxv.len() + 1);
         Ok(())
     }
 );

@@ -78,6 +78,13 @@ impl MemObject {
         self.find(index).ok().map(|i| self.pages[i].pa)
     }
 
+    /// The first allocated page at or after page `index` (Linux's `SEEK_DATA` over the page
+    /// cache: a page the object holds is data, one it does not is a hole).
+    pub fn next_page(&self, index: u64) -> Option<u64> {
+        let at = self.find(index).unwrap_or_else(|i| i);
+        self.pages.get(at).map(|p| p.index)
+    }
+
     fn find(&self, index: u64) -> Result<usize, usize> {
         self.pages.binary_search_by_key(&index, |p| p.index)
     }

@@ -6,6 +6,7 @@
 use mm::addr::PAGE_SIZE;
 use mm::vm::{Prot, VmaFlags};
 
+use super::image::ProgramImage;
 use super::{elf, stack};
 use crate::arch::aarch64::cpu;
 
@@ -44,15 +45,25 @@ impl core::fmt::Display for LoadError {
     }
 }
 
-/// Maps the segments, the stack and the initial stack contents; returns the entry registers.
+/// A program loaded: the registers it starts with, and the record `/proc` shows of it (its
+/// file still to be set by the caller, which knows it).
+pub(crate) struct Loaded {
+    /// The entry registers.
+    pub regs: UserRegs,
+    /// What `/proc/PID/{maps,cmdline,environ,auxv}` show of the program.
+    pub image: ProgramImage,
+}
+
+/// Maps the segments, the stack and the initial stack contents.
 pub(crate) fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
     exe: &elf::Executable,
     bytes: &[u8],
     argv: &[S],
     envp: &[S],
-) -> Result<UserRegs, LoadError> {
+) -> Result<Loaded, LoadError> {
     let failed = |step| move |errno| LoadError { step, errno };
+    let mut image = ProgramImage::of(exe).map_err(failed(LoadStep::InitialStack))?;
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
         let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
@@ -113,8 +124,8 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         (stack::at::SECURE, 0),
         (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
     ];
-    let (sp, image) =
-        stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
-    mm.write(sp, &image).map_err(failed(LoadStep::InitialStack))?;
-    Ok(UserRegs { x: [0; 31], sp, pc: exe.entry, pstate: PSTATE_EL0 })
+    let built = stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
+    mm.write(built.sp, &built.bytes).map_err(failed(LoadStep::InitialStack))?;
+    (image.args, image.env, image.auxv) = (built.args, built.env, built.auxv);
+    Ok(Loaded { regs: UserRegs { x: [0; 31], sp: built.sp, pc: exe.entry, pstate: PSTATE_EL0 }, image })
 }

@@ -12,6 +12,7 @@
 //! vfork parent still runs on it; handled signals return to their defaults, close-on-exec
 //! descriptors close, and a vfork parent runs on.
 pub mod elf;
+pub mod image;
 pub mod load;
 pub mod stack;
 pub mod tiny_elf;
@@ -120,19 +121,34 @@ const MAX_INTERPRETERS: usize = 4;
 /// The bytes of a `#!` line Linux reads (`BINPRM_BUF_SIZE`).
 const BINPRM_BUF_SIZE: usize = 256;
 
-/// A program found for `execve`: its bytes and the path it was found by.
+/// A program found for `execve`.
 struct Program {
+    /// Its bytes.
     image: crate::fs::node_file::Image,
+    /// The path of its file (what `/proc/PID/exe` names).
     path: Vec<u8>,
+    /// Its file.
+    node: alloc::sync::Arc<dyn vfs::node::Inode>,
+    /// The name it was asked by (Linux's `bprm->filename`): the path given when it is absolute
+    /// or relative to the working directory, else `/dev/fd/N` or `/dev/fd/N/PATH` for one
+    /// relative to descriptor N. A script's interpreter is given this name, and the process's
+    /// name (`comm`) is its last component.
+    filename: Vec<u8>,
+    /// The name comes from a close-on-exec descriptor, which is gone once the new program runs:
+    /// an interpreter could not open it (Linux's `BINPRM_FLAGS_PATH_INACCESSIBLE`).
+    inaccessible: bool,
 }
 
-/// Finds the program `path` names from `dirfd` (`AT_EMPTY_PATH`: `dirfd`'s file), in Linux's
-/// order: the walk (`ENOENT`, `ENOTDIR`, `ELOOP`), a regular file (`EACCES`), an execute bit
-/// (`EACCES`); then reads it.
+/// Finds the program `path` names from `dirfd` (`AT_EMPTY_PATH`: `dirfd`'s file) for `p`, in
+/// Linux's order (`do_open_execat`): the walk with `p`'s credentials (`ENOENT`, `ENOTDIR`,
+/// `ELOOP`, `EACCES`), a regular file (`EACCES`), execute permission (`EACCES`: for root, some
+/// execute bit); then reads it.
 fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Result<Program, Errno> {
     use linux_abi::fcntl::{AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW};
     use vfs::node::FileType;
     let ctx = p.posix.fs.lock().clone();
+    let cred = p.posix.cred();
+    let relative_to_fd = dirfd as i32 != AT_FDCWD && !vfs::path::is_absolute(path);
     let (node, abs) = if path.is_empty() {
         if flags & AT_EMPTY_PATH == 0 {
             return Err(Errno::ENOENT);
@@ -149,7 +165,8 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
             let f = p.posix.files.lock().file(dirfd)?;
             (f.file.inode().cloned().ok_or(Errno::ENOTDIR)?, f.file.describe()?)
         };
-        let node = crate::fs::namespace::lookup(&ctx, &start, path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
+        let walk = crate::fs::namespace::Walk { ctx: &ctx, cred: &cred, restrict: Default::default() };
+        let node = walk.lookup(&start, path, flags & AT_SYMLINK_NOFOLLOW == 0)?;
         (node, crate::fs::namespace::absolute(&start_path, path)?)
     };
     let m = node.metadata();
@@ -158,13 +175,25 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
         FileType::Symlink => return Err(Errno::ELOOP),
         _ => return Err(Errno::EACCES),
     }
-    if m.perm & 0o111 == 0 {
-        return Err(Errno::EACCES);
-    }
+    cred.permission(&m, crate::fs::cred::may::EXEC)?;
+    let (filename, inaccessible) = if relative_to_fd {
+        let cloexec = p.posix.files.lock().get(dirfd).is_some_and(|e| e.cloexec);
+        let mut name = Vec::new();
+        if path.is_empty() {
+            crate::fs::file::push_fmt(&mut name, format_args!("/dev/fd/{}", dirfd as i32))?;
+        } else {
+            crate::fs::file::push_fmt(&mut name, format_args!("/dev/fd/{}/", dirfd as i32))?;
+            name.try_reserve(path.len()).map_err(|_| Errno::ENOMEM)?;
+            name.extend_from_slice(path);
+        }
+        (name, cloexec)
+    } else {
+        (crate::fs::copy_bytes(path)?, false)
+    };
     // The largest program this kernel loads: a quarter of RAM (it is read whole first).
     let limit = (frames::usage().1 as u64 * PAGE_SIZE) / 4;
     let image = crate::fs::node_file::read_image(&node, limit)?;
-    Ok(Program { image, path: abs })
+    Ok(Program { image, path: abs, node, filename, inaccessible })
 }
 
 /// A `#!` line: the interpreter and its one optional argument (Linux's `load_script`: the first
@@ -211,9 +240,9 @@ pub fn execveat(
         Ok(found) => found,
         Err(e) => return done(frame, Err(e)),
     };
-    // The name the process takes (`comm`): the file's, a script's own rather than its
-    // interpreter's, as Linux's `bprm->filename`.
-    let name_path = match crate::fs::copy_bytes(if path.is_empty() { &program.path } else { &path }) {
+    // The name the process takes (`comm`): the last component of the name it was asked by, a
+    // script's own rather than its interpreter's, as Linux's `bprm->filename`.
+    let name_path = match crate::fs::copy_bytes(&program.filename) {
         Ok(n) => n,
         Err(e) => return done(frame, Err(e)),
     };
@@ -246,6 +275,9 @@ pub fn execveat(
         let Some((interp, arg)) = shebang(program.image.bytes()) else { break };
         if depth == MAX_INTERPRETERS {
             return done(frame, Err(Errno::ELOOP));
+        }
+        if program.inaccessible {
+            return done(frame, Err(Errno::ENOENT));
         }
         if interp.is_empty() {
             return done(frame, Err(Errno::ENOEXEC));
@@ -319,9 +351,9 @@ pub fn execveat(
     );
     // An address space from here on: dropping it on a failure frees the memory.
     let Ok(space) = super::Vmspace::new(mm, asid) else { return done(frame, Err(Errno::ENOMEM)) };
-    let regs = {
+    let loaded = {
         let mut mm = space.lock();
-        let Ok(regs) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
+        let Ok(loaded) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
             return done(frame, Err(Errno::ENOMEM));
         };
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
@@ -334,7 +366,16 @@ pub fn execveat(
                 let _ = mm.vm_mut().set_mdwe(flags);
             }
         }
-        regs
+        loaded
+    };
+    let regs = loaded.regs;
+    let Ok(image) = fallible::arc(image::ProgramImage { file: Some(program.node.clone()), ..loaded.image })
+    else {
+        return done(frame, Err(Errno::ENOMEM));
+    };
+    let Ok(cred) = p.posix.cred().after_exec().and_then(|c| fallible::arc(c).map_err(|_| Errno::ENOMEM))
+    else {
+        return done(frame, Err(Errno::ENOMEM));
     };
     // The point of no return: the new table goes live here with its own ASID; then the old
     // space loses this process's reference (the last one tears it down after every CPU's
@@ -345,13 +386,14 @@ pub fn execveat(
     p.posix.files.lock().close_on_exec();
     thread.posix.name = super::posix::name_from_path(core::str::from_utf8(&name_path).unwrap_or(""));
     p.posix.set_exe(&program.path);
+    p.posix.set_image(image);
     thread.posix.robust_list = 0;
     // New keys for the new program (Linux's `ptrauth_thread_init_user`), in the registers before
     // the return to EL0.
     thread.pac = super::fresh_pac_keys();
     thread.pac.install();
     thread.posix.rseq = None;
-    p.posix.exec_reset();
+    p.posix.exec_reset(cred);
     thread.clear_child_tid = 0;
     {
         use aarch64_cpu::registers::{TPIDR_EL0, Writeable};

@@ -62,9 +62,22 @@ pub const PLATFORM: &str = "aarch64";
 /// alignment padding Linux allows for: 4720.
 pub const MINSIGSTKSZ: u64 = signal::frame::TOTAL as u64 + 16;
 
-/// Builds the stack image that ends at `top` (exclusive) and returns `(sp, bytes)`: the bytes go
-/// at `[sp, top)`. `auxv` is given without the entries that point into the stack (`AT_PLATFORM`,
-/// `AT_RANDOM`, `AT_EXECFN`), which are added here.
+/// An initial stack, built.
+pub struct Built {
+    /// The stack pointer: the bytes go at `[sp, top)`.
+    pub sp: u64,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// `[arg_start, arg_end)`: the argument strings, each with its NUL.
+    pub args: (u64, u64),
+    /// `[env_start, env_end)`: the environment strings.
+    pub env: (u64, u64),
+    /// The whole auxiliary vector, `AT_NULL` last.
+    pub auxv: Vec<(u64, u64)>,
+}
+
+/// Builds the stack image that ends at `top` (exclusive). `auxv` is given without the entries
+/// that point into the stack (`AT_PLATFORM`, `AT_RANDOM`, `AT_EXECFN`), which are added here.
 ///
 /// # Errors
 /// `ENOMEM` when the heap cannot hold the image (`execve` gets that back).
@@ -74,7 +87,7 @@ pub fn build<S: AsRef<[u8]>>(
     envp: &[S],
     auxv: &[(u64, u64)],
     random: [u8; 16],
-) -> Result<(u64, Vec<u8>), Errno> {
+) -> Result<Built, Errno> {
     // Strings and the random bytes go at the top; lay them out first to know their addresses.
     let strings_len = argv.iter().chain(envp).map(|s| s.as_ref().len() + 1).sum::<usize>()
         + PLATFORM.len()
@@ -120,13 +133,22 @@ pub fn build<S: AsRef<[u8]>>(
         put(value);
     }
     drop(string_addrs);
+    let arg_len: usize = argv.iter().map(|s| s.as_ref().len() + 1).sum();
+    let args = (strings_start, strings_start + arg_len as u64);
+    let env = (args.1, strings_start + at as u64);
     let platform = strings_start + at as u64;
     strings[at..at + PLATFORM.len()].copy_from_slice(PLATFORM.as_bytes());
     at += PLATFORM.len() + 1;
     let random_at = strings_start + at as u64;
     strings[at..at + random.len()].copy_from_slice(&random);
-    for w in [at::PLATFORM, platform, at::RANDOM, random_at, at::EXECFN, execfn, at::NULL, 0] {
-        put(w);
+    let added = [(at::PLATFORM, platform), (at::RANDOM, random_at), (at::EXECFN, execfn), (at::NULL, 0)];
+    for (key, value) in added {
+        put(key);
+        put(value);
     }
-    Ok((sp, bytes))
+    let mut all = Vec::new();
+    fallible::reserve(&mut all, auxv.len() + added.len())?;
+    all.extend_from_slice(auxv);
+    all.extend_from_slice(&added);
+    Ok(Built { sp, bytes, args, env, auxv: all })
 }

@@ -242,3 +242,20 @@ fn object_mapping_flags_are_checked_as_linux() {
     release(&cell, &pool);
     assert_eq!(live(&pool), 0);
 }
+
+/// `next_page` finds the next page the object holds, for `SEEK_DATA`: allocated pages, never
+/// the holes between them, nothing past the last.
+#[test]
+fn next_page_skips_holes() {
+    let pool = Pool::default();
+    let (cell, _h) = object(&pool, 300 * PAGE_SIZE);
+    let mut o = cell.0.lock().unwrap();
+    assert_eq!(o.next_page(0), None);
+    o.page(0, false, &mut pool.clone()).unwrap();
+    o.page(256, false, &mut pool.clone()).unwrap();
+    assert_eq!(
+        (o.next_page(0), o.next_page(1), o.next_page(256), o.next_page(257)),
+        (Some(0), Some(256), Some(256), None)
+    );
+    o.release(&mut pool.clone());
+}

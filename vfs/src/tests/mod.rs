@@ -93,7 +93,7 @@ impl World {
     }
 
     fn walker(&self) -> Walker<'_> {
-        Walker { root: &self.root, mounts: &self.mounts }
+        Walker::new(&self.root, &self.mounts)
     }
 
     fn resolve(&self, path: &str, follow: bool) -> Result<Arc<dyn Inode>, Errno> {
@@ -189,7 +189,7 @@ fn dot_and_dotdot_never_leave_the_root() {
     assert!(same(&w.resolve("/d/./.", true).unwrap(), &d));
     assert!(same(&w.resolve("//d//", true).unwrap(), &d));
     // A walk whose root is /d cannot see above it.
-    let walker = Walker { root: &d, mounts: &w.mounts };
+    let walker = Walker::new(&d, &w.mounts);
     assert!(same(&walker.resolve(&d, b"../../..", true).unwrap(), &d));
 }
 
@@ -484,4 +484,72 @@ fn times_owner_and_permissions_change_as_asked() {
     f.set_times(crate::node::TimeChange { atime: Some(t), mtime: None }, later).unwrap();
     assert_eq!(f.metadata().atime, t);
     assert_eq!(f.metadata().mtime, NOW);
+}
+
+#[test]
+fn a_removed_directory_is_neither_listed_nor_filled() {
+    let w = World::new();
+    let gone = w.mkdir("/gone");
+    let f = w.file("/f", b"");
+    w.root.unlink(b"gone", true, NOW).unwrap();
+    // Linux's IS_DEADDIR: ENOENT for a listing and for anything made in it.
+    assert_eq!(gone.readdir(0, &mut |_, _| true).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.create(b"x", NewNode::File, 0o644, ROOT).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.create(b"d", NewNode::Directory, 0o755, ROOT).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.link(b"l", &f, NOW).err(), Some(Errno::ENOENT));
+    assert_eq!(w.root.rename(b"f", &gone, b"f", 0, NOW).err(), Some(Errno::ENOENT));
+    assert_eq!(gone.metadata().nlink, 0);
+    assert!(w.resolve("/f", true).is_ok(), "the failed rename left f where it was");
+}
+
+mod hostile;
+mod resolve;
+
+#[test]
+fn an_unnamed_file_is_named_once_if_linkable() {
+    let w = World::new();
+    let d = w.mkdir("/d");
+    let t = d.tmpfile(0o600, ROOT, true).unwrap();
+    assert_eq!((t.metadata().nlink, t.metadata().kind), (0, FileType::Regular));
+    assert_eq!(names(&d).len(), 2, "listed nowhere");
+    t.write_at(0, b"T", NOW).unwrap();
+    w.root.link(b"named", &t, NOW).unwrap();
+    assert_eq!(t.metadata().nlink, 1);
+    assert_eq!(read_all(&w.resolve("/named", true).unwrap()), b"T");
+    // Once it had a name and lost it, it is an unlinked file like any other.
+    w.root.unlink(b"named", false, NOW).unwrap();
+    assert_eq!(w.root.link(b"again", &t, NOW).err(), Some(Errno::ENOENT));
+    // O_TMPFILE | O_EXCL: never linkable; and the node counts against the inode limit.
+    let fs = fs_with(1, 2);
+    let u = fs.root().tmpfile(0o600, ROOT, false).unwrap();
+    assert_eq!(fs.root().link(b"x", &u, NOW).err(), Some(Errno::ENOENT));
+    assert_eq!(fs.root().tmpfile(0o600, ROOT, true).err(), Some(Errno::ENOSPC));
+    drop(u);
+    assert_eq!(fs.inodes(), 1, "the root alone");
+}
+
+#[test]
+fn resolve_or_parent_gives_where_a_missing_file_would_be_made() {
+    use crate::namei::Last;
+    let w = World::new();
+    let d = w.mkdir("/d");
+    let f = w.file("/d/f", b"");
+    w.symlink("/dangling", "d/target");
+    w.symlink("/loop", "loop");
+    let walker = w.walker();
+    assert!(matches!(walker.resolve_or_parent(&w.root, b"/d/f", true), Ok(Last::Found(n)) if same(&n, &f)));
+    match walker.resolve_or_parent(&w.root, b"/dangling", true) {
+        Ok(Last::Missing(p)) => assert!(same(&p.dir, &d) && p.name.as_deref() == Some(&b"target"[..])),
+        _ => panic!("a dangling link names its missing target"),
+    }
+    assert!(matches!(walker.resolve_or_parent(&w.root, b"/dangling", false), Ok(Last::Found(_))));
+    assert!(matches!(walker.resolve_or_parent(&w.root, b"/loop", true), Err(Errno::ELOOP)));
+    assert!(
+        matches!(walker.resolve_or_parent(&w.root, b"/d/..", true), Ok(Last::Found(n)) if same(&n, &w.root))
+    );
+    assert!(matches!(walker.resolve_or_parent(&w.root, b"/none/x", true), Err(Errno::ENOENT)));
+    match walker.resolve_or_parent(&w.root, b"/d/new/", true) {
+        Ok(Last::Missing(p)) => assert!(p.trailing_slash),
+        _ => panic!("a missing name with a trailing slash"),
+    }
 }

@@ -1,0 +1,85 @@
+//! What `/proc` shows of the program a process runs, recorded when it is loaded (Linux keeps
+//! the same facts in `mm_struct`: `exe_file`, `arg_start`..`env_end`, `saved_auxv`, and each
+//! file-backed area's file and offset in its `vm_area_struct`).
+//!
+//! The loader copies the program's segments into anonymous memory rather than mapping the file,
+//! so the memory map itself does not know where an area came from; this record does: for each
+//! segment, the pages it covers and the file offset of its first page, which
+//! `/proc/PID/maps` prints with the file's device and inode as Linux prints them for the
+//! segments it maps from the file. `/proc/PID/cmdline` and `environ` read the process's memory
+//! between the recorded bounds, as Linux's do (so a program that rewrites its arguments shows
+//! them rewritten).
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use mm::addr::PAGE_SIZE;
+use mm::vm::Errno;
+use vfs::node::Inode;
+
+use super::elf::Executable;
+
+/// One loaded segment: the pages `[start, end)` and the file offset of the page at `start`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// First byte of its first page.
+    pub start: u64,
+    /// End of its last page.
+    pub end: u64,
+    /// The file offset of the page at `start`.
+    pub offset: u64,
+}
+
+/// The record of a loaded program (module documentation).
+pub struct ProgramImage {
+    /// Its file (`/proc/PID/exe`, the device and inode of its areas); `None` for a program the
+    /// kernel was given as bytes (the test image's).
+    pub file: Option<Arc<dyn Inode>>,
+    /// Its `PT_LOAD` segments, in the program's order.
+    pub segments: Vec<Segment>,
+    /// `[arg_start, arg_end)`: the argument strings on the initial stack, each with its NUL.
+    pub args: (u64, u64),
+    /// `[env_start, env_end)`: the environment strings.
+    pub env: (u64, u64),
+    /// The auxiliary vector given to it, `AT_NULL` last (`/proc/PID/auxv`).
+    pub auxv: Vec<(u64, u64)>,
+}
+
+impl ProgramImage {
+    /// The segments of `exe`, with no file yet and the stack's facts to come (the loader
+    /// sets them once it has built the initial stack).
+    ///
+    /// # Errors
+    /// `ENOMEM`.
+    pub fn of(exe: &Executable) -> Result<Self, Errno> {
+        let mut segments = Vec::new();
+        crate::memory::fallible::reserve(&mut segments, exe.segments.len())?;
+        for seg in &exe.segments {
+            let start = seg.vaddr & !(PAGE_SIZE - 1);
+            let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
+            segments.push(Segment { start, end, offset: seg.offset.saturating_sub(seg.vaddr - start) });
+        }
+        Ok(Self { file: None, segments, args: (0, 0), env: (0, 0), auxv: Vec::new() })
+    }
+
+    /// Where the image area starting at `start` came from in the file: its offset (the first
+    /// segment that covers `start`: Linux's `vm_pgoff` of an area split off a segment's mapping).
+    pub fn offset_of(&self, start: u64) -> Option<u64> {
+        self.segments.iter().find(|s| s.start <= start && start < s.end).map(|s| s.offset + (start - s.start))
+    }
+
+    /// The file's device and inode number (`0:0 0` without a file).
+    pub fn file_id(&self) -> (u64, u64) {
+        self.file.as_ref().map_or((0, 0), |f| {
+            let m = f.metadata();
+            (m.dev, m.ino)
+        })
+    }
+}
+
+/// The file of the first program, which the kernel reads from the tree by its path before it
+/// hands over the bytes: the node that path names now (`None` without a tree, or for a path
+/// that names nothing).
+pub fn file_named(path: &str) -> Option<Arc<dyn Inode>> {
+    let ctx = crate::fs::namespace::FsContext::first().ok()?;
+    crate::fs::namespace::lookup(&ctx, &ctx.root, path.as_bytes(), true).ok()
+}
