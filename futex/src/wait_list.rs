@@ -35,6 +35,12 @@ pub enum Channel {
     Poll,
     /// A signal (`rt_sigsuspend`, `rt_sigtimedwait`): only a signal or the deadline ends it.
     Signal,
+    /// A thread of a stopped thread group (job control: SIGSTOP and its kin): only the group's
+    /// continuation (`SIGCONT`, or `SIGKILL`) ends it; a signal sent meanwhile waits.
+    Stopped {
+        /// The thread group (an opaque identity).
+        group: usize,
+    },
 }
 
 /// A blocked thread: what it waits for, until when (a counter value; `None` = forever), and the
@@ -224,6 +230,14 @@ impl<T> WaitList<T> {
         taken
     }
 
+    /// The oldest waiter that `which` selects, looking at what it waits for as well as at the
+    /// thread (a signal's target, which is not taken from a group stop).
+    pub fn take_first_where(&mut self, which: impl FnMut(&Waiter<T>) -> bool) -> Option<Waiter<T>> {
+        let mut taken = None;
+        self.take_each(1, which, |w| taken = Some(w));
+        taken
+    }
+
     /// Every waiter whose thread `which` selects.
     pub fn take_where(&mut self, mut which: impl FnMut(&T) -> bool) -> Vec<T> {
         let mut taken = Vec::new();
@@ -381,5 +395,21 @@ mod tests {
         );
         assert!(l.expire(u64::MAX).is_empty());
         assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn a_stopped_thread_is_passed_over_by_a_signal_and_woken_by_its_group() {
+        let stopped = |group| Channel::Stopped { group };
+        let mut l = list(&[(stopped(1), None, 7), (Channel::Timer, Some(5), 7), (stopped(2), None, 8)]);
+        // The signal's search skips the stopped entry of thread 7 and takes its other wait.
+        let signal = |w: &Waiter<u32>| w.item == 7 && !matches!(w.channel, Channel::Stopped { .. });
+        assert_eq!(l.take_first_where(signal).map(|w| w.channel), Some(Channel::Timer));
+        assert!(l.take_first_where(signal).is_none());
+        assert_eq!(l.timed(), 0);
+        // SIGCONT for group 1 wakes its thread only; no futex wake reaches a stopped thread.
+        assert!(l.wake(1, 0, FUTEX_BITSET_MATCH_ANY, 9).is_empty());
+        assert_eq!(l.wake_channel(stopped(1)), vec![7]);
+        assert_eq!(l.wake_channel(stopped(2)), vec![8]);
+        assert!(l.is_empty());
     }
 }

@@ -347,6 +347,7 @@ extern "C" fn kernel_main(
     }
     kprintln!("  wall clock: {}", wallclock::init(&booted.machine.fdt));
     kprintln!("  console input: {}", fs::tty::enable_interrupts(&booted.machine));
+    process::signals::timers::init();
     for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {

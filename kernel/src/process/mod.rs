@@ -171,6 +171,8 @@ pub struct Thread {
     /// The deadline of a `ppoll`/`pselect6` that waits: its restarts (after a wake-up, or at
     /// the deadline) keep it instead of starting the timeout again (`poll::ppoll`).
     pub poll_deadline: Option<u64>,
+    /// The blocking call it is in and what a signal's restart of it needs (`signals::restart`).
+    pub call: signals::restart::CallState,
     /// Name, robust list, CPU time.
     pub posix: posix::ThreadPosix,
 }
@@ -261,6 +263,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         affinity: u64::MAX,
         pipe_written: 0,
         poll_deadline: None,
+        call: Default::default(),
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = crate::sched::admit(thread) {

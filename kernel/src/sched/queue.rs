@@ -246,6 +246,7 @@ fn expire_waits() {
             Channel::Timer | Channel::Input => w.item.regs().x[0] = 0, // a sleep that ended
             // A poll restarts and answers itself: the sets are written back, 0 returned.
             Channel::Poll => w.item.regs().pc -= 4,
+            Channel::Stopped { .. } => {} // parked without a deadline: never here
         }
         make_runnable(w.item);
     });
@@ -260,10 +261,13 @@ pub(super) fn next_deadline() -> Option<u64> {
 }
 
 /// A signal for task `tid` of group `group`: if it is blocked (whatever it waits for but a
-/// rendezvous) it goes back to the run queue with its [`Task::interrupted`] x0 (-EINTR), not
-/// restarted as an event would; the signal code finishes its call when it resumes.
+/// rendezvous or its group's stop) it goes back to the run queue with its
+/// [`Task::interrupted`] x0 (-EINTR), not restarted as an event would; the signal code finishes
+/// its call when it resumes.
 pub fn interrupt(group: usize, tid: u32) {
-    let woken = WAITING.lock().take_first(|t| t.tid() == tid && t.group() == group);
+    let woken = WAITING.lock().take_first_where(|w| {
+        w.item.tid() == tid && w.item.group() == group && !matches!(w.channel, Channel::Stopped { .. })
+    });
     if let Some(mut w) = woken {
         let x0 = w.item.interrupted();
         w.item.regs().x[0] = x0;
@@ -301,6 +305,29 @@ pub fn stop_group(group: usize, cpus: u64) {
         finish(w.item);
     }
     kick(cpus);
+}
+
+/// Parks `task`, whose group is stopped, until the group is continued ([`continue_group`]); if
+/// the stop is over by the time the wait list's lock is held, it runs on instead.
+pub(super) fn park_stopped(task: Queued) {
+    let mut waiting = WAITING.lock();
+    if task.stop_pending() {
+        let group = task.group();
+        push_waiter(&mut waiting, Channel::Stopped { group }, None, task);
+    } else {
+        make_runnable(task);
+        drop(waiting);
+        wake_idle();
+    }
+}
+
+/// Group `group` is continued (`SIGCONT`, or `SIGKILL` ending a stopped group; the caller has
+/// already ended the stop, so no task parks again): every task parked by its stop runs again.
+pub fn continue_group(group: usize) {
+    let n = WAITING.lock().wake_channel_each(Channel::Stopped { group }, make_runnable);
+    if n > 0 {
+        wake_idle();
+    }
 }
 
 /// Parks `task` in the wait list (the caller holds its lock, `waiting`, and checked the

@@ -46,18 +46,34 @@ pub trait Task: Send + 'static {
     /// False: it has no address space any more and must end instead.
     fn switch_in(&mut self, cpu: usize) -> bool;
     /// With its address space live: does what must happen before it returns to EL0 (a pending
-    /// signal delivered, a waited call finished). False: it must end instead (a fatal signal).
-    fn resume(&mut self) -> bool;
+    /// signal delivered, a waited call finished), and says whether it runs, stops (its group is
+    /// stopped) or must end instead (a fatal signal).
+    fn resume(&mut self) -> Resumed;
     /// Whether it may block now (under the wait list's lock): false when a signal it can take is
-    /// pending. `futex`: the word and whether the wait is timed, for a futex wait.
-    fn may_block(&self, futex: Option<(u64, bool)>) -> bool;
+    /// pending.
+    fn may_block(&self) -> bool;
+    /// Whether its group is stopped (job control), checked under the wait list's lock before it
+    /// parks as stopped, so that a continuation in between is not missed.
+    fn stop_pending(&self) -> bool;
     /// Its x0 when a signal ends its wait: -EINTR, or what the call must return instead (the
-    /// bytes a blocking write had moved). What a restart would have kept is dropped.
+    /// bytes a blocking write had moved). The task remembers that it was interrupted: as it
+    /// resumes, its call is finished as its restart class says.
     fn interrupted(&mut self) -> u64;
     /// It has run for the last time: its group forgets it (the process layer's teardown).
     fn exit(self: Box<Self>);
     /// The concrete thread, for the layer that created it.
     fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// What a task is to do once [`Task::resume`] has run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resumed {
+    /// Enter it.
+    Run,
+    /// Park it until its group is continued (a group stop).
+    Stop,
+    /// End it (its process is ending).
+    Exit,
 }
 
 /// What the scheduler should do after an exception from a task.

@@ -36,6 +36,20 @@ pub fn futex(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Action 
     }
 }
 
+/// A timed `FUTEX_WAIT(_BITSET)` resumed by `restart_syscall` (a signal interrupted it and no
+/// handler ran): the word is checked again (EAGAIN if it changed), and the wait keeps its
+/// deadline, as Linux's `futex_wait_restart`.
+pub fn wait_again(frame: &mut TrapFrame, uaddr: u64, val: u32, bitset: u32, deadline: u64) -> Action {
+    match read_word(uaddr) {
+        Ok(v) if v == val => Action::Block(Wait {
+            what: WaitFor::Futex { uaddr, expected: val, bitset },
+            deadline: Some(deadline),
+        }),
+        Ok(_) => Action::reply(frame, Err(Errno::EAGAIN)),
+        Err(e) => Action::reply(frame, Err(e)),
+    }
+}
+
 /// What a futex operation comes to.
 enum Outcome {
     /// The thread waits.
