@@ -45,6 +45,8 @@ pub struct Io<'a> {
     pub append: bool,
     /// `O_NONBLOCK`: a pipe's write returns what fitted instead of waiting for the rest.
     pub nonblock: bool,
+    /// `O_DIRECT`: a pipe's write end writes packets.
+    pub direct: bool,
 }
 
 impl Io<'_> {

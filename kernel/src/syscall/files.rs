@@ -144,14 +144,26 @@ pub fn read(p: &Process, frame: &mut TrapFrame, fd: u64, buffers: Buffers, at: A
     };
     let nonblock = f.flags() & O_NONBLOCK != 0;
     let r = match at {
-        At::Offset(off) => {
-            f.file.read(Io { buffers: &list, offset: Offset::At(off), append: false, nonblock })
-        }
+        At::Offset(off) => f.file.read(Io {
+            buffers: &list,
+            offset: Offset::At(off),
+            append: false,
+            nonblock,
+            direct: false,
+        }),
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
-            f.file.read(Io { buffers: &list, offset: Offset::Current(&mut pos), append: false, nonblock })
+            f.file.read(Io {
+                buffers: &list,
+                offset: Offset::Current(&mut pos),
+                append: false,
+                nonblock,
+                direct: false,
+            })
         }
-        At::Position => f.file.read(Io { buffers: &list, offset: Offset::At(0), append: false, nonblock }),
+        At::Position => {
+            f.file.read(Io { buffers: &list, offset: Offset::At(0), append: false, nonblock, direct: false })
+        }
     };
     finish(frame, &f, generation, r)
 }
@@ -183,22 +195,27 @@ pub fn write(
         crate::process::signals::send_to_process(p, info);
     };
     let append = flags & O_APPEND != 0;
+    let direct = flags & O_DIRECT != 0;
     let r = match at {
         // pwrite on an O_APPEND file appends, as Linux does.
-        At::Offset(off) => {
-            f.file.write(Io { buffers: &list, offset: Offset::At(off), append, nonblock }, progress, &sigpipe)
-        }
+        At::Offset(off) => f.file.write(
+            Io { buffers: &list, offset: Offset::At(off), append, nonblock, direct },
+            progress,
+            &sigpipe,
+        ),
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
             f.file.write(
-                Io { buffers: &list, offset: Offset::Current(&mut pos), append, nonblock },
+                Io { buffers: &list, offset: Offset::Current(&mut pos), append, nonblock, direct },
                 progress,
                 &sigpipe,
             )
         }
-        At::Position => {
-            f.file.write(Io { buffers: &list, offset: Offset::At(0), append, nonblock }, progress, &sigpipe)
-        }
+        At::Position => f.file.write(
+            Io { buffers: &list, offset: Offset::At(0), append, nonblock, direct },
+            progress,
+            &sigpipe,
+        ),
     };
     finish(frame, &f, generation, r)
 }
