@@ -2,7 +2,7 @@
 //! without `CLONE_VM`) and `vfork`, the parent and children of each process, zombies, the exit
 //! signal, `wait4` and `waitid` with Linux's status encodings, and orphans.
 //!
-//! - **fork** copies the memory copy-on-write (`mm::user::UserMemory::fork`: one flush for the
+//! - **fork** (with `CLONE_PARENT`, a sibling of the caller) copies the memory copy-on-write (`mm::user::UserMemory::fork`: one flush for the
 //!   parent, no frame copied), the descriptors (shared open file descriptions), the signal
 //!   actions, mask and alternate stack, the limits and the ids; the child gets its own ASID at
 //!   its first switch and returns 0 from `clone`.
@@ -292,7 +292,15 @@ fn fork_child(
     let posix = p.posix.forked().ok_or(Errno::ENOMEM)?;
     let rlimits = *p.rlimits.lock();
     let parent_space = p.space().ok_or(Errno::EAGAIN)?;
-    let family = Family::with(pid, Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
+    // CLONE_PARENT: the child is the caller's sibling, with the caller's exit signal; the first
+    // process has no parent to give (Linux refuses it for init: EINVAL).
+    let parent = if flags & CLONE_PARENT != 0 {
+        p.family.parent.lock().as_ref().and_then(Weak::upgrade).ok_or(Errno::EINVAL)?
+    } else {
+        p.clone()
+    };
+    let exit_signal = if flags & CLONE_PARENT != 0 { p.family.exit_signal } else { (flags & 0xff) as u32 };
+    let family = Family::with(pid, Some(Arc::downgrade(&parent)), parent.pid, exit_signal);
     let child = if flags & CLONE_VM != 0 {
         // vfork: the parent's own address space, shared (module documentation).
         if flags & CLONE_CHILD_SETTID != 0 {
@@ -327,9 +335,9 @@ fn fork_child(
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();
-    let listed = fallible::push(&mut p.family.children.lock(), child.clone());
+    let listed = fallible::push(&mut parent.family.children.lock(), child.clone());
     if let Err(e) = listed.and_then(|()| sched::admit(child_thread)) {
-        p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
+        parent.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
         // The child's reference to its address space (the last one, unless it shares the
         // parent's): it never ran.
         child.release_space();

@@ -315,6 +315,25 @@ pub fn futex_key(process: &Process) -> usize {
     process.space().map_or(0, |space| Arc::as_ptr(&space) as usize)
 }
 
+/// The key of the futex word at `uaddr` of `process` for a futex call without
+/// `FUTEX_PRIVATE_FLAG` (`shared`): a word in shared memory (`MAP_SHARED`, a memfd) is keyed by
+/// its physical address, so every process mapping it meets the same waiters, as Linux keys it by
+/// the page's object; any other word, and every `FUTEX_PRIVATE_FLAG` one, by the address space
+/// and the address. The caller has touched the word (its page is present).
+pub fn futex_word_key(process: &Process, uaddr: u64, shared: bool) -> (usize, u64) {
+    let private = (futex_key(process), uaddr);
+    if !shared {
+        return private;
+    }
+    let Some(space) = process.space() else { return private };
+    let mm = space.lock();
+    let in_shared = mm.vm().find(uaddr).is_some_and(|v| v.flags.contains(mm::vm::VmaFlags::SHARED));
+    match mm.space().translate(VirtAddr(uaddr & !(PAGE_SIZE - 1))) {
+        Some(pa) if in_shared => (crate::sched::SHARED_FUTEX, pa.0 + (uaddr & (PAGE_SIZE - 1))),
+        _ => private,
+    }
+}
+
 /// The scheduler's identity of `process`'s thread group (`sched::Task::group`).
 pub fn group_of(process: &Process) -> usize {
     core::ptr::from_ref(process) as usize

@@ -10,7 +10,7 @@ use linux_abi::Errno;
 use super::{Thread, family, signals};
 use crate::arch::aarch64::exception::FpState;
 use crate::arch::aarch64::user::UserRegs;
-use crate::sched::{Resumed, Task};
+use crate::sched::{Resumed, Task, VectorWord};
 
 impl Task for Thread {
     fn tid(&self) -> u32 {
@@ -21,10 +21,8 @@ impl Task for Thread {
         super::group_of(&self.process)
     }
 
-    fn space_key(&self) -> usize {
-        // 0 for a process whose space is gone, which no waiter can have (a waiting thread's
-        // process keeps its space).
-        super::futex_key(&self.process)
+    fn futex_vector(&self) -> &[VectorWord] {
+        &self.call.futexv
     }
 
     fn affinity(&self) -> u64 {

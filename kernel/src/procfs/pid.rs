@@ -150,9 +150,21 @@ pub fn generate(p: &Process, t: Text) -> Result<Vec<u8>, Errno> {
                 .and_then(|()| writeln!(out, "Tgid:\t{}", p.pid))
                 .and_then(|()| writeln!(out, "Pid:\t{}", p.pid))
                 .and_then(|()| writeln!(out, "PPid:\t{}", p.family.ppid()))
-                .and_then(|()| writeln!(out, "Uid:\t0\t0\t0\t0"))
-                .and_then(|()| writeln!(out, "Gid:\t0\t0\t0\t0"))
-                .and_then(|()| writeln!(out, "Threads:\t{threads}"))
+                .and_then(|()| {
+                    let c = *p.posix.creds.lock();
+                    let (u, g) = (c.uid, c.gid);
+                    writeln!(out, "Uid:\t{}\t{}\t{}\t{}", u[0], u[1], u[2], u[3])?;
+                    writeln!(out, "Gid:\t{}\t{}\t{}\t{}", g[0], g[1], g[2], g[3])?;
+                    writeln!(out, "Threads:\t{threads}")?;
+                    // Linux 6.1's 41 capabilities, all or none.
+                    let all = 0x0000_01ff_ffff_ffffu64;
+                    let caps = |on: bool| if on { all } else { 0 };
+                    writeln!(out, "CapInh:\t{:016x}", 0)?;
+                    writeln!(out, "CapPrm:\t{:016x}", caps(c.permitted))?;
+                    writeln!(out, "CapEff:\t{:016x}", caps(c.effective))?;
+                    writeln!(out, "CapBnd:\t{all:016x}")?;
+                    writeln!(out, "CapAmb:\t{:016x}", 0)
+                })
         }
         Text::Stat => {
             let ticks = crate::process::cpu_ticks(p);

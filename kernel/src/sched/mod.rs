@@ -19,4 +19,4 @@ pub use queue::{
     live_threads, max_threads, notify, should_preempt, stop_group,
 };
 pub use switch::{act, charge_current, current_slice, run_cpu, with_current};
-pub use task::{Action, Rendezvous, Resumed, Task, Wait, WaitFor};
+pub use task::{Action, Rendezvous, Resumed, SHARED_FUTEX, Task, VectorWord, Wait, WaitFor};

@@ -202,24 +202,30 @@ pub fn act(frame: &mut TrapFrame, action: Action) {
 fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
     let mut waiting = WAITING.lock();
     let channel = match wait.what {
-        WaitFor::Futex { uaddr, expected, bitset } => {
-            let mut word = [0u8; 4];
+        WaitFor::Futex { key, uaddr, expected, bitset } => {
             // The word is re-read under the wait list's lock, so a waker that changed it and then
             // called FUTEX_WAKE (which takes the same lock) cannot be missed.
-            match user::copy_from_user(&mut word, uaddr) {
-                Err(_) => {
-                    frame.x[0] = Errno::EFAULT.as_ret() as u64;
-                    return;
-                }
-                Ok(()) if u32::from_le_bytes(word) != expected => {
-                    frame.x[0] = Errno::EAGAIN.as_ret() as u64;
-                    return;
-                }
-                Ok(()) => {}
+            if let Err(e) = word_holds(uaddr, expected) {
+                frame.x[0] = e.as_ret() as u64;
+                return;
             }
             frame.x[0] = 0;
-            let Some(space) = CURRENT[cpu].lock().as_ref().map(|t| t.space_key()) else { return };
-            Channel::Futex { space, uaddr, bitset }
+            Channel::Futex { space: key.0, uaddr: key.1, bitset }
+        }
+        WaitFor::FutexVector => {
+            let checked = CURRENT[cpu]
+                .lock()
+                .as_ref()
+                .map(|t| t.futex_vector().iter().try_for_each(|w| word_holds(w.uaddr, w.val)));
+            match checked {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    frame.x[0] = e.as_ret() as u64;
+                    return;
+                }
+                None => return,
+            }
+            Channel::FutexVector
         }
         WaitFor::Timer => {
             frame.x[0] = 0;
@@ -268,6 +274,14 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
     }
     drop(waiting);
     switch_out(cpu, CODE_BLOCKED)
+}
+
+/// Whether the futex word at `uaddr` (of the current address space) holds `expected`: EFAULT if
+/// it cannot be read, EAGAIN if it differs.
+fn word_holds(uaddr: u64, expected: u32) -> Result<(), Errno> {
+    let mut word = [0u8; 4];
+    user::copy_from_user(&mut word, uaddr).map_err(|_| Errno::EFAULT)?;
+    if u32::from_le_bytes(word) == expected { Ok(()) } else { Err(Errno::EAGAIN) }
 }
 
 /// Charges the CPU time since the task's slice (or last charge) began to it.

@@ -25,9 +25,8 @@ pub trait Task: Send + 'static {
     /// The thread group (process) it belongs to, as an opaque identity: tasks of one group are
     /// stopped together and signalled as one.
     fn group(&self) -> usize;
-    /// The identity of the address space it runs in: the key of its private futexes (Linux keys
-    /// them by the `mm`; a vfork child and its parent share it). 0 when it has none.
-    fn space_key(&self) -> usize;
+    /// The words of a `futex_waitv` it is in ([`WaitFor::FutexVector`]).
+    fn futex_vector(&self) -> &[VectorWord];
     /// CPUs it may run on (bit per CPU).
     fn affinity(&self) -> u64;
     /// Its saved registers.
@@ -107,6 +106,9 @@ pub enum WaitFor {
     /// `FUTEX_WAIT(_BITSET)` on the word at `uaddr`, if it still holds `expected` when checked under
     /// the wait list's lock (else EAGAIN). Returns 0 when woken, ETIMEDOUT at the deadline.
     Futex {
+        /// What wakes name it by: the address space's key and the address, or, for a word of
+        /// shared memory, [`SHARED_FUTEX`] and the word's physical address.
+        key: (usize, u64),
         /// User address of the word.
         uaddr: u64,
         /// The value the caller saw.
@@ -114,6 +116,10 @@ pub enum WaitFor {
         /// Which wakes reach it.
         bitset: u32,
     },
+    /// `futex_waitv`: the words the task lists ([`Task::futex_vector`]), if each still holds
+    /// its value when checked under the wait list's lock (else EAGAIN). Returns the index of the
+    /// word woken, ETIMEDOUT at the deadline.
+    FutexVector,
     /// Nothing but the deadline (`nanosleep`): returns 0.
     Timer,
     /// `ppoll`/`pselect6`: the call restarts when any kernel event ([`notify`](super::queue::notify))
@@ -141,6 +147,22 @@ pub enum WaitFor {
     /// exits); signals do not end the wait (Linux's killable wait). x0 keeps what the call put
     /// there.
     Rendezvous(Arc<Rendezvous>),
+}
+
+/// The key of a futex word in shared memory (`MAP_SHARED`, a memfd): waits and wakes in any
+/// process name it by its physical address in this space, which no address space's key is (they
+/// are pointers; kernel events use odd keys).
+pub const SHARED_FUTEX: usize = 2;
+
+/// One word of a `futex_waitv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorWord {
+    /// Its key, as [`WaitFor::Futex`]'s.
+    pub key: (usize, u64),
+    /// Its user address.
+    pub uaddr: u64,
+    /// The value the caller expects.
+    pub val: u32,
 }
 
 /// A blocking request: what, and until when (a counter value; `None` = no timeout).

@@ -255,6 +255,7 @@ pub fn kill(p: &Process, pid: i32, sig: u64) -> Result<u64, Errno> {
         }
         let result = match check_sig(sig) {
             Err(e) => Err(e),
+            Ok(s) if !may_kill(p, target, s) => Err(Errno::EPERM),
             Ok(_) if target.done.load(Ordering::Acquire) => Ok(()),
             Ok(s) => send(target, Target::Process, SigInfo::sent(s, num::SI_USER, p.pid, 0)).map(|_| ()),
         };
@@ -264,6 +265,22 @@ pub fn kill(p: &Process, pid: i32, sig: u64) -> Result<u64, Errno> {
         }
     });
     if sent { Ok(0) } else { Err(error) }
+}
+
+/// Whether `p` may send `sig` to `target` (Linux's `check_kill_permission`): its own process,
+/// or a target whose real or saved user id is the sender's real or effective one, or a sender
+/// with root's capabilities, or SIGCONT within the session.
+fn may_kill(p: &Process, target: &Process, sig: u32) -> bool {
+    if core::ptr::eq(p, target) {
+        return true;
+    }
+    let me = *p.posix.creds.lock();
+    let them = *target.posix.creds.lock();
+    let related = [me.uid[0], me.uid[1]].iter().any(|u| *u == them.uid[0] || *u == them.uid[2]);
+    related
+        || me.capable()
+        || sig == num::SIGCONT
+            && target.posix.sid.load(Ordering::Acquire) == p.posix.sid.load(Ordering::Acquire)
 }
 
 fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, Errno> {

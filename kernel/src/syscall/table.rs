@@ -16,6 +16,7 @@ use linux_abi::nr;
 use super::{files, futex, memory, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
+use crate::process::posix::SetId;
 use crate::process::signals::restart::Blocked;
 use crate::sched::Action;
 
@@ -153,6 +154,7 @@ fn call(thread: &mut Thread, frame: &mut TrapFrame, nr: u64, a: [u64; 6]) -> Act
         nr::EXECVE => return crate::process::exec::execve(thread, frame, a[0], a[1], a[2]),
         nr::EXECVEAT => return crate::process::exec::execveat(thread, frame, a[0], a[1], a[2], a[3], a[4]),
         nr::FUTEX => return futex::futex(thread, frame, a),
+        nr::FUTEX_WAITV => return futex::futex_waitv(thread, frame, a),
         nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
         nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
         nr::SCHED_YIELD => {
@@ -198,7 +200,20 @@ fn call(thread: &mut Thread, frame: &mut TrapFrame, nr: u64, a: [u64; 6]) -> Act
         nr::GETPID => Ok(u64::from(p.pid)),
         nr::GETTID => Ok(u64::from(tid)),
         nr::GETPPID => Ok(u64::from(p.family.ppid())),
-        nr::GETUID | nr::GETEUID | nr::GETGID | nr::GETEGID => Ok(0),
+        nr::GETUID => process::get_id(thread, false, 0),
+        nr::GETEUID => process::get_id(thread, false, 1),
+        nr::GETGID => process::get_id(thread, true, 0),
+        nr::GETEGID => process::get_id(thread, true, 1),
+        nr::GETRESUID => process::getres(thread, false, [a[0], a[1], a[2]]),
+        nr::GETRESGID => process::getres(thread, true, [a[0], a[1], a[2]]),
+        nr::SETUID => process::set_id(thread, SetId::Uid(a[0] as u32)),
+        nr::SETGID => process::set_id(thread, SetId::Gid(a[0] as u32)),
+        nr::SETREUID => process::set_id(thread, SetId::ReUid(a[0] as u32, a[1] as u32)),
+        nr::SETREGID => process::set_id(thread, SetId::ReGid(a[0] as u32, a[1] as u32)),
+        nr::SETRESUID => process::set_id(thread, SetId::ResUid(a[0] as u32, a[1] as u32, a[2] as u32)),
+        nr::SETRESGID => process::set_id(thread, SetId::ResGid(a[0] as u32, a[1] as u32, a[2] as u32)),
+        nr::SETFSUID => process::set_id(thread, SetId::FsUid(a[0] as u32)),
+        nr::SETFSGID => process::set_id(thread, SetId::FsGid(a[0] as u32)),
         nr::GETGROUPS => process::getgroups(a[0]),
         nr::GETPGID => process::getpgid(thread, a[0]),
         nr::GETSID => process::getsid(thread, a[0]),

@@ -167,8 +167,8 @@ pub fn restart_syscall(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     let Some(block) = thread.call.restart_block.take() else { return fail(frame, Errno::EINTR) };
     let action = match block {
         RestartBlock::Sleep { deadline, .. } => sleep_until(frame, deadline),
-        RestartBlock::Futex { uaddr, val, bitset, deadline } => {
-            super::futex::wait_again(frame, uaddr, val, bitset, deadline)
+        RestartBlock::Futex { uaddr, val, bitset, shared, deadline } => {
+            super::futex::wait_again(thread, frame, (uaddr, val, bitset, shared), deadline)
         }
     };
     if let Action::Block(_) = action {

@@ -12,7 +12,7 @@
 //! back; for `ERESTART_RESTARTBLOCK`, x8 becomes `restart_syscall`, which resumes the block: a
 //! relative sleep keeps its end, so a stop and continue does not lengthen it).
 use linux_abi::Errno;
-use linux_abi::futex::{FUTEX_BITSET_MATCH_ANY, FUTEX_CMD_MASK, FUTEX_WAIT};
+use linux_abi::futex::{FUTEX_BITSET_MATCH_ANY, FUTEX_CMD_MASK, FUTEX_PRIVATE_FLAG, FUTEX_WAIT};
 use linux_abi::nr;
 use linux_abi::time::{Timespec, ticks_to_ns};
 use signal::restart::{Class, class_of};
@@ -51,14 +51,18 @@ pub enum RestartBlock {
         val: u32,
         /// Which wakes reach it.
         bitset: u32,
+        /// Named without `FUTEX_PRIVATE_FLAG` (a word of shared memory is keyed by its frame).
+        shared: bool,
         /// The wait's end.
         deadline: u64,
     },
 }
 
 /// What a thread keeps of the blocking call it is in.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct CallState {
+    /// The words of the `futex_waitv` it is in (room kept from one call to the next).
+    pub futexv: alloc::vec::Vec<crate::sched::VectorWord>,
     /// The call it blocked in (recorded by the system-call table; stale once it returned).
     pub blocked: Option<Blocked>,
     /// A signal ended its wait (set by the scheduler, taken as it resumes).
@@ -96,7 +100,8 @@ fn block_of(b: &Blocked, kept: Option<RestartBlock>) -> Option<RestartBlock> {
         nr::FUTEX => {
             let bitset =
                 if a[1] as u32 & FUTEX_CMD_MASK == FUTEX_WAIT { FUTEX_BITSET_MATCH_ANY } else { a[5] as u32 };
-            Some(RestartBlock::Futex { uaddr: a[0], val: a[2] as u32, bitset, deadline })
+            let shared = a[1] as u32 & FUTEX_PRIVATE_FLAG == 0;
+            Some(RestartBlock::Futex { uaddr: a[0], val: a[2] as u32, bitset, shared, deadline })
         }
         // A resumed wait keeps the block it resumed (its handler put it back before blocking).
         nr::RESTART_SYSCALL => kept,
