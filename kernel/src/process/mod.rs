@@ -56,8 +56,10 @@ use exec::load::load;
 /// pages, 0xffff_ffff_c000 with 16 KiB, 0xffff_ffff_0000 with 64 KiB.
 /// The task size, not the tree's VA size: the 16 KiB LPA2 tree is 52-bit, the user range 48-bit.
 pub const STACK_TOP: u64 = (1 << mm::addr::USER_VA_BITS) - PAGE_SIZE;
-/// Size of the stack mapping (demand-paged: untouched pages cost nothing).
-pub const STACK_SIZE: u64 = 8 << 20;
+/// Room the initial stack mapping has below the arguments' pages (Linux's `stack_expand` in
+/// `setup_arg_pages`, 128 KiB); from there it grows down on demand, up to `RLIMIT_STACK`
+/// (`mm::vm::map::stack`).
+pub const STACK_EXPAND: u64 = 128 << 10;
 
 /// Exit status of a process ended by an unhandled SIGSEGV (128 + the signal, as a shell reports it).
 pub const STATUS_SEGV: u64 = killed_status(num::SIGSEGV);

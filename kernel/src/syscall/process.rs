@@ -108,7 +108,7 @@ pub fn getrandom(buf: u64, len: u64, flags: u64) -> Result<u64, Errno> {
 /// reading `new`; `ESRCH` a pid that is neither 0 nor this process or thread; the rules of
 /// `mm::vm::limits::Rlimits::prlimit` (`EINVAL`, `EPERM`: raising a hard limit needs the
 /// capabilities root has); `EFAULT` writing `old` (after the change, as Linux). A new
-/// `RLIMIT_AS` or `RLIMIT_DATA` reaches the process's map at once.
+/// `RLIMIT_AS`, `RLIMIT_DATA` or `RLIMIT_STACK` reaches the process's map at once.
 pub fn prlimit(
     thread: &Thread,
     pid: u64,
@@ -141,10 +141,12 @@ pub fn prlimit(
         let soft = p.rlimits.lock().get(resource).cur;
         p.posix.files.lock().set_limit(soft);
     }
-    if new.is_some() && (resource == RLIMIT_AS || resource == RLIMIT_DATA) {
+    if new.is_some() && matches!(resource, RLIMIT_AS | RLIMIT_DATA | RLIMIT_STACK) {
         let limits = *p.rlimits.lock();
         if let Some(space) = p.space() {
-            space.lock().vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+            let mut mm = space.lock();
+            mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+            mm.vm_mut().set_stack_limit(limits.get(RLIMIT_STACK));
         }
     }
     match old {

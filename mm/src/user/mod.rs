@@ -359,7 +359,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// [`Fault::NoMapping`], [`Fault::Protection`], [`Fault::OutOfMemory`], [`Fault::Guard`] for
     /// a guard marker, [`Fault::Bus`] past the end of a memory object.
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
-        let vma = *self.vm.find(addr).ok_or(Fault::NoMapping)?;
+        // Below a mapping that grows down, the mapping grows first (or the fault is
+        // `NoMapping`: SIGSEGV, SEGV_MAPERR), as Linux's `expand_stack`.
+        let vma = match self.vm.find(addr) {
+            Some(v) => *v,
+            None => self.vm.grow_down(addr).map_err(|_| Fault::NoMapping)?,
+        };
         let prot = vma.prot;
         if !allows(prot, access) {
             return Err(Fault::Protection { prot });

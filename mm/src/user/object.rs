@@ -358,7 +358,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// # Errors
     ///
-    /// As [`mmap`](Self::mmap); `EOPNOTSUPP` for a flag `MAP_SHARED_VALIDATE` does not know.
+    /// As [`mmap`](Self::mmap); `EINVAL` for `MAP_GROWSDOWN`; `EOPNOTSUPP` for a flag
+    /// `MAP_SHARED_VALIDATE` does not know.
     pub fn mmap_object(
         &mut self,
         addr: u64,
@@ -370,7 +371,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ) -> Result<u64, Errno> {
         use crate::vm::flags::*;
         let mut f = map_flags & !(MAP_OBJECT | MAP_ANONYMOUS);
-        if offset & (PAGE_SIZE - 1) != 0 {
+        // A mapping of an object never grows (Linux's `do_mmap` refuses `VM_GROWSDOWN` for a file).
+        if offset & (PAGE_SIZE - 1) != 0 || f & MAP_GROWSDOWN != 0 {
             return Err(Errno::EINVAL);
         }
         if f & MAP_TYPE == MAP_SHARED_VALIDATE {

@@ -46,9 +46,11 @@
 //!   `calc_vm_prot_bits` does; `mprotect` refuses them, as Linux's `arch_validate_prot`);
 //! - a hint is honoured only where the mapping may go: a data hint overlapping the code window,
 //!   or a code hint outside it, is treated like an occupied hint (normal placement);
-//! - no stack guard gap (no mapping grows down here); the type of an executable or `MAP_CODE`
-//!   mapping is checked before the code window is searched (Linux checks it after placement,
-//!   but the window's own refusals must not hide Linux's `EINVAL`);
+//! - the type of an executable or `MAP_CODE` mapping is checked before the code window is
+//!   searched (Linux checks it after placement, but the window's own refusals must not hide
+//!   Linux's `EINVAL`);
+//! - the stack guard gap is kept free below a mapping that grows down by top-down placement and
+//!   hints (Linux's `vm_start_gap`), not by the bottom-up fallback, which only checks;
 //! - `brk`'s `RLIMIT_DATA` check counts the heap only (Linux adds the executable's data segment);
 //! - an empty heap whose start falls inside the code window is moved to the window's end when
 //!   the window is placed ([`VmMap::start_brk`]); Linux randomises the heap's start anyway;
@@ -61,7 +63,8 @@
 //! code that changes the tree (so the counters stay exact); `mmap.rs` placement, `mmap`,
 //! `munmap` and [`VmMap::map_kernel`]; `protect.rs` `mprotect`; `madvise.rs`; `brk.rs`;
 //! `window.rs` the code window; `near.rs` near placement; [`remap`] `mremap`; [`lock`] `msync`,
-//! `mincore` and the `mlock` family; `fork.rs` the child's map.
+//! `mincore` and the `mlock` family; `fork.rs` the child's map; [`stack`] the mappings that grow
+//! down.
 //!
 //! [`abi::WINDOW_SET_SIZE`]: super::abi::WINDOW_SET_SIZE
 
@@ -78,12 +81,14 @@ mod mmap;
 mod near;
 mod protect;
 pub mod remap;
+pub mod stack;
 mod window;
 
 pub use brk::BrkOutcome;
 pub use madvise::{MadviseAction, Madvised};
 pub use mmap::Mapped;
 pub use protect::{ProtChange, Protected};
+pub use stack::{NoGrowth, STACK_GUARD_GAP};
 pub use window::{WINDOW_DEFAULT, WINDOW_MAX, WINDOW_MIN};
 
 /// Mappings or pieces of mappings a call returns: the common calls return one, in place.
@@ -158,6 +163,8 @@ pub struct VmMap {
     as_limit: Rlimit,
     /// `RLIMIT_DATA`: the most bytes of data mappings (and of the heap, for `brk`).
     data_limit: Rlimit,
+    /// `RLIMIT_STACK`: the largest a mapping that grows down may grow ([`stack`]).
+    stack_limit: Rlimit,
 }
 
 /// Linux's `is_data_mapping`: private, writable and not a stack.
@@ -209,6 +216,7 @@ impl VmMap {
             data: 0,
             as_limit: Rlimit::INFINITY,
             data_limit: Rlimit::INFINITY,
+            stack_limit: Rlimit { cur: stack::DEFAULT_STACK_LIMIT, max: super::limits::RLIM_INFINITY },
         }
     }
 

@@ -158,6 +158,9 @@ impl VmaFlags {
     /// Maps a shared memory object (a memfd), not anonymous memory: its pages come from the
     /// object (`mm::user::object`), so it never merges with an anonymous neighbour.
     pub const OBJECT: VmaFlags = VmaFlags(2048);
+    /// Grows down on a fault below it (`MAP_GROWSDOWN`, the main thread's stack; Linux's
+    /// `VM_GROWSDOWN`): see [`map`]'s stack rules ([`VmMap::grow_down`]).
+    pub const GROWSDOWN: VmaFlags = VmaFlags(4096);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {
@@ -195,6 +198,8 @@ impl core::fmt::Debug for VmaFlags {
             "nohugepage",
             "locked",
             "lockonfault",
+            "object",
+            "growsdown",
         ];
         let mut first = true;
         write!(f, "[")?;
@@ -254,11 +259,48 @@ impl Vma {
     pub fn clip(&self, start: u64, end: u64) -> Vma {
         Vma { start: self.start.max(start), end: self.end.min(end), ..*self }
     }
+
+    /// The two-letter names `/proc/PID/smaps` prints on its `VmFlags:` line for this area, in
+    /// Linux's order (`show_smap_vma_flags`), as far as the area records them: access (`rd`
+    /// `wr` `ex`), shared (`sh`, `ms`), what `mprotect` may grant (`mr` `mw` `me`: every right,
+    /// here), grows down (`gd`), locked (`lo`, `lf`), the read-ahead advice (`sr`, `rr`),
+    /// `MADV_DONTFORK` (`dc`), accounted private writable memory (`ac`), `MADV_WIPEONFORK`
+    /// (`wf`), BTI (`bt`) and the huge-page advice (`hg`, `nh`).
+    pub fn vm_flag_names(&self) -> impl Iterator<Item = &'static str> {
+        let f = self.flags;
+        let shared = f.contains(VmaFlags::SHARED);
+        let private_writable = self.prot.write() && !shared;
+        [
+            (self.prot.read(), "rd"),
+            (self.prot.write(), "wr"),
+            (self.prot.exec(), "ex"),
+            (shared, "sh"),
+            (true, "mr"),
+            (true, "mw"),
+            (true, "me"),
+            (shared, "ms"),
+            (f.contains(VmaFlags::GROWSDOWN), "gd"),
+            (f.contains(VmaFlags::LOCKED), "lo"),
+            (self.advice == Advice::Sequential, "sr"),
+            (self.advice == Advice::Random, "rr"),
+            (f.contains(VmaFlags::DONTFORK), "dc"),
+            (f.contains(VmaFlags::LOCKONFAULT), "lf"),
+            (private_writable, "ac"),
+            (f.contains(VmaFlags::WIPEONFORK), "wf"),
+            (self.prot.contains(Prot::BTI), "bt"),
+            (f.contains(VmaFlags::HUGEPAGE), "hg"),
+            (f.contains(VmaFlags::NOHUGEPAGE), "nh"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+    }
 }
 
 #[cfg(test)]
 mod alloc_tests;
 #[cfg(test)]
 mod limit_tests;
+#[cfg(test)]
+mod stack_tests;
 #[cfg(test)]
 mod tests;

@@ -324,9 +324,10 @@ pub fn execveat(
         let Ok(regs) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
             return done(frame, Err(Errno::ENOMEM));
         };
-        use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
+        use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA, RLIMIT_STACK};
         let limits = *p.rlimits.lock();
         mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+        mm.vm_mut().set_stack_limit(limits.get(RLIMIT_STACK));
         regs
     };
     // The point of no return: the new table goes live here with its own ASID; then the old

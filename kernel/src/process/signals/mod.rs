@@ -738,9 +738,12 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
 
 /// The address of the process's `rt_sigreturn` stub, mapped on first need: Linux keeps it in the
 /// vDSO, which this kernel does not have, so a page is mapped (anonymous, then read-only and
-/// executable once written and synchronised with instruction fetch). It goes where ordinary
-/// mappings go (high, near the stack, as Linux's vDSO), so that no low address a program expects
-/// to fault (NULL plus an offset) is taken; only if a strict code window refuses to make it
+/// executable once written and synchronised with instruction fetch). It is placed at
+/// `mmap_base`, the top of the area ordinary mappings are placed in (where Linux's vDSO lands,
+/// mapped at exec before anything else), so that no low address a program expects to fault (NULL
+/// plus an offset) is taken, and no hole the program left in its own mappings (a reservation it
+/// grows a `MAP_GROWSDOWN` stack into) is filled behind its back; only if that place is taken
+/// does it go where ordinary mappings go, and only if a strict code window refuses to make it
 /// executable there is it placed in the window (MAP_CODE). 0 if it cannot be made: the handler
 /// then returns to 0 and faults.
 fn trampoline(p: &Process) -> u64 {
@@ -778,7 +781,11 @@ fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
     use linux_abi::mman::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_EXEC, PROT_READ, PROT_WRITE};
     let space = p.space()?;
     let rw = PROT_READ | PROT_WRITE;
-    let addr = space.lock().mmap(0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0).ok()?;
+    let addr = {
+        let mut mm = space.lock();
+        let hint = if flags == 0 { mm.vm().layout().mmap_base } else { 0 };
+        mm.mmap(hint, TRAMPOLINE_SIZE, rw, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0).ok()?
+    };
     let mut code = [0u8; 8];
     code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
     code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());

@@ -42,6 +42,7 @@ impl VmMap {
         child.brk = self.brk;
         child.as_limit = self.as_limit;
         child.data_limit = self.data_limit;
+        child.stack_limit = self.stack_limit;
         let window = self.window_range();
         for v in areas {
             child.mapped += v.len();
