@@ -51,9 +51,23 @@ pub fn generate(p: &Process) -> Result<Vec<u8>, fmt::Error> {
     let Some(space) = p.space() else { return Ok(Vec::new()) };
     let mm = space.lock();
     for vma in mm.vm().iter() {
-        line(&mut out, vma, name(vma, exe))?;
+        // An attachment of a System V segment: named by its key, its inode the segment's id.
+        let shm = vma.flags.contains(VmaFlags::OBJECT).then(|| mm.backings().at(vma.start)).flatten();
+        match shm.and_then(|b| crate::ipc::shm::segment_of(&b.object)) {
+            Some(seg) => line(&mut out, vma, seg.id() as u64, Some(&ShmName(&seg)))?,
+            None => line(&mut out, vma, 0, name(vma, exe).as_ref().map(|n| n as &dyn fmt::Display))?,
+        }
     }
     Ok(out.0)
+}
+
+/// The name of a System V segment's mappings (`ipc::shm::Segment::map_name`).
+struct ShmName<'a>(&'a crate::ipc::shm::Segment);
+
+impl fmt::Display for ShmName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.map_name(f)
+    }
 }
 
 /// What Linux would name `vma` (`show_map_vma`), if anything.
@@ -73,8 +87,9 @@ fn name<'a>(vma: &Vma, exe: &'a str) -> Option<&'a str> {
     }
 }
 
-/// One line of the listing (Linux's `show_vma_header_prefix` and `show_map_vma`).
-fn line(out: &mut Text, vma: &Vma, name: Option<&str>) -> fmt::Result {
+/// One line of the listing (Linux's `show_vma_header_prefix` and `show_map_vma`), with inode
+/// number `ino`.
+fn line(out: &mut Text, vma: &Vma, ino: u64, name: Option<&dyn fmt::Display>) -> fmt::Result {
     let at = out.0.len();
     let flag = |on: bool, c: char| if on { c } else { '-' };
     let p = vma.prot;
@@ -89,7 +104,7 @@ fn line(out: &mut Text, vma: &Vma, name: Option<&str>) -> fmt::Result {
         0,
         0,
         0,
-        0
+        ino
     )?;
     if let Some(name) = name {
         let width = out.0.len() - at;

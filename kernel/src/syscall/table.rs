@@ -13,7 +13,7 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{files, futex, memory, paths, poll, process, signals, time};
+use super::{files, futex, ipc, memory, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
 use crate::process::posix::SetId;
@@ -246,6 +246,11 @@ fn call(thread: &mut Thread, frame: &mut TrapFrame, nr: u64, a: [u64; 6]) -> Act
         nr::MUNLOCKALL => memory::munlockall(p),
         nr::MINCORE => memory::mincore(p, a[0], a[1], a[2]),
         nr::MLOCK2 => memory::mlock2(p, a[0], a[1], a[2]),
+        // System V shared memory.
+        nr::SHMGET => ipc::shmget(thread, a[0], a[1], a[2]),
+        nr::SHMAT => ipc::shmat(thread, a[0], a[1], a[2]),
+        nr::SHMDT => ipc::shmdt(thread, a[0]),
+        nr::SHMCTL => ipc::shmctl(thread, a[0], a[1], a[2]),
         // This kernel's extensions (`ext-abi`).
         abi::SYS_MMAP_NEAR => memory::mmap_near(p, a[0], a[1], a[2], a[3], a[4]),
         abi::SYS_CODE_WINDOW => memory::code_window(p, a[0], a[1], a[2]),

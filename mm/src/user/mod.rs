@@ -560,7 +560,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         fd: i32,
         offset: u64,
     ) -> Result<u64, Errno> {
-        let map_flags = map_flags & !flags::MAP_OBJECT;
+        let map_flags = map_flags & !(flags::MAP_OBJECT | flags::MAP_NOMAYWRITE);
         if map_flags & flags::MAP_ANONYMOUS == 0 {
             if offset & (PAGE_SIZE - 1) != 0 {
                 return Err(Errno::EINVAL);

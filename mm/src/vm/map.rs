@@ -321,7 +321,7 @@ impl VmMap {
                 data += v.len();
             }
             if let Some(p) = prev {
-                assert!(!(p.end == v.start && p.same_attrs(v)), "unmerged {p:?} {v:?}");
+                assert!(!(p.end == v.start && p.merges_with(v)), "unmerged {p:?} {v:?}");
             }
             assert!(
                 v.start >= self.layout.mmap_min_addr && v.end <= self.layout.task_size,

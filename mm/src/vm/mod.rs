@@ -54,6 +54,11 @@ pub mod flags {
     ///
     /// [`VmaFlags::OBJECT`]: super::VmaFlags::OBJECT
     pub const MAP_OBJECT: u64 = 1 << 63;
+    /// Not a Linux flag: the user-memory layer's mark for a mapping that may never become
+    /// writable ([`VmaFlags::NOMAYWRITE`]); stripped from every flags word a program passes.
+    ///
+    /// [`VmaFlags::NOMAYWRITE`]: super::VmaFlags::NOMAYWRITE
+    pub const MAP_NOMAYWRITE: u64 = 1 << 62;
 }
 
 /// Linux `MADV_*` values (defined in `linux_abi::mman`).
@@ -161,6 +166,10 @@ impl VmaFlags {
     /// Grows down on a fault below it (`MAP_GROWSDOWN`, the main thread's stack; Linux's
     /// `VM_GROWSDOWN`): see [`map`]'s stack rules ([`VmMap::grow_down`]).
     pub const GROWSDOWN: VmaFlags = VmaFlags(4096);
+    /// May never become writable: `mprotect` adding `PROT_WRITE` is `EACCES` (Linux's
+    /// `VM_MAYWRITE` clear: a shared mapping of an object attached or opened read-only, such
+    /// as a System V segment attached with `SHM_RDONLY`).
+    pub const NOMAYWRITE: VmaFlags = VmaFlags(8192);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {
@@ -200,6 +209,7 @@ impl core::fmt::Debug for VmaFlags {
             "lockonfault",
             "object",
             "growsdown",
+            "nomaywrite",
         ];
         let mut first = true;
         write!(f, "[")?;
@@ -251,9 +261,18 @@ impl Vma {
     pub const fn is_empty(&self) -> bool {
         self.end == self.start
     }
-    /// Whether `other` has the same attributes, so that two adjacent areas can be one.
+    /// Whether `other` has the same attributes.
     pub fn same_attrs(&self, other: &Vma) -> bool {
         self.prot == other.prot && self.flags == other.flags && self.advice == other.advice
+    }
+
+    /// Whether two adjacent areas, this one and `other`, are one: the same attributes, and not
+    /// mappings of a memory object. Two object ranges side by side may map different objects, or
+    /// one at offsets that do not follow on, which the area map does not know (Linux merges file
+    /// areas only when they map one file contiguously; a System V segment attached twice side by
+    /// side is two areas there, and two lines of `/proc/PID/maps`).
+    pub fn merges_with(&self, other: &Vma) -> bool {
+        self.same_attrs(other) && !self.flags.contains(VmaFlags::OBJECT)
     }
     /// This area clipped to `[start, end)` (which must overlap it).
     pub fn clip(&self, start: u64, end: u64) -> Vma {
@@ -263,7 +282,7 @@ impl Vma {
     /// The two-letter names `/proc/PID/smaps` prints on its `VmFlags:` line for this area, in
     /// Linux's order (`show_smap_vma_flags`), as far as the area records them: access (`rd`
     /// `wr` `ex`), shared (`sh`, `ms`), what `mprotect` may grant (`mr` `mw` `me`: every right,
-    /// here), grows down (`gd`), locked (`lo`, `lf`), the read-ahead advice (`sr`, `rr`),
+    /// but writing to a [`VmaFlags::NOMAYWRITE`] area), grows down (`gd`), locked (`lo`, `lf`), the read-ahead advice (`sr`, `rr`),
     /// `MADV_DONTFORK` (`dc`), accounted private writable memory (`ac`), `MADV_WIPEONFORK`
     /// (`wf`), BTI (`bt`) and the huge-page advice (`hg`, `nh`).
     pub fn vm_flag_names(&self) -> impl Iterator<Item = &'static str> {
@@ -276,7 +295,7 @@ impl Vma {
             (self.prot.exec(), "ex"),
             (shared, "sh"),
             (true, "mr"),
-            (true, "mw"),
+            (!f.contains(VmaFlags::NOMAYWRITE), "mw"),
             (true, "me"),
             (shared, "ms"),
             (f.contains(VmaFlags::GROWSDOWN), "gd"),

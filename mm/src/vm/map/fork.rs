@@ -30,7 +30,7 @@ impl VmMap {
             }
             let v = Vma { flags: v.flags.difference(NOT_INHERITED), ..*v };
             match areas.last_mut() {
-                Some(prev) if prev.end == v.start && prev.same_attrs(&v) => prev.end = v.end,
+                Some(prev) if prev.end == v.start && prev.merges_with(&v) => prev.end = v.end,
                 _ => areas.push(v),
             }
         }

@@ -246,6 +246,9 @@ impl VmMap {
         if flags & MAP_GROWSDOWN != 0 {
             vflags = vflags.union(VmaFlags::GROWSDOWN);
         }
+        if flags & MAP_NOMAYWRITE != 0 {
+            vflags = vflags.union(VmaFlags::NOMAYWRITE);
+        }
         // mmap_region: the limits count what a MAP_FIXED replaces as given back.
         let data = is_data(prot_v, vflags);
         if !self.may_expand(data, len) {

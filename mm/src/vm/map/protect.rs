@@ -104,6 +104,10 @@ impl VmMap {
         } else {
             self.select(addr, end, true)?
         };
+        // An area that may never be writable (Linux's VM_MAYWRITE clear) refuses PROT_WRITE.
+        if new.write() && pieces.iter().any(|p| p.flags.contains(VmaFlags::NOMAYWRITE)) {
+            return Err(Errno::EACCES);
+        }
         let gains_x_outside =
             new.exec() && pieces.iter().any(|p| !p.prot.exec() && !self.inside_window(p.start, p.end));
         if gains_x_outside && self.window.strict {
@@ -142,9 +146,9 @@ impl VmMap {
         let around = self.tree.around(p.start);
         let Some(whole) = around.at else { return 0 };
         let joins_prev =
-            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.same_attrs(changed));
+            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.merges_with(changed));
         let joins_next =
-            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.same_attrs(changed));
+            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.merges_with(changed));
         usize::from(whole.start < p.start && !joins_next) + usize::from(p.end < whole.end && !joins_prev)
     }
 
