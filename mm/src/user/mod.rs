@@ -360,10 +360,15 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// a guard marker, [`Fault::Bus`] past the end of a memory object.
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
         // Below a mapping that grows down, the mapping grows first (or the fault is
-        // `NoMapping`: SIGSEGV, SEGV_MAPERR), as Linux's `expand_stack`.
+        // `NoMapping`: SIGSEGV, SEGV_MAPERR), as Linux's `expand_stack`; no kernel memory for
+        // the growth is `OutOfMemory`, which the kernel retries or answers as for any fault.
         let vma = match self.vm.find(addr) {
             Some(v) => *v,
-            None => self.vm.grow_down(addr).map_err(|_| Fault::NoMapping)?,
+            None => match self.vm.grow_down(addr) {
+                Ok(v) => v,
+                Err(crate::vm::map::NoGrowth::NoMemory) => return Err(Fault::OutOfMemory),
+                Err(_) => return Err(Fault::NoMapping),
+            },
         };
         let prot = vma.prot;
         if !allows(prot, access) {
