@@ -29,9 +29,11 @@ ALLOWED_UNCHECKED = {
     "__NR_listxattrat", "__NR_removexattrat", "__NR_open_tree_attr",
     # Kernel-internal (include/linux/errno.h, not uapi): never seen by a program.
     "ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ENOIOCTLCMD", "ERESTART_RESTARTBLOCK",
+    # Kernel-internal mode bits of a segment (include/linux/shm.h), which IPC_STAT shows.
+    "SHM_DEST", "SHM_LOCKED",
     # Kernel-internal limits and values with no uapi macro of that name.
     "MAXSYMLINKS", "PERSONALITY_QUERY", "NSEC_PER_SEC",
-    "STAT_SIZE", "SYSINFO_SIZE", "TERMIOS_SIZE", "IOV_MAX",
+    "STAT_SIZE", "SYSINFO_SIZE", "TERMIOS_SIZE", "IOV_MAX", "SHMID_DS_SIZE",
 }
 
 INCLUDES_KERNEL = """
@@ -49,6 +51,9 @@ INCLUDES_KERNEL = """
 #include <asm/signal.h>
 #include <asm-generic/siginfo.h>
 #include <linux/futex.h>
+#include <limits.h>
+#include <linux/ipc.h>
+#include <linux/shm.h>
 #include <linux/wait.h>
 #include <linux/resource.h>
 #include <linux/prctl.h>

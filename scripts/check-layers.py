@@ -30,6 +30,7 @@ LAYERS = [
     ["irq", "wallclock", "random", "klog"],     # interrupts and the tick, time of day, randomness, the log
     ["sched"],                                  # tasks: run queue, wait list, wake-ups
     ["fs"],                                     # files: the terminal, pipes, memfd, poll
+    ["ipc"],                                    # System V IPC: the shared memory segments
     ["process"],                                # processes and threads, families, signals, exec
     ["procfs"],                                 # /proc, which lists processes
     ["syscall"],                                # the system-call table and the calls by family

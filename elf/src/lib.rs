@@ -200,7 +200,8 @@ pub fn load_span(bytes: &[u8], limits: &Limits) -> Result<(u64, u64), Refusal> {
     let loads = phdrs.iter().filter(|ph| ph.kind == pt::LOAD);
     let low = loads.clone().map(|ph| page_start(ph.vaddr)).min().ok_or(Refusal::NothingToLoad)?;
     let high = loads.clone().map(|ph| ph.vaddr.wrapping_add(ph.memsz)).max().unwrap_or(low);
-    let align = loads.map(|ph| ph.align).filter(|a| a.is_power_of_two()).max().unwrap_or(0).max(limits.page_size);
+    let align =
+        loads.map(|ph| ph.align).filter(|a| a.is_power_of_two()).max().unwrap_or(0).max(limits.page_size);
     let len = high.wrapping_sub(low);
     if len == 0 || len > limits.task_size {
         return Err(Refusal::EmptySpan);

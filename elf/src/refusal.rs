@@ -228,10 +228,9 @@ impl fmt::Display for Refusal {
                 f,
                 "its interpreter's path (PT_INTERP, {size} bytes) is not a NUL-terminated path of 2 to 4096 bytes"
             ),
-            Self::InterpreterOutsideFile { offset, size } => write!(
-                f,
-                "its interpreter's path ({size} bytes at offset {offset:#x}) lies outside the file"
-            ),
+            Self::InterpreterOutsideFile { offset, size } => {
+                write!(f, "its interpreter's path ({size} bytes at offset {offset:#x}) lies outside the file")
+            }
             Self::PropertyNote(problem) => {
                 write!(f, "its GNU property note (PT_GNU_PROPERTY) is malformed: ")?;
                 match problem {

@@ -35,6 +35,15 @@ pub enum Channel {
     Poll,
     /// A signal (`rt_sigsuspend`, `rt_sigtimedwait`): only a signal or the deadline ends it.
     Signal,
+    /// `futex_waitv`: several words at once, which the thread itself lists (the scheduler asks
+    /// it, [`WaitList::wake_where`]).
+    FutexVector,
+    /// A thread of a stopped thread group (job control: SIGSTOP and its kin): only the group's
+    /// continuation (`SIGCONT`, or `SIGKILL`) ends it; a signal sent meanwhile waits.
+    Stopped {
+        /// The thread group (an opaque identity).
+        group: usize,
+    },
 }
 
 /// A blocked thread: what it waits for, until when (a counter value; `None` = forever), and the
@@ -164,17 +173,30 @@ impl<T> WaitList<T> {
         nrequeue: u64,
         each: impl FnMut(T),
     ) -> (u64, u64) {
-        let woken = self.wake_each(space, from, FUTEX_BITSET_MATCH_ANY, nwake, each);
+        self.requeue_between((space, from), (space, to), nwake, nrequeue, each)
+    }
+
+    /// [`requeue_each`](Self::requeue_each) from word `from` to word `to`, each named by its
+    /// key (address space, address), which may differ in the space (a word of shared memory is
+    /// keyed by its frame, not by one process's address).
+    pub fn requeue_between(
+        &mut self,
+        from: (usize, u64),
+        to: (usize, u64),
+        nwake: u64,
+        nrequeue: u64,
+        each: impl FnMut(T),
+    ) -> (u64, u64) {
+        let woken = self.wake_each(from.0, from.1, FUTEX_BITSET_MATCH_ANY, nwake, each);
         let mut moved = 0;
         for w in &mut self.waiters {
             if moved == nrequeue {
                 break;
             }
-            if let Channel::Futex { space: s, uaddr, .. } = &mut w.channel
-                && *s == space
-                && *uaddr == from
+            if let Channel::Futex { space, uaddr, .. } = &mut w.channel
+                && (*space, *uaddr) == from
             {
-                *uaddr = to;
+                (*space, *uaddr) = to;
                 moved += 1;
             }
         }
@@ -221,6 +243,25 @@ impl<T> WaitList<T> {
     pub fn take_first(&mut self, mut which: impl FnMut(&T) -> bool) -> Option<Waiter<T>> {
         let mut taken = None;
         self.take_each(1, |w| which(&w.item), |w| taken = Some(w));
+        taken
+    }
+
+    /// Up to `max` waiters that `want` selects (looking at what each waits for and at the thread),
+    /// oldest first, each handed to `each`; returns how many.
+    pub fn wake_where(
+        &mut self,
+        max: u64,
+        want: impl FnMut(&Waiter<T>) -> bool,
+        each: impl FnMut(Waiter<T>),
+    ) -> u64 {
+        self.take_each(max, want, each)
+    }
+
+    /// The oldest waiter that `which` selects, looking at what it waits for as well as at the
+    /// thread (a signal's target, which is not taken from a group stop).
+    pub fn take_first_where(&mut self, which: impl FnMut(&Waiter<T>) -> bool) -> Option<Waiter<T>> {
+        let mut taken = None;
+        self.take_each(1, which, |w| taken = Some(w));
         taken
     }
 
@@ -381,5 +422,42 @@ mod tests {
         );
         assert!(l.expire(u64::MAX).is_empty());
         assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn vector_waiters_are_chosen_by_the_caller_and_words_requeue_across_spaces() {
+        let mut l = list(&[
+            (Channel::FutexVector, None, 10),
+            (futex(1, 8, !0), None, 1),
+            (Channel::FutexVector, Some(9), 20),
+        ]);
+        // Thread 20 waits on the word the caller asks about (its list is the caller's to read).
+        let mut woken = Vec::new();
+        let n =
+            l.wake_where(1, |w| w.channel == Channel::FutexVector && w.item == 20, |w| woken.push(w.item));
+        assert_eq!((n, woken, l.timed()), (1, vec![20], 0));
+        assert!(l.wake(1, 8, FUTEX_BITSET_MATCH_ANY, 9) == vec![1]);
+        // A requeue from one key to a key of another space.
+        let mut l =
+            list(&[(futex(1, 8, !0), None, 1), (futex(1, 8, !0), None, 2), (futex(1, 8, !0), None, 3)]);
+        assert_eq!(l.requeue_between((1, 8), (2, 0x4000), 1, 1, |_| ()), (1, 1));
+        assert_eq!(l.wake(2, 0x4000, FUTEX_BITSET_MATCH_ANY, 9), vec![2]);
+        assert_eq!(l.wake(1, 8, FUTEX_BITSET_MATCH_ANY, 9), vec![3]);
+    }
+
+    #[test]
+    fn a_stopped_thread_is_passed_over_by_a_signal_and_woken_by_its_group() {
+        let stopped = |group| Channel::Stopped { group };
+        let mut l = list(&[(stopped(1), None, 7), (Channel::Timer, Some(5), 7), (stopped(2), None, 8)]);
+        // The signal's search skips the stopped entry of thread 7 and takes its other wait.
+        let signal = |w: &Waiter<u32>| w.item == 7 && !matches!(w.channel, Channel::Stopped { .. });
+        assert_eq!(l.take_first_where(signal).map(|w| w.channel), Some(Channel::Timer));
+        assert!(l.take_first_where(signal).is_none());
+        assert_eq!(l.timed(), 0);
+        // SIGCONT for group 1 wakes its thread only; no futex wake reaches a stopped thread.
+        assert!(l.wake(1, 0, FUTEX_BITSET_MATCH_ANY, 9).is_empty());
+        assert_eq!(l.wake_channel(stopped(1)), vec![7]);
+        assert_eq!(l.wake_channel(stopped(2)), vec![8]);
+        assert!(l.is_empty());
     }
 }

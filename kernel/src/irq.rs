@@ -32,12 +32,23 @@ const HANDLERS: usize = 4;
 type DeviceHandler = Option<(u32, fn())>;
 /// The handler of each routed device interrupt.
 static DEVICE_HANDLERS: spin::Mutex<[DeviceHandler; HANDLERS]> = spin::Mutex::new([None; HANDLERS]);
+/// Most handlers run on every tick ([`on_tick`]).
+const TICK_HANDLERS: usize = 4;
+/// The tick's handlers, in the order registered.
+type TickHandlers = [Option<fn()>; TICK_HANDLERS];
 /// What runs on every tick, after the timer is re-armed.
-static TICK_HANDLER: spin::Once<fn()> = spin::Once::new();
+static TICK_HANDLERS_SET: spin::Mutex<TickHandlers> = spin::Mutex::new([None; TICK_HANDLERS]);
 
-/// Makes `handler` run on every tick of every CPU (one at most; the first registration wins).
-pub fn on_tick(handler: fn()) {
-    TICK_HANDLER.call_once(|| handler);
+/// Makes `handler` run on every tick of every CPU (up to four handlers; registering one twice
+/// changes nothing). False when the table is full.
+pub fn on_tick(handler: fn()) -> bool {
+    let mut set = TICK_HANDLERS_SET.lock();
+    if set.iter().flatten().any(|h| core::ptr::fn_addr_eq(*h, handler)) {
+        return true;
+    }
+    let Some(slot) = set.iter_mut().find(|s| s.is_none()) else { return false };
+    *slot = Some(handler);
+    true
 }
 
 /// Makes `handler` run for interrupt `intid` (a device's, routed by the caller). False when the
@@ -97,7 +108,10 @@ fn dispatch(intid: u32) {
         TIMER_INTID => {
             TICKS[cpu].fetch_add(1, Ordering::Relaxed);
             arm_timer();
-            if let Some(tick) = TICK_HANDLER.get() {
+            // Copied out of the lock: a handler may run for a while (it is not reentered: the
+            // tick comes again only after this one ends).
+            let handlers = *TICK_HANDLERS_SET.lock();
+            for tick in handlers.iter().flatten() {
                 tick();
             }
         }

@@ -20,6 +20,7 @@
 //! - [`sched`]: tasks queued, run, blocked and woken, on every CPU (a thread is a `sched::Task`);
 //! - [`fs`]: descriptors and what they refer to: the terminal, pipes, memfds, generated texts,
 //!   readiness;
+//! - [`ipc`]: System V IPC: the machine-wide table of shared memory segments;
 //! - [`process`]: processes and threads, their families, exec, signals;
 //! - [`procfs`]: what `/proc` shows (`/proc/self/maps`);
 //! - [`syscall`]: the system-call table and the calls, one file per family;
@@ -45,6 +46,7 @@ mod drivers;
 mod exit;
 mod firmware;
 mod fs;
+mod ipc;
 mod irq;
 mod klog;
 #[cfg(feature = "test-image")]
@@ -347,6 +349,7 @@ extern "C" fn kernel_main(
     }
     kprintln!("  wall clock: {}", wallclock::init(&booted.machine.fdt));
     kprintln!("  console input: {}", fs::tty::enable_interrupts(&booted.machine));
+    process::signals::timers::init();
     for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {
         match outcome {
             smp::BringUp::Online(us) => {

@@ -24,6 +24,8 @@ pub const FUTEX_WAKE_BITSET: u32 = 10;
 pub const FUTEX_PRIVATE_FLAG: u32 = 128;
 /// An absolute timeout is on CLOCK_REALTIME, not CLOCK_MONOTONIC.
 pub const FUTEX_CLOCK_REALTIME: u32 = 256;
+/// The command bits of the operation (Linux's `FUTEX_CMD_MASK`): all but the two flags.
+pub const FUTEX_CMD_MASK: u32 = !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
 /// The bitset of `FUTEX_WAIT` and `FUTEX_WAKE`: every bit.
 pub const FUTEX_BITSET_MATCH_ANY: u32 = u32::MAX;
 /// The robust futex word's owner-died bit.

@@ -32,6 +32,7 @@
 //! | [`clone`] | `CLONE_*` |
 //! | [`signal`] | signal numbers, `SA_*`, `SIG_*`, `si_code` values, `SS_*`, `SIGEV_*` |
 //! | [`futex`] | `FUTEX_*` |
+//! | [`ipc`] | `IPC_*`, `SHM_*`, `struct shmid64_ds` |
 //! | [`wait`] | `W*` options, `P_*` id types |
 //! | [`resource`] | `RLIMIT_*`, `RUSAGE_*` |
 //! | [`prctl`] | `PR_*`, `personality` values |
@@ -52,6 +53,7 @@ pub mod clone;
 pub mod errno;
 pub mod fcntl;
 pub mod futex;
+pub mod ipc;
 pub mod layout;
 pub mod mman;
 pub mod poll;

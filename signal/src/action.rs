@@ -77,9 +77,10 @@ pub enum Default {
     Core,
     /// Nothing.
     Ignore,
-    /// Stop the process (no job control here: treated as ignored).
+    /// Stop the process (a group stop, until `SIGCONT`).
     Stop,
-    /// Continue a stopped process (nothing is ever stopped here).
+    /// Continue a stopped process (the continuing happens when the signal is sent; taking it
+    /// does nothing more).
     Continue,
 }
 
@@ -96,6 +97,12 @@ pub fn default_action(sig: u32) -> Default {
     }
 }
 
+/// Whether `sig` is one of the stop signals (`sig_kernel_stop`: SIGSTOP, SIGTSTP, SIGTTIN,
+/// SIGTTOU): sending one discards a pending SIGCONT, and sending SIGCONT discards them.
+pub const fn is_stop(sig: u32) -> bool {
+    matches!(sig, SIGSTOP | SIGTSTP | SIGTTIN | SIGTTOU)
+}
+
 /// The exit status a shell reports for a process ended by `sig` (128 + the number).
 pub const fn killed_status(sig: u32) -> u64 {
     128 + sig as u64
@@ -106,8 +113,11 @@ pub const fn killed_status(sig: u32) -> u64 {
 pub enum Outcome {
     /// Run the handler.
     Handle(SigAction),
-    /// Nothing (SIG_IGN, or a default action that does nothing here).
+    /// Nothing (SIG_IGN, or a default action that does nothing).
     Ignore,
+    /// Stop the whole process (SIGSTOP, and SIGTSTP, SIGTTIN, SIGTTOU with their default action)
+    /// until a `SIGCONT`.
+    Stop,
     /// End the process with this status.
     Terminate(u64),
 }
@@ -115,14 +125,15 @@ pub enum Outcome {
 /// What taking `sig` with `action` installed does.
 pub fn outcome(sig: u32, action: &SigAction) -> Outcome {
     if kernel_only(sig) {
-        // SIGKILL ends the process; SIGSTOP would stop it (no job control: nothing to do).
-        return if sig == SIGKILL { Outcome::Terminate(killed_status(sig)) } else { Outcome::Ignore };
+        // SIGKILL ends the process; SIGSTOP stops it, whatever is installed.
+        return if sig == SIGKILL { Outcome::Terminate(killed_status(sig)) } else { Outcome::Stop };
     }
     match action.handler {
         SIG_IGN => Outcome::Ignore,
         SIG_DFL => match default_action(sig) {
             Default::Terminate | Default::Core => Outcome::Terminate(killed_status(sig)),
-            Default::Ignore | Default::Stop | Default::Continue => Outcome::Ignore,
+            Default::Stop => Outcome::Stop,
+            Default::Ignore | Default::Continue => Outcome::Ignore,
         },
         _ => Outcome::Handle(*action),
     }
@@ -233,6 +244,16 @@ mod tests {
         assert_eq!(outcome(SIGUSR1, &h), Outcome::Handle(h));
         let ign = SigAction { handler: SIG_IGN, ..SigAction::DEFAULT };
         assert_eq!(outcome(SIGTERM, &ign), Outcome::Ignore);
+        // Job control: the stop signals stop by default, SIGSTOP whatever is installed; SIGCONT
+        // does nothing more when taken (it continued the process when it was sent).
+        for sig in [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU] {
+            assert_eq!(outcome(sig, &SigAction::DEFAULT), Outcome::Stop, "signal {sig}");
+        }
+        assert_eq!(outcome(SIGSTOP, &ign), Outcome::Stop);
+        assert_eq!(outcome(SIGTSTP, &ign), Outcome::Ignore);
+        assert_eq!(outcome(SIGTSTP, &h), Outcome::Handle(h));
+        assert_eq!(outcome(SIGCONT, &SigAction::DEFAULT), Outcome::Ignore);
+        assert!(is_stop(SIGTTOU) && !is_stop(SIGCONT) && !is_stop(SIGKILL));
     }
 
     #[test]

@@ -9,8 +9,12 @@ pub const SIGINFO_SIZE: usize = 128;
 pub const SI_ADDR: usize = 16;
 /// Offset of `si_uid`.
 pub const SI_UID: usize = 20;
-/// Offset of `si_value` (sigqueue's payload).
+/// Offset of `si_value` (sigqueue's payload, and a POSIX timer's `sigev_value`).
 pub const SI_VALUE: usize = 24;
+/// Offset of a POSIX timer's `si_overrun` (after its id, `si_timerid`, at 16).
+pub const SI_OVERRUN: usize = 20;
+/// Offset of `si_status` (SIGCHLD's exit code or signal).
+pub const SI_STATUS: usize = 24;
 
 /// One signal's information, as the handler (or `rt_sigtimedwait`) receives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +41,26 @@ impl SigInfo {
         let mut i = Self::header(signo, code);
         put_u64(&mut i.0, SI_ADDR, addr);
         i
+    }
+
+    /// The expiry of POSIX timer `id` (`SI_TIMER`): `si_timerid`, `si_overrun` (the expiries
+    /// missed while the signal was pending, set as it is taken) and the timer's `sigev_value`.
+    pub fn timer(signo: u32, id: i32, overrun: u32, value: u64) -> Self {
+        let mut i = Self::header(signo, crate::num::SI_TIMER);
+        put_u32(&mut i.0, SI_ADDR, id as u32);
+        put_u32(&mut i.0, SI_OVERRUN, overrun);
+        put_u64(&mut i.0, SI_VALUE, value);
+        i
+    }
+
+    /// A POSIX timer's expiry: its id, if this is one (`SI_TIMER`).
+    pub fn timer_id(&self) -> Option<i32> {
+        (self.code() == crate::num::SI_TIMER).then(|| get_u32(&self.0, SI_ADDR) as i32)
+    }
+
+    /// Sets `si_overrun` (a POSIX timer's, as its signal is taken).
+    pub fn set_overrun(&mut self, overrun: u32) {
+        put_u32(&mut self.0, SI_OVERRUN, overrun);
     }
 
     /// A program's own siginfo (rt_sigqueueinfo), kept as given except for the number.
@@ -70,6 +94,17 @@ mod tests {
         assert_eq!(i.code(), 2);
         assert_eq!(get_u32(&i.0, 4), 0); // si_errno
         assert_eq!(get_u64(&i.0, 16), 0xdead_b000);
+    }
+
+    #[test]
+    fn timer_info_layout() {
+        // struct { int si_tid; int si_overrun; sigval_t si_sigval; } at 16 (asm-generic/siginfo.h).
+        let mut i = SigInfo::timer(SIGRTMIN, 3, 0, 1234);
+        assert_eq!((i.signo(), i.code()), (SIGRTMIN, -2));
+        assert_eq!((get_u32(&i.0, 16), get_u32(&i.0, 20), get_u64(&i.0, 24)), (3, 0, 1234));
+        i.set_overrun(9);
+        assert_eq!((i.timer_id(), get_u32(&i.0, 20)), (Some(3), 9));
+        assert_eq!(SigInfo::sent(SIGALRM, SI_KERNEL, 0, 0).timer_id(), None);
     }
 
     #[test]

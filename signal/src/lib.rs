@@ -17,8 +17,10 @@
 //! - [`stack`]: `stack_t` and the alternate signal stack;
 //! - [`queue`]: pending signals (standard ones coalesce, real-time ones queue);
 //! - [`frame`]: `struct rt_sigframe`: layout, build, parse;
-//! - [`restart`]: what an interrupted system call returns once a signal is handled;
-//! - [`signalfd`]: `struct signalfd_siginfo`, what a signalfd read returns for a signal.
+//! - [`restart`]: what an interrupted system call returns once a signal is handled, and the
+//!   restart class of every blocking call;
+//! - [`signalfd`]: `struct signalfd_siginfo`, what a signalfd read returns for a signal;
+//! - [`timer`]: interval and POSIX timers, their overruns and `RLIMIT_CPU`.
 #![no_std]
 
 extern crate alloc;
@@ -34,6 +36,7 @@ pub mod restart;
 pub mod set;
 pub mod signalfd;
 pub mod stack;
+pub mod timer;
 
 /// Reads the little-endian `u64` at `at` in `b` (callers index inside fixed-size buffers).
 pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {

@@ -30,6 +30,7 @@
 #include <sys/timerfd.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -465,6 +466,76 @@ static void test_memory_calls(void) {
     close(mem_fd);
 }
 
+// ---- timers, System V shared memory, futex_waitv, a stack that grows --------------------------
+
+static long do_timer_create(void) {
+    struct sigevent ev = {.sigev_notify = SIGEV_NONE};
+    int id = -1;
+    long r = ret(syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id));
+    return r < 0 ? r : id;
+}
+static void delete_timer(long r) {
+    if (r >= 0) syscall(SYS_timer_delete, r);
+}
+
+static long do_shmget(void) { return ret(shmget(IPC_PRIVATE, 3 * pg, IPC_CREAT | 0600)); }
+static void remove_segment(long r) {
+    if (r >= 0) shmctl((int)r, IPC_RMID, NULL);
+}
+static int segment = -1;
+static void make_segment(void) {
+    segment = shmget(IPC_PRIVATE, 3 * pg, IPC_CREAT | 0600);
+    if (segment < 0) printf("    setup: shmget: %s\n", strerror(errno));
+}
+static long do_shmat(void) {
+    void *a = shmat(segment, NULL, 0);
+    return a == (void *)-1 ? -errno : (long)a;
+}
+static void detach_and_remove(long r) {
+    if (r > 0) shmdt((void *)r);
+    shmctl(segment, IPC_RMID, NULL);
+}
+
+static uint32_t waitv_words[2];
+static long do_futex_waitv(void) {
+    struct futex_waitv w[2] = {{.val = 0, .uaddr = (uintptr_t)&waitv_words[0], .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
+                               {.val = 0, .uaddr = (uintptr_t)&waitv_words[1], .flags = FUTEX_32}};
+    struct timespec past = {0, 0}; /* absolute: long gone */
+    return ret(syscall(SYS_futex_waitv, w, 2, 0, &past, CLOCK_MONOTONIC));
+}
+
+/* A stack that grows: a write four pages below a one-page MAP_GROWSDOWN mapping grows it (a tree
+ * node) and maps the page; a failed allocation is retried by the fault, as any fault's is. */
+static char *stack_top;
+static void map_growsdown(void) {
+    stack_top = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN, -1, 0);
+    if (stack_top == MAP_FAILED) printf("    setup: mmap(MAP_GROWSDOWN) failed\n");
+}
+static long do_grow(void) {
+    stack_top[-4 * (long)pg] = 42;
+    return stack_top[-4 * (long)pg];
+}
+static void unmap_grown_stack(long r) {
+    (void)r;
+    munmap(stack_top - 4 * pg, 5 * pg);
+}
+
+static void test_timers_ipc_waitv_stack(void) {
+    pg = sysconf(_SC_PAGESIZE);
+    /* Linux's timer_create says EAGAIN when it cannot allocate the timer. */
+    struct call timer = {do_timer_create, delete_timer, -1, -EAGAIN, 0, NULL, 1};
+    CHECK(sweep("timer_create", &timer) >= 1, "the timer's room");
+    struct call get = {do_shmget, remove_segment, -1, -ENOMEM, 0, NULL, 1};
+    CHECK(sweep("shmget", &get) >= 1, "the segment");
+    struct call attach = {do_shmat, detach_and_remove, -1, -ENOMEM, 0, make_segment, 1};
+    CHECK(sweep("shmat", &attach) >= 0, "the attachment's bookkeeping");
+    /* The words' list keeps its room from one call to the next: once warmed up, no allocation. */
+    struct call waitv = {do_futex_waitv, NULL, -ETIMEDOUT, -ENOMEM, 0, NULL, 0};
+    CHECK(sweep("futex_waitv", &waitv) >= 0, "futex_waitv");
+    struct call grow = {do_grow, unmap_grown_stack, 42, 42, 0, map_growsdown, 1};
+    CHECK(sweep("a fault growing a MAP_GROWSDOWN mapping", &grow) >= 0, "growth");
+}
+
 // ---- walks over every process: kill(-1) and a memfd's truncation -----------------------------
 // Both must reach every process whatever the heap says (a process left out keeps running, or
 // keeps pages past the end of the object): each runs with allocation N = 1, 2, ... failing
@@ -819,6 +890,7 @@ int main(int argc, char **argv) {
         {"truncation_under_failure", test_truncation_under_failure},
         {"file_calls", test_file_calls},
         {"execve", test_execve},
+        {"timers_ipc_waitv_stack", test_timers_ipc_waitv_stack},
     };
     int status = run_cases(cases, sizeof cases / sizeof cases[0], argc, argv, 0, 0);
     printf("failslab-test: %d injected failures, every one an error return\n", failures_injected);

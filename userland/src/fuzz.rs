@@ -1,6 +1,7 @@
 //! `fuzz`: a bounded system-call fuzzer for the memory and thread calls. Every worker thread
-//! makes random `mmap`, `munmap`, `mprotect`, `madvise` and `brk(0)` calls, and thread calls
-//! (`futex`, affinity, `sched_yield`, `getcpu`, `tgkill` with signal 0; see `thread_call`), with biased
+//! makes random `mmap`, `munmap`, `mprotect`, `madvise` and `brk(0)` calls, thread calls
+//! (`futex`, affinity, `sched_yield`, `getcpu`, `tgkill` with signal 0; see `thread_call`), and
+//! System V shared memory, timer, clock and id calls (`ipc_call`), with biased
 //! arguments — addresses near its own mappings, near 0, near 2^47 and 2^48, unaligned; lengths
 //! 0, 1, 4095, one page, many pages, huge and −1; random protection and flag bits — and touches
 //! its pages between calls, checking every read against a shadow of what it wrote. It also
@@ -39,10 +40,12 @@ use crate::thread;
 use crate::{Checks, Ctx, check, ok, say};
 use linux_abi::mman::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE};
 use linux_abi::nr::{
-    BRK, CAPGET, CAPSET, CLOSE, EPOLL_CREATE1, EPOLL_CTL, EPOLL_PWAIT, EPOLL_PWAIT2, EVENTFD2, FUTEX, GETCPU,
-    GETPID, GETTID, MADVISE, MEMBARRIER, MMAP, MPROTECT, MUNMAP, PIDFD_OPEN, PIDFD_SEND_SIGNAL,
-    PROCESS_MADVISE, PROCESS_MRELEASE, READ, RSEQ, SCHED_GETAFFINITY, SCHED_SETAFFINITY, SCHED_YIELD,
-    SIGNALFD4, TGKILL, TIMERFD_CREATE, TIMERFD_GETTIME, TIMERFD_SETTIME, WAITID, WRITE,
+    BRK, CAPGET, CAPSET, CLOCK_GETTIME, CLOSE, EPOLL_CREATE1, EPOLL_CTL, EPOLL_PWAIT, EPOLL_PWAIT2, EVENTFD2,
+    FUTEX, FUTEX_WAITV, GETCPU, GETITIMER, GETPID, GETRESGID, GETRESUID, GETTID, MADVISE, MEMBARRIER, MMAP,
+    MPROTECT, MUNMAP, PIDFD_OPEN, PIDFD_SEND_SIGNAL, PROCESS_MADVISE, PROCESS_MRELEASE, READ, RSEQ,
+    SCHED_GETAFFINITY, SCHED_SETAFFINITY, SCHED_YIELD, SETITIMER, SHMAT, SHMCTL, SHMDT, SHMGET, SIGNALFD4,
+    TGKILL, TIMER_CREATE, TIMER_DELETE, TIMER_GETOVERRUN, TIMER_GETTIME, TIMER_SETTIME, TIMERFD_CREATE,
+    TIMERFD_GETTIME, TIMERFD_SETTIME, WAITID, WRITE,
 };
 use linux_abi::poll::{EFD_NONBLOCK, PIDFD_NONBLOCK, SFD_NONBLOCK, TFD_NONBLOCK};
 
@@ -260,7 +263,8 @@ impl Worker {
                 let _ = raw(BRK, [0; 6]);
             }
             73..=76 => self.thread_call(),
-            77..=81 => self.event_call(),
+            77..=80 => self.event_call(),
+            81..=84 => self.ipc_call(),
             _ => self.touch(),
         }
     }
@@ -525,6 +529,158 @@ impl Worker {
                 let pid = raw(GETPID, [0; 6]).unwrap_or(0);
                 if raw(TGKILL, [pid, tid, 0, 0, 0, 0]).is_err() {
                     self.broken(format_args!("tgkill({pid}, {tid}, 0) failed"));
+                }
+            }
+        }
+    }
+
+    /// A System V shared memory, timer, clock or id call with biased arguments, none able to
+    /// change memory the program uses or to send it a signal: a segment made, attached where the
+    /// kernel likes (which must be outside every arena, as for a non-fixed `mmap`), written, read
+    /// back, checked with `IPC_STAT`, detached and removed; `shmctl` with random commands on
+    /// random ids (never one that changes or removes a segment: it could be another worker's);
+    /// `shmat`/`shmdt` at addresses the kernel must refuse; POSIX timers that signal nothing
+    /// (`SIGEV_NONE`, or a `sigevent` the kernel must refuse) set, read and deleted; `setitimer`
+    /// with arguments it must refuse and `getitimer`; `futex_waitv` with a timeout long past;
+    /// `clock_gettime` on random clocks (CPU clocks of random pids and tids); `getresuid` and
+    /// `getresgid` at good and bad addresses.
+    fn ipc_call(&mut self) {
+        const IPC_CREAT: u64 = 0o1000;
+        const IPC_RMID: u64 = 0;
+        const IPC_STAT: u64 = 2;
+        let bad = [0, 8, 1 << 48, 0xffff_8000_0000_0000][self.rng.below(4) as usize];
+        let mut buf = [0u64; 16];
+        let out = (&raw mut buf) as u64;
+        match self.rng.below(9) {
+            0 | 1 => {
+                let len = 1 + self.rng.below(16 * self.page);
+                let Ok(id) = raw(SHMGET, [0, len, IPC_CREAT | 0o600, 0, 0, 0]) else { return };
+                let attached = holes_read(|| {
+                    let a = raw(SHMAT, [id, 0, 0, 0, 0, 0]).ok()?;
+                    if in_any_arena(a, len.next_multiple_of(self.page)) {
+                        self.broken(format_args!("shmat placed {len:#x} bytes at {a:#x}, inside an arena"));
+                    }
+                    Some(a)
+                });
+                if let Some(a) = attached {
+                    let value = self.rng.next();
+                    // SAFETY: the segment was just attached there, read-write, by this call.
+                    let back = unsafe {
+                        (a as *mut u64).write_volatile(value);
+                        (a as *const u64).read_volatile()
+                    };
+                    if back != value {
+                        self.broken(format_args!("a shm segment read {back:#x} after {value:#x} at {a:#x}"));
+                    }
+                    if raw(SHMDT, [a, 0, 0, 0, 0, 0]).is_err() {
+                        self.broken(format_args!("shmdt({a:#x}) of an attachment failed"));
+                    }
+                }
+                match raw(SHMCTL, [id, IPC_STAT, out, 0, 0, 0]) {
+                    // struct shmid64_ds: shm_segsz at 48, shm_nattch at 88.
+                    Ok(_) if buf[6] != len || buf[11] != 0 => self.broken(format_args!(
+                        "IPC_STAT of a detached segment of {len:#x} bytes: size {:#x}, nattch {}",
+                        buf[6], buf[11]
+                    )),
+                    Ok(_) => {}
+                    Err(e) => self.broken(format_args!("IPC_STAT of a segment just made: {e}")),
+                }
+                if raw(SHMCTL, [id, IPC_RMID, 0, 0, 0, 0]).is_err() {
+                    self.broken(format_args!("IPC_RMID of a segment just made failed"));
+                }
+            }
+            2 => {
+                // Reading commands, and unknown ones, on random ids and buffers.
+                let cmd = [IPC_STAT, 3, 13, 14, 15, 77, u64::MAX][self.rng.below(7) as usize];
+                let id = [self.rng.below(1 << 20), u64::MAX, self.rng.next()][self.rng.below(3) as usize];
+                let _ = raw(SHMCTL, [id, cmd, if self.rng.chance(70) { out } else { bad }, 0, 0, 0]);
+                // An address the kernel must refuse: unaligned without SHM_RND, past the user half.
+                let at = [self.arena + 1 + self.rng.below(self.page - 1), (1 << 48) + self.page]
+                    [self.rng.below(2) as usize];
+                let _ = raw(SHMAT, [self.rng.below(1 << 16), at, 0, 0, 0, 0]);
+                let _ = raw(SHMDT, [self.arena + 1 + self.rng.below(self.page - 1), 0, 0, 0, 0, 0]);
+            }
+            3 | 4 => {
+                // A timer that signals nothing (or a sigevent the kernel must refuse).
+                let clock = [0, 1, 2, 3, 4, 5, 7, 99, self.rng.next() | 1 << 63][self.rng.below(9) as usize];
+                let mut ev = [0u64; 8];
+                ev[1] = if self.rng.chance(80) { 1 << 32 } else { (77 << 32) | self.rng.below(70) };
+                let mut id = u32::MAX;
+                let evp = if self.rng.chance(90) { (&raw const ev) as u64 } else { bad };
+                if raw(TIMER_CREATE, [clock, evp, (&raw mut id) as u64, 0, 0, 0]).is_err() {
+                    return;
+                }
+                let spec =
+                    [self.rng.below(3), self.rng.below(1 << 31), self.rng.below(3), self.rng.below(1 << 31)];
+                let flags = self.rng.below(2);
+                let _ = raw(TIMER_SETTIME, [u64::from(id), flags, (&raw const spec) as u64, out, 0, 0]);
+                let _ = raw(
+                    TIMER_GETTIME,
+                    [u64::from(id), if self.rng.chance(80) { out } else { bad }, 0, 0, 0, 0],
+                );
+                let _ = raw(TIMER_GETOVERRUN, [u64::from(id), 0, 0, 0, 0, 0]);
+                if raw(TIMER_DELETE, [u64::from(id), 0, 0, 0, 0, 0]).is_err() {
+                    self.broken(format_args!("timer_delete of timer {id} just made failed"));
+                }
+            }
+            5 => {
+                // Interval timers: getitimer of any, setitimer only with what must be refused.
+                let _ = raw(
+                    GETITIMER,
+                    [self.rng.below(5), if self.rng.chance(80) { out } else { bad }, 0, 0, 0, 0],
+                );
+                let it = [0u64, 0, self.rng.below(5), 1_000_000 + self.rng.below(1 << 20)];
+                if raw(SETITIMER, [self.rng.below(3), (&raw const it) as u64, 0, 0, 0, 0]).is_ok() {
+                    self.broken(format_args!("setitimer with tv_usec {} succeeded", it[3]));
+                }
+                let _ = raw(SETITIMER, [3 + self.rng.below(1 << 10), bad, 0, 0, 0, 0]);
+            }
+            6 => {
+                // futex_waitv with a timeout long past: never waits.
+                let mut words = [0u64; 3 * 130];
+                let n = [0, 1, 2, 128, 129, self.rng.below(130)][self.rng.below(6) as usize] as usize;
+                for w in words.chunks_exact_mut(3).take(n) {
+                    w[0] = if self.rng.chance(50) { 0 } else { self.rng.next() };
+                    w[1] = match self.rng.below(3) {
+                        0 => self.arena + self.rng.below(ARENA_PAGES) * self.page,
+                        1 => (self.arena + self.rng.below(ARENA_PAGES * self.page)) & !3,
+                        _ => bad,
+                    };
+                    w[2] = if self.rng.chance(80) { 2 | (128 * self.rng.below(2)) } else { self.rng.next() };
+                }
+                let past = [0u64, 0];
+                let flags = if self.rng.chance(90) { 0 } else { self.rng.next() };
+                let clock = [1, 0, 7][self.rng.below(3) as usize];
+                let r = raw(
+                    FUTEX_WAITV,
+                    [(&raw const words) as u64, n as u64, flags, (&raw const past) as u64, clock, 0],
+                );
+                if r.is_ok() {
+                    self.broken(format_args!("futex_waitv with a timeout long past was woken: {r:?}"));
+                }
+            }
+            7 => {
+                let pid = raw(GETPID, [0; 6]).unwrap_or(0);
+                let who = [pid, raw(GETTID, [0; 6]).unwrap_or(0), self.rng.below(1 << 16)]
+                    [self.rng.below(3) as usize];
+                let clock = match self.rng.below(4) {
+                    0 => self.rng.below(16),
+                    1 => (!who << 3) | self.rng.below(8),
+                    2 => self.rng.next(),
+                    _ => 2 + self.rng.below(2),
+                };
+                let _ = raw(
+                    CLOCK_GETTIME,
+                    [clock & 0xffff_ffff, if self.rng.chance(90) { out } else { bad }, 0, 0, 0, 0],
+                );
+            }
+            _ => {
+                let p = |ok: bool| if ok { out } else { bad };
+                let (a, b, c) = (p(self.rng.chance(70)), p(self.rng.chance(70)), p(self.rng.chance(70)));
+                let call = if self.rng.chance(50) { GETRESUID } else { GETRESGID };
+                let r = raw(call, [a, b + 8, c + 16, 0, 0, 0]);
+                if r.is_ok() != (a == out && b == out && c == out) {
+                    self.broken(format_args!("getres*id({a:#x}, {b:#x}, {c:#x}): {r:?}"));
                 }
             }
         }

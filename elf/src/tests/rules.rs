@@ -128,7 +128,11 @@ fn the_interpreter_is_read_as_linux_reads_it() {
     let f = with_interp(0x200, LD.len() as u64, LD);
     let exe = parse(&f).unwrap();
     assert_eq!(exe.interp_path(&f), Some(&LD[..LD.len() - 1]), "the path, without its NUL");
-    assert_eq!(exe.bias, 0xaaaa_0000_0000 - BASE, "a dynamic PIE goes to pie_base, as Linux's ELF_ET_DYN_BASE");
+    assert_eq!(
+        exe.bias,
+        0xaaaa_0000_0000 - BASE,
+        "a dynamic PIE goes to pie_base, as Linux's ELF_ET_DYN_BASE"
+    );
     // Two PT_INTERPs: the first counts.
     let mut phdrs = simple();
     phdrs.insert(0, other(pt::INTERP, pf::R, 0x200, LD.len() as u64));

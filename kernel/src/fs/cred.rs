@@ -31,6 +31,8 @@ pub mod cap {
     pub const FOWNER: u32 = 3;
     /// Keep the set-user-id and set-group-id bits.
     pub const FSETID: u32 = 4;
+    /// Send signals to any process.
+    pub const KILL: u32 = 5;
     /// Change group ids.
     pub const SETGID: u32 = 6;
     /// Change user ids.
@@ -39,10 +41,14 @@ pub mod cap {
     pub const SETPCAP: u32 = 8;
     /// Immutable and append-only attributes.
     pub const LINUX_IMMUTABLE: u32 = 9;
+    /// Bypass System V IPC permission checks.
+    pub const IPC_OWNER: u32 = 15;
     /// System administration (`/proc/PID/pagemap`'s frame numbers among much else).
     pub const SYS_ADMIN: u32 = 21;
     /// Raise priorities, act on other processes' scheduling (`process_madvise`).
     pub const SYS_NICE: u32 = 23;
+    /// Override resource limits (raise a hard limit).
+    pub const SYS_RESOURCE: u32 = 24;
     /// Make device nodes.
     pub const MKNOD: u32 = 27;
     /// Override a mandatory access control.

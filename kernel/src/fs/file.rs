@@ -50,6 +50,8 @@ pub struct Io<'a> {
     pub nonblock: bool,
     /// The buffers are user memory, or the one kernel buffer behind them.
     kernel: Option<&'a KernelBuf<'a>>,
+    /// `O_DIRECT`: a pipe's write end writes packets.
+    pub direct: bool,
 }
 
 /// A kernel buffer an [`Io`] reads into or writes from, borrowed for as long as the `Io` lives.
@@ -89,12 +91,18 @@ impl<'a> KernelBuf<'a> {
 impl<'a> Io<'a> {
     /// An I/O on a program's buffers (`(address, length)` pairs).
     pub fn user(buffers: &'a [(u64, u64)], offset: Offset<'a>, append: bool, nonblock: bool) -> Self {
-        Self { buffers, offset, append, nonblock, kernel: None }
+        Self { buffers, offset, append, nonblock, direct: false, kernel: None }
     }
 
     /// An I/O on the kernel buffer `buf`.
     pub fn kernel(buf: &'a KernelBuf<'a>, offset: Offset<'a>, append: bool, nonblock: bool) -> Self {
-        Self { buffers: &buf.range, offset, append, nonblock, kernel: Some(buf) }
+        Self { buffers: &buf.range, offset, append, nonblock, direct: false, kernel: Some(buf) }
+    }
+
+    /// The same I/O with `O_DIRECT` as given (a pipe's packet mode).
+    #[must_use]
+    pub fn direct(self, direct: bool) -> Self {
+        Self { direct, ..self }
     }
 
     /// The total length of the buffers.

@@ -1,6 +1,14 @@
 //! Pipes and FIFOs, after Linux's fs/pipe.c: `pipe2` makes a 64 KiB buffer with a read end and a write
 //! end, each an open file description that `dup`, `fork` and `execve` share like any other.
 //!
+//! - The bytes are held in pages, as Linux's ring of `pipe_buffer`s: a pipe of N pages
+//!   (`F_SETPIPE_SZ`) holds at most N buffers, each one page of data at most. A write first
+//!   tops up the last buffer with its sub-page remainder if that fits in the page, then fills
+//!   new buffers a page at a time; so a page a reader has partly emptied is not written into
+//!   again, and the pipe can be "full" with fewer bytes than its size, as on Linux.
+//! - A write end opened with `O_DIRECT` (`pipe2`, `F_SETFL`) writes packets: each buffer it
+//!   fills is one packet, never merged, and a read takes at most one packet, the rest of it
+//!   discarded (Linux's `PIPE_BUF_FLAG_PACKET`).
 //! - A read takes what is there (up to the buffers' size); with nothing there it returns 0
 //!   (end of file) once no write end is open, `EAGAIN` with `O_NONBLOCK`, else blocks.
 //! - A write of up to `PIPE_BUF` (4096) bytes is atomic: it waits until it fits whole. A larger
@@ -52,9 +60,30 @@ pub const PIPE_BUF: usize = 4096;
 /// Inode numbers of anonymous pipes (pipefs's `get_next_ino`).
 static NEXT_INO: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0x1000);
 
+/// One buffer of a pipe: `len` unread bytes of one page, from page offset `start`.
+#[derive(Clone, Copy)]
+struct Buffer {
+    start: usize,
+    len: usize,
+    /// Written by an `O_DIRECT` write end: a packet.
+    packet: bool,
+}
+
+impl Buffer {
+    /// Whether `n` more bytes can go into this page after its data (Linux's
+    /// `PIPE_BUF_FLAG_CAN_MERGE` and `offset + chars <= PAGE_SIZE`).
+    fn takes(&self, n: usize) -> bool {
+        !self.packet && self.start + self.len + n <= PIPE_BUF
+    }
+}
+
 struct State {
+    /// The bytes of every buffer, in order.
     buf: VecDeque<u8>,
-    /// Bytes it holds at most (`F_SETPIPE_SZ`; [`PIPE_SIZE`] to start).
+    /// The buffers (pages) holding them, oldest first.
+    buffers: VecDeque<Buffer>,
+    /// Bytes it holds at most (`F_SETPIPE_SZ`; [`PIPE_SIZE`] to start): `capacity / PIPE_BUF`
+    /// buffers.
     capacity: usize,
     readers: usize,
     writers: usize,
@@ -84,8 +113,11 @@ impl Pipe {
     fn new() -> Result<Arc<Self>, Errno> {
         let mut buf = VecDeque::new();
         buf.try_reserve_exact(PIPE_SIZE).map_err(|_| Errno::ENOMEM)?;
+        let mut buffers = VecDeque::new();
+        buffers.try_reserve_exact(PIPE_SIZE / PIPE_BUF).map_err(|_| Errno::ENOMEM)?;
         let state = State {
             buf,
+            buffers,
             capacity: PIPE_SIZE,
             readers: 0,
             writers: 0,
@@ -108,6 +140,48 @@ impl Pipe {
         count(&mut st, write);
         drop(st);
         PipeEnd { pipe: self.clone(), write, fifo }
+    }
+}
+
+impl State {
+    /// Whether a buffer is free (Linux's `!pipe_full`).
+    fn has_room(&self) -> bool {
+        self.buffers.len() < self.capacity / PIPE_BUF
+    }
+
+    /// Puts `bytes` (at most a page) into a new buffer; the room was checked and reserved.
+    fn push_buffer(&mut self, bytes: &[u8], packet: bool) {
+        self.buf.extend(bytes);
+        self.buffers.push_back(Buffer { start: 0, len: bytes.len(), packet });
+    }
+
+    /// Puts `bytes` at the end of the last buffer, which [`Buffer::takes`] them.
+    fn top_up(&mut self, bytes: &[u8]) {
+        self.buf.extend(bytes);
+        if let Some(last) = self.buffers.back_mut() {
+            last.len += bytes.len();
+        }
+    }
+
+    /// Takes up to `want` bytes into `out`, buffer after buffer; a packet ends the read, the
+    /// rest of it discarded.
+    fn take(&mut self, want: usize, out: &mut Vec<u8>) {
+        while out.len() < want {
+            let Some(front) = self.buffers.front_mut() else { break };
+            let n = front.len.min(want - out.len());
+            out.extend(self.buf.drain(..n));
+            if front.packet {
+                let rest = front.len - n;
+                self.buf.drain(..rest);
+                self.buffers.pop_front();
+                break;
+            }
+            front.start += n;
+            front.len -= n;
+            if front.len == 0 {
+                self.buffers.pop_front();
+            }
+        }
     }
 }
 
@@ -144,8 +218,8 @@ impl Drop for PipeEnd {
 }
 
 /// `pipe2(fds, flags)` into the descriptor table `files`: `EINVAL` for other flags than
-/// `O_CLOEXEC`, `O_NONBLOCK`, `O_DIRECT` (packet mode: accepted, the pipe stays a byte stream);
-/// `EMFILE`; `ENOMEM`; `EFAULT` (both descriptors closed again, as Linux).
+/// `O_CLOEXEC`, `O_NONBLOCK`, `O_DIRECT` (packet mode, on the write end only, as Linux's
+/// `create_pipe_files`); `EMFILE`; `ENOMEM`; `EFAULT` (both descriptors closed again, as Linux).
 ///
 /// # Errors
 /// As above.
@@ -160,8 +234,8 @@ pub fn pipe2(files: &Mutex<FdTable>, fds: u64, flags: u64) -> Result<u64, Errno>
     // itself.
     let end = |write: bool| {
         let end: Arc<dyn File> = fallible::arc(pipe.end(write, None)).map_err(|_| Errno::ENOMEM)?;
-        let mode = if write { O_WRONLY } else { O_RDONLY };
-        fallible::arc(OpenFile::new(end, mode | status)).map_err(|_| Errno::ENOMEM)
+        let mode = if write { O_WRONLY | status } else { O_RDONLY | (status & O_NONBLOCK) };
+        fallible::arc(OpenFile::new(end, mode)).map_err(|_| Errno::ENOMEM)
     };
     let cloexec = flags & u64::from(O_CLOEXEC) != 0;
     let (read_end, write_end) = end(false).and_then(|r| Ok((r, end(true)?)))?;
@@ -356,8 +430,7 @@ impl PipeEnd {
                 }
                 return Err(FileError::WouldBlock(self.pipe.key()));
             }
-            let n = total.min(st.buf.len());
-            data.extend(st.buf.drain(..n));
+            st.take(total, &mut data);
         }
         sched::notify_poll(self.pipe.key(), poll::POLLOUT | poll::POLLWRNORM);
         io.scatter(&data)
@@ -396,38 +469,48 @@ impl PipeEnd {
                 drop(st);
                 return broken(sigpipe, pipe, 0);
             }
-            if st.capacity.saturating_sub(st.buf.len()) < at {
+            // Into the last page if it has room (a whole page never merges), else a buffer of
+            // its own; the bytes never grow the buffer: it holds its capacity from the start.
+            if at < PIPE_BUF && !io.direct && st.buffers.back().is_some_and(|b| b.takes(at)) {
+                st.top_up(&chunk[..at]);
+            } else if st.has_room() {
+                st.push_buffer(&chunk[..at], io.direct);
+            } else {
                 drop(st);
                 return Err(FileError::WouldBlock(pipe.key()));
             }
-            st.buf.extend(&chunk[..at]); // never grows the buffer: it holds its capacity from the start
             drop(st);
             return wrote(pipe, at as u64);
         }
         let mut written = resumed.min(total);
         let mut stop: Option<FileError> = None;
-        let r = io.gather(&mut chunk, written, &mut |bytes| {
+        // Linux's `pipe_write`: the sub-page remainder first tops up the last page (once, at
+        // the start of the write), then the rest goes in a page per buffer.
+        let remainder = (total % PIPE_BUF as u64) as usize;
+        while written < total {
+            let n = (total - written).min(PIPE_BUF as u64) as usize;
+            match copy_from(io, written, &mut chunk[..n]) {
+                Ok(()) => {}
+                Err(e) if written == 0 => return Err(e.into()),
+                Err(_) => break,
+            }
             let mut st = pipe.state.lock();
             if st.readers == 0 {
                 stop = Some(FileError::Errno(Errno::EPIPE));
-                return Ok(0);
+                break;
             }
-            let fit = bytes.len().min(st.capacity.saturating_sub(st.buf.len()));
-            if fit == 0 {
+            let merge = written == 0 && remainder != 0 && !io.direct;
+            if merge && st.buffers.back().is_some_and(|b| b.takes(remainder)) {
+                st.top_up(&chunk[..remainder]);
+                written += remainder as u64;
+            } else if st.has_room() {
+                st.push_buffer(&chunk[..n], io.direct);
+                written += n as u64;
+            } else {
+                // Full: the rest waits (or, non-blocking, is not written).
                 stop = Some(FileError::WouldBlock(pipe.key()));
-                return Ok(0);
+                break;
             }
-            st.buf.extend(&bytes[..fit]);
-            if fit < bytes.len() {
-                // Full now: the rest waits (or, non-blocking, is not written).
-                stop = Some(FileError::WouldBlock(pipe.key()));
-            }
-            Ok(fit)
-        });
-        match r {
-            Ok(n) => written += n,
-            Err(e) if written == 0 => return Err(e),
-            Err(_) => {}
         }
         match stop {
             None => wrote(pipe, written),
@@ -453,7 +536,7 @@ impl PipeEnd {
             if st.readers == 0 {
                 r |= poll::POLLERR;
             }
-            if st.readers == 0 || st.buf.len() < st.capacity {
+            if st.readers == 0 || st.has_room() {
                 r |= poll::POLLOUT | poll::POLLWRNORM;
             }
         } else {
@@ -503,6 +586,25 @@ impl PipeEnd {
         super::file::push_fmt(&mut out, format_args!("pipe:[{}]", self.pipe.ino))?;
         Ok(out)
     }
+}
+
+/// Copies `out.len()` bytes of the user buffers of `io`, from byte `skip` on.
+fn copy_from(io: &Io<'_>, skip: u64, out: &mut [u8]) -> Result<(), Errno> {
+    let (mut skip, mut at) = (skip, 0usize);
+    for &(base, len) in io.buffers {
+        if at == out.len() {
+            break;
+        }
+        let from = skip.min(len);
+        skip -= from;
+        let n = ((len - from) as usize).min(out.len() - at);
+        if n > 0 {
+            crate::memory::uaccess::copy_in(&mut out[at..at + n], base.wrapping_add(from))
+                .map_err(|_| Errno::EFAULT)?;
+            at += n;
+        }
+    }
+    Ok(())
 }
 
 /// A write with no read end open: `SIGPIPE` (`sigpipe`), and `EPIPE` unless `written` bytes
@@ -599,8 +701,8 @@ pub const PIPE_MAX_SIZE: usize = 1 << 20;
 
 /// `fcntl(F_GETPIPE_SZ)` (`set` `None`) and `fcntl(F_SETPIPE_SZ, size)` on `file`: the capacity,
 /// rounded up to a power of two pages, at least one page (Linux's `pipe_set_size`). `EBADF` for
-/// a file that is not a pipe; `EBUSY` when the pipe holds more than the new size; `EINVAL` past
-/// 2^31.
+/// a file that is not a pipe; `EBUSY` when the pipe holds more buffers than the new size has;
+/// `EINVAL` past 2^31.
 ///
 /// # Errors
 /// As above, and `ENOMEM`.
@@ -612,13 +714,16 @@ pub fn pipe_size(file: &Arc<dyn File>, set: Option<u64>) -> Result<u64, Errno> {
         return Err(Errno::EINVAL);
     }
     let size = size.max(4096).next_power_of_two() as usize;
-    if st.buf.len() > size {
+    if st.buffers.len() > size / PIPE_BUF {
         return Err(Errno::EBUSY);
     }
     if size > st.buf.capacity() {
         let more = size - st.buf.len();
         st.buf.try_reserve_exact(more).map_err(|_| Errno::ENOMEM)?;
     }
+    let slots = size / PIPE_BUF;
+    let more = slots.saturating_sub(st.buffers.len());
+    st.buffers.try_reserve_exact(more).map_err(|_| Errno::ENOMEM)?;
     st.capacity = size;
     drop(st);
     sched::notify_poll(pipe.key(), poll::POLLOUT | poll::POLLWRNORM);

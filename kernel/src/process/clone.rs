@@ -51,6 +51,7 @@ impl CloneArgs {
             affinity: caller.affinity,
             pipe_written: 0,
             poll_deadline: None,
+            call: Default::default(),
             posix,
         }
     }

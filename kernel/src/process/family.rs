@@ -2,7 +2,7 @@
 //! without `CLONE_VM`) and `vfork`, the parent and children of each process, zombies, the exit
 //! signal, `wait4` and `waitid` with Linux's status encodings, and orphans.
 //!
-//! - **fork** copies the memory copy-on-write (`mm::user::UserMemory::fork`: one flush for the
+//! - **fork** (with `CLONE_PARENT`, a sibling of the caller) copies the memory copy-on-write (`mm::user::UserMemory::fork`: one flush for the
 //!   parent, no frame copied), the descriptors (shared open file descriptions), the signal
 //!   actions, mask and alternate stack, the limits and the ids; the child gets its own ASID at
 //!   its first switch and returns 0 from `clone`.
@@ -51,6 +51,7 @@ use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
 use spin::Mutex;
 
+use super::signals::JobReport;
 use super::{Action, Process, Thread, Vmspace};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::memory::asids::AsidTargets;
@@ -291,7 +292,15 @@ fn fork_child(
     let posix = p.posix.forked().ok_or(Errno::ENOMEM)?;
     let rlimits = *p.rlimits.lock();
     let parent_space = p.space().ok_or(Errno::EAGAIN)?;
-    let family = Family::with(pid, Some(Arc::downgrade(&p)), p.pid, (flags & 0xff) as u32);
+    // CLONE_PARENT: the child is the caller's sibling, with the caller's exit signal; the first
+    // process has no parent to give (Linux refuses it for init: EINVAL).
+    let parent = if flags & CLONE_PARENT != 0 {
+        p.family.parent.lock().as_ref().and_then(Weak::upgrade).ok_or(Errno::EINVAL)?
+    } else {
+        p.clone()
+    };
+    let exit_signal = if flags & CLONE_PARENT != 0 { p.family.exit_signal } else { (flags & 0xff) as u32 };
+    let family = Family::with(pid, Some(Arc::downgrade(&parent)), parent.pid, exit_signal);
     let child = if flags & CLONE_VM != 0 {
         // vfork: the parent's own address space, shared (module documentation).
         if flags & CLONE_CHILD_SETTID != 0 {
@@ -326,9 +335,9 @@ fn fork_child(
     let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();
-    let listed = fallible::push(&mut p.family.children.lock(), child.clone());
+    let listed = fallible::push(&mut parent.family.children.lock(), child.clone());
     if let Err(e) = listed.and_then(|()| sched::admit(child_thread)) {
-        p.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
+        parent.family.children.lock().retain(|c| !Arc::ptr_eq(c, &child));
         // The child's reference to its address space (the last one, unless it shares the
         // parent's): it never ran.
         child.release_space();
@@ -403,10 +412,24 @@ pub fn exited(p: &Arc<Process>) {
     super::pidfd::exited(p);
 }
 
-/// `si_code` of `SIGCHLD`: the child exited.
-const CLD_EXITED: i32 = 1;
-/// `si_code` of `SIGCHLD`: the child was killed by a signal.
-const CLD_KILLED: i32 = 2;
+use linux_abi::signal::{CLD_CONTINUED, CLD_EXITED, CLD_KILLED, CLD_STOPPED};
+
+/// `p` stopped or was continued (job control): its parent's waits look again, and the parent
+/// gets `SIGCHLD` with `CLD_STOPPED` or `CLD_CONTINUED` unless its `SIGCHLD` action has
+/// `SA_NOCLDSTOP` (Linux's `do_notify_parent_cldstop`).
+pub fn notify_parent_of_stop(p: &Process, what: JobReport) {
+    let Some(parent) = p.family.parent.lock().as_ref().and_then(Weak::upgrade) else { return };
+    if parent.signals.action_of(num::SIGCHLD).flags & num::SA_NOCLDSTOP == 0 {
+        let (code, status) = match what {
+            JobReport::Stopped(sig) => (CLD_STOPPED, sig),
+            JobReport::Continued => (CLD_CONTINUED, num::SIGCONT),
+        };
+        let mut info = SigInfo::sent(num::SIGCHLD, code, p.pid, 0);
+        info.0[24..28].copy_from_slice(&status.to_le_bytes());
+        super::signals::send_to_process(&parent, info);
+    }
+    sched::notify(children_key(&parent));
+}
 
 /// Whom a process-id argument names, Linux's convention for `kill` and `wait4`: `n > 0` that
 /// process, `0` the caller's process group, `-pgid` that group, and `-1` everyone, which is
@@ -452,13 +475,27 @@ impl Targets {
 enum Found {
     /// A zombie (reaped unless `WNOWAIT`).
     Zombie(Arc<Process>),
+    /// A child that stopped or was continued, as the options asked (the report taken unless
+    /// `WNOWAIT`).
+    Job(Arc<Process>, super::signals::JobReport),
     /// Matching children, none ended yet.
     Running,
     /// No matching child.
     None,
 }
 
-fn find(p: &Process, which: Targets, keep: bool) -> Found {
+/// What a wait asks for besides ended children.
+#[derive(Clone, Copy)]
+struct Asked {
+    /// Stopped children (`WUNTRACED`, `WSTOPPED`).
+    stops: bool,
+    /// Continued children (`WCONTINUED`).
+    continues: bool,
+    /// Leave what is found for a later wait (`WNOWAIT`).
+    keep: bool,
+}
+
+fn find(p: &Process, which: Targets, asked: Asked) -> Found {
     let mut children = p.family.children.lock();
     let mut any = false;
     for i in 0..children.len() {
@@ -467,14 +504,21 @@ fn find(p: &Process, which: Targets, keep: bool) -> Found {
         }
         any = true;
         if children[i].family.zombie.load(Ordering::Acquire) {
-            let c = if keep { children[i].clone() } else { children.swap_remove(i) };
-            if !keep {
+            let c = if asked.keep { children[i].clone() } else { children.swap_remove(i) };
+            if !asked.keep {
                 c.family.reaped.store(true, Ordering::Release);
-                p.family
-                    .children_ticks
-                    .fetch_add(c.posix.cpu_ticks.load(Ordering::Relaxed), Ordering::Relaxed);
+                // Its own reaped children's time comes with it (Linux's `cutime`).
+                let ticks = c.posix.cpu_ticks.load(Ordering::Relaxed)
+                    + c.family.children_ticks.load(Ordering::Relaxed);
+                p.family.children_ticks.fetch_add(ticks, Ordering::Relaxed);
             }
             return Found::Zombie(c);
+        }
+        if (asked.stops || asked.continues)
+            && let Some(report) =
+                super::signals::job_report(&children[i], asked.stops, asked.continues, asked.keep)
+        {
+            return Found::Job(children[i].clone(), report);
         }
     }
     if any { Found::Running } else { Found::None }
@@ -511,17 +555,21 @@ pub fn wait4(
         return done(frame, Err(Errno::ESRCH));
     };
     let generation = sched::event_generation();
-    match find(p, which, false) {
-        Found::Zombie(c) => {
-            let status = wait_status(&c);
-            if wstatus != 0 && copy_out(wstatus, &status.to_le_bytes()).is_err() {
-                return done(frame, Err(Errno::EFAULT));
-            }
-            if rusage != 0 && copy_out(rusage, &[0u8; 144]).is_err() {
-                return done(frame, Err(Errno::EFAULT));
-            }
-            done(frame, Ok(u64::from(c.pid)))
+    let asked = Asked { stops: options & WUNTRACED != 0, continues: options & WCONTINUED != 0, keep: false };
+    let reported = |c: &Process, status: u32| {
+        if wstatus != 0 && copy_out(wstatus, &status.to_le_bytes()).is_err() {
+            return Err(Errno::EFAULT);
         }
+        if rusage != 0 && copy_out(rusage, &[0u8; 144]).is_err() {
+            return Err(Errno::EFAULT);
+        }
+        Ok(u64::from(c.pid))
+    };
+    match find(p, which, asked) {
+        Found::Zombie(c) => done(frame, reported(&c, wait_status(&c))),
+        // Linux's encodings: `sig << 8 | 0x7f` for a stop, 0xffff for a continuation.
+        Found::Job(c, JobReport::Stopped(sig)) => done(frame, reported(&c, sig << 8 | 0x7f)),
+        Found::Job(c, JobReport::Continued) => done(frame, reported(&c, 0xffff)),
         Found::None => done(frame, Err(Errno::ECHILD)),
         Found::Running if options & WNOHANG != 0 => done(frame, Ok(0)),
         Found::Running => block_for_children(p, generation),
@@ -530,8 +578,8 @@ pub fn wait4(
 
 /// `waitid(idtype, id, infop, options, rusage)`, as Linux's `kernel_waitid`: `P_ALL`, `P_PID`,
 /// `P_PGID`, `P_PIDFD` (the child a pidfd names; a pidfd opened `PIDFD_NONBLOCK` makes the wait
-/// `WNOHANG`, and finding the child running `EAGAIN`); `WEXITED` required among the events
-/// (stops and continues never happen here); `WNOWAIT` leaves the zombie. The siginfo is Linux's
+/// `WNOHANG`, and finding the child running `EAGAIN`); ended (`WEXITED`), stopped (`WSTOPPED`)
+/// and continued (`WCONTINUED`) children; `WNOWAIT` leaves what it found. The siginfo is Linux's
 /// for `SIGCHLD` (all zero when `WNOHANG` finds nothing).
 #[allow(clippy::too_many_arguments, reason = "waitid's arguments")]
 pub fn waitid(
@@ -570,22 +618,28 @@ pub fn waitid(
         },
         _ => return done(frame, Err(Errno::EINVAL)),
     };
-    if options & WEXITED == 0 {
-        // Only stops or continues asked for: they never happen here.
-        return if options & WNOHANG != 0 { done(frame, Ok(0)) } else { done(frame, Err(Errno::ECHILD)) };
-    }
     let generation = sched::event_generation();
-    let found = find(p, which, options & WNOWAIT != 0);
+    let asked = Asked {
+        stops: options & WSTOPPED != 0,
+        continues: options & WCONTINUED != 0,
+        keep: options & WNOWAIT != 0,
+    };
+    let found = if options & WEXITED == 0 { find_jobs(p, which, asked) } else { find(p, which, asked) };
     let mut info = [0u8; 128];
+    let mut fill = |c: &Process, code: i32, status: u32| {
+        info[0..4].copy_from_slice(&num::SIGCHLD.to_le_bytes());
+        info[8..12].copy_from_slice(&code.to_le_bytes());
+        info[16..20].copy_from_slice(&c.pid.to_le_bytes());
+        info[24..28].copy_from_slice(&status.to_le_bytes());
+    };
     match found {
         Found::Zombie(c) => {
             let killed = c.family.killed.load(Ordering::Acquire);
             let status = if killed { wait_status(&c) } else { wait_status(&c) >> 8 };
-            info[0..4].copy_from_slice(&num::SIGCHLD.to_le_bytes());
-            info[8..12].copy_from_slice(&(if killed { CLD_KILLED } else { CLD_EXITED }).to_le_bytes());
-            info[16..20].copy_from_slice(&c.pid.to_le_bytes());
-            info[24..28].copy_from_slice(&status.to_le_bytes());
+            fill(&c, if killed { CLD_KILLED } else { CLD_EXITED }, status);
         }
+        Found::Job(c, JobReport::Stopped(sig)) => fill(&c, CLD_STOPPED, sig),
+        Found::Job(c, JobReport::Continued) => fill(&c, CLD_CONTINUED, num::SIGCONT),
         Found::None => return done(frame, Err(Errno::ECHILD)),
         Found::Running if options & WNOHANG != 0 => {}
         Found::Running if nonblock => return done(frame, Err(Errno::EAGAIN)),
@@ -598,6 +652,20 @@ pub fn waitid(
         return done(frame, Err(Errno::EFAULT));
     }
     done(frame, Ok(0))
+}
+
+/// [`find`] for a `waitid` that asks for stops or continuations only: ended children are
+/// looked at for nothing but their being there.
+fn find_jobs(p: &Process, which: Targets, asked: Asked) -> Found {
+    let children = p.family.children.lock();
+    let mut any = false;
+    for c in children.iter().filter(|c| which.matches(c)) {
+        any = true;
+        if let Some(report) = super::signals::job_report(c, asked.stops, asked.continues, asked.keep) {
+            return Found::Job(c.clone(), report);
+        }
+    }
+    if any { Found::Running } else { Found::None }
 }
 
 fn block_for_children(p: &Process, generation: u32) -> Action {

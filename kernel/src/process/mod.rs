@@ -61,8 +61,10 @@ use exec::load::load;
 /// pages, 0xffff_ffff_c000 with 16 KiB, 0xffff_ffff_0000 with 64 KiB.
 /// The task size, not the tree's VA size: the 16 KiB LPA2 tree is 52-bit, the user range 48-bit.
 pub const STACK_TOP: u64 = (1 << mm::addr::USER_VA_BITS) - PAGE_SIZE;
-/// Size of the stack mapping (demand-paged: untouched pages cost nothing).
-pub const STACK_SIZE: u64 = 8 << 20;
+/// Room the initial stack mapping has below the arguments' pages (Linux's `stack_expand` in
+/// `setup_arg_pages`, 128 KiB); from there it grows down on demand, up to `RLIMIT_STACK`
+/// (`mm::vm::map::stack`).
+pub const STACK_EXPAND: u64 = 128 << 10;
 
 /// Exit status of a process ended by an unhandled SIGSEGV (128 + the signal, as a shell reports it).
 pub const STATUS_SEGV: u64 = killed_status(num::SIGSEGV);
@@ -178,6 +180,8 @@ pub struct Thread {
     /// The deadline of a `ppoll`/`pselect6` that waits: its restarts (after a wake-up, or at
     /// the deadline) keep it instead of starting the timeout again (`poll::ppoll`).
     pub poll_deadline: Option<u64>,
+    /// The blocking call it is in and what a signal's restart of it needs (`signals::restart`).
+    pub call: signals::restart::CallState,
     /// Name, robust list, CPU time.
     pub posix: posix::ThreadPosix,
 }
@@ -273,6 +277,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         affinity: u64::MAX,
         pipe_written: 0,
         poll_deadline: None,
+        call: Default::default(),
         posix: posix::ThreadPosix::named(argv.first().copied().unwrap_or("")),
     };
     if let Err(e) = crate::sched::admit(thread) {
@@ -334,6 +339,25 @@ pub use crate::sched::Action;
 /// child and its parent share it); 0 once it has none.
 pub fn futex_key(process: &Process) -> usize {
     process.space().map_or(0, |space| Arc::as_ptr(&space) as usize)
+}
+
+/// The key of the futex word at `uaddr` of `process` for a futex call without
+/// `FUTEX_PRIVATE_FLAG` (`shared`): a word in shared memory (`MAP_SHARED`, a memfd) is keyed by
+/// its physical address, so every process mapping it meets the same waiters, as Linux keys it by
+/// the page's object; any other word, and every `FUTEX_PRIVATE_FLAG` one, by the address space
+/// and the address. The caller has touched the word (its page is present).
+pub fn futex_word_key(process: &Process, uaddr: u64, shared: bool) -> (usize, u64) {
+    let private = (futex_key(process), uaddr);
+    if !shared {
+        return private;
+    }
+    let Some(space) = process.space() else { return private };
+    let mm = space.lock();
+    let in_shared = mm.vm().find(uaddr).is_some_and(|v| v.flags.contains(mm::vm::VmaFlags::SHARED));
+    match mm.space().translate(VirtAddr(uaddr & !(PAGE_SIZE - 1))) {
+        Some(pa) if in_shared => (crate::sched::SHARED_FUTEX, pa.0 + (uaddr & (PAGE_SIZE - 1))),
+        _ => private,
+    }
 }
 
 /// The scheduler's identity of `process`'s thread group (`sched::Task::group`).

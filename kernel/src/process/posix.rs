@@ -1,6 +1,6 @@
-//! The per-process and per-thread state of the Linux ABI that is not memory: ids, the descriptor
-//! table, the thread's name and robust list, CPU time, and which unknown system calls were
-//! already reported. Kept in one place so the process and thread structures (`process/mod.rs`)
+//! The per-process and per-thread state of the Linux ABI that is not memory: ids (the process
+//! group and session, and the credentials, `fs::cred`'s), the descriptor table, the thread's name and robust list, CPU time, and which
+//! unknown system calls were already reported. Kept in one place so the process and thread structures (`process/mod.rs`)
 //! carry it as one field each.
 //!
 //! The descriptor table itself is `fs::file`'s: a process holds one behind a lock.
@@ -81,7 +81,7 @@ impl ProcessPosix {
         })
     }
 
-    /// The state of a child forked by this process: the same process group and session, a copy
+    /// The state of a child forked by this process: the same ids, process group and session, a copy
     /// of the descriptor table (sharing the open file descriptions, as Linux's `dup_fd`), the
     /// personality; no CPU time; the unknown calls already reported stay reported. `None` when
     /// the heap cannot hold the table.

@@ -30,8 +30,10 @@ pub fn release_robust_list(thread: &Thread) {
     if thread.posix.robust_list == 0 {
         return;
     }
-    let key = super::futex_key(&thread.process);
+    let p = &thread.process;
+    // Linux wakes a dead owner's waiters with a shared-kind wake (the word may be in shared
+    // memory, as a robust mutex between processes is).
     robust::release(&mut Words, thread.posix.robust_list, thread.tid, |uaddr| {
-        crate::sched::futex_wake(key, uaddr, f::FUTEX_BITSET_MATCH_ANY, 1);
+        crate::sched::futex_wake(super::futex_word_key(p, uaddr, true), f::FUTEX_BITSET_MATCH_ANY, 1);
     });
 }

@@ -90,7 +90,7 @@ impl File for SignalFd {
         {
             let mut st = p.signals.state.lock();
             while out.len() < room * SIGNALFD_SIGINFO_SIZE {
-                let Some(info) = take_from(&mut st, tid, self.mask()) else { break };
+                let Some(info) = take_from(&p.signals, &mut st, tid, self.mask()) else { break };
                 out.extend_from_slice(&from_siginfo(&info));
             }
             p.signals.queued.store(st.queued(), Ordering::Release);

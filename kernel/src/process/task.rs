@@ -10,7 +10,7 @@ use linux_abi::Errno;
 use super::{Thread, family, signals};
 use crate::arch::aarch64::exception::FpState;
 use crate::arch::aarch64::user::UserRegs;
-use crate::sched::{Action, Task};
+use crate::sched::{Resumed, Task, VectorWord};
 
 impl Task for Thread {
     fn tid(&self) -> u32 {
@@ -21,10 +21,8 @@ impl Task for Thread {
         super::group_of(&self.process)
     }
 
-    fn space_key(&self) -> usize {
-        // 0 for a process whose space is gone, which no waiter can have (a waiting thread's
-        // process keeps its space).
-        super::futex_key(&self.process)
+    fn futex_vector(&self) -> &[VectorWord] {
+        &self.call.futexv
     }
 
     fn affinity(&self) -> u64 {
@@ -62,19 +60,26 @@ impl Task for Thread {
         true
     }
 
-    fn resume(&mut self) -> bool {
+    fn resume(&mut self) -> Resumed {
         // The rseq area first: a signal frame built next saves the abort handler's address.
         super::rseq::on_resume(self);
-        !matches!(signals::on_resume(self), Action::ExitThread)
+        signals::on_resume(self)
     }
 
-    fn may_block(&self, futex: Option<(u64, bool)>) -> bool {
-        signals::may_park(self, futex)
+    fn may_block(&self) -> bool {
+        signals::may_park(self)
+    }
+
+    fn stop_pending(&self) -> bool {
+        signals::stopped(&self.process)
     }
 
     fn interrupted(&mut self) -> u64 {
         // A blocking pipe write returns the bytes it had written rather than restart (Linux's
-        // `pipe_write`); a poll's kept deadline is dropped: the call is over.
+        // `pipe_write`); a poll's kept deadline is dropped: the call is over (a restart reads
+        // the time left, which the restart class has it write back). The call is finished as
+        // its class says when the thread resumes (`signals::restart`).
+        self.call.interrupted = true;
         self.poll_deadline = None;
         crate::fs::call_abandoned(self.process.pid, self.tid);
         match core::mem::take(&mut self.pipe_written) {

@@ -17,6 +17,7 @@ pub static PROC: &[(&str, Entry)] = &[
     ("mounts", Entry::Link("self/mounts")),
     ("stat", Entry::File(stat)),
     ("sys", Entry::Dir(PROC_SYS)),
+    ("sysvipc", Entry::Dir(&[("shm", Entry::File(sysvipc_shm))])),
     ("uptime", Entry::File(uptime)),
     ("version", Entry::File(version)),
 ];
@@ -78,6 +79,10 @@ fn text(f: impl FnOnce(&mut Text) -> core::fmt::Result) -> Result<Vec<u8>, Errno
     let mut out = Text::default();
     let r = f(&mut out);
     out.done(r)
+}
+
+fn sysvipc_shm() -> Result<Vec<u8>, Errno> {
+    text(|o| crate::ipc::shm::proc_text(o))
 }
 
 fn cpus() -> Result<Vec<u8>, Errno> {

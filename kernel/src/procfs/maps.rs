@@ -79,6 +79,12 @@ fn source(mm: &Mm, vma: &Vma, exe: &[u8], image: Option<&ProgramImage>) -> Sourc
     if vma.flags.contains(VmaFlags::OBJECT)
         && let Some(b) = mm.backings().at(vma.start)
     {
+        // An attachment of a System V segment: named by its key, its inode the segment's id.
+        if let Some(seg) = crate::ipc::shm::segment_of(&b.object) {
+            let mut name = Text(Vec::new());
+            let named = write!(name, "{}", ShmName(&seg)).is_ok();
+            return Source { ino: seg.id() as u64, name: named.then_some(name.0), ..none(None) };
+        }
         let object = alloc::sync::Arc::as_ptr(&b.object).cast::<u8>();
         let offset = b.offset + (vma.start - b.start);
         return match crate::fs::pagecache::mapped_name(object) {
@@ -106,6 +112,15 @@ fn source(mm: &Mm, vma: &Vma, exe: &[u8], image: Option<&ProgramImage>) -> Sourc
         Source { offset: 0, dev: 0, ino: 0, name: Some(name) }
     } else {
         none(None)
+    }
+}
+
+/// The name of a System V segment's mappings (`ipc::shm::Segment::map_name`).
+struct ShmName<'a>(&'a crate::ipc::shm::Segment);
+
+impl fmt::Display for ShmName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.map_name(f)
     }
 }
 

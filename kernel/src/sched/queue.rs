@@ -179,14 +179,37 @@ pub(super) fn pick(cpu: usize) -> Option<Queued> {
     q.remove(index)
 }
 
-/// Wakes up to `count` tasks waiting on `uaddr` of the address space `space` with a bitset
-/// meeting `bitset`; returns how many.
-pub fn futex_wake(space: usize, uaddr: u64, bitset: u32, count: u64) -> u64 {
-    let n = WAITING.lock().wake_each(space, uaddr, bitset, count, make_runnable);
+/// Wakes up to `count` tasks waiting on the futex word `key` (its address space's key and
+/// address, or [`SHARED_FUTEX`](super::SHARED_FUTEX) and its physical address) with a bitset
+/// meeting `bitset`: plain waits first, then `futex_waitv` waits that list the word (which
+/// return its index); returns how many.
+pub fn futex_wake(key: (usize, u64), bitset: u32, count: u64) -> u64 {
+    let mut waiting = WAITING.lock();
+    let n = wake_locked(&mut waiting, key, bitset, count);
+    drop(waiting);
     if n > 0 {
         wake_idle();
     }
     n
+}
+
+/// [`futex_wake`] with the wait list locked (no CPU woken).
+fn wake_locked(waiting: &mut WaitList<Queued>, key: (usize, u64), bitset: u32, count: u64) -> u64 {
+    let n = waiting.wake_each(key.0, key.1, bitset, count, make_runnable);
+    if n == count {
+        return n;
+    }
+    let index = |t: &Queued| t.futex_vector().iter().position(|w| w.key == key);
+    let vectors = waiting.wake_where(
+        count - n,
+        |w| w.channel == Channel::FutexVector && index(&w.item).is_some(),
+        |mut w| {
+            let i = index(&w.item).unwrap_or(0);
+            w.item.regs().x[0] = i as u64;
+            make_runnable(w.item);
+        },
+    );
+    n + vectors
 }
 
 /// Puts a task taken from the wait list in the run queue (the caller holds the wait list's
@@ -195,17 +218,17 @@ pub(super) fn make_runnable(task: Queued) {
     RUNQ.lock().push_back(task);
 }
 
-/// `FUTEX_CMP_REQUEUE` (`expected` = `Some`) and `FUTEX_REQUEUE` in the address space `space`:
-/// if the word at `uaddr` still holds `expected` (checked under the wait list's lock, as a waiter
-/// checks it), wakes `nwake` waiters and moves up to `nrequeue` others to `uaddr2`. Returns woken
+/// `FUTEX_CMP_REQUEUE` (`expected` = `Some`) and `FUTEX_REQUEUE`: if the word at `uaddr` (keyed
+/// `from`) still holds `expected` (checked under the wait list's lock, as a waiter checks it),
+/// wakes `nwake` waiters and moves up to `nrequeue` others to the word keyed `to`. Returns woken
 /// + moved.
 ///
 /// # Errors
 /// `EFAULT` (the word cannot be read), `EAGAIN` (it changed).
 pub fn futex_requeue(
-    space: usize,
+    from: (usize, u64),
     uaddr: u64,
-    uaddr2: u64,
+    to: (usize, u64),
     nwake: u64,
     nrequeue: u64,
     expected: Option<u32>,
@@ -218,7 +241,7 @@ pub fn futex_requeue(
             return Err(Errno::EAGAIN);
         }
     }
-    let (n, moved) = waiting.requeue_each(space, uaddr, uaddr2, nwake, nrequeue, make_runnable);
+    let (n, moved) = waiting.requeue_between(from, to, nwake, nrequeue, make_runnable);
     drop(waiting);
     if n > 0 {
         wake_idle();
@@ -226,17 +249,17 @@ pub fn futex_requeue(
     Ok(n + moved)
 }
 
-/// `FUTEX_WAKE_OP` in the address space `space`: under the wait list's lock, applies `op` to the
-/// word at `uaddr2`, wakes `nwake` waiters on `uaddr` and, if the old value passes `op`'s test,
-/// `nwake2` on `uaddr2`. The read-modify-write is atomic with respect to other futex calls, not
-/// to a user thread's own atomic instructions on that word (the kernel has no unprivileged
-/// exclusive access).
+/// `FUTEX_WAKE_OP`: under the wait list's lock, applies `op` to the word at `uaddr2` (keyed
+/// `key2`), wakes `nwake` waiters on `key1` and, if the old value passes `op`'s test, `nwake2`
+/// on `key2`. The read-modify-write is atomic with respect to other futex calls, not to a user
+/// thread's own atomic instructions on that word (the kernel has no unprivileged exclusive
+/// access).
 ///
 /// # Errors
 /// `EFAULT`: the second word cannot be read or written.
 pub fn futex_wake_op(
-    space: usize,
-    uaddr: u64,
+    key1: (usize, u64),
+    key2: (usize, u64),
     uaddr2: u64,
     nwake: u64,
     nwake2: u64,
@@ -247,9 +270,9 @@ pub fn futex_wake_op(
     user::copy_from_user(&mut word, uaddr2).map_err(|_| Errno::EFAULT)?;
     let old = u32::from_le_bytes(word);
     user::copy_to_user(uaddr2, &op.apply(old).to_le_bytes()).map_err(|_| Errno::EFAULT)?;
-    let mut n = waiting.wake_each(space, uaddr, FUTEX_BITSET_MATCH_ANY, nwake, make_runnable);
+    let mut n = wake_locked(&mut waiting, key1, FUTEX_BITSET_MATCH_ANY, nwake);
     if op.test(old) {
-        n += waiting.wake_each(space, uaddr2, FUTEX_BITSET_MATCH_ANY, nwake2, make_runnable);
+        n += wake_locked(&mut waiting, key2, FUTEX_BITSET_MATCH_ANY, nwake2);
     }
     drop(waiting);
     if n > 0 {
@@ -269,10 +292,11 @@ fn expire_waits() {
             // A kernel-event wait (`WaitFor::Event`: no user word has address 0) restarts at
             // its deadline, as a poll does, and answers itself (`epoll_pwait`'s timeout).
             Channel::Futex { uaddr: 0, .. } => w.item.regs().pc -= 4,
-            Channel::Futex { .. } | Channel::Signal => w.item.regs().x[0] = timed_out,
+            Channel::Futex { .. } | Channel::FutexVector | Channel::Signal => w.item.regs().x[0] = timed_out,
             Channel::Timer | Channel::Input => w.item.regs().x[0] = 0, // a sleep that ended
             // A poll restarts and answers itself: the sets are written back, 0 returned.
             Channel::Poll => w.item.regs().pc -= 4,
+            Channel::Stopped { .. } => {} // parked without a deadline: never here
         }
         make_runnable(w.item);
     });
@@ -291,10 +315,13 @@ pub(super) fn next_deadline() -> Option<u64> {
 }
 
 /// A signal for task `tid` of group `group`: if it is blocked (whatever it waits for but a
-/// rendezvous) it goes back to the run queue with its [`Task::interrupted`] x0 (-EINTR), not
-/// restarted as an event would; the signal code finishes its call when it resumes.
+/// rendezvous or its group's stop) it goes back to the run queue with its
+/// [`Task::interrupted`] x0 (-EINTR), not restarted as an event would; the signal code finishes
+/// its call when it resumes.
 pub fn interrupt(group: usize, tid: u32) {
-    let woken = WAITING.lock().take_first(|t| t.tid() == tid && t.group() == group);
+    let woken = WAITING.lock().take_first_where(|w| {
+        w.item.tid() == tid && w.item.group() == group && !matches!(w.channel, Channel::Stopped { .. })
+    });
     if let Some(mut w) = woken {
         let x0 = w.item.interrupted();
         w.item.regs().x[0] = x0;
@@ -332,6 +359,29 @@ pub fn stop_group(group: usize, cpus: u64) {
         finish(w.item);
     }
     kick(cpus);
+}
+
+/// Parks `task`, whose group is stopped, until the group is continued ([`continue_group`]); if
+/// the stop is over by the time the wait list's lock is held, it runs on instead.
+pub(super) fn park_stopped(task: Queued) {
+    let mut waiting = WAITING.lock();
+    if task.stop_pending() {
+        let group = task.group();
+        push_waiter(&mut waiting, Channel::Stopped { group }, None, task);
+    } else {
+        make_runnable(task);
+        drop(waiting);
+        wake_idle();
+    }
+}
+
+/// Group `group` is continued (`SIGCONT`, or `SIGKILL` ending a stopped group; the caller has
+/// already ended the stop, so no task parks again): every task parked by its stop runs again.
+pub fn continue_group(group: usize) {
+    let n = WAITING.lock().wake_channel_each(Channel::Stopped { group }, make_runnable);
+    if n > 0 {
+        wake_idle();
+    }
 }
 
 /// Parks `task` in the wait list (the caller holds its lock, `waiting`, and checked the

@@ -18,6 +18,10 @@
 //! tick; an idle CPU also programs its timer for the earliest deadline, so a sleeper wakes within
 //! microseconds of it rather than at the next 10 ms tick, and no CPU spins while tasks sleep.
 //!
+//! **Stops.** A task whose thread group is stopped (job control) is parked, as it resumes, on
+//! its group's stop channel, checking under the wait list's lock that the stop still holds; the
+//! group's continuation wakes every task parked there.
+//!
 //! **Signals.** A task about to block checks, under the wait list's lock, whether a signal it
 //! can take is pending ([`Task::may_block`]); if so it goes back to the run queue with its
 //! [`Task::interrupted`] x0 instead. A sender queues the signal first, then takes a blocked
@@ -33,7 +37,7 @@ use linux_abi::futex::FUTEX_BITSET_MATCH_ANY;
 use spin::Mutex;
 
 use super::queue::{self, EVENTS, IDLE, Queued, RUNQ, WAITING};
-use super::task::{Action, Task, Wait, WaitFor};
+use super::task::{Action, Resumed, Task, Wait, WaitFor};
 use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::{self, KernelContext};
 use crate::cpu::{MAX_CPUS, current_cpu};
@@ -119,10 +123,18 @@ pub fn run_cpu(done: Option<&dyn Fn() -> bool>) {
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
         // A signal for the task is delivered (and the call it waited in finished) now, with its
         // address space live.
-        if !task.resume() {
-            leave_user(cpu);
-            queue::finish(task);
-            continue;
+        match task.resume() {
+            Resumed::Run => {}
+            Resumed::Stop => {
+                leave_user(cpu);
+                queue::park_stopped(task);
+                continue;
+            }
+            Resumed::Exit => {
+                leave_user(cpu);
+                queue::finish(task);
+                continue;
+            }
         }
         let regs = task.regs().clone();
         let fp = *task.fp();
@@ -209,24 +221,30 @@ pub fn act(frame: &mut TrapFrame, action: Action) {
 fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
     let mut waiting = WAITING.lock();
     let channel = match wait.what {
-        WaitFor::Futex { uaddr, expected, bitset } => {
-            let mut word = [0u8; 4];
+        WaitFor::Futex { key, uaddr, expected, bitset } => {
             // The word is re-read under the wait list's lock, so a waker that changed it and then
             // called FUTEX_WAKE (which takes the same lock) cannot be missed.
-            match user::copy_from_user(&mut word, uaddr) {
-                Err(_) => {
-                    frame.x[0] = Errno::EFAULT.as_ret() as u64;
-                    return;
-                }
-                Ok(()) if u32::from_le_bytes(word) != expected => {
-                    frame.x[0] = Errno::EAGAIN.as_ret() as u64;
-                    return;
-                }
-                Ok(()) => {}
+            if let Err(e) = word_holds(uaddr, expected) {
+                frame.x[0] = e.as_ret() as u64;
+                return;
             }
             frame.x[0] = 0;
-            let Some(space) = CURRENT[cpu].lock().as_ref().map(|t| t.space_key()) else { return };
-            Channel::Futex { space, uaddr, bitset }
+            Channel::Futex { space: key.0, uaddr: key.1, bitset }
+        }
+        WaitFor::FutexVector => {
+            let checked = CURRENT[cpu]
+                .lock()
+                .as_ref()
+                .map(|t| t.futex_vector().iter().try_for_each(|w| word_holds(w.uaddr, w.val)));
+            match checked {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    frame.x[0] = e.as_ret() as u64;
+                    return;
+                }
+                None => return,
+            }
+            Channel::FutexVector
         }
         WaitFor::Timer => {
             frame.x[0] = 0;
@@ -265,11 +283,7 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
     };
     save_context(cpu, frame);
     if let Some(mut task) = CURRENT[cpu].lock().take() {
-        let futex_wait = match wait.what {
-            WaitFor::Futex { uaddr, .. } => Some((uaddr, wait.deadline.is_some())),
-            _ => None,
-        };
-        if task.may_block(futex_wait) {
+        if task.may_block() {
             queue::push_waiter(&mut waiting, channel, wait.deadline, task);
         } else {
             let x0 = task.interrupted();
@@ -281,11 +295,31 @@ fn block(cpu: usize, frame: &mut TrapFrame, wait: Wait) {
     switch_out(cpu, CODE_BLOCKED)
 }
 
+/// Whether the futex word at `uaddr` (of the current address space) holds `expected`: EFAULT if
+/// it cannot be read, EAGAIN if it differs.
+fn word_holds(uaddr: u64, expected: u32) -> Result<(), Errno> {
+    let mut word = [0u8; 4];
+    user::copy_from_user(&mut word, uaddr).map_err(|_| Errno::EFAULT)?;
+    if u32::from_le_bytes(word) == expected { Ok(()) } else { Err(Errno::EAGAIN) }
+}
+
 /// Charges the CPU time since the task's slice (or last charge) began to it.
 fn charge(cpu: usize, task: &mut dyn Task) {
     let now = crate::arch::time::counter();
     let spent = now.saturating_sub(RUN_START[cpu].swap(now, Ordering::Relaxed));
     task.charge(spent);
+}
+
+/// Charges the task this CPU runs the time of its slice so far (Linux's tick accounting), then
+/// hands it to `f` (the tick's CPU-time timers); nothing when the CPU runs no task. Called from
+/// the tick, so a thread that runs for long without leaving the CPU is charged as it goes, and
+/// its CPU-time clocks, timers and limits see its time within a tick.
+pub fn charge_current<R>(f: impl FnOnce(&mut dyn Task) -> R) -> Option<R> {
+    let cpu = current_cpu();
+    let mut current = CURRENT[cpu].lock();
+    let task = current.as_mut()?;
+    charge(cpu, &mut **task);
+    Some(f(&mut **task))
 }
 
 /// Counter ticks the current task of this CPU has run in its slice so far (not yet charged).

@@ -25,9 +25,8 @@ pub trait Task: Send + 'static {
     /// The thread group (process) it belongs to, as an opaque identity: tasks of one group are
     /// stopped together and signalled as one.
     fn group(&self) -> usize;
-    /// The identity of the address space it runs in: the key of its private futexes (Linux keys
-    /// them by the `mm`; a vfork child and its parent share it). 0 when it has none.
-    fn space_key(&self) -> usize;
+    /// The words of a `futex_waitv` it is in ([`WaitFor::FutexVector`]).
+    fn futex_vector(&self) -> &[VectorWord];
     /// CPUs it may run on (bit per CPU).
     fn affinity(&self) -> u64;
     /// Its saved registers.
@@ -46,18 +45,34 @@ pub trait Task: Send + 'static {
     /// False: it has no address space any more and must end instead.
     fn switch_in(&mut self, cpu: usize) -> bool;
     /// With its address space live: does what must happen before it returns to EL0 (a pending
-    /// signal delivered, a waited call finished). False: it must end instead (a fatal signal).
-    fn resume(&mut self) -> bool;
+    /// signal delivered, a waited call finished), and says whether it runs, stops (its group is
+    /// stopped) or must end instead (a fatal signal).
+    fn resume(&mut self) -> Resumed;
     /// Whether it may block now (under the wait list's lock): false when a signal it can take is
-    /// pending. `futex`: the word and whether the wait is timed, for a futex wait.
-    fn may_block(&self, futex: Option<(u64, bool)>) -> bool;
+    /// pending.
+    fn may_block(&self) -> bool;
+    /// Whether its group is stopped (job control), checked under the wait list's lock before it
+    /// parks as stopped, so that a continuation in between is not missed.
+    fn stop_pending(&self) -> bool;
     /// Its x0 when a signal ends its wait: -EINTR, or what the call must return instead (the
-    /// bytes a blocking write had moved). What a restart would have kept is dropped.
+    /// bytes a blocking write had moved). The task remembers that it was interrupted: as it
+    /// resumes, its call is finished as its restart class says.
     fn interrupted(&mut self) -> u64;
     /// It has run for the last time: its group forgets it (the process layer's teardown).
     fn exit(self: Box<Self>);
     /// The concrete thread, for the layer that created it.
     fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// What a task is to do once [`Task::resume`] has run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resumed {
+    /// Enter it.
+    Run,
+    /// Park it until its group is continued (a group stop).
+    Stop,
+    /// End it (its process is ending).
+    Exit,
 }
 
 /// What the scheduler should do after an exception from a task.
@@ -91,6 +106,9 @@ pub enum WaitFor {
     /// `FUTEX_WAIT(_BITSET)` on the word at `uaddr`, if it still holds `expected` when checked under
     /// the wait list's lock (else EAGAIN). Returns 0 when woken, ETIMEDOUT at the deadline.
     Futex {
+        /// What wakes name it by: the address space's key and the address, or, for a word of
+        /// shared memory, [`SHARED_FUTEX`] and the word's physical address.
+        key: (usize, u64),
         /// User address of the word.
         uaddr: u64,
         /// The value the caller saw.
@@ -98,6 +116,10 @@ pub enum WaitFor {
         /// Which wakes reach it.
         bitset: u32,
     },
+    /// `futex_waitv`: the words the task lists ([`Task::futex_vector`]), if each still holds
+    /// its value when checked under the wait list's lock (else EAGAIN). Returns the index of the
+    /// word woken, ETIMEDOUT at the deadline.
+    FutexVector,
     /// Nothing but the deadline (`nanosleep`): returns 0.
     Timer,
     /// `ppoll`/`pselect6`: the call restarts when any kernel event ([`notify`](super::queue::notify))
@@ -126,6 +148,22 @@ pub enum WaitFor {
     /// exits); signals do not end the wait (Linux's killable wait). x0 keeps what the call put
     /// there.
     Rendezvous(Arc<Rendezvous>),
+}
+
+/// The key of a futex word in shared memory (`MAP_SHARED`, a memfd): waits and wakes in any
+/// process name it by its physical address in this space, which no address space's key is (they
+/// are pointers; kernel events use odd keys).
+pub const SHARED_FUTEX: usize = 2;
+
+/// One word of a `futex_waitv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorWord {
+    /// Its key, as [`WaitFor::Futex`]'s.
+    pub key: (usize, u64),
+    /// Its user address.
+    pub uaddr: u64,
+    /// The value the caller expects.
+    pub val: u32,
 }
 
 /// A blocking request: what, and until when (a counter value; `None` = no timeout).

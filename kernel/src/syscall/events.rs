@@ -287,7 +287,7 @@ pub fn pidfd_send_signal(p: &Process, fd: u64, sig: u64, uinfo: u64, flags: u64)
     if sig == 0 || target.done.load(Ordering::Acquire) {
         return Ok(0); // a zombie takes it and does nothing, as on Linux
     }
-    send(&target, Target::Process, info).map(|()| 0)
+    send(&target, Target::Process, info).map(|_| 0)
 }
 
 /// `pidfd_getfd(pidfd, targetfd, flags)`: a close-on-exec copy of the target's descriptor.

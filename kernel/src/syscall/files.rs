@@ -180,16 +180,25 @@ pub fn write(
     // No reader: SIGPIPE from the writer's own pid (Linux's `pipe_write`).
     let sigpipe = sigpipe_of(p);
     let append = flags & O_APPEND != 0;
+    let direct = flags & O_DIRECT != 0;
     let r = match at {
         // pwrite on an O_APPEND file appends, as Linux does.
-        At::Offset(off) => {
-            f.file.write(Io::user(&list, Offset::At(off), append, nonblock), progress, &sigpipe)
-        }
+        At::Offset(off) => f.file.write(
+            Io::user(&list, Offset::At(off), append, nonblock).direct(direct),
+            progress,
+            &sigpipe,
+        ),
         At::Position if f.file.seekable() => {
             let mut pos = f.pos.lock();
-            f.file.write(Io::user(&list, Offset::Current(&mut pos), append, nonblock), progress, &sigpipe)
+            f.file.write(
+                Io::user(&list, Offset::Current(&mut pos), append, nonblock).direct(direct),
+                progress,
+                &sigpipe,
+            )
         }
-        At::Position => f.file.write(Io::user(&list, Offset::At(0), append, nonblock), progress, &sigpipe),
+        At::Position => {
+            f.file.write(Io::user(&list, Offset::At(0), append, nonblock).direct(direct), progress, &sigpipe)
+        }
     };
     finish(frame, &f, generation, r)
 }

@@ -15,11 +15,13 @@
 //! - [`signals`]: actions, masks, sending, waiting, `rt_sigreturn`;
 //! - [`time`]: clocks and sleeps;
 //! - [`futex`]: futexes and robust lists;
+//! - [`ipc`]: System V shared memory;
 //! - [`process`]: threads, exit, identity, limits, affinity, `prctl`, `uname`, `getrandom`.
 pub mod cred;
 pub mod events;
 pub mod files;
 pub mod futex;
+pub mod ipc;
 pub mod memory;
 pub mod paths;
 pub mod poll;

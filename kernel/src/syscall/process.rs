@@ -2,12 +2,13 @@
 //! `exit`, identity and sessions, `prctl`, `personality`, `uname`, `getrandom`, `getcpu`, limits
 //! (`prlimit64`) and CPU affinity, the scheduling-policy queries.
 //!
-//! Who a process is: user and group ids (everyone is root: 0), parent, process group and
-//! session, `sysinfo`, the thread name (`prctl(PR_SET_NAME/PR_GET_NAME)`), `personality`, and
-//! the scheduling-policy queries (every thread is SCHED_OTHER, priority 0). Processes are
-//! started by the kernel, so, as for Linux's init, the parent is 0 and the process group and
-//! session are 0 until the program calls `setsid` (or `setpgid`). Only the caller's own ids are
-//! visible: another pid is ESRCH.
+//! Who a process is: user and group ids (every process starts as root; `setuid` and its kin
+//! change them with Linux's rules, `process::posix::Creds`), parent, process group and session,
+//! `sysinfo`, the thread name (`prctl(PR_SET_NAME/PR_GET_NAME)`), `personality`, and the
+//! scheduling-policy queries (every thread is SCHED_OTHER, priority 0). Processes are started by
+//! the kernel, so, as for Linux's init, the parent is 0 and the process group and session are 0
+//! until the program calls `setsid` (or `setpgid`). Only the caller's own ids are visible:
+//! another pid is ESRCH.
 use core::sync::atomic::Ordering;
 
 use linux_abi::Errno;
@@ -79,9 +80,9 @@ pub fn getrandom(buf: u64, len: u64, flags: u64) -> Result<u64, Errno> {
 /// `getrlimit`/`setrlimit` as its two halves, whose pointer is always used (Linux's
 /// `sys_getrlimit` and `sys_setrlimit` call the same `do_prlimit`). In Linux's order: `EFAULT`
 /// reading `new`; `ESRCH` a pid that is neither 0 nor this process or thread; the rules of
-/// `mm::vm::limits::Rlimits::prlimit` (`EINVAL`, `EPERM`; programs run as root, so raising a
-/// hard limit is allowed); `EFAULT` writing `old` (after the change, as Linux). A new
-/// `RLIMIT_AS` or `RLIMIT_DATA` reaches the process's map at once.
+/// `mm::vm::limits::Rlimits::prlimit` (`EINVAL`, `EPERM`: raising a hard limit needs the
+/// capabilities root has); `EFAULT` writing `old` (after the change, as Linux). A new
+/// `RLIMIT_AS`, `RLIMIT_DATA` or `RLIMIT_STACK` reaches the process's map at once.
 pub fn prlimit(
     thread: &Thread,
     pid: u64,
@@ -107,16 +108,19 @@ pub fn prlimit(
     }
     // `unsigned int resource`: the upper half of the register is not looked at.
     let resource = resource as u32;
-    let result = p.rlimits.lock().prlimit(resource, new, true);
+    let privileged = p.posix.cred().capable(crate::fs::cred::cap::SYS_RESOURCE);
+    let result = p.rlimits.lock().prlimit(resource, new, privileged);
     let previous = result?;
     if new.is_some() && resource == linux_abi::resource::RLIMIT_NOFILE {
         let soft = p.rlimits.lock().get(resource).cur;
         p.posix.files.lock().set_limit(soft);
     }
-    if new.is_some() && (resource == RLIMIT_AS || resource == RLIMIT_DATA) {
+    if new.is_some() && matches!(resource, RLIMIT_AS | RLIMIT_DATA | RLIMIT_STACK) {
         let limits = *p.rlimits.lock();
         if let Some(space) = p.space() {
-            space.lock().vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+            let mut mm = space.lock();
+            mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+            mm.vm_mut().set_stack_limit(limits.get(RLIMIT_STACK));
         }
     }
     match old {
@@ -135,12 +139,8 @@ pub fn exit_thread(thread: &mut Thread, status: u64) -> Action {
     crate::process::robust::release_robust_list(thread);
     if thread.clear_child_tid != 0 {
         let _ = copy_out(thread.clear_child_tid, &0u32.to_le_bytes());
-        crate::sched::futex_wake(
-            crate::process::futex_key(&p),
-            thread.clear_child_tid,
-            linux_abi::futex::FUTEX_BITSET_MATCH_ANY,
-            1,
-        );
+        let key = crate::process::futex_word_key(&p, thread.clear_child_tid, true);
+        crate::sched::futex_wake(key, linux_abi::futex::FUTEX_BITSET_MATCH_ANY, 1);
     }
     Action::ExitThread
 }
@@ -160,8 +160,7 @@ pub fn clone(thread: &mut Thread, frame: &mut TrapFrame, a: [u64; 6]) -> Action 
         clone_thread(thread, frame, flags, a[1], a[2], a[3], a[4])
     } else if flags & 0xff != 0 && !::signal::num::valid(flags & 0xff) {
         Err(Errno::EINVAL)
-    } else if flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0
-        || flags & (CLONE_FILES | CLONE_SIGHAND | CLONE_PARENT) != 0
+    } else if flags & CLONE_VM != 0 && flags & CLONE_VFORK == 0 || flags & (CLONE_FILES | CLONE_SIGHAND) != 0
     {
         super::table::unknown(thread, linux_abi::nr::CLONE)
     } else {

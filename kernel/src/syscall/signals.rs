@@ -191,7 +191,6 @@ fn suspend(p: &Process, tid: u32, mask_ptr: u64, setsize: u64) -> Result<(), Err
     let t = st.thread(tid).ok_or(Errno::ESRCH)?;
     t.saved_mask = Some(t.blocked);
     t.blocked = mask;
-    p.signals.set_wait(t, Wait::Suspend { mask_ptr });
     Ok(())
 }
 
@@ -211,7 +210,7 @@ fn timedwait(p: &Process, tid: u32, uset: u64, uinfo: u64, uts: u64, setsize: u6
     };
     let taken = {
         let mut st = p.signals.state.lock();
-        let taken = take_from(&mut st, tid, set);
+        let taken = take_from(&p.signals, &mut st, tid, set);
         p.signals.queued.store(st.queued(), Ordering::Release);
         if taken.is_none() && timeout != Some((0, 0)) {
             let t = st.thread(tid).ok_or(Errno::ESRCH)?;
@@ -256,8 +255,9 @@ pub fn kill(p: &Process, pid: i32, sig: u64) -> Result<u64, Errno> {
         }
         let result = match check_sig(sig) {
             Err(e) => Err(e),
+            Ok(s) if !may_kill(p, target, s) => Err(Errno::EPERM),
             Ok(_) if target.done.load(Ordering::Acquire) => Ok(()),
-            Ok(s) => send(target, Target::Process, SigInfo::sent(s, num::SI_USER, p.pid, 0)),
+            Ok(s) => send(target, Target::Process, SigInfo::sent(s, num::SI_USER, p.pid, 0)).map(|_| ()),
         };
         match result {
             Ok(()) => sent = true,
@@ -265,6 +265,21 @@ pub fn kill(p: &Process, pid: i32, sig: u64) -> Result<u64, Errno> {
         }
     });
     if sent { Ok(0) } else { Err(error) }
+}
+
+/// Whether `p` may send `sig` to `target` (Linux's `check_kill_permission`): its own process,
+/// or a target whose real or saved user id is the sender's real or effective one, or a sender
+/// with root's capabilities, or SIGCONT within the session.
+fn may_kill(p: &Process, target: &Process, sig: u32) -> bool {
+    if core::ptr::eq(p, target) {
+        return true;
+    }
+    let (me, them) = (p.posix.cred(), target.posix.cred());
+    let related = [me.uid, me.euid].iter().any(|u| *u == them.uid || *u == them.suid);
+    related
+        || me.capable(crate::fs::cred::cap::KILL)
+        || sig == num::SIGCONT
+            && target.posix.sid.load(Ordering::Acquire) == p.posix.sid.load(Ordering::Acquire)
 }
 
 fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, Errno> {
@@ -285,7 +300,7 @@ fn thread_target(p: &Process, tgid: Option<i32>, tid: i32) -> Result<u32, Errno>
 pub fn tgkill(p: &Process, tgid: Option<i32>, tid: i32, sig: u64) -> Result<u64, Errno> {
     let target = thread_target(p, tgid, tid)?;
     let sig = check_sig(sig)?;
-    send(p, Target::Thread(target), SigInfo::sent(sig, num::SI_TKILL, p.pid, 0)).map(|()| 0)
+    send(p, Target::Thread(target), SigInfo::sent(sig, num::SI_TKILL, p.pid, 0)).map(|_| 0)
 }
 
 /// `sigqueueinfo`.
@@ -317,7 +332,7 @@ pub fn sigqueueinfo(
         Some(_) => Target::Thread(thread_target(p, tgid, pid)?),
     };
     let sig = check_sig(sig)?;
-    send(p, target, SigInfo::from_user(sig, raw)).map(|()| 0)
+    send(p, target, SigInfo::from_user(sig, raw)).map(|_| 0)
 }
 
 /// rt_sigreturn: restores the registers, FP/SIMD state, mask and alternate stack from the frame
@@ -348,6 +363,9 @@ pub fn sigreturn(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
     };
     match parsed {
         Ok(r) => {
+            // The interrupted call the handler ran for is over: no `restart_syscall` resumes it
+            // now (Linux's `rt_sigreturn` resets the restart block).
+            thread.call.restart_block = None;
             with_frame(frame, |ctx| *ctx = r.ctx);
             let mut st = p.signals.state.lock();
             if let Some(t) = st.thread(thread.tid) {

@@ -13,21 +13,33 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{cred, events, files, futex, memory, paths, poll, process, signals, time};
-
+use super::{cred, events, files, futex, ipc, memory, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
+use crate::process::signals::restart::Blocked;
 use crate::sched::Action;
 
-/// Handles the system call in `frame` for `thread`; tells the scheduler what to do next.
+/// Handles the system call in `frame` for `thread`; tells the scheduler what to do next. A call
+/// that blocks is recorded in the thread with its arguments, for a signal that interrupts it
+/// (its restart class, `signal::restart::BLOCKING`).
 pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
+    let nr = frame.x[8];
     let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
+    let action = call(thread, frame, nr, a);
+    if let Action::Block(wait) = &action {
+        thread.call.blocked = Some(Blocked { nr, args: a, deadline: wait.deadline });
+    }
+    action
+}
+
+/// Runs system call `nr` with arguments `a`.
+fn call(thread: &mut Thread, frame: &mut TrapFrame, nr: u64, a: [u64; 6]) -> Action {
     // A borrow, not a clone: the thread's own reference keeps the process alive through the
     // call, and a clone and its drop are two atomic read-modify-writes on every system call.
     let p = &thread.process;
     let tid = thread.tid;
     crate::process::set_current(p.pid, tid);
-    let result: Result<u64, Errno> = match frame.x[8] {
+    let result: Result<u64, Errno> = match nr {
         // Descriptors and files.
         nr::READ => return files::read(p, frame, a[0], files::Buffers::One(a[1], a[2]), files::At::Position),
         nr::READV => {
@@ -165,6 +177,7 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::EXECVE => return crate::process::exec::execve(thread, frame, a[0], a[1], a[2]),
         nr::EXECVEAT => return crate::process::exec::execveat(thread, frame, a[0], a[1], a[2], a[3], a[4]),
         nr::FUTEX => return futex::futex(thread, frame, a),
+        nr::FUTEX_WAITV => return futex::futex_waitv(thread, frame, a),
         nr::SET_ROBUST_LIST => futex::set_robust_list(thread, a[0], a[1]),
         nr::GET_ROBUST_LIST => futex::get_robust_list(thread, a[0], a[1], a[2]),
         nr::SCHED_YIELD => {
@@ -195,8 +208,16 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::CLOCK_GETRES => time::clock_getres(thread, a[0], a[1]),
         nr::GETTIMEOFDAY => time::gettimeofday(a[0], a[1]),
         nr::NANOSLEEP => return time::nanosleep(frame, a[0]),
+        nr::RESTART_SYSCALL => return time::restart_syscall(thread, frame),
         nr::CLOCK_NANOSLEEP => return time::clock_nanosleep(frame, a[0], a[1], a[2]),
         nr::TIMES => time::times(thread, a[0]),
+        nr::GETITIMER => time::getitimer(thread, a[0], a[1]),
+        nr::SETITIMER => time::setitimer(thread, a[0], a[1], a[2]),
+        nr::TIMER_CREATE => time::timer_create(thread, a[0], a[1], a[2]),
+        nr::TIMER_SETTIME => time::timer_settime(thread, a[0], a[1], a[2], a[3]),
+        nr::TIMER_GETTIME => time::timer_gettime(thread, a[0], a[1]),
+        nr::TIMER_GETOVERRUN => time::timer_getoverrun(thread, a[0]),
+        nr::TIMER_DELETE => time::timer_delete(thread, a[0]),
         nr::GETRUSAGE => time::getrusage(thread, a[0], a[1]),
         // Identity.
         nr::GETPID => Ok(u64::from(p.pid)),
@@ -247,6 +268,11 @@ pub fn dispatch(thread: &mut Thread, frame: &mut TrapFrame) -> Action {
         nr::MUNLOCKALL => memory::munlockall(p),
         nr::MINCORE => memory::mincore(p, a[0], a[1], a[2]),
         nr::MLOCK2 => memory::mlock2(p, a[0], a[1], a[2]),
+        // System V shared memory.
+        nr::SHMGET => ipc::shmget(thread, a[0], a[1], a[2]),
+        nr::SHMAT => ipc::shmat(thread, a[0], a[1], a[2]),
+        nr::SHMDT => ipc::shmdt(thread, a[0]),
+        nr::SHMCTL => ipc::shmctl(thread, a[0], a[1], a[2]),
         // This kernel's extensions (`ext-abi`).
         abi::SYS_MMAP_NEAR => memory::mmap_near(p, a[0], a[1], a[2], a[3], a[4]),
         abi::SYS_CODE_WINDOW => memory::code_window(p, a[0], a[1], a[2]),

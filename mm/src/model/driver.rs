@@ -436,13 +436,19 @@ impl Driver {
         format!("madvise({name}) slot {slot} pages {page:#x}+{pages}: {r:?}")
     }
 
+    /// `mmap(MAP_FIXED)`; one in four grows down (`MAP_GROWSDOWN`), so later faults in the hole
+    /// below it grow it and map pages there.
     fn mmap(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
         let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
+        let grows = if self.rand(4) == 0 { crate::vm::flags::MAP_GROWSDOWN } else { 0 };
         let r = self.operate(slot, page, pages, |mem| {
-            mem.mmap(va, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+            mem.mmap(va, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | grows, -1, 0)
         });
         assert_eq!(r, Ok(va), "mmap(MAP_FIXED) at {va:#x}");
-        format!("mmap(MAP_FIXED) slot {slot} pages {page:#x}+{pages} prot {prot:#x}")
+        format!(
+            "mmap(MAP_FIXED{}) slot {slot} pages {page:#x}+{pages} prot {prot:#x}",
+            if grows != 0 { "|MAP_GROWSDOWN" } else { "" }
+        )
     }
 
     /// Maps the object's pages `[page, page + pages)` at the same pages of `slot`'s window

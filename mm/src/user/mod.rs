@@ -360,7 +360,17 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// [`Fault::NoMapping`], [`Fault::Protection`], [`Fault::OutOfMemory`], [`Fault::Guard`] for
     /// a guard marker, [`Fault::Bus`] past the end of a memory object.
     pub fn fault(&mut self, addr: u64, access: Access) -> Result<(), Fault> {
-        let vma = *self.vm.find(addr).ok_or(Fault::NoMapping)?;
+        // Below a mapping that grows down, the mapping grows first (or the fault is
+        // `NoMapping`: SIGSEGV, SEGV_MAPERR), as Linux's `expand_stack`; no kernel memory for
+        // the growth is `OutOfMemory`, which the kernel retries or answers as for any fault.
+        let vma = match self.vm.find(addr) {
+            Some(v) => *v,
+            None => match self.vm.grow_down(addr) {
+                Ok(v) => v,
+                Err(crate::vm::map::NoGrowth::NoMemory) => return Err(Fault::OutOfMemory),
+                Err(_) => return Err(Fault::NoMapping),
+            },
+        };
         let prot = vma.prot;
         if !allows(prot, access) {
             return Err(Fault::Protection { prot });
@@ -556,7 +566,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         fd: i32,
         offset: u64,
     ) -> Result<u64, Errno> {
-        let map_flags = map_flags & !flags::MAP_OBJECT;
+        let map_flags = map_flags & !(flags::MAP_OBJECT | flags::MAP_NOMAYWRITE);
         if map_flags & flags::MAP_ANONYMOUS == 0 {
             if offset & (PAGE_SIZE - 1) != 0 {
                 return Err(Errno::EINVAL);

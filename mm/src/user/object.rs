@@ -182,6 +182,17 @@ impl MemObject {
 pub trait SharedObject: Send + Sync {
     /// Runs `f` on the object, locked.
     fn with(&self, f: &mut dyn FnMut(&mut MemObject));
+
+    /// A process's memory began (`true`) or stopped (`false`) mapping one range of this object:
+    /// one call per range the memory keeps ([`Backings`]: a new mapping, each range a fork
+    /// copies, each piece left when part of a range is unmapped, and the end of each range at
+    /// `munmap`, `MAP_FIXED` over it, `exec` and exit), as Linux's `vm_ops->open` and `close`
+    /// are called per area. System V shared memory counts its attachments so (`shm_nattch`).
+    /// Called with that memory locked; a new range is counted before the one it replaces goes,
+    /// so the count never passes through zero on the way from one to another.
+    fn mapped(&self, attached: bool) {
+        let _ = attached;
+    }
 }
 
 /// A handle to a shared object, held by each descriptor and each mapping of it.
@@ -230,9 +241,20 @@ impl Backing {
     }
 }
 
-/// The object-backed ranges of one process, sorted by address and disjoint.
-#[derive(Clone, Debug, Default)]
+/// The object-backed ranges of one process, sorted by address and disjoint. Every range in it
+/// is counted by its object ([`SharedObject::mapped`]) from when it enters to when it leaves
+/// (dropping the list counts each one out), so the list is copied only by
+/// [`try_clone`](Self::try_clone), never by a plain clone.
+#[derive(Debug, Default)]
 pub struct Backings(Vec<Backing>);
+
+impl Drop for Backings {
+    fn drop(&mut self) {
+        for b in &self.0 {
+            b.object.mapped(false);
+        }
+    }
+}
 
 impl Backings {
     /// No range.
@@ -268,7 +290,10 @@ impl Backings {
     pub fn try_clone(&self) -> Result<Self, Errno> {
         let mut v = Vec::new();
         v.try_reserve(self.0.len()).map_err(|_| Errno::ENOMEM)?;
-        v.extend(self.0.iter().cloned());
+        for b in &self.0 {
+            b.object.mapped(true);
+            v.push(b.clone());
+        }
         Ok(Self(v))
     }
 
@@ -276,6 +301,7 @@ impl Backings {
     /// the room [`reserve`](Self::reserve) made, if any.
     pub fn insert(&mut self, b: Backing) {
         let i = self.0.partition_point(|x| x.end <= b.start);
+        b.object.mapped(true);
         self.0.insert(i, b);
     }
 
@@ -294,6 +320,11 @@ impl Backings {
             let before = (b.start < s).then(|| Backing { end: s, ..b.clone() });
             let after =
                 (e < b.end).then(|| Backing { start: e, offset: b.offset + (e - b.start), ..b.clone() });
+            // The pieces kept are counted in before the range they come from is counted out.
+            for _ in before.iter().chain(after.iter()) {
+                b.object.mapped(true);
+            }
+            b.object.mapped(false);
             match (before, after) {
                 (Some(x), Some(y)) => {
                     self.0[i] = x;
@@ -365,7 +396,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// # Errors
     ///
-    /// As [`mmap`](Self::mmap); `EOPNOTSUPP` for a flag `MAP_SHARED_VALIDATE` does not know.
+    /// As [`mmap`](Self::mmap); `EINVAL` for `MAP_GROWSDOWN`; `EOPNOTSUPP` for a flag
+    /// `MAP_SHARED_VALIDATE` does not know.
     pub fn mmap_object(
         &mut self,
         addr: u64,
@@ -375,9 +407,34 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         object: ObjectRef,
         offset: u64,
     ) -> Result<u64, Errno> {
+        self.map_object(addr, len, prot, map_flags, object, offset, true)
+    }
+
+    /// [`mmap_object`](Self::mmap_object) that may say the mapping can never become writable
+    /// (`may_write` false: [`VmaFlags::NOMAYWRITE`], as a System V segment attached with
+    /// `SHM_RDONLY`, or a shared mapping of a file opened read-only).
+    ///
+    /// # Errors
+    ///
+    /// As [`mmap_object`](Self::mmap_object).
+    #[allow(clippy::too_many_arguments, reason = "mmap's arguments and the object's")]
+    pub fn map_object(
+        &mut self,
+        addr: u64,
+        len: u64,
+        prot: u64,
+        map_flags: u64,
+        object: ObjectRef,
+        offset: u64,
+        may_write: bool,
+    ) -> Result<u64, Errno> {
         use crate::vm::flags::*;
-        let mut f = map_flags & !(MAP_OBJECT | MAP_ANONYMOUS);
-        if offset & (PAGE_SIZE - 1) != 0 {
+        let mut f = map_flags & !(MAP_OBJECT | MAP_ANONYMOUS | MAP_NOMAYWRITE);
+        if !may_write {
+            f |= MAP_NOMAYWRITE;
+        }
+        // A mapping of an object never grows (Linux's `do_mmap` refuses `VM_GROWSDOWN` for a file).
+        if offset & (PAGE_SIZE - 1) != 0 || f & MAP_GROWSDOWN != 0 {
             return Err(Errno::EINVAL);
         }
         if f & MAP_TYPE == MAP_SHARED_VALIDATE {
@@ -394,7 +451,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 | MAP_STACK
                 | MAP_HUGETLB
                 | MAP_FIXED_NOREPLACE
-                | MAP_CODE;
+                | MAP_CODE
+                | MAP_NOMAYWRITE;
             if f & !KNOWN != 0 {
                 return Err(Errno::EOPNOTSUPP);
             }

@@ -53,9 +53,11 @@
 //!   window but overlaps it, or a code hint outside it, is treated like an occupied hint (normal
 //!   placement); an occupied hint inside the window gets the nearest free range of the window
 //!   (Linux: top-down placement);
-//! - no stack guard gap (no mapping grows down here); the type of an executable or `MAP_CODE`
-//!   mapping is checked before the code window is searched (Linux checks it after placement,
-//!   but the window's own refusals must not hide Linux's `EINVAL`);
+//! - the type of an executable or `MAP_CODE` mapping is checked before the code window is
+//!   searched (Linux checks it after placement, but the window's own refusals must not hide
+//!   Linux's `EINVAL`);
+//! - the stack guard gap is kept free below a mapping that grows down by top-down placement and
+//!   hints (Linux's `vm_start_gap`), not by the bottom-up fallback, which only checks;
 //! - `brk`'s `RLIMIT_DATA` check counts the heap only (Linux adds the executable's data segment);
 //! - an empty heap whose start falls inside the code window is moved to the window's end when
 //!   the window is placed ([`VmMap::start_brk`]); Linux randomises the heap's start anyway;
@@ -68,7 +70,8 @@
 //! code that changes the tree (so the counters stay exact); `mmap.rs` placement, `mmap`,
 //! `munmap` and [`VmMap::map_kernel`]; `protect.rs` `mprotect`; `madvise.rs`; `brk.rs`;
 //! `window.rs` the code window; `near.rs` near placement; [`remap`] `mremap`; [`lock`] `msync`,
-//! `mincore` and the `mlock` family; `fork.rs` the child's map.
+//! `mincore` and the `mlock` family; `fork.rs` the child's map; [`stack`] the mappings that grow
+//! down.
 //!
 //! [`abi::WINDOW_SET_SIZE`]: super::abi::WINDOW_SET_SIZE
 
@@ -86,6 +89,7 @@ mod names;
 mod near;
 mod protect;
 pub mod remap;
+pub mod stack;
 mod window;
 
 pub use brk::BrkOutcome;
@@ -93,6 +97,7 @@ pub use madvise::{MadviseAction, Madvised};
 pub use mmap::Mapped;
 pub use names::ANON_NAME_MAX;
 pub use protect::{ProtChange, Protected};
+pub use stack::{NoGrowth, STACK_GUARD_GAP};
 pub use window::{WINDOW_DEFAULT, WINDOW_MAX, WINDOW_MIN};
 
 /// Mappings or pieces of mappings a call returns: the common calls return one, in place.
@@ -175,6 +180,8 @@ pub struct VmMap {
     data_limit: Rlimit,
     /// The names of anonymous areas (`names.rs`).
     names: names::AnonNames,
+    /// `RLIMIT_STACK`: the largest a mapping that grows down may grow ([`stack`]).
+    stack_limit: Rlimit,
 }
 
 /// Linux's `is_data_mapping`: private, writable and not a stack.
@@ -230,6 +237,7 @@ impl VmMap {
             as_limit: Rlimit::INFINITY,
             data_limit: Rlimit::INFINITY,
             names: names::AnonNames::default(),
+            stack_limit: Rlimit { cur: stack::DEFAULT_STACK_LIMIT, max: super::limits::RLIM_INFINITY },
         }
     }
 
@@ -336,7 +344,7 @@ impl VmMap {
                 data += v.len();
             }
             if let Some(p) = prev {
-                assert!(!(p.end == v.start && p.same_attrs(v)), "unmerged {p:?} {v:?}");
+                assert!(!(p.end == v.start && p.merges_with(v)), "unmerged {p:?} {v:?}");
             }
             assert!(
                 v.start >= self.layout.mmap_min_addr && v.end <= self.layout.task_size,

@@ -54,6 +54,11 @@ pub mod flags {
     ///
     /// [`VmaFlags::OBJECT`]: super::VmaFlags::OBJECT
     pub const MAP_OBJECT: u64 = 1 << 63;
+    /// Not a Linux flag: the user-memory layer's mark for a mapping that may never become
+    /// writable ([`VmaFlags::NOMAYWRITE`]); stripped from every flags word a program passes.
+    ///
+    /// [`VmaFlags::NOMAYWRITE`]: super::VmaFlags::NOMAYWRITE
+    pub const MAP_NOMAYWRITE: u64 = 1 << 62;
 }
 
 /// Linux `MADV_*` values (defined in `linux_abi::mman`).
@@ -158,6 +163,13 @@ impl VmaFlags {
     /// Maps a shared memory object (a memfd), not anonymous memory: its pages come from the
     /// object (`mm::user::object`), so it never merges with an anonymous neighbour.
     pub const OBJECT: VmaFlags = VmaFlags(2048);
+    /// Grows down on a fault below it (`MAP_GROWSDOWN`, the main thread's stack; Linux's
+    /// `VM_GROWSDOWN`): see [`map`]'s stack rules ([`VmMap::grow_down`]).
+    pub const GROWSDOWN: VmaFlags = VmaFlags(4096);
+    /// May never become writable: `mprotect` adding `PROT_WRITE` is `EACCES` (Linux's
+    /// `VM_MAYWRITE` clear: a shared mapping of an object attached or opened read-only, such
+    /// as a System V segment attached with `SHM_RDONLY`).
+    pub const NOMAYWRITE: VmaFlags = VmaFlags(8192);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {
@@ -195,6 +207,9 @@ impl core::fmt::Debug for VmaFlags {
             "nohugepage",
             "locked",
             "lockonfault",
+            "object",
+            "growsdown",
+            "nomaywrite",
         ];
         let mut first = true;
         write!(f, "[")?;
@@ -272,16 +287,60 @@ impl Vma {
     pub const fn is_empty(&self) -> bool {
         self.end == self.start
     }
-    /// Whether `other` has the same attributes, so that two adjacent areas can be one.
+    /// Whether `other` has the same attributes.
     pub fn same_attrs(&self, other: &Vma) -> bool {
         self.prot == other.prot
             && self.flags == other.flags
             && self.advice == other.advice
             && self.name == other.name
     }
+
+    /// Whether two adjacent areas, this one and `other`, are one: the same attributes, and not
+    /// mappings of a memory object. Two object ranges side by side may map different objects, or
+    /// one at offsets that do not follow on, which the area map does not know (Linux merges file
+    /// areas only when they map one file contiguously; a System V segment attached twice side by
+    /// side is two areas there, and two lines of `/proc/PID/maps`).
+    pub fn merges_with(&self, other: &Vma) -> bool {
+        self.same_attrs(other) && !self.flags.contains(VmaFlags::OBJECT)
+    }
     /// This area clipped to `[start, end)` (which must overlap it).
     pub fn clip(&self, start: u64, end: u64) -> Vma {
         Vma { start: self.start.max(start), end: self.end.min(end), ..*self }
+    }
+
+    /// The two-letter names `/proc/PID/smaps` prints on its `VmFlags:` line for this area, in
+    /// Linux's order (`show_smap_vma_flags`), as far as the area records them: access (`rd`
+    /// `wr` `ex`), shared (`sh`, `ms`), what `mprotect` may grant (`mr` `mw` `me`: every right,
+    /// but writing to a [`VmaFlags::NOMAYWRITE`] area), grows down (`gd`), locked (`lo`, `lf`), the read-ahead advice (`sr`, `rr`),
+    /// `MADV_DONTFORK` (`dc`), accounted private writable memory (`ac`), `MADV_WIPEONFORK`
+    /// (`wf`), BTI (`bt`) and the huge-page advice (`hg`, `nh`).
+    pub fn vm_flag_names(&self) -> impl Iterator<Item = &'static str> {
+        let f = self.flags;
+        let shared = f.contains(VmaFlags::SHARED);
+        let private_writable = self.prot.write() && !shared;
+        [
+            (self.prot.read(), "rd"),
+            (self.prot.write(), "wr"),
+            (self.prot.exec(), "ex"),
+            (shared, "sh"),
+            (true, "mr"),
+            (!f.contains(VmaFlags::NOMAYWRITE), "mw"),
+            (true, "me"),
+            (shared, "ms"),
+            (f.contains(VmaFlags::GROWSDOWN), "gd"),
+            (f.contains(VmaFlags::LOCKED), "lo"),
+            (self.advice == Advice::Sequential, "sr"),
+            (self.advice == Advice::Random, "rr"),
+            (f.contains(VmaFlags::DONTFORK), "dc"),
+            (f.contains(VmaFlags::LOCKONFAULT), "lf"),
+            (private_writable, "ac"),
+            (f.contains(VmaFlags::WIPEONFORK), "wf"),
+            (self.prot.contains(Prot::BTI), "bt"),
+            (f.contains(VmaFlags::HUGEPAGE), "hg"),
+            (f.contains(VmaFlags::NOHUGEPAGE), "nh"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
     }
 }
 
@@ -293,6 +352,8 @@ mod library_tests;
 mod limit_tests;
 #[cfg(test)]
 mod name_tests;
+#[cfg(test)]
+mod stack_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

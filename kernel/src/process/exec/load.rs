@@ -13,7 +13,7 @@ use crate::arch::aarch64::cpu;
 /// `GNU_PROPERTY_AARCH64_FEATURE_1_BTI`: the program's code is built with landing pads.
 const GNU_PROPERTY_AARCH64_FEATURE_1_BTI: u32 = 1 << 0;
 use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
-use crate::process::{Mm, STACK_SIZE, STACK_TOP};
+use crate::process::{Mm, STACK_EXPAND, STACK_TOP};
 
 /// The step of [`load`] that failed, and why (printed by `spawn`; `execve` returns the errno).
 /// No heap: `execve` must be able to fail when there is none.
@@ -98,12 +98,6 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         mm.map_image(start, end, prot, VmaFlags::IMAGE, fill)
             .map_err(failed(LoadStep::Segment(seg.vaddr)))?;
     }
-    mm.vm_mut()
-        .map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK)
-        .map_err(failed(LoadStep::Stack))?;
-    // The code window contains the program's own text where it fits (docs/mm.md §8).
-    mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
-
     let mut random = [0u8; 16];
     crate::random::fill(&mut random);
     let auxv = [
@@ -125,6 +119,13 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
     ];
     let built = stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
+    // The stack grows down on demand (to RLIMIT_STACK); it starts as the arguments' pages and
+    // STACK_EXPAND below them, as Linux's `setup_arg_pages` makes it.
+    let size = (STACK_TOP - (built.sp & !(PAGE_SIZE - 1))) + STACK_EXPAND;
+    let flags = VmaFlags::STACK.union(VmaFlags::GROWSDOWN);
+    mm.vm_mut().map_kernel(STACK_TOP - size, size, Prot::RW, flags).map_err(failed(LoadStep::Stack))?;
+    // The code window contains the program's own text where it fits (docs/mm.md §8).
+    mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
     mm.write(built.sp, &built.bytes).map_err(failed(LoadStep::InitialStack))?;
     (image.args, image.env, image.auxv) = (built.args, built.env, built.auxv);
     Ok(Loaded { regs: UserRegs { x: [0; 31], sp: built.sp, pc: exe.entry, pstate: PSTATE_EL0 }, image })

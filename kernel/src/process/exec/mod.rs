@@ -356,9 +356,10 @@ pub fn execveat(
         let Ok(loaded) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
             return done(frame, Err(Errno::ENOMEM));
         };
-        use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA};
+        use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA, RLIMIT_STACK};
         let limits = *p.rlimits.lock();
         mm.vm_mut().set_rlimits(limits.get(RLIMIT_AS), limits.get(RLIMIT_DATA));
+        mm.vm_mut().set_stack_limit(limits.get(RLIMIT_STACK));
         // MDWE outlives execve, as Linux's MMF_HAS_MDWE in MMF_INIT_MASK.
         if let Some(old) = p.space() {
             let flags = old.lock().vm().mdwe();

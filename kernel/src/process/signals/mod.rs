@@ -8,28 +8,44 @@
 //! ([`on_return`], on the exception stack's frame) and the resumption of a thread that waited
 //! or was preempted ([`on_resume`], on its saved context). A sender queues the signal, then
 //! wakes a thread that can take it if it is parked (the scheduler's `interrupt`: its call ends
-//! with -EINTR, or is restarted per SA_RESTART, see `signal::restart`) and interrupts the CPUs
-//! running the process, whose next return to EL0 delivers it. A thread checks for a deliverable
-//! signal under the scheduler's wait-queue lock before it parks ([`may_park`]), and senders queue
-//! before they look for parked threads, so no wake-up is lost.
+//! as its restart class says, [`restart`]) and interrupts the CPUs running the process, whose
+//! next return to EL0 delivers it. A thread checks for a deliverable signal under the
+//! scheduler's wait-queue lock before it parks ([`may_park`]), and senders queue before they look
+//! for parked threads, so no wake-up is lost.
+//!
+//! **Job control.** A stop signal taken with its default action stops the whole process (a group
+//! stop): every thread parks as it next resumes or returns to EL0, the parent is told (SIGCHLD
+//! with CLD_STOPPED unless it set SA_NOCLDSTOP, and its `wait4(WUNTRACED)`); sending SIGCONT
+//! (or SIGKILL) ends the stop at once, as Linux's `prepare_signal` does, and the parent learns of
+//! the continuation (CLD_CONTINUED, `WCONTINUED`). An interrupted call of a stopped thread is
+//! restarted once it is continued, when no handler runs ([`restart`]).
+//!
+//! Timers ([`timers`]: `setitimer`, `alarm`, POSIX timers, `RLIMIT_CPU`) are signal senders
+//! driven by the tick.
 //!
 //! Lock order: the scheduler's wait-queue lock, then a process's signal state. Nothing here
 //! copies user memory with the signal state locked (a copy may demand-page).
 //!
-//! One file (about 680 lines) because its parts are one mechanism held together by that lock
-//! order: the state, sending, the check before a thread parks ([`may_park`]) and delivery each
-//! take the same [`Signals`] lock and act on the same per-thread entries, and reading them
-//! side by side is how the order is checked. The rules (sets, actions, the frame, restarts) are
-//! the `signal` crate's and the calls `syscall::signals`'s, so nothing else is left to move out.
+//! This file is one mechanism held together by that lock order: the state, sending, the check
+//! before a thread parks ([`may_park`]), delivery and the group stop each take the same
+//! [`Signals`] lock and act on the same per-thread entries, and reading them side by side is how
+//! the order is checked. The rules (sets, actions, the frame, restart classes) are the `signal`
+//! crate's, the calls `syscall::signals`'s; what an interrupted call leaves is [`restart`]'s and
+//! the timers are [`timers`]'s.
+pub mod restart;
+pub mod timers;
+
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use core::sync::atomic::AtomicBool;
 
 use signal::action::{self, Outcome, SigAction};
 use signal::frame::{self, Context, Placement, Saved};
 use signal::info::SigInfo;
 use signal::num::{self, SA_ONSTACK};
 use signal::queue::{Pending, Queued};
-use signal::restart::{self, Resume};
+use signal::restart::{self as restart_rules, Resume};
 use signal::set::SigSet;
 use signal::stack::AltStack;
 use spin::Mutex;
@@ -39,17 +55,24 @@ use crate::arch::aarch64::exception::{FpState, TrapFrame};
 use crate::arch::aarch64::user::UserRegs;
 use crate::kprintln;
 use crate::memory::uaccess::copy_out;
+use crate::sched::Resumed;
 use linux_abi::Errno;
 
-/// What a parked thread is waiting in, so its resumption can finish the call.
+/// A parked thread's wait that its resumption finishes beyond its restart class: a
+/// `rt_sigtimedwait` takes the signal it waited for itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wait {
-    /// FUTEX_WAIT on `uaddr` (x0 on entry), with or without a timeout.
-    Futex { uaddr: u64, timed: bool },
-    /// rt_sigsuspend(`mask_ptr`); the mask to restore is in `saved_mask`.
-    Suspend { mask_ptr: u64 },
     /// rt_sigtimedwait for `set`, siginfo to `info` (0: none), mask to restore `real_blocked`.
     Timed { set: SigSet, info: u64, real_blocked: SigSet },
+}
+
+/// What a wait of the parent (`wait4`, `waitid`) may report of a child besides its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobReport {
+    /// It stopped, with this signal (`WUNTRACED`, `WSTOPPED`).
+    Stopped(u32),
+    /// It was continued (`WCONTINUED`).
+    Continued,
 }
 
 /// One thread's signal state.
@@ -63,6 +86,9 @@ pub(crate) struct PerThread {
     pub(crate) wait: Option<Wait>,
     /// x0 of a system call whose x0 now holds a restart code (`signal::restart`).
     pub(crate) restart_x0: Option<u64>,
+    /// CPU time it has run (counter ticks), published at each charge for the clocks of other
+    /// threads and processes (`pthread_getcpuclockid`).
+    pub(crate) cpu_ticks: u64,
 }
 
 impl PerThread {
@@ -75,6 +101,7 @@ impl PerThread {
             saved_mask: None,
             wait: None,
             restart_x0: None,
+            cpu_ticks: 0,
         }
     }
 }
@@ -84,6 +111,9 @@ pub(crate) struct State {
     /// Process-directed signals (kill, rt_sigqueueinfo): any thread not blocking one may take it.
     pub(crate) shared: Pending,
     pub(crate) threads: Vec<PerThread>,
+    /// What the parent's next wait may report of a stop or continuation (Linux's
+    /// `group_exit_code` and `SIGNAL_CLD_CONTINUED`).
+    report: Option<JobReport>,
 }
 
 impl State {
@@ -124,9 +154,13 @@ pub struct Signals {
     /// Threads with a [`Wait`] recorded: when 0 and nothing is queued, resuming a thread costs
     /// two loads.
     waiting: AtomicUsize,
+    /// The process is stopped (a group stop): its threads park as they resume or return to EL0.
+    stopped: AtomicBool,
     /// The page holding the `rt_sigreturn` stub handlers return to without SA_RESTORER (0: not
     /// made yet; made on first need, see [`trampoline`]).
     trampoline: AtomicU64,
+    /// Interval and POSIX timers (not inherited by a fork).
+    pub(crate) timers: timers::Timers,
 }
 
 impl Signals {
@@ -138,10 +172,13 @@ impl Signals {
                 actions: [SigAction::DEFAULT; num::_NSIG as usize],
                 shared: Pending::new(),
                 threads: alloc::vec![PerThread::new(tid, SigSet::EMPTY)],
+                report: None,
             }),
             queued: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
             trampoline: AtomicU64::new(0),
+            timers: timers::Timers::default(),
         }
     }
 
@@ -162,16 +199,19 @@ impl Signals {
         me.altstack = altstack;
         threads.push(me);
         Some(Self {
-            state: Mutex::new(State { actions: st.actions, shared: Pending::new(), threads }),
+            state: Mutex::new(State { actions: st.actions, shared: Pending::new(), threads, report: None }),
             queued: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
             trampoline: AtomicU64::new(0),
+            timers: timers::Timers::default(),
         })
     }
 
     /// `execve`: handled signals go back to their default action (ignored ones stay ignored),
     /// the alternate stack is gone, the `rt_sigreturn` stub with the old memory (Linux's
-    /// `flush_signal_handlers`); masks and pending signals stay.
+    /// `flush_signal_handlers`), and the POSIX timers; masks, pending signals and the interval
+    /// timers stay.
     pub fn exec_reset(&self) {
         let mut st = self.state.lock();
         for a in st.actions.iter_mut() {
@@ -184,7 +224,9 @@ impl Signals {
         for t in st.threads.iter_mut() {
             t.altstack = AltStack::default();
         }
+        drop(st);
         self.trampoline.store(0, Ordering::Release);
+        self.timers.exec();
     }
 
     /// The action of signal `sig` (1..=64).
@@ -236,10 +278,15 @@ impl Signals {
     }
 }
 
-/// Takes a signal of `set` pending for thread `tid` (its own first, then the process's).
-pub(crate) fn take_from(st: &mut State, tid: u32, set: SigSet) -> Option<SigInfo> {
+/// Takes a signal of `set` pending for thread `tid` (its own first, then the process's); a POSIX
+/// timer's gets its `si_overrun` now (the expiries counted while it was pending).
+pub(crate) fn take_from(signals: &Signals, st: &mut State, tid: u32, set: SigSet) -> Option<SigInfo> {
     let own = st.thread(tid).and_then(|t| t.pending.take(set));
-    own.or_else(|| st.shared.take(set))
+    let mut info = own.or_else(|| st.shared.take(set))?;
+    if let Some(id) = info.timer_id() {
+        info.set_overrun(signals.timers.taken(id));
+    }
+    Some(info)
 }
 
 /// x0 for a call's result: the value, or `-errno`.
@@ -270,48 +317,105 @@ pub(crate) enum Target {
     Thread(u32),
 }
 
+/// What [`send`] did with a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// It is pending (or merged with the same signal pending).
+    Queued,
+    /// Its action ignores it: dropped (a POSIX timer counts this as not pending).
+    Dropped,
+}
+
 /// Queues `info` for `target` and wakes a thread that can take it. `Err(errno)` if the target
-/// does not exist or the queue is full.
-pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<(), Errno> {
+/// does not exist or the queue is full. Job control happens here, as in Linux's
+/// `prepare_signal`: SIGCONT continues a stopped process (and drops pending stop signals), a stop
+/// signal drops a pending SIGCONT, SIGKILL ends a stop.
+pub(crate) fn send(p: &Process, target: Target, info: SigInfo) -> Result<Sent, Errno> {
     let sig = info.signo();
+    let continued;
     let wake = {
         let mut st = p.signals.state.lock();
+        if matches!(target, Target::Thread(tid) if st.thread(tid).is_none()) {
+            return Err(Errno::ESRCH);
+        }
         // Signal 0 only checks that the target exists.
-        let action = if sig == 0 { SigAction::DEFAULT } else { st.action(sig) };
+        if sig == 0 {
+            return Ok(Sent::Dropped);
+        }
+        continued = prepare(p, &mut st, sig);
+        let action = st.action(sig);
         let wake = match target {
             Target::Thread(tid) => {
                 let t = st.thread(tid).ok_or(Errno::ESRCH)?;
-                if sig == 0 || action::discarded_when_sent(sig, &action, t.blocked) {
-                    return Ok(());
-                }
-                if t.pending.push(info) == Queued::Full {
+                if action::discarded_when_sent(sig, &action, t.blocked) {
+                    None
+                } else if t.pending.push(info) == Queued::Full {
                     return Err(Errno::EAGAIN);
+                } else {
+                    Some((!t.blocked.contains(sig)).then_some(tid))
                 }
-                (!t.blocked.contains(sig)).then_some(tid)
             }
             Target::Process => {
-                if sig == 0 {
-                    return Ok(());
-                }
                 let leader_blocked = st.threads.first().map_or(SigSet::EMPTY, |t| t.blocked);
                 if action::discarded_when_sent(sig, &action, leader_blocked) {
-                    return Ok(());
-                }
-                if st.shared.push(info) == Queued::Full {
+                    None
+                } else if st.shared.push(info) == Queued::Full {
                     return Err(Errno::EAGAIN);
+                } else {
+                    Some(st.threads.iter().find(|t| !t.blocked.contains(sig)).map(|t| t.tid))
                 }
-                st.threads.iter().find(|t| !t.blocked.contains(sig)).map(|t| t.tid)
             }
         };
         p.signals.queued.store(st.queued(), Ordering::Release);
         wake
     };
+    if continued {
+        // After the signal is queued: a thread continued by SIGCONT takes its handler.
+        crate::sched::continue_group(crate::process::group_of(p));
+        if sig == num::SIGCONT {
+            super::family::notify_parent_of_stop(p, JobReport::Continued);
+        }
+    }
+    let Some(wake) = wake else { return Ok(Sent::Dropped) };
     super::signalfd::signal_queued(p);
     if let Some(tid) = wake {
         crate::sched::interrupt(crate::process::group_of(p), tid);
     }
     crate::sched::kick(p.cpus.load(Ordering::Acquire));
-    Ok(())
+    Ok(Sent::Queued)
+}
+
+/// Job control as signal `sig` is sent to `p` (Linux's `prepare_signal`); true when a stop
+/// ended (the caller wakes the stopped threads once the signal is queued).
+fn prepare(p: &Process, st: &mut State, sig: u32) -> bool {
+    if action::is_stop(sig) {
+        discard_everywhere(st, |s| s == num::SIGCONT);
+    }
+    if sig != num::SIGCONT && sig != num::SIGKILL {
+        return false;
+    }
+    if sig == num::SIGCONT {
+        discard_everywhere(st, action::is_stop);
+    }
+    if !p.signals.stopped.swap(false, Ordering::AcqRel) {
+        return false;
+    }
+    // A stop the parent had not waited for yet is replaced by the continuation (SIGKILL leaves
+    // no report: the end of the process is the parent's news).
+    st.report = (sig == num::SIGCONT).then_some(JobReport::Continued);
+    true
+}
+
+/// Drops every pending instance of the signals `which` selects, in every queue of the process.
+fn discard_everywhere(st: &mut State, which: impl Fn(u32) -> bool) {
+    for sig in 1..=num::_NSIG {
+        if which(sig) {
+            st.shared.discard(sig);
+            for t in &mut st.threads {
+                t.pending.discard(sig);
+            }
+        }
+    }
 }
 
 /// Sends `info` to process `p` from the kernel (`SIGCHLD` to a parent, `SIGPIPE` to a writer),
@@ -321,14 +425,31 @@ pub fn send_to_process(p: &Process, info: SigInfo) {
 }
 
 /// Whether the thread about to park may sleep: not if a signal it can take is pending (then it
-/// goes back to the run queue with x0 = -EINTR instead). Records a futex wait so that its
-/// resumption can restart it. Called with the scheduler's wait-queue lock held.
-pub fn may_park(thread: &Thread, futex: Option<(u64, bool)>) -> bool {
-    let mut st = thread.process.signals.state.lock();
-    if let (Some((uaddr, timed)), Some(t)) = (futex, st.thread(thread.tid)) {
-        thread.process.signals.set_wait(t, Wait::Futex { uaddr, timed });
+/// goes back to the run queue with x0 = -EINTR instead), nor if its process is stopped (it parks
+/// as stopped instead). Called with the scheduler's wait-queue lock held.
+pub fn may_park(thread: &Thread) -> bool {
+    let st = thread.process.signals.state.lock();
+    !st.deliverable(thread.tid) && !thread.process.signals.stopped.load(Ordering::Acquire)
+}
+
+/// Whether `p` is stopped (job control): its threads park until it is continued.
+pub fn stopped(p: &Process) -> bool {
+    p.signals.stopped.load(Ordering::Acquire)
+}
+
+/// What the parent's wait may report of `p` (a child) besides its end: a stop if `stops` is
+/// asked for, a continuation if `continues` is; taken unless `keep` (`WNOWAIT`).
+pub fn job_report(p: &Process, stops: bool, continues: bool, keep: bool) -> Option<JobReport> {
+    let mut st = p.signals.state.lock();
+    let report = match st.report? {
+        JobReport::Stopped(sig) if stops => JobReport::Stopped(sig),
+        JobReport::Continued if continues => JobReport::Continued,
+        _ => return None,
+    };
+    if !keep {
+        st.report = None;
     }
-    !st.deliverable(thread.tid)
+    Some(report)
 }
 
 /// A fault to turn into a signal for the faulting thread.
@@ -382,65 +503,79 @@ pub(crate) fn with_frame<R>(frame: &mut TrapFrame, f: impl FnOnce(&mut Context) 
 }
 
 /// On the way back to EL0 from an exception: delivers a pending signal the thread can take.
-/// Returns [`Action::ExitThread`] when the signal ends the process.
+/// Returns [`Action::ExitThread`] when the signal ends the process, and [`Action::Yield`] when the
+/// process is stopped (the thread parks as it resumes).
 pub fn on_return(thread: &Thread, frame: &mut TrapFrame) -> Action {
-    if thread.process.signals.queued.load(Ordering::Acquire) == 0 {
+    let signals = &thread.process.signals;
+    if signals.queued.load(Ordering::Acquire) == 0 && !signals.stopped.load(Ordering::Acquire) {
         return Action::Continue;
     }
+    if signals.stopped.load(Ordering::Acquire) {
+        return Action::Yield;
+    }
     match with_frame(frame, |ctx| deliver(thread, ctx)) {
-        Ok(()) => Action::Continue,
+        Ok(Delivery::Done) => Action::Continue,
+        Ok(Delivery::Stop) => Action::Yield,
         Err(status) => super::kill(&thread.process, status),
     }
 }
 
 /// Before a parked or preempted thread runs again (its address space is live in TTBR0):
-/// finishes the call it waited in, then delivers a pending signal. [`Action::ExitThread`] when
-/// the process ends.
-pub fn on_resume(thread: &mut Thread) -> Action {
+/// finishes the call it waited in (as its restart class says, if a signal interrupted it), then
+/// delivers a pending signal; a thread of a stopped process stops instead.
+pub fn on_resume(thread: &mut Thread) -> Resumed {
+    let interrupted = core::mem::take(&mut thread.call.interrupted);
+    let unfinished = core::mem::take(&mut thread.call.stopped_in_call);
     let signals = &thread.process.signals;
-    if signals.waiting.load(Ordering::Acquire) == 0 && signals.queued.load(Ordering::Acquire) == 0 {
-        return Action::Continue;
+    if !interrupted
+        && !unfinished
+        && signals.waiting.load(Ordering::Acquire) == 0
+        && signals.queued.load(Ordering::Acquire) == 0
+        && !signals.stopped.load(Ordering::Acquire)
+    {
+        return Resumed::Run;
     }
     let mut ctx = context(&thread.regs, &thread.fp);
-    let result = finish_wait(thread, &mut ctx).and_then(|()| deliver(thread, &mut ctx));
+    finish_wait(thread, &mut ctx);
+    if interrupted && ctx.x[0] == ret(Errno::EINTR.as_ret()) {
+        let (x0, restart_x0) = restart::finish(&mut thread.call);
+        ctx.x[0] = x0;
+        if let Some(t) = thread.process.signals.state.lock().thread(thread.tid) {
+            t.restart_x0 = restart_x0;
+        }
+    }
+    let result = if stopped(&thread.process) { Ok(Delivery::Stop) } else { deliver(thread, &mut ctx) };
     let (mut regs, mut fp) = (thread.regs.clone(), thread.fp);
     store(&ctx, &mut regs, &mut fp);
     thread.regs = regs;
     thread.fp = fp;
     match result {
-        Ok(()) => Action::Continue,
-        Err(status) => super::kill(&thread.process, status),
+        Ok(Delivery::Done) => Resumed::Run,
+        Ok(Delivery::Stop) => {
+            // Its call (if a signal interrupted one) is finished once the process continues.
+            thread.call.stopped_in_call = true;
+            Resumed::Stop
+        }
+        Err(status) => {
+            let _ = super::kill(&thread.process, status);
+            Resumed::Exit
+        }
     }
 }
 
-/// x0 of a parked thread says how it woke: 0 (futex wake), -ETIMEDOUT, or -EINTR (a signal).
-fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
+/// Finishes a `rt_sigtimedwait` the thread parked in (x0 says how it woke: -ETIMEDOUT, or
+/// -EINTR for a signal): the signal it waited for is taken now, and the mask put back.
+fn finish_wait(thread: &Thread, ctx: &mut Context) {
     let p = &thread.process;
     let woke = ctx.x[0] as i64;
-    let interrupted = woke == Errno::EINTR.as_ret();
     let mut st = p.signals.state.lock();
-    let Some(wait) = st.thread(thread.tid).and_then(|t| p.signals.take_wait(t)) else { return Ok(()) };
+    let Some(wait) = st.thread(thread.tid).and_then(|t| p.signals.take_wait(t)) else { return };
     match wait {
-        Wait::Futex { uaddr, timed } => {
-            if interrupted {
-                ctx.x[0] =
-                    ret(if timed { Errno::ERESTART_RESTARTBLOCK } else { Errno::ERESTARTSYS }.as_ret());
-                if let Some(t) = st.thread(thread.tid) {
-                    t.restart_x0 = Some(uaddr);
-                }
-            }
-        }
-        Wait::Suspend { mask_ptr } => {
-            ctx.x[0] = ret(Errno::ERESTARTNOHAND.as_ret());
-            if let Some(t) = st.thread(thread.tid) {
-                t.restart_x0 = Some(mask_ptr);
-            }
-        }
         Wait::Timed { set, info, real_blocked } => {
             if let Some(t) = st.thread(thread.tid) {
                 t.blocked = real_blocked;
             }
-            let taken = take_from(&mut st, thread.tid, set);
+            let taken = take_from(&p.signals, &mut st, thread.tid, set);
             p.signals.queued.store(st.queued(), Ordering::Release);
             drop(st);
             ctx.x[0] = x0(match taken {
@@ -450,7 +585,6 @@ fn finish_wait(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
             });
         }
     }
-    Ok(())
 }
 
 /// What the state lock decided for one delivery; the frame is written after it is released.
@@ -462,16 +596,24 @@ struct Plan {
     saved: Saved,
 }
 
+/// How a delivery ended, when the process goes on.
+enum Delivery {
+    /// A handler entered, or nothing to do (an interrupted call finished).
+    Done,
+    /// A stop signal was taken: the process is stopped, and this thread parks.
+    Stop,
+}
+
 /// Delivers the first signal thread can take to the context `ctx`, or restarts/finishes an
 /// interrupted call if none needs a handler. `Err(status)`: the process ends.
-fn deliver(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
+fn deliver(thread: &Thread, ctx: &mut Context) -> Result<Delivery, u64> {
     let p = &thread.process;
     let plan = {
         let mut st = p.signals.state.lock();
         loop {
-            let Some(t) = st.threads.iter().find(|t| t.tid == thread.tid) else { return Ok(()) };
+            let Some(t) = st.threads.iter().find(|t| t.tid == thread.tid) else { return Ok(Delivery::Done) };
             let allowed = SigSet(!t.blocked.0);
-            let Some(info) = take_from(&mut st, thread.tid, allowed) else {
+            let Some(info) = take_from(&p.signals, &mut st, thread.tid, allowed) else {
                 p.signals.queued.store(st.queued(), Ordering::Release);
                 if let Some(t) = st.thread(thread.tid) {
                     resume_call(t, ctx, None);
@@ -479,13 +621,26 @@ fn deliver(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
                         t.blocked = mask;
                     }
                 }
-                return Ok(());
+                return Ok(Delivery::Done);
             };
             p.signals.queued.store(st.queued(), Ordering::Release);
             let sig = info.signo();
             let action = st.action(sig);
             match action::outcome(sig, &action) {
                 Outcome::Ignore => continue,
+                Outcome::Stop => {
+                    // The first thread to take a stop signal stops the process; the others
+                    // park as they next resume or return to EL0. The interrupted call stays as
+                    // it is, to be finished once the process is continued.
+                    if p.exiting.load(Ordering::Acquire) || p.signals.stopped.swap(true, Ordering::AcqRel) {
+                        return Ok(Delivery::Stop);
+                    }
+                    st.report = Some(JobReport::Stopped(sig));
+                    drop(st);
+                    super::family::notify_parent_of_stop(p, JobReport::Stopped(sig));
+                    crate::sched::kick(p.cpus.load(Ordering::Acquire));
+                    return Ok(Delivery::Stop);
+                }
                 Outcome::Terminate(status) => {
                     drop(st);
                     report_fatal_signal(p, thread.tid, sig, ctx, status);
@@ -493,27 +648,32 @@ fn deliver(thread: &Thread, ctx: &mut Context) -> Result<(), u64> {
                 }
                 Outcome::Handle(action) => {
                     st.set_action(sig, action::after_entry(&action));
-                    let Some(t) = st.thread(thread.tid) else { return Ok(()) };
+                    let Some(t) = st.thread(thread.tid) else { return Ok(Delivery::Done) };
                     resume_call(t, ctx, Some(action.flags));
                     break enter(t, ctx, sig, &action, info, None);
                 }
             }
         }
     };
-    write_frame(thread, ctx, &plan)
+    write_frame(thread, ctx, &plan).map(|()| Delivery::Done)
 }
 
 /// Finishes a system call interrupted by a signal: its restart code becomes -EINTR or a restart
-/// (`handler_flags`: the flags of the handler about to run, `None` if none runs).
+/// (`handler_flags`: the flags of the handler about to run, `None` if none runs). A restart puts
+/// x0 back and the pc on the `svc`; `ERESTART_RESTARTBLOCK` also makes x8 `restart_syscall`
+/// (Linux arm64's `do_signal`), which resumes the thread's restart block.
 fn resume_call(t: &mut PerThread, ctx: &mut Context, handler_flags: Option<u64>) {
     let Some(orig_x0) = t.restart_x0.take() else { return };
     let code = ctx.x[0] as i64;
-    if !restart::is_restart_code(code) {
+    if !restart_rules::is_restart_code(code) {
         return;
     }
-    match restart::resume(code, handler_flags) {
+    match restart_rules::resume(code, handler_flags) {
         Resume::Return(v) => ctx.x[0] = ret(v),
         Resume::Restart => {
+            if code == Errno::ERESTART_RESTARTBLOCK.as_ret() {
+                ctx.x[8] = linux_abi::nr::RESTART_SYSCALL;
+            }
             ctx.x[0] = orig_x0;
             ctx.pc = ctx.pc.wrapping_sub(4); // back to the `svc`
         }
@@ -586,9 +746,12 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
 
 /// The address of the process's `rt_sigreturn` stub, mapped on first need: Linux keeps it in the
 /// vDSO, which this kernel does not have, so a page is mapped (anonymous, then read-only and
-/// executable once written and synchronised with instruction fetch). It goes where ordinary
-/// mappings go (high, near the stack, as Linux's vDSO), so that no low address a program expects
-/// to fault (NULL plus an offset) is taken; only if a strict code window refuses to make it
+/// executable once written and synchronised with instruction fetch). It is placed at
+/// `mmap_base`, the top of the area ordinary mappings are placed in (where Linux's vDSO lands,
+/// mapped at exec before anything else), so that no low address a program expects to fault (NULL
+/// plus an offset) is taken, and no hole the program left in its own mappings (a reservation it
+/// grows a `MAP_GROWSDOWN` stack into) is filled behind its back; only if that place is taken
+/// does it go where ordinary mappings go, and only if a strict code window refuses to make it
 /// executable there is it placed in the window (MAP_CODE). 0 if it cannot be made: the handler
 /// then returns to 0 and faults.
 fn trampoline(p: &Process) -> u64 {
@@ -626,7 +789,11 @@ fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
     use linux_abi::mman::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_EXEC, PROT_READ, PROT_WRITE};
     let space = p.space()?;
     let rw = PROT_READ | PROT_WRITE;
-    let addr = space.lock().mmap(0, TRAMPOLINE_SIZE, rw, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0).ok()?;
+    let addr = {
+        let mut mm = space.lock();
+        let hint = if flags == 0 { mm.vm().layout().mmap_base } else { 0 };
+        mm.mmap(hint, TRAMPOLINE_SIZE, rw, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0).ok()?
+    };
     let mut code = [0u8; 8];
     code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
     code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());

@@ -259,3 +259,90 @@ fn next_page_skips_holes() {
     );
     o.release(&mut pool.clone());
 }
+
+/// An object that counts the ranges mapping it, as a System V segment counts its attachments.
+struct Counted(Mutex<MemObject>, std::sync::atomic::AtomicI64);
+
+impl SharedObject for Counted {
+    fn with(&self, f: &mut dyn FnMut(&mut MemObject)) {
+        f(&mut self.0.lock().unwrap());
+    }
+    fn mapped(&self, attached: bool) {
+        let v = self.1.fetch_add(if attached { 1 } else { -1 }, std::sync::atomic::Ordering::SeqCst);
+        assert!(v > 0 || attached, "counted out below zero");
+    }
+}
+
+impl Counted {
+    fn count(&self) -> i64 {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The ranges mapping an object are counted as Linux counts a segment's attachments (one per
+/// area): a new mapping, a fork's copy, a piece left by a partial `munmap`, a `MAP_FIXED` over
+/// it, `mremap`, and the end of the memory (exit, exec) each move the count, and it is back to
+/// zero when no memory maps the object.
+#[test]
+fn the_ranges_mapping_an_object_are_counted_through_every_call() {
+    let pool = Pool::default();
+    let cell = Arc::new(Counted(Mutex::new(MemObject::new()), std::sync::atomic::AtomicI64::new(0)));
+    cell.0.lock().unwrap().set_size(8 * PAGE_SIZE, &mut pool.clone()).unwrap();
+    let h: ObjectRef = cell.clone();
+    let mut m = parent(&pool, false);
+    let a = m.mmap_object(0, 8 * PAGE_SIZE, RW, SHARED, h.clone(), 0).unwrap();
+    let b = m.mmap_object(0, 2 * PAGE_SIZE, RW, SHARED, h.clone(), 0).unwrap();
+    assert_eq!(cell.count(), 2, "two attachments");
+    // Side by side (top-down placement puts the second right below the first), they stay two
+    // areas: object areas never merge.
+    assert_eq!(b + 2 * PAGE_SIZE, a);
+    assert_eq!(m.vm().find(b).map(|v| v.end), Some(a));
+    let c = fork(&mut m, &pool, 0).unwrap();
+    assert_eq!(cell.count(), 4, "a fork copies both");
+    // A hole punched in the middle leaves two pieces of the first range.
+    m.munmap(a + 3 * PAGE_SIZE, PAGE_SIZE).unwrap();
+    assert_eq!(cell.count(), 5);
+    // Unmapping a whole range, and a MAP_FIXED over another, count them out.
+    m.munmap(b, 2 * PAGE_SIZE).unwrap();
+    assert_eq!(cell.count(), 4);
+    m.mmap(a, 3 * PAGE_SIZE, RW, ANON | crate::vm::flags::MAP_FIXED, -1, 0).unwrap();
+    assert_eq!(cell.count(), 3);
+    // mremap moves a range (counted out and in again: the same count).
+    let moved = m
+        .mremap(
+            a + 4 * PAGE_SIZE,
+            4 * PAGE_SIZE,
+            4 * PAGE_SIZE,
+            crate::vm::map::remap::MREMAP_MAYMOVE | crate::vm::map::remap::MREMAP_FIXED,
+            a + (64 << 20),
+        )
+        .unwrap();
+    assert_eq!(cell.count(), 3);
+    m.write(moved, &[9]).unwrap();
+    // The child's end (exit, or exec replacing its memory) counts out its two.
+    drop(c.destroy());
+    assert_eq!(cell.count(), 1);
+    drop(m.destroy());
+    assert_eq!(cell.count(), 0, "no memory maps it");
+    release(&Cell(Mutex::new(core::mem::take(&mut *cell.0.lock().unwrap()))), &pool);
+}
+
+/// An object mapped as never writable (`SHM_RDONLY`) refuses `mprotect(PROT_WRITE)` with EACCES,
+/// and says so in smaps' names (no `mw`).
+#[test]
+fn a_mapping_that_may_never_be_written_refuses_prot_write() {
+    let pool = Pool::default();
+    let mut m = parent(&pool, false);
+    let (cell, h) = object(&pool, PAGE_SIZE);
+    let r = m.map_object(0, PAGE_SIZE, crate::vm::prot::PROT_READ, SHARED, h.clone(), 0, false).unwrap();
+    assert_eq!(m.mprotect(r, PAGE_SIZE, RW), Err(Errno::EACCES));
+    m.mprotect(r, PAGE_SIZE, crate::vm::prot::PROT_READ).unwrap();
+    let names: Vec<&str> = m.vm().find(r).unwrap().vm_flag_names().collect();
+    assert!(!names.contains(&"mw") && names.contains(&"ms"), "{names:?}");
+    // A program cannot set the mark itself.
+    let w = m.mmap(0, PAGE_SIZE, RW, ANON | crate::vm::flags::MAP_NOMAYWRITE, -1, 0).unwrap();
+    m.mprotect(w, PAGE_SIZE, RW).unwrap();
+    drop(m.destroy());
+    drop(h);
+    release(&cell, &pool);
+}

@@ -64,11 +64,11 @@ impl VmMap {
         let fast = self.tree.edit_leaf(v.start, |vs, beside| {
             let k = vs.partition_point(|w| w.start < v.start);
             let prev = match k.checked_sub(1) {
-                Some(j) => Some(vs[j].end == v.start && vs[j].same_attrs(&v)),
+                Some(j) => Some(vs[j].end == v.start && vs[j].merges_with(&v)),
                 None => (beside.prev_end != Some(v.start)).then_some(false),
             };
             let next = match vs.get(k) {
-                Some(n) => Some(n.start == v.end && n.same_attrs(&v)),
+                Some(n) => Some(n.start == v.end && n.merges_with(&v)),
                 None => (beside.next_start != Some(v.end)).then_some(false),
             };
             match (prev, next) {
@@ -90,8 +90,8 @@ impl VmMap {
             None => {}
         }
         let (prev, next) = self.tree.neighbours(v.start);
-        let prev = prev.copied().filter(|p| p.end == v.start && p.same_attrs(&v));
-        let next = next.copied().filter(|n| n.start == v.end && n.same_attrs(&v));
+        let prev = prev.copied().filter(|p| p.end == v.start && p.merges_with(&v));
+        let next = next.copied().filter(|n| n.start == v.end && n.merges_with(&v));
         match (prev, next) {
             (Some(p), Some(n)) => {
                 self.tree.remove(n.start);
@@ -228,8 +228,8 @@ impl VmMap {
             self.count(&Vma { start: p.start, end: p.end, ..whole }, false);
             self.count(&new, true);
             let (keeps_below, keeps_above) = (whole.start < p.start, p.end < whole.end);
-            let prev = around.prev.filter(|v| !keeps_below && v.end == p.start && v.same_attrs(&new));
-            let next = around.next.filter(|v| !keeps_above && v.start == p.end && v.same_attrs(&new));
+            let prev = around.prev.filter(|v| !keeps_below && v.end == p.start && v.merges_with(&new));
+            let next = around.next.filter(|v| !keeps_above && v.start == p.end && v.merges_with(&new));
             match (keeps_below, keeps_above) {
                 (false, false) => match (prev, next) {
                     (Some(a), Some(b)) => {

@@ -31,7 +31,7 @@ impl VmMap {
             }
             let v = Vma { flags: v.flags.difference(NOT_INHERITED), ..*v };
             match areas.last_mut() {
-                Some(prev) if prev.end == v.start && prev.same_attrs(&v) => prev.end = v.end,
+                Some(prev) if prev.end == v.start && prev.merges_with(&v) => prev.end = v.end,
                 _ => areas.push(v),
             }
         }
@@ -45,6 +45,7 @@ impl VmMap {
         child.as_limit = self.as_limit;
         child.data_limit = self.data_limit;
         child.names = self.names.try_clone_empty()?;
+        child.stack_limit = self.stack_limit;
         let window = self.window_range();
         for v in areas {
             child.names.count(v.name, v.len(), true);

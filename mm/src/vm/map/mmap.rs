@@ -93,14 +93,19 @@ impl VmMap {
         if let Some(at) = self.place_near_hint(hint, len) {
             return Some(at);
         }
-        let l = &self.layout;
+        let l = self.layout;
         let w = self.window_range();
         if hint != 0
             && let Some(end) = page_up(hint).and_then(|h| h.checked_add(len))
         {
             let h = end - len;
             let in_window = w.is_some_and(|(b, e)| h < e && b < end);
-            if end <= l.task_size && h >= l.mmap_min_addr && !in_window && self.tree.is_free(h, end) {
+            if end <= l.task_size
+                && h >= l.mmap_min_addr
+                && !in_window
+                && self.tree.is_free(h, end)
+                && self.gap_limit(h, len).is_none()
+            {
                 return Some(h);
             }
         }
@@ -109,14 +114,46 @@ impl VmMap {
         // length is a multiple of 2 MiB is 2 MiB-aligned when possible, so it can be promoted to
         // blocks.
         let thp = (hint == 0 && len.is_multiple_of(BLOCK_2M))
-            .then(|| self.tree.find_gap(&GapQuery { align: BLOCK_2M, ..q }))
+            .then(|| self.below_stack_gaps(GapQuery { align: BLOCK_2M, ..q }))
             .flatten();
-        // The plain top-down search teaches the tree where it ended, for the next one.
-        thp.or_else(|| self.tree.find_gap_and_learn(&q)).or_else(|| {
+        // The plain top-down search teaches the tree where it ended, for the next one; a place
+        // within the guard gap of a mapping that grows down is searched again below the gap,
+        // by a narrowed search that teaches nothing (a hint is learnt from plain searches only).
+        thp.or_else(|| {
+            let fit = self.tree.find_fit(&q)?;
+            if self.gap_limit(fit.at, len).is_none() {
+                self.tree.learn(&q, fit);
+                return Some(fit.at);
+            }
+            self.below_stack_gaps(q)
+        })
+        .or_else(|| {
             let q =
                 GapQuery { exclude: w, ..GapQuery::new(l.unmapped_base(), l.task_size, len, Dir::Lowest) };
-            self.tree.find_gap(&q)
+            self.tree.find_gap(&q).filter(|&at| self.gap_limit(at, len).is_none())
         })
+    }
+
+    /// If `len` bytes at `at` (free) would end within the guard gap below a mapping that grows
+    /// down, the highest end a placement may have there (Linux's `vm_start_gap`).
+    fn gap_limit(&self, at: u64, len: u64) -> Option<u64> {
+        let end = at.checked_add(len)?;
+        let next = self.tree.first_ending_after(end.checked_sub(1)?)?;
+        let limit = super::stack::start_gap(next);
+        (end > limit).then_some(limit)
+    }
+
+    /// The highest place `q` (top-down) finds that keeps clear of every guard gap, lowering its
+    /// bound below each gap it meets.
+    fn below_stack_gaps(&self, mut q: GapQuery) -> Option<u64> {
+        loop {
+            let at = self.tree.find_gap(&q)?;
+            match self.gap_limit(at, q.len) {
+                None => return Some(at),
+                Some(limit) if limit < q.hi => q.hi = limit,
+                Some(_) => return None,
+            }
+        }
     }
 
     /// Where a code mapping goes, aligned to `align` (a page for `mmap`): near a hint inside the
@@ -267,6 +304,12 @@ impl VmMap {
         }
         if flags & (MAP_GROWSDOWN | MAP_STACK) != 0 {
             vflags = vflags.union(VmaFlags::STACK);
+        }
+        if flags & MAP_GROWSDOWN != 0 {
+            vflags = vflags.union(VmaFlags::GROWSDOWN);
+        }
+        if flags & MAP_NOMAYWRITE != 0 {
+            vflags = vflags.union(VmaFlags::NOMAYWRITE);
         }
         // mmap_region: the limits count what a MAP_FIXED replaces as given back.
         let data = is_data(prot_v, vflags);

@@ -36,8 +36,9 @@ impl VmMap {
     ///
     /// # Errors
     /// Before any change: `EINVAL` both `PROT_GROWSDOWN` and `PROT_GROWSUP`, unaligned `addr`, or
-    /// unknown `prot` bits; `ENOMEM` range overflowing or no mapping at `addr`; `EINVAL`
-    /// `PROT_GROWSDOWN`/`PROT_GROWSUP` (no mapping here grows); `EACCES` writable and executable
+    /// unknown `prot` bits; `ENOMEM` range overflowing or no mapping at `addr` (with
+    /// `PROT_GROWSDOWN`: none in the range); `EINVAL` `PROT_GROWSDOWN` on a mapping that does not
+    /// grow down (the change then reaches down to its start), `PROT_GROWSUP`; `EACCES` writable and executable
     /// (W^X), or adding `PROT_EXEC` outside the code window in strict mode. `len == 0` succeeds
     /// with no change.
     pub fn mprotect(&mut self, addr: u64, len: u64, prot: u64) -> Result<Protected, Errno> {
@@ -75,16 +76,24 @@ impl VmMap {
             return Err(Errno::EINVAL);
         }
         let new = Prot::from_bits_truncate(prot);
+        // PROT_GROWSDOWN: the change reaches down to the start of the mapping that grows down
+        // at (or just above) `addr`, as Linux's `do_mprotect_pkey` extends it.
+        let addr = if grows == PROT_GROWSDOWN {
+            let v = self.tree.first_ending_after(addr).copied();
+            match v {
+                Some(v) if v.start < end && v.flags.contains(VmaFlags::GROWSDOWN) => v.start,
+                Some(v) if v.start < end => return Err(Errno::EINVAL),
+                _ => return Err(Errno::ENOMEM),
+            }
+        } else {
+            addr
+        };
         // One descent serves the checks on the first mapping and, when the range lies in it,
         // the selection and the neighbours its rewrite needs.
         let around = self.tree.around(addr);
-        let Some(first) = around.at else {
-            // No mapping at `addr`: a mapping further in the range is what Linux's
-            // PROT_GROWSDOWN would have extended (EINVAL here, as nothing grows), else ENOMEM.
-            let further = around.next.is_some_and(|n| n.start < end);
-            return Err(if further && grows == PROT_GROWSDOWN { Errno::EINVAL } else { Errno::ENOMEM });
-        };
-        if grows != 0 {
+        let Some(first) = around.at else { return Err(Errno::ENOMEM) };
+        if grows == PROT_GROWSUP {
+            // No mapping grows up on arm64.
             return Err(Errno::EINVAL);
         }
         if new.write() && new.exec() && self.refuses_wx() {
@@ -95,6 +104,10 @@ impl VmMap {
         } else {
             self.select(addr, end, true)?
         };
+        // An area that may never be writable (Linux's VM_MAYWRITE clear) refuses PROT_WRITE.
+        if new.write() && pieces.iter().any(|p| p.flags.contains(VmaFlags::NOMAYWRITE)) {
+            return Err(Errno::EACCES);
+        }
         let gains_x_outside =
             new.exec() && pieces.iter().any(|p| !p.prot.exec() && !self.inside_window(p.start, p.end));
         if gains_x_outside && self.window.strict {
@@ -142,9 +155,9 @@ impl VmMap {
         let around = self.tree.around(p.start);
         let Some(whole) = around.at else { return 0 };
         let joins_prev =
-            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.same_attrs(changed));
+            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.merges_with(changed));
         let joins_next =
-            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.same_attrs(changed));
+            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.merges_with(changed));
         usize::from(whole.start < p.start && !joins_next) + usize::from(p.end < whole.end && !joins_prev)
     }
 
