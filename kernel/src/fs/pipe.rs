@@ -163,6 +163,51 @@ impl State {
         }
     }
 
+    /// The bytes a write could put in now: the free buffers' pages and the room after the last
+    /// buffer's data when it [`Buffer::takes`] more.
+    fn room(&self) -> usize {
+        let free = (self.capacity / PIPE_BUF).saturating_sub(self.buffers.len()) * PIPE_BUF;
+        let tail =
+            self.buffers.back().filter(|b| !b.packet).map_or(0, |b| PIPE_BUF.saturating_sub(b.start + b.len));
+        free + tail
+    }
+
+    /// Puts as much of `data` in as there is [`Self::room`] for, topping up the last buffer
+    /// first, then a page per buffer (what `splice` into a pipe does): the bytes put in.
+    fn put(&mut self, data: &[u8]) -> usize {
+        let mut done = 0;
+        if let Some(last) = self.buffers.back()
+            && !last.packet
+        {
+            let n = (PIPE_BUF.saturating_sub(last.start + last.len)).min(data.len());
+            if n > 0 {
+                self.top_up(&data[..n]);
+                done = n;
+            }
+        }
+        while done < data.len() && self.has_room() {
+            let n = (data.len() - done).min(PIPE_BUF);
+            self.push_buffer(&data[done..done + n], false);
+            done += n;
+        }
+        done
+    }
+
+    /// Drops the first `n` bytes (taken by `splice`), buffer after buffer.
+    fn drop_front(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.buffers.front_mut() else { break };
+            let k = front.len.min(n);
+            self.buf.drain(..k);
+            front.start += k;
+            front.len -= k;
+            n -= k;
+            if front.len == 0 {
+                self.buffers.pop_front();
+            }
+        }
+    }
+
     /// Takes up to `want` bytes into `out`, buffer after buffer; a packet ends the read, the
     /// rest of it discarded.
     fn take(&mut self, want: usize, out: &mut Vec<u8>) {
@@ -588,7 +633,8 @@ impl PipeEnd {
     }
 }
 
-/// Copies `out.len()` bytes of the user buffers of `io`, from byte `skip` on.
+/// Copies `out.len()` bytes of the buffers of `io` (a program's, or a kernel buffer for
+/// `sendfile` and `splice`), from byte `skip` on.
 fn copy_from(io: &Io<'_>, skip: u64, out: &mut [u8]) -> Result<(), Errno> {
     let (mut skip, mut at) = (skip, 0usize);
     for &(base, len) in io.buffers {
@@ -599,8 +645,7 @@ fn copy_from(io: &Io<'_>, skip: u64, out: &mut [u8]) -> Result<(), Errno> {
         skip -= from;
         let n = ((len - from) as usize).min(out.len() - at);
         if n > 0 {
-            crate::memory::uaccess::copy_in(&mut out[at..at + n], base.wrapping_add(from))
-                .map_err(|_| Errno::EFAULT)?;
+            io.take(&mut out[at..at + n], base.wrapping_add(from)).map_err(|()| Errno::EFAULT)?;
             at += n;
         }
     }
@@ -770,7 +815,7 @@ pub fn drain_into(pipe: &Arc<Pipe>, len: u64, sink: &mut dyn FnMut(&[u8]) -> IoR
         }
         match sink(&front[..n]) {
             Ok(took) => {
-                st.buf.drain(..took as usize);
+                st.drop_front(took as usize);
                 done += took;
                 if (took as usize) < n {
                     break Ok(done);
@@ -798,11 +843,10 @@ pub fn push(pipe: &Arc<Pipe>, data: &[u8]) -> IoResult {
     if st.readers == 0 {
         return Err(Errno::EPIPE.into());
     }
-    let n = data.len().min(st.capacity.saturating_sub(st.buf.len()));
-    if n == 0 && !data.is_empty() {
+    if st.room() == 0 && !data.is_empty() {
         return Err(FileError::WouldBlock(pipe.key()));
     }
-    st.buf.extend(&data[..n]); // within the capacity it holds from the start
+    let n = st.put(data); // within the capacity the bytes hold from the start
     drop(st);
     wrote(pipe, n as u64)
 }
@@ -817,7 +861,7 @@ pub fn room(pipe: &Arc<Pipe>) -> Result<usize, FileError> {
     if st.readers == 0 {
         return Err(Errno::EPIPE.into());
     }
-    match st.capacity.saturating_sub(st.buf.len()) {
+    match st.room() {
         0 => Err(FileError::WouldBlock(pipe.key())),
         n => Ok(n),
     }
@@ -844,22 +888,32 @@ pub fn pipe_to_pipe(from: &Arc<Pipe>, to: &Arc<Pipe>, len: u64, consume: bool) -
     if dst.readers == 0 {
         return Err(Errno::EPIPE.into());
     }
-    let room = dst.capacity.saturating_sub(dst.buf.len());
+    let room = dst.room();
     if room == 0 {
         return Err(FileError::WouldBlock(to.key()));
     }
     let n = src.buf.len().min(room).min(len.min(usize::MAX as u64) as usize);
-    let (front, back) = src.buf.as_slices();
-    let first = n.min(front.len());
-    dst.buf.extend(&front[..first]);
-    dst.buf.extend(&back[..n - first]);
+    let mut chunk = [0u8; PIPE_BUF];
+    let mut moved = 0;
+    while moved < n {
+        let k = (n - moved).min(PIPE_BUF);
+        for (to, from) in chunk[..k].iter_mut().zip(src.buf.range(moved..moved + k)) {
+            *to = *from;
+        }
+        let put = dst.put(&chunk[..k]);
+        moved += put;
+        if put < k {
+            break; // cannot happen: the room was counted above
+        }
+    }
+    let n = moved;
     if consume {
-        src.buf.drain(..n);
+        src.drop_front(n);
     }
     drop((a, b));
-    sched::notify(to.key());
+    sched::notify_poll(to.key(), poll::POLLIN | poll::POLLRDNORM);
     if consume {
-        sched::notify(from.key());
+        sched::notify_poll(from.key(), poll::POLLOUT | poll::POLLWRNORM);
     }
     Ok(n as u64)
 }

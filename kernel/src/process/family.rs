@@ -113,13 +113,15 @@ pub struct Family {
 }
 
 impl Family {
-    /// The kernel's first process (`pid`): no parent (ppid 0).
-    pub fn first(pid: u32) -> Self {
+    /// The kernel's first process (`pid`): no parent (ppid 0). `None` when the heap has no
+    /// room for its vfork rendezvous.
+    pub fn first(pid: u32) -> Option<Self> {
         Self::with(pid, None, 0, 0)
     }
 
-    fn with(pid: u32, parent: Option<Weak<Process>>, ppid: u32, exit_signal: u32) -> Self {
-        Self {
+    fn with(pid: u32, parent: Option<Weak<Process>>, ppid: u32, exit_signal: u32) -> Option<Self> {
+        let vfork = fallible::arc(sched::Rendezvous::default()).ok()?;
+        Some(Self {
             _entry: TableEntry(pid),
             parent: Mutex::new(parent),
             ppid: AtomicU32::new(ppid),
@@ -128,9 +130,9 @@ impl Family {
             killed: AtomicBool::new(false),
             reaped: AtomicBool::new(false),
             zombie: AtomicBool::new(false),
-            vfork: Arc::default(),
+            vfork,
             children_ticks: AtomicU64::new(0),
-        }
+        })
     }
 
     /// `getppid`.
@@ -300,7 +302,8 @@ fn fork_child(
         p.clone()
     };
     let exit_signal = if flags & CLONE_PARENT != 0 { p.family.exit_signal } else { (flags & 0xff) as u32 };
-    let family = Family::with(pid, Some(Arc::downgrade(&parent)), parent.pid, exit_signal);
+    let family =
+        Family::with(pid, Some(Arc::downgrade(&parent)), parent.pid, exit_signal).ok_or(Errno::ENOMEM)?;
     let child = if flags & CLONE_VM != 0 {
         // vfork: the parent's own address space, shared (module documentation).
         if flags & CLONE_CHILD_SETTID != 0 {

@@ -61,6 +61,17 @@ use exec::load::load;
 /// pages, 0xffff_ffff_c000 with 16 KiB, 0xffff_ffff_0000 with 64 KiB.
 /// The task size, not the tree's VA size: the 16 KiB LPA2 tree is 52-bit, the user range 48-bit.
 pub const STACK_TOP: u64 = (1 << mm::addr::USER_VA_BITS) - PAGE_SIZE;
+
+/// The lowest address a program may map (`vm.mmap_min_addr`): Debian's arm64 Linux 6.1 says
+/// 4096 (its `CONFIG_DEFAULT_MMAP_MIN_ADDR`), so page 0 alone is refused, as there. `mm`'s
+/// `Layout::linux` keeps 64 KiB for its host tests; every process here gets this value.
+pub const MMAP_MIN_ADDR: u64 = 4096;
+
+/// The area-map layout of a process whose heap starts at `start_brk` (`mm`'s Linux shape with
+/// this kernel's `mmap_min_addr` and RAM size).
+pub fn layout(start_brk: u64) -> Layout {
+    Layout { ram_pages: frames::usage().1 as u64, mmap_min_addr: MMAP_MIN_ADDR, ..Layout::linux(start_brk) }
+}
 /// Room the initial stack mapping has below the arguments' pages (Linux's `stack_expand` in
 /// `setup_arg_pages`, 128 KiB); from there it grows down on demand, up to `RLIMIT_STACK`
 /// (`mm::vm::map::stack`).
@@ -245,7 +256,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
     // The heuristic overcommit measures requests against the machine's RAM (no swap).
-    let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
+    let layout = layout(brk_start);
     let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     // An address space from here on: dropping it on a failure frees the memory.
     let space = Vmspace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
@@ -260,7 +271,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         Rlimits::init(frames::usage().1 as u64),
         posix::ProcessPosix::first()
             .ok_or_else(|| String::from("no memory for the descriptors, or no file tree"))?,
-        family::Family::first(pid),
+        family::Family::first(pid).ok_or_else(|| String::from("no memory for the process"))?,
     )
     .ok_or_else(|| String::from("no memory for the process"))?;
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));

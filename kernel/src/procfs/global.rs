@@ -275,7 +275,7 @@ fn max_map_count() -> Result<Vec<u8>, Errno> {
 }
 
 fn mmap_min_addr() -> Result<Vec<u8>, Errno> {
-    text(|o| writeln!(o, "{}", mm::vm::Layout::linux(0).mmap_min_addr))
+    text(|o| writeln!(o, "{}", crate::process::MMAP_MIN_ADDR))
 }
 
 fn overcommit_memory() -> Result<Vec<u8>, Errno> {

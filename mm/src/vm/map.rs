@@ -111,7 +111,8 @@ pub const SPARES: usize = 3;
 /// The fixed shape of a user address space, chosen by the kernel at `exec`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Lowest mappable address (Linux's `vm.mmap_min_addr`; 65536 here).
+    /// Lowest mappable address (Linux's `vm.mmap_min_addr`; 65536 in `Layout::linux`, which a
+    /// kernel may lower: Debian's Linux 6.1 on arm64 uses 4096).
     pub mmap_min_addr: u64,
     /// One past the highest user address (`TASK_SIZE`: 2^48 with 48-bit VAs).
     pub task_size: u64,

@@ -12,7 +12,7 @@ pub use ::elf::Executable;
 pub const PIE_BASE: u64 = 0x0000_aaaa_0000_0000;
 
 /// The user address range every process gets (the same as its area map's, `Layout::linux`).
-const LAYOUT: Layout = Layout::linux(0);
+const LAYOUT: Layout = Layout { mmap_min_addr: crate::process::MMAP_MIN_ADDR, ..Layout::linux(0) };
 
 /// The loader's limits: 4 KiB pages, `[mmap_min_addr, TASK_SIZE)`, W^X (no process has opted
 /// out at exec time).

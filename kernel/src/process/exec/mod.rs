@@ -24,7 +24,6 @@ use mm::addr::PAGE_SIZE;
 use mm::paging::{PageTable, VaRange};
 use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
-use mm::vm::Layout;
 use spin::Mutex;
 
 use super::{Action, Mm, Thread};
@@ -339,7 +338,7 @@ pub fn execveat(
     let features = tlb::features();
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
-    let layout = Layout { ram_pages: frames::usage().1 as u64, ..Layout::linux(brk_start) };
+    let layout = super::layout(brk_start);
     let targets = AsidTargets::new(asid.clone());
     let mm = Mm::new(
         table,
