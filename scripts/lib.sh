@@ -127,7 +127,12 @@ build_linux_programs() {
     # Only the standard library: GOPROXY=off makes a module download an error, not a fetch.
     (cd "$ROOT/tests/programs/go" && CGO_ENABLED=0 GOOS=linux GOARCH=arm64 GOPROXY=off GOFLAGS=-mod=mod \
         go build -trimpath -o "$dir/go-test" .)
-    make_initramfs "$dir/initramfs.cpio" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
+    # Dynamically linked: the kernel loads its interpreter, which maps glibc's libraries from /lib
+    # (the cross toolchain's copies of Debian's libc6:arm64 files).
+    aarch64-linux-gnu-gcc -O2 -Wall -Wextra -Werror -o "$dir/dynamic-test" "$ROOT/tests/programs/dynamic.c"
+    local lib=/usr/aarch64-linux-gnu/lib
+    make_initramfs "$dir/initramfs.cpio" "$dir/dynamic-test" "lib/ld-linux-aarch64.so.1=$lib/ld-linux-aarch64.so.1" \
+        "lib/libc.so.6=$lib/libc.so.6" "lib/libm.so.6=$lib/libm.so.6" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
         "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test"
 }
@@ -236,7 +241,8 @@ finish_image() {
 }
 
 # make_initramfs OUT FILE...: a cpio "newc" archive (the initramfs format) holding each FILE at
-# the root under its own name, executable. The kernel runs the one `rdinit=/NAME` names.
+# the root under its own name, or at DEST for a DEST=FILE argument (directories made for it),
+# executable. The kernel runs the one `rdinit=/NAME` names.
 make_initramfs() {
     local out="$1"; shift
     python3 - "$out" "$@" <<'PY'
@@ -250,8 +256,21 @@ def member(name, mode, body, ino):
     data += b"\0" * (-len(data) % 4)
     data += body
     data += b"\0" * (-len(data) % 4)
-for i, path in enumerate(files):
-    member(os.path.basename(path), 0o100755, open(path, "rb").read(), i + 1)
+ino = 0
+dirs = set()
+for arg in files:
+    # DEST=SRC puts SRC at the path DEST (its directories made first); a plain path goes at the
+    # root under its own name.
+    dest, src = arg.split("=", 1) if "=" in arg else (os.path.basename(arg), arg)
+    parts = dest.split("/")
+    for i in range(1, len(parts)):
+        d = "/".join(parts[:i])
+        if d not in dirs:
+            dirs.add(d)
+            ino += 1
+            member(d, 0o040755, b"", ino)
+    ino += 1
+    member(dest, 0o100755, open(src, "rb").read(), ino)
 member("TRAILER!!!", 0, b"", 0)
 open(out, "wb").write(data)
 PY

@@ -62,15 +62,18 @@ use exec::load::load;
 /// The task size, not the tree's VA size: the 16 KiB LPA2 tree is 52-bit, the user range 48-bit.
 pub const STACK_TOP: u64 = (1 << mm::addr::USER_VA_BITS) - PAGE_SIZE;
 
-/// The lowest address a program may map (`vm.mmap_min_addr`): Debian's arm64 Linux 6.1 says
-/// 4096 (its `CONFIG_DEFAULT_MMAP_MIN_ADDR`), so page 0 alone is refused, as there. `mm`'s
-/// `Layout::linux` keeps 64 KiB for its host tests; every process here gets this value.
+/// `vm.mmap_min_addr`: Debian's arm64 Linux 6.1 says 4096 (its `CONFIG_DEFAULT_MMAP_MIN_ADDR`),
+/// so page 0 alone is refused, as there (with 16 and 64 KiB pages, the first page: a mapping
+/// starts on a page). `mm`'s `Layout::linux` keeps 64 KiB for its host tests.
 pub const MMAP_MIN_ADDR: u64 = 4096;
+
+/// The lowest address a mapping may start at: [`MMAP_MIN_ADDR`] rounded up to a page.
+pub const LOWEST_MAPPING: u64 = MMAP_MIN_ADDR.next_multiple_of(PAGE_SIZE);
 
 /// The area-map layout of a process whose heap starts at `start_brk` (`mm`'s Linux shape with
 /// this kernel's `mmap_min_addr` and RAM size).
 pub fn layout(start_brk: u64) -> Layout {
-    Layout { ram_pages: frames::usage().1 as u64, mmap_min_addr: MMAP_MIN_ADDR, ..Layout::linux(start_brk) }
+    Layout { ram_pages: frames::usage().1 as u64, mmap_min_addr: LOWEST_MAPPING, ..Layout::linux(start_brk) }
 }
 /// Room the initial stack mapping has below the arguments' pages (Linux's `stack_expand` in
 /// `setup_arg_pages`, 128 KiB); from there it grows down on demand, up to `RLIMIT_STACK`
@@ -260,9 +263,25 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     // An address space from here on: dropping it on a failure frees the memory.
     let space = Vmspace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
-    let loaded = load(&mut space.lock(), &exe, bytes, argv, envp).map_err(|e| format!("{e}"))?;
+    // A dynamically linked first program: its interpreter from the tree, as `execve` finds it.
+    let interp = match exe.interp_path(bytes) {
+        None => None,
+        Some(path) => {
+            let node = exec::image::file_at(path)
+                .ok_or_else(|| String::from("its interpreter is not in the tree"))?;
+            let image = crate::fs::node_file::read_image(&node, exec::max_program())
+                .map_err(|e| format!("reading its interpreter: {e:?}"))?;
+            Some((node, image, crate::fs::copy_bytes(path).map_err(|_| String::from("no memory"))?))
+        }
+    };
+    let loaded = load(&mut space.lock(), &exe, bytes, interp.as_ref().map(|(_, i, _)| i.bytes()), argv, envp)
+        .map_err(|e| format!("{e}"))?;
     let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
-    let image = fallible::arc(exec::image::ProgramImage { file, ..loaded.image })
+    let mut record = loaded.image;
+    if let (Some(i), Some((node, _, path))) = (record.interp.as_mut(), interp) {
+        i.file = Some((node, path));
+    }
+    let image = fallible::arc(exec::image::ProgramImage { file, ..record })
         .map_err(|_| String::from("no memory for the program's record"))?;
     let process = Process::new(
         pid,

@@ -72,9 +72,12 @@ fn source(mm: &Mm, vma: &Vma, exe: &[u8], image: Option<&ProgramImage>) -> Sourc
         name: name.and_then(|n| crate::fs::copy_bytes(n).ok()),
     };
     if vma.flags.contains(VmaFlags::IMAGE) {
-        let (dev, ino) = image.map_or((0, 0), ProgramImage::file_id);
-        let offset = image.and_then(|i| i.offset_of(vma.start)).unwrap_or(0);
-        return Source { offset, dev, ino, ..none(Some(exe)) };
+        return match image.and_then(|i| i.origin(vma.start)) {
+            Some(o) => {
+                Source { offset: o.offset, dev: o.dev, ino: o.ino, ..none(Some(o.path.unwrap_or(exe))) }
+            }
+            None => none(Some(exe)),
+        };
     }
     if vma.flags.contains(VmaFlags::OBJECT)
         && let Some(b) = mm.backings().at(vma.start)

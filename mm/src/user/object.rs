@@ -411,7 +411,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     }
 
     /// [`mmap_object`](Self::mmap_object) that may say the mapping can never become writable
-    /// (`may_write` false: [`VmaFlags::NOMAYWRITE`], as a System V segment attached with
+    /// (`may_write` false: [`crate::vm::VmaFlags::NOMAYWRITE`], as a System V segment attached with
     /// `SHM_RDONLY`, or a shared mapping of a file opened read-only).
     ///
     /// # Errors

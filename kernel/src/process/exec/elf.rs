@@ -12,7 +12,7 @@ pub use ::elf::Executable;
 pub const PIE_BASE: u64 = 0x0000_aaaa_0000_0000;
 
 /// The user address range every process gets (the same as its area map's, `Layout::linux`).
-const LAYOUT: Layout = Layout { mmap_min_addr: crate::process::MMAP_MIN_ADDR, ..Layout::linux(0) };
+const LAYOUT: Layout = Layout { mmap_min_addr: crate::process::LOWEST_MAPPING, ..Layout::linux(0) };
 
 /// The loader's limits: 4 KiB pages, `[mmap_min_addr, TASK_SIZE)`, W^X (no process has opted
 /// out at exec time).
@@ -24,16 +24,21 @@ pub const LIMITS: ::elf::Limits = ::elf::Limits {
     w_xor_x: true,
 };
 
-/// Parses `bytes` as a static arm64 executable. A dynamically linked one (PT_INTERP) is not
-/// loaded yet: refused as Linux refuses a file it cannot load (`ENOEXEC`).
+/// Parses `bytes` as an arm64 executable: static, a static PIE, or dynamically linked (its
+/// interpreter in [`Executable::interp`], which the caller finds and loads).
 ///
 /// # Errors
 /// Why the file cannot run here (its `Display` is one sentence; no heap is needed to fail, so
 /// `execve` can fail without any).
 pub fn parse(bytes: &[u8]) -> Result<Executable, ::elf::Refusal> {
-    let exe = ::elf::parse(bytes, &LIMITS)?;
-    if let Some((_, len)) = exe.interp {
-        return Err(::elf::Refusal::BadInterpreter { size: len as u64 + 1 });
-    }
-    Ok(exe)
+    ::elf::parse(bytes, &LIMITS)
+}
+
+/// Parses `bytes` as a program's interpreter whose lowest page goes at `base` (Linux's
+/// `load_elf_interp`).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_interpreter(bytes: &[u8], base: u64) -> Result<Executable, ::elf::Refusal> {
+    ::elf::parse_at(bytes, &LIMITS, base)
 }

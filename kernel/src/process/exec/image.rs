@@ -42,6 +42,51 @@ pub struct ProgramImage {
     pub env: (u64, u64),
     /// The auxiliary vector given to it, `AT_NULL` last (`/proc/PID/auxv`).
     pub auxv: Vec<(u64, u64)>,
+    /// Its interpreter (`PT_INTERP`), if it has one.
+    pub interp: Option<Interpreter>,
+}
+
+/// The loaded interpreter of a program (the dynamic loader): its file and segments.
+pub struct Interpreter {
+    /// Its file, and the path it was found by (what `/proc/PID/maps` names its areas).
+    pub file: Option<(Arc<dyn Inode>, Vec<u8>)>,
+    /// Its `PT_LOAD` segments.
+    pub segments: Vec<Segment>,
+}
+
+impl Interpreter {
+    /// The segments of `exe`, its file to be set by the caller.
+    ///
+    /// # Errors
+    /// `ENOMEM`.
+    pub fn of(exe: &Executable) -> Result<Self, Errno> {
+        Ok(Self { file: None, segments: segments_of(exe)? })
+    }
+}
+
+/// The pages and file offsets of `exe`'s segments.
+fn segments_of(exe: &Executable) -> Result<Vec<Segment>, Errno> {
+    let mut segments = Vec::new();
+    crate::memory::fallible::reserve(&mut segments, exe.segments.len())?;
+    for seg in &exe.segments {
+        let start = seg.vaddr & !(PAGE_SIZE - 1);
+        let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
+        segments.push(Segment { start, end, offset: seg.offset.saturating_sub(seg.vaddr - start) });
+    }
+    Ok(segments)
+}
+
+/// Where an image area came from: its file's device and inode, the file offset of its first
+/// page, and the path to name it by (`None`: the program's own).
+pub struct Origin<'a> {
+    /// `st_dev` of the file (0 without one).
+    pub dev: u64,
+    /// `st_ino` of the file.
+    pub ino: u64,
+    /// The file offset of the area's first page.
+    pub offset: u64,
+    /// The interpreter's path, for its areas.
+    pub path: Option<&'a [u8]>,
 }
 
 impl ProgramImage {
@@ -51,20 +96,31 @@ impl ProgramImage {
     /// # Errors
     /// `ENOMEM`.
     pub fn of(exe: &Executable) -> Result<Self, Errno> {
-        let mut segments = Vec::new();
-        crate::memory::fallible::reserve(&mut segments, exe.segments.len())?;
-        for seg in &exe.segments {
-            let start = seg.vaddr & !(PAGE_SIZE - 1);
-            let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
-            segments.push(Segment { start, end, offset: seg.offset.saturating_sub(seg.vaddr - start) });
-        }
-        Ok(Self { file: None, segments, args: (0, 0), env: (0, 0), auxv: Vec::new() })
+        Ok(Self {
+            file: None,
+            segments: segments_of(exe)?,
+            args: (0, 0),
+            env: (0, 0),
+            auxv: Vec::new(),
+            interp: None,
+        })
     }
 
-    /// Where the image area starting at `start` came from in the file: its offset (the first
-    /// segment that covers `start`: Linux's `vm_pgoff` of an area split off a segment's mapping).
-    pub fn offset_of(&self, start: u64) -> Option<u64> {
-        self.segments.iter().find(|s| s.start <= start && start < s.end).map(|s| s.offset + (start - s.start))
+    /// Where the image area starting at `start` came from: the program's segments, then the
+    /// interpreter's.
+    pub fn origin(&self, start: u64) -> Option<Origin<'_>> {
+        let find = |segs: &[Segment]| segs.iter().find(|s| s.start <= start && start < s.end).copied();
+        if let Some(s) = find(&self.segments) {
+            let (dev, ino) = self.file_id();
+            return Some(Origin { dev, ino, offset: s.offset + (start - s.start), path: None });
+        }
+        let i = self.interp.as_ref()?;
+        let s = find(&i.segments)?;
+        let (dev, ino, path) = i.file.as_ref().map_or((0, 0, None), |(f, p)| {
+            let m = f.metadata();
+            (m.dev, m.ino, Some(p.as_slice()))
+        });
+        Some(Origin { dev, ino, offset: s.offset + (start - s.start), path })
     }
 
     /// The file's device and inode number (`0:0 0` without a file).
@@ -80,6 +136,12 @@ impl ProgramImage {
 /// hands over the bytes: the node that path names now (`None` without a tree, or for a path
 /// that names nothing).
 pub fn file_named(path: &str) -> Option<Arc<dyn Inode>> {
+    file_at(path.as_bytes())
+}
+
+/// The node `path` names from the root, followed through symbolic links (the first program's
+/// interpreter, found before any process exists).
+pub fn file_at(path: &[u8]) -> Option<Arc<dyn Inode>> {
     let ctx = crate::fs::namespace::FsContext::first().ok()?;
-    crate::fs::namespace::lookup(&ctx, &ctx.root, path.as_bytes(), true).ok()
+    crate::fs::namespace::lookup(&ctx, &ctx.root, path, true).ok()
 }

@@ -1,5 +1,7 @@
-//! Loading a static executable into a fresh address space: its `PT_LOAD` segments, the stack
-//! area, the code window and the initial stack (argv, envp, auxv), for the first process
+//! Loading an executable into a fresh address space: its `PT_LOAD` segments, the code window,
+//! its interpreter when it names one (`PT_INTERP`: the dynamic loader, placed as code in the
+//! window beside the program's text, as Linux's `load_elf_interp` places it where `mmap` finds
+//! room), the stack area and the initial stack (argv, envp, auxv), for the first process
 //! (`process::spawn`) and `execve` alike. Apart from the process's lifetime in `process`: it is
 //! the ELF-to-memory step, which never allocates on the heap so `execve` can fail cleanly when
 //! there is none.
@@ -27,6 +29,7 @@ pub(crate) struct LoadError {
 enum LoadStep {
     ProtNone,
     Segment(u64),
+    Interpreter,
     Stack,
     CodeWindow,
     InitialStack,
@@ -38,6 +41,7 @@ impl core::fmt::Display for LoadError {
         match self.step {
             LoadStep::ProtNone => write!(f, "a PROT_NONE segment"),
             LoadStep::Segment(at) => write!(f, "mapping the segment at {at:#x} failed: {e:?}"),
+            LoadStep::Interpreter => write!(f, "the interpreter: {e:?}"),
             LoadStep::Stack => write!(f, "stack: {e:?}"),
             LoadStep::CodeWindow => write!(f, "code window: {e:?}"),
             LoadStep::InitialStack => write!(f, "writing the initial stack failed: {e:?}"),
@@ -54,16 +58,71 @@ pub(crate) struct Loaded {
     pub image: ProgramImage,
 }
 
-/// Maps the segments, the stack and the initial stack contents.
+/// Maps the segments of `exe` (whose file is `bytes`), and of its interpreter (`interp`: the
+/// file `PT_INTERP` names), the stack and the initial stack contents.
 pub(crate) fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
     exe: &elf::Executable,
     bytes: &[u8],
+    interp: Option<&[u8]>,
     argv: &[S],
     envp: &[S],
 ) -> Result<Loaded, LoadError> {
     let failed = |step| move |errno| LoadError { step, errno };
     let mut image = ProgramImage::of(exe).map_err(failed(LoadStep::InitialStack))?;
+    map_segments(mm, exe, bytes)?;
+    // The code window contains the program's own text where it fits (docs/mm.md §8).
+    mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
+    // The interpreter goes where the kernel finds room for its whole span, as code: into the
+    // window beside the program's text (`VmMap::place_image`); it starts first, with the
+    // program's entry in `AT_ENTRY` and its own base in `AT_BASE`.
+    let (base, entry) = match interp {
+        None => (0, exe.entry),
+        Some(ibytes) => {
+            let refused = |_| LoadError { step: LoadStep::Interpreter, errno: mm::vm::Errno::ENOEXEC };
+            let (len, align) = ::elf::load_span(ibytes, &elf::LIMITS).map_err(refused)?;
+            let base = mm.vm_mut().place_image(len, align).map_err(failed(LoadStep::Interpreter))?;
+            let iexe = elf::parse_interpreter(ibytes, base).map_err(refused)?;
+            map_segments(mm, &iexe, ibytes)?;
+            image.interp = Some(super::image::Interpreter::of(&iexe).map_err(failed(LoadStep::Interpreter))?);
+            (base, iexe.entry)
+        }
+    };
+    let mut random = [0u8; 16];
+    crate::random::fill(&mut random);
+    let auxv = [
+        (stack::at::PHDR, exe.phdr),
+        (stack::at::PHENT, 56),
+        (stack::at::PHNUM, u64::from(exe.phnum)),
+        (stack::at::PAGESZ, PAGE_SIZE),
+        (stack::at::BASE, base),
+        (stack::at::FLAGS, 0),
+        (stack::at::ENTRY, exe.entry),
+        (stack::at::UID, 0),
+        (stack::at::EUID, 0),
+        (stack::at::GID, 0),
+        (stack::at::EGID, 0),
+        (stack::at::HWCAP, cpu::hwcaps()),
+        (stack::at::HWCAP2, cpu::hwcaps2()),
+        (stack::at::CLKTCK, 100),
+        (stack::at::SECURE, 0),
+        (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
+    ];
+    let built = stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
+    // The stack grows down on demand (to RLIMIT_STACK); it starts as the arguments' pages and
+    // STACK_EXPAND below them, as Linux's `setup_arg_pages` makes it.
+    let size = (STACK_TOP - (built.sp & !(PAGE_SIZE - 1))) + STACK_EXPAND;
+    let flags = VmaFlags::STACK.union(VmaFlags::GROWSDOWN);
+    mm.vm_mut().map_kernel(STACK_TOP - size, size, Prot::RW, flags).map_err(failed(LoadStep::Stack))?;
+    mm.write(built.sp, &built.bytes).map_err(failed(LoadStep::InitialStack))?;
+    (image.args, image.env, image.auxv) = (built.args, built.env, built.auxv);
+    Ok(Loaded { regs: UserRegs { x: [0; 31], sp: built.sp, pc: entry, pstate: PSTATE_EL0 }, image })
+}
+
+/// Maps the `PT_LOAD` segments of `exe` (whose file is `bytes`): each page gets its file bytes
+/// (`[vaddr, vaddr + filesz)` from the file at `offset`), the rest zero.
+fn map_segments(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8]) -> Result<(), LoadError> {
+    let failed = |step| move |errno| LoadError { step, errno };
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
         let end = (seg.vaddr + seg.memsz).next_multiple_of(PAGE_SIZE);
@@ -98,35 +157,5 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         mm.map_image(start, end, prot, VmaFlags::IMAGE, fill)
             .map_err(failed(LoadStep::Segment(seg.vaddr)))?;
     }
-    let mut random = [0u8; 16];
-    crate::random::fill(&mut random);
-    let auxv = [
-        (stack::at::PHDR, exe.phdr),
-        (stack::at::PHENT, 56),
-        (stack::at::PHNUM, u64::from(exe.phnum)),
-        (stack::at::PAGESZ, PAGE_SIZE),
-        (stack::at::BASE, 0),
-        (stack::at::FLAGS, 0),
-        (stack::at::ENTRY, exe.entry),
-        (stack::at::UID, 0),
-        (stack::at::EUID, 0),
-        (stack::at::GID, 0),
-        (stack::at::EGID, 0),
-        (stack::at::HWCAP, cpu::hwcaps()),
-        (stack::at::HWCAP2, cpu::hwcaps2()),
-        (stack::at::CLKTCK, 100),
-        (stack::at::SECURE, 0),
-        (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
-    ];
-    let built = stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
-    // The stack grows down on demand (to RLIMIT_STACK); it starts as the arguments' pages and
-    // STACK_EXPAND below them, as Linux's `setup_arg_pages` makes it.
-    let size = (STACK_TOP - (built.sp & !(PAGE_SIZE - 1))) + STACK_EXPAND;
-    let flags = VmaFlags::STACK.union(VmaFlags::GROWSDOWN);
-    mm.vm_mut().map_kernel(STACK_TOP - size, size, Prot::RW, flags).map_err(failed(LoadStep::Stack))?;
-    // The code window contains the program's own text where it fits (docs/mm.md §8).
-    mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
-    mm.write(built.sp, &built.bytes).map_err(failed(LoadStep::InitialStack))?;
-    (image.args, image.env, image.auxv) = (built.args, built.env, built.auxv);
-    Ok(Loaded { regs: UserRegs { x: [0; 31], sp: built.sp, pc: exe.entry, pstate: PSTATE_EL0 }, image })
+    Ok(())
 }

@@ -115,6 +115,12 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     execveat(thread, frame, linux_abi::fcntl::AT_FDCWD as u32 as u64, path, argv, envp, 0)
 }
 
+/// The largest program file `execve` reads: a quarter of RAM (the file is read whole, then
+/// its segments copied).
+pub fn max_program() -> u64 {
+    (frames::usage().1 as u64 * PAGE_SIZE) / 4
+}
+
 /// Interpreters a `#!` script may chain through (Linux's binfmt recursion limit).
 const MAX_INTERPRETERS: usize = 4;
 /// The bytes of a `#!` line Linux reads (`BINPRM_BUF_SIZE`).
@@ -190,8 +196,7 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
         (crate::fs::copy_bytes(path)?, false)
     };
     // The largest program this kernel loads: a quarter of RAM (it is read whole first).
-    let limit = (frames::usage().1 as u64 * PAGE_SIZE) / 4;
-    let image = crate::fs::node_file::read_image(&node, limit)?;
+    let image = crate::fs::node_file::read_image(&node, max_program())?;
     Ok(Program { image, path: abs, node, filename, inaccessible })
 }
 
@@ -311,6 +316,15 @@ pub fn execveat(
         Err(::elf::Refusal::OutOfMemory) => return done(frame, Err(Errno::ENOMEM)),
         Err(_) => return done(frame, Err(Errno::ENOEXEC)),
     };
+    // A dynamically linked program: its interpreter, found as the program is (Linux's
+    // `open_exec` of the PT_INTERP path, from the caller's root and working directory).
+    let interp = match exe.interp_path(bytes) {
+        None => None,
+        Some(path) => match find_program(&p, linux_abi::fcntl::AT_FDCWD as u32 as u64, path, 0) {
+            Ok(found) => Some(found),
+            Err(e) => return done(frame, Err(e)),
+        },
+    };
     if p.threads.load(Ordering::Acquire) > 1 {
         // Linux ends the other threads first (de_thread); not done here.
         return done(frame, Err(Errno::EAGAIN));
@@ -352,7 +366,9 @@ pub fn execveat(
     let Ok(space) = super::Vmspace::new(mm, asid) else { return done(frame, Err(Errno::ENOMEM)) };
     let loaded = {
         let mut mm = space.lock();
-        let Ok(loaded) = super::load(&mut mm, &exe, bytes, &argv, &envp) else {
+        let Ok(loaded) =
+            super::load(&mut mm, &exe, bytes, interp.as_ref().map(|i| i.image.bytes()), &argv, &envp)
+        else {
             return done(frame, Err(Errno::ENOMEM));
         };
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA, RLIMIT_STACK};
@@ -369,8 +385,11 @@ pub fn execveat(
         loaded
     };
     let regs = loaded.regs;
-    let Ok(image) = fallible::arc(image::ProgramImage { file: Some(program.node.clone()), ..loaded.image })
-    else {
+    let mut record = loaded.image;
+    if let (Some(i), Some(found)) = (record.interp.as_mut(), interp) {
+        i.file = Some((found.node, found.path));
+    }
+    let Ok(image) = fallible::arc(image::ProgramImage { file: Some(program.node.clone()), ..record }) else {
         return done(frame, Err(Errno::ENOMEM));
     };
     let Ok(cred) = p.posix.cred().after_exec().and_then(|c| fallible::arc(c).map_err(|_| Errno::ENOMEM))
