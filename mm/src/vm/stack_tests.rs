@@ -139,7 +139,9 @@ fn growth_follows_linux_over_every_case_that_decides_it() {
 
 #[test]
 fn each_refusal_says_why() {
-    let (mut m, floor_end) = map_with(Below::Readable, 2 * MIB, u64::MAX, u64::MAX);
+    // The floor lies a guard gap (256 pages: 1, 4 or 16 MiB by granule) and 2 MiB below the
+    // stack, so that the stack may grow 1 MiB clear of the gap for every page size.
+    let (mut m, floor_end) = map_with(Below::Readable, STACK_GUARD_GAP + 2 * MIB, u64::MAX, u64::MAX);
     assert_eq!(m.grow_down(floor_end + PAGE), Err(NoGrowth::GuardGap));
     assert_eq!(m.grow_down(TOP - 2 * PAGE), Err(NoGrowth::NotBelowAStack)); // mapped already
     assert_eq!(m.grow_down(floor_end - PAGE), Err(NoGrowth::NotBelowAStack)); // below the floor
