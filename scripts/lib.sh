@@ -96,6 +96,8 @@ build_linux_programs() {
     apt_fetch busybox-static:arm64 "$BOARDS/busybox-static"
     apt_fetch bash-static:arm64 "$BOARDS/bash-static"
     apt_fetch zsh-static:arm64 "$BOARDS/zsh-static"
+    apt_fetch musl:arm64 "$BOARDS/musl"
+    apt_fetch musl-dev:arm64 "$BOARDS/musl-dev"
     rm -rf "$dir"; mkdir -p "$dir"
     aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$dir/abi-test" "$ROOT/tests/programs/abi-test.c"
     build_c_program "$ROOT/tests/programs/signals.c" "$dir/signals"
@@ -131,8 +133,15 @@ build_linux_programs() {
     # (the cross toolchain's copies of Debian's libc6:arm64 files).
     aarch64-linux-gnu-gcc -O2 -Wall -Wextra -Werror -o "$dir/dynamic-test" "$ROOT/tests/programs/dynamic.c"
     local lib=/usr/aarch64-linux-gnu/lib
+    # Dynamically linked against Debian's musl:arm64, whose libc.so is also its loader.
+    local musl="$BOARDS/musl/lib/aarch64-linux-musl/libc.so" crt="$BOARDS/musl-dev/usr/lib/aarch64-linux-musl"
+    aarch64-linux-gnu-gcc -O2 -Wall -Wextra -Werror -nostdinc -isystem "$BOARDS/musl-dev/usr/include/aarch64-linux-musl" \
+        -isystem "$(aarch64-linux-gnu-gcc -print-file-name=include)" -fPIE -pie -nostdlib -o "$dir/dynamic-musl-test" \
+        "$crt/Scrt1.o" "$crt/crti.o" "$ROOT/tests/programs/dynamic-musl.c" -L "${musl%/*}" -lc \
+        "$(aarch64-linux-gnu-gcc -print-libgcc-file-name)" "$crt/crtn.o" -Wl,-dynamic-linker,/lib/ld-musl-aarch64.so.1
     make_initramfs "$dir/initramfs.cpio" "$dir/dynamic-test" "lib/ld-linux-aarch64.so.1=$lib/ld-linux-aarch64.so.1" \
-        "lib/libc.so.6=$lib/libc.so.6" "lib/libm.so.6=$lib/libm.so.6" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
+        "lib/libc.so.6=$lib/libc.so.6" "lib/libm.so.6=$lib/libm.so.6" "$dir/dynamic-musl-test" \
+        "lib/ld-musl-aarch64.so.1=$musl" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
         "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test"
 }
