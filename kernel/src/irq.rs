@@ -69,6 +69,9 @@ pub fn clear_handler(intid: u32) {
 }
 /// Ticks taken per CPU.
 pub static TICKS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Whether each CPU is waiting in [`sync_cpus`] (its ticks then run no handlers).
+static SYNC_WAITING: [core::sync::atomic::AtomicBool; MAX_CPUS] =
+    [const { core::sync::atomic::AtomicBool::new(false) }; MAX_CPUS];
 /// Pings received per CPU.
 pub static PINGS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// GICv2 CPU-interface number per CPU.
@@ -110,6 +113,12 @@ fn dispatch(intid: u32) {
             arm_timer();
             // Copied out of the lock: a handler may run for a while (it is not reentered: the
             // tick comes again only after this one ends).
+            // Not while this CPU waits in `sync_cpus`: the waiting call may hold locks the
+            // handlers take (a system call runs holding its CPU's current task); the next tick
+            // does their work.
+            if SYNC_WAITING[cpu].load(Ordering::Acquire) {
+                return;
+            }
             let handlers = *TICK_HANDLERS_SET.lock();
             for tick in handlers.iter().flatten() {
                 tick();
@@ -176,8 +185,9 @@ pub fn wake_by(deadline: u64) {
 /// before is ordered before what the caller does next, and its return from the interrupt is a
 /// context synchronisation event, so it fetches instructions written before this call anew.
 /// While it waits this CPU takes its own interrupts (another CPU may be waiting for it in the
-/// same way), so the caller must hold no lock an interrupt handler takes. A CPU that does not
-/// answer within 100 ms (stopped by a debugger) is given up on.
+/// same way): the pings it answers take no lock, and its ticks run no handlers meanwhile (the
+/// caller, a system call, holds its CPU's current task, which the tick handlers lock). A CPU
+/// that does not answer within 100 ms (stopped by a debugger) is given up on.
 pub fn sync_cpus(cpus: u64) {
     let me = current_cpu();
     let mut seen = [0u64; MAX_CPUS];
@@ -192,6 +202,7 @@ pub fn sync_cpus(cpus: u64) {
     core::sync::atomic::fence(Ordering::SeqCst);
     let start = crate::arch::time::counter();
     let limit = crate::arch::time::frequency() / 10;
+    SYNC_WAITING[me].store(true, Ordering::Release);
     while waiting != 0 {
         for (cpu, seen) in seen.iter().enumerate() {
             if waiting & (1 << cpu) != 0 && PINGS[cpu].load(Ordering::Acquire) != *seen {
@@ -203,6 +214,7 @@ pub fn sync_cpus(cpus: u64) {
         }
         take_pending_interrupts();
     }
+    SYNC_WAITING[me].store(false, Ordering::Release);
     core::sync::atomic::fence(Ordering::SeqCst);
 }
 

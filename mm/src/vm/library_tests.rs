@@ -103,6 +103,23 @@ fn a_reservation_the_window_cannot_hold_is_data_and_its_text_is_counted_or_refus
     m.check();
 }
 
+/// A free `PROT_NONE` hint inside the window is an address-space reservation (Chez Scheme's
+/// `fill-below!` takes all the space below 4 GiB with such hints), not a JIT's area: it goes where
+/// data without a hint goes, outside the window, which stays free for code.
+#[test]
+fn a_free_prot_none_hint_inside_the_window_reserves_outside_it() {
+    let mut m = fixture();
+    let r = m.mmap(0x800_0000, 16 * MIB, PROT_NONE, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    assert!(!in_window(&m, r.addr, 16 * MIB), "{:#x}", r.addr);
+    // Code that comes later still lands in the window.
+    let c = m.mmap(0, PAGE, RX, PRIV, -1, 0).unwrap();
+    assert!(in_window(&m, c.addr, PAGE));
+    // The same reservation read-write (LuaJIT's machine-code area) is served at its hint.
+    let d = m.mmap(0x800_0000, 16 * PAGE, RW, PRIV, -1, 0).unwrap();
+    assert_eq!(d.addr, 0x800_0000);
+    m.check();
+}
+
 #[test]
 fn a_hint_inside_the_window_is_served_there_at_the_hint_or_nearest() {
     let mut m = fixture();

@@ -93,6 +93,19 @@ impl VmMap {
         if let Some(at) = self.place_near_hint(hint, len) {
             return Some(at);
         }
+        self.place_data_plain(hint, len)
+    }
+
+    /// Whether `[hint, hint + len)` is free and inside the code window: a free hint there.
+    fn free_in_window(&self, hint: u64, len: u64) -> bool {
+        let Some((b, e)) = self.window_range() else { return false };
+        let Some(h) = page_up(hint).filter(|&h| h != 0) else { return false };
+        b <= h && h.checked_add(len).is_some_and(|end| end <= e) && self.tree.is_free(h, h + len)
+    }
+
+    /// [`VmMap::place_data`] without the window's hint rule: the hint if free outside the
+    /// window, else top-down, else bottom-up, skipping the window.
+    fn place_data_plain(&mut self, hint: u64, len: u64) -> Option<u64> {
         let l = self.layout;
         let w = self.window_range();
         if hint != 0
@@ -283,6 +296,12 @@ impl VmMap {
             self.place_code(hint, len, PAGE)?
         } else if loader_reservation(hint, asked, prot_v, flags) {
             (self.place_reservation(len).ok_or(Errno::ENOMEM)?, false)
+        } else if prot_v.bits() == 0 && self.free_in_window(hint, len) {
+            // A free PROT_NONE hint in the window reserves address space (Chez Scheme's
+            // `fill-below!` takes everything below 4 GiB this way), which is no JIT's area
+            // (V8's code range hints at occupied text; LuaJIT's area is read-write): it stays
+            // out, so that the code that comes later finds the window.
+            (self.place_data_plain(hint, len).ok_or(Errno::ENOMEM)?, false)
         } else {
             (self.place_data(hint, len).ok_or(Errno::ENOMEM)?, false)
         };
