@@ -52,16 +52,17 @@ fn scenario() -> Result<(), String> {
     ensure!(readable(&outer), "the outer epoll sees the inner one's readiness");
     ensure_eq!(epoll::ctl(&inner, EPOLL_CTL_ADD, &outer, 101, (EPOLLIN, 2)), Err(Errno::ELOOP));
     ensure_eq!(epoll::ctl(&inner, EPOLL_CTL_ADD, &inner, 102, (EPOLLIN, 2)), Err(Errno::EINVAL));
-    // A timerfd armed 1 ms ahead is readable once that passed (its readiness is the clock's).
+    // A timerfd armed 200 ms ahead is readable once that passed (its readiness is the clock's);
+    // 200 ms, so that a host that stalls the virtual CPU does not expire it before the first look.
     let tfd = crate::fs::timerfd::create(&files, false, 0).map_err(err)?;
     ensure_eq!(crate::sched::timer::registered(), timers + 1);
     let timer = files.lock().file(tfd).map_err(err)?;
-    let old = timer.file_as::<TimerFd>().map(|t| t.set(false, Setting { value: 1_000_000, interval: 0 }));
+    let old = timer.file_as::<TimerFd>().map(|t| t.set(false, Setting { value: 200_000_000, interval: 0 }));
     ensure_eq!(old, Some(Setting::default()));
     ensure!(!readable(&timer), "not expired yet");
     let start = crate::arch::time::counter();
-    while !readable(&timer) && crate::arch::time::counter() - start < crate::arch::time::frequency() {}
-    ensure!(readable(&timer), "expired after 1 ms");
+    while !readable(&timer) && crate::arch::time::counter() - start < 3 * crate::arch::time::frequency() {}
+    ensure!(readable(&timer), "expired after 200 ms");
     epoll::ctl(&outer, EPOLL_CTL_ADD, &timer, tfd, (EPOLLIN, 3)).map_err(err)?;
     ensure_eq!(epoll::watched(), watched + 3);
     // The eventfd's last reference goes: its item leaves the inner epoll.
