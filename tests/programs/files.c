@@ -1999,7 +1999,27 @@ static void test_kernel_log(void) {
     CHECK_ERR(klogctl(3, NULL, 10), EINVAL);
 }
 
+/* After a process dropped its ids and ran a program, the program's auxiliary vector holds the
+ * new ids (Linux's create_elf_tables from the credentials), not root's. */
+static void test_exec_auxv_ids(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setresgid(2000, 2000, 2000) != 0 || setresuid(1000, 1000, 1000) != 0) _exit(2);
+        char *args[] = {(char *)self_path, "--auxv-ids", NULL};
+        execv(self_path, args);
+        _exit(3);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the program saw uid 1000 and gid 2000 in its auxiliary vector (status %#x)", st);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--auxv-ids") == 0) {
+        unsigned long ids[] = {getauxval(AT_UID), getauxval(AT_EUID), getauxval(AT_GID), getauxval(AT_EGID)};
+        return ids[0] == 1000 && ids[1] == 1000 && ids[2] == 2000 && ids[3] == 2000 && getauxval(AT_SECURE) == 0 ? 0 : 1;
+    }
     if (argc >= 1 && argv[0][0] == '/') self_path = argv[0];
     self_argc = argc;
     self_argv = argv;
@@ -2044,6 +2064,7 @@ int main(int argc, char **argv) {
         {"proc_fd_links", test_proc_fd_links},
         {"shebang_scripts", test_shebang_scripts},
         {"execveat", test_execveat},
+        {"exec_auxv_ids", test_exec_auxv_ids},
         {"rlimit_nofile", test_rlimit_nofile},
         {"dev_nodes", test_dev_nodes},
         {"tmp", test_tmp},

@@ -274,8 +274,10 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
             Some((node, image, crate::fs::copy_bytes(path).map_err(|_| String::from("no memory"))?))
         }
     };
-    let loaded = load(&mut space.lock(), &exe, bytes, interp.as_ref().map(|(_, i, _)| i.bytes()), argv, envp)
-        .map_err(|e| format!("{e}"))?;
+    let ids = exec::load::Ids::default(); // the first process is root
+    let loaded =
+        load(&mut space.lock(), &exe, bytes, interp.as_ref().map(|(_, i, _)| i.bytes()), ids, argv, envp)
+            .map_err(|e| format!("{e}"))?;
     let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
     let mut record = loaded.image;
     if let (Some(i), Some((node, _, path))) = (record.interp.as_mut(), interp) {

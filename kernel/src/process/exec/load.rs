@@ -58,13 +58,25 @@ pub(crate) struct Loaded {
     pub image: ProgramImage,
 }
 
+/// The ids a program starts with, for its auxiliary vector (`AT_UID`, `AT_EUID`, `AT_GID`,
+/// `AT_EGID`): the caller's credentials.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Ids {
+    pub uid: u32,
+    pub euid: u32,
+    pub gid: u32,
+    pub egid: u32,
+}
+
 /// Maps the segments of `exe` (whose file is `bytes`), and of its interpreter (`interp`: the
-/// file `PT_INTERP` names), the stack and the initial stack contents.
+/// file `PT_INTERP` names), the stack and the initial stack contents (`ids` in the auxiliary
+/// vector).
 pub(crate) fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
     exe: &elf::Executable,
     bytes: &[u8],
     interp: Option<&[u8]>,
+    ids: Ids,
     argv: &[S],
     envp: &[S],
 ) -> Result<Loaded, LoadError> {
@@ -98,10 +110,10 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         (stack::at::BASE, base),
         (stack::at::FLAGS, 0),
         (stack::at::ENTRY, exe.entry),
-        (stack::at::UID, 0),
-        (stack::at::EUID, 0),
-        (stack::at::GID, 0),
-        (stack::at::EGID, 0),
+        (stack::at::UID, u64::from(ids.uid)),
+        (stack::at::EUID, u64::from(ids.euid)),
+        (stack::at::GID, u64::from(ids.gid)),
+        (stack::at::EGID, u64::from(ids.egid)),
         (stack::at::HWCAP, cpu::hwcaps()),
         (stack::at::HWCAP2, cpu::hwcaps2()),
         (stack::at::CLKTCK, 100),

@@ -366,8 +366,10 @@ pub fn execveat(
     let Ok(space) = super::Vmspace::new(mm, asid) else { return done(frame, Err(Errno::ENOMEM)) };
     let loaded = {
         let mut mm = space.lock();
+        let c = p.posix.cred();
+        let ids = load::Ids { uid: c.uid, euid: c.euid, gid: c.gid, egid: c.egid };
         let Ok(loaded) =
-            super::load(&mut mm, &exe, bytes, interp.as_ref().map(|i| i.image.bytes()), &argv, &envp)
+            super::load(&mut mm, &exe, bytes, interp.as_ref().map(|i| i.image.bytes()), ids, &argv, &envp)
         else {
             return done(frame, Err(Errno::ENOMEM));
         };
