@@ -53,21 +53,41 @@ impl BlockFrames {
             }
             return Ok(block);
         }
-        let allocated: Vec<_> = (0..OWNED_FRAMES).map_while(|_| frames::alloc(1)).map(|pa| (pa, 1)).collect();
-        let Some(&(first, _)) = allocated.first() else {
-            return Err("no frame".into());
+        // Else frames one at a time until OWNED_FRAMES of them lie in one block that is all RAM
+        // (the allocator may start in a block a firmware hole cuts, as edk2's reserved ranges do).
+        let memory = crate::booted().machine.memory.ranges();
+        let all_ram = |base: u64| memory.iter().any(|&(start, stop)| start <= base && base + BLOCK_2M <= stop);
+        // A whole free block first, when the machine has one (2 GiB under edk2 has).
+        if let Some(base) = frames::alloc(BLOCK_PAGES as usize) {
+            if base.is_aligned(BLOCK_2M) && all_ram(base.0) {
+                let owned = (0..OWNED_FRAMES as u64).collect();
+                return Ok(Self { base, owned, allocated: vec![(base, BLOCK_PAGES as usize)] });
+            }
+            frames::free(base, BLOCK_PAGES as usize);
+        }
+        let mut allocated: Vec<(PhysAddr, usize)> = Vec::new();
+        let mut chosen = None;
+        while chosen.is_none() && allocated.len() < 4096 {
+            let Some(pa) = frames::alloc(1) else { break };
+            allocated.push((pa, 1));
+            let base = pa.align_down(BLOCK_2M);
+            let here = allocated.iter().filter(|(f, _)| f.align_down(BLOCK_2M) == base).count();
+            if here >= OWNED_FRAMES && all_ram(base.0) {
+                chosen = Some(base);
+            }
+        }
+        let Some(base) = chosen else {
+            let had = allocated.len();
+            for (pa, count) in allocated {
+                frames::free(pa, count);
+            }
+            return Err(format!("no block of RAM holds {OWNED_FRAMES} of {had} frames: {memory:x?}"));
         };
-        let base = first.align_down(BLOCK_2M);
         let end = base.0 + BLOCK_2M;
         let owned = allocated.iter().filter(|(pa, _)| (base.0..end).contains(&pa.0));
         let mut owned: Vec<u64> = owned.map(|(pa, _)| (pa.0 - base.0) / PAGE_SIZE).collect();
         owned.sort_unstable();
         let block = Self { base, owned, allocated };
-        let memory = crate::booted().machine.memory.ranges();
-        if !memory.iter().any(|&(start, stop)| start <= base.0 && end <= stop) {
-            block.free();
-            return Err(format!("the block of RAM at {base:?} is not all RAM: {memory:x?}"));
-        }
         Ok(block)
     }
 
