@@ -56,7 +56,8 @@ impl BlockFrames {
         // Else frames one at a time until OWNED_FRAMES of them lie in one block that is all RAM
         // (the allocator may start in a block a firmware hole cuts, as edk2's reserved ranges do).
         let memory = crate::booted().machine.memory.ranges();
-        let all_ram = |base: u64| memory.iter().any(|&(start, stop)| start <= base && base + BLOCK_2M <= stop);
+        let all_ram =
+            |base: u64| memory.iter().any(|&(start, stop)| start <= base && base + BLOCK_2M <= stop);
         // A whole free block first, when the machine has one (2 GiB under edk2 has).
         if let Some(base) = frames::alloc(BLOCK_PAGES as usize) {
             if base.is_aligned(BLOCK_2M) && all_ram(base.0) {
