@@ -288,6 +288,8 @@ fn vm_flags(out: &mut Text, vma: &Vma) -> fmt::Result {
         (vma.flags.contains(VmaFlags::WIPEONFORK), "wf"),
         (vma.flags.contains(VmaFlags::HUGEPAGE), "hg"),
         (vma.flags.contains(VmaFlags::NOHUGEPAGE), "nh"),
+        // VM_SEALED, bit 63 of Linux's flags: printed last.
+        (vma.flags.contains(VmaFlags::SEALED), "sl"),
     ];
     out.write_str("VmFlags:")?;
     for (on, name) in flags {

@@ -134,6 +134,12 @@ pub fn mlock2(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno
     with_mm(p, |mm| ret(mm.mlock2(addr, len, flags)))
 }
 
+/// `mseal(addr, len, flags)` (Linux 6.10): seals the mappings of the range against change
+/// (`mm::vm::VmMap::mseal`); only the area map changes, never a table.
+pub fn mseal(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
+    with_mm(p, |mm| ret(mm.vm_mut().mseal(addr, len, flags)))
+}
+
 /// `munlock(addr, len)`.
 pub fn munlock(p: &Process, addr: u64, len: u64) -> Result<u64, Errno> {
     with_mm(p, |mm| ret(mm.munlock(addr, len)))

@@ -280,6 +280,7 @@ fn call(thread: &mut Thread, frame: &mut TrapFrame, nr: u64, a: [u64; 6]) -> Act
         nr::MUNLOCKALL => memory::munlockall(p),
         nr::MINCORE => memory::mincore(p, a[0], a[1], a[2]),
         nr::MLOCK2 => memory::mlock2(p, a[0], a[1], a[2]),
+        nr::MSEAL => memory::mseal(p, a[0], a[1], a[2]),
         // System V shared memory.
         nr::SHMGET => ipc::shmget(thread, a[0], a[1], a[2]),
         nr::SHMAT => ipc::shmat(thread, a[0], a[1], a[2]),

@@ -59,8 +59,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 break;
             };
             hole |= v.start > cursor;
-            // Linux's is_valid_guard_vma: anonymous (not shmem, not a file), and unlocked to
-            // install (removing from a locked area is allowed).
+            // A sealed read-only area refuses installing (`mseal`, Linux 6.13); then Linux's
+            // is_valid_guard_vma: anonymous (not shmem, not a file), and unlocked to install
+            // (removing from a locked area is allowed).
+            if install && v.seal_refuses(MADV_GUARD_INSTALL) {
+                return Err(Errno::EPERM);
+            }
             if v.flags.contains(VmaFlags::SHARED)
                 || v.flags.contains(VmaFlags::OBJECT)
                 || (install && v.flags.contains(VmaFlags::LOCKED))

@@ -89,6 +89,7 @@ mod names;
 mod near;
 mod protect;
 pub mod remap;
+mod seal;
 pub mod stack;
 mod window;
 
@@ -183,6 +184,9 @@ pub struct VmMap {
     names: names::AnonNames,
     /// `RLIMIT_STACK`: the largest a mapping that grows down may grow ([`stack`]).
     stack_limit: Rlimit,
+    /// Whether any mapping was ever sealed (`mseal`): only then do the calls that remove or
+    /// change mappings look for sealed ones, so an address space without seals pays nothing.
+    sealed: bool,
 }
 
 /// Linux's `is_data_mapping`: private, writable and not a stack.
@@ -239,6 +243,7 @@ impl VmMap {
             data_limit: Rlimit::INFINITY,
             names: names::AnonNames::default(),
             stack_limit: Rlimit { cur: stack::DEFAULT_STACK_LIMIT, max: super::limits::RLIM_INFINITY },
+            sealed: false,
         }
     }
 

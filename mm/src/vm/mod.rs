@@ -170,6 +170,11 @@ impl VmaFlags {
     /// `VM_MAYWRITE` clear: a shared mapping of an object attached or opened read-only, such
     /// as a System V segment attached with `SHM_RDONLY`).
     pub const NOMAYWRITE: VmaFlags = VmaFlags(8192);
+    /// Sealed by `mseal` (Linux 6.10's `VM_SEALED`): the mapping may no longer be unmapped,
+    /// moved, resized, replaced by `MAP_FIXED` or have its rights changed, and destructive advice
+    /// is refused on it where it is private, anonymous and read-only ([`map`]'s `seal.rs`).
+    /// Kept across fork; an exec starts a new address space.
+    pub const SEALED: VmaFlags = VmaFlags(16384);
 
     /// No flag.
     pub const fn empty() -> VmaFlags {
@@ -210,6 +215,7 @@ impl core::fmt::Debug for VmaFlags {
             "object",
             "growsdown",
             "nomaywrite",
+            "sealed",
         ];
         let mut first = true;
         write!(f, "[")?;
@@ -352,6 +358,8 @@ mod library_tests;
 mod limit_tests;
 #[cfg(test)]
 mod name_tests;
+#[cfg(test)]
+mod seal_tests;
 #[cfg(test)]
 mod stack_tests;
 #[cfg(test)]

@@ -36,7 +36,7 @@ impl VmMap {
         }
         if addr <= old {
             // Linux shrinks through `do_vmi_munmap`, which refuses a split at the map count.
-            if self.punch_exceeds_count(newbrk, oldbrk) {
+            if self.punch_exceeds_count(newbrk, oldbrk) || self.refuse_sealed(newbrk, oldbrk).is_err() {
                 return fail;
             }
             let Ok(unmapped) = self.reserve().and_then(|()| self.remove_range(newbrk, oldbrk)) else {

@@ -46,6 +46,7 @@ impl VmMap {
         child.data_limit = self.data_limit;
         child.names = self.names.try_clone_empty()?;
         child.stack_limit = self.stack_limit;
+        child.sealed = self.sealed;
         let window = self.window_range();
         for v in areas {
             child.names.count(v.name, v.len(), true);

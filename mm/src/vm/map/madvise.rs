@@ -89,6 +89,10 @@ impl VmMap {
             // Linux's vma_is_anonymous (MADV_FREE) and vm_file check (MADV_WIPEONFORK): shared
             // memory and a memory object's pages, private or not, are not anonymous.
             let anonymous = !shared && !v.flags.contains(VmaFlags::OBJECT);
+            // A seal is checked first (Linux's madvise_vma_behavior).
+            if v.seal_refuses(advice) {
+                return Some(Errno::EPERM);
+            }
             match advice {
                 MADV_FREE | MADV_WIPEONFORK if !anonymous => Some(Errno::EINVAL),
                 MADV_REMOVE if !shared => Some(Errno::EINVAL),

@@ -330,6 +330,10 @@ impl VmMap {
         if flags & MAP_NOMAYWRITE != 0 {
             vflags = vflags.union(VmaFlags::NOMAYWRITE);
         }
+        // mmap_region: a MAP_FIXED over a sealed mapping is refused before anything else.
+        if flags & MAP_FIXED != 0 {
+            self.refuse_sealed(at, at + len)?;
+        }
         // mmap_region: the limits count what a MAP_FIXED replaces as given back.
         let data = is_data(prot_v, vflags);
         if !self.may_expand(data, len) {
@@ -411,6 +415,7 @@ impl VmMap {
         if self.punch_exceeds_count(addr, end) {
             return Err(Errno::ENOMEM);
         }
+        self.refuse_sealed(addr, end)?;
         self.reserve()?;
         self.remove_range(addr, end)
     }

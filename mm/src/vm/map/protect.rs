@@ -114,17 +114,20 @@ impl VmMap {
             return Err(Errno::EACCES);
         }
         // Linux's mprotect_fixup, area by area: the areas before the first refusal change, and
-        // the call then fails: EACCES where MDWE refuses an area that gains PROT_EXEC
-        // (`map_deny_write_exec`, checked first for each area), else ENOMEM.
+        // the call then fails. For each area: EACCES where MDWE refuses an area that gains
+        // PROT_EXEC (`map_deny_write_exec`, checked first), EPERM for a sealed area (even one
+        // already at the new rights: `mseal`), else ENOMEM.
         let gains_exec =
             if self.mdwe != 0 { pieces.iter().position(|p| new.exec() && !p.prot.exec()) } else { None };
+        let sealed =
+            if self.sealed { pieces.iter().position(|p| p.flags.contains(VmaFlags::SEALED)) } else { None };
         let refused = self.mprotect_refusal(&pieces, new);
-        let stop = match (gains_exec, refused) {
-            (Some(g), Some(r)) => Some(g.min(r)),
-            (g, r) => g.or(r),
-        };
-        let denied = gains_exec.is_some_and(|g| Some(g) == stop);
-        if let Some(i) = stop {
+        // `min_by_key` keeps the first of equals: the order above decides an area's errno.
+        let stop = [(gains_exec, Errno::EACCES), (sealed, Errno::EPERM), (refused, Errno::ENOMEM)]
+            .into_iter()
+            .filter_map(|(i, e)| Some((i?, e)))
+            .min_by_key(|&(i, _)| i);
+        if let Some((i, _)) = stop {
             pieces.truncate(i);
         }
         for p in pieces.iter().filter(|p| p.prot != new) {
@@ -143,8 +146,10 @@ impl VmMap {
         if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
-        out.error =
-            if denied { Some(Errno::EACCES) } else { (refused.is_some() || hole).then_some(Errno::ENOMEM) };
+        out.error = match stop {
+            Some((_, errno)) => Some(errno),
+            None => hole.then_some(Errno::ENOMEM),
+        };
         Ok(())
     }
 

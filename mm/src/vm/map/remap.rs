@@ -103,6 +103,9 @@ impl VmMap {
             return Err(Errno::EINVAL);
         }
         self.tree.find(addr).ok_or(Errno::EFAULT)?;
+        if self.sealed_at(addr) {
+            return Err(Errno::EPERM);
+        }
         let mut out = Remapped { addr, unmapped: Vec::new(), moved: None, populate: None, duplicated: None };
         if flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0 {
             self.mremap_to(addr, old_len, new_addr, new_len, flags, &mut out)?;
