@@ -37,6 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <termios.h>
 #include <time.h>
 
@@ -1340,6 +1341,63 @@ static void test_sync_family(void) {
     CHECK_SYS(fsync(ro));
 }
 
+// Extended attributes of a tmpfs file that has none, as Linux 6.1's tmpfs answers by the name's
+// namespace: it has handlers for "security.", "trusted." and the POSIX ACLs (which find nothing:
+// ENODATA) and none for "user." (EOPNOTSUPP; tmpfs keeps user attributes only from Linux 6.6),
+// and "user." names are refused before that on a symbolic link; list is empty. The name is read
+// first (ERANGE for an empty one or one of 256 bytes, EFAULT for a bad pointer, a name that ends
+// just before an unmapped page read whole), after the file is found.
+static void test_xattr_without_attributes(void) {
+    const char *path = "/tmp/xattr-file", *link = "/tmp/xattr-link";
+    int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
+    CHECK(fd >= 0, "create");
+    CHECK_SYS(symlink(path, link));
+    char value[64];
+    CHECK_ERR(getxattr(path, "security.selinux", value, sizeof value), ENODATA);
+    CHECK_ERR(lgetxattr(path, "system.posix_acl_access", value, sizeof value), ENODATA);
+    CHECK_ERR(fgetxattr(fd, "trusted.overlay", value, sizeof value), ENODATA);
+    CHECK_ERR(getxattr(path, "user.comment", value, sizeof value), EOPNOTSUPP);
+    CHECK_ERR(getxattr(path, "nonamespace", value, sizeof value), EOPNOTSUPP);
+    CHECK_ERR(getxattr(link, "user.comment", value, sizeof value), EOPNOTSUPP);
+    CHECK_ERR(lgetxattr(link, "user.comment", value, sizeof value), ENODATA);
+    CHECK_ERR(lgetxattr(link, "security.selinux", value, sizeof value), ENODATA);
+    CHECK(listxattr(path, value, sizeof value) == 0, "list: empty");
+    CHECK(flistxattr(fd, NULL, 0) == 0, "list size: 0");
+    CHECK(llistxattr(link, NULL, 0) == 0, "list of the link: empty");
+    CHECK_ERR(setxattr(path, "user.comment", "x", 1, 0), EOPNOTSUPP);
+    CHECK_ERR(fsetxattr(fd, "user.comment", "x", 1, XATTR_CREATE), EOPNOTSUPP);
+    CHECK_ERR(lsetxattr(link, "user.comment", "x", 1, 0), EPERM);
+    CHECK_ERR(setxattr(path, "user.comment", "x", 1, 4), EINVAL);
+    CHECK_ERR(removexattr(path, "user.comment"), EOPNOTSUPP);
+    CHECK_ERR(removexattr(path, "security.selinux"), ENODATA);
+    CHECK_ERR(lremovexattr(link, "user.comment"), EPERM);
+    CHECK_ERR(getxattr(path, "", value, sizeof value), ERANGE);
+    char longname[300];
+    memset(longname, 'a', sizeof longname);
+    memcpy(longname, "security.", 9);
+    longname[256] = 0;
+    CHECK_ERR(getxattr(path, longname, value, sizeof value), ERANGE);
+    longname[255] = 0;
+    CHECK_ERR(getxattr(path, longname, value, sizeof value), ENODATA);
+    CHECK_ERR(getxattr(path, (const char *)8, value, sizeof value), EFAULT);
+    // A name whose terminator is the last byte of a page followed by an unmapped one.
+    long page = sysconf(_SC_PAGESIZE);
+    char *two = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(two != MAP_FAILED, "mmap");
+    CHECK_SYS(munmap(two + page, page));
+    char *name = two + page - sizeof "security.edge";
+    memcpy(name, "security.edge", sizeof "security.edge");
+    CHECK_ERR(getxattr(path, name, value, sizeof value), ENODATA);
+    two[page - 1] = 'x';
+    CHECK_ERR(getxattr(path, two + page - 2, value, sizeof value), EFAULT);
+    CHECK_ERR(fgetxattr(1000, "security.selinux", value, sizeof value), EBADF);
+    CHECK_ERR(getxattr("/tmp/no-such-file", (const char *)8, value, sizeof value), ENOENT);
+    munmap(two, page);
+    close(fd);
+    unlink(link);
+    unlink(path);
+}
+
 static void test_statfs(void) {
     struct statfs s, t;
     CHECK_SYS(statfs("/", &s));
@@ -2059,6 +2117,7 @@ int main(int argc, char **argv) {
         {"flock", test_flock},
         {"sync_family", test_sync_family},
         {"statfs", test_statfs},
+        {"xattr_without_attributes", test_xattr_without_attributes},
         {"sendfile_copy_splice", test_sendfile_copy_splice},
         {"memfd_as_a_file", test_memfd_as_a_file},
         {"proc_fd_links", test_proc_fd_links},

@@ -56,6 +56,28 @@ fn with_faults(access: Access, mut copy: impl FnMut() -> Result<(), Fault>) -> R
     }
 }
 
+/// A NUL-terminated string at `addr` copied into `buf`, as Linux's `strncpy_from_user` with
+/// `buf.len()` as the bound: the terminator's index (the string's length), or `None` when `buf`
+/// filled up without one. Reads in chunks that never cross into the page after the one holding
+/// the next byte, so a string that ends just before an unmapped page is read whole.
+///
+/// # Errors
+/// `EFAULT` for a byte that cannot be read before the terminator or the bound.
+pub fn read_c_string(addr: u64, buf: &mut [u8]) -> Result<Option<usize>, Errno> {
+    let mut done = 0;
+    while done < buf.len() {
+        let at = addr.wrapping_add(done as u64);
+        let to_page_end = (mm::addr::PAGE_SIZE - at % mm::addr::PAGE_SIZE) as usize;
+        let n = (buf.len() - done).min(to_page_end);
+        copy_in(&mut buf[done..done + n], at).map_err(|_| Errno::EFAULT)?;
+        if let Some(end) = buf[done..done + n].iter().position(|&b| b == 0) {
+            return Ok(Some(done + end));
+        }
+        done += n;
+    }
+    Ok(None)
+}
+
 /// A NUL-terminated path at `addr` (without its NUL), as Linux's `getname` reads it: `EFAULT`
 /// for a bad pointer, `ENAMETOOLONG` past `PATH_MAX` bytes with its terminator, `ENOMEM` when the
 /// heap cannot hold it. Reads a page-sized chunk at a time, never past the terminator's chunk.

@@ -1008,16 +1008,44 @@ pub fn umount2(p: &Process, target_path: u64, flags: u64) -> Result<u64, Errno> 
 
 /// The name argument of an extended-attribute call, as Linux's `strncpy_from_user` into
 /// `XATTR_NAME_MAX + 1` bytes reads it: `ERANGE` for an empty name or one of 256 bytes or more,
-/// `EFAULT` for a bad pointer.
-fn xattr_name(addr: u64) -> Result<(), Errno> {
-    let mut b = [0u8; 1];
-    for i in 0..=255u64 {
-        copy_in(&mut b, addr.wrapping_add(i)).map_err(|_| Errno::EFAULT)?;
-        if b[0] == 0 {
-            return if i == 0 { Err(Errno::ERANGE) } else { Ok(()) };
+/// `EFAULT` for a bad pointer. Returns the name's namespace.
+fn xattr_name(addr: u64) -> Result<XattrNamespace, Errno> {
+    let mut name = [0u8; 256];
+    match crate::memory::uaccess::read_c_string(addr, &mut name)? {
+        Some(len) if len > 0 => Ok(XattrNamespace::of(&name[..len])),
+        _ => Err(Errno::ERANGE),
+    }
+}
+
+/// The namespace of an attribute name, which decides how Linux 6.1's tmpfs answers for it
+/// (`xattr_permission`, then the handler `xattr_resolve_name` finds: tmpfs has handlers for
+/// `security.`, `trusted.` and the POSIX ACLs, none for `user.` before Linux 6.6).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum XattrNamespace {
+    /// `user.`: no tmpfs handler (`EOPNOTSUPP`); refused before that on a file that is neither
+    /// regular nor a directory (`ENODATA` to read, `EPERM` to write).
+    User,
+    /// `security.`, `trusted.`, `system.posix_acl_access` and `..._default`: a handler that
+    /// finds no attribute (`ENODATA`).
+    Kept,
+    /// Any other name: no handler (`EOPNOTSUPP`).
+    Unknown,
+}
+
+impl XattrNamespace {
+    fn of(name: &[u8]) -> Self {
+        if name.starts_with(b"user.") {
+            Self::User
+        } else if name.starts_with(b"security.")
+            || name.starts_with(b"trusted.")
+            || name == b"system.posix_acl_access"
+            || name == b"system.posix_acl_default"
+        {
+            Self::Kept
+        } else {
+            Self::Unknown
         }
     }
-    Err(Errno::ERANGE)
 }
 
 /// Which file an extended-attribute call names: a path (followed or not) or a descriptor.
@@ -1045,36 +1073,46 @@ pub enum XattrOp {
 }
 
 /// The extended-attribute calls. The file systems here keep no extended attributes: a file
-/// answers as one of Linux's tmpfs files that has none (no security module adds any) — `get`
-/// and `remove` are `ENODATA`, `list` is empty — and `set` is `EOPNOTSUPP`, as on a Linux file
-/// system without a handler for the name (what `ls -l` and `cp -a` expect of such files). The
-/// file is found, and the name read, in Linux's order (`path_getxattr` and `getxattr`).
+/// answers as one of Linux 6.1's tmpfs files that has none (no security module adds any), by
+/// the name's namespace ([`XattrNamespace`]): `get` and `remove` of a `security.`, `trusted.`
+/// or POSIX ACL name are `ENODATA` (what `ls -l` and `cp -a` ask), of a `user.` or unknown one
+/// `EOPNOTSUPP` (tmpfs has no `user.` handler before Linux 6.6); `list` is empty; `set` is
+/// `EOPNOTSUPP` — where Linux's tmpfs would store a `security.` or `trusted.` attribute, a
+/// difference docs/user.md states. The file is found, and the name read, in Linux's order
+/// (`path_getxattr` and `getxattr`).
 ///
 /// # Errors
 /// The path's errors, `EBADF`, `EFAULT`, `ERANGE`, then as above.
 pub fn xattr(p: &Process, of: XattrOf, op: XattrOp, a: [u64; 6]) -> Result<u64, Errno> {
-    match of {
-        XattrOf::Fd => {
-            fd_node(p, a[0])?;
-        }
+    let node = match of {
+        XattrOf::Fd => fd_node(p, a[0])?,
         XattrOf::Path | XattrOf::Link => {
             let path = path_arg(a[0])?;
-            node_at(p, AT_FDCWD as u32 as u64, &path, matches!(of, XattrOf::Path))?;
+            Some(node_at(p, AT_FDCWD as u32 as u64, &path, matches!(of, XattrOf::Path))?)
         }
-    }
+    };
+    // Linux's xattr_permission: `user.` names only on regular files and directories.
+    let user_allowed =
+        node.is_some_and(|n| matches!(n.metadata().kind, FileType::Regular | FileType::Directory));
     match op {
         XattrOp::List => Ok(0),
-        XattrOp::Get | XattrOp::Remove => {
-            xattr_name(a[1])?;
-            Err(Errno::ENODATA)
-        }
+        XattrOp::Get | XattrOp::Remove => match xattr_name(a[1])? {
+            XattrNamespace::User if !user_allowed => {
+                Err(if matches!(op, XattrOp::Get) { Errno::ENODATA } else { Errno::EPERM })
+            }
+            XattrNamespace::Kept => Err(Errno::ENODATA),
+            XattrNamespace::User | XattrNamespace::Unknown => Err(Errno::EOPNOTSUPP),
+        },
         XattrOp::Set => {
-            xattr_name(a[1])?;
+            let ns = xattr_name(a[1])?;
             if a[4] & !3 != 0 {
                 return Err(Errno::EINVAL); // XATTR_CREATE | XATTR_REPLACE only
             }
             if a[3] > 65536 {
                 return Err(Errno::E2BIG); // XATTR_SIZE_MAX
+            }
+            if ns == XattrNamespace::User && !user_allowed {
+                return Err(Errno::EPERM);
             }
             Err(Errno::EOPNOTSUPP)
         }
