@@ -38,27 +38,17 @@ mv $t/a/b/two.txt $t/two.txt
 ls $t $t/a $t/d
 echo "== sort"
 sort $t/d/words | tr '\n' ' '; echo
-sort -r $t/d/words | head -n 2
 printf '10\n9\n100\n-1\n' | sort -n | tr '\n' ' '; echo
 printf 'b 2\na 2\nc 1\n' | sort -k2,2n -k1,1 | tr '\n' ';'; echo
-sort -u $t/d/words $t/d/words | wc -l
 echo "== find"
 find $t -name '*.txt' | sort
-find $t -type d | sort
 find $t -type l -printf '%p -> %l\n' | sort
 find $t -size +4k -type f | sort
-find $t -newer $t/a/one.txt | sort
-find / -xdev \( -path /proc -o -path /sys -o -path /dev \) -prune -o -name 'words' -print | sort
-find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -name 'sort' -type f -print
-find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o -name 'libc.so*' -print | sort
+find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \( -name words -o -name sort -type f -o -name 'libc.so*' \) -print | sort
 echo "== rm -r"
 rm -r $t/a/inside $t/dcopy
 rm -rf $t/nonexistent
 ls -A $t
 rm -r $t
-ls /tmp | grep -c tree || true
-echo "== stat"
-mkdir -p /tmp/s/x/y && stat -c '%n %F %a' /tmp/s /tmp/s/x /tmp/s/x/y
-du -s --apparent-size -b /tmp/s >/dev/null && echo "du ok"
-rm -r /tmp/s
+[ -e $t ] || echo "$t removed"
 echo done
