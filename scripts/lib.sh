@@ -249,6 +249,25 @@ finish_image() {
     "$OBJCOPY" -O binary "$2" "$3"
 }
 
+# rootfs_parity_initrd PROFILE OUT: the initrd of a parity case whose program comes from a Debian
+# root image (PROGRAM = PROFILE:/PATH in tests/linux-parity/cases): scripts/rootfs PROFILE's image,
+# then a second cpio archive, which Linux and this kernel both unpack over the first, holding
+# tests/programs/rootfs/* under /parity/ (the cases' scripts) and the init of a Linux reference
+# run, /parity-init (which mounts /proc, /sys, /dev and /tmp first, as this kernel has them).
+rootfs_parity_initrd() {
+    local profile="$1" out="$2" dir="$ROOT/target/rootfs/linux-init" image f files=()
+    image="$("$ROOT/scripts/rootfs" "$profile" | head -n 1)" && [ -f "$image" ] || return 1
+    ensure_cross_gcc
+    mkdir -p "$dir"
+    [ "$dir/parity-init" -nt "$ROOT/tests/programs/parity-init.c" ] \
+        || build_c_program "$ROOT/tests/programs/parity-init.c" "$dir/parity-init"
+    files+=("$dir/parity-init")
+    for f in "$ROOT"/tests/programs/rootfs/*; do files+=("parity/${f##*/}=$f"); done
+    make_initramfs "$out.overlay" "${files[@]}"
+    cat "$image" "$out.overlay" >"$out"
+    rm "$out.overlay"
+}
+
 # make_initramfs OUT FILE...: a cpio "newc" archive (the initramfs format) holding each FILE at
 # the root under its own name, or at DEST for a DEST=FILE argument (directories made for it),
 # executable. The kernel runs the one `rdinit=/NAME` names.

@@ -313,14 +313,24 @@ fn unreachable_node() -> ! {
     unreachable!("a RamNode is only reached through an Arc")
 }
 
+/// The size a directory of `entries` names reports: tmpfs's (Linux's `shmem`) bookkeeping,
+/// `BOGO_DIRENT_SIZE` (20) bytes for each name plus two for `.` and `..`, which is what `ls -l`
+/// and `stat` show for a directory of Linux's `/tmp`, `/dev/shm` and initramfs root.
+fn directory_size(entries: usize) -> u64 {
+    const BOGO_DIRENT_SIZE: u64 = 20;
+    BOGO_DIRENT_SIZE * (2 + entries as u64)
+}
+
 /// The metadata a node reports.
 fn metadata_of(node: &RamNode) -> Metadata {
-    let m = node.meta.lock();
+    // The directory's lock is taken (and dropped) before the metadata's, never inside it.
     let (size, blocks) = match &node.data {
         Data::File(c) => (c.size(), c.blocks()),
         Data::Symlink(t) => (t.len() as u64, 0),
-        _ => (0, 0),
+        Data::Dir(d) => (directory_size(d.lock().entries.len()), 0),
+        Data::Special => (0, 0),
     };
+    let m = node.meta.lock();
     Metadata {
         dev: node.shared.config.dev,
         ino: node.ino,

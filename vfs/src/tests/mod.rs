@@ -149,6 +149,28 @@ fn a_new_directory_lists_dot_and_dotdot_and_counts_its_links() {
 }
 
 #[test]
+fn a_directory_s_size_is_tmpfs_s_twenty_bytes_a_name() {
+    // Linux's tmpfs: 2 * BOGO_DIRENT_SIZE for a new directory, 20 more for each name made, linked
+    // or moved in, 20 less for each one removed or moved out (`ls -l /tmp` shows it).
+    let w = World::new();
+    let a = w.mkdir("/a");
+    let b = w.mkdir("/b");
+    assert_eq!(a.metadata().size, 40);
+    w.file("/a/f", b"x");
+    w.mkdir("/a/d");
+    assert_eq!(a.metadata().size, 80);
+    let f = w.file("/a/g", b"y");
+    a.link(b"h", &f, NOW).unwrap();
+    assert_eq!(a.metadata().size, 120);
+    a.rename(b"f", &b, b"f", 0, NOW).unwrap();
+    assert_eq!((a.metadata().size, b.metadata().size), (100, 60));
+    a.unlink(b"d", true, NOW).unwrap();
+    a.unlink(b"h", false, NOW).unwrap();
+    assert_eq!(a.metadata().size, 60);
+    assert_eq!(f.metadata().size, 1, "a file's size stays its bytes");
+}
+
+#[test]
 fn files_read_what_was_written_and_truncate_both_ways() {
     let w = World::new();
     let f = w.file("/f", b"hello");
