@@ -328,6 +328,26 @@ build's granule:
 Host times are informational (the machine is shared and loaded); the counts are exact.
 
 {block("9")}
+## 14. Dynamic programs against Linux
+
+`dyncost` (tests/programs/dyncost.c, static glibc) runs unchanged on this kernel and on Debian's
+Linux in the same QEMU (`-cpu max,pauth-impdef=on -m 1G`, 1 CPU; on Linux under parity-init),
+with a dynamically linked glibc hello (tests/programs/hello.c, built without `-static`) and the
+python3 root image's `ld-linux-aarch64.so.1` and `libc.so.6` (`scripts/rootfs python3`). Rows:
+fork + `execve` of the hello + its exit + `waitpid`, per cycle; a read of one byte per page of a
+`MAP_PRIVATE` read-only mapping of a file in `/tmp` whose pages are already in the page cache,
+per page touched, with the pages one such fault maps (the mapping's `Rss` in `/proc/self/smaps`
+after one page is read: Linux's fault-around maps the cached neighbours as well) and the faults
+`getrusage` counts; and eight `python3 -c` processes that import a few modules and then block on
+a pipe, in the python3 root image: each one's `Pss` and `Rss` from its own
+`/proc/PID/smaps_rollup`, summed, and the used memory `/proc/meminfo` shows before the first
+starts and when all are ready. Guest instructions count the whole CPU, kernel and user, over the
+whole cycle (Linux: a CPU-wide `perf_event_open` counter, which also sees what Linux does after
+a child's exit; this kernel: `PMEVCNTR0_EL0`), from one run under `-icount shift=0`; times and
+memory from one run without it. The goals: instructions at most Linux's, time at most 0.5x
+Linux's, `Pss` at most Linux's.
+
+{block("11")}
 ## Not measured here
 
 - TLBIs on Linux (no counter; a QEMU TCG plugin could count executed TLBI encodings, but Debian

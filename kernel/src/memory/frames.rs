@@ -181,6 +181,13 @@ impl mm::user::UserFrames for UserFrames {
     }
 }
 
+/// How many holders the user frame `pa` has: 1 for a frame held once (or outside the counted
+/// span), more for one a `fork` shared or a memory object's frame that mappings also hold (the
+/// object's own reference counts too). `/proc/PID/smaps` divides a page among its holders (Pss).
+pub fn holders(pa: PhysAddr) -> u64 {
+    refs::holders(pa)
+}
+
 /// Makes the reference-count table of shared frames (once, at boot, after every RAM range is
 /// added); without it (no frames for it) every fork fails with `ENOMEM`.
 pub fn init_shared_counts() {
@@ -237,6 +244,11 @@ mod refs {
             })
             .is_ok()
         })
+    }
+
+    /// The references to the frame: the first and the counted ones beyond it.
+    pub fn holders(pa: PhysAddr) -> u64 {
+        counter(pa).map_or(1, |c| u64::from(c.load(Ordering::Acquire)) + 1)
     }
 
     /// Whether the frame has more than one reference.

@@ -29,8 +29,9 @@
 //! `[vdso]` or `[vvar]`: this kernel maps neither. Linux lists a segment's bss beyond the file's
 //! last page as an anonymous area of its own; here it is part of the segment's area.
 //!
-//! `smaps` adds each area's sizes (its pages present in the tables, which are all private and
-//! dirty here but a read-only segment's, which is clean), `smaps_rollup` their sum under one
+//! `smaps` adds each area's sizes (its pages present in the tables, shared or private by how many
+//! map each frame, with Pss dividing each page among them; dirty but a read-only segment's,
+//! which is clean), `smaps_rollup` their sum under one
 //! header, and `pagemap` one 64-bit entry per page (the frame number, shown to
 //! `CAP_SYS_ADMIN` only, bit 56 for a page mapped once, bit 61 for a page of a file or shared
 //! memory, bit 63 present).
@@ -190,15 +191,31 @@ pub fn generate(p: &Process) -> Result<Vec<u8>, Errno> {
 #[derive(Default, Clone, Copy)]
 struct Usage {
     rss: u64,
+    /// Each page's share, `PAGE_SIZE` divided among the page's mappers, in bytes shifted left by
+    /// [`PSS_SHIFT`] (Linux's fixed point, so that the sum rounds once, at the end).
+    pss: u64,
+    /// [`pss`](Self::pss) of the dirty pages and of the anonymous ones.
+    pss_dirty: u64,
+    pss_anon: u64,
+    shared_clean: u64,
+    shared_dirty: u64,
     private_clean: u64,
     private_dirty: u64,
     anonymous: u64,
     locked: u64,
 }
 
+/// The fixed point of [`Usage::pss`] (Linux's `PSS_SHIFT`).
+const PSS_SHIFT: u32 = 12;
+
 impl Usage {
     fn add(&mut self, o: Usage) {
         self.rss += o.rss;
+        self.pss += o.pss;
+        self.pss_dirty += o.pss_dirty;
+        self.pss_anon += o.pss_anon;
+        self.shared_clean += o.shared_clean;
+        self.shared_dirty += o.shared_dirty;
         self.private_clean += o.private_clean;
         self.private_dirty += o.private_dirty;
         self.anonymous += o.anonymous;
@@ -216,19 +233,38 @@ fn each_present(mm: &Mm, start: u64, end: u64, f: &mut dyn FnMut(u64, mm::addr::
     });
 }
 
-/// The usage of `vma`: its pages present, private (this kernel shares none but a fork's
-/// copy-on-write pages and shared memory, which Linux too counts as private while mapped once)
-/// and dirty, but a read-only segment's, which is clean; anonymous unless shared or a file's.
+/// The usage of `vma`: its pages present, each shared (mapped more than once: a fork's
+/// copy-on-write pages, a memory object's or file's pages mapped by several processes) or
+/// private, with its share of the proportional size (Pss: the page divided among its mappers,
+/// as Linux's `smaps_account`); dirty, but a read-only segment's, which is clean; anonymous unless
+/// shared or a file's.
+///
+/// The mappers of a page are its frame's holders ([`crate::memory::frames::holders`]), less the
+/// object's own reference for a page of an object-backed area. A private copy in such an area
+/// that a fork then shared counts one mapper less than it has (the frame's count alone does not
+/// tell it from the object's page).
 fn usage(mm: &Mm, vma: &Vma) -> Usage {
-    let mut pages = 0u64;
-    each_present(mm, vma.start, vma.end, &mut |_, _| pages += 1);
-    let rss = pages * PAGE_SIZE;
+    let object = vma.flags.contains(VmaFlags::OBJECT);
+    let (mut pages, mut shared_pages, mut pss) = (0u64, 0u64, 0u64);
+    each_present(mm, vma.start, vma.end, &mut |_, pa| {
+        let holders = crate::memory::frames::holders(pa);
+        let mappers = if object && holders > 1 { holders - 1 } else { holders };
+        pages += 1;
+        shared_pages += u64::from(mappers > 1);
+        pss += (PAGE_SIZE << PSS_SHIFT) / mappers;
+    });
+    let (rss, shared) = (pages * PAGE_SIZE, shared_pages * PAGE_SIZE);
     let clean = vma.flags.contains(VmaFlags::IMAGE) && !vma.prot.write();
-    let anon = !vma.flags.contains(VmaFlags::SHARED) && !vma.flags.contains(VmaFlags::OBJECT) && !clean;
+    let anon = !vma.flags.contains(VmaFlags::SHARED) && !object && !clean;
     Usage {
         rss,
-        private_clean: if clean { rss } else { 0 },
-        private_dirty: if clean { 0 } else { rss },
+        pss,
+        pss_dirty: if clean { 0 } else { pss },
+        pss_anon: if anon { pss } else { 0 },
+        shared_clean: if clean { shared } else { 0 },
+        shared_dirty: if clean { 0 } else { shared },
+        private_clean: if clean { rss - shared } else { 0 },
+        private_dirty: if clean { 0 } else { rss - shared },
         anonymous: if anon { rss } else { 0 },
         locked: if vma.flags.contains(VmaFlags::LOCKED) { rss } else { 0 },
     }
@@ -243,15 +279,15 @@ fn kb(out: &mut Text, key: &str, bytes: u64) -> fmt::Result {
 /// adds `Pss_Anon`, `Pss_File` and `Pss_Shmem`.
 fn show_usage(out: &mut Text, u: &Usage, rollup: bool) -> fmt::Result {
     kb(out, "Rss:", u.rss)?;
-    kb(out, "Pss:", u.rss)?;
-    kb(out, "Pss_Dirty:", u.private_dirty)?;
+    kb(out, "Pss:", u.pss >> PSS_SHIFT)?;
+    kb(out, "Pss_Dirty:", u.pss_dirty >> PSS_SHIFT)?;
     if rollup {
-        kb(out, "Pss_Anon:", u.anonymous)?;
-        kb(out, "Pss_File:", u.rss - u.anonymous)?;
+        kb(out, "Pss_Anon:", u.pss_anon >> PSS_SHIFT)?;
+        kb(out, "Pss_File:", (u.pss - u.pss_anon) >> PSS_SHIFT)?;
         kb(out, "Pss_Shmem:", 0)?;
     }
-    kb(out, "Shared_Clean:", 0)?;
-    kb(out, "Shared_Dirty:", 0)?;
+    kb(out, "Shared_Clean:", u.shared_clean)?;
+    kb(out, "Shared_Dirty:", u.shared_dirty)?;
     kb(out, "Private_Clean:", u.private_clean)?;
     kb(out, "Private_Dirty:", u.private_dirty)?;
     kb(out, "Referenced:", u.rss)?;
