@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -678,6 +679,43 @@ static void bench(int blocks, int child_writes) {
     munmap(a, len);
 }
 
+// getrusage and wait4 count minor page faults: touching fresh anonymous pages adds to
+// RUSAGE_SELF and RUSAGE_THREAD, a child's faults reach wait4's rusage and, once it is reaped,
+// RUSAGE_CHILDREN (with its CPU time).
+static void test_rusage_counts_faults(void) {
+    struct rusage self0, self1, thread1, children0, children1, waited;
+    CHECK_SYS(getrusage(RUSAGE_SELF, &self0));
+    CHECK_SYS(getrusage(RUSAGE_CHILDREN, &children0));
+    size_t len = 64 * 4096;
+    char *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(a != MAP_FAILED, "mmap");
+    for (size_t i = 0; i < len; i += 4096) a[i] = 1;
+    CHECK_SYS(getrusage(RUSAGE_SELF, &self1));
+    CHECK_SYS(getrusage(RUSAGE_THREAD, &thread1));
+    CHECK(self1.ru_minflt > self0.ru_minflt, "faults counted: %ld then %ld", self0.ru_minflt, self1.ru_minflt);
+    CHECK(thread1.ru_minflt > 0 && thread1.ru_minflt <= self1.ru_minflt, "the thread's: %ld of %ld",
+          thread1.ru_minflt, self1.ru_minflt);
+    CHECK_ERR(getrusage(7, &self1), EINVAL);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *b = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        for (size_t i = 0; i < len; i += 4096) b[i] = 2;
+        volatile unsigned long spin = 0;
+        for (long i = 0; i < 20000000; i++) spin += i;
+        _exit(0);
+    }
+    int status;
+    CHECK(wait4(pid, &status, 0, &waited) == pid, "wait4");
+    CHECK(waited.ru_minflt > 0, "the child's faults in wait4's rusage: %ld", waited.ru_minflt);
+    CHECK(waited.ru_utime.tv_sec > 0 || waited.ru_utime.tv_usec > 0 || waited.ru_stime.tv_sec > 0
+              || waited.ru_stime.tv_usec > 0, "the child's CPU time in wait4's rusage");
+    CHECK_SYS(getrusage(RUSAGE_CHILDREN, &children1));
+    CHECK(children1.ru_minflt >= children0.ru_minflt + waited.ru_minflt, "RUSAGE_CHILDREN: %ld, then %ld (+%ld)",
+          children0.ru_minflt, children1.ru_minflt, waited.ru_minflt);
+    munmap(a, len);
+}
+
 static const struct test_case tests[] = {
     {"fork_isolates_memory", test_fork_isolates_memory},
     {"wait_statuses", test_wait_statuses},
@@ -696,6 +734,7 @@ static const struct test_case tests[] = {
     {"poll_and_select_wake_on_a_pipe", test_poll_and_select_wake_on_a_pipe},
     {"vfork_execve", test_vfork_execve},
     {"execve_errors", test_execve_errors},
+    {"rusage_counts_faults", test_rusage_counts_faults},
 };
 
 int main(int argc, char **argv) {

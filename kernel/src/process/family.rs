@@ -51,6 +51,8 @@ use mm::tlb::TlbIssuer;
 use mm::tlb::issue::Aarch64Tlb;
 use spin::Mutex;
 
+use super::usage::Usage;
+
 use super::signals::JobReport;
 use super::{Action, Process, Thread, Vmspace};
 use crate::arch::aarch64::exception::TrapFrame;
@@ -110,6 +112,8 @@ pub struct Family {
     vfork: Arc<sched::Rendezvous>,
     /// CPU time of reaped children (counter ticks), for `times`/`getrusage(RUSAGE_CHILDREN)`.
     pub children_ticks: AtomicU64,
+    /// Minor page faults of reaped children (`process::usage`).
+    pub children_min_flt: AtomicU64,
 }
 
 impl Family {
@@ -132,6 +136,7 @@ impl Family {
             zombie: AtomicBool::new(false),
             vfork,
             children_ticks: AtomicU64::new(0),
+            children_min_flt: AtomicU64::new(0),
         })
     }
 
@@ -335,7 +340,7 @@ fn fork_child(
         child.ok_or(Errno::ENOMEM)?
     };
     let clone = super::clone::CloneArgs { flags, stack, tls, ctid };
-    let posix = super::posix::ThreadPosix { cpu_ticks: 0, ..thread.posix.clone() };
+    let posix = super::posix::ThreadPosix { cpu_ticks: 0, min_flt: 0, ..thread.posix.clone() };
     let child_thread = clone.child(thread, frame, pid, child.clone(), posix);
     started();
     let listed = fallible::push(&mut parent.family.children.lock(), child.clone());
@@ -510,10 +515,10 @@ fn find(p: &Process, which: Targets, asked: Asked) -> Found {
             let c = if asked.keep { children[i].clone() } else { children.swap_remove(i) };
             if !asked.keep {
                 c.family.reaped.store(true, Ordering::Release);
-                // Its own reaped children's time comes with it (Linux's `cutime`).
-                let ticks = c.posix.cpu_ticks.load(Ordering::Relaxed)
-                    + c.family.children_ticks.load(Ordering::Relaxed);
-                p.family.children_ticks.fetch_add(ticks, Ordering::Relaxed);
+                // Its own reaped children's usage comes with it (Linux's `cutime`, `cmin_flt`).
+                let u = Usage::of_process(&c).plus(Usage::of_children(&c));
+                p.family.children_ticks.fetch_add(u.cpu_ticks, Ordering::Relaxed);
+                p.family.children_min_flt.fetch_add(u.min_flt, Ordering::Relaxed);
             }
             return Found::Zombie(c);
         }
@@ -563,7 +568,9 @@ pub fn wait4(
         if wstatus != 0 && copy_out(wstatus, &status.to_le_bytes()).is_err() {
             return Err(Errno::EFAULT);
         }
-        if rusage != 0 && copy_out(rusage, &[0u8; 144]).is_err() {
+        // The child's usage with its reaped children's (Linux's `getrusage(RUSAGE_BOTH)`).
+        let usage = Usage::of_process(c).plus(Usage::of_children(c));
+        if rusage != 0 && copy_out(rusage, &usage.to_bytes()).is_err() {
             return Err(Errno::EFAULT);
         }
         Ok(u64::from(c.pid))
@@ -629,7 +636,9 @@ pub fn waitid(
     };
     let found = if options & WEXITED == 0 { find_jobs(p, which, asked) } else { find(p, which, asked) };
     let mut info = [0u8; 128];
+    let mut child_usage = Usage::default();
     let mut fill = |c: &Process, code: i32, status: u32| {
+        child_usage = Usage::of_process(c).plus(Usage::of_children(c));
         info[0..4].copy_from_slice(&num::SIGCHLD.to_le_bytes());
         info[8..12].copy_from_slice(&code.to_le_bytes());
         info[16..20].copy_from_slice(&c.pid.to_le_bytes());
@@ -651,7 +660,7 @@ pub fn waitid(
     if infop != 0 && copy_out(infop, &info).is_err() {
         return done(frame, Err(Errno::EFAULT));
     }
-    if rusage != 0 && copy_out(rusage, &[0u8; 144]).is_err() {
+    if rusage != 0 && copy_out(rusage, &child_usage.to_bytes()).is_err() {
         return done(frame, Err(Errno::EFAULT));
     }
     done(frame, Ok(0))

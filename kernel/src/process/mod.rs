@@ -30,6 +30,7 @@ pub mod rseq;
 pub mod signalfd;
 pub mod signals;
 mod task;
+pub mod usage;
 
 use alloc::format;
 use alloc::string::String;

@@ -36,6 +36,8 @@ pub struct ProcessPosix {
     pub personality: AtomicU32,
     /// Counter ticks its threads spent running, slices already ended.
     pub cpu_ticks: AtomicU64,
+    /// Minor page faults its threads took (`process::usage`).
+    pub min_flt: AtomicU64,
     /// System-call numbers (below 1024) already reported as unknown.
     reported: Mutex<[u64; 16]>,
     /// The path of the program it runs (what `/proc/self/exe` names), up to 255 bytes.
@@ -74,6 +76,7 @@ impl ProcessPosix {
             cred: Mutex::new(crate::fs::cred::root().ok()?),
             personality: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
+            min_flt: AtomicU64::new(0),
             reported: Mutex::new([0; 16]),
             exe: Mutex::new(([0; 255], 0)),
             membarrier: AtomicU32::new(0),
@@ -96,6 +99,7 @@ impl ProcessPosix {
             cred: Mutex::new(self.cred.lock().clone()),
             personality: AtomicU32::new(self.personality.load(Ordering::Acquire)),
             cpu_ticks: AtomicU64::new(0),
+            min_flt: AtomicU64::new(0),
             reported: Mutex::new(*self.reported.lock()),
             exe: Mutex::new(*self.exe.lock()),
             membarrier: AtomicU32::new(self.membarrier.load(Ordering::Acquire)),
@@ -200,6 +204,8 @@ pub struct ThreadPosix {
     pub name: ThreadName,
     /// Counter ticks this thread spent running, slices already ended.
     pub cpu_ticks: u64,
+    /// Minor page faults this thread took (`process::usage`).
+    pub min_flt: u64,
     /// Its restartable-sequence area (`rseq`): kept by a fork's child, not by a new thread.
     pub rseq: Option<super::rseq::Rseq>,
 }
@@ -207,7 +213,7 @@ pub struct ThreadPosix {
 impl ThreadPosix {
     /// A thread named after `path`.
     pub fn named(path: &str) -> Self {
-        Self { robust_list: 0, name: name_from_path(path), cpu_ticks: 0, rseq: None }
+        Self { robust_list: 0, name: name_from_path(path), cpu_ticks: 0, min_flt: 0, rseq: None }
     }
 
     /// The name as text (for messages).

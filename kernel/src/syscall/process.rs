@@ -216,6 +216,7 @@ fn clone_thread(
     let posix = crate::process::posix::ThreadPosix {
         robust_list: 0,
         cpu_ticks: 0,
+        min_flt: 0,
         rseq: None,
         ..thread.posix.clone()
     };

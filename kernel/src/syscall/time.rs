@@ -219,19 +219,17 @@ pub fn times(thread: &Thread, buf: u64) -> Result<u64, Errno> {
 
 /// `getrusage(who, usage)`: RUSAGE_SELF (0), RUSAGE_CHILDREN (-1: the children reaped, with
 /// what their own reaped children used), RUSAGE_THREAD (1); the CPU time is reported as user
-/// time, the rest is zero.
+/// time, and the minor faults taken (`process::usage`); the rest is zero.
 pub fn getrusage(thread: &Thread, who: u64, usage: u64) -> Result<u64, Errno> {
-    let ticks = match who as i64 {
-        0 => crate::process::cpu_ticks(&thread.process),
-        -1 => thread.process.family.children_ticks.load(core::sync::atomic::Ordering::Relaxed),
-        1 => crate::process::thread_cpu_ticks(thread),
+    use crate::process::usage::Usage;
+    let slice = Usage { cpu_ticks: crate::sched::current_slice(), min_flt: 0 };
+    let u = match who as i64 {
+        0 => Usage::of_process(&thread.process).plus(slice),
+        -1 => Usage::of_children(&thread.process),
+        1 => Usage::of_thread(thread).plus(slice),
         _ => return Err(Errno::EINVAL),
     };
-    let ns = ticks_to_ns(ticks, crate::arch::time::frequency());
-    let mut b = [0u8; 144];
-    b[..8].copy_from_slice(&(ns / NSEC_PER_SEC).to_le_bytes());
-    b[8..16].copy_from_slice(&(ns % NSEC_PER_SEC / 1000).to_le_bytes());
-    if copy_out(usage, &b).is_err() { Err(Errno::EFAULT) } else { Ok(0) }
+    if copy_out(usage, &u.to_bytes()).is_err() { Err(Errno::EFAULT) } else { Ok(0) }
 }
 
 /// Reads a `(seconds, fraction)` pair of 8-byte fields at `at` (a `timeval` or a `timespec`).

@@ -87,6 +87,8 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                 match mm.fault(frame.far, access) {
                     Ok(()) => {
                         PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
+                        thread.posix.min_flt += 1;
+                        process.posix.min_flt.fetch_add(1, Ordering::Relaxed);
                         return Action::Continue;
                     }
                     Err(Fault::NoMapping) => Unresolved::NoMapping(frame.far),
