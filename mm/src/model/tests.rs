@@ -1,12 +1,12 @@
-//! The model runs: `MM_MODEL_OPS` operations in all (default 100 000), split over four
-//! configurations; `MM_MODEL_SEED` replaces the seeds (a failure prints the seed and step).
+//! The model runs: each configuration runs a share of `MM_MODEL_OPS` operations (default
+//! 100 000); `MM_MODEL_SEED` replaces the seeds (a failure prints the seed and step).
 
 use std::println;
 use std::string::String;
 
 use crate::tlb::mutation::{self, Mutation};
 
-use super::driver::{Config, Driver, Report};
+use super::driver::{CacheBug, Config, Driver, Report};
 
 fn total_ops() -> u64 {
     std::env::var("MM_MODEL_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
@@ -42,6 +42,8 @@ fn config(cpus: usize, asid_bits: u32, slots: usize, range: bool, share: u64, s:
         sibling_switches: true,
         decided_before: false,
         guard_percent: 0,
+        file_percent: 0,
+        cache_bug: None,
     }
 }
 
@@ -94,6 +96,22 @@ fn four_cpus_with_guard_regions() {
     assert_covered(&r);
     assert!(r.guard_ops > 0 && r.guard_faults > 0, "no guard installed or hit: {r:?}");
     assert!(r.reclaims > 0, "no lazily freed page reclaimed: {r:?}");
+}
+
+/// Files: page caches whose frames several processes map at once, `MAP_SHARED` and
+/// `MAP_PRIVATE` (read-only until a write copies), read into the cache, truncated while mapped
+/// (the frames go back only after every process unmapped them and every covering flush), and
+/// unmapped, exited, forked, `MADV_DONTNEED`ed and faulted in again from the cache.
+#[test]
+fn four_cpus_with_file_mappings() {
+    let mut cfg = config(4, 3, 3, true, 10, 0x5eed_0006);
+    cfg.file_percent = 50;
+    let r = run(cfg);
+    let f = r.files;
+    assert!(f.shared_maps > 0 && f.private_maps > 0 && f.reads > 0, "{f:?}");
+    assert!(f.truncations > 0 && f.truncated_shared > 0, "no truncation of a page mapped twice: {f:?}");
+    assert!(f.cow_breaks > 0 && f.cache_hits > 0 && f.cache_frees > 0, "{f:?}");
+    assert!(r.rollovers > 0 && r.forks > 0 && r.exits > 0, "{r:?}");
 }
 
 /// Today's kernel decides the flush target before each operation (`aim_flushes`). If a sibling
@@ -229,4 +247,40 @@ fn planner_bugs_that_reach_user_flushes_are_caught() {
         cfg.ops = 3_000;
         assert!(caught_with(m, cfg, 3).is_some(), "{m:?} (FEAT_TLBIRANGE {range}) not caught");
     }
+}
+
+/// A page cache that frees a truncated page's frame once the first process that mapped it has
+/// unmapped it and flushed, while others still map it.
+#[test]
+fn planted_page_cache_free_after_the_first_flush_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0800);
+        cfg.ops = 4_000;
+        cfg.file_percent = 50;
+        cfg.cache_bug = Some(CacheBug::FreeAfterFirstFlush);
+        let e = caught_with_bug(cfg, 4)
+            .unwrap_or_else(|| panic!("{cpus} CPUs: an early page-cache free was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+        assert!(e.contains("page-cache frame"), "{e}");
+    }
+}
+
+/// A truncation that skips the flush in the second process mapping the file: its CPUs keep
+/// entries, under its ASID, for page-cache frames that go back.
+#[test]
+fn planted_truncation_without_the_second_space_flush_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0900);
+        cfg.ops = 4_000;
+        cfg.file_percent = 50;
+        cfg.cache_bug = Some(CacheBug::SecondSpaceUnflushed);
+        let e = caught_with_bug(cfg, 4)
+            .unwrap_or_else(|| panic!("{cpus} CPUs: a skipped second flush was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
+/// Runs `cfg` (with its planted bug) on a few seeds; the first violation reported, if any.
+fn caught_with_bug(cfg: Config, seeds: u64) -> Option<String> {
+    (0..seeds).find_map(|s| Driver::new(Config { seed: cfg.seed + s, ..cfg }).run().err())
 }
