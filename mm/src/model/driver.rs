@@ -21,9 +21,7 @@ use std::format;
 use std::rc::Rc;
 use std::string::String;
 
-use super::hw::{
-    CACHE_FILL, CACHE_FILLED, ModelFrames, ModelHw, ModelMem, ModelTargets, Shared, register_cache_fills,
-};
+use super::hw::{ModelFrames, ModelHw, ModelMem, ModelTargets, Shared};
 use super::machine::{CachePage, Counts, Machine, ObjectRange, Proc};
 use crate::addr::{BLOCK_1G, BLOCK_2M, PAGE_SIZE};
 use crate::descriptor::CONTIGUOUS_ENTRIES;
@@ -101,8 +99,7 @@ pub(super) struct Config {
 type Memory = UserMemory<ModelMem, ModelHw, ModelTargets, ModelFrames>;
 
 /// A shared object every process may map: the memfd (number 0) or a file's page cache (1 to
-/// [`FILES`]), behind a host lock. The frames it allocates for its pages while the code under
-/// test runs it are handed to the machine as page-cache frames.
+/// [`FILES`]), behind a host lock.
 struct Object {
     id: usize,
     pages: std::sync::Mutex<MemObject>,
@@ -110,20 +107,7 @@ struct Object {
 
 impl SharedObject for Object {
     fn with(&self, f: &mut dyn FnMut(&mut MemObject)) {
-        let mut o = self.lock();
-        let outer = CACHE_FILL.replace(Some(std::vec::Vec::new()));
-        f(&mut o);
-        let new = CACHE_FILL.replace(outer).unwrap_or_default();
-        if new.is_empty() {
-            return;
-        }
-        let mut at = 0;
-        while let Some(index) = o.next_page(at) {
-            if let Some(pa) = o.frame_of(index).filter(|pa| new.contains(&pa.0)) {
-                CACHE_FILLED.with_borrow_mut(|v| v.push((pa.0, CachePage { object: self.id, index })));
-            }
-            at = index + 1;
-        }
+        f(&mut self.lock());
     }
 }
 
@@ -134,6 +118,22 @@ impl Object {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemObject> {
         self.pages.lock().expect("object lock")
+    }
+
+    /// Hands the machine the frames of the pages from `keep` on, which a shrink to `keep`
+    /// pages is about to drop, as page-cache frames: the object holds a reference to each page
+    /// until it drops it, so every page-cache frame is freed after this, by its last mapper.
+    fn dropping(&self, keep: u64, m: &mut Machine) -> std::vec::Vec<u64> {
+        let o = self.lock();
+        let mut dropped = std::vec::Vec::new();
+        let mut at = keep;
+        while let Some(index) = o.next_page(at) {
+            let pa = o.frame_of(index).expect("a page the object holds").0;
+            m.cache_frames.insert(pa, CachePage { object: self.id, index });
+            dropped.push(pa);
+            at = index + 1;
+        }
+        dropped
     }
 }
 
@@ -157,9 +157,11 @@ pub(super) struct FileCounts {
     pub(super) cache_frees: u64,
 }
 
-/// Where a fault on a file mapping starts from: the mapping's kind, the cache's frame for the
-/// page before the fault, and the frame the page mapped before it.
+/// Where a fault on a file mapping starts from: the file and page, the mapping's kind, the
+/// cache's frame for the page before the fault, and the frame the page mapped before it.
 struct FileProbe {
+    file: usize,
+    index: u64,
     shared: bool,
     cached: Option<u64>,
     before: Option<u64>,
@@ -322,7 +324,6 @@ impl Driver {
             let what = self.one_step();
             self.copy_object_ranges();
             let mut m = self.m.borrow_mut();
-            register_cache_fills(&mut m);
             m.noise(4);
             let changed = self.changed.take().map(|(slot, lo, hi)| {
                 let lo = lo & !(BLOCK_2M - 1);
@@ -667,10 +668,7 @@ impl Driver {
         let object = self.files[file].clone();
         let size = if object.lock().size() == full { self.rand(full) } else { full };
         let keep = size.div_ceil(PAGE_SIZE);
-        let dropped: std::vec::Vec<u64> = {
-            let o = object.lock();
-            (keep..FILE_PAGES).filter_map(|i| o.frame_of(i)).map(|pa| pa.0).collect()
-        };
+        let dropped = object.dropping(keep, &mut self.m.borrow_mut());
         {
             let m = self.m.borrow();
             let shared = dropped.iter().filter(|&&pa| {
@@ -718,20 +716,22 @@ impl Driver {
         let mem = self.slots[slot].as_ref()?;
         let b = mem.backings().at(va)?;
         let file = self.object_id(&b.object).checked_sub(1)?;
-        let cached = self.files[file].lock().frame_of(b.index_of(va)).map(|pa| pa.0);
+        let index = b.index_of(va);
+        let cached = self.files[file].lock().frame_of(index).map(|pa| pa.0);
         let shared = mem.vm().find(va).is_some_and(|v| v.flags.contains(VmaFlags::SHARED));
         let before = self.m.borrow().translate(slot, va).map(|(pa, _)| pa);
-        Some(FileProbe { shared, cached, before })
+        Some(FileProbe { file, index, shared, cached, before })
     }
 
     /// After a fault on a file mapping: counts a copy on write and a page found in the cache,
     /// and checks that a private mapping maps the cache's frame read-only (a write through it
     /// would reach the file and every other process).
     fn file_fault_done(&mut self, slot: usize, va: u64, probe: &FileProbe) {
+        let cached = self.files[probe.file].lock().frame_of(probe.index).map(|pa| pa.0);
         let mut m = self.m.borrow_mut();
         let Some((pa, d)) = m.translate(slot, va) else { return };
-        let cache = m.cache_frames.contains_key(&pa);
-        let was_cache = probe.before.is_some_and(|b| m.cache_frames.contains_key(&b));
+        let cache = cached == Some(pa);
+        let was_cache = probe.before.is_some() && probe.before == probe.cached;
         self.file_counts.cow_breaks += u64::from(!probe.shared && !cache && was_cache);
         self.file_counts.cache_hits += u64::from(probe.before.is_none() && probe.cached == Some(pa));
         if !probe.shared && cache && d.attributes().access().writable() {
@@ -746,6 +746,7 @@ impl Driver {
     fn resize_object(&mut self) -> String {
         let full = WINDOW_PAGES * PAGE_SIZE;
         let size = if self.object.lock().size() == full { self.rand(WINDOW_PAGES) * PAGE_SIZE } else { full };
+        self.object.dropping(size / PAGE_SIZE, &mut self.m.borrow_mut());
         let mut frames = ModelFrames(self.m.clone());
         let gone = self.object.lock().set_size(size, &mut frames).expect("size");
         let Some(first) = gone else { return format!("ftruncate(memfd) to {size:#x}") };

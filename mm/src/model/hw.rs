@@ -10,9 +10,7 @@ use core::cell::RefCell;
 use core::ptr::NonNull;
 use std::rc::Rc;
 
-use std::vec::Vec;
-
-use super::machine::{CachePage, Machine};
+use super::machine::Machine;
 use crate::addr::PhysAddr;
 use crate::paging::{ENTRIES_PER_TABLE, Translation};
 use crate::space::FlushTargets;
@@ -20,24 +18,6 @@ use crate::tlb::{FlushTarget, TlbHardware, TlbiOp};
 use crate::user::UserFrames;
 
 pub(super) type Shared = Rc<RefCell<Machine>>;
-
-std::thread_local! {
-    /// While a shared object (a page cache) runs code under test, the frames allocated meanwhile
-    /// (its new pages); `None` outside. The object's wrapper cannot reach the machine (an object
-    /// must be `Send + Sync`), so it hands them over here.
-    pub(super) static CACHE_FILL: RefCell<Option<Vec<u64>>> = const { RefCell::new(None) };
-    /// New page-cache frames and the pages they are, for the machine to register.
-    pub(super) static CACHE_FILLED: RefCell<Vec<(u64, CachePage)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Registers the page-cache frames the objects allocated since the last call.
-pub(super) fn register_cache_fills(m: &mut Machine) {
-    CACHE_FILLED.with_borrow_mut(|v| {
-        for (pa, page) in v.drain(..) {
-            m.cache_frames.insert(pa, page);
-        }
-    });
-}
 
 /// Table frames of the machine's memory.
 pub(super) struct ModelMem(pub(super) Shared);
@@ -127,14 +107,12 @@ impl UserFrames for ModelFrames {
     fn alloc_zeroed(&mut self) -> Option<PhysAddr> {
         let mut m = self.0.borrow_mut();
         let pa = m.alloc_data();
-        CACHE_FILL.with_borrow_mut(|fill| fill.as_mut().map(|v| v.push(pa)));
         m.noise(1);
         Some(PhysAddr(pa))
     }
 
     fn free(&mut self, pa: PhysAddr) {
         let mut m = self.0.borrow_mut();
-        register_cache_fills(&mut m);
         if m.absorb_free(pa.0) {
             return;
         }
@@ -156,7 +134,6 @@ impl UserFrames for ModelFrames {
 
     fn share(&mut self, pa: PhysAddr) -> bool {
         let mut m = self.0.borrow_mut();
-        register_cache_fills(&mut m);
         assert!(m.data_live.contains(&pa.0), "sharing data frame {:#x}, not allocated", pa.0);
         *m.data_refs.entry(pa.0).or_insert(0) += 1;
         true

@@ -202,8 +202,9 @@ pub(super) struct Machine {
     /// References to a data frame beyond the first (frames shared by fork, and page-cache frames
     /// held by the cache and by each mapping).
     pub(super) data_refs: std::collections::HashMap<u64, u32>,
-    /// The frames that a shared object (a memfd's or a file's page cache) allocated as its pages
-    /// and not yet freed, with the page each is (see [`Machine::free_data`]).
+    /// The frames that a shared object (a memfd's or a file's page cache) dropped from its pages
+    /// (a shrink) and that are not freed yet, with the page each was: each is freed by its last
+    /// mapper (see [`Machine::free_data`]).
     pub(super) cache_frames: std::collections::HashMap<u64, CachePage>,
     /// The object-backed ranges of each process slot, as the driver last copied them (only
     /// their pages can map a page-cache frame).
