@@ -1,5 +1,6 @@
 //! The checks of the machine: which cached entries a CPU can still use, whether they agree with
-//! the tables, and whether a frame is freed while a CPU can still reach it.
+//! the tables, and whether a frame is freed while a CPU can still reach it (or, for a page-cache
+//! frame, which many processes may map at once, while a live process's tables still map it).
 //!
 //! # When an entry is usable
 //! The hardware judges an entry by its tag only: CPU `c` uses an entry tagged ASID `a`
