@@ -1,5 +1,6 @@
 //! The checks of the machine: which cached entries a CPU can still use, whether they agree with
-//! the tables, and whether a frame is freed while a CPU can still reach it.
+//! the tables, and whether a frame is freed while a CPU can still reach it (or, for a page-cache
+//! frame, which many processes may map at once, while a live process's tables still map it).
 //!
 //! # When an entry is usable
 //! The hardware judges an entry by its tag only: CPU `c` uses an entry tagged ASID `a`
@@ -20,7 +21,7 @@
 use std::format;
 use std::vec::Vec;
 
-use super::machine::{Entry, Kind, Machine};
+use super::machine::{CachePage, Entry, Kind, Machine};
 use crate::addr::VirtAddr;
 use crate::descriptor::level_size;
 
@@ -121,6 +122,11 @@ impl Machine {
     /// that points to it, a data frame through a usable leaf that maps it.
     pub(super) fn check_frame_unreachable(&mut self, pa: u64, size: u64, table: bool) {
         let mut found = Vec::new();
+        let what = match () {
+            _ if table => "table",
+            _ if self.cache_frames.contains_key(&pa) => "page-cache",
+            _ => "data",
+        };
         for cpu in 0..self.cpus.len() {
             for e in &self.cpus[cpu].tlb {
                 let reaches = match e.kind {
@@ -128,7 +134,6 @@ impl Machine {
                     Kind::Leaf { pa: p, .. } => !table && p < pa + size && pa < p + e.size,
                 };
                 if reaches && let Some(user) = self.user_of(cpu, e.tag) {
-                    let what = if table { "table" } else { "data" };
                     found.push(format!(
                         "{what} frame {pa:#x} freed while CPU {cpu} can still reach it (process {user}, \
                          ASID {:?}): {e:x?}",
@@ -140,5 +145,36 @@ impl Machine {
         for f in found {
             self.violation(f);
         }
+    }
+
+    /// A page-cache frame goes back only after every process that mapped it has unmapped it:
+    /// it must not be mapped by the tables of any live process, at the address where one of
+    /// that process's ranges of the object puts the page. (Its TLB entries, under every ASID,
+    /// are [`check_frame_unreachable`](Self::check_frame_unreachable)'s.)
+    pub(super) fn check_cache_frame_unmapped(&mut self, pa: u64, page: CachePage) {
+        for (p, va) in self.mappings_of(pa, page) {
+            self.violation(format!(
+                "page-cache frame {pa:#x} (object {} page {:#x}) freed while process {p} still maps it \
+                 at VA {va:#x}",
+                page.object, page.index
+            ));
+        }
+    }
+
+    /// `(process, VA)` of every mapping of page-cache frame `pa` (page `page`) in the tables of a
+    /// live process, at the addresses where its ranges of the object put the page.
+    pub(super) fn mappings_of(&self, pa: u64, page: CachePage) -> Vec<(usize, u64)> {
+        let mut found = Vec::new();
+        for (p, ranges) in self.object_ranges.iter().enumerate() {
+            if !self.procs.get(p).is_some_and(|q| q.alive) {
+                continue;
+            }
+            for va in ranges.iter().filter(|r| r.object == page.object).filter_map(|r| r.va_of(page.index)) {
+                if self.translate(p, va).is_some_and(|(f, _)| f == pa) {
+                    found.push((p, va));
+                }
+            }
+        }
+        found
     }
 }

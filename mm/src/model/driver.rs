@@ -5,6 +5,15 @@
 //! shrunk and grown again (a shrink unmaps the pages past the end in every process that maps
 //! them, on the CPUs running them), each operation run by a thread of the process on the CPU it
 //! runs on, and the machine's checks after every step.
+//!
+//! With `file_percent`, files too: the page caches of [`FILES`] files, each page one frame that
+//! every process mapping it shares, mapped `MAP_SHARED` and `MAP_PRIVATE` (read-only until a
+//! write copies the page) into several processes at a time at different addresses, read into
+//! the cache without a mapping, and truncated (the pages past the new end leave the cache and
+//! are unmapped from every process, private mappings included). The other steps unmap, exit,
+//! fork, `MADV_DONTNEED` and re-fault them. Every frame an object allocates is registered with
+//! the machine as a page-cache frame, which it frees only when no live process's tables map it
+//! and no TLB can reach it under any usable ASID.
 
 use core::cell::RefCell;
 use std::collections::VecDeque;
@@ -13,17 +22,17 @@ use std::rc::Rc;
 use std::string::String;
 
 use super::hw::{ModelFrames, ModelHw, ModelMem, ModelTargets, Shared};
-use super::machine::{Counts, Machine, Proc};
+use super::machine::{CachePage, Counts, Machine, ObjectRange, Proc};
 use crate::addr::{BLOCK_1G, BLOCK_2M, PAGE_SIZE};
 use crate::descriptor::CONTIGUOUS_ENTRIES;
 use crate::paging::{PageTable, VaRange};
 use crate::tlb::{Errata, TlbFeatures, TlbIssuer};
-use crate::user::object::{MemObject, ObjectRef, SharedObject};
+use crate::user::object::{MemObject, ObjectRef, SharedObject, same_object};
 use crate::user::{Access, UserMemory, UserStats};
-use crate::vm::Layout;
 use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_READ};
 use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, MAP_SHARED};
 use crate::vm::prot::{PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::vm::{Layout, VmaFlags};
 
 /// Pages of a level-2 block of the build's granule (2 MiB, 32 MiB or 512 MiB).
 const BLOCK_PAGES: u64 = BLOCK_2M / PAGE_SIZE;
@@ -37,6 +46,23 @@ const RUN_PAGES: u64 = CONTIGUOUS_ENTRIES as u64;
 const FULL_CHECK_EVERY: u64 = 64;
 /// The protections the driver gives: read-write, read-only, read-execute, none.
 const PROTS: [u64; 4] = [PROT_READ | PROT_WRITE, PROT_READ, PROT_READ | PROT_EXEC, 0];
+/// Files whose page caches the processes map (with `file_percent`).
+pub(super) const FILES: usize = 2;
+/// Pages of each file at its full size: few, so that the processes' mappings share most of
+/// them, and freed frames are soon reused.
+const FILE_PAGES: u64 = 64;
+
+/// A planted bug in releasing page-cache frames, for the tests to show that the model catches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CacheBug {
+    /// A file's truncation frees each page's frame once the first process that maps the file
+    /// has unmapped it and flushed, though other processes still map it (a page cache that
+    /// counts its mappings as one).
+    FreeAfterFirstFlush,
+    /// A file's truncation skips the flush in the second process that maps the file: the
+    /// entries leave its tables and its frames are released, but its ASID's TLB entries stay.
+    SecondSpaceUnflushed,
+}
 
 /// One run of the model.
 #[derive(Clone, Copy, Debug)]
@@ -63,17 +89,82 @@ pub(super) struct Config {
     /// (0: none, and the random sequence
     /// of the other steps is the one it was before guards were modelled).
     pub(super) guard_percent: u64,
+    /// Percent of steps that map, read or truncate files (0: none, and the random sequence of
+    /// the other steps is the one it was before files were modelled).
+    pub(super) file_percent: u64,
+    /// A bug planted in the file truncations.
+    pub(super) cache_bug: Option<CacheBug>,
 }
 
 type Memory = UserMemory<ModelMem, ModelHw, ModelTargets, ModelFrames>;
 
-/// The shared memory object every process may map (behind a host lock).
-struct Object(std::sync::Mutex<MemObject>);
+/// A shared object every process may map: the memfd (number 0) or a file's page cache (1 to
+/// [`FILES`]), behind a host lock.
+struct Object {
+    id: usize,
+    pages: std::sync::Mutex<MemObject>,
+}
 
 impl SharedObject for Object {
     fn with(&self, f: &mut dyn FnMut(&mut MemObject)) {
-        f(&mut self.0.lock().expect("object lock"));
+        f(&mut self.lock());
     }
+}
+
+impl Object {
+    fn new(id: usize) -> Self {
+        Self { id, pages: std::sync::Mutex::new(MemObject::new()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemObject> {
+        self.pages.lock().expect("object lock")
+    }
+
+    /// Hands the machine the frames of the pages from `keep` on, which a shrink to `keep`
+    /// pages is about to drop, as page-cache frames: the object holds a reference to each page
+    /// until it drops it, so every page-cache frame is freed after this, by its last mapper.
+    fn dropping(&self, keep: u64, m: &mut Machine) -> std::vec::Vec<u64> {
+        let o = self.lock();
+        let mut dropped = std::vec::Vec::new();
+        let mut at = keep;
+        while let Some(index) = o.next_page(at) {
+            let pa = o.frame_of(index).expect("a page the object holds").0;
+            m.cache_frames.insert(pa, CachePage { object: self.id, index });
+            dropped.push(pa);
+            at = index + 1;
+        }
+        dropped
+    }
+}
+
+/// What the file steps did, for the report.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FileCounts {
+    /// `MAP_SHARED` and `MAP_PRIVATE` mappings made.
+    pub(super) shared_maps: u64,
+    pub(super) private_maps: u64,
+    /// Reads that filled the cache without a mapping.
+    pub(super) reads: u64,
+    /// Truncations that dropped pages, and the pages they dropped that two or more processes
+    /// mapped at that moment.
+    pub(super) truncations: u64,
+    pub(super) truncated_shared: u64,
+    /// Writes to a private mapping that replaced the cache's frame by a copy.
+    pub(super) cow_breaks: u64,
+    /// Faults that mapped a page already in the cache.
+    pub(super) cache_hits: u64,
+    /// Page-cache frames freed (memfd pages included).
+    pub(super) cache_frees: u64,
+}
+
+/// Where a fault on a file mapping starts from: the file and page, the mapping's kind, the
+/// cache's frame for the page before the fault, and the frame the page mapped before it.
+struct FileProbe {
+    file: usize,
+    index: u64,
+    shared: bool,
+    cached: Option<u64>,
+    before: Option<u64>,
 }
 
 /// A step queued by a multi-step operation.
@@ -102,6 +193,7 @@ pub(super) struct Report {
     pub(super) guard_faults: u64,
     /// Reclaims of lazily freed pages that dropped some.
     pub(super) reclaims: u64,
+    pub(super) files: FileCounts,
 }
 
 pub(super) struct Driver {
@@ -121,6 +213,11 @@ pub(super) struct Driver {
     lo: std::vec::Vec<u64>,
     forks: u64,
     object: std::sync::Arc<Object>,
+    files: std::vec::Vec<std::sync::Arc<Object>>,
+    file_counts: FileCounts,
+    /// Whether this step's check compares every usable entry (a truncation changed the tables
+    /// of several processes).
+    full_check: bool,
     object_maps: u64,
     truncations: u64,
     guard_ops: u64,
@@ -161,7 +258,10 @@ impl Driver {
             user: UserStats::default(),
             lo: (0..cfg.slots).map(lo_of).collect(),
             forks: 0,
-            object: std::sync::Arc::new(Object(std::sync::Mutex::new(MemObject::new()))),
+            object: std::sync::Arc::new(Object::new(0)),
+            files: (1..=FILES).map(|id| std::sync::Arc::new(Object::new(id))).collect(),
+            file_counts: FileCounts::default(),
+            full_check: false,
             object_maps: 0,
             truncations: 0,
             guard_ops: 0,
@@ -169,12 +269,10 @@ impl Driver {
             reclaims: 0,
         };
         let mut frames = ModelFrames(d.m.clone());
-        d.object
-            .0
-            .lock()
-            .expect("object lock")
-            .set_size(WINDOW_PAGES * PAGE_SIZE, &mut frames)
-            .expect("size");
+        d.object.lock().set_size(WINDOW_PAGES * PAGE_SIZE, &mut frames).expect("size");
+        for f in &d.files {
+            f.lock().set_size(FILE_PAGES * PAGE_SIZE, &mut frames).expect("size");
+        }
         for s in 0..cfg.slots {
             d.slots.push(None);
             d.m.borrow_mut().procs.push(Proc {
@@ -224,13 +322,15 @@ impl Driver {
         while self.step < self.cfg.ops {
             self.step += 1;
             let what = self.one_step();
+            self.copy_object_ranges();
             let mut m = self.m.borrow_mut();
             m.noise(4);
             let changed = self.changed.take().map(|(slot, lo, hi)| {
                 let lo = lo & !(BLOCK_2M - 1);
                 (slot, lo, hi.next_multiple_of(BLOCK_2M) - lo)
             });
-            m.check_all(&what, changed, self.step.is_multiple_of(FULL_CHECK_EVERY));
+            let full = core::mem::take(&mut self.full_check) || self.step.is_multiple_of(FULL_CHECK_EVERY);
+            m.check_all(&what, changed, full);
             if !m.violations.is_empty() {
                 return Err(format!(
                     "seed {:#x}, {:?}: step {} ({what}): {}",
@@ -258,7 +358,37 @@ impl Driver {
             guard_ops: self.guard_ops,
             guard_faults: self.guard_faults,
             reclaims: self.reclaims,
+            files: FileCounts { cache_frees: m.cache_frees, ..self.file_counts },
         })
+    }
+
+    /// Hands the machine each live process's object-backed ranges (where the checks look for
+    /// mappings of a page-cache frame being freed).
+    fn copy_object_ranges(&mut self) {
+        let mut m = self.m.borrow_mut();
+        m.object_ranges.resize_with(self.slots.len(), std::vec::Vec::new);
+        for (slot, mem) in self.slots.iter().enumerate() {
+            let ranges = &mut m.object_ranges[slot];
+            ranges.clear();
+            for b in mem.iter().flat_map(|mem| mem.backings().iter()) {
+                let object = self.object_id(&b.object);
+                ranges.push(ObjectRange { object, start: b.start, end: b.end, first: b.offset / PAGE_SIZE });
+            }
+        }
+    }
+
+    /// The driver's number of an object.
+    fn object_id(&self, object: &ObjectRef) -> usize {
+        let memfd: ObjectRef = self.object.clone();
+        if same_object(object, &memfd) {
+            return 0;
+        }
+        (0..FILES)
+            .find(|&i| {
+                let file: ObjectRef = self.files[i].clone();
+                same_object(object, &file)
+            })
+            .map_or(usize::MAX, |i| i + 1)
     }
 
     fn rand(&self, n: u64) -> u64 {
@@ -271,6 +401,15 @@ impl Driver {
         }
         if self.cfg.guard_percent > 0 && self.rand(100) < self.cfg.guard_percent {
             return self.guard();
+        }
+        if self.cfg.file_percent > 0 && self.rand(100) < self.cfg.file_percent {
+            let file = self.rand(FILES as u64) as usize;
+            return match self.rand(8) {
+                0..=2 => self.map_file(file, true),
+                3..=5 => self.map_file(file, false),
+                6 => self.read_file(file),
+                _ => self.truncate_file(file),
+            };
         }
         let r = self.rand(100);
         let slot = self.rand(self.cfg.slots as u64) as usize;
@@ -353,8 +492,12 @@ impl Driver {
                 let access = [Access::Read, Access::Write, Access::Execute][self.rand(3) as usize];
                 self.m.borrow_mut().cursor = cursor.then_some((slot, page));
                 let va = self.lo[slot] + page * PAGE_SIZE;
+                let probe = self.file_probe(slot, va);
                 let r = self.operate(slot, page, 1, |mem| mem.fault(va, access));
                 self.guard_faults += u64::from(r == Err(crate::user::Fault::Guard));
+                if let Some(probe) = probe {
+                    self.file_fault_done(slot, va, &probe);
+                }
                 format!("fault slot {slot} page {page:#x} {access:?}: {r:?}")
             }
             Step::Populate { slot, page, pages } => {
@@ -464,19 +607,151 @@ impl Driver {
         format!("mmap(memfd, MAP_SHARED|MAP_FIXED) slot {slot} pages {page:#x}+{pages} prot {prot:#x}")
     }
 
+    /// Maps `pages` pages of file `file` from a random page on, `MAP_SHARED` or `MAP_PRIVATE`,
+    /// into one to all of the processes, each at a random place of its window, and queues a few
+    /// faults in each mapping (so that the processes share the cache's frames).
+    fn map_file(&mut self, file: usize, shared: bool) -> String {
+        let slots = self.cfg.slots as u64;
+        let pages = 1 + self.rand(FILE_PAGES);
+        let first = self.rand(FILE_PAGES);
+        let prot = PROTS[self.rand(3) as usize];
+        let (n, s0) = (1 + self.rand(slots), self.rand(slots));
+        let flags = MAP_FIXED | if shared { MAP_SHARED } else { MAP_PRIVATE };
+        for k in 0..n {
+            let slot = ((s0 + k) % slots) as usize;
+            let page = self.rand(WINDOW_PAGES - pages + 1);
+            let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
+            let handle: ObjectRef = self.files[file].clone();
+            let r = self.operate(slot, page, pages, |mem| {
+                mem.mmap_object(va, len, prot, flags, handle, first * PAGE_SIZE)
+            });
+            assert_eq!(r, Ok(va), "mmap_object(MAP_FIXED) of a file at {va:#x}");
+            // Some pages twice: a read, then a write that copies a private page.
+            for _ in 0..1 + self.rand(3) {
+                let page = page + self.rand(pages);
+                for _ in 0..1 + self.rand(2) {
+                    self.queue.push_back(Step::Fault { slot, page, cursor: false });
+                }
+            }
+        }
+        if shared {
+            self.file_counts.shared_maps += n;
+        } else {
+            self.file_counts.private_maps += n;
+        }
+        let kind = if shared { "MAP_SHARED" } else { "MAP_PRIVATE" };
+        format!(
+            "mmap(file {file}, {kind}|MAP_FIXED) pages {first:#x}+{pages} prot {prot:#x} in {n} processes"
+        )
+    }
+
+    /// `read` of a few pages of file `file`: they enter the cache, mapped by nobody yet.
+    fn read_file(&mut self, file: usize) -> String {
+        let (first, pages) = (self.rand(FILE_PAGES), 1 + self.rand(8));
+        let mut frames = ModelFrames(self.m.clone());
+        self.files[file].with(&mut |o| {
+            for index in first..first + pages {
+                // Past the end is a short read: nothing enters the cache.
+                let _ = o.page(index, false, &mut frames);
+            }
+        });
+        self.file_counts.reads += 1;
+        format!("read(file {file}) pages {first:#x}+{pages}")
+    }
+
+    /// `ftruncate` of file `file` to a random size (a page cut in two keeps its head), or back
+    /// to its full size; a shrink unmaps the pages past the end from every process that maps
+    /// the file, each on a CPU running it (as `unmap_mapping_range` over every mapping). With
+    /// a [`CacheBug`] planted, the release of the dropped pages goes wrong as it says.
+    fn truncate_file(&mut self, file: usize) -> String {
+        let full = FILE_PAGES * PAGE_SIZE;
+        let object = self.files[file].clone();
+        let size = if object.lock().size() == full { self.rand(full) } else { full };
+        let keep = size.div_ceil(PAGE_SIZE);
+        let dropped = object.dropping(keep, &mut self.m.borrow_mut());
+        {
+            let m = self.m.borrow();
+            let shared = dropped.iter().filter(|&&pa| {
+                m.cache_frames.get(&pa).is_some_and(|&page| {
+                    let mut mappers =
+                        m.mappings_of(pa, page).into_iter().map(|(p, _)| p).collect::<std::vec::Vec<_>>();
+                    mappers.dedup();
+                    mappers.len() >= 2
+                })
+            });
+            self.file_counts.truncated_shared += shared.count() as u64;
+        }
+        let mut frames = ModelFrames(self.m.clone());
+        let gone = object.lock().set_size(size, &mut frames).expect("size");
+        let Some(first) = gone else { return format!("ftruncate(file {file}) to {size:#x}") };
+        self.file_counts.truncations += 1;
+        self.full_check = true;
+        let handle: ObjectRef = object;
+        let mut mapping = 0;
+        for slot in 0..self.slots.len() {
+            let maps = self.slots[slot]
+                .as_ref()
+                .is_some_and(|mem| mem.backings().iter().any(|b| same_object(&b.object, &handle)));
+            if !maps {
+                continue;
+            }
+            mapping += 1;
+            let unflushed = self.cfg.cache_bug == Some(CacheBug::SecondSpaceUnflushed) && mapping == 2;
+            self.m.borrow_mut().drop_tlbis = unflushed;
+            let h = handle.clone();
+            self.operate(slot, 0, WINDOW_PAGES, |mem| mem.truncate_object(&h, first));
+            self.m.borrow_mut().drop_tlbis = false;
+            if self.cfg.cache_bug == Some(CacheBug::FreeAfterFirstFlush) && mapping == 1 {
+                let mut m = self.m.borrow_mut();
+                for &pa in &dropped {
+                    m.force_free(pa);
+                }
+            }
+        }
+        format!("ftruncate(file {file}) to {size:#x}: pages from {first:#x} unmapped in {mapping} processes")
+    }
+
+    /// Before a fault at `va` of `slot`: if a file maps it, what the fault starts from.
+    fn file_probe(&self, slot: usize, va: u64) -> Option<FileProbe> {
+        let mem = self.slots[slot].as_ref()?;
+        let b = mem.backings().at(va)?;
+        let file = self.object_id(&b.object).checked_sub(1)?;
+        let index = b.index_of(va);
+        let cached = self.files[file].lock().frame_of(index).map(|pa| pa.0);
+        let shared = mem.vm().find(va).is_some_and(|v| v.flags.contains(VmaFlags::SHARED));
+        let before = self.m.borrow().translate(slot, va).map(|(pa, _)| pa);
+        Some(FileProbe { file, index, shared, cached, before })
+    }
+
+    /// After a fault on a file mapping: counts a copy on write and a page found in the cache,
+    /// and checks that a private mapping maps the cache's frame read-only (a write through it
+    /// would reach the file and every other process).
+    fn file_fault_done(&mut self, slot: usize, va: u64, probe: &FileProbe) {
+        let cached = self.files[probe.file].lock().frame_of(probe.index).map(|pa| pa.0);
+        let mut m = self.m.borrow_mut();
+        let Some((pa, d)) = m.translate(slot, va) else { return };
+        let cache = cached == Some(pa);
+        let was_cache = probe.before.is_some() && probe.before == probe.cached;
+        self.file_counts.cow_breaks += u64::from(!probe.shared && !cache && was_cache);
+        self.file_counts.cache_hits += u64::from(probe.before.is_none() && probe.cached == Some(pa));
+        if !probe.shared && cache && d.attributes().access().writable() {
+            m.violation(format!(
+                "process {slot} maps page-cache frame {pa:#x} writable at VA {va:#x} through a private mapping"
+            ));
+        }
+    }
+
     /// Shrinks the object to a random number of pages (each live process then unmaps the pages
     /// past the end, on a CPU running it), or grows it back to the whole window.
     fn resize_object(&mut self) -> String {
         let full = WINDOW_PAGES * PAGE_SIZE;
-        let size = if self.object.0.lock().expect("object lock").size() == full {
-            self.rand(WINDOW_PAGES) * PAGE_SIZE
-        } else {
-            full
-        };
+        let size = if self.object.lock().size() == full { self.rand(WINDOW_PAGES) * PAGE_SIZE } else { full };
+        self.object.dropping(size / PAGE_SIZE, &mut self.m.borrow_mut());
         let mut frames = ModelFrames(self.m.clone());
-        let gone = self.object.0.lock().expect("object lock").set_size(size, &mut frames).expect("size");
+        let gone = self.object.lock().set_size(size, &mut frames).expect("size");
         let Some(first) = gone else { return format!("ftruncate(memfd) to {size:#x}") };
         self.truncations += 1;
+        self.full_check = true;
         let handle: ObjectRef = self.object.clone();
         for slot in 0..self.slots.len() {
             if self.slots[slot].is_some() {

@@ -113,6 +113,9 @@ impl UserFrames for ModelFrames {
 
     fn free(&mut self, pa: PhysAddr) {
         let mut m = self.0.borrow_mut();
+        if m.absorb_free(pa.0) {
+            return;
+        }
         match m.data_refs.get_mut(&pa.0) {
             Some(1) => {
                 m.data_refs.remove(&pa.0);

@@ -130,6 +130,32 @@ impl Alloc {
     }
 }
 
+/// Which page of which shared object a page-cache frame is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CachePage {
+    /// The driver's number for the object (0: the memfd, then the files).
+    pub(super) object: usize,
+    /// Page offset in the object.
+    pub(super) index: u64,
+}
+
+/// One object-backed range of a process: `[start, end)` maps `object` from page `first` on.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ObjectRange {
+    pub(super) object: usize,
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) first: u64,
+}
+
+impl ObjectRange {
+    /// The VA at which this range maps object page `index`, if it does.
+    pub(super) fn va_of(&self, index: u64) -> Option<u64> {
+        let va = self.start.checked_add(index.checked_sub(self.first)?.checked_mul(PAGE_SIZE)?)?;
+        (va < self.end).then_some(va)
+    }
+}
+
 /// One simulated CPU.
 #[derive(Default)]
 pub(super) struct Cpu {
@@ -173,8 +199,24 @@ pub(super) struct Machine {
     table_free: Vec<usize>,
     /// Data frames currently allocated.
     pub(super) data_live: HashSet<u64>,
-    /// References to a data frame beyond the first (frames shared by fork).
+    /// References to a data frame beyond the first (frames shared by fork, and page-cache frames
+    /// held by the cache and by each mapping).
     pub(super) data_refs: std::collections::HashMap<u64, u32>,
+    /// The frames that a shared object (a memfd's or a file's page cache) dropped from its pages
+    /// (a shrink) and that are not freed yet, with the page each was: each is freed by its last
+    /// mapper (see [`Machine::free_data`]).
+    pub(super) cache_frames: std::collections::HashMap<u64, CachePage>,
+    /// The object-backed ranges of each process slot, as the driver last copied them (only
+    /// their pages can map a page-cache frame).
+    pub(super) object_ranges: Vec<Vec<ObjectRange>>,
+    /// Page-cache frames freed (their last reference gone), for the report.
+    pub(super) cache_frees: u64,
+    /// Frames freed early by a planted bug ([`Machine::force_free`]), with the frees of their
+    /// remaining holders still to come (ignored).
+    absorbed: std::collections::HashMap<u64, u32>,
+    /// While set, the executing CPU's TLBIs are dropped, not issued (a planted bug: a flush
+    /// skipped).
+    pub(super) drop_tlbis: bool,
     /// Where the next data frame goes: `(slot, page)` (see [`Machine::alloc_data`]).
     pub(super) cursor: Option<(usize, u64)>,
     pool_next: u64,
@@ -218,6 +260,11 @@ impl Machine {
             table_free: Vec::new(),
             data_live: HashSet::new(),
             data_refs: std::collections::HashMap::new(),
+            cache_frames: std::collections::HashMap::new(),
+            object_ranges: Vec::new(),
+            cache_frees: 0,
+            absorbed: std::collections::HashMap::new(),
+            drop_tlbis: false,
             cursor: None,
             pool_next: 0,
             pool_free: Vec::new(),
@@ -333,30 +380,71 @@ impl Machine {
 
     /// Whether `va` is mapped in the current tables of the process in `slot`.
     fn present(&self, slot: usize, va: u64) -> bool {
-        let mut table = self.procs[slot].root;
-        for level in crate::paging::ROOT_LEVEL..4 {
-            match self.read(table, VirtAddr(va).table_index(level)) {
-                Some(d) if d.is_table(level) && level < 3 => table = d.output_address().0,
-                Some(d) => return d.is_leaf(level),
-                None => return false,
-            }
-        }
-        false
+        self.translate(slot, va).is_some()
     }
 
-    /// Frees a data frame after checking that no CPU can still reach it.
+    /// The frame that `va` maps to in the current tables of the process in `slot`, and the leaf
+    /// descriptor that maps it.
+    pub(super) fn translate(&self, slot: usize, va: u64) -> Option<(u64, Descriptor)> {
+        let mut table = self.procs[slot].root;
+        for level in crate::paging::ROOT_LEVEL..4 {
+            let d = self.read(table, VirtAddr(va).table_index(level))?;
+            if d.is_table(level) && level < 3 {
+                table = d.output_address().0;
+            } else if d.is_leaf(level) {
+                let size = level_size(level);
+                return Some((d.output_address().0 + (va & (size - 1) & !(PAGE_SIZE - 1)), d));
+            } else {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Frees a data frame after checking that no CPU can still reach it, and for a page-cache
+    /// frame also that no live process's tables still map it.
     pub(super) fn free_data(&mut self, pa: u64) {
         self.check_frame_unreachable(pa, PAGE_SIZE, false);
+        if let Some(page) = self.cache_frames.remove(&pa) {
+            self.cache_frees += 1;
+            self.check_cache_frame_unmapped(pa, page);
+        }
         assert!(self.data_live.remove(&pa), "data frame {pa:#x} freed twice or never allocated");
         if pa >= POOL_BASE {
             self.pool_free.push(pa);
         }
     }
 
+    /// A planted bug: frees `pa` now, whatever references remain (a page cache that counts its
+    /// mappings as one); the remaining holders' frees are then ignored.
+    pub(super) fn force_free(&mut self, pa: u64) {
+        if !self.data_live.contains(&pa) {
+            return;
+        }
+        let holders = 1 + self.data_refs.remove(&pa).unwrap_or(0);
+        self.free_data(pa);
+        // Not reused while its holders still have it (the run ends at the violation anyway).
+        self.pool_free.retain(|&f| f != pa);
+        self.absorbed.insert(pa, holders);
+    }
+
+    /// Whether a free of `pa` is one that [`force_free`](Self::force_free) already made.
+    pub(super) fn absorb_free(&mut self, pa: u64) -> bool {
+        let Some(n) = self.absorbed.get_mut(&pa) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            self.absorbed.remove(&pa);
+        }
+        true
+    }
+
     // ---- TLB maintenance ------------------------------------------------------------------
 
     /// `TLBI` on the current CPU: pending until a DSB completes it.
     pub(super) fn tlbi(&mut self, op: TlbiOp, operand: u64) {
+        if self.drop_tlbis {
+            return;
+        }
         let broadcast = op.is_broadcast();
         self.counts.tlbis += 1;
         if !broadcast {
