@@ -214,7 +214,7 @@ pub fn same_object(a: &ObjectRef, b: &ObjectRef) -> bool {
 /// cached pages the fault maps too.
 pub const FAULT_AROUND_BYTES: u64 = 64 << 10;
 
-/// The pages [`UserMemory::fault_around`] considers for a fault at `page`: the
+/// The pages fault-around considers for a fault at `page`: the
 /// [`FAULT_AROUND_BYTES`]-aligned block holding it (the page alone when pages are that large),
 /// cut to the faulting area `vma`, to the object-backed range `backed` that holds the page, and
 /// to the `table_span`-aligned range one last-level table maps (Linux's `do_fault_around` stays
@@ -510,8 +510,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
 
     /// One `PT_LOAD` segment of a program mapped from its file's page cache `object`, as Linux's
     /// `elf_map`, `padzero` and `set_brk` do it: the pages holding `[vaddr, vaddr + filesz)` are a
-    /// private mapping of the file from the page-rounded `offset` (an [`VmaFlags::IMAGE`] area
-    /// that is also [`VmaFlags::OBJECT`]: its pages are the cache's frames, shared with every
+    /// private mapping of the file from the page-rounded `offset` (an [`crate::vm::VmaFlags::IMAGE`] area
+    /// that is also [`crate::vm::VmaFlags::OBJECT`]: its pages are the cache's frames, shared with every
     /// other process running the file and with `read`, until a write copies one); when the
     /// segment has a bss, the rest of the last file page is zeroed in this memory's own copy of
     /// that page (the file's bytes there belong to whatever follows the segment in the file),
