@@ -377,6 +377,26 @@ pub fn new_file_contents() -> Result<Arc<dyn Contents>, Errno> {
     Ok(cache)
 }
 
+/// The page cache of regular file `node`, if it has one (a RAM file; not a generated text).
+pub fn of_node(node: &Arc<dyn Inode>) -> Option<Arc<PageCache>> {
+    of(&node.contents()?)
+}
+
+impl PageCache {
+    /// Whether the cache holds exactly `bytes` (the first program's bytes, read from its file
+    /// before any process exists, are that file's: then it is mapped from here).
+    pub fn holds(&self, bytes: &[u8]) -> bool {
+        if self.size() != bytes.len() as u64 {
+            return false;
+        }
+        let mut chunk = [0u8; 512];
+        bytes.chunks(chunk.len()).enumerate().all(|(i, want)| {
+            let got = &mut chunk[..want.len()];
+            self.read_into((i * 512) as u64, got) == Ok(want.len()) && got == want
+        })
+    }
+}
+
 /// The page cache behind `contents`, if it is one of ours.
 pub fn of(contents: &Arc<dyn Contents>) -> Option<Arc<PageCache>> {
     let any: Arc<dyn Any + Send + Sync> = contents.clone();

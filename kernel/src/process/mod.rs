@@ -276,10 +276,16 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         }
     };
     let ids = exec::load::Ids::default(); // the first process is root
-    let loaded =
-        load(&mut space.lock(), &exe, bytes, interp.as_ref().map(|(_, i, _)| i.bytes()), ids, argv, envp)
-            .map_err(|e| format!("{e}"))?;
     let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
+    // Mapped from the file's page cache when the bytes are that file's (not a built-in program).
+    let cache = file.as_ref().and_then(crate::fs::pagecache::of_node).filter(|c| c.holds(bytes));
+    let program = exec::load::ProgramFile { bytes, cache: cache.map(|c| c.object()) };
+    let interp_file = interp.as_ref().map(|(node, i, _)| exec::load::ProgramFile {
+        bytes: i.bytes(),
+        cache: crate::fs::pagecache::of_node(node).map(|c| c.object()),
+    });
+    let loaded =
+        load(&mut space.lock(), &exe, program, interp_file, ids, argv, envp).map_err(|e| format!("{e}"))?;
     let mut record = loaded.image;
     if let (Some(i), Some((node, _, path))) = (record.interp.as_mut(), interp) {
         i.file = Some((node, path));

@@ -8,8 +8,9 @@
 //! ```text
 //! 00010000-00011000 r-xp 00000000 00:00 0
 //! 00400000-00491000 r-xp 00000000 00:02 5                                  /maps-test
-//! 004ac000-004b0000 r--p 000ac000 00:02 5                                  /maps-test
-//! 004b0000-005b8000 rw-p 000b0000 00:02 5                                  /maps-test
+//! 004ac000-004b0000 r--p 0009c000 00:02 5                                  /maps-test
+//! 004b0000-004b3000 rw-p 000a0000 00:02 5                                  /maps-test
+//! 004b3000-005b8000 rw-p 00000000 00:00 0
 //! 20000000-20032000 rw-p 00000000 00:00 0                                  [heap]
 //! fffff7eef000-fffff7ef1000 r--s 00001000 00:1e 7                          /tmp/data
 //! fffff7ef1000-fffff7ef2000 rw-s 00000000 00:00 0                          /dev/zero (deleted)
@@ -19,15 +20,17 @@
 //!
 //! Start and end in at least 8 lower-case hex digits; `r`/`w`/`x` or `-`, then `s` (shared) or
 //! `p` (private); the file offset, device and inode of a file-backed area: the program's
-//! segments (the loader copies them, and records where each came from: `exec::image`) and
+//! segments (mapped from the file's page cache, or copied when there is none; `exec::image`
+//! records where each came from) and
 //! mappings of a file or memfd (their page cache's name: `fs::pagecache`); 0 for the rest. A
 //! named area's line is padded with spaces to 72 characters (`seq_pad`), then a space and the
 //! name: the file's path, `[heap]` for the `brk` area, `[stack]` for the initial stack, and
 //! `/dev/zero (deleted)` for shared anonymous memory (Linux backs it with an unlinked shmem
 //! file), and `[anon:NAME]` for anonymous memory a program named
 //! (`prctl(PR_SET_VMA_ANON_NAME)`). Anonymous lines end with the space after the inode, as Linux's do. There is no
-//! `[vdso]` or `[vvar]`: this kernel maps neither. Linux lists a segment's bss beyond the file's
-//! last page as an anonymous area of its own; here it is part of the segment's area.
+//! `[vdso]` or `[vvar]`: this kernel maps neither. A segment's bss beyond the file's last page is
+//! an anonymous area of its own, as on Linux (part of the segment's area for a program copied
+//! from bytes without a page cache, the test image's).
 //!
 //! `smaps` adds each area's sizes (its pages present in the tables, shared or private by how many
 //! map each frame, with Pss dividing each page among them; dirty but a read-only segment's,
@@ -255,7 +258,10 @@ fn usage(mm: &Mm, vma: &Vma) -> Usage {
     });
     let (rss, shared) = (pages * PAGE_SIZE, shared_pages * PAGE_SIZE);
     let clean = vma.flags.contains(VmaFlags::IMAGE) && !vma.prot.write();
-    let anon = !vma.flags.contains(VmaFlags::SHARED) && !object && !clean;
+    // A program's writable segment counts as anonymous whether it was copied or is mapped from
+    // the file's page cache (its pages are the process's own once written).
+    let file_backed = object && !vma.flags.contains(VmaFlags::IMAGE);
+    let anon = !vma.flags.contains(VmaFlags::SHARED) && !file_backed && !clean;
     Usage {
         rss,
         pss,

@@ -193,6 +193,9 @@ pub struct UserStats {
     pub folds: u64,
     /// Contiguous runs whose hint was cleared.
     pub unfolds: u64,
+    /// Pages of a file mapping mapped beside a read or execute fault because the file's page
+    /// cache held them already (fault-around).
+    pub fault_around_pages: u64,
     /// Copy-on-write faults that copied the page.
     pub cow_copies: u64,
     /// Copy-on-write faults that found the last reference and only made it writable.
@@ -218,6 +221,7 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     /// Took part in a fork: its private pages may be shared, so `mprotect` leaves them
     /// read-only and the first write decides (copy or reuse).
     shares: bool,
+    fault_around_pages: u64,
     cow_copies: u64,
     cow_reuses: u64,
     /// The object-backed ranges (memfd mappings).
@@ -285,6 +289,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             large: LargeFaults::ALL,
             lock_future: None,
             shares: false,
+            fault_around_pages: 0,
             cow_copies: 0,
             cow_reuses: 0,
             backings: object::Backings::new(),
@@ -340,6 +345,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             demotions: s.demotions,
             folds: s.folds,
             unfolds: s.unfolds,
+            fault_around_pages: self.fault_around_pages,
             cow_copies: self.cow_copies,
             cow_reuses: self.cow_reuses,
             data_frames: self.data_frames,
@@ -399,7 +405,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         if vma.flags.contains(VmaFlags::OBJECT) {
             let shared = vma.flags.contains(VmaFlags::SHARED);
-            return self.object_fault(page, access, prot, shared);
+            return self.object_fault(page, access, prot, shared, (vma.start, vma.end));
         }
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
         let (vstart, vend, vflags) = (vma.start, vma.end, vma.flags);

@@ -21,6 +21,13 @@
 //!   (a truncation's zeroing) is cleaned again. What user space writes through a writable view
 //!   it publishes itself (DC CVAU, IC IVAU), as on Linux.
 //!
+//! The same mappings serve a program's own segments ([`UserMemory::map_file_segment`]: the
+//! loader maps each `PT_LOAD` segment privately from its file's page cache, so every process
+//! running a program shares its text frames), and a read or execute fault on any object mapping
+//! also maps the neighbouring pages the object already holds (fault-around,
+//! [`fault_around_range`]), so a program's first run through its cached text takes one fault
+//! per 64 KiB rather than one per page.
+//!
 //! A process's memory keeps, beside its areas, the list of object-backed ranges ([`Backing`]):
 //! virtual range, object, offset. It is kept by virtual address, independent of how the area
 //! map splits or merges areas, and follows `munmap`, `MAP_FIXED`, `mremap` and `fork`.
@@ -201,6 +208,42 @@ pub type ObjectRef = Arc<dyn SharedObject>;
 /// Whether `a` and `b` are the same object.
 pub fn same_object(a: &ObjectRef, b: &ObjectRef) -> bool {
     core::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// Linux's `fault_around_bytes`: the aligned block around a read fault on a file mapping whose
+/// cached pages the fault maps too.
+pub const FAULT_AROUND_BYTES: u64 = 64 << 10;
+
+/// The pages fault-around considers for a fault at `page`: the
+/// [`FAULT_AROUND_BYTES`]-aligned block holding it (the page alone when pages are that large),
+/// cut to the faulting area `vma`, to the object-backed range `backed` that holds the page, and
+/// to the `table_span`-aligned range one last-level table maps (Linux's `do_fault_around` stays
+/// within one PTE table). Half-open, page aligned, always holding `page`.
+pub fn fault_around_range(page: u64, vma: (u64, u64), backed: (u64, u64), table_span: u64) -> (u64, u64) {
+    let block = FAULT_AROUND_BYTES.max(PAGE_SIZE);
+    let (block_start, table_start) = (page & !(block - 1), page & !(table_span - 1));
+    let start = block_start.max(vma.0).max(backed.0).max(table_start);
+    let end = block_start
+        .saturating_add(block)
+        .min(vma.1)
+        .min(backed.1)
+        .min(table_start.saturating_add(table_span));
+    (start, end)
+}
+
+/// One `PT_LOAD` segment as the program header gives it, for
+/// [`UserMemory::map_file_segment`]: the bytes `[vaddr, vaddr + filesz)` are the file's from
+/// `offset`, the rest up to `vaddr + memsz` zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileSegment {
+    /// `p_vaddr` (after the load bias).
+    pub vaddr: u64,
+    /// `p_filesz`.
+    pub filesz: u64,
+    /// `p_memsz`.
+    pub memsz: u64,
+    /// `p_offset`.
+    pub offset: u64,
 }
 
 /// One object-backed virtual range of a process: `[start, end)` maps the object from byte
@@ -465,16 +508,90 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         Ok(mapped.addr)
     }
 
+    /// One `PT_LOAD` segment of a program mapped from its file's page cache `object`, as Linux's
+    /// `elf_map`, `padzero` and `set_brk` do it: the pages holding `[vaddr, vaddr + filesz)` are a
+    /// private mapping of the file from the page-rounded `offset` (an [`crate::vm::VmaFlags::IMAGE`] area
+    /// that is also [`crate::vm::VmaFlags::OBJECT`]: its pages are the cache's frames, shared with every
+    /// other process running the file and with `read`, until a write copies one); when the
+    /// segment has a bss, the rest of the last file page is zeroed in this memory's own copy of
+    /// that page (the file's bytes there belong to whatever follows the segment in the file),
+    /// and the pages up to `vaddr + memsz` are anonymous zero memory. Whatever the range held
+    /// before is replaced (as `MAP_FIXED`). The code window and W^X rules are the caller's, as
+    /// for [`VmMap::map_kernel`](crate::vm::VmMap::map_kernel).
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for a segment whose offset and address disagree within a page; `ENOMEM`;
+    /// `EFAULT` when the file no longer has the page the zeroing needs (Linux's `padzero`).
+    pub fn map_file_segment(&mut self, seg: FileSegment, prot: Prot, object: ObjectRef) -> Result<(), Errno> {
+        use crate::vm::VmaFlags;
+        let mask = PAGE_SIZE - 1;
+        let start = seg.vaddr & !mask;
+        let offset = seg.offset.checked_sub(seg.vaddr - start).ok_or(Errno::EINVAL)?;
+        if offset & mask != 0 || seg.memsz < seg.filesz {
+            return Err(Errno::EINVAL);
+        }
+        let file_bytes_end = seg.vaddr.checked_add(seg.filesz).ok_or(Errno::EINVAL)?;
+        let mem_end = seg.vaddr.checked_add(seg.memsz).ok_or(Errno::EINVAL)?;
+        let file_end = if seg.filesz == 0 { start } else { file_bytes_end.next_multiple_of(PAGE_SIZE) };
+        let end = mem_end.next_multiple_of(PAGE_SIZE).max(file_end);
+        if file_end > start {
+            self.backings.reserve(2)?;
+            let flags = VmaFlags::IMAGE.union(VmaFlags::OBJECT);
+            let replaced = self.vm.map_kernel(start, file_end - start, prot, flags)?;
+            if let (Some(first), Some(last)) = (replaced.first(), replaced.last()) {
+                let (s, e) = (first.start, last.end);
+                self.unmap_range(s, e);
+            }
+            self.backings.remove(start, file_end, drop);
+            self.backings.insert(Backing { start, end: file_end, object, offset });
+            let tail = (file_bytes_end & mask) as usize;
+            if seg.memsz > seg.filesz && tail != 0 {
+                // Linux's `padzero`: a write, so this page is this memory's own copy at once,
+                // whatever the segment's protection.
+                let page = file_bytes_end & !mask;
+                let vma = (start, file_end);
+                self.object_fault(page, Access::Write, prot, false, vma).map_err(|e| match e {
+                    Fault::OutOfMemory => Errno::ENOMEM,
+                    _ => Errno::EFAULT,
+                })?;
+                let pa = self.space.translate(VirtAddr(page)).ok_or(Errno::EFAULT)?;
+                const ZEROS: [u8; 256] = [0; 256];
+                let mut at = tail;
+                while at < PAGE_SIZE as usize {
+                    let n = ZEROS.len().min(PAGE_SIZE as usize - at);
+                    self.frames.write(pa, at, &ZEROS[..n]);
+                    at += n;
+                }
+                if prot.exec() {
+                    self.frames.sync_icache(pa);
+                }
+            }
+        }
+        if end > file_end {
+            // The bss past the file's last page: anonymous memory, as Linux's `set_brk`.
+            let replaced = self.vm.map_kernel(file_end, end - file_end, prot, VmaFlags::empty())?;
+            if let (Some(first), Some(last)) = (replaced.first(), replaced.last()) {
+                let (s, e) = (first.start, last.end);
+                self.unmap_range(s, e);
+            }
+        }
+        Ok(())
+    }
+
     /// A fault on a page of an object mapping that is not present: the object's frame (page
     /// `index`), mapped with the area's protection for a shared mapping, read-only for a private
     /// one (whose first write copies it, [`write_fault`](Self::write_fault)); a private write
-    /// copies at once.
+    /// copies at once. A read or execute fault also maps the neighbours the object already
+    /// holds ([`fault_around_range`], [`fault_around`](Self::fault_around)); `vma` is the
+    /// faulting area's range.
     pub(super) fn object_fault(
         &mut self,
         page: u64,
         access: Access,
         prot: Prot,
         shared: bool,
+        vma: (u64, u64),
     ) -> Result<(), Fault> {
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
         let b = self.backings.at(page).ok_or(Fault::Bus)?;
@@ -505,7 +622,56 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         self.data_frames += 1;
         self.faults += 1;
+        if access != Access::Write {
+            self.fault_around(page, prot, shared, vma);
+        }
         Ok(())
+    }
+
+    /// Linux's `do_fault_around` after a read or execute fault at `page` of an object mapping
+    /// whose area is `vma`: each page of [`fault_around_range`] that the mapped object already
+    /// holds and that is not present is mapped to the object's frame, with the same rights the
+    /// fault gave (read-only for a private mapping, whose later write takes the copy-on-write
+    /// fault). It never allocates a page of the object or a frame, so a hole stays a hole
+    /// (its fault will allocate it); a page it cannot map (no table frame) is left to its own
+    /// fault. Each page is mapped alone: the address space folds a contiguous run by itself
+    /// when the frames of a whole aligned run happen to be contiguous, which page-cache frames
+    /// rarely are. Counted in [`UserStats::fault_around_pages`].
+    fn fault_around(&mut self, page: u64, prot: Prot, shared: bool, vma: (u64, u64)) {
+        let Some(attrs) = user_attrs(prot) else { return };
+        let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
+        let Some(b) = self.backings.at(page) else { return };
+        let (object, backed) = (b.object.clone(), (b.start, b.end));
+        let table_span = PAGE_SIZE * (PAGE_SIZE / 8);
+        let (from, to) = fault_around_range(page, vma, backed, table_span);
+        let mut va = from;
+        while va < to {
+            let here = va;
+            va += PAGE_SIZE;
+            if here == page || self.space.query(VirtAddr(here)).is_some() || self.guarded(here) {
+                continue;
+            }
+            let Some(b) = self.backings.at(here) else { continue };
+            let index = b.index_of(here);
+            let mut got = None;
+            let frames = &mut self.frames;
+            object.with(&mut |o| {
+                if o.frame_of(index).is_some() {
+                    got = o.page(index, prot.exec(), frames).ok();
+                }
+            });
+            let Some(pa) = got else { continue };
+            if !self.frames.share(pa) {
+                return;
+            }
+            if self.space.map(VirtAddr(here), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
+                self.frames.free(pa);
+                return;
+            }
+            self.shares |= !shared;
+            self.data_frames += 1;
+            self.fault_around_pages += 1;
+        }
     }
 
     /// After `object` shrank so that its pages from `first_gone` on are gone

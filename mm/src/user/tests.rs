@@ -19,6 +19,7 @@ mod calls;
 mod duplicate;
 mod fork;
 mod guard;
+mod image;
 mod lazy;
 mod object;
 

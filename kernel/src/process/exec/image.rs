@@ -2,9 +2,12 @@
 //! the same facts in `mm_struct`: `exe_file`, `arg_start`..`env_end`, `saved_auxv`, and each
 //! file-backed area's file and offset in its `vm_area_struct`).
 //!
-//! The loader copies the program's segments into anonymous memory rather than mapping the file,
-//! so the memory map itself does not know where an area came from; this record does: for each
-//! segment, the pages it covers and the file offset of its first page, which
+//! The loader maps the program's segments from the file's page cache (each area then holds the
+//! cache and its offset), or copies them into anonymous memory when the bytes have no page cache
+//! (the test image's built-in programs), where the memory map does not know where an area came
+//! from. This record serves both alike, and names the areas (the program's or the
+//! interpreter's path, which a page cache does not keep): for each segment, the pages it covers
+//! and the file offset of its first page, which
 //! `/proc/PID/maps` prints with the file's device and inode as Linux prints them for the
 //! segments it maps from the file. `/proc/PID/cmdline` and `environ` read the process's memory
 //! between the recorded bounds, as Linux's do (so a program that rewrites its arguments shows

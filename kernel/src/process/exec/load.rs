@@ -5,7 +5,19 @@
 //! (`process::spawn`) and `execve` alike. Apart from the process's lifetime in `process`: it is
 //! the ELF-to-memory step, which never allocates on the heap so `execve` can fail cleanly when
 //! there is none.
+//!
+//! **Segments come from the page cache.** A program (or interpreter) whose file has a page cache
+//! (a file of the RAM file systems: every program of the tree) has each `PT_LOAD` segment mapped
+//! from that cache, privately, as Linux's `elf_map` does (`UserMemory::map_file_segment`): its
+//! text is the cache's frames, shared with every process running it and with `read`, and only
+//! a page written (the data segment's, the last file page of a segment with a bss, which is
+//! zeroed past the file's bytes at once as Linux's `padzero`) becomes the process's own. Bytes
+//! with no page cache behind them — the test image's built-in programs, a first program whose
+//! bytes are not its file's — are copied into anonymous memory instead (`map_image`), which
+//! gives the same contents; a page cache is not made for them, because nothing else could
+//! share it.
 use mm::addr::PAGE_SIZE;
+use mm::user::object::{FileSegment, ObjectRef};
 use mm::vm::{Prot, VmaFlags};
 
 use super::image::ProgramImage;
@@ -68,21 +80,31 @@ pub(crate) struct Ids {
     pub egid: u32,
 }
 
-/// Maps the segments of `exe` (whose file is `bytes`), and of its interpreter (`interp`: the
+/// A program file to load: its bytes, and its page cache when it has one (the segments are then
+/// mapped from the cache; module documentation).
+#[derive(Clone)]
+pub(crate) struct ProgramFile<'a> {
+    /// The file's bytes (its headers are parsed from them).
+    pub bytes: &'a [u8],
+    /// The file's page cache, holding the same bytes.
+    pub cache: Option<ObjectRef>,
+}
+
+/// Maps the segments of `exe` (whose file is `program`), and of its interpreter (`interp`: the
 /// file `PT_INTERP` names), the stack and the initial stack contents (`ids` in the auxiliary
 /// vector).
 pub(crate) fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
     exe: &elf::Executable,
-    bytes: &[u8],
-    interp: Option<&[u8]>,
+    program: ProgramFile<'_>,
+    interp: Option<ProgramFile<'_>>,
     ids: Ids,
     argv: &[S],
     envp: &[S],
 ) -> Result<Loaded, LoadError> {
     let failed = |step| move |errno| LoadError { step, errno };
     let mut image = ProgramImage::of(exe).map_err(failed(LoadStep::InitialStack))?;
-    map_segments(mm, exe, bytes)?;
+    map_segments(mm, exe, &program)?;
     // The code window contains the program's own text where it fits (docs/mm.md §8).
     mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
     // The interpreter goes where the kernel finds room for its whole span, as code: into the
@@ -90,12 +112,12 @@ pub(crate) fn load<S: AsRef<[u8]>>(
     // program's entry in `AT_ENTRY` and its own base in `AT_BASE`.
     let (base, entry) = match interp {
         None => (0, exe.entry),
-        Some(ibytes) => {
+        Some(ifile) => {
             let refused = |_| LoadError { step: LoadStep::Interpreter, errno: mm::vm::Errno::ENOEXEC };
-            let (len, align) = ::elf::load_span(ibytes, &elf::LIMITS).map_err(refused)?;
+            let (len, align) = ::elf::load_span(ifile.bytes, &elf::LIMITS).map_err(refused)?;
             let base = mm.vm_mut().place_image(len, align).map_err(failed(LoadStep::Interpreter))?;
-            let iexe = elf::parse_interpreter(ibytes, base).map_err(refused)?;
-            map_segments(mm, &iexe, ibytes)?;
+            let iexe = elf::parse_interpreter(ifile.bytes, base).map_err(refused)?;
+            map_segments(mm, &iexe, &ifile)?;
             image.interp = Some(super::image::Interpreter::of(&iexe).map_err(failed(LoadStep::Interpreter))?);
             (base, iexe.entry)
         }
@@ -131,9 +153,11 @@ pub(crate) fn load<S: AsRef<[u8]>>(
     Ok(Loaded { regs: UserRegs { x: [0; 31], sp: built.sp, pc: entry, pstate: PSTATE_EL0 }, image })
 }
 
-/// Maps the `PT_LOAD` segments of `exe` (whose file is `bytes`): each page gets its file bytes
-/// (`[vaddr, vaddr + filesz)` from the file at `offset`), the rest zero.
-fn map_segments(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8]) -> Result<(), LoadError> {
+/// Maps the `PT_LOAD` segments of `exe` (whose file is `file`): each page gets its file bytes
+/// (`[vaddr, vaddr + filesz)` from the file at `offset`), the rest zero — from the file's page
+/// cache when it has one, else copied from its bytes.
+fn map_segments(mm: &mut Mm, exe: &elf::Executable, file: &ProgramFile<'_>) -> Result<(), LoadError> {
+    let bytes = file.bytes;
     let failed = |step| move |errno| LoadError { step, errno };
     for seg in &exe.segments {
         let start = seg.vaddr & !(PAGE_SIZE - 1);
@@ -153,6 +177,13 @@ fn map_segments(mm: &mut Mm, exe: &elf::Executable, bytes: &[u8]) -> Result<(), 
         }
         if mm::user::user_attrs(prot).is_none() {
             return Err(LoadError { step: LoadStep::ProtNone, errno: mm::vm::Errno::EINVAL });
+        }
+        if let Some(cache) = &file.cache {
+            let seg_file =
+                FileSegment { vaddr: seg.vaddr, filesz: seg.filesz, memsz: seg.memsz, offset: seg.offset };
+            mm.map_file_segment(seg_file, prot, cache.clone())
+                .map_err(failed(LoadStep::Segment(seg.vaddr)))?;
+            continue;
         }
         // The file bytes of each page: [vaddr, vaddr + filesz) comes from the file at offset.
         let fill = |page: u64| {

@@ -115,8 +115,8 @@ pub fn execve(thread: &mut Thread, frame: &mut TrapFrame, path: u64, argv: u64, 
     execveat(thread, frame, linux_abi::fcntl::AT_FDCWD as u32 as u64, path, argv, envp, 0)
 }
 
-/// The largest program file `execve` reads: a quarter of RAM (the file is read whole, then
-/// its segments copied).
+/// The largest program file `execve` reads: a quarter of RAM (the file is read whole for its
+/// headers; its segments are then mapped from its page cache).
 pub fn max_program() -> u64 {
     (frames::usage().1 as u64 * PAGE_SIZE) / 4
 }
@@ -142,6 +142,14 @@ struct Program {
     /// The name comes from a close-on-exec descriptor, which is gone once the new program runs:
     /// an interpreter could not open it (Linux's `BINPRM_FLAGS_PATH_INACCESSIBLE`).
     inaccessible: bool,
+}
+
+/// The file `found` as the loader maps it: its bytes and its page cache.
+fn file_of(found: &Program) -> load::ProgramFile<'_> {
+    load::ProgramFile {
+        bytes: found.image.bytes(),
+        cache: crate::fs::pagecache::of_node(&found.node).map(|c| c.object()),
+    }
 }
 
 /// Finds the program `path` names from `dirfd` (`AT_EMPTY_PATH`: `dirfd`'s file) for `p`, in
@@ -369,7 +377,7 @@ pub fn execveat(
         let c = p.posix.cred();
         let ids = load::Ids { uid: c.uid, euid: c.euid, gid: c.gid, egid: c.egid };
         let Ok(loaded) =
-            super::load(&mut mm, &exe, bytes, interp.as_ref().map(|i| i.image.bytes()), ids, &argv, &envp)
+            super::load(&mut mm, &exe, file_of(&program), interp.as_ref().map(file_of), ids, &argv, &envp)
         else {
             return done(frame, Err(Errno::ENOMEM));
         };
