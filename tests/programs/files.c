@@ -1610,6 +1610,73 @@ static void test_shebang_scripts(void) {
     }
 }
 
+// A program's file and writers exclude each other (ETXTBSY), as Linux 6.1's i_writecount: a
+// file open for writing cannot be run, and a running program's file cannot be opened for writing
+// or truncated, until the program ends; reading it is fine.
+static void copy_file(const char *from, const char *to, int keep_open_fd[1]) {
+    int in = open(from, O_RDONLY);
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    CHECK(in >= 0 && out >= 0, "open %s and %s", from, to);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0) CHECK(write(out, buf, n) == n, "write");
+    close(in);
+    if (keep_open_fd) {
+        keep_open_fd[0] = out;
+    } else {
+        close(out);
+    }
+}
+
+static void test_text_busy(void) {
+    const char *copy = "/tmp/busybox-copy";
+    int writer;
+    copy_file("/busybox", copy, &writer);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(copy, "true", (char *)NULL);
+        _exit(errno == ETXTBSY ? 42 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 42, "exec of a file open for writing: ETXTBSY (%#x)", status);
+    close(writer);
+    // Now run it: `cat` blocks on a pipe; the close-on-exec end tells when the exec happened.
+    int in[2], sync[2];
+    CHECK_SYS(pipe(in));
+    CHECK_SYS(pipe2(sync, O_CLOEXEC));
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        close(in[0]);
+        close(in[1]);
+        close(sync[0]);
+        execl(copy, "cat", (char *)NULL);
+        _exit(1);
+    }
+    close(in[0]);
+    close(sync[1]);
+    char c;
+    CHECK(read(sync[0], &c, 1) == 0, "the child ran its program");
+    close(sync[0]);
+    CHECK_ERR(open(copy, O_WRONLY), ETXTBSY);
+    CHECK_ERR(open(copy, O_RDWR), ETXTBSY);
+    CHECK_ERR(open(copy, O_RDONLY | O_TRUNC), ETXTBSY);
+    CHECK_ERR(truncate(copy, 0), ETXTBSY);
+    int reader = open(copy, O_RDONLY);
+    CHECK(reader >= 0, "reading it is fine");
+    close(reader);
+    close(in[1]);
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "cat ended: %#x", status);
+    int fd = open(copy, O_WRONLY);
+    CHECK(fd >= 0, "writable again once it ended: %s", strerror(errno));
+    close(fd);
+    CHECK_SYS(unlink(copy));
+}
+
 static void test_execveat(void) {
     char out[256];
     int fd = open("/busybox", O_RDONLY | O_CLOEXEC);
@@ -2123,6 +2190,7 @@ int main(int argc, char **argv) {
         {"proc_fd_links", test_proc_fd_links},
         {"shebang_scripts", test_shebang_scripts},
         {"execveat", test_execveat},
+        {"text_busy", test_text_busy},
         {"exec_auxv_ids", test_exec_auxv_ids},
         {"rlimit_nofile", test_rlimit_nofile},
         {"dev_nodes", test_dev_nodes},

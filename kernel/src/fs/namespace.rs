@@ -584,6 +584,8 @@ pub fn open(
                 let node = parent.dir.create(&name, NewNode::File, perm, who)?;
                 let made = Created { dir: parent.dir, name };
                 let file = NodeFile::new(Named { node, path: abs }, false);
+                // A new file: nothing runs from it yet, so the right to write is granted.
+                let file = if writes { file.for_writing()? } else { file };
                 return match arc_file(file) {
                     Ok(file) => Ok(Opened::File(file, Some(made))),
                     Err(e) => {
@@ -629,7 +631,17 @@ pub fn open(
     }
     match m.kind {
         FileType::Directory | FileType::Regular => {
-            let file = arc_file(NodeFile::new(named, false))?;
+            // Linux's `get_write_access` (`do_dentry_open`, and `handle_truncate` for `O_TRUNC`):
+            // the file a program runs from is not opened for writing or truncated (`ETXTBSY`).
+            if truncate
+                && !writes
+                && let Some(cache) = super::pagecache::of_node(&named.node)
+            {
+                drop(cache.get_write_access()?); // only for the truncation, then given back
+            }
+            let file = NodeFile::new(named, false);
+            let file = if writes { file.for_writing()? } else { file };
+            let file = arc_file(file)?;
             Ok(if truncate { Opened::Truncate(file) } else { Opened::File(file, None) })
         }
         FileType::CharDevice => Ok(Opened::File(super::dev::open(named)?, None)),
@@ -668,7 +680,7 @@ fn tmpfile(
     let node = dir.tmpfile(perm, who, flags & O_EXCL == 0)?;
     let mut abs = absolute(start_path, path)?;
     super::file::push_fmt(&mut abs, format_args!("/#{}", node.metadata().ino))?;
-    arc_file(NodeFile::new(Named { node, path: abs }, false))
+    arc_file(NodeFile::new(Named { node, path: abs }, false).for_writing()?)
 }
 
 fn arc_file<F: File>(f: F) -> Result<Arc<dyn File>, Errno> {

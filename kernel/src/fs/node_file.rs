@@ -80,12 +80,26 @@ pub struct NodeFile {
     path_only: bool,
     /// A generated file's text, from the first read on (`None` before it, or after a rewind).
     text: Mutex<Option<Vec<u8>>>,
+    /// Opened for writing: the right to write held for the file's life (`ETXTBSY` to exec it).
+    _write: Option<super::pagecache::WriteAccess>,
 }
 
 impl NodeFile {
     /// `named`, opened (`path_only`: with `O_PATH`).
     pub fn new(named: Named, path_only: bool) -> Self {
-        Self { named, path_only, text: Mutex::new(None) }
+        Self { named, path_only, text: Mutex::new(None), _write: None }
+    }
+
+    /// `self`, opened for writing: holds the right to write its page cache, if it has one
+    /// (Linux's `get_write_access` in `do_dentry_open`).
+    ///
+    /// # Errors
+    /// `ETXTBSY` while a program runs from the file.
+    pub fn for_writing(mut self) -> Result<Self, Errno> {
+        if let Some(cache) = super::pagecache::of_node(&self.named.node) {
+            self._write = Some(cache.get_write_access()?);
+        }
+        Ok(self)
     }
 
     fn kind(&self) -> FileType {

@@ -11,7 +11,7 @@
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::any::Any;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use linux_abi::Errno;
 use mm::addr::{PAGE_SIZE, PhysAddr};
@@ -58,6 +58,30 @@ pub struct PageCache {
     budgeted: bool,
     /// The name its mappings show, once it was mapped (or asked for one) through a file.
     name: Mutex<Option<MappedName>>,
+    /// Linux's `i_writecount`: above 0, the open files that may write it; below 0, the running
+    /// programs whose text it is ([`WriteAccess`], [`DenyWrite`]).
+    write_count: AtomicI64,
+}
+
+/// The right to write a file, held by a file opened for writing (Linux's `get_write_access`):
+/// while one exists, the file cannot be run (`ETXTBSY`).
+pub struct WriteAccess(Arc<PageCache>);
+
+impl Drop for WriteAccess {
+    fn drop(&mut self) {
+        self.0.write_count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A running program's hold on its file (Linux's `deny_write_access`, kept by the address space
+/// for its `exe_file`): while one exists, the file cannot be opened for writing or truncated
+/// (`ETXTBSY`), since its page cache is the program's text.
+pub struct DenyWrite(Arc<PageCache>);
+
+impl Drop for DenyWrite {
+    fn drop(&mut self) {
+        self.0.write_count.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 impl core::fmt::Debug for PageCache {
@@ -127,7 +151,34 @@ impl Drop for PageCache {
 impl PageCache {
     /// An empty cache; `budgeted`: count its pages against the file systems' space.
     pub fn new(budgeted: bool) -> Self {
-        Self { pages: Mutex::new(MemObject::new()), budgeted, name: Mutex::new(None) }
+        Self {
+            pages: Mutex::new(MemObject::new()),
+            budgeted,
+            name: Mutex::new(None),
+            write_count: AtomicI64::new(0),
+        }
+    }
+
+    /// The right to write the file (see [`WriteAccess`]).
+    ///
+    /// # Errors
+    /// `ETXTBSY` while a program runs from it.
+    pub fn get_write_access(self: &Arc<Self>) -> Result<WriteAccess, Errno> {
+        self.write_count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n >= 0).then_some(n + 1))
+            .map_err(|_| Errno::ETXTBSY)?;
+        Ok(WriteAccess(self.clone()))
+    }
+
+    /// Holds the file as a running program's text ([`DenyWrite`]).
+    ///
+    /// # Errors
+    /// `ETXTBSY` while a file is open for writing it.
+    pub fn deny_write_access(self: &Arc<Self>) -> Result<DenyWrite, Errno> {
+        self.write_count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n <= 0).then_some(n - 1))
+            .map_err(|_| Errno::ETXTBSY)?;
+        Ok(DenyWrite(self.clone()))
     }
 
     /// The object, for mapping the file (`mm::user::UserMemory::mmap_object`).

@@ -279,7 +279,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
     // Mapped from the file's page cache when the bytes are that file's (not a built-in program).
     let cache = file.as_ref().and_then(crate::fs::pagecache::of_node).filter(|c| c.holds(bytes));
-    let program = exec::load::ProgramFile { bytes, cache: cache.map(|c| c.object()) };
+    let program = exec::load::ProgramFile { bytes, cache: cache.as_ref().map(|c| c.object()) };
     let interp_file = interp.as_ref().map(|(node, i, _)| exec::load::ProgramFile {
         bytes: i.bytes(),
         cache: crate::fs::pagecache::of_node(node).map(|c| c.object()),
@@ -290,7 +290,9 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     if let (Some(i), Some((node, _, path))) = (record.interp.as_mut(), interp) {
         i.file = Some((node, path));
     }
-    let image = fallible::arc(exec::image::ProgramImage { file, ..record })
+    // The first program's file is held against writers as every later program's is.
+    let deny_write = cache.as_ref().and_then(|c| c.deny_write_access().ok());
+    let image = fallible::arc(exec::image::ProgramImage { file, deny_write, ..record })
         .map_err(|_| String::from("no memory for the program's record"))?;
     let process = Process::new(
         pid,

@@ -875,7 +875,7 @@ pub fn utimensat(p: &Process, dirfd: u64, path: u64, times: u64, flags: u64) -> 
 }
 
 /// `truncate(path, length)`: `EISDIR`, `EINVAL` (not a regular file), then write permission
-/// (`EACCES`), as Linux's `vfs_truncate`.
+/// (`EACCES`), then `ETXTBSY` for a running program's file, as Linux's `vfs_truncate`.
 pub fn truncate(p: &Process, path: u64, length: u64) -> Result<u64, Errno> {
     if (length as i64) < 0 {
         return Err(Errno::EINVAL);
@@ -889,8 +889,11 @@ pub fn truncate(p: &Process, path: u64, length: u64) -> Result<u64, Errno> {
         _ => return Err(Errno::EINVAL),
     }
     p.posix.cred().permission(&m, may::WRITE)?;
+    // Linux's `get_write_access` in `vfs_truncate`: not a running program's file (`ETXTBSY`).
+    let cache = crate::fs::pagecache::of_node(&node);
+    let _writing = cache.as_ref().map(|c| c.get_write_access()).transpose()?;
     node.truncate(length, now())?;
-    if let Some(cache) = node.contents().and_then(|c| crate::fs::pagecache::of(&c)) {
+    if let Some(cache) = cache {
         super::files::unmap_past(&cache, length);
     }
     Ok(0)

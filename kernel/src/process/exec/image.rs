@@ -47,6 +47,10 @@ pub struct ProgramImage {
     pub auxv: Vec<(u64, u64)>,
     /// Its interpreter (`PT_INTERP`), if it has one.
     pub interp: Option<Interpreter>,
+    /// Its file held against writers while any process runs this image (`ETXTBSY`): its text
+    /// is the file's page cache.
+    #[expect(dead_code, reason = "held, never read: dropping it lets writers in again")]
+    pub deny_write: Option<crate::fs::pagecache::DenyWrite>,
 }
 
 /// The loaded interpreter of a program (the dynamic loader): its file and segments.
@@ -106,6 +110,7 @@ impl ProgramImage {
             env: (0, 0),
             auxv: Vec::new(),
             interp: None,
+            deny_write: None,
         })
     }
 

@@ -142,6 +142,9 @@ struct Program {
     /// The name comes from a close-on-exec descriptor, which is gone once the new program runs:
     /// an interpreter could not open it (Linux's `BINPRM_FLAGS_PATH_INACCESSIBLE`).
     inaccessible: bool,
+    /// Its file held against writers from the moment it is found (Linux's `deny_write_access`
+    /// in `do_open_execat`); the process keeps it while it runs this program.
+    deny_write: Option<crate::fs::pagecache::DenyWrite>,
 }
 
 /// The file `found` as the loader maps it: its bytes and its page cache.
@@ -189,6 +192,8 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
         _ => return Err(Errno::EACCES),
     }
     cred.permission(&m, crate::fs::cred::may::EXEC)?;
+    // A file open for writing is not run (its page cache becomes the program's text).
+    let deny_write = crate::fs::pagecache::of_node(&node).map(|c| c.deny_write_access()).transpose()?;
     let (filename, inaccessible) = if relative_to_fd {
         let cloexec = p.posix.files.lock().get(dirfd).is_some_and(|e| e.cloexec);
         let mut name = Vec::new();
@@ -205,7 +210,7 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
     };
     // The largest program this kernel loads: a quarter of RAM (it is read whole first).
     let image = crate::fs::node_file::read_image(&node, max_program())?;
-    Ok(Program { image, path: abs, node, filename, inaccessible })
+    Ok(Program { image, path: abs, node, filename, inaccessible, deny_write })
 }
 
 /// A `#!` line: the interpreter and its one optional argument (Linux's `load_script`: the first
@@ -399,7 +404,11 @@ pub fn execveat(
     if let (Some(i), Some(found)) = (record.interp.as_mut(), interp) {
         i.file = Some((found.node, found.path));
     }
-    let Ok(image) = fallible::arc(image::ProgramImage { file: Some(program.node.clone()), ..record }) else {
+    let Ok(image) = fallible::arc(image::ProgramImage {
+        file: Some(program.node.clone()),
+        deny_write: program.deny_write.take(),
+        ..record
+    }) else {
         return done(frame, Err(Errno::ENOMEM));
     };
     let Ok(cred) = p.posix.cred().after_exec().and_then(|c| fallible::arc(c).map_err(|_| Errno::ENOMEM))
