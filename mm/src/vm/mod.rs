@@ -17,6 +17,7 @@
 //! - [`fallible`]: the one way this module allocates, so running out of heap is `ENOMEM`.
 pub use ext_abi as abi;
 #[cfg(any(test, feature = "testing"))]
+pub mod aslr;
 pub mod bench;
 mod errno;
 pub mod fallible;
@@ -346,6 +347,8 @@ impl Vma {
 
 #[cfg(test)]
 mod alloc_tests;
+#[cfg(test)]
+mod aslr_tests;
 #[cfg(test)]
 mod library_tests;
 #[cfg(test)]
