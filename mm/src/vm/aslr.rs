@@ -16,10 +16,10 @@
 //! - PIE base: Linux puts it at `ELF_ET_DYN_BASE` (2/3 of the task size) plus the mmap draw, so
 //!   `mmap_rnd_bits` bits of pages spread over 2^bits pages. Here the same number of bits is
 //!   split in two so that the code window's invariants hold on every draw: the low
-//!   [`in_window_bits`] choose the text's page inside the middle half of its window (at least a
-//!   quarter of the window below the text, for near hints and a loader's reservations, and a
-//!   quarter less the image above), the rest choose which of `2^(bits - in_window_bits)`
-//!   consecutive windows. The window is aligned to its size and contains the text (the kernel's
+//!   [`in_window_bits`] choose the text's place (in units of its alignment) inside the middle
+//!   half of its window (at least a quarter of the window below the text, for near hints and a
+//!   loader's reservations, and a quarter less the image above), the rest choose which of
+//!   `2^(bits - in_window_bits)` consecutive windows. The window is aligned to its size and contains the text (the kernel's
 //!   `init_code_window` anchors it there), so the draws still give `bits` bits of distinct
 //!   bases — see [`pie_base`].
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, USER_VA_BITS};
@@ -79,41 +79,63 @@ pub const fn brk_offset(draw: u64) -> u64 {
     (draw % (BRK_RND_RANGE >> PAGE_SHIFT)) << PAGE_SHIFT
 }
 
-/// Bits of a PIE draw that choose the text's page inside its window: the middle half of a
-/// window of `window` bytes holds `window / 2 / PAGE_SIZE` pages.
-pub const fn in_window_bits(window: u64) -> u32 {
-    (window / 2 / PAGE_SIZE).trailing_zeros()
+/// Bits of a PIE draw that choose the text's place inside its window: the middle half of a
+/// window of `window` bytes holds `window / 2 / align` places aligned to `align`.
+pub const fn in_window_bits(window: u64, align: u64) -> u32 {
+    (window / 2 / align).trailing_zeros()
 }
 
-/// Where the PIE windows start for `bits` bits of draw and windows of `window` bytes (a power of
-/// two): Linux's `ELF_ET_DYN_BASE` (2/3 of the task size) aligned down to the window, lowered
-/// when the largest `bits` would otherwise come within 8 GiB (less the stack limit) of the
-/// lowest mmap base.
-pub const fn pie_region(task_size: u64, bits: u32, window: u64) -> u64 {
+/// The alignment a PIE's draw is made in: the image's largest `p_align` (Linux aligns the load
+/// bias down to it), at least a page, at most a quarter of the window.
+pub const fn pie_align(window: u64, p_align: u64) -> u64 {
+    let a = if p_align < PAGE_SIZE { PAGE_SIZE } else { p_align };
+    if a > window / 4 { window / 4 } else { a }
+}
+
+/// Where the PIE windows start for `bits` bits of draw, windows of `window` bytes (a power of
+/// two) and places aligned to `align`: Linux's `ELF_ET_DYN_BASE` (2/3 of the task size) aligned
+/// down to the window, lowered when the largest `bits` would otherwise come within 8 GiB (less
+/// the stack limit) of the lowest mmap base.
+pub const fn pie_region(task_size: u64, bits: u32, window: u64, align: u64) -> u64 {
     let et_dyn_base = (task_size / 3 * 2) & !(window - 1);
-    let span = pie_span(bits, window);
+    let span = pie_span(bits, window, align);
     let mmap_reach = 1u64 << (bits + PAGE_SHIFT);
     let highest_end = task_size - (1 << 30) - mmap_reach - (8 << 30);
     let limit = (highest_end - span) & !(window - 1);
     if et_dyn_base < limit { et_dyn_base } else { limit }
 }
 
-/// Bytes of address space the PIE windows of `bits` bits cover.
-pub const fn pie_span(bits: u32, window: u64) -> u64 {
-    let iw = in_window_bits(window);
-    let windows = if bits > iw { 1u64 << (bits - iw) } else { 1 };
-    windows * window
+/// The most address space the PIE windows may cover: a quarter of the user range (64 TiB),
+/// which Linux's largest draw (2^33 pages of 4 KiB: 32 TiB) fits in twice.
+pub const PIE_SPAN_MAX: u64 = 1 << (USER_VA_BITS - 2);
+
+/// Bits of a PIE draw that choose the window: what `bits` leaves after [`in_window_bits`], at
+/// most as many as [`PIE_SPAN_MAX`] holds windows of `window` bytes.
+const fn window_bits(bits: u32, window: u64, align: u64) -> u32 {
+    let iw = in_window_bits(window, align);
+    let most = (PIE_SPAN_MAX / window).trailing_zeros();
+    let want = if bits > iw { bits - iw } else { 0 };
+    if want < most { want } else { most }
 }
 
-/// A PIE's load base for `draw` with `bits` bits of randomisation (`vm.mmap_rnd_bits`) and code
-/// windows of `window` bytes (a power of two of at least 4 pages): a page in the middle half of
-/// one of the windows starting at [`pie_region`]. The `2^bits` draws give `2^bits` distinct
-/// bases when `bits >= in_window_bits(window)`; an image of up to `window / 4` bytes at the base
-/// lies inside its window with at least `window / 4` below it.
-pub const fn pie_base(task_size: u64, draw: u64, bits: u32, window: u64) -> u64 {
-    let iw = in_window_bits(window);
+/// Bytes of address space the PIE windows of `bits` bits cover.
+pub const fn pie_span(bits: u32, window: u64, align: u64) -> u64 {
+    (1u64 << window_bits(bits, window, align)) * window
+}
+
+/// A PIE's load base for `draw` with `bits` bits of randomisation (`vm.mmap_rnd_bits`), code
+/// windows of `window` bytes and an image aligned to `align` ([`pie_align`]): a multiple of
+/// `align` in the middle half of one of the windows starting at [`pie_region`]. Drawing in units
+/// of the alignment keeps all `bits` bits when the loader aligns the base (Linux draws pages and
+/// aligns after, losing `log2(align / PAGE_SIZE)` bits: 4 for Debian's 64 KiB-aligned programs
+/// with 4 KiB pages). The `2^bits` draws give `2^bits` distinct bases while the windows fit in
+/// [`PIE_SPAN_MAX`] (every default; at the largest `bits` with 64 KiB alignment 29 bits, what
+/// Linux keeps after aligning); an image of up to `window / 4` bytes at the base lies
+/// inside its window with at least `window / 4` below it.
+pub const fn pie_base(task_size: u64, draw: u64, bits: u32, window: u64, align: u64) -> u64 {
+    let iw = in_window_bits(window, align);
     let d = low_bits(draw, bits);
-    let page = low_bits(d, iw);
-    let which = if bits > iw { d >> iw } else { 0 };
-    pie_region(task_size, bits, window) + which * window + window / 4 + (page << PAGE_SHIFT)
+    let place = low_bits(d, iw);
+    let which = low_bits(d >> iw, window_bits(bits, window, align));
+    pie_region(task_size, bits, window, align) + which * window + window / 4 + place * align
 }

@@ -84,50 +84,57 @@ fn stack_top_brk_and_mmap_draws_are_distinct_over_their_whole_range() {
 /// The window invariants for one PIE base: the text fits in one window aligned to its size, a
 /// quarter of the window free below it, the rest above; inside [region, region + span) and clear
 /// of the lowest mmap base.
-fn check_pie(base: u64, bits: u32, window: u64, text_len: u64) {
-    assert_eq!(base % PAGE, 0);
+fn check_pie(base: u64, bits: u32, window: u64, align: u64, text_len: u64) {
+    assert_eq!(base % align, 0);
     let win = base & !(window - 1);
     assert!(base + text_len <= win + window, "{base:#x}: the text leaves its window");
     assert!(base - win >= window / 4, "{base:#x}: less than a quarter window below the text");
     assert!(win + window - (base + text_len) >= window / 4 - text_len);
-    let region = pie_region(TASK, bits, window);
-    assert!(region <= base && base < region + pie_span(bits, window));
+    let region = pie_region(TASK, bits, window, align);
+    let span = pie_span(bits, window, align);
+    assert!(region <= base && base < region + span);
     let lowest_mmap = mmap_base(TASK - PAGE, STACK_LIMIT, STACK_GUARD_GAP, true, mmap_rnd(u64::MAX, bits));
-    assert!(region + pie_span(bits, window) + (4 << 30) <= lowest_mmap);
+    assert!(region + span + (4 << 30) <= lowest_mmap);
 }
 
 #[test]
 fn every_pie_draw_keeps_the_window_invariants_and_all_draws_differ() {
-    // Exhaustive over the default bits: 2^18 draws with 4 KiB pages.
+    // Exhaustive over the default bits (2^18 draws with 4 KiB pages), for a page-aligned image
+    // and a 64 KiB-aligned one (Debian's programs): every draw a different base, so the entropy
+    // is the full `bits` after the loader's alignment.
     let bits = MMAP_RND_BITS_DEFAULT;
     let window = WINDOW_DEFAULT;
-    let text = window / 4;
-    let mut bases: Vec<u64> = (0..1u64 << bits).map(|d| pie_base(TASK, d, bits, window)).collect();
-    for &b in &bases {
-        check_pie(b, bits, window, text);
+    for align in [PAGE, pie_align(window, 0x1_0000)] {
+        let mut bases: Vec<u64> = (0..1u64 << bits).map(|d| pie_base(TASK, d, bits, window, align)).collect();
+        for &b in &bases {
+            check_pie(b, bits, window, align, window / 4);
+        }
+        bases.sort_unstable();
+        bases.dedup();
+        assert_eq!(bases.len() as u64, 1 << bits, "align {align:#x}");
+        // High bits are ignored, as Linux masks them.
+        let top = (1u64 << bits) - 1;
+        assert_eq!(pie_base(TASK, u64::MAX, bits, window, align), pie_base(TASK, top, bits, window, align));
     }
-    bases.sort_unstable();
-    bases.dedup();
-    assert_eq!(bases.len() as u64, 1 << bits, "as many bases as Linux's ELF_ET_DYN_BASE + rnd");
-    // The whole draw range, high bits ignored as Linux masks them.
-    assert_eq!(pie_base(TASK, u64::MAX, bits, window), pie_base(TASK, (1 << bits) - 1, bits, window));
 }
 
 #[test]
-fn pie_draws_keep_the_invariants_for_every_bit_count_and_window_size() {
+fn pie_draws_keep_the_invariants_for_every_bit_count_window_size_and_alignment() {
     let mut rng = TestRng(0x5eed_0a51);
     let mut window = super::map::WINDOW_MIN;
     while window <= super::map::WINDOW_MAX {
-        for bits in MMAP_RND_BITS_MIN..=MMAP_RND_BITS_MAX {
-            let mut seen = std::collections::BTreeSet::new();
-            for _ in 0..300 {
-                let d = rng.next();
-                let b = pie_base(TASK, d, bits, window);
-                check_pie(b, bits, window, window / 4);
-                seen.insert(b);
+        for p_align in [0, PAGE, 0x1_0000, 2 << 20] {
+            let align = pie_align(window, p_align);
+            for bits in MMAP_RND_BITS_MIN..=MMAP_RND_BITS_MAX {
+                let mut seen = std::collections::BTreeSet::new();
+                for _ in 0..200 {
+                    let b = pie_base(TASK, rng.next(), bits, window, align);
+                    check_pie(b, bits, window, align, window / 4);
+                    seen.insert(b);
+                }
+                // 200 draws from 2^14 or more values: a handful of repeats at most.
+                assert!(seen.len() >= 190, "bits {bits} window {window:#x}: {} distinct", seen.len());
             }
-            // 300 draws from 2^14 or more values: a handful of repeats at most.
-            assert!(seen.len() >= 290, "bits {bits} window {window:#x}: {} distinct", seen.len());
         }
         window *= 2;
     }
@@ -141,7 +148,7 @@ fn a_randomised_space_keeps_code_in_the_window_and_the_heap_out_of_it() {
     let bits = MMAP_RND_BITS_DEFAULT;
     for _ in 0..400 {
         let rnd = mmap_rnd(rng.next(), bits);
-        let base = pie_base(TASK, rng.next(), bits, WINDOW_DEFAULT);
+        let base = pie_base(TASK, rng.next(), bits, WINDOW_DEFAULT, PAGE);
         let (text_end, bss_end) = (base + 0x8_0000, base + 0xa_0000);
         let layout = Layout {
             mmap_base: mmap_base(TASK - PAGE, STACK_LIMIT, STACK_GUARD_GAP, true, rnd),

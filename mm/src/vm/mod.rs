@@ -13,11 +13,12 @@
 //!   probing loop;
 //! - [`abi`]: the user-visible ABI of the extensions (a re-export of the `ext-abi` crate, their
 //!   one definition, which user programs depend on directly);
+//! - [`aslr`]: where a randomised layout's bases go for given draws, and their entropy;
 //! - [`limits`]: resource limits (`prlimit64`) and the thread limit, with Linux's rules;
 //! - [`fallible`]: the one way this module allocates, so running out of heap is `ENOMEM`.
 pub use ext_abi as abi;
-#[cfg(any(test, feature = "testing"))]
 pub mod aslr;
+#[cfg(any(test, feature = "testing"))]
 pub mod bench;
 mod errno;
 pub mod fallible;
