@@ -44,6 +44,8 @@ pub struct ProgramImage {
     pub auxv: Vec<(u64, u64)>,
     /// Its interpreter (`PT_INTERP`), if it has one.
     pub interp: Option<Interpreter>,
+    /// The end of its initial stack area (randomised per exec: `process::aslr`).
+    pub stack_top: u64,
 }
 
 /// The loaded interpreter of a program (the dynamic loader): its file and segments.
@@ -103,6 +105,7 @@ impl ProgramImage {
             env: (0, 0),
             auxv: Vec::new(),
             interp: None,
+            stack_top: crate::process::STACK_TOP,
         })
     }
 
