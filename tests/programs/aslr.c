@@ -8,7 +8,9 @@
  * ("bits": close to the number of random bits when each is uniform; what scripts/bench
  * compares with Linux). Case checks (`check` as the second argument): every base took more
  * than N/2 distinct values and, where a code window exists, every child's text was inside its
- * window, the window aligned to its size, with at least a quarter of it below the text. */
+ * window, the window aligned to its size, with at least a quarter of it below the text.
+ * `norandomize` as the second argument: personality(ADDR_NO_RANDOMIZE) first (`setarch -R`),
+ * which the children inherit. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +53,10 @@ int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 1000;
     int check = argc > 2 && strcmp(argv[2], "check") == 0;
     if (n < 2) n = 2;
+    if (argc > 2 && strcmp(argv[2], "norandomize") == 0 && personality(ADDR_NO_RANDOMIZE) == -1) {
+        perror("personality");
+        return 1;
+    }
     uint64_t *v[BASES];
     for (int b = 0; b < BASES; b++) v[b] = calloc(n, sizeof(uint64_t));
     int window_bad = 0, windows = 0;
@@ -107,7 +114,7 @@ int main(int argc, char **argv) {
             shannon -= p * log2(p);
             distinct++;
         }
-        printf("aslr: %-5s distinct %d, shannon %.2f bits, varying bits %d (mask 0x%llx), bits %.1f\n", names[b],
+        printf("aslr: %-5s distinct %d, shannon %.2f bits, varying bits %d (mask 0x%llx), bits %.2f\n", names[b],
                distinct, shannon, __builtin_popcountll(varying), (unsigned long long)varying, bits);
         if (check && distinct <= n / 2) {
             printf("aslr: FAIL %s took only %d values in %d execs\n", names[b], distinct, n);
