@@ -114,7 +114,7 @@ pub const PIE_SPAN_MAX: u64 = 1 << (USER_VA_BITS - 2);
 const fn window_bits(bits: u32, window: u64, align: u64) -> u32 {
     let iw = in_window_bits(window, align);
     let most = (PIE_SPAN_MAX / window).trailing_zeros();
-    let want = if bits > iw { bits - iw } else { 0 };
+    let want = bits.saturating_sub(iw);
     if want < most { want } else { most }
 }
 
