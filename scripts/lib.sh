@@ -104,6 +104,9 @@ build_linux_programs() {
     build_c_program "$ROOT/tests/programs/parity-init.c" "$dir/parity-init"
     build_c_program "$ROOT/tests/programs/fork.c" "$dir/fork-test"
     build_c_program "$ROOT/tests/programs/maps.c" "$dir/maps-test"
+    # aslr.c twice: the measuring parent (static) and the child it execs (a static PIE).
+    aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -o "$dir/aslr-test" "$ROOT/tests/programs/aslr.c" -lm
+    aarch64-linux-gnu-gcc -static-pie -O2 -Wall -Wextra -Werror -o "$dir/aslr-child" "$ROOT/tests/programs/aslr.c" -lm
     build_c_program "$ROOT/tests/programs/memfd.c" "$dir/memfd-test"
     build_c_program "$ROOT/tests/programs/lazyfree.c" "$dir/lazyfree-test"
     build_c_program "$ROOT/tests/programs/failslab.c" "$dir/failslab-test"
@@ -143,7 +146,7 @@ build_linux_programs() {
         "lib/libc.so.6=$lib/libc.so.6" "lib/libm.so.6=$lib/libm.so.6" "$dir/dynamic-musl-test" \
         "lib/ld-musl-aarch64.so.1=$musl" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
-        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test"
+        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test" "$dir/aslr-test" "$dir/aslr-child"
 }
 
 # granule_images GRANULE: the directory build_images puts that granule's images in:

@@ -127,6 +127,7 @@ pub const KERNEL_PARAMS: &[&str] = &[
     "loglevel",
     "debug",
     "nokaslr",
+    "norandmaps",
 ];
 
 /// The environment Linux gives the first program before boot parameters are added

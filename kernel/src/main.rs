@@ -337,7 +337,10 @@ extern "C" fn kernel_main(
         ],
     });
     apply_loglevel(booted.machine.bootargs);
+    process::aslr::configure(booted.machine.bootargs);
     report::print(booted);
+    // Before the first process: AT_RANDOM, keys and layouts all draw from it.
+    kprintln!("  random: {}", random::seed_at_boot(&booted.machine.fdt));
     match drivers::intc::init(&booted.machine.fdt).and_then(|_| irq::init_cpu()) {
         Ok(()) => kprintln!(
             "  interrupts: {}, timer INTID {} at {} Hz",

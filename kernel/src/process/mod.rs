@@ -20,6 +20,7 @@
 //! scheduler's `Task`); the event objects made of processes are [`signalfd`] and [`pidfd`],
 //! and [`rseq`] is a thread's restartable sequences (credentials and capabilities are the file
 //! layer's `fs::cred`).
+pub mod aslr;
 pub mod clone;
 pub mod exec;
 pub mod family;
@@ -71,10 +72,16 @@ pub const MMAP_MIN_ADDR: u64 = 4096;
 /// The lowest address a mapping may start at: [`MMAP_MIN_ADDR`] rounded up to a page.
 pub const LOWEST_MAPPING: u64 = MMAP_MIN_ADDR.next_multiple_of(PAGE_SIZE);
 
-/// The area-map layout of a process whose heap starts at `start_brk` (`mm`'s Linux shape with
-/// this kernel's `mmap_min_addr` and RAM size).
-pub fn layout(start_brk: u64) -> Layout {
-    Layout { ram_pages: frames::usage().1 as u64, mmap_min_addr: LOWEST_MAPPING, ..Layout::linux(start_brk) }
+/// The area-map layout of a process whose heap starts at `start_brk` and whose top-down
+/// placement starts below `mmap_base` (`mm`'s Linux shape with this kernel's `mmap_min_addr`,
+/// RAM size and the exec's draw, `aslr`).
+pub fn layout(start_brk: u64, mmap_base: u64) -> Layout {
+    Layout {
+        ram_pages: frames::usage().1 as u64,
+        mmap_min_addr: LOWEST_MAPPING,
+        mmap_base,
+        ..Layout::linux(start_brk)
+    }
 }
 /// Room the initial stack mapping has below the arguments' pages (Linux's `stack_expand` in
 /// `setup_arg_pages`, 128 KiB); from there it grows down on demand, up to `RLIMIT_STACK`
@@ -245,7 +252,10 @@ pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, S
 /// # Errors
 /// Why the program could not be started.
 pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>, String> {
-    let exe = exec::elf::parse(bytes).map_err(|refusal| format!("{refusal}"))?;
+    // The first process's layout: random unless turned off, under the default 8 MiB stack limit.
+    let draws = aslr::draw(0, 8 << 20);
+    let exe =
+        exec::elf::parse_placed(bytes, draws.pie_base(bytes)).map_err(|refusal| format!("{refusal}"))?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     // The real ASID is assigned when a thread first runs (memory::asids); until then the table
     // is reachable by no TTBR and the context has run nowhere, so its flushes (ASID 0, local)
@@ -260,7 +270,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
     let issuer = TlbIssuer::new(Aarch64Tlb, features.errata);
     // The heuristic overcommit measures requests against the machine's RAM (no swap).
-    let layout = layout(brk_start);
+    let layout = layout(brk_start, draws.mmap_base);
     let mm = Mm::new(table, issuer, features, targets, frames::UserFrames, layout);
     // An address space from here on: dropping it on a failure frees the memory.
     let space = Vmspace::new(mm, asid).map_err(|_| String::from("no memory for the address space"))?;
@@ -285,7 +295,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         cache: crate::fs::pagecache::of_node(node).map(|c| c.object()),
     });
     let loaded =
-        load(&mut space.lock(), &exe, program, interp_file, ids, argv, envp).map_err(|e| format!("{e}"))?;
+        load(&mut space.lock(), &draws, &exe, program, interp_file, ids, argv, envp).map_err(|e| format!("{e}"))?;
     let mut record = loaded.image;
     if let (Some(i), Some((node, _, path))) = (record.interp.as_mut(), interp) {
         i.file = Some((node, path));

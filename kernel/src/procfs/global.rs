@@ -31,6 +31,7 @@ static PROC_SYS: &[(&str, Entry)] = &[
             ("osrelease", Entry::File(osrelease)),
             ("ostype", Entry::File(ostype)),
             ("pid_max", Entry::Setting(pid_max)),
+            ("randomize_va_space", Entry::Setting(randomize_va_space)),
             ("random", Entry::Dir(&[("boot_id", Entry::File(boot_id)), ("uuid", Entry::File(boot_id))])),
         ]),
     ),
@@ -39,6 +40,7 @@ static PROC_SYS: &[(&str, Entry)] = &[
         Entry::Dir(&[
             ("max_map_count", Entry::Setting(max_map_count)),
             ("mmap_min_addr", Entry::Setting(mmap_min_addr)),
+            ("mmap_rnd_bits", Entry::Setting(mmap_rnd_bits)),
             ("overcommit_memory", Entry::Setting(overcommit_memory)),
         ]),
     ),
@@ -268,6 +270,22 @@ fn pid_max() -> Result<Vec<u8>, Errno> {
 
 fn pipe_max_size() -> Result<Vec<u8>, Errno> {
     text(|o| writeln!(o, "{}", crate::fs::pipe::PIPE_MAX_SIZE))
+}
+
+fn randomize_va_space() -> Result<Vec<u8>, Errno> {
+    text(|o| {
+        writeln!(
+            o,
+            "{}",
+            crate::process::aslr::RANDOMIZE_VA_SPACE.load(core::sync::atomic::Ordering::Relaxed)
+        )
+    })
+}
+
+fn mmap_rnd_bits() -> Result<Vec<u8>, Errno> {
+    text(|o| {
+        writeln!(o, "{}", crate::process::aslr::MMAP_RND_BITS.load(core::sync::atomic::Ordering::Relaxed))
+    })
 }
 
 fn max_map_count() -> Result<Vec<u8>, Errno> {

@@ -104,7 +104,11 @@ fn source(mm: &Mm, vma: &Vma, exe: &[u8], image: Option<&ProgramImage>) -> Sourc
         none(Some(b"/dev/zero (deleted)"))
     } else if vma.flags.contains(VmaFlags::HEAP) {
         none(Some(b"[heap]"))
-    } else if vma.flags.contains(VmaFlags::STACK) && vma.start < STACK_TOP && STACK_TOP <= vma.end {
+    } else if let top = image.map_or(STACK_TOP, |i| i.stack_top)
+        && vma.flags.contains(VmaFlags::STACK)
+        && vma.start < top
+        && top <= vma.end
+    {
         // Linux names the area holding `mm->start_stack`; thread stacks stay anonymous.
         none(Some(b"[stack]"))
     } else if let Some(anon) = mm.vm().anon_name(vma) {

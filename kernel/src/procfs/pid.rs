@@ -340,7 +340,8 @@ fn stat(p: &Process, out: &mut Out, name: &str) -> core::fmt::Result {
         m.size,
         m.rss / PAGE_SIZE,
     )?;
-    write!(out, "{} {} {} 0 0 ", m.code.0, m.code.1, crate::process::STACK_TOP)?;
+    let stack_top = image.as_ref().map_or(crate::process::STACK_TOP, |i| i.stack_top);
+    write!(out, "{} {} {stack_top} 0 0 ", m.code.0, m.code.1)?;
     // The obsolete signal fields are decimal (the low 32 bits would do; Linux prints the word).
     write!(out, "{} {blocked} {ignored} {caught} 0 0 0 17 0 0 0 0 0 0 ", own | shared)?;
     writeln!(

@@ -13,9 +13,11 @@
 //!   probing loop;
 //! - [`abi`]: the user-visible ABI of the extensions (a re-export of the `ext-abi` crate, their
 //!   one definition, which user programs depend on directly);
+//! - [`aslr`]: where a randomised layout's bases go for given draws, and their entropy;
 //! - [`limits`]: resource limits (`prlimit64`) and the thread limit, with Linux's rules;
 //! - [`fallible`]: the one way this module allocates, so running out of heap is `ENOMEM`.
 pub use ext_abi as abi;
+pub mod aslr;
 #[cfg(any(test, feature = "testing"))]
 pub mod bench;
 mod errno;
@@ -352,6 +354,8 @@ impl Vma {
 
 #[cfg(test)]
 mod alloc_tests;
+#[cfg(test)]
+mod aslr_tests;
 #[cfg(test)]
 mod library_tests;
 #[cfg(test)]

@@ -7,8 +7,8 @@ use mm::vm::Layout;
 
 pub use ::elf::Executable;
 
-/// Where a static PIE is loaded (Linux arm64 uses 2/3 of the user range; any page-aligned
-/// address below the mmap area works).
+/// Where a PIE is loaded without randomisation (Linux arm64 uses 2/3 of the user range; any
+/// page-aligned address below the mmap area works); `process::aslr` draws the randomised one.
 pub const PIE_BASE: u64 = 0x0000_aaaa_0000_0000;
 
 /// The user address range every process gets (the same as its area map's, `Layout::linux`).
@@ -24,21 +24,22 @@ pub const LIMITS: ::elf::Limits = ::elf::Limits {
     w_xor_x: true,
 };
 
-/// Parses `bytes` as an arm64 executable: static, a static PIE, or dynamically linked (its
+/// Parses `bytes` as an arm64 executable: static, a PIE placed at `pie_base` (aligned down as
+/// Linux's `load_bias`; [`PIE_BASE`] without randomisation), or dynamically linked (its
 /// interpreter in [`Executable::interp`], which the caller finds and loads).
 ///
 /// # Errors
 /// Why the file cannot run here (its `Display` is one sentence; no heap is needed to fail, so
 /// `execve` can fail without any).
-pub fn parse(bytes: &[u8]) -> Result<Executable, ::elf::Refusal> {
-    ::elf::parse(bytes, &LIMITS)
+pub fn parse_placed(bytes: &[u8], pie_base: u64) -> Result<Executable, ::elf::Refusal> {
+    ::elf::parse(bytes, &::elf::Limits { pie_base, ..LIMITS })
 }
 
 /// Parses `bytes` as a program's interpreter whose lowest page goes at `base` (Linux's
 /// `load_elf_interp`).
 ///
 /// # Errors
-/// As [`parse`].
+/// As [`parse_placed`].
 pub fn parse_interpreter(bytes: &[u8], base: u64) -> Result<Executable, ::elf::Refusal> {
     ::elf::parse_at(bytes, &LIMITS, base)
 }

@@ -51,6 +51,8 @@ pub struct ProgramImage {
     /// is the file's page cache.
     #[expect(dead_code, reason = "held, never read: dropping it lets writers in again")]
     pub deny_write: Option<crate::fs::pagecache::DenyWrite>,
+    /// The end of its initial stack area (randomised per exec: `process::aslr`).
+    pub stack_top: u64,
 }
 
 /// The loaded interpreter of a program (the dynamic loader): its file and segments.
@@ -111,6 +113,7 @@ impl ProgramImage {
             auxv: Vec::new(),
             interp: None,
             deny_write: None,
+            stack_top: crate::process::STACK_TOP,
         })
     }
 

@@ -27,7 +27,8 @@ use crate::arch::aarch64::cpu;
 /// `GNU_PROPERTY_AARCH64_FEATURE_1_BTI`: the program's code is built with landing pads.
 const GNU_PROPERTY_AARCH64_FEATURE_1_BTI: u32 = 1 << 0;
 use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
-use crate::process::{Mm, STACK_EXPAND, STACK_TOP};
+use crate::process::aslr::Draws;
+use crate::process::{Mm, STACK_EXPAND};
 
 /// The step of [`load`] that failed, and why (printed by `spawn`; `execve` returns the errno).
 /// No heap: `execve` must be able to fail when there is none.
@@ -92,9 +93,11 @@ pub(crate) struct ProgramFile<'a> {
 
 /// Maps the segments of `exe` (whose file is `program`), and of its interpreter (`interp`: the
 /// file `PT_INTERP` names), the stack and the initial stack contents (`ids` in the auxiliary
-/// vector).
+/// vector), the stack and the heap where `draws` say (`process::aslr`).
+#[allow(clippy::too_many_arguments, reason = "each is one input of the loaded program")]
 pub(crate) fn load<S: AsRef<[u8]>>(
     mm: &mut Mm,
+    draws: &Draws,
     exe: &elf::Executable,
     program: ProgramFile<'_>,
     interp: Option<ProgramFile<'_>>,
@@ -107,6 +110,8 @@ pub(crate) fn load<S: AsRef<[u8]>>(
     map_segments(mm, exe, &program)?;
     // The code window contains the program's own text where it fits (docs/mm.md §8).
     mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
+    // Then the heap's random start: from the window's end when the bss ended inside it.
+    mm.vm_mut().randomise_brk(draws.brk_offset);
     // The interpreter goes where the kernel finds room for its whole span, as code: into the
     // window beside the program's text (`VmMap::place_image`); it starts first, with the
     // program's entry in `AT_ENTRY` and its own base in `AT_BASE`.
@@ -142,12 +147,16 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         (stack::at::SECURE, 0),
         (stack::at::MINSIGSTKSZ, stack::MINSIGSTKSZ),
     ];
-    let built = stack::build(STACK_TOP, argv, envp, &auxv, random).map_err(failed(LoadStep::InitialStack))?;
+    // The contents end `stack_pad` below the area's top (Linux's `arch_align_stack` offset).
+    let top = draws.stack_top;
+    let built = stack::build(top - draws.stack_pad, argv, envp, &auxv, random)
+        .map_err(failed(LoadStep::InitialStack))?;
     // The stack grows down on demand (to RLIMIT_STACK); it starts as the arguments' pages and
     // STACK_EXPAND below them, as Linux's `setup_arg_pages` makes it.
-    let size = (STACK_TOP - (built.sp & !(PAGE_SIZE - 1))) + STACK_EXPAND;
+    let size = (top - (built.sp & !(PAGE_SIZE - 1))) + STACK_EXPAND;
     let flags = VmaFlags::STACK.union(VmaFlags::GROWSDOWN);
-    mm.vm_mut().map_kernel(STACK_TOP - size, size, Prot::RW, flags).map_err(failed(LoadStep::Stack))?;
+    mm.vm_mut().map_kernel(top - size, size, Prot::RW, flags).map_err(failed(LoadStep::Stack))?;
+    image.stack_top = top;
     mm.write(built.sp, &built.bytes).map_err(failed(LoadStep::InitialStack))?;
     (image.args, image.env, image.auxv) = (built.args, built.env, built.auxv);
     Ok(Loaded { regs: UserRegs { x: [0; 31], sp: built.sp, pc: entry, pstate: PSTATE_EL0 }, image })

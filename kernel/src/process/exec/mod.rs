@@ -324,7 +324,9 @@ pub fn execveat(
         };
     }
     let bytes = program.image.bytes();
-    let exe = match crate::process::exec::elf::parse(bytes) {
+    // This exec's layout (random unless turned off), the PIE base needed to parse.
+    let draws = super::aslr::draw(p.posix.personality.load(Ordering::Acquire), stack);
+    let exe = match crate::process::exec::elf::parse_placed(bytes, draws.pie_base(bytes)) {
         Ok(exe) => exe,
         Err(::elf::Refusal::OutOfMemory) => return done(frame, Err(Errno::ENOMEM)),
         Err(_) => return done(frame, Err(Errno::ENOEXEC)),
@@ -365,7 +367,7 @@ pub fn execveat(
     let features = tlb::features();
     let brk_start =
         exe.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max().unwrap_or(0);
-    let layout = super::layout(brk_start);
+    let layout = super::layout(brk_start, draws.mmap_base);
     let targets = AsidTargets::new(asid.clone());
     let mm = Mm::new(
         table,
@@ -381,9 +383,16 @@ pub fn execveat(
         let mut mm = space.lock();
         let c = p.posix.cred();
         let ids = load::Ids { uid: c.uid, euid: c.euid, gid: c.gid, egid: c.egid };
-        let Ok(loaded) =
-            super::load(&mut mm, &exe, file_of(&program), interp.as_ref().map(file_of), ids, &argv, &envp)
-        else {
+        let Ok(loaded) = super::load(
+            &mut mm,
+            &draws,
+            &exe,
+            file_of(&program),
+            interp.as_ref().map(file_of),
+            ids,
+            &argv,
+            &envp,
+        ) else {
             return done(frame, Err(Errno::ENOMEM));
         };
         use mm::vm::limits::resource::{RLIMIT_AS, RLIMIT_DATA, RLIMIT_STACK};

@@ -17,6 +17,22 @@ pub struct BrkOutcome {
 }
 
 impl VmMap {
+    /// Moves an empty heap's start up by `offset` bytes (whole pages; Linux's
+    /// `arch_randomize_brk`, `crate::vm::aslr::brk_offset`). Call after
+    /// [`VmMap::init_code_window`], which first moves a heap starting inside the window to its
+    /// end, so the heap never starts in the window. Returns whether it moved: not when the heap
+    /// is not empty, `offset` is not page-aligned, or the new start would pass the task size.
+    pub fn randomise_brk(&mut self, offset: u64) -> bool {
+        let start = self.layout.start_brk;
+        let Some(moved) = start.checked_add(offset) else { return false };
+        if self.brk != start || !offset.is_multiple_of(PAGE) || moved >= self.layout.task_size {
+            return false;
+        }
+        self.layout.start_brk = moved;
+        self.brk = moved;
+        true
+    }
+
     /// `brk(addr)`, as Linux: below the heap's start (e.g. `brk(0)`) returns the current break;
     /// a heap larger than `RLIMIT_DATA` is refused (`check_data_rlimit`, counting the heap
     /// only); shrinking succeeds; growing succeeds when `[old, new)` rounded to pages is free
