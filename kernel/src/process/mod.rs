@@ -294,8 +294,8 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         bytes: i.bytes(),
         cache: crate::fs::pagecache::of_node(node).map(|c| c.object()),
     });
-    let loaded =
-        load(&mut space.lock(), &draws, &exe, program, interp_file, ids, argv, envp).map_err(|e| format!("{e}"))?;
+    let loaded = load(&mut space.lock(), &draws, &exe, program, interp_file, ids, argv, envp)
+        .map_err(|e| format!("{e}"))?;
     let mut record = loaded.image;
     if let (Some(i), Some((node, _, path))) = (record.interp.as_mut(), interp) {
         i.file = Some((node, path));
