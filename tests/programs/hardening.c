@@ -14,6 +14,9 @@
 //   - prctl(PR_SET_MDWE) (Linux 6.3, so not in the comparison with 6.1: run it by name) refuses
 //     writable-and-executable memory and making memory executable, cannot be undone, and is kept
 //     by fork and execve;
+//   - personality(READ_IMPLIES_EXEC), what `setarch -X` sets, is kept by fork and execve, and a
+//     process with it maps writable-and-executable memory and runs code written there (Linux
+//     always allows that; this kernel only with the flag: run it by name);
 //   - mseal (Linux 6.10, not in the comparison either) refuses its bad arguments and a range with
 //     a hole, and then every change of a sealed mapping with EPERM, as Linux's own mseal_test.c
 //     expects: munmap, mremap, MAP_FIXED, mprotect (the areas before a sealed one change), and
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
 
 #include "check.h"
@@ -229,6 +233,46 @@ static void test_mdwe(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == PR_MDWE_REFUSE_EXEC_GAIN, "execve keeps it: status %#x", status);
 }
 
+#ifndef READ_IMPLIES_EXEC
+#define READ_IMPLIES_EXEC 0x0400000
+#endif
+
+// Maps a page writable and executable, writes `mov w0, #42; ret` into it and calls it: 42, or
+// 1 when the mapping is refused.
+static int run_written_code(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    uint32_t *code = mmap(NULL, page, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (code == MAP_FAILED) return 1;
+    code[0] = 0x52800540; // mov w0, #42
+    code[1] = 0xd65f03c0; // ret
+    __builtin___clear_cache((char *)code, (char *)(code + 2));
+    return ((int (*)(void))code)();
+}
+
+// The personality flag set in a child, seen by its own forked child and, after execve, by the
+// program it runs (main's --read-implies-exec: the flag still set and written code runs).
+static void test_read_implies_exec(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        CHECK(personality(0xffffffff) >= 0, "query");
+        CHECK_SYS(personality(READ_IMPLIES_EXEC));
+        CHECK((personality(0xffffffff) & READ_IMPLIES_EXEC) != 0, "set");
+        CHECK(run_written_code() == 42, "RWX code runs");
+        fflush(stdout);
+        pid_t grandchild = fork();
+        if (grandchild == 0) _exit((personality(0xffffffff) & READ_IMPLIES_EXEC) ? run_written_code() : 1);
+        int status;
+        waitpid(grandchild, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 42, "fork keeps it: %#x", status);
+        execl("/proc/self/exe", "hardening-test", "--read-implies-exec", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 42, "execve keeps it: status %#x", status);
+}
+
 #ifndef SYS_mseal
 #define SYS_mseal 462
 #endif
@@ -308,6 +352,8 @@ static void test_mseal(void) {
 
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--mdwe") == 0) return prctl(PR_GET_MDWE, 0, 0, 0, 0);
+    if (argc == 2 && strcmp(argv[1], "--read-implies-exec") == 0)
+        return (personality(0xffffffff) & READ_IMPLIES_EXEC) ? run_written_code() : 1;
     if (argc == 2 && strcmp(argv[1], "--pacga") == 0) {
         uint64_t v = pacga(0x1234, 0x5678);
         return write(1, &v, sizeof v) == sizeof v ? 0 : 1;
@@ -322,6 +368,7 @@ int main(int argc, char **argv) {
         {"bti_branch_past_the_landing_pad", test_bti_branch_past_the_landing_pad},
         {"mdwe", test_mdwe},
         {"mseal", test_mseal},
+        {"read_implies_exec", test_read_implies_exec},
     };
     setvbuf(stdout, NULL, _IOLBF, 0);
     return run_cases(tests, sizeof tests / sizeof tests[0], argc, argv, 0, 0);

@@ -419,11 +419,20 @@ fn prctl_set_vma(thread: &Thread, opt: u64, addr: u64, len: u64, uname: u64) -> 
 }
 
 /// `personality(persona)`: 0xffffffff queries; anything else is stored and the old value returned.
+/// The address space learns the new value at once (its `READ_IMPLIES_EXEC` lifts W^X, for the
+/// mappings made from now on, as Linux's flag acts on each later `mmap`), and again at `execve`.
 pub fn personality(thread: &Thread, persona: u64) -> Result<u64, Errno> {
     let cell = &thread.process.posix.personality;
     let old = cell.load(Ordering::Acquire);
     if persona as u32 != u32::MAX {
+        // Under the address space's lock, so that a racing call of another thread leaves the
+        // space with the value the cell ends with.
+        let space = thread.process.space();
+        let mut mm = space.as_ref().map(|s| s.lock());
         cell.store(persona as u32, Ordering::Release);
+        if let Some(mm) = mm.as_mut() {
+            mm.vm_mut().set_personality(u64::from(persona as u32));
+        }
     }
     Ok(u64::from(old))
 }

@@ -12,7 +12,9 @@
 //!   free, 2 MiB alignment for unhinted anonymous mappings whose length is a multiple of 2 MiB
 //!   (Linux 6.7+), nothing below [`Layout::mmap_min_addr`], Linux's errno values and their order.
 //! - W^X: a mapping that would be writable and executable at once is refused with `EACCES`
-//!   (mmap, mprotect, near placement) unless the process opted out ([`VmMap::set_allow_wx`]).
+//!   (mmap, mprotect, near placement) unless the process opted out ([`VmMap::set_allow_wx`]) or
+//!   runs with the personality flag `READ_IMPLIES_EXEC` (`setarch -X`: [`VmMap::set_personality`]);
+//!   `prctl(PR_SET_MDWE)` refuses it whatever the opt-outs say.
 //! - Code window: one range of `size` bytes aligned to `size`, placed to contain the program's own
 //!   executable segment when it fits, else in an aligned free gap found in one search (never by
 //!   reserving twice the size and trimming). It is address space only: not a mapping, holds no
@@ -170,6 +172,10 @@ pub struct VmMap {
     layout: Layout,
     window: Window,
     allow_wx: bool,
+    /// The personality's `READ_IMPLIES_EXEC` ([`VmMap::set_personality`]): the administrator's
+    /// W^X opt-out, kept apart from the program's own ([`VmMap::set_allow_wx`]) so that neither
+    /// switch turns the other off.
+    read_implies_exec: bool,
     /// `prctl(PR_SET_MDWE)`'s flags (Linux's `MMF_HAS_MDWE` and `MMF_HAS_MDWE_NO_INHERIT`).
     mdwe: u64,
     brk: u64,
@@ -235,6 +241,7 @@ impl VmMap {
                 library_rule: true,
             },
             allow_wx: false,
+            read_implies_exec: false,
             mdwe: 0,
             brk: layout.start_brk,
             mapped: 0,
@@ -356,7 +363,10 @@ impl VmMap {
                 v.start >= self.layout.mmap_min_addr && v.end <= self.layout.task_size,
                 "out of range {v:?}"
             );
-            assert!(self.allow_wx || !(v.prot.write() && v.prot.exec()), "W+X {v:?}");
+            assert!(
+                self.allow_wx || self.read_implies_exec || !(v.prot.write() && v.prot.exec()),
+                "W+X {v:?}"
+            );
             mapped += v.len();
             if let Some(w) = self.window_range() {
                 used += overlap_len((v.start, v.end), w);

@@ -387,6 +387,76 @@ fn w_xor_x_and_the_opt_out() {
     m.check();
 }
 
+/// `setarch -X` (`personality(READ_IMPLIES_EXEC)`) is the administrator's W^X opt-out: RWX
+/// mmap and mprotect pass, placed by the window's rules; readable mappings do not become
+/// executable (unlike Linux); clearing the flag restores W^X; a forked child keeps it; the
+/// program's own opt-out and the personality do not turn each other off.
+#[test]
+fn read_implies_exec_lifts_w_xor_x_without_making_data_executable() {
+    use linux_abi::prctl::{ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC};
+    let mut m = fixture();
+    m.set_personality(ADDR_NO_RANDOMIZE);
+    assert_eq!(m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).unwrap_err(), Errno::EACCES, "other flags");
+    m.set_personality(READ_IMPLIES_EXEC | ADDR_NO_RANDOMIZE);
+    let b = m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).unwrap();
+    assert!(in_window(&m, b.addr, PAGE), "RWX is code: in the window, {:#x}", b.addr);
+    let r = m.mmap(0, PAGE, PROT_READ, PRIV, -1, 0).unwrap();
+    assert_eq!(m.find(r.addr).unwrap().prot, Prot::READ, "PROT_READ stays not executable");
+    assert!(!in_window(&m, r.addr, PAGE), "and is data, outside the window");
+    let a = m.mmap(0, PAGE, RW, PRIV, -1, 0).unwrap().addr;
+    assert_eq!(m.mprotect(a, PAGE, RW | PROT_EXEC).unwrap().error, None);
+    assert_eq!(m.map_near(0x40_0000, PAGE, 64 * MIB, RW | PROT_EXEC, PRIV).map(|_| ()), Ok(()));
+    let child = m.fork_copy().unwrap();
+    m.set_personality(0);
+    assert_eq!(m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).unwrap_err(), Errno::EACCES, "cleared");
+    let mut child = child;
+    assert!(child.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).is_ok(), "a forked child keeps it");
+    // The program's own switch and the personality are two: clearing one leaves the other.
+    m.set_allow_wx(true);
+    m.set_personality(0);
+    assert!(m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).is_ok());
+    m.set_allow_wx(false);
+    m.set_personality(READ_IMPLIES_EXEC);
+    assert!(m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).is_ok());
+    m.check();
+}
+
+/// A process that asked for MDWE keeps it under `READ_IMPLIES_EXEC`, as under Linux (MDWE
+/// refuses `PROT_WRITE|PROT_EXEC` whatever the personality).
+#[test]
+fn mdwe_wins_over_read_implies_exec() {
+    use linux_abi::prctl::{PR_MDWE_REFUSE_EXEC_GAIN, READ_IMPLIES_EXEC};
+    let mut m = fixture();
+    m.set_personality(READ_IMPLIES_EXEC);
+    let a = m.mmap(0, PAGE, RW, PRIV, -1, 0).unwrap().addr;
+    m.set_mdwe(PR_MDWE_REFUSE_EXEC_GAIN).unwrap();
+    assert_eq!(m.mmap(0, PAGE, RW | PROT_EXEC, PRIV, -1, 0).unwrap_err(), Errno::EACCES);
+    assert_eq!(m.mprotect(a, PAGE, RW | PROT_EXEC).unwrap_err(), Errno::EACCES);
+    assert_eq!(m.map_near(0x40_0000, PAGE, 64 * MIB, RW | PROT_EXEC, PRIV).unwrap_err(), Errno::EACCES);
+    m.check();
+}
+
+/// V8's code range, as Debian's node 18 asks for it (traced under qemu-user): 128 MiB
+/// `PROT_NONE` `MAP_NORESERVE` at a hint inside its own (occupied) text, then pages flipped
+/// between RWX and RX. Under `READ_IMPLIES_EXEC` every flip passes and all of it stays in the
+/// window, nothing counted outside; without it the RWX flip is `EACCES`.
+#[test]
+fn v8s_code_range_lands_in_the_window_and_flips_rwx_under_read_implies_exec() {
+    use linux_abi::prctl::READ_IMPLIES_EXEC;
+    let mut m = fixture();
+    let range = m.mmap(0x41_0000, 128 * MIB, 0, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    assert!(in_window(&m, range.addr, 128 * MIB), "{:#x}", range.addr);
+    let page = range.addr + 3 * PAGE;
+    assert_eq!(m.mprotect(page, 240 << 10, RW | PROT_EXEC).unwrap_err(), Errno::EACCES, "W^X by default");
+    m.set_personality(READ_IMPLIES_EXEC);
+    for _ in 0..12 {
+        assert_eq!(m.mprotect(page, 240 << 10, RW | PROT_EXEC).unwrap().error, None);
+        assert_eq!(m.mprotect(page, 124 << 10, RX).unwrap().error, None);
+    }
+    assert_eq!(m.code_window().placed_outside, 0);
+    m.check();
+}
+
 fn in_window(m: &VmMap, a: u64, len: u64) -> bool {
     m.code_window_range().is_some_and(|(s, e)| s <= a && a + len <= e)
 }

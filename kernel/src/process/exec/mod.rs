@@ -406,6 +406,9 @@ pub fn execveat(
                 let _ = mm.vm_mut().set_mdwe(flags);
             }
         }
+        // The personality outlives execve as on Linux; its READ_IMPLIES_EXEC is the W^X opt-out.
+        mm.vm_mut()
+            .set_personality(u64::from(p.posix.personality.load(core::sync::atomic::Ordering::Acquire)));
         loaded
     };
     let regs = loaded.regs;

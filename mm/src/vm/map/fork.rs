@@ -40,6 +40,7 @@ impl VmMap {
         child.window = self.window;
         child.window.used = 0;
         child.allow_wx = self.allow_wx;
+        child.read_implies_exec = self.read_implies_exec;
         child.mdwe = if self.mdwe & PR_MDWE_NO_INHERIT != 0 { 0 } else { self.mdwe };
         child.brk = self.brk;
         child.as_limit = self.as_limit;

@@ -153,10 +153,20 @@ impl VmMap {
         self.allow_wx = allow;
     }
 
-    /// Whether a writable and executable mapping is refused: W^X (unless the process opted out)
-    /// or MDWE (which nothing turns off).
+    /// The process's `personality(2)` value, as far as placement cares: `READ_IMPLIES_EXEC`
+    /// lifts W^X (docs/address-space.md, "W^X and the way out"). The kernel passes it at
+    /// `execve` (Linux keeps the personality across exec; `setarch -X PROGRAM` sets it and execs)
+    /// and whenever `personality(2)` changes it. Unlike Linux it does not add `PROT_EXEC` to
+    /// readable mappings: what an administrator needs is "this program may map RWX", and
+    /// executable data would put every readable mapping into the code window.
+    pub fn set_personality(&mut self, persona: u64) {
+        self.read_implies_exec = persona & linux_abi::prctl::READ_IMPLIES_EXEC != 0;
+    }
+
+    /// Whether a writable and executable mapping is refused: W^X (unless the program opted out
+    /// or its personality has `READ_IMPLIES_EXEC`) or MDWE (which nothing turns off).
     pub(super) fn refuses_wx(&self) -> bool {
-        !self.allow_wx || self.mdwe != 0
+        !(self.allow_wx || self.read_implies_exec) || self.mdwe != 0
     }
 
     /// `prctl(PR_SET_MDWE, flags)`, as Linux 6.6: `PR_MDWE_REFUSE_EXEC_GAIN` refuses
