@@ -1235,3 +1235,22 @@ fn mdwe_refuses_write_exec_and_exec_gain_as_linux() {
     );
     m.check();
 }
+
+#[test]
+fn a_forked_map_keeps_no_more_spare_nodes_than_the_tree_allows() {
+    // A map with a few dozen areas (a JIT's code range flipped page by page): fork built the
+    // child's tree after reserving the worst case for inserting every area at once, k * height
+    // + k(k+1)/2 nodes, and kept what the in-order insertions did not use (the child's `check`
+    // then failed at its first mmap: "spare nodes held").
+    let mut m = fixture();
+    let range = m.mmap(0x41_0000, 128 * MIB, 0, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    for i in 0..24 {
+        m.mprotect(range.addr + 2 * i * PAGE, PAGE, PROT_READ).unwrap();
+    }
+    m.check();
+    let mut child = m.fork_copy().unwrap();
+    child.check();
+    assert!(child.tree().spares() <= child.tree().spare_cap(), "{} spares", child.tree().spares());
+    child.mmap(0, PAGE, RW, PRIV, -1, 0).unwrap();
+    child.check();
+}

@@ -36,7 +36,6 @@ impl VmMap {
             }
         }
         let mut child = VmMap::new(self.layout);
-        child.tree.reserve(areas.len())?;
         child.window = self.window;
         child.window.used = 0;
         child.allow_wx = self.allow_wx;
@@ -58,7 +57,11 @@ impl VmMap {
             if let Some(w) = window {
                 child.window.used += overlap_len((v.start, v.end), w);
             }
-            // Cannot fail: a spare node was reserved for every area.
+            // One insertion's worst case at a time: the areas come in address order, so few
+            // insertions split a node, and reserving for all of them at once (k * height +
+            // k(k+1)/2 nodes for k areas) would leave the child holding hundreds of unused
+            // nodes. ENOMEM drops the half-built child.
+            child.tree.reserve(1)?;
             child.tree.insert(v)?;
         }
         Ok(child)
