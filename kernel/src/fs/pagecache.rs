@@ -78,6 +78,15 @@ impl Drop for WriteAccess {
 /// (`ETXTBSY`), since its page cache is the program's text.
 pub struct DenyWrite(Arc<PageCache>);
 
+impl DenyWrite {
+    /// A second hold on the same file (a fork's new address space runs the same program).
+    /// Cannot fail: while this one exists, nothing writes the file.
+    pub fn another(&self) -> DenyWrite {
+        self.0.write_count.fetch_sub(1, Ordering::AcqRel);
+        DenyWrite(self.0.clone())
+    }
+}
+
 impl Drop for DenyWrite {
     fn drop(&mut self) {
         self.0.write_count.fetch_add(1, Ordering::AcqRel);

@@ -302,7 +302,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     }
     // The first program's file is held against writers as every later program's is.
     let deny_write = cache.as_ref().and_then(|c| c.deny_write_access().ok());
-    let image = fallible::arc(exec::image::ProgramImage { file, deny_write, ..record })
+    let image = fallible::arc(exec::image::ProgramImage { file, ..record })
         .map_err(|_| String::from("no memory for the program's record"))?;
     let process = Process::new(
         pid,
@@ -315,7 +315,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     )
     .ok_or_else(|| String::from("no memory for the process"))?;
     process.posix.set_exe(argv.first().map_or(&b""[..], |a| a.as_bytes()));
-    process.posix.set_image(image);
+    process.posix.set_image(image, deny_write);
     family::started();
     let thread = Thread {
         tid: pid,
@@ -371,6 +371,9 @@ pub fn thread_exited(process: &Arc<Process>) -> bool {
         // The process's reference to its address space; the last one (a vfork parent or child
         // may still run on it) frees the memory, after its ASID is flushed everywhere.
         process.release_space();
+        // Its program's file is writable again before its parent can see it ended (Linux
+        // drops the hold with the address space, in exit_mm, before exit_notify).
+        process.posix.release_exe();
         // Descriptors close at exit, not when the zombie is reaped (Linux's exit_files): a
         // pipe's reader sees end of file as soon as its last writer has exited.
         let files = core::mem::take(&mut *process.posix.files.lock());

@@ -12,6 +12,7 @@ use spin::Mutex;
 use crate::fs::cred::Credentials;
 use crate::fs::file::{FdTable, OpenFile};
 use crate::fs::namespace::FsContext;
+use crate::fs::pagecache::DenyWrite;
 use crate::process::exec::image::ProgramImage;
 
 /// The release `uname` and `/proc/sys/kernel/osrelease` report, in Linux's form (C libraries
@@ -46,6 +47,10 @@ pub struct ProcessPosix {
     pub membarrier: AtomicU32,
     /// What `/proc` shows of the program it runs (`exec::image`).
     image: Mutex<Option<Arc<ProgramImage>>>,
+    /// Its program's file held against writers while it runs (Linux's `deny_write_access` on
+    /// `mm->exe_file`, taken again for a fork's new address space): released when its last
+    /// thread exits, before its parent can reap it, and replaced by `execve`.
+    exe_hold: Mutex<Option<DenyWrite>>,
 }
 
 impl ProcessPosix {
@@ -81,6 +86,7 @@ impl ProcessPosix {
             exe: Mutex::new(([0; 255], 0)),
             membarrier: AtomicU32::new(0),
             image: Mutex::new(None),
+            exe_hold: Mutex::new(None),
         })
     }
 
@@ -104,6 +110,7 @@ impl ProcessPosix {
             exe: Mutex::new(*self.exe.lock()),
             membarrier: AtomicU32::new(self.membarrier.load(Ordering::Acquire)),
             image: Mutex::new(self.image.lock().clone()),
+            exe_hold: Mutex::new(self.exe_hold.lock().as_ref().map(DenyWrite::another)),
         })
     }
 
@@ -123,9 +130,17 @@ impl ProcessPosix {
         exe.1 = n as u8;
     }
 
-    /// Records what `/proc` shows of the program now running.
-    pub fn set_image(&self, image: Arc<ProgramImage>) {
+    /// Records what `/proc` shows of the program now running, and the hold on its file.
+    pub fn set_image(&self, image: Arc<ProgramImage>, hold: Option<DenyWrite>) {
         *self.image.lock() = Some(image);
+        let old = core::mem::replace(&mut *self.exe_hold.lock(), hold);
+        drop(old);
+    }
+
+    /// Lets writers at its program's file again (its last thread has exited).
+    pub fn release_exe(&self) {
+        let hold = self.exe_hold.lock().take();
+        drop(hold);
     }
 
     /// What `/proc` shows of the program it runs (`None` before the first is loaded).

@@ -47,10 +47,6 @@ pub struct ProgramImage {
     pub auxv: Vec<(u64, u64)>,
     /// Its interpreter (`PT_INTERP`), if it has one.
     pub interp: Option<Interpreter>,
-    /// Its file held against writers while any process runs this image (`ETXTBSY`): its text
-    /// is the file's page cache.
-    #[expect(dead_code, reason = "held, never read: dropping it lets writers in again")]
-    pub deny_write: Option<crate::fs::pagecache::DenyWrite>,
     /// The end of its initial stack area (randomised per exec: `process::aslr`).
     pub stack_top: u64,
 }
@@ -112,7 +108,6 @@ impl ProgramImage {
             env: (0, 0),
             auxv: Vec::new(),
             interp: None,
-            deny_write: None,
             stack_top: crate::process::STACK_TOP,
         })
     }

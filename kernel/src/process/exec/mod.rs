@@ -416,11 +416,7 @@ pub fn execveat(
     if let (Some(i), Some(found)) = (record.interp.as_mut(), interp) {
         i.file = Some((found.node, found.path));
     }
-    let Ok(image) = fallible::arc(image::ProgramImage {
-        file: Some(program.node.clone()),
-        deny_write: program.deny_write.take(),
-        ..record
-    }) else {
+    let Ok(image) = fallible::arc(image::ProgramImage { file: Some(program.node.clone()), ..record }) else {
         return done(frame, Err(Errno::ENOMEM));
     };
     let Ok(cred) = p.posix.cred().after_exec().and_then(|c| fallible::arc(c).map_err(|_| Errno::ENOMEM))
@@ -436,7 +432,7 @@ pub fn execveat(
     p.posix.files.lock().close_on_exec();
     thread.posix.name = super::posix::name_from_path(core::str::from_utf8(&name_path).unwrap_or(""));
     p.posix.set_exe(&program.path);
-    p.posix.set_image(image);
+    p.posix.set_image(image, program.deny_write.take());
     thread.posix.robust_list = 0;
     // New keys for the new program (Linux's `ptrauth_thread_init_user`), in the registers before
     // the return to EL0.
