@@ -39,14 +39,29 @@ pub fn read_u32(addr: u64) -> Result<u32, Errno> {
     Ok(u32::from_le_bytes(b))
 }
 
+/// How many times in a row the copy may fault at one address that the fault handler resolved
+/// each time. Another thread may take the page away again between the resolution and the retry
+/// (a fork on another CPU write-protects it for copy-on-write, a `madvise` drops it), so one
+/// repeat is no proof that demand paging cannot help; a handler that keeps answering Ok while
+/// the copy keeps faulting would be a bug, and this bound turns it into `EFAULT`, not a hang.
+const SAME_ADDRESS_RETRIES: u32 = 16;
+
 fn with_faults(access: Access, mut copy: impl FnMut() -> Result<(), Fault>) -> Result<(), Fault> {
     let mut last = None;
+    let mut repeats = 0;
     loop {
         match copy() {
             Ok(()) => return Ok(()),
-            // The same address twice: demand paging did not help (protection, or not mapped).
-            Err(fault) if last == Some(fault.at) => return Err(fault),
             Err(fault) => {
+                if last == Some(fault.at) {
+                    repeats += 1;
+                    if repeats > SAME_ADDRESS_RETRIES {
+                        return Err(fault);
+                    }
+                } else {
+                    repeats = 0;
+                }
+                // Not mapped, or not with this access: the handler says so.
                 let space = vmspace::current().ok_or(fault)?;
                 space.lock().fault(fault.at, access).map_err(|_| fault)?;
                 PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
