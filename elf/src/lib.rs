@@ -52,6 +52,7 @@ extern crate alloc;
 pub mod header;
 pub mod property;
 mod refusal;
+pub mod vdso;
 
 #[cfg(test)]
 mod tests;

@@ -135,3 +135,5 @@ pub const HWCAP2_RNG: u64 = 1 << 16;
 pub const HWCAP2_BTI: u64 = 1 << 17;
 /// `AT_HWCAP2`: memory tagging.
 pub const HWCAP2_MTE: u64 = 1 << 18;
+/// `AT_HWCAP2`: MTE asymmetric tag checking (FEAT_MTE3).
+pub const HWCAP2_MTE3: u64 = 1 << 22;

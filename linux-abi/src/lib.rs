@@ -40,6 +40,7 @@
 //! | [`sched`] | `SCHED_*`, `GRND_*`, `MEMBARRIER_*`, `RSEQ_*` |
 //! | [`poll`] | `POLL*`, `EPOLL*`, `EFD_*`, `TFD_*`, `SFD_*`, `PIDFD_*` |
 //! | [`time`] | clock ids, `TIMER_ABSTIME`, `ITIMER_*`, [`Timespec`](time::Timespec) and tick conversions |
+//! | [`socket`] | `AF_*`, `SOCK_*`, `MSG_*`, `SOL_SOCKET` and `SO_*`, `SCM_*`, `SHUT_*` |
 //! | [`termios`] | `struct termios`, its flags, the terminal `ioctl`s |
 //! | [`layout`] | `struct stat`, `struct sysinfo`, `struct winsize`, `struct pollfd` |
 #![no_std]
@@ -61,6 +62,7 @@ pub mod prctl;
 pub mod resource;
 pub mod sched;
 pub mod signal;
+pub mod socket;
 pub mod syscalls;
 pub mod termios;
 pub mod time;

@@ -82,7 +82,7 @@ pub const SA_NOCLDSTOP: u64 = 0x0000_0001;
 pub const SA_NOCLDWAIT: u64 = 0x0000_0002;
 /// The handler takes (signo, siginfo *, ucontext *).
 pub const SA_SIGINFO: u64 = 0x0000_0004;
-/// Tag bits of a fault address are kept (accepted; the address has none here).
+/// A fault's `si_addr` keeps its tag byte (bits `[63:56]`) for this handler (Linux 5.11).
 pub const SA_EXPOSE_TAGBITS: u64 = 0x0000_0800;
 /// `sa_restorer` is where the handler returns (glibc and musl always set it).
 pub const SA_RESTORER: u64 = 0x0400_0000;

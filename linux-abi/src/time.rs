@@ -82,6 +82,41 @@ impl Timespec {
     }
 }
 
+/// How CLOCK_MONOTONIC is computed from the counter, by the kernel's `clock_gettime` and by the
+/// vDSO's from its data page alike (so the two never disagree): `ns = (ticks * mult) >> 32`,
+/// the product taken in 128 bits, as Linux's `clocksource` mult and shift (one multiplication,
+/// no division; the fixed shift is one `EXTR` in the vDSO).
+///
+/// `mult` is `10^9 * 2^32 / freq` rounded UP: a reading is never below the exact
+/// `ticks * 10^9 / freq` (so a sleep to a deadline [`ns_to_ticks`] computed never ends early by
+/// this clock) and above it by less than `ticks / 2^32 + 1` ns (a clock 2^-32 fast at worst, a
+/// fraction of a part per billion, far inside a crystal's accuracy), and exact for frequencies
+/// that divide `10^9 * 2^32` (QEMU's 62.5 MHz, 1 GHz, 25 MHz).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CounterScale {
+    /// The multiplier (0 for an unknown frequency: every reading is 0).
+    pub mult: u64,
+}
+
+impl CounterScale {
+    /// The right shift of the 128-bit product.
+    pub const SHIFT: u32 = 32;
+
+    /// The scale for a counter of `freq` Hz.
+    pub fn new(freq: u64) -> Self {
+        if freq == 0 {
+            return Self { mult: 0 };
+        }
+        let mult = (u128::from(NSEC_PER_SEC) << Self::SHIFT).div_ceil(u128::from(freq));
+        Self { mult: u64::try_from(mult).unwrap_or(u64::MAX) }
+    }
+
+    /// Nanoseconds in `ticks`.
+    pub fn ns(&self, ticks: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(self.mult)) >> Self::SHIFT) as u64
+    }
+}
+
 /// Counter ticks covering at least `ns` nanoseconds at `freq` Hz (rounded up, saturating).
 pub fn ns_to_ticks(ns: u64, freq: u64) -> u64 {
     let t = (u128::from(ns) * u128::from(freq)).div_ceil(u128::from(NSEC_PER_SEC));
@@ -179,6 +214,32 @@ pub fn civil_from_unix(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_counter_scale_is_never_below_the_exact_time_and_never_ends_a_sleep_early() {
+        for freq in
+            [62_500_000u64, 1_000_000_000, 25_000_000, 19_200_000, 54_000_000, 24_000_000, 1_000_000, 3]
+        {
+            let scale = CounterScale::new(freq);
+            for ticks in [0u64, 1, 7, 1 << 20, 123_456_789_012, 1 << 44, (1 << 50) + 12_345] {
+                if u128::from(ticks) * u128::from(NSEC_PER_SEC) / u128::from(freq) >= 1 << 63 {
+                    continue; // centuries of uptime: the 64-bit clock wraps on both sides
+                }
+                let exact = ticks_to_ns(ticks, freq);
+                let got = scale.ns(ticks);
+                assert!(
+                    got >= exact && got <= exact + (ticks >> 32) + 1,
+                    "{freq} Hz, {ticks} ticks: {got} vs {exact}"
+                );
+                if (u128::from(NSEC_PER_SEC) << 32) % u128::from(freq) == 0 {
+                    assert_eq!(got, exact, "{freq} Hz");
+                }
+                // A deadline in nanoseconds, turned to ticks, is reached by the clock then.
+                assert!(scale.ns(ns_to_ticks(exact, freq)) >= exact);
+            }
+        }
+        assert_eq!(CounterScale::new(0).ns(12345), 0);
+    }
+
     #[test]
     fn coarse_clocks_are_five_and_six_and_step_with_the_tick() {
         let coarse: [i32; 2] = [5, 6];

@@ -60,7 +60,24 @@ use crate::granule::Format;
 /// | 1     | Normal, Non-cacheable | `0x44`   |
 /// | 2     | Device-nGnRE          | `0x04`   |
 /// | 3     | Device-nGnRnE         | `0x00`   |
-pub const MAIR_EL1_VALUE: u64 = 0xff | (0x44 << 8) | (0x04 << 16);
+/// | 4     | Normal Tagged (FEAT_MTE2), read here as index 0's Write-Back | `0xff` |
+///
+/// Index 4 holds plain Write-Back here because `0xf0` (Tagged Normal) is reserved on a CPU
+/// without FEAT_MTE2; a kernel that finds the feature programs [`mair_el1_value`]`(true)`
+/// instead, as Linux's `__cpu_setup` patches `MT_NORMAL_TAGGED` in when `ID_AA64PFR1_EL1.MTE`
+/// says so. Nothing is mapped tagged before that, so the change needs no TLB maintenance.
+pub const MAIR_EL1_VALUE: u64 = mair_el1_value(false);
+
+/// The `MAIR_EL1` encoding of Normal Tagged memory: Inner and Outer Write-Back, Read and Write
+/// allocate, with Allocation Tags (FEAT_MTE2).
+pub const MAIR_NORMAL_TAGGED: u64 = 0xf0;
+
+/// `MAIR_EL1` for a CPU with (`tagged`) or without FEAT_MTE2: index 4 ([`MemoryType::NormalTagged`])
+/// is [`MAIR_NORMAL_TAGGED`] or plain Write-Back (`0xff`); indices 0 to 3 as [`MAIR_EL1_VALUE`].
+pub const fn mair_el1_value(tagged: bool) -> u64 {
+    let index4 = if tagged { MAIR_NORMAL_TAGGED } else { 0xff };
+    0xff | (0x44 << 8) | (0x04 << 16) | (index4 << 32)
+}
 
 /// Bits `[47:12]`: the output address of a page or block, or the address of the next-level table
 /// (the build's format, [`Format::oa_field_mask`]).
@@ -128,6 +145,12 @@ pub enum MemoryType {
     DeviceNGnRE = 2,
     /// Device-nGnRnE (index 3). MMIO that needs non-posted writes.
     DeviceNGnRnE = 3,
+    /// Normal memory, Write-Back, with Allocation Tags (index 4, FEAT_MTE2): user memory mapped
+    /// `PROT_MTE`, and the kernel's linear map on a CPU with the feature (so that the kernel can
+    /// zero and copy a frame's tags). Loads and stores through it are tag-checked as
+    /// `SCTLR_EL1.TCF0`/`TCF` say; on a CPU without the feature [`mair_el1_value`]`(false)`
+    /// makes it plain Write-Back.
+    NormalTagged = 4,
 }
 
 impl MemoryType {
@@ -138,6 +161,7 @@ impl MemoryType {
             1 => Some(Self::NormalNonCacheable),
             2 => Some(Self::DeviceNGnRE),
             3 => Some(Self::DeviceNGnRnE),
+            4 => Some(Self::NormalTagged),
             _ => None,
         }
     }
@@ -311,7 +335,7 @@ impl Attributes {
         Self(bits & ATTRIBUTE_MASK)
     }
 
-    /// The memory type. An `AttrIndx` outside 0..=3 (never produced by this crate) reads as
+    /// The memory type. An `AttrIndx` outside 0..=4 (never produced by this crate) reads as
     /// Device-nGnRnE, the most conservative type.
     pub const fn memory_type(self) -> MemoryType {
         match MemoryType::from_index((self.0 & ATTR_INDEX_MASK) >> ATTR_INDEX_SHIFT) {
@@ -356,6 +380,22 @@ impl Attributes {
     /// Whether the Access flag is set (always, for attributes built by this crate).
     pub const fn accessed(self) -> bool {
         self.0 & AF != 0
+    }
+
+    /// The same attributes, tagged or not: [`MemoryType::NormalTagged`] for `tagged`, else
+    /// Write-Back, for Normal Write-Back memory (user memory with or without `PROT_MTE`); other
+    /// memory types are kept (Linux: `VM_MTE` only ever applies to Normal memory).
+    pub const fn with_tagged(self, tagged: bool) -> Self {
+        match (self.memory_type(), tagged) {
+            (MemoryType::NormalWriteBack, true) => self.with_memory_type(MemoryType::NormalTagged),
+            (MemoryType::NormalTagged, false) => self.with_memory_type(MemoryType::NormalWriteBack),
+            _ => self,
+        }
+    }
+
+    /// Whether the memory type is [`MemoryType::NormalTagged`].
+    pub const fn tagged(self) -> bool {
+        matches!(self.memory_type(), MemoryType::NormalTagged)
     }
 
     /// The same attributes with another memory type (and the shareability that goes with it).

@@ -166,7 +166,9 @@
 //! **Registers, on every CPU, before the MMU is on** (the values the crate's tables assume):
 //! - `MAIR_EL1` = [`descriptor::MAIR_EL1_VALUE`]: attribute index `i` is
 //!   [`descriptor::MemoryType`] `i` (0 Normal write-back, 1 Normal non-cacheable,
-//!   2 Device-nGnRE, 3 Device-nGnRnE). A kernel with its own MAIR keeps these four in 0 to 3.
+//!   2 Device-nGnRE, 3 Device-nGnRnE, 4 Normal Tagged). A kernel with its own MAIR keeps these
+//!   five in 0 to 4; on a CPU with FEAT_MTE2 it programs [`descriptor::mair_el1_value`]`(true)`
+//!   (index 4 Tagged, `0xf0`) before anything is mapped `PROT_MTE`.
 //! - `TCR_EL1`: `T0SZ` = `T1SZ` = `64 −` [`addr::VA_BITS`] (16; 12 with 16 KiB pages and LPA2;
 //!   a 4 KiB LPA2 kernel may widen its own half to 52 bits with [`paging::lpa2::T1SZ_52`] and a
 //!   level −1 table); `TG0`/`TG1` = [`granule::Granule::tcr_tg0`]/[`granule::Granule::tcr_tg1`]

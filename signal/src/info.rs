@@ -1,6 +1,7 @@
 //! `siginfo_t`: 128 bytes; `si_signo`, `si_errno`, `si_code` (three `int`s), then a union at
 //! offset 16 whose members this kernel fills: the sender (`si_pid`, `si_uid`, and `si_value` for
 //! sigqueue) or the fault address (`si_addr`).
+use crate::num::{SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP};
 use crate::{get_u32, put_u32, put_u64};
 
 /// Bytes of `siginfo_t`.
@@ -79,6 +80,29 @@ impl SigInfo {
     pub fn code(&self) -> i32 {
         get_u32(&self.0, 8) as i32
     }
+
+    /// `si_addr`, if this is a fault's siginfo: Linux's `siginfo_layout` gives one of the
+    /// `SIL_FAULT*` layouts for SIGILL, SIGFPE, SIGSEGV, SIGBUS and SIGTRAP with a kernel code
+    /// from 1 to the signal's last (`NSIGILL` 11, `NSIGFPE` 15, `NSIGSEGV` 9, `NSIGBUS` 5,
+    /// `NSIGTRAP` 6 in Linux 6.1), whoever sent it (a program may queue such a siginfo to
+    /// itself). These are the siginfos whose address loses its tag bits on the way to a handler
+    /// without `SA_EXPOSE_TAGBITS` (Linux's `hide_si_addr_tag_bits`).
+    pub fn fault_address(&self) -> Option<u64> {
+        let last = match self.signo() {
+            SIGILL => 11,
+            SIGFPE => 15,
+            SIGSEGV => 9,
+            SIGBUS => 5,
+            SIGTRAP => 6,
+            _ => return None,
+        };
+        (1..=last).contains(&self.code()).then(|| crate::get_u64(&self.0, SI_ADDR))
+    }
+
+    /// Sets a fault's `si_addr` (see [`SigInfo::fault_address`]).
+    pub fn set_fault_address(&mut self, addr: u64) {
+        put_u64(&mut self.0, SI_ADDR, addr);
+    }
 }
 
 #[cfg(test)]
@@ -94,6 +118,22 @@ mod tests {
         assert_eq!(i.code(), 2);
         assert_eq!(get_u32(&i.0, 4), 0); // si_errno
         assert_eq!(get_u64(&i.0, 16), 0xdead_b000);
+    }
+
+    #[test]
+    fn fault_address_only_for_fault_layouts() {
+        let tagged = 0x0900_ffff_dead_b000;
+        assert_eq!(SigInfo::fault(SIGSEGV, SEGV_MTESERR, tagged).fault_address(), Some(tagged));
+        assert_eq!(SigInfo::fault(SIGTRAP, TRAP_BRKPT, 4).fault_address(), Some(4));
+        assert_eq!(SigInfo::fault(SIGBUS, BUS_ADRALN, 8).fault_address(), Some(8));
+        // A code past the signal's last, SI_KERNEL, a sender's code, another signal: not a fault.
+        assert_eq!(SigInfo::fault(SIGSEGV, 10, tagged).fault_address(), None);
+        assert_eq!(SigInfo::fault(SIGSEGV, SI_KERNEL, tagged).fault_address(), None);
+        assert_eq!(SigInfo::sent(SIGSEGV, SI_USER, 1, 0).fault_address(), None);
+        assert_eq!(SigInfo::fault(SIGUSR1, 1, tagged).fault_address(), None);
+        let mut i = SigInfo::fault(SIGSEGV, SEGV_MAPERR, tagged);
+        i.set_fault_address(0xffff_dead_b000);
+        assert_eq!(i.fault_address(), Some(0xffff_dead_b000));
     }
 
     #[test]

@@ -9,12 +9,13 @@ use crate::test_support::{per_granule, per_lpa2};
 
 #[test]
 fn mair_value() {
-    assert_eq!(MAIR_EL1_VALUE, 0x0000_0000_0004_44ff);
+    assert_eq!(MAIR_EL1_VALUE, 0x0000_00ff_0004_44ff);
     for (i, m) in [
         MemoryType::NormalWriteBack,
         MemoryType::NormalNonCacheable,
         MemoryType::DeviceNGnRE,
         MemoryType::DeviceNGnRnE,
+        MemoryType::NormalTagged,
     ]
     .into_iter()
     .enumerate()
@@ -22,9 +23,48 @@ fn mair_value() {
         assert_eq!(m as usize, i);
         assert_eq!(MemoryType::from_index(i as u64), Some(m));
         let byte = (MAIR_EL1_VALUE >> (8 * i)) & 0xff;
-        assert_eq!(byte, [0xff, 0x44, 0x04, 0x00][i]);
+        assert_eq!(byte, [0xff, 0x44, 0x04, 0x00, 0xff][i]);
+        // With FEAT_MTE2 only index 4 changes, to Normal Tagged (Linux's MAIR_ATTR_NORMAL_TAGGED).
+        let tagged = (mair_el1_value(true) >> (8 * i)) & 0xff;
+        assert_eq!(tagged, [0xff, 0x44, 0x04, 0x00, 0xf0][i]);
     }
-    assert_eq!(MemoryType::from_index(4), None);
+    assert_eq!(MAIR_EL1_VALUE, mair_el1_value(false));
+    assert_eq!(mair_el1_value(true) >> 40, 0, "indices 5 to 7 unused");
+    assert_eq!(MemoryType::from_index(5), None);
+}
+
+#[test]
+fn tagged_memory_is_normal_and_changes_only_by_break_before_make() {
+    let all = [
+        MemoryType::NormalWriteBack,
+        MemoryType::NormalNonCacheable,
+        MemoryType::DeviceNGnRE,
+        MemoryType::DeviceNGnRnE,
+        MemoryType::NormalTagged,
+    ];
+    for m in all {
+        for tagged in [false, true] {
+            let a = Attributes::user(UserAccess::ReadWrite).with_memory_type(m);
+            let b = a.with_tagged(tagged);
+            // Only the two Normal Write-Back types turn into each other; the rest are kept.
+            let expect = match (m, tagged) {
+                (MemoryType::NormalWriteBack, true) => MemoryType::NormalTagged,
+                (MemoryType::NormalTagged, false) => MemoryType::NormalWriteBack,
+                _ => m,
+            };
+            assert_eq!(b.memory_type(), expect, "{m:?} tagged={tagged}");
+            assert_eq!(b.tagged(), expect == MemoryType::NormalTagged);
+            // Everything but AttrIndx is kept: tagged memory is Inner Shareable, as Normal memory.
+            assert_eq!(b.bits() & !ATTR_INDEX_MASK, a.bits() & !ATTR_INDEX_MASK);
+            // A change of memory type is never made in place (Arm ARM D8.16.1).
+            assert_eq!(a.may_change_in_place_to(b), a == b, "{m:?} tagged={tagged}");
+        }
+    }
+    assert!(!MemoryType::NormalTagged.is_device());
+    // An mprotect that changes only the permissions keeps the tagged type.
+    let t = Attributes::user(UserAccess::ReadWrite).with_tagged(true);
+    let ro = t.with_permissions_of(Attributes::user(UserAccess::ReadOnly));
+    assert!(ro.tagged() && t.may_change_in_place_to(ro));
 }
 
 #[test]

@@ -19,9 +19,10 @@
 //! any ASID again, are not usable and not checked.
 
 use std::format;
+use std::string::String;
 use std::vec::Vec;
 
-use super::machine::{CachePage, Entry, Kind, Machine};
+use super::machine::{CachePage, Entry, Kind, Machine, ZERO_FRAME, ZERO_LEN, is_zero};
 use crate::addr::VirtAddr;
 use crate::descriptor::level_size;
 
@@ -99,6 +100,15 @@ impl Machine {
                 if !full && !dirty && e.agreed == Some(uid) {
                     continue;
                 }
+                if let Kind::Leaf { pa, attrs, .. } = e.kind
+                    && pa < ZERO_FRAME + ZERO_LEN
+                    && ZERO_FRAME < pa + e.size
+                    && attrs.access().writable()
+                {
+                    found.push(format!(
+                        "{when}: CPU {cpu} holds a writable entry of the shared zero region (zero frame) for process {p}: {e:x?}"
+                    ));
+                }
                 if self.agrees(&e, p) {
                     self.cpus[cpu].tlb[i].agreed = Some(uid);
                 } else {
@@ -113,8 +123,30 @@ impl Machine {
                 found.push(format!("{when}: CPU {cpu} has TLBIs that no DSB completed"));
             }
         }
+        if let Some((p, lo, len)) = changed {
+            self.check_zero_read_only(when, p, lo, len, &mut found);
+        }
         for f in found {
             self.violation(f);
+        }
+    }
+
+    /// The shared zero frame is mapped read-only wherever the tables of process `p` map it in
+    /// `[lo, lo + len)`: a writable entry would let one process change the page every process
+    /// reads as zeros.
+    fn check_zero_read_only(&self, when: &str, p: usize, lo: u64, len: u64, found: &mut Vec<String>) {
+        if !self.procs[p].alive {
+            return;
+        }
+        for va in (lo..lo + len).step_by(crate::addr::PAGE_SIZE as usize) {
+            if let Some((pa, d)) = self.translate(p, va)
+                && is_zero(pa)
+                && d.attributes().access().writable()
+            {
+                found.push(format!(
+                    "{when}: process {p} maps the shared zero region (zero frame) writable at VA {va:#x}"
+                ));
+            }
         }
     }
 

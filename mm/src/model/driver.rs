@@ -29,9 +29,9 @@ use crate::paging::{PageTable, VaRange};
 use crate::tlb::{Errata, TlbFeatures, TlbIssuer};
 use crate::user::object::{MemObject, ObjectRef, SharedObject, same_object};
 use crate::user::{Access, UserMemory, UserStats};
-use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_READ};
+use crate::vm::advice::{MADV_DONTNEED, MADV_POPULATE_READ, MADV_POPULATE_WRITE};
 use crate::vm::flags::{MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE, MAP_SHARED};
-use crate::vm::prot::{PROT_EXEC, PROT_READ, PROT_WRITE};
+use crate::vm::prot::{PROT_EXEC, PROT_MTE, PROT_READ, PROT_WRITE};
 use crate::vm::{Layout, VmaFlags};
 
 /// Pages of a level-2 block of the build's granule (2 MiB, 32 MiB or 512 MiB).
@@ -44,8 +44,11 @@ const RUN_PAGES: u64 = CONTIGUOUS_ENTRIES as u64;
 /// Every this many steps, every usable entry is compared with the tables again, whether or not
 /// the step could have changed what it depends on.
 const FULL_CHECK_EVERY: u64 = 64;
-/// The protections the driver gives: read-write, read-only, read-execute, none.
-const PROTS: [u64; 4] = [PROT_READ | PROT_WRITE, PROT_READ, PROT_READ | PROT_EXEC, 0];
+/// The protections the driver gives: read-write, read-only, read-execute, none, and (for
+/// `mprotect` only) read-write tagged, whose change of memory type on a live page must be
+/// break-before-make.
+const PROTS: [u64; 5] =
+    [PROT_READ | PROT_WRITE, PROT_READ, PROT_READ | PROT_EXEC, 0, PROT_READ | PROT_WRITE | PROT_MTE];
 /// Files whose page caches the processes map (with `file_percent`).
 pub(super) const FILES: usize = 2;
 /// Pages of each file at its full size: few, so that the processes' mappings share most of
@@ -237,6 +240,8 @@ fn add(total: &mut UserStats, s: &UserStats) {
     total.unfolds += s.unfolds;
     total.cow_copies += s.cow_copies;
     total.cow_reuses += s.cow_reuses;
+    total.zero_faults += s.zero_faults;
+    total.zero_large_faults += s.zero_large_faults;
 }
 
 impl Driver {
@@ -438,7 +443,7 @@ impl Driver {
             }
             36..=46 => {
                 let (page, pages) = self.random_range(page);
-                let prot = PROTS[self.rand(4) as usize];
+                let prot = PROTS[self.rand(5) as usize];
                 self.mprotect(slot, page, pages, prot)
             }
             47..=51 => {
@@ -503,7 +508,12 @@ impl Driver {
             Step::Populate { slot, page, pages } => {
                 self.m.borrow_mut().cursor = Some((slot, page));
                 let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
-                let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, MADV_POPULATE_READ));
+                // Written where the protection allows (so the pages are frames of their own, and
+                // a block's range completes), read where it does not (the zero frame).
+                let r = self.operate(slot, page, pages, |mem| {
+                    mem.madvise(va, len, MADV_POPULATE_WRITE)
+                        .or_else(|_| mem.madvise(va, len, MADV_POPULATE_READ))
+                });
                 format!("populate slot {slot} pages {page:#x}+{pages}: {r:?}")
             }
         }
@@ -765,7 +775,28 @@ impl Driver {
     fn mprotect(&mut self, slot: usize, page: u64, pages: u64, prot: u64) -> String {
         let (va, len) = (self.lo[slot] + page * PAGE_SIZE, pages * PAGE_SIZE);
         let r = self.operate(slot, page, pages, |mem| mem.mprotect(va, len, prot));
+        self.check_private_cache_read_only(slot, va, len);
         format!("mprotect slot {slot} pages {page:#x}+{pages} prot {prot:#x}: {r:?}")
+    }
+
+    /// After an `mprotect` of `[va, va + len)` in `slot`: a private file mapping still maps the
+    /// cache's frames read-only, whatever protection it was given (a write through a writable
+    /// one would reach the file and every other process).
+    fn check_private_cache_read_only(&mut self, slot: usize, va: u64, len: u64) {
+        for page in (va..va + len).step_by(PAGE_SIZE as usize) {
+            let Some(probe) = self.file_probe(slot, page) else { continue };
+            let mut m = self.m.borrow_mut();
+            if let Some((pa, d)) = m.translate(slot, page)
+                && !probe.shared
+                && probe.cached == Some(pa)
+                && d.attributes().access().writable()
+            {
+                m.violation(format!(
+                    "process {slot} maps page-cache frame {pa:#x} writable at VA {page:#x} through a private \
+                     mapping after mprotect"
+                ));
+            }
+        }
     }
 
     /// The process in `slot` exits: its threads stop, a CPU destroys its memory (every frame

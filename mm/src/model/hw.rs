@@ -10,12 +10,12 @@ use core::cell::RefCell;
 use core::ptr::NonNull;
 use std::rc::Rc;
 
-use super::machine::Machine;
+use super::machine::{Machine, ZERO_FRAME, ZERO_LEN, is_zero};
 use crate::addr::PhysAddr;
 use crate::paging::{ENTRIES_PER_TABLE, Translation};
 use crate::space::FlushTargets;
 use crate::tlb::{FlushTarget, TlbHardware, TlbiOp};
-use crate::user::UserFrames;
+use crate::user::{UserFrames, ZeroRegion};
 
 pub(super) type Shared = Rc<RefCell<Machine>>;
 
@@ -113,6 +113,14 @@ impl UserFrames for ModelFrames {
 
     fn free(&mut self, pa: PhysAddr) {
         let mut m = self.0.borrow_mut();
+        if is_zero(pa.0) {
+            m.violation(std::format!(
+                "a page of the shared zero region (zero frame {:#x} + {:#x}) handed back to the allocator",
+                ZERO_FRAME,
+                pa.0 - ZERO_FRAME
+            ));
+            return;
+        }
         if m.absorb_free(pa.0) {
             return;
         }
@@ -143,8 +151,12 @@ impl UserFrames for ModelFrames {
         self.0.borrow().data_refs.contains_key(&pa.0)
     }
 
-    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
-        let m = self.0.borrow();
-        assert!(m.data_live.contains(&dst.0) && m.data_live.contains(&src.0), "copy between frames not held");
+    fn zero_region(&self) -> Option<ZeroRegion> {
+        Some(ZeroRegion { base: PhysAddr(ZERO_FRAME), len: ZERO_LEN })
+    }
+
+    fn alloc_copy_of(&mut self, src: PhysAddr) -> Option<PhysAddr> {
+        assert!(self.0.borrow().data_live.contains(&src.0), "copy of data frame {:#x}, not allocated", src.0);
+        self.alloc_zeroed()
     }
 }

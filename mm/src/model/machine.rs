@@ -31,6 +31,18 @@ pub(super) const TABLE_BASE: u64 = 0x40_0000_0000;
 pub(super) const DATA_BASE: u64 = 0x80_0000_0000;
 /// Physical base of the other data frames.
 const POOL_BASE: u64 = 0xc0_0000_0000;
+/// The shared zero region: pages that every process may map read-only at once (one at a time,
+/// or a whole 64 KiB run or 2 MiB block of them), never allocated from the data frames and
+/// never freed.
+pub(super) const ZERO_FRAME: u64 = 0x100_0000_0000;
+/// Bytes of the zero region: 2 MiB, as the kernel's (a 4 KiB-page block, a 16 or 64 KiB-page
+/// contiguous run).
+pub(super) const ZERO_LEN: u64 = 2 << 20;
+
+/// Whether `pa` is a page of the shared zero region.
+pub(super) const fn is_zero(pa: u64) -> bool {
+    pa.wrapping_sub(ZERO_FRAME) < ZERO_LEN
+}
 /// Entries one CPU's TLB and walk cache hold together; a random one is evicted beyond.
 const TLB_CAPACITY: usize = 160;
 
@@ -490,7 +502,7 @@ impl Machine {
             let e = self.cpus[cpu].tlb[i];
             if let Kind::Leaf { pa, .. } = e.kind {
                 let frame = pa + (va - e.va);
-                if !self.data_live.contains(&frame) {
+                if !is_zero(frame) && !self.data_live.contains(&frame) {
                     self.violation(format!(
                         "CPU {cpu} (ASID {asid}) accessed freed data frame {frame:#x} at VA {va:#x} \
                          through cached {e:x?}"

@@ -57,11 +57,15 @@ fn assert_covered(r: &Report) {
     assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
     assert!(r.forks > 0 && r.user.cow_copies > 0 && r.user.cow_reuses > 0, "no fork or copy-on-write: {r:?}");
     assert!(r.object_maps > 0 && r.truncations > 0, "no memfd mapping or truncation: {r:?}");
+    assert!(r.user.zero_faults > 0, "no read fault mapped the shared zero frame: {r:?}");
+    assert!(r.user.zero_large_faults > 0, "no read fault mapped a zero block or run: {r:?}");
 }
 
+/// Seed 0x5eed_0011: with the shared zero frame, 0x5eed_0001's run made no promotion with 16 KiB
+/// pages and LPA2; 0x5eed_0011 covers everything in every build.
 #[test]
 fn two_cpus_2bit_asids_range() {
-    assert_covered(&run(config(2, 2, 3, true, 25, 0x5eed_0001)));
+    assert_covered(&run(config(2, 2, 3, true, 25, 0x5eed_0011)));
 }
 
 /// Seed 0x5eed_0012: with 16 KiB pages and LPA2, 0x5eed_0002's run (after the stack-growth and
@@ -90,7 +94,11 @@ fn four_cpus_8bit_asids_range() {
 /// With them, `MADV_FREE` and the reclaim of what it freed (frames back after the flush).
 #[test]
 fn four_cpus_with_guard_regions() {
-    let mut cfg = config(4, 3, 3, true, 15, 0x5eed_0005);
+    // Seed 0x5eed_0016: with the shared zero frame, 0x5eed_0005's run made no promotion with
+    // 16 KiB pages (its reads now map the zero frame, so no 32 MiB block filled up), and with
+    // the zero block and the exact mremap table count neither did 0x5eed_0015's; 0x5eed_0016
+    // covers everything in the 4K, 16K, 64K, LPA2 and 16K+LPA2 builds.
+    let mut cfg = config(4, 3, 3, true, 15, 0x5eed_0016);
     cfg.guard_percent = 10;
     let r = run(cfg);
     assert_covered(&r);
@@ -168,6 +176,68 @@ fn planted_fork_without_the_parent_flush_is_caught() {
         let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fork without the parent's flush was not caught"));
         println!("caught: {}", e.lines().next().unwrap_or_default());
     }
+}
+
+/// The shared zero frame mapped with the area's protection (writable where the area is): a
+/// write through such an entry would change the page every process reads as zeros.
+#[test]
+fn planted_writable_zero_entry_is_caught() {
+    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0800);
+    cfg.ops = 2_000;
+    let e = caught_with(Mutation::ZeroEntryWritable, cfg, 4);
+    let e = e.unwrap_or_else(|| panic!("a writable zero entry was not caught"));
+    assert!(e.contains("zero frame"), "caught, but not as a writable zero entry: {e}");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
+}
+
+/// `mprotect(PROT_READ | PROT_WRITE)` that leaves a private file mapping's page-cache frames
+/// writable (as for private anonymous memory, whose pages are the process's own): a write
+/// through one would change the file for every process.
+#[test]
+fn planted_writable_cache_frame_after_mprotect_is_caught() {
+    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0a00);
+    cfg.ops = 4_000;
+    cfg.file_percent = 50;
+    let e = caught_with(Mutation::ObjectPageWritableAtMprotect, cfg, 8);
+    let e = e.unwrap_or_else(|| panic!("a writable page-cache frame after mprotect was not caught"));
+    assert!(e.contains("page-cache frame"), "caught, but not as a writable page-cache frame: {e}");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
+}
+
+/// An unmap (or `MADV_DONTNEED`, or an exit) that hands the shared zero frame back to the
+/// allocator: every other process still maps it.
+#[test]
+fn planted_free_of_the_zero_frame_is_caught() {
+    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0900);
+    cfg.ops = 2_000;
+    let e = caught_with(Mutation::ZeroFreedAtUnmap, cfg, 4);
+    let e = e.unwrap_or_else(|| panic!("a free of the zero frame was not caught"));
+    assert!(e.contains("zero frame"), "caught, but not as a free of the zero frame: {e}");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
+}
+
+/// A zero block or run mapped with the area's protection: every page of the region writable
+/// through it.
+#[test]
+fn planted_writable_zero_block_is_caught() {
+    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0a00);
+    cfg.ops = 2_000;
+    let e = caught_with(Mutation::ZeroBlockWritable, cfg, 4);
+    let e = e.unwrap_or_else(|| panic!("a writable zero block was not caught"));
+    assert!(e.contains("zero region"), "caught, but not as a writable zero block: {e}");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
+}
+
+/// An unmap (or `MADV_DONTNEED`, an exit, a split block's page going) that knows only the zero
+/// region's first page and hands the others back to the allocator.
+#[test]
+fn planted_free_of_a_zero_block_page_is_caught() {
+    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0b00);
+    cfg.ops = 2_000;
+    let e = caught_with(Mutation::ZeroBlockPageFreed, cfg, 4);
+    let e = e.unwrap_or_else(|| panic!("a free of a zero block's page was not caught"));
+    assert!(e.contains("zero region"), "caught, but not as a free of the zero region: {e}");
+    println!("caught: {}", e.lines().next().unwrap_or_default());
 }
 
 /// Guard markers cleared without the record covering their pages: a table that held only

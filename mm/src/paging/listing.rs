@@ -62,6 +62,7 @@ impl Run {
             MemoryType::NormalNonCacheable => "normal-nc",
             MemoryType::DeviceNGnRE => "device-nGnRE",
             MemoryType::DeviceNGnRnE => "device-nGnRnE",
+            MemoryType::NormalTagged => "normal-tagged",
         };
         let p = l.attrs.permissions();
         write!(f, ", {memory}, el1 ")?;

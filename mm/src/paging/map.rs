@@ -317,6 +317,29 @@ impl<T: Translation> PageTable<T> {
         self.check_map(va, pa, size).map(|_| ())
     }
 
+    /// An upper bound of the table frames a replacement of `[va, va + size)` (an unmap, then a
+    /// map to `pa` with `constraints`) needs: none for one page whose last-level table holds
+    /// another occupant as well (the unmap empties no table, so the map finds every table of
+    /// the path in place: a copy-on-write fault's case), else
+    /// [`map_tables_bound`](Self::map_tables_bound).
+    pub(crate) fn remap_tables_bound(
+        &self,
+        va: VirtAddr,
+        pa: PhysAddr,
+        size: u64,
+        constraints: Constraints,
+    ) -> usize {
+        if size == PAGE_SIZE
+            && self.range.contains(va)
+            && let (2, _, d) = self.descend(va.0 & (super::SPACE_SIZE - 1), 2)
+            && d.is_table(2)
+            && mutant!(super::occupancy::occupancy(d) >= 2, RemapBoundIgnoresEmptiedTable => true)
+        {
+            return 0;
+        }
+        self.map_tables_bound(va, pa, size, constraints)
+    }
+
     /// An upper bound of the table frames [`map`](Self::map) of `[start, end)` to `pa` with
     /// `constraints` needs once the range is empty: one table per entry of the level above that
     /// the mapping does not fill with one leaf.
@@ -342,6 +365,40 @@ impl<T: Translation> PageTable<T> {
         total
     }
 
+    /// The table frames mapping every piece `(va, pa, size)` of `pieces` (in address order,
+    /// not overlapping) with `constraints` needs, one [`map`](Self::map) after another: a table
+    /// the first piece makes serves the next ones. Against the tables as they are, or, with
+    /// `fresh`, as if none existed below the root (for a range whose present contents are
+    /// unmapped first, which may free tables). Pieces the space does not hold count nothing.
+    pub(crate) fn tables_to_map_pieces<I: IntoIterator<Item = (VirtAddr, PhysAddr, u64)>>(
+        &self,
+        pieces: I,
+        constraints: Constraints,
+        fresh: bool,
+    ) -> usize {
+        // Per level, the span of the table last counted: pieces come in address order, so a
+        // table two pieces need is the last one counted at its level.
+        let mut last = [u64::MAX; 5];
+        let mut count = 0;
+        // The last-level span the previous piece ended in: a piece inside it needs nothing more
+        // (it maps as pages there, into the table the previous piece found or counted).
+        let span = level_size(2);
+        let mut previous = u64::MAX;
+        for (va, pa, size) in pieces {
+            let Ok((start, end)) = self.check_map(va, pa, size) else { continue };
+            let inside = start / span == previous && (end - 1) / span == previous;
+            previous = (end - 1) / span;
+            if inside {
+                continue;
+            }
+            let below = |d: Descriptor| if fresh { None } else { Some(d.output_address()) };
+            let mut walk = Counter { constraints, pa: pa.0, start, last: &mut last, count: &mut count };
+            let root = self.root;
+            walk.level(self, Some(root), ROOT_LEVEL, start, end, &below);
+        }
+        count
+    }
+
     /// [`map`](Self::map) taking its table frames from `pool` (reserved before the range was
     /// emptied): the commit phase of a remap, which must not fail. Frames left over stay in
     /// `pool`.
@@ -361,6 +418,59 @@ impl<T: Translation> PageTable<T> {
     ) -> Result<(), MapError> {
         let (start, end) = self.check_map(va, pa, size)?;
         let args = MapArgs { start, end, pa: pa.0, attrs, constraints };
+        // A page whose last-level table stayed (a copy-on-write fault's): `map`'s fast path,
+        // which writes the leaves the general path would.
+        if let Some(last) = self.fast_path_table(start, end)
+            && self.map_pages_in(last, &args)
+        {
+            return Ok(());
+        }
         self.map_checked(&args, pool, true)
+    }
+}
+
+/// [`PageTable::tables_to_map_pieces`]'s walk of one piece.
+struct Counter<'a> {
+    constraints: Constraints,
+    /// The piece's physical start and its offset start.
+    pa: u64,
+    start: u64,
+    last: &'a mut [u64; 5],
+    count: &'a mut usize,
+}
+
+impl Counter<'_> {
+    /// Counts the tables under `table` (at `level`; `None`: not there) that mapping `[lo, hi)`
+    /// makes; `below` says which table an existing table descriptor leads to.
+    fn level<T: Translation>(
+        &mut self,
+        pt: &PageTable<T>,
+        table: Option<PhysAddr>,
+        level: u32,
+        lo: u64,
+        hi: u64,
+        below: &dyn Fn(Descriptor) -> Option<PhysAddr>,
+    ) {
+        if level == 3 {
+            return;
+        }
+        for e in Entries::new(level, lo, hi) {
+            let d = table.map_or(Descriptor::INVALID, |t| pt.read(t, e.index));
+            if d.kind(level) == DescriptorKind::Table
+                && let Some(next) = below(d)
+            {
+                self.level(pt, Some(next), level + 1, e.lo, e.hi, below);
+                continue;
+            }
+            let pa = self.pa + (e.lo - self.start);
+            if e.whole() && pa.is_multiple_of(e.size) && self.constraints.allows_leaf(level) {
+                continue; // a leaf here (or in the way: the map would refuse it anyway)
+            }
+            if self.last[level as usize] != e.base {
+                self.last[level as usize] = e.base;
+                *self.count += 1;
+            }
+            self.level(pt, None, level + 1, e.lo, e.hi, below);
+        }
     }
 }

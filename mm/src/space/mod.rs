@@ -142,6 +142,14 @@ pub struct Unmapped {
     pub attrs: Attributes,
 }
 
+/// Table frames set aside before a change that must not fail half-way (`mremap`'s move maps the
+/// pages at their new place only once the old place is decided): taken by
+/// [`AddressSpace::reserve_tables`], drawn on by [`AddressSpace::map_reserved`], and handed
+/// back, the unused ones freed, by [`AddressSpace::release_tables`].
+#[derive(Debug, Default)]
+#[must_use = "a reserve holds table frames: hand it back with AddressSpace::release_tables"]
+pub struct TableReserve(crate::paging::FrameList);
+
 /// Merges reported leaves into [`Unmapped`] extents.
 struct Coalescer<F: FnMut(Unmapped)> {
     sink: F,
@@ -396,8 +404,86 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         attrs: Attributes,
         constraints: Constraints,
     ) -> Result<(), MapError> {
+        self.map_with(va, pa, size, attrs, constraints, None)
+    }
+
+    /// The table frames [`map`](Self::map)ping each piece `(va, pa, size)` of `pieces` (in
+    /// address order) with `constraints` needs, one call after another: count them before a
+    /// change after which the maps must not fail, and [`reserve_tables`](Self::reserve_tables)
+    /// that many. `fresh`: count as if no table existed below the root, for a range whose
+    /// present contents will be unmapped first (an unmap frees the tables it empties).
+    pub fn tables_to_map<I: IntoIterator<Item = (VirtAddr, PhysAddr, u64)>>(
+        &self,
+        pieces: I,
+        constraints: Constraints,
+        fresh: bool,
+    ) -> usize {
+        self.table.tables_to_map_pieces(pieces, constraints, fresh)
+    }
+
+    /// Allocates `count` table frames for later [`map_reserved`](Self::map_reserved) calls, or
+    /// none at all.
+    ///
+    /// # Errors
+    ///
+    /// `OutOfMemory`, with nothing kept.
+    pub fn reserve_tables(&mut self, count: usize) -> Result<TableReserve, MapError> {
+        self.table.reserve_frames(count).map(TableReserve)
+    }
+
+    /// Frees the frames `reserve` still holds.
+    pub fn release_tables(&mut self, reserve: TableReserve) {
+        self.table.free_frames(reserve.0);
+    }
+
+    /// [`map`](Self::map) taking its table frames from `reserve` first: with as many as
+    /// [`tables_to_map`](Self::tables_to_map) counted for pieces that include this call's, and
+    /// no table they relied on freed since, it cannot run out of memory.
+    ///
+    /// # Errors
+    ///
+    /// As [`map`](Self::map); `OutOfMemory` only when `reserve` is short and the allocator
+    /// fails.
+    pub fn map_reserved(
+        &mut self,
+        reserve: &mut TableReserve,
+        va: VirtAddr,
+        pa: PhysAddr,
+        size: u64,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Result<(), MapError> {
+        self.map_with(va, pa, size, attrs, constraints, Some(&mut reserve.0))
+    }
+
+    /// The leaves of `[va, va + size)`, cut to it, as [`Unmapped`] extents (physically
+    /// contiguous leaves with the same attributes joined), in address order; nothing changes.
+    pub fn extents<F: FnMut(Unmapped)>(&self, va: VirtAddr, size: u64, sink: F) {
+        let end = va.0.saturating_add(size);
+        let mut joined = Coalescer { sink, current: None };
+        let _ = self.table.walk(va, size, |leaf| {
+            let (s, e) = (leaf.va.0.max(va.0), (leaf.va.0 + leaf.size).min(end));
+            let cut = Leaf { va: VirtAddr(s), pa: leaf.translate(VirtAddr(s)), size: e - s, ..*leaf };
+            joined.push(&cut);
+        });
+        joined.finish();
+    }
+
+    /// [`map`](Self::map), with the table frames from `pool` first when there is one.
+    fn map_with(
+        &mut self,
+        va: VirtAddr,
+        pa: PhysAddr,
+        size: u64,
+        attrs: Attributes,
+        constraints: Constraints,
+        pool: Option<&mut crate::paging::FrameList>,
+    ) -> Result<(), MapError> {
         let attrs = self.fix(attrs);
-        self.table.map(va, pa, size, attrs, constraints)?;
+        match pool {
+            None => self.table.map(va, pa, size, attrs, constraints)?,
+            Some(pool) => self.table.map_from_pool(va, pa, size, attrs, constraints, pool)?,
+        }
         let mut record = PendingFlush::new(self.table.va_range());
         let mut counts = BbmCounts::default();
         let mut regions = [(VirtAddr(0), 0u64); 4];
@@ -562,7 +648,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let attrs = self.fix(attrs);
         // Validates the arguments; the range is not mapped over, so nothing can be in the way.
         self.table.check_map_args(va, pa, size)?;
-        let bound = self.table.map_tables_bound(va, pa, size, constraints);
+        let bound = self.table.remap_tables_bound(va, pa, size, constraints);
         let mut pool = self.table.reserve_frames(bound)?;
         let mut record = PendingFlush::new(self.table.va_range());
         let mut counts = BbmCounts::default();

@@ -1890,6 +1890,54 @@ fn failed_operations_change_nothing() {
     h.teardown();
 }
 
+/// A one-page remap (a copy-on-write fault's) reserves a table frame only where its unmap empties
+/// the page's last-level table: alone in its table, the page's remap fails with nothing changed
+/// when no frame can be had; beside another page, it needs none and completes.
+#[test]
+fn one_page_remap_reserves_only_the_table_its_unmap_frees() {
+    fn remap_alone_without_frames() -> Result<(), MapError> {
+        let mut h = Harness::new(8, RANGE_CAPS);
+        h.apply(Op::Map { space: 1, page: 100, pages: 1, scatter: false, attrs: 0, constraints: 0 });
+        let va = VirtAddr(h.va(1, 100));
+        let (before, frames) = (h.spaces[1].query(va).unwrap(), h.world.borrow().live_frames());
+        h.world.borrow_mut().fail_after = Some(0);
+        // The same page again (what the harness's reference holds), by break-before-make.
+        let r = h.spaces[1].remap(va, before.pa, PAGE_SIZE, before.attrs, Constraints::NONE, |_| {});
+        h.world.borrow_mut().fail_after = None;
+        if r.is_err() {
+            assert_eq!(h.spaces[1].stats().flushes, 0);
+            assert_eq!(h.spaces[1].query(va), Some(before));
+            assert_eq!(h.world.borrow().live_frames(), frames);
+        }
+        h.check_all();
+        h.teardown();
+        r
+    }
+    assert_eq!(remap_alone_without_frames(), Err(MapError::OutOfMemory));
+    let planted = std::panic::catch_unwind(|| {
+        crate::tlb::mutation::with(
+            crate::tlb::mutation::Mutation::RemapBoundIgnoresEmptiedTable,
+            remap_alone_without_frames,
+        )
+    });
+    assert!(
+        !matches!(planted, Ok(Err(MapError::OutOfMemory))),
+        "the planted bound was not caught: {planted:?}"
+    );
+    // Beside another page: no frame needed.
+    let mut h = Harness::new(8, RANGE_CAPS);
+    h.apply(Op::Map { space: 1, page: 100, pages: 2, scatter: false, attrs: 0, constraints: 0 });
+    let va = VirtAddr(h.va(1, 100));
+    let before = h.spaces[1].query(va).unwrap();
+    h.world.borrow_mut().fail_after = Some(0);
+    let r = h.spaces[1].remap(va, before.pa, PAGE_SIZE, before.attrs, Constraints::NONE, |_| {});
+    h.world.borrow_mut().fail_after = None;
+    assert_eq!(r, Ok(()));
+    assert_eq!(h.spaces[1].stats().flushes, 1, "the replacement was made, with its flush");
+    h.check_all();
+    h.teardown();
+}
+
 /// The unflushed access to the table (for tests that want a stale TLB entry) is no way around
 /// break-before-make: the table stays live and the engine refuses what needs it, with nothing
 /// changed and nothing issued.

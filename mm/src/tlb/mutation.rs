@@ -68,10 +68,32 @@ pub(crate) enum Mutation {
     /// in `user`, so they exist only with the `alloc` feature.)
     #[cfg(feature = "alloc")]
     ForkWithoutFlush,
+    /// A read fault maps the shared zero frame with the area's protection, writable where the
+    /// area is: a write through it changes the zero page every process reads.
+    #[cfg(feature = "alloc")]
+    ZeroEntryWritable,
+    /// An unmap hands the shared zero frame back as if it were the page's own frame.
+    #[cfg(feature = "alloc")]
+    ZeroFreedAtUnmap,
+    /// `mprotect` to a writable protection makes a private file mapping's pages writable in
+    /// place, page-cache frames included: a write through one reaches the file.
+    #[cfg(feature = "alloc")]
+    ObjectPageWritableAtMprotect,
+    /// A read fault that maps a whole run or block of the shared zero region maps it with the
+    /// area's protection, writable where the area is.
+    #[cfg(feature = "alloc")]
+    ZeroBlockWritable,
+    /// An unmap knows only the zero region's first page: the other pages of a zero block or run
+    /// (or of one split into pages) are handed back as if they were the pages' own frames.
+    #[cfg(feature = "alloc")]
+    ZeroBlockPageFreed,
     /// A shrink of a shared memory object unmaps the pages past the end from the tables and
     /// frees them without the flush, so CPUs keep entries for frames now free.
     #[cfg(feature = "alloc")]
     TruncateWithoutFlush,
+    /// A one-page remap reserves no table frame even where the unmap empties (and frees) the
+    /// page's last-level table, so the map after the flush needs a frame it may not get.
+    RemapBoundIgnoresEmptiedTable,
     /// Clearing guard markers does not widen the flush record over their pages, so a table that
     /// held only markers is detached and freed while walk caches still point at it.
     GuardClearUncovered,

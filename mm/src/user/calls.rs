@@ -2,8 +2,8 @@
 //! is [`crate::vm::map::remap`] and [`crate::vm::map::lock`]).
 //!
 //! Why `mremap` moves entries rather than data: the frames already hold the data, so a move is
-//! the old range's leaves unmapped with one gathered flush and the same frames mapped at the
-//! new address (invalid to valid: no TLBI). No data frame is allocated, no byte copied, and a
+//! the same frames mapped at the new address (invalid to valid: no TLBI) and the old range's
+//! leaves unmapped with one gathered flush. No data frame is allocated, no byte copied, and a
 //! 2 MiB block or 64 KiB run stays one where the new address keeps the alignment (the space
 //! reports physically contiguous leaves as one extent, and mapping an extent uses the largest
 //! leaves its alignment allows).
@@ -29,9 +29,10 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     ///
     /// # Errors
     ///
-    /// As [`crate::vm::VmMap::mremap`]; `ENOMEM` after the move if a table frame for the
-    /// destination could not be had (the pages that could not be mapped are freed: they read
-    /// zero).
+    /// As [`crate::vm::VmMap::mremap`]; `ENOMEM`, with nothing changed, when the table frames
+    /// the destination needs cannot be had: they are reserved once the destination is decided
+    /// and before the source changes (Linux's `move_page_tables` moves back what it moved
+    /// instead), so a move never loses a page.
     pub fn mremap(
         &mut self,
         addr: u64,
@@ -55,8 +56,47 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             _ => Vec::new(),
         };
         self.backings.reserve(2)?;
-        let r = self.vm.mremap(addr, old_len, new_len, flags, new_addr)?;
-        for &(start, end) in &r.unmapped {
+        // The tables the destination needs, counted for the source's extents and reserved once
+        // the area map has decided the destination, before anything changes.
+        let mut tables = None;
+        let Self { vm, space, .. } = self;
+        let r = vm.mremap_gated(addr, old_len, new_len, flags, new_addr, &mut |m: &Move| {
+            space.extents(VirtAddr(m.from), m.len, |u| {
+                if extents.len() < extents.capacity() {
+                    extents.push(u); // within the reserved capacity: no allocation
+                }
+            });
+            // A target that holds something now (only MREMAP_FIXED's can: elsewhere the area
+            // map had it free) is unmapped before the move, which may free its tables: count
+            // as if it had none.
+            let mut fresh = false;
+            if flags & crate::vm::map::remap::MREMAP_FIXED != 0 {
+                let _ = space.table().walk(VirtAddr(m.to), m.len, |_| fresh = true);
+            }
+            let pieces = extents.iter().map(|u| (VirtAddr(u.va.0 - m.from + m.to), u.pa, u.size));
+            let count = space.tables_to_map(pieces, move_constraints(m), fresh);
+            tables = Some(space.reserve_tables(count).map_err(|_| Errno::ENOMEM)?);
+            Ok(())
+        });
+        let r = match r {
+            Ok(r) => r,
+            Err(refused) => {
+                if let Some(t) = tables {
+                    self.space.release_tables(t);
+                }
+                for &(start, end) in &refused.unmapped {
+                    self.unmap_range(start, end);
+                    self.backings.remove(start, end, drop);
+                }
+                return Err(refused.errno);
+            }
+        };
+        // What the call unmapped at the destination (MREMAP_FIXED's target) goes first; the
+        // rest (a shrunk source's tail) after the move, whose table count an unmap freeing a
+        // table it shares with the destination would otherwise falsify.
+        let target = r.moved.map_or((0, 0), |m| (m.to, m.to + m.len));
+        let at_target = |&&(s, e): &&(u64, u64)| s < target.1 && e > target.0;
+        for &(start, end) in r.unmapped.iter().filter(at_target) {
             self.unmap_range(start, end);
             self.backings.remove(start, end, drop);
         }
@@ -77,11 +117,17 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if new_end > old_end && r.duplicated.is_none() {
             self.backings.extend(old_end, new_end);
         }
+        let mut tables = tables.unwrap_or_default();
         let moved = match (r.moved, r.duplicated) {
-            (Some(m), _) => self.move_entries(m, extents, &guards),
+            (Some(m), _) => self.move_entries(m, extents, &guards, &mut tables),
             (None, Some(d)) => self.duplicate(d, new_len.next_multiple_of(PAGE_SIZE)),
             (None, None) => Ok(()),
         };
+        self.space.release_tables(tables);
+        for &(start, end) in r.unmapped.iter().filter(|u| !at_target(u)) {
+            self.unmap_range(start, end);
+            self.backings.remove(start, end, drop);
+        }
         if let Some((start, end)) = r.populate {
             // Linux's mm_populate after the call: best effort.
             let _ = self.populate_locked(start, end);
@@ -106,39 +152,49 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         bound
     }
 
-    /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: one unmap with one flush (the
-    /// guard markers go with it), the extents collected after it (their frames are not freed),
-    /// then mapped at the destination, and the `guards` of the source range (read before the
-    /// call changed anything) installed there.
+    /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: the same frames mapped at the
+    /// destination first (empty there: no TLBI), with table frames from `tables` (reserved for
+    /// the destination before the call changed anything), then the source unmapped with one
+    /// flush (its frames are not freed: they are the destination's now), and the `guards` of the
+    /// source range (read before the call changed anything) installed at the destination.
+    /// Mapping first means no table the count relied on has been freed meanwhile (an unmap
+    /// frees the tables it empties, and the source may share tables with the destination).
     ///
-    /// `extents` comes with room for [`extent_bound`](Self::extent_bound) of the old range, so
-    /// gathering never allocates.
+    /// `extents` are the source's, gathered (and `tables` counted for them) before the call
+    /// changed anything.
     fn move_entries(
         &mut self,
         m: Move,
         mut extents: Vec<Unmapped>,
         guards: &[(u64, u64)],
+        tables: &mut crate::space::TableReserve,
     ) -> Result<(), Errno> {
         self.forget_free(m.from, m.from + m.len);
-        let mut beyond = 0usize;
-        let result = self.space.unmap(VirtAddr(m.from), m.len, |u| {
-            if extents.len() < extents.capacity() {
-                extents.push(u); // within the reserved capacity: no allocation
-            } else {
-                beyond += 1;
-            }
-        });
-        debug_assert!(result.is_ok(), "mremap: unmap of the source failed: {result:?}");
-        debug_assert_eq!(beyond, 0, "mremap: more extents than extent_bound said");
-        let constraints = if m.pages_only {
-            Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS)
-        } else {
-            Constraints::NO_1G_BLOCKS
-        };
+        let constraints = move_constraints(&m);
         let mut lost = false;
-        for u in extents {
-            let va = u.va.0 - m.from + m.to;
-            lost |= !self.map_moved(va, u.pa, u.size, u.attrs, constraints);
+        for u in &mut extents {
+            let va = VirtAddr(u.va.0 - m.from + m.to);
+            if self.space.map_reserved(tables, va, u.pa, u.size, u.attrs, constraints).is_ok() {
+                u.size = 0; // mapped: nothing left to do for it
+            } else {
+                lost = true;
+            }
+        }
+        debug_assert!(!lost, "mremap: the reserved tables did not suffice");
+        let result = self.space.unmap(VirtAddr(m.from), m.len, |_| {});
+        debug_assert!(result.is_ok(), "mremap: unmap of the source failed: {result:?}");
+        // Not reachable with the reservation; were it, a piece that found no place is freed
+        // after the flush rather than kept mapped nowhere.
+        for u in extents.iter().filter(|u| u.size != 0) {
+            for i in 0..u.size / PAGE_SIZE {
+                let p = PhysAddr(u.pa.0 + i * PAGE_SIZE);
+                if self.is_zero_page(p) {
+                    self.zero_pages -= 1;
+                } else {
+                    self.frames.free(p);
+                    self.data_frames -= 1;
+                }
+            }
         }
         let end = m.from + m.len;
         for &(s, e) in guards.iter().filter(|&&(s, e)| s < end && e > m.from) {
@@ -202,25 +258,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             }
         }
         Ok(())
-    }
-
-    /// Maps a moved extent at `va` (the destination is empty: no TLBI); page by page if the
-    /// whole extent cannot get its tables. A page that still cannot be mapped loses its frame
-    /// (freed, as it is unreachable since the flush). Returns whether every page was mapped.
-    fn map_moved(&mut self, va: u64, pa: PhysAddr, size: u64, attrs: Attributes, c: Constraints) -> bool {
-        if self.space.map(VirtAddr(va), pa, size, attrs, c).is_ok() {
-            return true;
-        }
-        let mut all = true;
-        for i in 0..size / PAGE_SIZE {
-            let (v, p) = (va + i * PAGE_SIZE, PhysAddr(pa.0 + i * PAGE_SIZE));
-            if self.space.map(VirtAddr(v), p, PAGE_SIZE, attrs, c).is_err() {
-                self.frames.free(p);
-                self.data_frames -= 1;
-                all = false;
-            }
-        }
-        all
     }
 
     /// `mincore`'s per-area step (Linux's `do_mincore`): the residency of up to `out.len()`
@@ -371,5 +408,15 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             }
         }
         Ok(())
+    }
+}
+
+/// How a move maps its pages at the destination: as pages only where the area asked for them
+/// (`MADV_NOHUGEPAGE`), else the largest leaves the alignment allows (no 1 GiB blocks).
+fn move_constraints(m: &Move) -> Constraints {
+    if m.pages_only {
+        Constraints::NO_BLOCKS.union(Constraints::NO_CONTIGUOUS)
+    } else {
+        Constraints::NO_1G_BLOCKS
     }
 }

@@ -89,7 +89,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         child.vm = vm;
         child.backings = backings;
         child.large = self.large;
-        child.shares = true;
+        child.forked = true;
         let mut span: Option<(u64, u64)> = None;
         cursor = 0;
         let mut result = Ok(());
@@ -158,7 +158,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             );
             debug_assert!(r.is_ok(), "write-protecting the parent failed: {r:?}");
         }
-        self.shares = true;
+        self.forked = true;
         // The pages are shared now: their frees are cancelled (Linux does not discard a
         // lazily freed page mapped twice either), and the child has none.
         self.lazy = super::lazy::PageRanges::new();
@@ -169,21 +169,28 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// parent's provider. On error nothing of `r` stays.
     fn adopt(&mut self, frames: &mut D, r: Extent) -> Result<(), Errno> {
         let pages = r.len / PAGE_SIZE;
+        // The pages of the shared zero region take no reference (they are never freed); an
+        // extent of physically contiguous frames may hold them and data frames beside them.
+        // (One comparison per extent when no zero page is in it, the common case.)
+        let zero = self.zero.filter(|_| self.covers_zero(r.pa, r.len));
+        let counted = |i: u64| !zero.is_some_and(|z| z.contains(PhysAddr(r.pa + i * PAGE_SIZE)));
         for i in 0..pages {
-            if !frames.share(PhysAddr(r.pa + i * PAGE_SIZE)) {
-                for j in 0..i {
+            if counted(i) && !frames.share(PhysAddr(r.pa + i * PAGE_SIZE)) {
+                for j in (0..i).filter(|&j| counted(j)) {
                     frames.free(PhysAddr(r.pa + j * PAGE_SIZE));
                 }
                 return Err(Errno::ENOMEM);
             }
         }
         if self.space.map(VirtAddr(r.va), PhysAddr(r.pa), r.len, r.attrs, Constraints::NONE).is_err() {
-            for i in 0..pages {
+            for i in (0..pages).filter(|&i| counted(i)) {
                 frames.free(PhysAddr(r.pa + i * PAGE_SIZE));
             }
             return Err(Errno::ENOMEM);
         }
-        self.data_frames += pages;
+        let zeros = self.zero_pages_in(r.pa, r.len);
+        self.zero_pages += zeros;
+        self.data_frames += pages - zeros;
         Ok(())
     }
 
@@ -201,14 +208,20 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         let start = leaf.va.0.max(vstart);
         let end = (leaf.va.0 + leaf.size).min(vend);
         let first = leaf.translate(VirtAddr(start)).0;
-        let last_reference = |frames: &D, from: u64, len: u64| {
-            (0..len / PAGE_SIZE).all(|i| !frames.is_shared(PhysAddr(from + i * PAGE_SIZE)))
+        if self.is_zero_page(leaf.translate(VirtAddr(page))) {
+            return self.zero_write_fault(page, attrs, prot);
+        }
+        // The shared zero region is never this memory's alone (a leaf joining it with other
+        // frames is never made writable whole).
+        let last_reference = |m: &Self, from: u64, len: u64| {
+            !m.covers_zero(from, len)
+                && (0..len / PAGE_SIZE).all(|i| !m.frames.is_shared(PhysAddr(from + i * PAGE_SIZE)))
         };
         // Shared memory is never copied; a private leaf all of whose frames are this memory's
         // alone is reused whole (a block stays a block).
-        let (reuse_va, reuse_len) = if shared_area || last_reference(&self.frames, first, end - start) {
+        let (reuse_va, reuse_len) = if shared_area || last_reference(self, first, end - start) {
             (start, end - start)
-        } else if last_reference(&self.frames, leaf.translate(VirtAddr(page)).0, PAGE_SIZE) {
+        } else if last_reference(self, leaf.translate(VirtAddr(page)).0, PAGE_SIZE) {
             (page, PAGE_SIZE)
         } else {
             (0, 0)
@@ -224,8 +237,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return Ok(());
         }
         let old = leaf.translate(VirtAddr(page));
-        let new = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
-        self.frames.copy(new, old);
+        let new = self.frames.alloc_copy_of(old).ok_or(Fault::OutOfMemory)?;
         if prot.exec() {
             self.frames.sync_icache(new);
         }
@@ -243,6 +255,30 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         self.cancel_free(page);
         self.cow_copies += 1;
+        self.faults += 1;
+        Ok(())
+    }
+
+    /// A write to the page `page` that maps a page of the shared zero region (read-only): a
+    /// zeroed frame of its own replaces it (Linux's `wp_page_copy` on the zero pfn: nothing to
+    /// copy), with break-before-make and one flush, as any copy-on-write fault. A zero block or
+    /// run is split for it in the same break-before-make (the rest stays mapped to the region's
+    /// pages), as Linux ≥ 5.8 splits its huge zero PMD and faults the written page alone
+    /// (`do_huge_pmd_wp_page`): a program that reads a large range and writes a little of it
+    /// holds the pages it wrote, not the blocks. The zero page is not freed.
+    fn zero_write_fault(&mut self, page: u64, attrs: Attributes, prot: Prot) -> Result<(), Fault> {
+        let new = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
+        if prot.exec() {
+            self.frames.sync_icache(new);
+        }
+        let replaced = self.space.remap(VirtAddr(page), new, PAGE_SIZE, attrs, Constraints::NONE, |_| {});
+        if replaced.is_err() {
+            self.frames.free(new);
+            return Err(Fault::OutOfMemory);
+        }
+        self.zero_pages -= 1;
+        self.data_frames += 1;
+        self.cancel_free(page);
         self.faults += 1;
         Ok(())
     }

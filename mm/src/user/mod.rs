@@ -57,7 +57,7 @@ use crate::vm::{Errno, Layout, Prot, VmMap, VmaFlags, flags};
 ///   maps as Normal write-back memory, and used by nothing else until its last reference is
 ///   freed;
 /// - what [`alloc_zeroed`](Self::alloc_zeroed), [`alloc_zeroed_contiguous`](Self::alloc_zeroed_contiguous),
-///   [`copy`](Self::copy) and [`write`](Self::write) store is visible to every CPU before they
+///   [`alloc_copy_of`](Self::alloc_copy_of) and [`write`](Self::write) store is visible to every CPU before they
 ///   return (end with `DMB ISHST`, as Linux's `smp_wmb()` before `set_pte_at`): the layer maps
 ///   the frame right after, and a thread of the process on another CPU may read it through the
 ///   new entry at once;
@@ -84,8 +84,12 @@ pub trait UserFrames {
         false
     }
 
-    /// Copies the frame `src` into `dst` (a copy-on-write fault; `dst` is fresh).
-    fn copy(&mut self, dst: PhysAddr, src: PhysAddr);
+    /// A fresh frame holding a copy of the frame `src` (a copy-on-write fault), or `None` when
+    /// memory is exhausted; freed as one from [`alloc_zeroed`](Self::alloc_zeroed). Its own
+    /// allocation: the copy overwrites every byte (and, with memory tagging, every tag), so
+    /// the frame need not be zeroed first (Linux's `wp_page_copy` allocates without
+    /// `__GFP_ZERO` too).
+    fn alloc_copy_of(&mut self, src: PhysAddr) -> Option<PhysAddr>;
 
     /// Writes `data` into the frame at `pa`, from byte `offset` (`offset + data.len() <=
     /// PAGE_SIZE`).
@@ -107,6 +111,68 @@ pub trait UserFrames {
     /// Frames free in the whole machine (for `SYS_MM_STATS` and the overcommit heuristic).
     fn free_frames(&self) -> u64 {
         0
+    }
+
+    /// The shared zero region (Linux's `ZERO_PAGE` and huge zero page), or `None` when there is
+    /// none (every fault then takes a frame of its own). A read or execute fault on private
+    /// anonymous memory maps a page of it read-only instead of taking a frame, or, where the
+    /// fault could have mapped a whole 64 KiB run or 2 MiB block and the region is that large,
+    /// the aligned part of the region that size, so memory read and never written costs nothing;
+    /// the first write takes a zeroed frame for its page as a copy-on-write fault does (a block
+    /// or run is split for it, the rest staying on the region).
+    ///
+    /// What an implementation guarantees: the same region for every memory and for the whole
+    /// life of the kernel, pages of zeros that nothing ever writes, visible to instruction fetch
+    /// (they may be mapped executable), [`ZeroRegion::is_well_formed`]. The layer never passes a
+    /// page of it to [`free`](Self::free), [`share`](Self::share), [`alloc_copy_of`](Self::alloc_copy_of) or
+    /// [`write`](Self::write), and never counts one in [`UserStats::data_frames`].
+    fn zero_region(&self) -> Option<ZeroRegion> {
+        None
+    }
+}
+
+/// The shared zero region: `len` bytes of zeros from `base`, each page of which is a zero page
+/// (so a zero block split into pages gives pages that all are zero pages, each at its own
+/// address). One page where the kernel could not have more; 2 MiB, 2 MiB aligned, where it
+/// could (Linux's huge zero page is one PMD of zeros beside the small zero page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ZeroRegion {
+    /// The first page.
+    pub base: PhysAddr,
+    /// Bytes: a power of two, at least one page.
+    pub len: u64,
+}
+
+impl ZeroRegion {
+    /// A region of the one page at `base`.
+    pub const fn page(base: PhysAddr) -> Self {
+        Self { base, len: PAGE_SIZE }
+    }
+
+    /// Whether the region can be mapped as the layer maps it: `len` a power of two of at least
+    /// one page and `base` aligned to it (a part of it mapped as a run or block must be aligned
+    /// to its size).
+    pub const fn is_well_formed(&self) -> bool {
+        self.len.is_power_of_two() && self.len >= PAGE_SIZE && self.base.0.is_multiple_of(self.len)
+    }
+
+    /// Whether the page (or byte) at `pa` lies in the region.
+    pub const fn contains(&self, pa: PhysAddr) -> bool {
+        pa.0.wrapping_sub(self.base.0) < self.len
+    }
+
+    /// How many pages of the physical range `[pa, pa + len)` lie in the region.
+    pub fn pages_in(&self, pa: u64, len: u64) -> u64 {
+        let lo = pa.max(self.base.0);
+        let hi = pa.saturating_add(len).min(self.base.0 + self.len);
+        hi.saturating_sub(lo) / PAGE_SIZE
+    }
+
+    /// The part of the region that maps the `size`-aligned range at `va` whole (`size` at most
+    /// `len`): the same offset modulo `len`, so the part is aligned to `size` as a block or run
+    /// needs.
+    const fn part_for(&self, va: u64, size: u64) -> PhysAddr {
+        PhysAddr(self.base.0 + (va & (self.len - 1) & !(size - 1)))
     }
 }
 
@@ -200,8 +266,16 @@ pub struct UserStats {
     pub cow_copies: u64,
     /// Copy-on-write faults that found the last reference and only made it writable.
     pub cow_reuses: u64,
-    /// Data frames held now (a frame shared with another memory counts in each).
+    /// Data frames held now (a frame shared with another memory counts in each; the shared zero
+    /// frame never counts).
     pub data_frames: u64,
+    /// Pages that map the shared zero region now (read-only; a zero block counts each of its
+    /// pages).
+    pub zero_pages: u64,
+    /// Read or execute faults that mapped the shared zero region.
+    pub zero_faults: u64,
+    /// Of those, the faults that mapped a whole 64 KiB run or 2 MiB block of it at once.
+    pub zero_large_faults: u64,
     /// Table frames held now (the root included).
     pub table_frames: u64,
 }
@@ -215,12 +289,21 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     fault_runs: u64,
     fault_blocks: u64,
     data_frames: u64,
+    /// The shared zero region ([`UserFrames::zero_region`]), asked once.
+    zero: Option<ZeroRegion>,
+    /// Pages mapping [`zero`](Self::zero) now, faults that mapped it, and those of them that
+    /// mapped a run or block.
+    zero_pages: u64,
+    zero_faults: u64,
+    zero_large_faults: u64,
     large: LargeFaults,
     /// `mlockall(MCL_FUTURE)`: the lock flags every new area gets (Linux's `mm->def_flags`).
     lock_future: Option<VmaFlags>,
     /// Took part in a fork: its private pages may be shared, so `mprotect` leaves them
-    /// read-only and the first write decides (copy or reuse).
-    shares: bool,
+    /// read-only and the first write decides (copy or reuse). (Private mappings of a memory
+    /// object are asked area by area, `maps_private_object`: every process maps its program
+    /// that way, so a flag set by them would hold in every process.)
+    forked: bool,
     fault_around_pages: u64,
     cow_copies: u64,
     cow_reuses: u64,
@@ -252,8 +335,15 @@ pub fn user_attrs(prot: Prot) -> Option<Attributes> {
         (_, false, true) => UserAccess::ReadExecute,
         (_, false, false) => UserAccess::ReadOnly,
     };
-    // PROT_BTI guards executable pages only (Linux: VM_ARM64_BTI has meaning with VM_EXEC).
-    Some(Attributes::user(access).with_guarded(prot.contains(Prot::BTI) && prot.exec()))
+    // PROT_BTI guards executable pages only (Linux: VM_ARM64_BTI has meaning with VM_EXEC);
+    // PROT_MTE selects the tagged memory type (Linux's `arm64_calc_vm_prot_bits`: VM_MTE gives
+    // PROT_NORMAL_TAGGED), which differs from the untagged one in AttrIndx, so adding or
+    // removing it on a live page is break-before-make (`Attributes::may_change_in_place_to`).
+    Some(
+        Attributes::user(access)
+            .with_guarded(prot.contains(Prot::BTI) && prot.exec())
+            .with_tagged(prot.contains(Prot::MTE)),
+    )
 }
 
 /// Whether `prot` allows `access` (arm64 Linux: every readable, writable or executable page may
@@ -278,6 +368,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         layout: Layout,
     ) -> Self {
         let space = AddressSpace::user(table, issuer, features, targets);
+        let zero = frames.zero_region();
+        debug_assert!(
+            zero.is_none_or(|z| z.is_well_formed()),
+            "a zero region the layer cannot map: {zero:x?}"
+        );
+        let zero = zero.filter(ZeroRegion::is_well_formed);
         Self {
             space,
             vm: VmMap::new(layout),
@@ -286,9 +382,13 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             fault_runs: 0,
             fault_blocks: 0,
             data_frames: 0,
+            zero,
+            zero_pages: 0,
+            zero_faults: 0,
+            zero_large_faults: 0,
             large: LargeFaults::ALL,
             lock_future: None,
-            shares: false,
+            forked: false,
             fault_around_pages: 0,
             cow_copies: 0,
             cow_reuses: 0,
@@ -349,6 +449,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             cow_copies: self.cow_copies,
             cow_reuses: self.cow_reuses,
             data_frames: self.data_frames,
+            zero_pages: self.zero_pages,
+            zero_faults: self.zero_faults,
+            zero_large_faults: self.zero_large_faults,
             table_frames: self.space.table().stats().tables_in_use(),
         }
     }
@@ -410,8 +513,30 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
         let (vstart, vend, vflags) = (vma.start, vma.end, vma.flags);
         let run = crate::descriptor::CONTIGUOUS_ENTRIES as u64 * PAGE_SIZE;
+        // A read or an instruction fetch of private anonymous memory never written: the shared
+        // zero region, read-only, as Linux's `do_anonymous_page` (both for a load and a fetch;
+        // shared anonymous memory is one object for every process mapping it, so it never
+        // gets the zero region). Where a write would have mapped a whole block or run, the
+        // region's part of that size, in one fault, as Linux maps its huge zero page where a
+        // huge page could go (`do_huge_pmd_anonymous_page`); with 16 and 64 KiB pages the block
+        // is larger than the region and the run (2 MiB) is what fits. Else one zero page.
+        if access != Access::Write
+            && let Some(zero) = self.zero
+            && !vflags.contains(VmaFlags::SHARED)
+        {
+            for size in [crate::addr::BLOCK_2M, run] {
+                if size <= zero.len && self.large_candidate(vstart, vend, vflags, page, size, false) {
+                    let start = page & !(size - 1);
+                    // (No table frame for it, or a guard marker in the range: one page then.)
+                    if self.map_zero(start, zero.part_for(start, size), size, attrs).is_ok() {
+                        return Ok(());
+                    }
+                }
+            }
+            return self.map_zero(page, zero.base, PAGE_SIZE, attrs);
+        }
         for size in [crate::addr::BLOCK_2M, run] {
-            if self.large_candidate(vstart, vend, vflags, page, size) {
+            if self.large_candidate(vstart, vend, vflags, page, size, true) {
                 let start = page & !(size - 1);
                 let pages = size / PAGE_SIZE;
                 if let Some(first) = self.frames.alloc_zeroed_contiguous(pages) {
@@ -442,12 +567,113 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
     }
 
+    /// Maps `[va, va + size)` (nothing of it present) to the zero region's pages from `zero`,
+    /// read-only whatever the area's protection: a write must fault and take a frame of its own
+    /// ([`fork`] module: the write fault, which splits a block or run for it). Invalid to valid:
+    /// no TLBI. No page of it is counted among the data frames.
+    fn map_zero(&mut self, va: u64, zero: PhysAddr, size: u64, attrs: Attributes) -> Result<(), Fault> {
+        let planted_writable =
+            mutant!(false, ZeroEntryWritable => size == PAGE_SIZE, ZeroBlockWritable => size > PAGE_SIZE);
+        let attrs = if planted_writable { attrs } else { fork::write_protected(attrs) };
+        self.space.map(VirtAddr(va), zero, size, attrs, Constraints::NONE).map_err(|_| Fault::OutOfMemory)?;
+        self.zero_pages += size / PAGE_SIZE;
+        self.zero_faults += 1;
+        self.zero_large_faults += u64::from(size > PAGE_SIZE);
+        self.faults += 1;
+        Ok(())
+    }
+
+    /// Hands back the frames of the unmapped extent `u` one page at a time, after the flush that
+    /// covered it, except the pages of the shared zero region, which are never freed. An extent
+    /// may join physically contiguous leaves, so it may hold zero pages and data frames beside
+    /// them (a provider may hand out the frames next to the region). Returns `(data frames
+    /// freed, zero pages gone)`.
+    fn release(frames: &mut D, zero: Option<ZeroRegion>, u: &Unmapped) -> (u64, u64) {
+        let pages = u.size / PAGE_SIZE;
+        if zero.is_none_or(|z| z.pages_in(u.pa.0, u.size) == 0) {
+            // The common case, one comparison per extent rather than per page.
+            for i in 0..pages {
+                frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
+            }
+            return (pages, 0);
+        }
+        let mut zeros = 0;
+        for i in 0..pages {
+            let pa = PhysAddr(u.pa.0 + i * PAGE_SIZE);
+            if zero.is_some_and(|z| z.contains(pa)) {
+                zeros += 1;
+                // (The second planted bug: a layer that knew only the region's first page.)
+                let planted_free = mutant!(false, ZeroFreedAtUnmap => true, ZeroBlockPageFreed => zero.is_some_and(|z| z.base != pa));
+                if planted_free {
+                    frames.free(pa);
+                }
+            } else {
+                frames.free(pa);
+            }
+        }
+        (pages - zeros, zeros)
+    }
+
+    /// Whether an area of `[start, end)` maps a memory object privately: its pages may be the
+    /// object's own frames (the page cache), which a write must never reach.
+    fn maps_private_object(&self, start: u64, end: u64) -> bool {
+        let mut cursor = start;
+        while let Some(area) = self.vm.tree().first_ending_after(cursor)
+            && area.start < end
+        {
+            if area.flags.contains(VmaFlags::OBJECT) && !area.flags.contains(VmaFlags::SHARED) {
+                return true;
+            }
+            cursor = area.end;
+        }
+        false
+    }
+
+    /// How many pages of the physical range `[pa, pa + len)` are pages of the shared zero region.
+    fn zero_pages_in(&self, pa: u64, len: u64) -> u64 {
+        self.zero.map_or(0, |z| z.pages_in(pa, len))
+    }
+
+    /// Whether `[pa, pa + len)` holds a page of the shared zero region.
+    fn covers_zero(&self, pa: u64, len: u64) -> bool {
+        self.zero_pages_in(pa, len) != 0
+    }
+
+    /// Whether `pa` is a page of the shared zero region.
+    fn is_zero_page(&self, pa: PhysAddr) -> bool {
+        self.zero.is_some_and(|z| z.contains(pa))
+    }
+
+    /// Whether some present page of `[start, end)` maps the shared zero region.
+    fn holds_zero(&self, start: u64, end: u64) -> bool {
+        if self.zero_pages == 0 {
+            return false;
+        }
+        let mut found = false;
+        let _ = self.space.table().walk(VirtAddr(start), end - start, |leaf| {
+            found |= self.covers_zero(leaf.pa.0, leaf.size);
+        });
+        found
+    }
+
     /// Whether a fault at `page` of the mapping `[vstart, vend)` may map the whole aligned
     /// `size` (64 KiB run or 2 MiB block) around it: private anonymous memory that is not a
     /// stack, the aligned range inside the mapping and nothing of it present, the switch and the
     /// mapping's advice allowing it, and for a block either `MADV_HUGEPAGE` or plenty of free
     /// memory.
-    fn large_candidate(&self, vstart: u64, vend: u64, vflags: VmaFlags, page: u64, size: u64) -> bool {
+    ///
+    /// With `takes_frames` false (the zero region's part is mapped, which costs no memory) the
+    /// free-memory condition does not apply: Linux maps its huge zero page wherever a huge page
+    /// may go.
+    fn large_candidate(
+        &self,
+        vstart: u64,
+        vend: u64,
+        vflags: VmaFlags,
+        page: u64,
+        size: u64,
+        takes_frames: bool,
+    ) -> bool {
         let block = size == crate::addr::BLOCK_2M;
         let allowed = if block { self.large.blocks } else { self.large.runs };
         let kind_ok = !vflags.contains(VmaFlags::NOHUGEPAGE)
@@ -460,6 +686,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return false;
         }
         if block
+            && takes_frames
             && !vflags.contains(VmaFlags::HUGEPAGE)
             && self.frames.free_frames() < BLOCK_FREE_FRAMES_FACTOR * (size / PAGE_SIZE)
         {
@@ -520,11 +747,11 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         self.forget_free(start, end);
         let frames = &mut self.frames;
         let held = &mut self.data_frames;
+        let (zero, zero_pages) = (self.zero, &mut self.zero_pages);
         let free = |u: Unmapped| {
-            for i in 0..u.size / PAGE_SIZE {
-                frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
-                *held -= 1;
-            }
+            let (freed, zeros) = Self::release(frames, zero, &u);
+            *held -= freed;
+            *zero_pages -= zeros;
         };
         let (va, len) = (VirtAddr(start), end - start);
         let result =
@@ -535,8 +762,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         debug_assert!(result.is_ok(), "unmap of [{start:#x}, {end:#x}) failed: {result:?}");
     }
 
-    /// Changes the protection of the present pages of `[start, end)` (AP, PXN, UXN in place, as
-    /// the architecture allows), one flush. `PROT_NONE` keeps the pages (a later `mprotect` must
+    /// Changes the protection of the present pages of `[start, end)` (AP, PXN, UXN and GP in
+    /// place, as the architecture allows; the memory type by break-before-make), one flush. `PROT_NONE` keeps the pages (a later `mprotect` must
     /// find their data) but makes them inaccessible from EL0.
     fn protect_range(&mut self, start: u64, end: u64, prot: Prot) -> Result<(), MapError> {
         if start >= end {
@@ -545,13 +772,25 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         // A page made writable here would not fault on its next write: no longer free.
         self.forget_free(start, end);
         let mut attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
-        if self.shares {
-            // A page may be shared with a parent or child: it stays read-only, and the first
-            // write copies it or, if it is the last reference, makes it writable (Linux keeps
-            // such pages read-only in `mprotect` too, `can_change_pte_writable`).
-            attrs = fork::write_protected(attrs);
+        if prot.write()
+            && (self.forked || self.maps_private_object(start, end) || self.holds_zero(start, end))
+        {
+            // A page may be shared with a parent or child, be a page-cache frame a private
+            // mapping shares with its object, or be the shared zero frame: it stays read-only,
+            // and the first write copies it (or takes a zeroed frame) or, if it is the last
+            // reference, makes it writable (Linux keeps such pages read-only in `mprotect` too,
+            // `can_change_pte_writable`). Anywhere else every page is this memory's alone and
+            // becomes writable at once: a JIT's RX -> RW -> write cycle takes no fault.
+            attrs = mutant!(fork::write_protected(attrs), ObjectPageWritableAtMprotect => {
+                if self.forked || self.holds_zero(start, end) { fork::write_protected(attrs) } else { attrs }
+            });
         }
-        self.space.protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs))
+        // The permissions change in place; PROT_MTE added (it is never removed:
+        // `Prot::kept_from`) also changes the memory type, which the space makes by
+        // break-before-make.
+        let tagged = attrs.tagged();
+        self.space
+            .protect_with(VirtAddr(start), end - start, |a| a.with_permissions_of(attrs).with_tagged(tagged))
     }
 
     // ---- the memory calls -----------------------------------------------------------------
@@ -859,11 +1098,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// (the kernel also invalidates the whole ASID first, so no CPU keeps walk-cache entries of
     /// the freed tables).
     pub fn destroy(self) -> (T, P, D) {
-        let Self { space, mut frames, .. } = self;
+        let Self { space, mut frames, zero, .. } = self;
         let (translation, _, targets) = space.destroy(|u| {
-            for i in 0..u.size / PAGE_SIZE {
-                frames.free(PhysAddr(u.pa.0 + i * PAGE_SIZE));
-            }
+            Self::release(&mut frames, zero, &u);
         });
         (translation, targets, frames)
     }

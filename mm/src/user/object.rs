@@ -601,8 +601,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         b.object.with(&mut |o| got = o.page(index, prot.exec(), frames));
         let pa = got?;
         if !shared && access == Access::Write {
-            let new = self.frames.alloc_zeroed().ok_or(Fault::OutOfMemory)?;
-            self.frames.copy(new, pa);
+            let new = self.frames.alloc_copy_of(pa).ok_or(Fault::OutOfMemory)?;
             if self.map_fresh(page, new, PAGE_SIZE, attrs, prot) {
                 self.cow_copies += 1;
                 return Ok(());
@@ -613,9 +612,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         if !self.frames.share(pa) {
             return Err(Fault::OutOfMemory);
         }
-        // A private mapping shares the object's frame: `mprotect` must keep it read-only too.
+        // A private mapping shares the object's frame: `mprotect` keeps it read-only too (the
+        // area is a private object mapping, `maps_private_object`).
         let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
-        self.shares |= !shared;
         if self.space.map(VirtAddr(page), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
             self.frames.free(pa);
             return Err(Fault::OutOfMemory);
@@ -668,7 +667,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 self.frames.free(pa);
                 return;
             }
-            self.shares |= !shared;
             self.data_frames += 1;
             self.fault_around_pages += 1;
         }

@@ -22,6 +22,7 @@ mod guard;
 mod image;
 mod lazy;
 mod object;
+mod zero;
 
 /// Records every TLBI with its operand.
 #[derive(Default)]
@@ -106,11 +107,14 @@ impl UserFrames for Frames {
     fn free_frames(&self) -> u64 {
         self.free_frames
     }
-    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
+    fn alloc_copy_of(&mut self, src: PhysAddr) -> Option<PhysAddr> {
+        assert!(self.live.contains(&src.0), "copy of a frame not held");
+        let dst = self.alloc_zeroed()?;
         let page = self.contents.get(&src.0).cloned();
         if let Some(page) = page {
             self.contents.insert(dst.0, page);
         }
+        Some(dst)
     }
     fn write(&mut self, pa: PhysAddr, offset: usize, data: &[u8]) {
         assert!(self.live.contains(&pa.0), "write to a frame not held");
@@ -132,8 +136,15 @@ const RW: u64 = PROT_READ | PROT_WRITE;
 const ANON: u64 = MAP_PRIVATE | MAP_ANONYMOUS;
 
 fn memory(range: bool) -> Mem {
+    let mut m = memory_on(Heap, range);
+    m.frames_mut_for_test().free_frames = 1 << 20;
+    m
+}
+
+/// [`memory`] with its table frames from `tables`.
+fn memory_on<T: Translation>(tables: T, range: bool) -> UserMemory<T, Recorder, Targets, Frames> {
     let features = TlbFeatures { range, ..TlbFeatures::BASELINE };
-    let table = PageTable::new(Heap, VaRange::Lower).unwrap();
+    let table = PageTable::new(tables, VaRange::Lower).unwrap();
     let targets = Targets { now: FlushTarget::asid(5, Reach::Local), asked: 0, issued: TlbStats::ZERO };
     let mut m = UserMemory::new(
         table,
@@ -145,7 +156,6 @@ fn memory(range: bool) -> Mem {
     );
     // Page by page, as the tests of the calls expect; `large_memory` has the large faults.
     m.set_large_faults(LargeFaults::NONE);
-    m.frames_mut_for_test().free_frames = 1 << 20;
     m
 }
 
@@ -427,6 +437,52 @@ fn the_global_scope_is_never_asked_for_a_user_space() {
     let ops = tlbis(&m);
     assert_eq!(ops.len(), 1);
     assert!(ops[0].0.is_all_asids(), "{ops:x?}");
+}
+
+#[test]
+fn prot_mte_selects_the_tagged_memory_type_for_every_access() {
+    // Every combination of R, W, X, BTI and MTE: the memory type is tagged exactly when
+    // PROT_MTE is there and the page is accessible; the rest of the attributes are those
+    // without PROT_MTE.
+    for bits in 0..0x40u64 {
+        let prot = Prot::from_bits_truncate(bits);
+        let without = Prot::from_bits_truncate(bits & !0x20);
+        match (super::user_attrs(prot), super::user_attrs(without)) {
+            (Some(a), Some(b)) => {
+                assert_eq!(a.tagged(), bits & 0x20 != 0, "{prot:?}");
+                assert!(!b.tagged());
+                assert_eq!(a.with_tagged(false), b, "{prot:?}");
+            }
+            (None, None) => assert_eq!(bits & 7, 0),
+            other => panic!("{prot:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn mprotect_adds_prot_mte_by_break_before_make_and_never_removes_it() {
+    use crate::descriptor::MemoryType;
+    use crate::vm::prot::PROT_MTE;
+    let mut m = memory(false);
+    let a = m.mmap(0, 2 * PAGE_SIZE, RW | PROT_MTE, ANON | MAP_POPULATE, -1, 0).unwrap();
+    let memory_at = |m: &Mem, va: u64| m.space().query(VirtAddr(va)).unwrap().attrs.memory_type();
+    assert_eq!(memory_at(&m, a), MemoryType::NormalTagged);
+    let pa = m.space().translate(VirtAddr(a)).unwrap().0;
+    // Linux keeps VM_MTE across mprotect: the page stays tagged without PROT_MTE.
+    m.mprotect(a, PAGE_SIZE, RW).unwrap();
+    assert_eq!(memory_at(&m, a), MemoryType::NormalTagged);
+    assert!(m.vm().find(a).unwrap().prot.contains(Prot::MTE));
+    // An untagged page becomes tagged: a new memory type on a live page (break-before-make).
+    let b = m.mmap(0, PAGE_SIZE, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
+    assert_eq!(memory_at(&m, b), MemoryType::NormalWriteBack);
+    let pb = m.space().translate(VirtAddr(b)).unwrap().0;
+    m.mprotect(b, PAGE_SIZE, PROT_READ | PROT_MTE).unwrap();
+    assert_eq!(memory_at(&m, b), MemoryType::NormalTagged);
+    // The frames stay (their tags with them): only the descriptors change.
+    assert_eq!(m.space().translate(VirtAddr(a)).unwrap().0, pa);
+    assert_eq!(m.space().translate(VirtAddr(b)).unwrap().0, pb);
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty());
 }
 
 #[test]

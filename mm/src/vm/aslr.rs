@@ -21,7 +21,8 @@
 //!   loader's reservations, and a quarter less the image above), the rest choose which of
 //!   `2^(bits - in_window_bits)` consecutive windows. The window is aligned to its size and contains the text (the kernel's
 //!   `init_code_window` anchors it there), so the draws still give `bits` bits of distinct
-//!   bases — see [`pie_base`].
+//!   bases — see [`pie_base`]. Without randomisation the base is Linux's, which lies in the middle
+//!   half of the default window too ([`pie_base_unrandomised`]).
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, USER_VA_BITS};
 
 /// Linux's `CONFIG_ARCH_MMAP_RND_BITS_MIN` for arm64, which is also its default: 18 with 4 KiB
@@ -121,6 +122,27 @@ const fn window_bits(bits: u32, window: u64, align: u64) -> u32 {
 /// Bytes of address space the PIE windows of `bits` bits cover.
 pub const fn pie_span(bits: u32, window: u64, align: u64) -> u64 {
     (1u64 << window_bits(bits, window, align)) * window
+}
+
+/// A PIE's load base without randomisation (`norandmaps`, `setarch -R`), for code windows of
+/// `window` bytes and an image aligned to `align` ([`pie_align`]): Linux's (`ELF_ET_DYN_BASE`,
+/// 2/3 of the task size, aligned down to `align`: `0xaaaa_aaaa_0000` for a 64 KiB-aligned
+/// program, 170 MiB into its 512 MiB window), moved into the middle half of its window when it
+/// falls outside it (a window of another size), so that the unrandomised text has the room on
+/// both sides that every draw of [`pie_base`] gives it. A base at the window's start (this
+/// kernel's first fixed base, `0xaaaa_0000_0000`) left half of every neighbourhood of the text
+/// outside the window: LuaJIT's machine code, hinted within 62 MiB of its text, went outside.
+pub const fn pie_base_unrandomised(task_size: u64, window: u64, align: u64) -> u64 {
+    let linux = (task_size / 3 * 2) & !(align - 1);
+    let win = linux & !(window - 1);
+    let (lowest, highest) = (win + window / 4, win + window / 4 * 3 - align);
+    if linux < lowest {
+        lowest
+    } else if linux > highest {
+        highest
+    } else {
+        linux
+    }
 }
 
 /// A PIE's load base for `draw` with `bits` bits of randomisation (`vm.mmap_rnd_bits`), code

@@ -184,3 +184,36 @@ fn a_randomised_space_keeps_code_in_the_window_and_the_heap_out_of_it() {
         m.check();
     }
 }
+
+#[test]
+fn the_unrandomised_pie_base_is_linuxs_and_keeps_the_window_invariants() {
+    // Linux 6.1 arm64 loads a PIE at ELF_ET_DYN_BASE (2/3 of the task size) aligned down to its
+    // p_align, at least a page: 0xaaaa_aaaa_a000 page-aligned with 4 KiB pages, 0xaaaa_aaaa_0000
+    // for Debian's 64 KiB-aligned programs (`setarch -R`). Both lie 170 MiB into their 512 MiB
+    // window.
+    let one_page = pie_align(WINDOW_DEFAULT, 0x1000);
+    assert_eq!(pie_base_unrandomised(TASK, WINDOW_DEFAULT, one_page), 0xaaaa_aaaa_aaaa & !(PAGE - 1));
+    assert_eq!(pie_base_unrandomised(TASK, WINDOW_DEFAULT, 0x1_0000), 0xaaaa_aaaa_0000);
+    // Every window size and alignment: a quarter of the window below the text, a quarter less
+    // the image above (LuaJIT's hints reach 62 MiB either side of its text).
+    let mut window = super::map::WINDOW_MIN;
+    while window <= super::map::WINDOW_MAX {
+        for p_align in [0, PAGE, 0x1_0000, 2 << 20] {
+            let align = pie_align(window, p_align);
+            let base = pie_base_unrandomised(TASK, window, align);
+            assert_eq!(base % align, 0);
+            let win = base & !(window - 1);
+            assert!(base - win >= window / 4, "window {window:#x} align {align:#x}: {base:#x}");
+            assert!(
+                win + window - base >= window / 4 + align,
+                "window {window:#x} align {align:#x}: {base:#x}"
+            );
+        }
+        window *= 2;
+    }
+    // A window whose Linux base would sit in its first quarter is moved up into the middle half
+    // (4 GiB windows: 0xaaaa_aaaa_a000 is 2.7 GiB into 0xaaaa_0000_0000, in; 1 GiB: 682 MiB, in;
+    // so checked with a task size whose 2/3 falls at the start of a window).
+    let task = 3 << 40;
+    assert_eq!(pie_base_unrandomised(task, WINDOW_DEFAULT, PAGE), (2 << 40) + WINDOW_DEFAULT / 4);
+}

@@ -88,14 +88,19 @@ impl Prot {
     pub const EXEC: Prot = Prot(4);
     /// arm64 BTI guarded (meaningful with `EXEC`).
     pub const BTI: Prot = Prot(0x10);
+    /// arm64 MTE (`PROT_MTE`): mapped with the tagged Normal memory type, so that loads and
+    /// stores are checked against the Allocation Tags (Linux's `VM_MTE`). The kernel passes it
+    /// only on a CPU with FEAT_MTE2 (elsewhere it is ignored, as Linux ignores it).
+    pub const MTE: Prot = Prot(0x20);
     /// Read and write.
     pub const RW: Prot = Prot(3);
     /// Read and execute.
     pub const RX: Prot = Prot(5);
 
-    /// From the syscall's `prot` argument, keeping the bits this crate stores (R, W, X, BTI).
+    /// From the syscall's `prot` argument, keeping the bits this crate stores (R, W, X, BTI,
+    /// MTE).
     pub const fn from_bits_truncate(bits: u64) -> Prot {
-        Prot((bits & 0x17) as u8)
+        Prot((bits & 0x37) as u8)
     }
     /// The `PROT_*` bits.
     pub const fn bits(self) -> u64 {
@@ -121,13 +126,22 @@ impl Prot {
     pub const fn union(self, other: Prot) -> Prot {
         Prot(self.0 | other.0)
     }
+    /// `self` as `mprotect` sets it on an area that had `old`: `PROT_MTE` once set stays (Linux
+    /// keeps `VM_MTE` in `mprotect_fixup`: it is not among the flags `mprotect` clears, so a
+    /// tagged area stays tagged and its tags checked).
+    pub const fn kept_from(self, old: Prot) -> Prot {
+        Prot(self.0 | (old.0 & Prot::MTE.0))
+    }
 }
 
 impl core::fmt::Debug for Prot {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let c = |b: bool, ch: char| if b { ch } else { '-' };
         write!(f, "{}{}{}", c(self.read(), 'r'), c(self.write(), 'w'), c(self.exec(), 'x'))?;
-        if self.contains(Prot::BTI) { write!(f, "+bti") } else { Ok(()) }
+        if self.contains(Prot::BTI) {
+            write!(f, "+bti")?;
+        }
+        if self.contains(Prot::MTE) { write!(f, "+mte") } else { Ok(()) }
     }
 }
 

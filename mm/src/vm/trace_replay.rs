@@ -36,9 +36,6 @@ use super::flags::*;
 use super::map::remap::{MREMAP_FIXED, MREMAP_MAYMOVE};
 use super::{Layout, PAGE, Prot, VmMap, VmaFlags};
 
-/// Where this kernel loads a PIE (`kernel/src/process/exec/elf.rs`, `PIE_BASE`), before its
-/// alignment.
-const PIE_BASE: u64 = 0x0000_aaaa_0000_0000;
 /// The initial stack, as the kernel maps it (`kernel/src/process/mod.rs`: `STACK_TOP`, a page
 /// under the top, and 8 MiB).
 const STACK_TOP: u64 = (1 << crate::addr::USER_VA_BITS) - PAGE;
@@ -380,7 +377,15 @@ impl Replay {
         let images = core::mem::take(&mut sp.images);
         let Some(exe) = images.iter().find(|i| !i.interp) else { return };
         let (lo, hi) = exe.span();
-        let bias = if exe.pie { (PIE_BASE & !(exe.align - 1)) - lo } else { 0 };
+        // Where this kernel loads a PIE without randomisation (Linux's place, in the middle half
+        // of its window).
+        let task = 1 << crate::addr::USER_VA_BITS;
+        let align = super::aslr::pie_align(super::map::WINDOW_DEFAULT, exe.align);
+        let bias = if exe.pie {
+            super::aslr::pie_base_unrandomised(task, super::map::WINDOW_DEFAULT, align) - lo
+        } else {
+            0
+        };
         let start_brk = page_up(hi + bias);
         let mut vm = VmMap::new(Layout::linux(start_brk));
         vm.set_library_rule(self.rule);
@@ -809,9 +814,9 @@ const EXPECTED: [(&str, u32, u32, u32); 13] = [
     ("node", 19, if PAGE == 4096 { 2 } else { 5 }, 0),
     // Chez Scheme's code segments, mapped RWX with no hint: code placement.
     ("racket", 6, 20, 0),
-    // LuaJIT's machine code, at a hint 34 MiB below the program's text: the text is at the
-    // window's base, so the hint is outside it (honoured, as Linux; counted).
-    ("luajit", 5, 0, 2),
+    // LuaJIT's machine code, at a hint 34 MiB below the program's text: inside the window,
+    // which holds a quarter of itself (128 MiB) below the text.
+    ("luajit", 5, 2, 0),
     // libffi's RWX page in; Cranelift's code image, mapped read-write with no hint and made
     // executable by mprotect: out (counted).
     ("wasmtime", 13, 1, 1),

@@ -21,7 +21,7 @@ type Row<A, R> = (&'static str, A, Result<R, Errno>);
 type RemapArgs = (u64, u64, u64, u64, u64);
 
 /// The bytes of the page at `va` as the program would read them (zero when not present).
-fn read_page(m: &Mem, va: u64) -> Vec<u8> {
+fn read_page<T: Translation>(m: &UserMemory<T, Recorder, Targets, Frames>, va: u64) -> Vec<u8> {
     match m.space().translate(VirtAddr(va)) {
         Some(pa) => {
             m.frames().contents.get(&(pa.0 & !(P - 1))).cloned().unwrap_or_else(|| std::vec![0; 4096])
@@ -490,4 +490,136 @@ fn mremap_reserves_its_extents_before_it_changes_anything() {
     m.vm().check();
     let (_, _, f) = m.destroy();
     assert!(f.live.is_empty());
+}
+
+/// Table frames from the heap until the budget the test sets runs out.
+#[derive(Clone, Default)]
+struct Budget(std::rc::Rc<core::cell::Cell<Option<u32>>>);
+
+// SAFETY: every frame is the test heap's, as `Heap` hands them out and takes them back.
+unsafe impl Translation for Budget {
+    fn allocate_table(&mut self) -> Option<PhysAddr> {
+        match self.0.get() {
+            Some(0) => return None,
+            Some(n) => self.0.set(Some(n - 1)),
+            None => {}
+        }
+        Heap.allocate_table()
+    }
+    fn deallocate_table(&mut self, pa: PhysAddr) {
+        Heap.deallocate_table(pa);
+    }
+    fn table_ptr(&self, pa: PhysAddr) -> core::ptr::NonNull<[u64; crate::paging::ENTRIES_PER_TABLE]> {
+        Heap.table_ptr(pa)
+    }
+}
+
+/// A move whose destination's tables cannot be had fails with `ENOMEM` and changes nothing:
+/// the pages stay where they were, with their data, in the area they were in (the tables are
+/// reserved before the source changes; a move that unmapped first lost the pages). With enough
+/// table frames, the same move succeeds and carries the data. Swept over every budget from
+/// none to enough, for moves into a table the source shares and into fresh tables, and for a
+/// source that empties its tables (so unmapping it first would free one the count relied on).
+#[test]
+fn a_move_without_tables_for_its_destination_changes_nothing() {
+    // How the destination is chosen: by the kernel, a fixed place in another 1 GiB region, a
+    // fixed place over a mapping it replaces (whose tables the unmap before the move may free),
+    // or a fixed place just below the source in its table.
+    #[derive(Clone, Copy, PartialEq)]
+    enum To {
+        Placed,
+        Far,
+        OverAMapping,
+        Below,
+    }
+    for (what, pages, new_pages, to) in [
+        ("three pages grown to 64, placed by the kernel", 3u64, 64u64, To::Placed),
+        ("one page moved to another 1 GiB region", 1, 1, To::Far),
+        ("a whole table's worth moved far", 8, 8, To::Far),
+        ("four pages moved over a mapping of their size", 4, 4, To::OverAMapping),
+        ("eight pages shrunk to three, moved just below", 8, 3, To::Below),
+    ] {
+        let mut succeeded = false;
+        for budget in 0..8u32 {
+            let tables = Budget::default();
+            let mut m = memory_on(tables.clone(), true);
+            let a = m.mmap(0, pages * P, RW, ANON, -1, 0).unwrap();
+            for i in 0..pages {
+                m.write(a + i * P, &(i as u32 + 1).to_le_bytes()).unwrap();
+            }
+            let fixed = match to {
+                To::Placed => 0,
+                To::Far => (a & !((1 << 30) - 1)) - (1 << 30), // the 1 GiB region below
+                To::OverAMapping => {
+                    let b = (a & !((1 << 30) - 1)) - (1 << 30);
+                    m.mmap(b, pages * P, RW, ANON | MAP_FIXED, -1, 0).unwrap();
+                    for i in 0..pages {
+                        m.write(b + i * P, &[0xee]).unwrap();
+                    }
+                    b
+                }
+                To::Below => a - 16 * P,
+            };
+            let kept = pages.min(new_pages);
+            let (frames_before, data_before) = (m.frames().live.len(), m.stats().data_frames);
+            tables.0.set(Some(budget));
+            let r = if to == To::Placed {
+                m.mremap(a, pages * P, new_pages * P, MAYMOVE, 0)
+            } else {
+                m.mremap(a, pages * P, new_pages * P, MAYMOVE | MREMAP_FIXED, fixed)
+            };
+            tables.0.set(None);
+            let at = match r {
+                Ok(b) => {
+                    succeeded = true;
+                    assert!(m.vm().find(a).is_none() || b == a, "{what}, budget {budget}: the source went");
+                    b
+                }
+                Err(e) => {
+                    assert_eq!(e, Errno::ENOMEM, "{what}, budget {budget}");
+                    assert!(!succeeded, "{what}: a larger budget than one that succeeded failed");
+                    let v = m.vm().find(a).copied().expect("the source area is still there");
+                    assert_eq!((v.start, v.end), (a, a + pages * P), "{what}, budget {budget}");
+                    a
+                }
+            };
+            let shown = if r.is_ok() { kept } else { pages };
+            for i in 0..shown {
+                let page = read_page(&m, at + i * P);
+                assert_eq!(page[..4], (i as u32 + 1).to_le_bytes(), "{what}, budget {budget}, page {i}");
+            }
+            if r.is_err() {
+                // MREMAP_FIXED's target is unmapped before the move, and stays so (Linux too).
+                let replaced = if to == To::OverAMapping { pages } else { 0 };
+                let want = (frames_before - replaced as usize, data_before - replaced);
+                assert_eq!((m.frames().live.len(), m.stats().data_frames), want, "{what}, budget {budget}");
+            }
+            m.vm().check();
+            let (_, _, frames) = m.destroy();
+            assert!(frames.live.is_empty(), "{what}, budget {budget}: every frame freed once");
+        }
+        assert!(succeeded, "{what}: no budget was enough");
+    }
+}
+
+/// A move to a fixed place that Linux refuses after it unmapped the target (here the old range
+/// runs past its mapping: `EFAULT`, which `mremap_to` finds after `do_munmap`) leaves the target
+/// unmapped in the tables too, its frames freed: no page stays mapped where no area is.
+#[test]
+fn a_refused_fixed_move_unmaps_its_target_from_the_tables_too() {
+    let mut m = memory(true);
+    let a = m.mmap(0, 2 * P, RW, ANON, -1, 0).unwrap();
+    m.write(a, &[1]).unwrap();
+    let t = (a & !((1 << 30) - 1)) - (1 << 30);
+    m.mmap(t, 2 * P, RW, ANON | MAP_FIXED, -1, 0).unwrap();
+    m.write(t, &[2]).unwrap();
+    m.write(t + P, &[3]).unwrap();
+    let frames = m.stats().data_frames;
+    assert_eq!(m.mremap(a, 3 * P, 3 * P, MAYMOVE | MREMAP_FIXED, t), Err(Errno::EFAULT));
+    assert!(m.vm().find(t).is_none(), "Linux unmaps the target first");
+    assert!(m.space().query(VirtAddr(t)).is_none() && m.space().query(VirtAddr(t + P)).is_none());
+    assert_eq!(m.stats().data_frames, frames - 2);
+    assert_eq!(read_page(&m, a)[0], 1, "the source is untouched");
+    let (_, _, frames) = m.destroy();
+    assert!(frames.live.is_empty());
 }

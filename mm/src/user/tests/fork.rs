@@ -25,6 +25,8 @@ pub(super) struct PoolState {
     contiguous: bool,
     /// At most this many frames held at once (memory pressure).
     pub(super) limit: Option<usize>,
+    /// The shared zero region, if the pool has one (never counted in `refs`).
+    pub(super) zero: Option<ZeroRegion>,
 }
 
 /// Frames with reference counts, shared by every memory of a test.
@@ -58,8 +60,12 @@ impl UserFrames for Pool {
     fn free_frames(&self) -> u64 {
         1 << 20
     }
+    fn zero_region(&self) -> Option<ZeroRegion> {
+        self.0.borrow().zero
+    }
     fn free(&mut self, pa: PhysAddr) {
         let mut s = self.0.borrow_mut();
+        assert!(!s.zero.is_some_and(|z| z.contains(pa)), "a page of the zero region freed: {pa:x?}");
         let n = s.refs.get_mut(&pa.0).unwrap_or_else(|| panic!("frame {:#x} freed once too often", pa.0));
         *n -= 1;
         if *n == 0 {
@@ -90,12 +96,14 @@ impl UserFrames for Pool {
     fn sync_icache(&mut self, pa: PhysAddr) {
         *self.0.borrow_mut().icache_syncs.entry(pa.0).or_default() += 1;
     }
-    fn copy(&mut self, dst: PhysAddr, src: PhysAddr) {
+    fn alloc_copy_of(&mut self, src: PhysAddr) -> Option<PhysAddr> {
+        assert!(self.0.borrow().refs.contains_key(&src.0), "copy of a frame not held");
+        let dst = self.alloc_zeroed()?;
         let mut s = self.0.borrow_mut();
-        assert!(s.refs.contains_key(&dst.0) && s.refs.contains_key(&src.0));
         if let Some(page) = s.contents.get(&src.0).cloned() {
             s.contents.insert(dst.0, page);
         }
+        Some(dst)
     }
 }
 

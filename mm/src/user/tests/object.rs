@@ -88,6 +88,38 @@ fn shared_mappings_see_one_frame_and_private_ones_copy() {
     assert_eq!(live(&pool), 0, "every frame back once");
 }
 
+/// A private object mapping keeps the object's frames read-only through `mprotect`, and makes
+/// no other area's pages read-only: every process maps its program privately from the page
+/// cache, and a JIT's cycle (`mprotect` RW, write, `mprotect` RX, run) on its own anonymous page
+/// must write without a fault (Linux: `can_change_pte_writable` for an exclusive anonymous page).
+#[test]
+fn a_private_object_mapping_leaves_anonymous_pages_writable_at_mprotect() {
+    let pool = Pool::default();
+    let mut m = parent(&pool, false);
+    let (cell, h) = object(&pool, PAGE_SIZE);
+    let s = m.mmap_object(0, PAGE_SIZE, RW, SHARED, h.clone(), 0).unwrap();
+    let p = m.mmap_object(0, PAGE_SIZE, RW, PRIVATE, h, 0).unwrap();
+    m.fault(p, Access::Read).unwrap();
+    let anon = m.mmap(0, PAGE_SIZE, RW, PRIVATE | MAP_ANONYMOUS, -1, 0).unwrap();
+    m.write(anon, &[1]).unwrap();
+    let faults = m.stats().faults;
+    for i in 0..3 {
+        m.mprotect(anon, PAGE_SIZE, RW).unwrap();
+        assert!(writable(&m, anon), "the anonymous page is this memory's alone: writable at once");
+        m.write(anon, &[i]).unwrap();
+        m.mprotect(anon, PAGE_SIZE, PROT_READ | PROT_EXEC).unwrap();
+    }
+    assert_eq!(m.stats().faults, faults, "the cycle took no fault");
+    m.mprotect(p, PAGE_SIZE, PROT_READ).unwrap();
+    m.mprotect(p, PAGE_SIZE, RW).unwrap();
+    assert!(!writable(&m, p), "a private view never writes the object's frame");
+    m.write(p, &[7]).unwrap();
+    assert_eq!((rd(&mut m, &pool, p), rd(&mut m, &pool, s)), (7, 0), "the write made a private copy");
+    drop(m.destroy());
+    release(&cell, &pool);
+    assert_eq!(live(&pool), 0, "every frame back once");
+}
+
 /// Shrinking unmaps the pages past the end from every mapping, private copies included, with
 /// the object's frames dropped; an access there is `Fault::Bus` until the object grows again
 /// (then the page reads zero). A page the end cuts keeps its head and reads zero past the end.

@@ -72,7 +72,7 @@ impl VmMap {
         }
         let end =
             page_up(len).and_then(|l| addr.checked_add(l)).filter(|&e| e > addr).ok_or(Errno::ENOMEM)?;
-        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI) != 0 {
+        if prot & !(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM | PROT_BTI | PROT_MTE) != 0 {
             return Err(Errno::EINVAL);
         }
         let new = Prot::from_bits_truncate(prot);
@@ -130,7 +130,8 @@ impl VmMap {
         if let Some((i, _)) = stop {
             pieces.truncate(i);
         }
-        for p in pieces.iter().filter(|p| p.prot != new) {
+        for p in pieces.iter().filter(|p| p.prot != new.kept_from(p.prot)) {
+            let new = new.kept_from(p.prot);
             if let Err(e) = out.changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new }) {
                 out.changes.truncate(0);
                 return Err(e);
@@ -142,7 +143,7 @@ impl VmMap {
             out.changes.truncate(0);
             return Err(e);
         }
-        self.rewrite_from(&pieces, Some(&around), |p| Vma { prot: new, ..*p });
+        self.rewrite_from(&pieces, Some(&around), |p| Vma { prot: new.kept_from(p.prot), ..*p });
         if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
@@ -176,6 +177,7 @@ impl VmMap {
         // descent that counts a piece's splits is not needed.
         let roomy = count.saturating_add(pieces.len().saturating_mul(2)) <= max;
         for (i, p) in pieces.iter().enumerate() {
+            let new = new.kept_from(p.prot);
             if p.prot == new {
                 continue;
             }

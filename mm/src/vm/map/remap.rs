@@ -61,6 +61,16 @@ pub struct Remapped {
     pub duplicated: Option<Move>,
 }
 
+/// A refused `mremap`: its errno, and the ranges it had already removed from the map (unmap
+/// them and free their frames, as for [`Remapped::unmapped`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The call's error.
+    pub errno: Errno,
+    /// Ranges removed before the call failed.
+    pub unmapped: Vec<(u64, u64)>,
+}
+
 /// Linux's `PAGE_ALIGN`, wrapping as it does (a length within a page of 2^64 becomes 0).
 const fn page_align_wrapping(x: u64) -> u64 {
     x.wrapping_add(PAGE - 1) & !(PAGE - 1)
@@ -90,6 +100,46 @@ impl VmMap {
         flags: u64,
         new_addr: u64,
     ) -> Result<Remapped, Errno> {
+        self.mremap_gated(addr, old_len, new_len, flags, new_addr, &mut |_| Ok(())).map_err(|r| r.errno)
+    }
+
+    /// [`mremap`](Self::mremap), asking `ready` before a move changes anything: the caller
+    /// readies what moving the pages will need (the page tables at the destination), so that
+    /// once the source is gone the move cannot fail half-way. An error from `ready` is the
+    /// call's, with nothing changed but what Linux's `mremap_to` removes before it can fail.
+    ///
+    /// # Errors
+    /// As [`mremap`](Self::mremap), and `ready`'s, with the ranges a refused move to a given
+    /// place had already removed (its `MREMAP_FIXED` target, the tail of a shrunk source, as
+    /// Linux unmaps them first): the caller unmaps them all the same.
+    pub fn mremap_gated(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u64,
+        new_addr: u64,
+        ready: &mut dyn FnMut(&Move) -> Result<(), Errno>,
+    ) -> Result<Remapped, Refused> {
+        let mut out = Remapped { addr, unmapped: Vec::new(), moved: None, populate: None, duplicated: None };
+        match self.remap(addr, old_len, new_len, flags, new_addr, &mut out, ready) {
+            Ok(()) => Ok(out),
+            Err(errno) => Err(Refused { errno, unmapped: out.unmapped }),
+        }
+    }
+
+    /// [`mremap_gated`](Self::mremap_gated) filling `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn remap(
+        &mut self,
+        addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: u64,
+        new_addr: u64,
+        out: &mut Remapped,
+        ready: &mut dyn FnMut(&Move) -> Result<(), Errno>,
+    ) -> Result<(), Errno> {
         let maymove = flags & MREMAP_MAYMOVE != 0;
         if flags & !(MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP) != 0
             || (flags & MREMAP_FIXED != 0 && !maymove)
@@ -106,10 +156,8 @@ impl VmMap {
         if self.sealed_at(addr) {
             return Err(Errno::EPERM);
         }
-        let mut out = Remapped { addr, unmapped: Vec::new(), moved: None, populate: None, duplicated: None };
         if flags & (MREMAP_FIXED | MREMAP_DONTUNMAP) != 0 {
-            self.mremap_to(addr, old_len, new_addr, new_len, flags, &mut out)?;
-            return Ok(out);
+            return self.mremap_to(addr, old_len, new_addr, new_len, flags, out, ready);
         }
         if old_len >= new_len {
             // Always allowed: unmap the tail. A failed unmap matters only when there is one.
@@ -119,7 +167,7 @@ impl VmMap {
                 Some(Err(e)) => return Err(e),
                 None => return Err(Errno::EINVAL),
             }
-            return Ok(out);
+            return Ok(());
         }
         let vma = self.vma_to_resize(addr, old_len, new_len, flags)?;
         if old_len == vma.end - addr && self.expandable(&vma, new_len - old_len) {
@@ -131,18 +179,18 @@ impl VmMap {
             self.reserve()?;
             self.add_merge(Vma { start: vma.end, end, ..vma });
             out.populate = locked_populate(&vma, vma.end, end);
-            return Ok(out);
+            return Ok(());
         }
         if !maymove {
             return Err(Errno::ENOMEM);
         }
         let to = self.place_like(&vma, 0, new_len, false)?;
-        self.move_vma(vma, addr, old_len, new_len, to, flags, &mut out)?;
-        Ok(out)
+        self.move_vma(vma, addr, old_len, new_len, to, flags, out, ready)
     }
 
     /// Linux's `mremap_to`: a move to `new_addr` (`MREMAP_FIXED`) or near it (a hint, with
     /// `MREMAP_DONTUNMAP` alone).
+    #[allow(clippy::too_many_arguments)]
     fn mremap_to(
         &mut self,
         addr: u64,
@@ -151,6 +199,7 @@ impl VmMap {
         new_len: u64,
         flags: u64,
         out: &mut Remapped,
+        ready: &mut dyn FnMut(&Move) -> Result<(), Errno>,
     ) -> Result<(), Errno> {
         let ts = self.layout.task_size;
         if new_addr & (PAGE - 1) != 0 || new_len > ts || new_addr > ts - new_len {
@@ -181,7 +230,7 @@ impl VmMap {
             return Err(Errno::ENOMEM);
         }
         let to = self.place_like(&vma, new_addr, new_len, fixed)?;
-        self.move_vma(vma, addr, old_len, new_len, to, flags, out)
+        self.move_vma(vma, addr, old_len, new_len, to, flags, out, ready)
     }
 
     /// Linux's `vma_to_resize`: the mapping containing `addr`, if the old range may be resized
@@ -271,6 +320,7 @@ impl VmMap {
         to: u64,
         flags: u64,
         out: &mut Remapped,
+        ready: &mut dyn FnMut(&Move) -> Result<(), Errno>,
     ) -> Result<(), Errno> {
         if self.tree.len() >= self.layout.max_map_count.saturating_sub(3) {
             return Err(Errno::ENOMEM);
@@ -286,24 +336,26 @@ impl VmMap {
             out.populate = locked_populate(&vma, to, to + new_len);
             return Ok(());
         }
+        let moved = Move { from, to, len: old_len, pages_only: vma.flags.contains(VmaFlags::NOHUGEPAGE) };
         if flags & MREMAP_DONTUNMAP != 0 {
             if accountable(vma.prot, vma.flags, false) && !self.enough_memory(new_len) {
                 return Err(Errno::ENOMEM);
             }
+            ready(&moved)?;
             // The old range lies in the one mapping `vma`: one piece.
             let piece = vma.clip(from, from + old_len);
             let unlocked = VmaFlags::LOCKED.union(VmaFlags::LOCKONFAULT);
             self.reserve()?;
             self.rewrite(&[piece], |p| Vma { flags: p.flags.difference(unlocked), ..*p });
         } else {
+            ready(&moved)?;
             self.reserve()?;
             self.remove_range(from, from + old_len)?;
         }
         self.reserve()?;
         self.add_merge(Vma { start: to, end: to + new_len, ..vma });
         out.addr = to;
-        out.moved =
-            Some(Move { from, to, len: old_len, pages_only: vma.flags.contains(VmaFlags::NOHUGEPAGE) });
+        out.moved = Some(moved);
         out.populate = locked_populate(&vma, to + old_len, to + new_len);
         Ok(())
     }
