@@ -12,7 +12,15 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("none") {
         println!("cargo:rustc-link-arg=-T{script}");
-        println!("cargo:rustc-link-arg=--no-pie");
+        // A position-independent executable, so boot::kaslr can move it (with
+        // `-C relocation-model=pie` in .cargo/config.toml): no dynamic linker; relocations may
+        // patch .text (head.rs's literal pools), which is only ever written through the early
+        // map; and every relocation also applied in the file, so the Image runs at its link
+        // address without relocating itself (nokaslr, or no seed).
+        println!("cargo:rustc-link-arg=-pie");
+        println!("cargo:rustc-link-arg=--no-dynamic-linker");
+        println!("cargo:rustc-link-arg=-znotext");
+        println!("cargo:rustc-link-arg=--apply-dynamic-relocs");
         let page_size = if std::env::var_os("CARGO_FEATURE_GRANULE_64K").is_some() {
             65536
         } else if std::env::var_os("CARGO_FEATURE_GRANULE_16K").is_some() {

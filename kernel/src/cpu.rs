@@ -10,6 +10,7 @@ use mm::addr::PAGE_SIZE;
 
 /// Most CPUs this kernel drives.
 pub const MAX_CPUS: usize = 8;
+const _: () = assert!(MAX_CPUS <= crate::arch::aarch64::mte::CPU_SLOTS);
 /// MPIDR affinity bits (Aff3 and Aff2..Aff0), as a `cpu` node's `reg` holds them.
 pub const MPIDR_AFFINITY: u64 = devicetree::machine::MPIDR_AFFINITY;
 

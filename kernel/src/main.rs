@@ -64,6 +64,7 @@ mod syscall;
 #[cfg(feature = "test-image")]
 mod tests;
 mod trap;
+mod vdso;
 mod wallclock;
 
 use core::sync::atomic::{AtomicPtr, Ordering};
@@ -147,7 +148,7 @@ extern "C" fn kernel_main(
     }
     if !layout::check_link_address() {
         boot_failure(format_args!(
-            "linked at {:#x}, expected the Image at {:#x}",
+            "running at {:#x}, which is neither the link address {:#x} nor a KASLR address",
             layout::image().start,
             boot::early_map::KIMAGE_VADDR
         ));
@@ -273,6 +274,8 @@ extern "C" fn kernel_main(
         fdt: (fdt_pa, fdt_size),
         console: console.map(|(_, pa, _, span, _)| (pa, span)),
     };
+    // MTE's MAIR byte and tag access, before the linear map is built tagged.
+    arch::aarch64::mte::init_cpu();
     let mapped = match kernel_map::build_and_switch(&inputs) {
         Ok(m) => m,
         Err(e) => boot_failure(format_args!("building the kernel map failed: {e:?}")),
@@ -303,6 +306,7 @@ extern "C" fn kernel_main(
     // The reference counts of frames shared by fork, made before anything measures frames in
     // use (a table made at the first fork would look like a leak of the program that forked).
     frames::init_shared_counts();
+    frames::init_zero_region();
     // The heap starts with a main region of about 1/32 of RAM and grows from frames up to a
     // quarter of RAM (memory::heap).
     heap::set_ceiling((usable.total() / 4) as usize);
@@ -338,6 +342,7 @@ extern "C" fn kernel_main(
     });
     apply_loglevel(booted.machine.bootargs);
     process::aslr::configure(booted.machine.bootargs);
+    arch::aarch64::pauth::configure(booted.machine.bootargs);
     report::print(booted);
     // Before the first process: AT_RANDOM, keys and layouts all draw from it.
     kprintln!("  random: {}", random::seed_at_boot(&booted.machine.fdt));
@@ -351,6 +356,7 @@ extern "C" fn kernel_main(
         Err(why) => kprintln!("  interrupts: none ({}); no preemption, CPUs poll", why),
     }
     kprintln!("  wall clock: {}", wallclock::init(&booted.machine.fdt));
+    kprintln!("  vDSO: {}", vdso::init());
     kprintln!("  console input: {}", fs::tty::enable_interrupts(&booted.machine));
     process::signals::timers::init();
     for (node, outcome) in smp::start_secondaries(&booted.machine, load_pa, early_ttbr0) {

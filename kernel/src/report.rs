@@ -12,11 +12,14 @@ pub fn print(b: &Booted) {
     let cpu = &b.cpu;
     kprintln!("kernel {} ({}) booting", env!("CARGO_PKG_VERSION"), env!("KERNEL_GIT_DESCRIBE"));
     kprintln!(
-        "  entered at EL{}, Image loaded at {:#x}, linked at {:#x}",
+        "  entered at EL{}, Image loaded at {:#x}, linked at {:#x}, running at {:#x} ({})",
         b.boot.entry_el,
         b.boot.load_pa,
-        crate::boot::early_map::KIMAGE_VADDR
+        crate::boot::early_map::KIMAGE_VADDR,
+        crate::memory::layout::image().start,
+        crate::boot::kaslr::outcome()
     );
+    print_linear_map();
     if let Some(h) = &b.uefi {
         let mem = &h.memory;
         kprintln!(
@@ -181,4 +184,21 @@ pub fn print(b: &Booted) {
     }
     kprintln!("{line}");
     kprintln!("  counter: {} Hz; time from entry to this report: {} us", freq, us);
+}
+
+/// Where the linear map puts physical 0, and why there (randomised with KASLR's seed where the
+/// CPU's physical addresses leave room: `memory::layout`).
+fn print_linear_map() {
+    use crate::boot::kaslr::{self, Kaslr};
+    use crate::memory::layout;
+    let offset = kaslr::linear_offset();
+    let at = layout::LINEAR_BASE + offset;
+    match kaslr::outcome() {
+        _ if offset != 0 => kprintln!("  linear map: physical 0 at {at:#x} (KASLR: offset {offset:#x})"),
+        Kaslr::Moved { .. } | Kaslr::NoRoom => kprintln!(
+            "  linear map: physical 0 at {at:#x} (not randomised: {}-bit physical addresses leave no room)",
+            kaslr::physical_address_bits()
+        ),
+        other => kprintln!("  linear map: physical 0 at {at:#x} (not randomised: {other})"),
+    }
 }

@@ -44,7 +44,7 @@ pub fn start_secondaries(machine: &Machine<'_>, load_pa: u64, early_ttbr0: u64) 
     let boot_mpidr = MPIDR_EL1.get() & MPIDR_AFFINITY;
     CPUS[0].mpidr.store(boot_mpidr, Ordering::Relaxed);
     CPUS[0].online_at.store(crate::arch::time::counter(), Ordering::Relaxed);
-    let entry_pa = (secondary_entry_address()).wrapping_sub(crate::boot::early_map::KIMAGE_VADDR) + load_pa;
+    let entry_pa = (secondary_entry_address()).wrapping_sub(crate::memory::layout::image().start) + load_pa;
     let mut results = Vec::new();
     let mut index = 1;
     for node in machine.cpus.iter().cloned() {
@@ -197,6 +197,7 @@ extern "C" fn secondary_main(cpu: u64) -> ! {
     crate::arch::cpu::enable_pan(&features);
     crate::arch::pmu::enable_instruction_counter();
     crate::arch::aarch64::cpu::init_el0_controls();
+    crate::arch::aarch64::mte::init_cpu();
     let irqs = crate::irq::init_cpu();
     kprintln!(
         "cpu{}: online (MPIDR {:#x}, {}){}",

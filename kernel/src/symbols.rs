@@ -41,6 +41,8 @@ fn blob() -> &'static [u8] {
 
 /// The symbol containing `addr`, and the offset of `addr` into it; `None` when no symbol
 /// covers `addr` or the table is missing or corrupt.
+/// `addr` is a link address, as the table holds them: a run address less `boot::kaslr::offset()`
+/// (which `trap::kernel::symbol_at` subtracts).
 pub fn lookup(addr: u64) -> Option<(&'static str, u64)> {
     format::lookup(blob(), addr)
 }

@@ -3,9 +3,13 @@
 //! `arm,pl031` node (QEMU virt has one, started at the host's time). A machine without one (a
 //! Raspberry Pi has no RTC) keeps offset 0, so its CLOCK_REALTIME counts from 1970 at boot, and
 //! the boot report says so. `settimeofday`/`clock_settime` are not offered.
+//!
+//! CLOCK_MONOTONIC is the counter times a scale ([`CounterScale`]), the same the vDSO's data
+//! page publishes, so that the system call and the vDSO compute the same time from the same
+//! counter reading.
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use linux_abi::time::{civil_from_unix, ns_to_ticks, ticks_to_ns};
+use linux_abi::time::{CounterScale, civil_from_unix, ns_to_ticks};
 
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
 static OFFSET_NS: AtomicU64 = AtomicU64::new(0);
@@ -34,9 +38,23 @@ pub fn init(fdt: &crate::devicetree::Fdt<'_>) -> alloc::string::String {
     alloc::format!("PL031 at {pa:#x}: {y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
 }
 
+/// The scale's multiplier (0: not computed yet).
+static SCALE_MULT: AtomicU64 = AtomicU64::new(0);
+
+/// The counter's scale, computed once from its frequency (which does not change).
+pub fn scale() -> CounterScale {
+    let mult = SCALE_MULT.load(Ordering::Relaxed);
+    if mult != 0 {
+        return CounterScale { mult };
+    }
+    let scale = CounterScale::new(crate::arch::time::frequency());
+    SCALE_MULT.store(scale.mult, Ordering::Relaxed);
+    scale
+}
+
 /// CLOCK_MONOTONIC in nanoseconds.
 pub fn monotonic_ns() -> u64 {
-    ticks_to_ns(crate::arch::time::counter(), crate::arch::time::frequency())
+    scale().ns(crate::arch::time::counter())
 }
 
 /// CLOCK_REALTIME in nanoseconds since 1970.

@@ -61,8 +61,14 @@ pub const SCTLR_EL1_MMU_ON: u64 = SCTLR_EL1_MMU_OFF | (1 << 0) | (1 << 2) | (1 <
 /// 16 KiB (levels 0 to 3, a level-3 table spans 32 MiB): TTBR0 1 + 1 + 1 + 2 (the Image may
 /// cross a 32 MiB line), TTBR1 1 + 1 + 1 + 1 (the Image) + 1 (the device-tree and UART windows,
 /// 512 MiB up, one 32 MiB span). 64 KiB (levels 1 to 3, a level-3 table spans 512 MiB): TTBR0
-/// 1 + 1 + 2, TTBR1 1 + 1 + 1 + 1. So 10 covers every granule.
-const ARENA_PAGES: usize = 10;
+/// 1 + 1 + 2, TTBR1 1 + 1 + 1 + 1. So 10 covers every granule, and [`ALIAS_PAGES`] more the
+/// Image's second, randomised address.
+const ARENA_PAGES: usize = 10 + ALIAS_PAGES;
+/// Table pages the Image's randomised alias ([`map_image_alias`]) may need: it lies in another
+/// top-level entry than the link address, so 4 KiB pages need a level-1 and a level-2 table, and
+/// one more of each where the Image crosses a 1 GiB or 512 GiB line; 16 KiB a level-2 and two
+/// level-3 (a 32 MiB line); 64 KiB a level-2 and two level-3 (a 512 MiB line).
+const ALIAS_PAGES: usize = 4;
 
 /// The level the early map's leaves sit at: 2 (2 MiB blocks) with 4 KiB pages, 3 (pages)
 /// with 16 KiB and 64 KiB.
@@ -80,6 +86,24 @@ struct Arena(UnsafeCell<[AlignedTable; ARENA_PAGES]>);
 unsafe impl Sync for Arena {}
 
 static EARLY_TABLES: Arena = Arena(UnsafeCell::new([AlignedTable([0; ENTRIES_PER_TABLE]); ARENA_PAGES]));
+
+/// What [`map_image_alias`] needs of the early map once the MMU is on: the physical addresses of
+/// the arena and of the kernel half's tree, and the arena pages used. Written once by
+/// `early_map` with the MMU off (it is in .bss, which the entry code invalidates afterwards, so
+/// the cached view reads what was written).
+#[derive(Clone, Copy)]
+struct ArenaState {
+    base: u64,
+    used: usize,
+    root1: u64,
+}
+
+struct Shared(UnsafeCell<ArenaState>);
+// SAFETY: written by the boot CPU only, before the MMU is on and before any other CPU runs;
+// read and updated by the boot CPU in `map_image_alias`, still before any other CPU runs.
+unsafe impl Sync for Shared {}
+
+static ARENA_STATE: Shared = Shared(UnsafeCell::new(ArenaState { base: 0, used: 0, root1: 0 }));
 
 // The early map's attributes, as compile-time constants of the mm crate's one descriptor
 // encoding (`const` items: nothing of `Attributes` is left to run here but the `u64`s).
@@ -192,7 +216,7 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
         static __image_end: u8;
     }
     // PC-relative: these are physical addresses here, and their difference is the image size.
-    let image_size = (&raw const __image_end) as u64 - (&raw const __image_start) as u64;
+    let image_size = super::pc_relative!(__image_end) - super::pc_relative!(__image_start);
     let mmfr0 = crate::arch::aarch64::translation::read_mmfr0();
     if let Err(message) = crate::arch::aarch64::translation::granule_supported(mmfr0) {
         early_say(message);
@@ -226,6 +250,14 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
         early_say(b"kernel: the early page-table arena is too small for this image\r\n");
         return REFUSED;
     }
+    // SAFETY: the boot CPU alone, MMU off, nothing else reads it yet (see `ArenaState`).
+    unsafe {
+        ARENA_STATE.0.get().write_volatile(ArenaState {
+            base: arena.base as u64,
+            used: arena.used,
+            root1: root1 as u64,
+        })
+    };
     #[cfg(feature = "lpa2")]
     if lpa2::LEVEL_MINUS_ONE {
         // A 52-bit kernel half with 4 KiB pages walks from a level -1 table; its last entry is
@@ -245,6 +277,40 @@ extern "C" fn early_map(load_pa: u64, fdt_pa: u64) -> EarlyRoots {
 fn roots(root0: u64, root1: u64, mmfr0: u64) -> EarlyRoots {
     use crate::arch::aarch64::translation::{tcr_el1, ttbr};
     EarlyRoots { ttbr0: ttbr(root0, 0), ttbr1: ttbr(root1, 0), tcr: tcr_el1(mmfr0) }
+}
+
+/// Maps the Image a second time, at `va` (2 MiB aligned, in the kernel half, clear of the early
+/// windows), in the early map's kernel-half tree, for `boot::kaslr`: called once on the boot CPU
+/// with the MMU on, before the final map exists. The tables are reached at their physical
+/// addresses through the early identity map (TTBR0), which covers the whole Image and so the
+/// arena. Returns false, having changed nothing the running kernel uses, when the arena is out
+/// of pages or a slot is already taken.
+pub fn map_image_alias(va: u64, load_pa: u64) -> bool {
+    unsafe extern "C" {
+        static __image_start: u8;
+        static __image_end: u8;
+    }
+    let image_size = super::pc_relative!(__image_end) - super::pc_relative!(__image_start);
+    // SAFETY: see `ArenaState`: the boot CPU alone, before any other CPU runs.
+    let state = unsafe { &mut *ARENA_STATE.0.get() };
+    if state.root1 == 0 || !va.is_multiple_of(WINDOW_ALIGN) {
+        return false;
+    }
+    let mut arena = Bump { base: state.base as *mut Table, used: state.used };
+    let ok = map_range(
+        &mut arena,
+        state.root1 as *mut Table,
+        va,
+        load_pa,
+        image_size.next_multiple_of(EARLY_LEAF),
+        IMAGE,
+    );
+    state.used = arena.used;
+    // The new entries filled invalid slots (no break-before-make): they need only be visible to
+    // the table walker before the first access through them.
+    // SAFETY: barriers only.
+    unsafe { core::arch::asm!("dsb ishst", "isb", options(nostack, preserves_flags)) };
+    ok
 }
 
 /// Writes a message to the board's fallback UART with the MMU off (device memory by default), for

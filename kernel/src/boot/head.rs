@@ -2,7 +2,8 @@
 //!
 //! Everything here runs at the physical address the loader chose, so it uses only PC-relative
 //! addressing (`adr`, `adrp`) until the MMU is on; the one absolute address (`high_entry`) is
-//! loaded from a literal and used only after the MMU maps the link address.
+//! loaded from a literal and used only after the MMU maps the link address. The literals are
+//! relocations of the position-independent Image: `boot::kaslr` rewrites them when it moves it.
 //!
 //! The header is both the arm64 Image header and a PE/COFF header, so UEFI firmware can start
 //! the same file as an EFI application (`firmware::efi_stub`), which enters `primary_entry` as a
@@ -150,7 +151,7 @@ pe_sections:
     .section .text.boot, "ax"
     // Configure EL2 just enough for an EL1 kernel, then drop to EL1 at \target. Used by the
     // boot CPU and by every secondary CPU (all CPUs enter at the same EL, booting.rst). It uses
-    // the numeric labels 1: to 5: internally, so callers branch around it with named labels.
+    // the numeric labels 1: to 6: internally, so callers branch around it with named labels.
     //
     // HCR_EL2.E2H is set whenever the CPU has FEAT_VHE (ID_AA64MMFR1_EL1.VH), and read back:
     // Apple's cores implement only E2H == 1 (the bit is RES1 there, and m1n1 enters the kernel at
@@ -165,7 +166,12 @@ pe_sections:
     // FP/SIMD instruction.)
     .macro DROP_TO_EL1 target
     ldr     x0, ={hcr}
-    mrs     x1, id_aa64mmfr1_el1
+    mrs     x1, id_aa64pfr1_el1
+    ubfx    x1, x1, #8, #4           // MTE
+    cmp     x1, #2
+    b.lo    6f
+    orr     x0, x0, #(1 << 56)       // ATA: tag access at EL1 and EL0 (FEAT_MTE2, as Linux's init_el2)
+6:  mrs     x1, id_aa64mmfr1_el1
     ubfx    x1, x1, #8, #4           // VH
     cbz     x1, 3f
     orr     x0, x0, #(1 << 34)       // E2H
@@ -361,7 +367,9 @@ early_vectors:
     .section .text, "ax"
 high_entry:
     // Now at the link address. SP_EL1 is the exception stack; the kernel itself runs on SP_EL0
-    // (EL1t), so a kernel stack overflow into its guard page is taken on a good stack.
+    // (EL1t), so a kernel stack overflow into its guard page is taken on a good stack. (SP_EL0
+    // cannot be written while it is the stack: after a KASLR move this runs again from EL1t.)
+    msr     spsel, #1
     ldr     x0, =__exception_stack_top
     mov     sp, x0
     ldr     x0, =exception_vectors
@@ -372,7 +380,17 @@ high_entry:
     msr     spsel, #0
     mov     x29, xzr
     mov     x30, xzr
+    // boot::kaslr: moves the Image to a random address (the early map showing it there too, its
+    // relocated words rewritten) and answers the distance, or 0 where it stays. Moved, the
+    // literal below holds high_entry's new address: start again from there, with the stacks and
+    // vectors at their new addresses (the second call answers 0).
     mov     x0, x19
+    mov     x1, x20
+    bl      kaslr_relocate
+    cbz     x0, 1f
+    ldr     x8, =high_entry
+    br      x8
+1:  mov     x0, x19
     mov     x1, x20
     mov     x2, x21
     mov     x3, x22

@@ -251,7 +251,7 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
         }
     }
     console.say(b"EFI stub: running at ");
-    console.hex((&raw const __image_start) as u64);
+    console.hex(crate::boot::pc_relative!(__image_start));
     console.say(b"; device tree ");
     console.hex(fdt);
     console.say(b", ACPI RSDP ");
@@ -280,9 +280,9 @@ extern "efiapi" fn efi_pe_entry(image_handle: *mut c_void, system_table: *const 
     let fdt_bytes = fdt_size(fdt);
 
     // 2. A 2 MiB-aligned Image.
-    let base = (&raw const __image_start) as u64;
-    let file_bytes = (&raw const __data_file_end) as u64 - base;
-    let image_bytes = (&raw const __image_end) as u64 - base;
+    let base = crate::boot::pc_relative!(__image_start);
+    let file_bytes = crate::boot::pc_relative!(__data_file_end) - base;
+    let image_bytes = crate::boot::pc_relative!(__image_end) - base;
     let target = if base.is_multiple_of(BLOCK_2M) {
         base
     } else {

@@ -13,6 +13,7 @@
 //! - [`tty`]: the console as the programs' terminal (the line discipline between the UART and
 //!   `read`);
 //! - [`pipe`](mod@pipe): pipes and FIFOs;
+//! - [`socket`]: `AF_UNIX` sockets;
 //! - [`splice`]: bytes moved between two open files in the kernel (`sendfile`, `splice`,
 //!   `tee`, `copy_file_range`);
 //! - [`memfd`]: memfds, shared memory objects with a descriptor;
@@ -40,6 +41,7 @@ pub mod namespace;
 pub mod node_file;
 pub mod pagecache;
 pub mod pipe;
+pub mod socket;
 pub mod splice;
 pub mod text;
 pub mod timerfd;

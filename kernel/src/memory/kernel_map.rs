@@ -42,7 +42,7 @@ use spin::Mutex;
 
 use super::layout::{self, DEVICE_BASE};
 use super::{frames, tlb};
-use crate::boot::early_map::{FDT_WINDOW_VADDR, KIMAGE_VADDR};
+use crate::boot::early_map::FDT_WINDOW_VADDR;
 
 /// Table pages available before the frame allocator exists: 256 KiB of 4 KiB tables, or 16 of
 /// the larger ones, each of which maps 4 (16 KiB) or 16 (64 KiB) times more per level, so the
@@ -205,7 +205,7 @@ fn map(
 /// layout, or a range is misaligned); the early map then stays live.
 pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
     let img = layout::image();
-    let image_offset = KIMAGE_VADDR - inputs.load_pa;
+    let image_offset = img.start - inputs.load_pa;
     let image_end = img.end.next_multiple_of(PAGE_SIZE);
     let pa_of = |va: u64| va - image_offset;
     let translation = KernelTranslation {
@@ -232,8 +232,12 @@ pub fn build_and_switch(inputs: &MapInputs<'_>) -> Result<Mapped, MapError> {
         let _ = linear.remove(start, end);
     }
     linear.align_inward(PAGE_SIZE);
+    // Tagged where the CPU has tag storage, as Linux's `map_mem`: the kernel zeroes and copies
+    // the tags of user frames through the linear map (`arch::aarch64::mte`). The kernel's own
+    // accesses are never tag-checked (SCTLR_EL1.TCF = 0), so nothing else changes.
+    let linear_attrs = rw.with_tagged(crate::arch::aarch64::mte::linear_map_tagged());
     for &(start, end) in linear.ranges() {
-        map(&mut pt, layout::phys_to_linear(start), start, end - start, rw)?;
+        map(&mut pt, layout::phys_to_linear(start), start, end - start, linear_attrs)?;
     }
 
     let (fdt_pa, fdt_size) = inputs.fdt;

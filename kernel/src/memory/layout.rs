@@ -1,20 +1,28 @@
 //! The kernel's virtual address layout (TTBR1, 48-bit, top 16 bits set).
 //!
 //! ```text
-//! 0xffff_0000_0000_0000  linear map: physical address P at LINEAR_BASE + P (RAM only, RW, never
-//!                        executable; the Image's own frames are left out, so its text has no
-//!                        writable alias)
+//! 0xffff_0000_0000_0000  linear map: physical address P at LINEAR_BASE + linear_offset() + P
+//!                        (RAM only, RW, never executable; the Image's own frames are left out,
+//!                        so its text has no writable alias); the offset is 0 unless KASLR
+//!                        moved the map (below)
 //! 0xffff_8000_0000_0000  the Image at its link address (text RX, rodata R, data/bss RW), with
 //!                        unmapped guard pages below the boot and exception stacks
 //!   + 512 MiB            the device tree, read-only (the same address the early map used)
+//!   + 1 GiB ... + 32 TiB the Image instead, with KASLR (boot::kaslr): one of 2^24 2 MiB steps
 //! 0xffff_c000_0000_0000  device MMIO, allocated upwards page by page
 //! 0xffff_d000_0000_0000  secondary CPUs' stacks: [guard][kernel stack][guard][exception stack]
 //! 0xffff_e000_0000_0000  scratch window for the test image's TLB tests
 //! ```
+//!
+//! The linear map's offset is randomised with KASLR as Linux's `memstart_offset_seed`
+//! (`boot::kaslr::linear_offset_for`): physical 0 moved up within the room the CPU's physical
+//! addresses leave in the region, none on a CPU whose PARange fills it (QEMU's `max`).
 use crate::boot::early_map::{FDT_WINDOW_SIZE, FDT_WINDOW_VADDR, KIMAGE_VADDR};
+use crate::boot::kaslr::{LINEAR_REGION, linear_offset};
 
-/// Base of the linear map of physical memory.
-pub const LINEAR_BASE: u64 = 0xffff_0000_0000_0000;
+/// Base of the linear region: physical 0 is mapped here plus `boot::kaslr::linear_offset()`.
+pub const LINEAR_BASE: u64 = KIMAGE_VADDR - LINEAR_REGION;
+const _: () = assert!(LINEAR_BASE == 0xffff_0000_0000_0000);
 /// Base of the device MMIO window.
 pub const DEVICE_BASE: u64 = 0xffff_c000_0000_0000;
 /// Per-CPU stacks of the secondary CPUs: one `cpu::STACK_SLOT` per CPU, guard pages unmapped.
@@ -82,14 +90,17 @@ pub fn image() -> ImageLayout {
     }
 }
 
-/// Whether the Image really runs at the link address this code assumes.
+/// Whether the Image runs where this code assumes: at its link address, or moved from it by
+/// `boot::kaslr` by a 2 MiB multiple into the part of the kernel half KASLR draws from.
 pub fn check_link_address() -> bool {
-    image().start == KIMAGE_VADDR
+    let start = image().start;
+    start == KIMAGE_VADDR
+        || (start >= KIMAGE_VADDR + (1 << 30) && image().end <= DEVICE_BASE && start.is_multiple_of(2 << 20))
 }
 
 /// Virtual address of physical `pa` in the linear map.
-pub const fn phys_to_linear(pa: u64) -> u64 {
-    LINEAR_BASE + pa
+pub fn phys_to_linear(pa: u64) -> u64 {
+    LINEAR_BASE + linear_offset() + pa
 }
 
 /// Names the region a kernel address falls in, for fault reports.

@@ -63,7 +63,8 @@ fn with_faults(access: Access, mut copy: impl FnMut() -> Result<(), Fault>) -> R
                 }
                 // Not mapped, or not with this access: the handler says so.
                 let space = vmspace::current().ok_or(fault)?;
-                space.lock().fault(fault.at, access).map_err(|_| fault)?;
+                let at = crate::arch::aarch64::mte::untagged(fault.at);
+                space.lock().fault(at, access).map_err(|_| fault)?;
                 PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
                 last = Some(fault.at);
             }

@@ -37,21 +37,30 @@ pub struct Draws {
     pub stack_pad: u64,
     /// The empty heap's start moves up by this (whole pages).
     pub brk_offset: u64,
+    /// The vDSO goes this far above the program's code (whole pages, below 2 MiB).
+    pub vdso_offset: u64,
     /// The PIE draw and `vm.mmap_rnd_bits` at the time; `None`: not randomised.
     pie: Option<(u64, u32)>,
 }
 
 impl Draws {
     /// Where the program in `bytes` goes if it is a PIE: the draw made in units of its largest
-    /// `p_align` (`mm::vm::aslr::pie_base`), or [`PIE_BASE`](super::exec::elf::PIE_BASE)
-    /// without randomisation.
+    /// `p_align` (`mm::vm::aslr::pie_base`), or Linux's place without randomisation
+    /// (`mm::vm::aslr::pie_base_unrandomised`); either leaves a quarter of the code window below
+    /// the text.
     pub fn pie_base(&self, bytes: &[u8]) -> u64 {
-        let Some((draw, bits)) = self.pie else { return super::exec::elf::PIE_BASE };
         let p_align = ::elf::load_span(bytes, &super::exec::elf::LIMITS).map_or(PAGE_SIZE, |(_, a)| a);
         let align = aslr::pie_align(WINDOW_DEFAULT, p_align);
-        aslr::pie_base(STACK_TOP + PAGE_SIZE, draw, bits, WINDOW_DEFAULT, align)
+        match self.pie {
+            Some((draw, bits)) => aslr::pie_base(STACK_TOP + PAGE_SIZE, draw, bits, WINDOW_DEFAULT, align),
+            None => aslr::pie_base_unrandomised(STACK_TOP + PAGE_SIZE, WINDOW_DEFAULT, align),
+        }
     }
 }
+
+/// How far above the program's code the vDSO may go: a few bits of its own beside the program's
+/// base (the code window keeps it within branch reach of the program; docs/address-space.md).
+const VDSO_SPREAD: u64 = 2 << 20;
 
 /// The draws for a program exec'd under `personality` with `stack_limit` (`RLIMIT_STACK`'s soft
 /// value): random ones unless randomisation is off, else this kernel's fixed layout.
@@ -65,6 +74,7 @@ pub fn draw(personality: u32, stack_limit: u64) -> Draws {
             stack_pad: 0,
             brk_offset: 0,
             pie: None,
+            vdso_offset: 0,
         };
     }
     let bits = MMAP_RND_BITS.load(Ordering::Relaxed);
@@ -76,5 +86,6 @@ pub fn draw(personality: u32, stack_limit: u64) -> Draws {
         stack_pad: aslr::stack_pad(r()),
         brk_offset: if level >= 2 { aslr::brk_offset(r()) } else { 0 },
         pie: Some((r(), bits)),
+        vdso_offset: (r() % (VDSO_SPREAD / PAGE_SIZE)) * PAGE_SIZE,
     }
 }

@@ -47,6 +47,7 @@ impl CloneArgs {
             tpidr: if self.flags & CLONE_SETTLS != 0 { self.tls } else { TPIDR_EL0.get() },
             // Linux copies the keys to every new thread and child (`copy_thread`).
             pac: caller.pac,
+            mte: caller.mte,
             clear_child_tid: if self.flags & CLONE_CHILD_CLEARTID != 0 { self.ctid } else { 0 },
             affinity: caller.affinity,
             pipe_written: 0,

@@ -192,6 +192,9 @@ pub struct Thread {
     pub tpidr: u64,
     /// Its pointer-authentication keys and enabled keys (`arch::aarch64::pauth`).
     pub pac: crate::arch::aarch64::pauth::Keys,
+    /// Its tagged-address control: tagged pointers in system calls, MTE's check mode and tag
+    /// mask (`arch::aarch64::mte`).
+    pub mte: crate::arch::aarch64::mte::TagControl,
     /// `set_tid_address` / `CLONE_CHILD_CLEARTID`: zeroed and futex-woken at exit.
     pub clear_child_tid: u64,
     /// CPUs the thread may run on (bit per CPU).
@@ -324,6 +327,7 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
         fp: FpState::ZERO,
         tpidr: 0,
         pac: fresh_pac_keys(),
+        mte: Default::default(),
         clear_child_tid: 0,
         affinity: u64::MAX,
         pipe_written: 0,
@@ -346,21 +350,13 @@ pub fn random_pac_words() -> [u64; 10] {
     core::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default()))
 }
 
-/// New random pointer-authentication keys, every address key enabled (a thread after `execve`).
+/// New random pointer-authentication keys, every address key enabled (a thread after `execve`);
+/// no random draw where the CPU has no keys (or `arm64.nopauth` hides them).
 pub fn fresh_pac_keys() -> crate::arch::aarch64::pauth::Keys {
-    crate::arch::aarch64::pauth::Keys::new(random_pac_words())
-}
-
-/// Makes instructions just written at user address `va` visible to instruction fetch (the
-/// frame allocator's clean and invalidate, on the page's frame), with the process's memory
-/// locked so the page cannot go away meanwhile. False if the page is not present.
-fn sync_user_icache(p: &Process, va: u64) -> bool {
-    use mm::user::UserFrames as _;
-    let Some(space) = p.space() else { return false };
-    let mm = space.lock();
-    let Some(pa) = mm.space().translate(VirtAddr(va & !(PAGE_SIZE - 1))) else { return false };
-    frames::UserFrames.sync_icache(pa);
-    true
+    use crate::arch::aarch64::pauth;
+    let words =
+        if pauth::has_address_auth() || pauth::has_generic_auth() { random_pac_words() } else { [0; 10] };
+    pauth::Keys::new(words)
 }
 
 /// Called when a thread of `process` has exited; the last one tears the process down and

@@ -57,6 +57,7 @@ impl Task for Thread {
         self.process.cpus.fetch_or(1 << cpu, Ordering::AcqRel);
         crate::memory::vmspace::switch_to(space, cpu);
         self.pac.install();
+        self.mte.install();
         true
     }
 

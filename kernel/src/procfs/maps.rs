@@ -27,8 +27,8 @@
 //! name: the file's path, `[heap]` for the `brk` area, `[stack]` for the initial stack, and
 //! `/dev/zero (deleted)` for shared anonymous memory (Linux backs it with an unlinked shmem
 //! file), and `[anon:NAME]` for anonymous memory a program named
-//! (`prctl(PR_SET_VMA_ANON_NAME)`). Anonymous lines end with the space after the inode, as Linux's do. There is no
-//! `[vdso]` or `[vvar]`: this kernel maps neither. A segment's bss beyond the file's last page is
+//! (`prctl(PR_SET_VMA_ANON_NAME)`), `[vvar]` and `[vdso]` for the vDSO's data page and image
+//! (`crate::vdso`). Anonymous lines end with the space after the inode, as Linux's do. A segment's bss beyond the file's last page is
 //! an anonymous area of its own, as on Linux (part of the segment's area for a program copied
 //! from bytes without a page cache, the test image's).
 //!
@@ -86,6 +86,10 @@ fn source(mm: &Mm, vma: &Vma, exe: &[u8], image: Option<&ProgramImage>) -> Sourc
     if vma.flags.contains(VmaFlags::OBJECT)
         && let Some(b) = mm.backings().at(vma.start)
     {
+        // The vDSO and its data page: named as Linux names its special mappings, offset 0.
+        if let Some(name) = crate::vdso::name_of(&b.object) {
+            return none(Some(name));
+        }
         // An attachment of a System V segment: named by its key, its inode the segment's id.
         if let Some(seg) = crate::ipc::shm::segment_of(&b.object) {
             let mut name = Text(Vec::new());
@@ -230,6 +234,19 @@ impl Usage {
     }
 }
 
+/// Calls `f` with each page of `[start, end)` present in `mm`'s tables and its frame, but the
+/// pages that map the shared zero region: Linux's `smaps_pte_entry` counts only what
+/// `vm_normal_page` gives, which is no page for the zero page (it is nobody's memory), and
+/// `smaps_pmd_entry` none for the huge zero page (`follow_trans_huge_pmd` with `FOLL_DUMP`).
+fn each_counted(mm: &Mm, start: u64, end: u64, f: &mut dyn FnMut(u64, mm::addr::PhysAddr)) {
+    let zero = crate::memory::frames::zero_region();
+    each_present(mm, start, end, &mut |va, pa| {
+        if !zero.is_some_and(|z| z.contains(pa)) {
+            f(va, pa);
+        }
+    });
+}
+
 /// Calls `f` with each page of `[start, end)` present in `mm`'s tables and its frame.
 fn each_present(mm: &Mm, start: u64, end: u64, f: &mut dyn FnMut(u64, mm::addr::PhysAddr)) {
     let _ = mm.space().table().walk(VirtAddr(start), end - start, |leaf| {
@@ -253,7 +270,7 @@ fn each_present(mm: &Mm, start: u64, end: u64, f: &mut dyn FnMut(u64, mm::addr::
 fn usage(mm: &Mm, vma: &Vma) -> Usage {
     let object = vma.flags.contains(VmaFlags::OBJECT);
     let (mut pages, mut shared_pages, mut pss) = (0u64, 0u64, 0u64);
-    each_present(mm, vma.start, vma.end, &mut |_, pa| {
+    each_counted(mm, vma.start, vma.end, &mut |_, pa| {
         let holders = crate::memory::frames::holders(pa);
         let mappers = if object && holders > 1 { holders - 1 } else { holders };
         pages += 1;
@@ -422,6 +439,7 @@ pub fn pagemap(p: &Process, offset: u64, buf: &mut [u8], show_pfn: bool) -> Resu
     let Some(space) = p.space() else { return Ok(n * 8) };
     let mm = space.lock();
     let (start, end) = (first * PAGE_SIZE, end_page * PAGE_SIZE);
+    let zero = crate::memory::frames::zero_region();
     for vma in mm.vm().iter().filter(|v| v.end > start && v.start < end) {
         let file = vma.flags.contains(VmaFlags::SHARED) || vma.flags.contains(VmaFlags::OBJECT);
         each_present(&mm, vma.start.max(start), vma.end.min(end), &mut |va, pa| {
@@ -432,7 +450,8 @@ pub fn pagemap(p: &Process, offset: u64, buf: &mut [u8], show_pfn: bool) -> Resu
             if file {
                 e |= pm::FILE;
             }
-            if !crate::memory::frames::UserFrames.is_shared(pa) {
+            // The zero page is nobody's own (Linux: no page, so no PM_MMAP_EXCLUSIVE).
+            if !crate::memory::frames::UserFrames.is_shared(pa) && !zero.is_some_and(|z| z.contains(pa)) {
                 e |= pm::EXCLUSIVE;
             }
             let at = ((va / PAGE_SIZE - first) * 8) as usize;

@@ -181,13 +181,17 @@ fn memory(p: &Process) -> Memory {
     let mut m = Memory::default();
     let Some(space) = p.space() else { return m };
     let mm = space.lock();
+    let zero = crate::memory::frames::zero_region();
     for vma in mm.vm().iter() {
         let len = vma.len();
         m.size += len;
         let mut pages = 0;
         let _ = mm.space().table().walk(mm::addr::VirtAddr(vma.start), len, |leaf| {
             let (s, e) = (leaf.va.0.max(vma.start), (leaf.va.0 + leaf.size).min(vma.end));
-            pages += (e - s) / PAGE_SIZE;
+            // The shared zero region is nobody's memory: Linux counts its pages (and its huge
+            // zero page) in no RSS counter.
+            let pa = leaf.translate(mm::addr::VirtAddr(s)).0;
+            pages += (e - s) / PAGE_SIZE - zero.map_or(0, |z| z.pages_in(pa, e - s));
         });
         m.rss += pages * PAGE_SIZE;
         let f = vma.flags;

@@ -72,23 +72,30 @@ impl Buffers {
             Self::One(buf, count) => return Ok(IoList::One([(buf, count.min(0x7fff_f000))])),
             Self::Vector(iov, count) => (iov, count),
         };
-        if count > IOV_MAX {
-            return Err(Errno::EINVAL);
-        }
-        let mut out = Vec::new();
-        fallible::reserve(&mut out, count as usize).map_err(|_| Errno::ENOMEM)?;
-        let mut total: u64 = 0;
-        for i in 0..count {
-            let mut b = [0u8; 16];
-            copy_in(&mut b, iov.wrapping_add(i * 16)).map_err(|_| Errno::EFAULT)?;
-            let base = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
-            let len = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
-            // Linux: a negative length, or a total past SSIZE_MAX, is EINVAL.
-            total = total.checked_add(len).filter(|t| *t <= i64::MAX as u64).ok_or(Errno::EINVAL)?;
-            out.push((base, len)); // within the room reserved above
-        }
-        Ok(IoList::Many(out))
+        Ok(IoList::Many(read_iovec(iov, count, Errno::EINVAL)?))
     }
+}
+
+/// Reads the user's array of `count` iovecs at `iov` as (base, length) pairs (Linux's
+/// `import_iovec`): `too_many` for more than IOV_MAX (EINVAL for readv and writev, EMSGSIZE for
+/// sendmsg and recvmsg), ENOMEM for the array, EFAULT for an unreadable one, EINVAL for a
+/// negative length or a total past SSIZE_MAX.
+pub(super) fn read_iovec(iov: u64, count: u64, too_many: Errno) -> Result<Vec<(u64, u64)>, Errno> {
+    if count > IOV_MAX {
+        return Err(too_many);
+    }
+    let mut out = Vec::new();
+    fallible::reserve(&mut out, count as usize).map_err(|_| Errno::ENOMEM)?;
+    let mut total: u64 = 0;
+    for i in 0..count {
+        let mut b = [0u8; 16];
+        copy_in(&mut b, iov.wrapping_add(i * 16)).map_err(|_| Errno::EFAULT)?;
+        let base = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        total = total.checked_add(len).filter(|t| *t <= i64::MAX as u64).ok_or(Errno::EINVAL)?;
+        out.push((base, len)); // within the room reserved above
+    }
+    Ok(out)
 }
 
 /// Where a read or write happens: at the description's position, or at an offset given by the

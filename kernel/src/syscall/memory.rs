@@ -12,6 +12,21 @@ use crate::memory::uaccess::copy_out;
 use crate::memory::vmspace::{Mm, PAGE_FAULTS};
 use crate::process::Process;
 
+/// The start of a range an address-space call manages, as Linux's `untagged_addr` reads it: a
+/// user address loses its tag byte (bits `[63:56]`), whether or not the thread enabled the
+/// tagged-address ABI. That is the ABI's first stage (Linux's `tagged-address-abi.rst`): a call
+/// that only manages mappings and never touches the memory takes a tagged pointer as the same
+/// address untagged. `munmap`, `mprotect`, `madvise` (and so `process_madvise`), `mremap`'s old
+/// address, `msync`, `mlock`/`mlock2`/`munlock`, `mincore` and `mseal` untag here, as Linux's
+/// `mm/*.c`; the calls that could create an alias of an existing mapping keep the address as
+/// given, so a tagged one lies above the user half and is refused or ignored as Linux refuses
+/// it: `mmap`'s address, `brk`, `mremap`'s new address, `shmat` and `shmdt`. Pointers the kernel
+/// reads or writes through (`mincore`'s vector, `read`'s buffer) follow the second stage, the
+/// user copies' check (`mte::user_pointer_for_check`).
+fn range_start(addr: u64) -> u64 {
+    crate::arch::aarch64::mte::untagged(addr)
+}
+
 fn ret(result: Result<(), Errno>) -> Result<u64, Errno> {
     result.map(|()| 0)
 }
@@ -25,10 +40,12 @@ fn with_mm<R>(p: &Process, f: impl FnOnce(&mut Mm) -> Result<R, Errno>) -> Resul
     }
 }
 
-/// `prot` as this CPU can give it: `PROT_BTI` dropped on a CPU without FEAT_BTI, as Linux's
-/// `arm64_calc_vm_prot_bits` ignores it there (the GP bit is RES0 then).
+/// `prot` as this CPU can give it: `PROT_BTI` dropped on a CPU without FEAT_BTI and `PROT_MTE`
+/// on one without FEAT_MTE2, as Linux's `arm64_calc_vm_prot_bits` ignores them there (the GP
+/// bit is RES0 then, and there is no tag storage).
 fn cpu_prot(prot: u64) -> u64 {
-    if crate::arch::aarch64::cpu::has_bti() { prot } else { prot & !linux_abi::mman::PROT_BTI }
+    let prot = if crate::arch::aarch64::cpu::has_bti() { prot } else { prot & !linux_abi::mman::PROT_BTI };
+    if crate::arch::aarch64::mte::supported() { prot } else { prot & !linux_abi::mman::PROT_MTE }
 }
 
 /// `mmap(addr, len, prot, flags, fd, offset)`.
@@ -92,17 +109,30 @@ fn mmap_file(
 
 /// `munmap(addr, len)`: one flush for the whole range, however many areas it covered.
 pub fn munmap(p: &Process, addr: u64, len: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| ret(mm.munmap(addr, len)))
 }
 
 /// `mprotect(addr, len, prot)`: every area's change in place, then one flush.
 pub fn mprotect(p: &Process, addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
+    // Linux's `arch_validate_prot`: mprotect refuses PROT_MTE where there is no tag storage
+    // (mmap ignores it), after its checks of the range (`do_mprotect_pkey`'s order).
+    if prot & linux_abi::mman::PROT_MTE != 0 && !crate::arch::aarch64::mte::supported() {
+        return match len.checked_next_multiple_of(PAGE_SIZE).and_then(|l| addr.checked_add(l)) {
+            _ if addr & (PAGE_SIZE - 1) != 0 => Err(Errno::EINVAL),
+            _ if len == 0 => Ok(0),
+            Some(end) if end > addr => Err(Errno::EINVAL),
+            _ => Err(Errno::ENOMEM),
+        };
+    }
     let prot = cpu_prot(prot);
     with_mm(p, |mm| ret(mm.mprotect(addr, len, prot)))
 }
 
 /// `madvise(addr, len, advice)`.
 pub fn madvise(p: &Process, addr: u64, len: u64, advice: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| ret(mm.madvise(addr, len, advice)))
 }
 
@@ -121,27 +151,32 @@ pub fn mremap(
     flags: u64,
     new_addr: u64,
 ) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| mm.mremap(addr, old_len, new_len, flags, new_addr))
 }
 
 /// `msync(addr, len, flags)` (anonymous memory: the checks only).
 pub fn msync(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| ret(mm.msync(addr, len, flags)))
 }
 
 /// `mlock2(addr, len, flags)`; `mlock` is `mlock2` with flags 0, as in Linux.
 pub fn mlock2(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| ret(mm.mlock2(addr, len, flags)))
 }
 
 /// `mseal(addr, len, flags)` (Linux 6.10): seals the mappings of the range against change
 /// (`mm::vm::VmMap::mseal`); only the area map changes, never a table.
 pub fn mseal(p: &Process, addr: u64, len: u64, flags: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| ret(mm.vm_mut().mseal(addr, len, flags)))
 }
 
 /// `munlock(addr, len)`.
 pub fn munlock(p: &Process, addr: u64, len: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     with_mm(p, |mm| ret(mm.munlock(addr, len)))
 }
 
@@ -163,10 +198,12 @@ pub fn munlockall(p: &Process) -> Result<u64, Errno> {
 /// lock released (the copy may demand-page). `EFAULT` for a vector outside user space or a copy
 /// that faults; the errors of `mm::user::UserMemory::mincore` otherwise (after the prefix).
 pub fn mincore(p: &Process, addr: u64, len: u64, vec: u64) -> Result<u64, Errno> {
+    let addr = range_start(addr);
     let (pages, task_size) =
         with_mm(p, |mm| Ok((mm.vm().mincore_pages(addr, len)?, mm.vm().layout().task_size)))?;
-    // Linux's access_ok(vec, pages).
-    if vec.checked_add(pages).is_none_or(|end| end > task_size) {
+    // Linux's access_ok(vec, pages), which untags the vector under the tagged-address ABI.
+    let vec_checked = crate::arch::aarch64::mte::user_pointer_for_check(vec);
+    if vec_checked.checked_add(pages).is_none_or(|end| end > task_size) {
         return Err(Errno::EFAULT);
     }
     let mut buf = [0u8; 4096];

@@ -16,6 +16,7 @@
 //! - [`time`]: clocks and sleeps;
 //! - [`futex`]: futexes and robust lists;
 //! - [`ipc`]: System V shared memory;
+//! - [`net`]: the socket calls (`AF_UNIX`);
 //! - [`process`]: threads, exit, identity, limits, affinity, `prctl`, `uname`, `getrandom`.
 pub mod cred;
 pub mod events;
@@ -23,6 +24,7 @@ pub mod files;
 pub mod futex;
 pub mod ipc;
 pub mod memory;
+pub mod net;
 pub mod paths;
 pub mod poll;
 pub mod process;

@@ -87,7 +87,7 @@ fn start_scoped(p: &Process, dirfd: u64, path: &[u8], scoped: bool) -> Result<St
 }
 
 /// The node `path` names from `dirfd` (`follow`: the last link too).
-fn node_at(p: &Process, dirfd: u64, path: &[u8], follow: bool) -> Result<Arc<dyn Inode>, Errno> {
+pub(super) fn node_at(p: &Process, dirfd: u64, path: &[u8], follow: bool) -> Result<Arc<dyn Inode>, Errno> {
     let s = start(p, dirfd, path)?;
     s.walk().lookup(&s.dir, path, follow)
 }
@@ -367,6 +367,16 @@ pub fn mknodat(p: &Process, dirfd: u64, path: u64, mode: u64, dev: u64) -> Resul
     let (who, perm) = namespace::creator(&s.cred, &parent.dir, kind, mode & 0o7777 & !s.ctx.umask);
     parent.dir.create(name, node, perm, who)?;
     Ok(0)
+}
+
+/// The socket node `bind` makes at `path` (Linux's `unix_bind_bsd`: permissions `0777 &
+/// ~umask`), in `mknodat`'s order; `EEXIST` is the caller's `EADDRINUSE`.
+pub(super) fn make_socket_node(p: &Process, path: &[u8]) -> Result<Arc<dyn Inode>, Errno> {
+    let (s, parent) = parent_of(p, AT_FDCWD as u64, path)?;
+    let name = name_to_make(&s, &parent, false)?;
+    let (who, perm) = namespace::creator(&s.cred, &parent.dir, FileType::Socket, 0o777 & !s.ctx.umask);
+    parent.dir.create(name, NewNode::Socket, perm, who)?;
+    parent.dir.lookup(name)
 }
 
 /// A device number from `mknod`'s 32-bit encoding (Linux's `new_decode_dev`) in `st_rdev`'s.

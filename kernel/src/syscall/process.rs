@@ -479,15 +479,41 @@ pub fn prctl(
     arg4: u64,
     arg5: u64,
 ) -> Result<u64, Errno> {
-    use linux_abi::prctl::{PR_PAC_GET_ENABLED_KEYS, PR_PAC_RESET_KEYS, PR_PAC_SET_ENABLED_KEYS};
+    use linux_abi::prctl::{
+        PR_GET_TAGGED_ADDR_CTRL, PR_PAC_GET_ENABLED_KEYS, PR_PAC_RESET_KEYS, PR_PAC_SET_ENABLED_KEYS,
+        PR_SET_TAGGED_ADDR_CTRL,
+    };
     match option {
         PR_SET_NAME | PR_GET_NAME => prctl_name(thread, option, arg2),
         PR_PAC_RESET_KEYS | PR_PAC_SET_ENABLED_KEYS | PR_PAC_GET_ENABLED_KEYS => {
             prctl_pac(thread, option, [arg2, arg3, arg4, arg5])
         }
         PR_SET_VMA => prctl_set_vma(thread, arg2, arg3, arg4, arg5),
+        PR_SET_TAGGED_ADDR_CTRL | PR_GET_TAGGED_ADDR_CTRL => {
+            prctl_tagged_addr(thread, option, [arg2, arg3, arg4, arg5])
+        }
         _ => super::memory::prctl(&thread.process, option, arg2, arg3, arg4, arg5),
     }
+}
+
+/// The tagged-address ABI and MTE's controls, as Linux's `set_tagged_addr_ctrl` and
+/// `get_tagged_addr_ctrl` (the calling thread's): `EINVAL` for unused arguments that are not 0
+/// and for bits the CPU cannot give (the MTE fields without FEAT_MTE2). The new control is
+/// installed at once (the thread returns to EL0 from here).
+fn prctl_tagged_addr(thread: &mut Thread, option: u64, a: [u64; 4]) -> Result<u64, Errno> {
+    use crate::arch::aarch64::mte::TagControl;
+    if option == linux_abi::prctl::PR_GET_TAGGED_ADDR_CTRL {
+        if a != [0, 0, 0, 0] {
+            return Err(Errno::EINVAL);
+        }
+        return Ok(thread.mte.bits());
+    }
+    if a[1..] != [0, 0, 0] {
+        return Err(Errno::EINVAL);
+    }
+    thread.mte = TagControl::from_prctl(a[0])?;
+    thread.mte.install();
+    Ok(0)
 }
 
 /// The pointer-authentication options, as Linux's `ptrauth_prctl_reset_keys` and

@@ -13,7 +13,7 @@ use ext_abi as abi;
 use linux_abi::Errno;
 use linux_abi::nr;
 
-use super::{cred, events, files, futex, ipc, memory, paths, poll, process, signals, time};
+use super::{cred, events, files, futex, ipc, memory, net, paths, poll, process, signals, time};
 use crate::arch::aarch64::exception::TrapFrame;
 use crate::process::Thread;
 use crate::process::signals::restart::Blocked;
@@ -87,6 +87,23 @@ fn call(thread: &mut Thread, frame: &mut TrapFrame, nr: u64, a: [u64; 6]) -> Act
             return files::write(p, frame, &mut thread.pipe_written, a[0], b, files::offset_arg(a[3], true));
         }
         nr::PIPE2 => crate::fs::pipe::pipe2(&p.posix.files, a[0], a[1]),
+        // Sockets.
+        nr::SOCKET => net::socket(p, a[0], a[1], a[2]),
+        nr::SOCKETPAIR => net::socketpair(p, a[0], a[1], a[2], a[3]),
+        nr::BIND => net::bind(p, a[0], a[1], a[2]),
+        nr::LISTEN => net::listen(p, a[0], a[1]),
+        nr::ACCEPT => return net::accept4(p, frame, a[0], a[1], a[2], 0),
+        nr::ACCEPT4 => return net::accept4(p, frame, a[0], a[1], a[2], a[3]),
+        nr::CONNECT => return net::connect(p, frame, a[0], a[1], a[2]),
+        nr::GETSOCKNAME => net::getname(p, a[0], a[1], a[2], false),
+        nr::GETPEERNAME => net::getname(p, a[0], a[1], a[2], true),
+        nr::SENDTO => return net::sendto(p, frame, &mut thread.pipe_written, a),
+        nr::RECVFROM => return net::recvfrom(p, frame, a),
+        nr::SENDMSG => return net::sendmsg(p, frame, &mut thread.pipe_written, a[0], a[1], a[2]),
+        nr::RECVMSG => return net::recvmsg(p, frame, a[0], a[1], a[2]),
+        nr::SHUTDOWN => net::shutdown(p, a[0], a[1]),
+        nr::GETSOCKOPT => net::getsockopt(p, a[0], a[1], a[2], a[3], a[4]),
+        nr::SETSOCKOPT => net::setsockopt(p, a[0], a[1], a[2], a[3], a[4]),
         nr::CLOSE => files::close(p, a[0]),
         nr::CLOSE_RANGE => files::close_range(p, a[0], a[1], a[2]),
         nr::DUP => files::dup(p, a[0]),

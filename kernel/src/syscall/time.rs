@@ -88,10 +88,16 @@ fn decode(clock: u64) -> Option<Clock> {
 /// One scheduler tick in nanoseconds: the COARSE clocks' step.
 const TICK_NS: u64 = NSEC_PER_SEC / crate::irq::TICK_HZ;
 
-/// The reading of `clock` (a `clockid_t` argument), COARSE clocks moved back to the last tick.
+/// The reading of `clock` (a `clockid_t` argument), COARSE clocks moved back to the last tick:
+/// one counter reading for both, as the vDSO computes it (`crate::vdso`).
 fn read_clock(thread: &Thread, clock: u64) -> Option<u64> {
-    let ns = decode(clock).and_then(|c| now_ns(thread, c))?;
-    if is_coarse(clock as i32) { Some(coarse_ns(ns, wallclock::monotonic_ns(), TICK_NS)) } else { Some(ns) }
+    let monotonic = wallclock::monotonic_ns();
+    let ns = match decode(clock)? {
+        Clock::Realtime => monotonic.saturating_add(wallclock::realtime_offset_ns()),
+        Clock::Monotonic => monotonic,
+        cpu => cpu_ns(thread, cpu)?,
+    };
+    if is_coarse(clock as i32) { Some(coarse_ns(ns, monotonic, TICK_NS)) } else { Some(ns) }
 }
 
 /// `clock_gettime(clockid, tp)`.

@@ -21,8 +21,9 @@ kernel_test!(
         let pc: u64;
         // SAFETY: reads the program counter into a register.
         unsafe { core::arch::asm!("adr {}, .", out(reg) pc) };
-        ensure!(pc >= KIMAGE_VADDR && pc < layout::image().text_end, "pc {pc:#x}");
-        ensure_eq!(layout::image().start, KIMAGE_VADDR);
+        ensure!(pc >= layout::image().start && pc < layout::image().text_end, "pc {pc:#x}");
+        ensure_eq!(layout::image().start, KIMAGE_VADDR + crate::boot::kaslr::offset());
+        ensure!(layout::check_link_address(), "runs at {:#x}", layout::image().start);
         ensure!(booted().boot.load_pa.is_multiple_of(2 << 20), "load address {:#x}", booted().boot.load_pa);
         Ok(())
     }
@@ -60,8 +61,10 @@ kernel_test!(
         let fsc = esr & 0x3f;
         ensure!((0x04..=0x07).contains(&fsc), "not a translation fault: FSC {fsc:#x}");
         // SAFETY: the Image's first word (its header) is mapped readable.
-        let first = unsafe { (KIMAGE_VADDR as *const u64).read_volatile() };
-        ensure_eq!(probe_read(KIMAGE_VADDR).ok(), Some(first));
+        let start = layout::image().start;
+        // SAFETY: as above.
+        let first = unsafe { (start as *const u64).read_volatile() };
+        ensure_eq!(probe_read(start).ok(), Some(first));
         Ok(())
     }
 );
@@ -136,7 +139,7 @@ kernel_test!(
 kernel_test!(
     fn symbols_name_kernel_functions() {
         let addr = kernel_main_address();
-        let (name, offset) = crate::symbols::lookup(addr).ok_or("no symbol for kernel_main")?;
+        let (name, offset) = crate::trap::kernel::symbol_at(addr).ok_or("no symbol for kernel_main")?;
         ensure_eq!(name, "kernel_main");
         ensure_eq!(offset, 0);
         Ok(())
@@ -183,6 +186,92 @@ kernel_test!(
         ensure_eq!(Some(console.pa), p.console.map(|c| c.base));
         ensure_eq!(b.machine.psci.is_some(), p.psci.is_some());
         ensure_eq!(b.machine.interrupt_controller.as_ref().map(|i| i.1), p.gicd.map(|g| g.0));
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn kaslr_moved_the_image_by_what_it_reports() {
+        use crate::boot::kaslr::{self, Kaslr};
+        match kaslr::outcome() {
+            Kaslr::Moved { offset, .. } => {
+                ensure_eq!(kaslr::offset(), offset);
+                ensure!(offset >= 1 << 30 && offset.is_multiple_of(2 << 20), "offset {offset:#x}");
+            }
+            other => ensure!(
+                kaslr::offset() == 0,
+                "{other}, but running {:#x} from the link address",
+                kaslr::offset()
+            ),
+        }
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn linear_map_offset_follows_linux_memstart_rule() {
+        use crate::boot::kaslr::{
+            self, Kaslr, LINEAR_ALIGN, LINEAR_REGION, linear_offset_for, linear_offset_for_seed,
+        };
+        // No room where the physical addresses fill the 47-bit region (QEMU's max), as on Linux.
+        ensure_eq!(linear_offset_for(0xffff, 47), 0);
+        ensure_eq!(linear_offset_for(0xffff, 48), 0);
+        ensure_eq!(linear_offset_for(0xffff, 52), 0);
+        // 40 bits (a Cortex-A53): from 0 to the top of the room, in whole steps.
+        ensure_eq!(linear_offset_for(0, 40), 0);
+        let top = linear_offset_for(0xffff, 40);
+        // The largest seed falls short of the room's top by its steps / 2^16, rounded up.
+        let steps = (LINEAR_REGION - (1 << 40)) / LINEAR_ALIGN;
+        let short = LINEAR_ALIGN * ((steps >> 16) + 1);
+        ensure!(
+            top.is_multiple_of(LINEAR_ALIGN)
+                && top + (1 << 40) <= LINEAR_REGION
+                && top + (1 << 40) + short >= LINEAR_REGION,
+            "top {top:#x}"
+        );
+        let mut seen = alloc::vec::Vec::new();
+        for seed in 1..=64u64 {
+            let o = linear_offset_for_seed(seed, 40);
+            ensure!(o.is_multiple_of(LINEAR_ALIGN) && o + (1 << 40) <= LINEAR_REGION, "seed {seed}: {o:#x}");
+            seen.push(o);
+        }
+        seen.sort_unstable();
+        seen.dedup();
+        ensure!(seen.len() >= 62, "{} distinct offsets of 64", seen.len());
+        // The running kernel: what the seed gave for this CPU, or 0 without one.
+        let offset = kaslr::linear_offset();
+        ensure_eq!(crate::memory::layout::phys_to_linear(0), crate::memory::layout::LINEAR_BASE + offset);
+        let pa_bits = kaslr::physical_address_bits();
+        ensure!(
+            offset.is_multiple_of(LINEAR_ALIGN) && offset + (1 << pa_bits) <= LINEAR_REGION.max(1 << pa_bits),
+            "offset {offset:#x}, {pa_bits} bits"
+        );
+        match kaslr::outcome() {
+            Kaslr::Moved { .. } | Kaslr::NoRoom => {
+                ensure!(pa_bits < 47 || offset == 0, "{pa_bits}-bit CPU, offset {offset:#x}")
+            }
+            _ => ensure_eq!(offset, 0),
+        }
+        Ok(())
+    }
+);
+
+kernel_test!(
+    fn kaslr_offsets_are_aligned_in_range_and_differ_by_seed() {
+        use crate::boot::kaslr::offset_for_seed;
+        let mut seen = alloc::vec::Vec::new();
+        for seed in 1..=64u64 {
+            let o = offset_for_seed(seed);
+            ensure!(
+                ((1 << 30)..(1 << 30) + (32 << 40)).contains(&o) && o.is_multiple_of(2 << 20),
+                "seed {seed}: {o:#x}"
+            );
+            ensure_eq!(offset_for_seed(seed), o);
+            seen.push(o);
+        }
+        seen.sort_unstable();
+        seen.dedup();
+        ensure_eq!(seen.len(), 64);
         Ok(())
     }
 );

@@ -16,6 +16,7 @@ mod smp;
 mod tlb;
 mod translation;
 mod user;
+mod vdso;
 
 /// Frames in use outside the heap's grown chunks: what a test compares before and after a
 /// program to prove that every frame came back. The heap keeps a chunk it grew while any of its

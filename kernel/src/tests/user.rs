@@ -61,7 +61,7 @@ kernel_test!(
 
 kernel_test!(
     fn reading_kernel_memory_from_el0_is_a_fault() {
-        let mut code = Vec::from(mov(0, crate::boot::early_map::KIMAGE_VADDR));
+        let mut code = Vec::from(mov(0, crate::memory::layout::image().start));
         code.push(0xf940_0001); // ldr x1, [x0]
         ensure_eq!(run(&tiny_elf(&code))?, STATUS_SEGV);
         Ok(())
@@ -87,7 +87,7 @@ kernel_test!(
 
 kernel_test!(
     fn bad_pointers_give_efault_never_a_kernel_fault() {
-        let kernel = crate::boot::early_map::KIMAGE_VADDR;
+        let kernel = crate::memory::layout::image().start;
         ensure_eq!(
             run(&syscall_then_exit(64, &[1, kernel, 8]))?,
             errno_status(linux_abi::Errno::EFAULT),

@@ -73,7 +73,7 @@ impl fmt::Display for Report<'_> {
             writeln!(f)?;
         }
         write!(f, "  ELR_EL1 {:#018x}", fr.elr)?;
-        if let Some((name, offset)) = crate::symbols::lookup(fr.elr) {
+        if let Some((name, offset)) = symbol_at(fr.elr) {
             write!(f, " <{name}+{offset:#x}>")?;
         }
         writeln!(f)?;
@@ -87,9 +87,15 @@ impl fmt::Display for Report<'_> {
             }
             writeln!(f)?;
         }
-        if let Some((name, offset)) = crate::symbols::lookup(fr.x[30]) {
+        if let Some((name, offset)) = symbol_at(fr.x[30]) {
             writeln!(f, "  LR <{name}+{offset:#x}>")?;
         }
         Ok(())
     }
+}
+
+/// The kernel symbol holding run address `addr`, and the offset into it: the symbol table holds
+/// link addresses, from which KASLR moved the kernel by `boot::kaslr::offset()`.
+pub fn symbol_at(addr: u64) -> Option<(&'static str, u64)> {
+    crate::symbols::lookup(addr.wrapping_sub(crate::boot::kaslr::offset()))
 }

@@ -45,6 +45,20 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
     if thread.process.exiting.load(Ordering::Acquire) {
         return Action::ExitThread;
     }
+    if crate::arch::aarch64::mte::take_async_fault() {
+        // An asynchronous tag-check fault since the last entry: SIGSEGV/SEGV_MTEAERR with no
+        // address, taken on the way back to EL0 (Linux's `check_mte_async_tcf` on entry and
+        // `do_notify_resume`).
+        let info = SigInfo::fault(num::SIGSEGV, num::SEGV_MTEAERR, 0);
+        let _ = signals::send(&thread.process, signals::Target::Thread(thread.tid), info);
+        if kind & 3 == 0 && (frame.esr >> 26) & 0x3f == 0x15 {
+            // A system call is not made first: it starts again once the signal is handled
+            // (Linux's el0_svc_common answers -ERESTARTNOINTR): the pc goes back to the SVC,
+            // whose arguments are still in place.
+            frame.elr -= 4;
+            return Action::Continue;
+        }
+    }
     if kind & 3 == 1 {
         return if sched::should_preempt() { Action::Yield } else { Action::Continue };
     }
@@ -75,6 +89,8 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
                 Access::Read
             };
             let fsc = iss & 0x3f;
+            // FAR_EL1 keeps the pointer's top byte (TCR_EL1.TBI0); the areas are untagged.
+            let far = crate::arch::aarch64::mte::untagged(frame.far);
             let Some(space) = process.space() else { return Action::ExitThread };
             let mut mm = space.lock();
             // Translation faults (demand paging) and write permission faults (copy-on-write)
@@ -84,7 +100,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             let mut bus = false;
             let mut guard_page = false;
             let why = if resolvable {
-                match mm.fault(frame.far, access) {
+                match mm.fault(far, access) {
                     Ok(()) => {
                         PAGE_FAULTS.fetch_add(1, Ordering::Relaxed);
                         thread.posix.min_flt += 1;
@@ -137,7 +153,7 @@ fn exception(thread: &mut Thread, frame: &mut TrapFrame, kind: u64) -> Action {
             } else {
                 Unresolved::Forbidden
             };
-            let mapped = mm.vm().find(frame.far).is_some();
+            let mapped = mm.vm().find(far).is_some();
             drop(mm);
             let fault = if bus {
                 // Linux's VM_FAULT_SIGBUS: BUS_ADRERR at the address.
@@ -215,14 +231,29 @@ fn abort_signal(frame: &TrapFrame, fsc: u64, mapped: bool) -> signals::Fault {
     };
     // An address outside the user half is reported as a level-0 translation fault, with only
     // the ESR fields that say nothing about kernel mappings (Linux's set_thread_esr).
-    let esr = if frame.far >= crate::arch::aarch64::user::USER_END {
+    let esr = if crate::arch::aarch64::mte::untagged(frame.far) >= crate::arch::aarch64::user::USER_END {
         let keep =
             (0x3f << 26) | (1 << 25) | if (frame.esr >> 26) & 0x3f == 0x24 { (1 << 8) | (1 << 6) } else { 0 };
         (frame.esr & keep) | 0x04
     } else {
         frame.esr
     };
-    signals::Fault { info: SigInfo::fault(sig, code, frame.far), address: frame.far, esr }
+    // si_addr keeps FAR_EL1's tag byte for the faults whose FAR holds it (translation, access,
+    // permission, alignment and tag-check faults: Linux's do_page_fault, do_alignment_fault,
+    // do_tag_check_fault); for a tag-check fault bits [63:60] are UNKNOWN, and Linux takes them
+    // from the untagged address: 0 in the user half. For the other aborts FAR's top byte is
+    // UNKNOWN and si_addr is untagged (Linux's do_sea and do_mem_abort). Delivery drops the tag
+    // from si_addr unless the handler was installed with SA_EXPOSE_TAGBITS
+    // (`process::signals`). The sigcontext's fault_address is always untagged (Linux's
+    // do_bad_area: `set_thread_esr(untagged_addr(far), esr)`).
+    let untagged = crate::arch::aarch64::mte::untagged(frame.far);
+    let si_addr = match fsc {
+        0x11 => frame.far & !(0xf << 60),
+        0x04..=0x0f | 0x21 => frame.far,
+        _ => untagged,
+    };
+    let address = untagged;
+    signals::Fault { info: SigInfo::fault(sig, code, si_addr), address, esr }
 }
 
 /// The signal for any other synchronous exception from EL0 (SVC aside): SIGTRAP for BRK and

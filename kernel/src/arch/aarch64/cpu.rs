@@ -193,11 +193,19 @@ pub fn hwcaps() -> u64 {
     caps
 }
 
-/// The `AT_HWCAP2` bits: BTI (`HWCAP2_BTI`).
+/// The `AT_HWCAP2` bits: BTI (`HWCAP2_BTI`), MTE with tag storage (`HWCAP2_MTE`, FEAT_MTE2)
+/// and its asymmetric mode (`HWCAP2_MTE3`).
 pub fn hwcaps2() -> u64 {
+    use linux_abi::auxv::{HWCAP2_BTI, HWCAP2_MTE, HWCAP2_MTE3};
     let mut caps = 0;
     if has_bti() {
-        caps |= 1 << 17; // HWCAP2_BTI
+        caps |= HWCAP2_BTI;
+    }
+    if super::mte::supported() {
+        caps |= HWCAP2_MTE;
+        if super::mte::has_mte3() {
+            caps |= HWCAP2_MTE3;
+        }
     }
     caps
 }

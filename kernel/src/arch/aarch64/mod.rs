@@ -3,6 +3,7 @@ pub mod cache;
 pub mod cpu;
 pub mod exception;
 pub mod mmu;
+pub mod mte;
 pub mod pauth;
 pub mod pmu;
 pub mod psci;

@@ -68,6 +68,17 @@ fn support() -> u8 {
     s
 }
 
+/// `arm64.nopauth` on the command line (Linux's id-register override of the same name): the
+/// kernel treats the CPU as one without pointer authentication, so processes get no keys, no
+/// `HWCAP_PACA`/`HWCAP_PACG`, and their `PAC*`/`AUT*` instructions stay no-ops (SCTLR_EL1's EnIA,
+/// EnIB, EnDA and EnDB are never set). What the feature costs per `exec` and per switch is
+/// measured with and without it (`scripts/bench`). Called once at boot, before the first process.
+pub fn configure(bootargs: &str) {
+    if bootargs.split_ascii_whitespace().take_while(|w| *w != "--").any(|w| w == "arm64.nopauth") {
+        SUPPORT.store(0, Ordering::Relaxed);
+    }
+}
+
 /// Whether the CPU has address authentication (`HWCAP_PACA`).
 pub fn has_address_auth() -> bool {
     support() & 1 != 0

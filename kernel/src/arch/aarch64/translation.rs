@@ -26,7 +26,9 @@ const VA_BITS_48: u64 = 48;
 /// The `TCR_EL1` fields that do not depend on the CPU: `T0SZ = T1SZ = 64 − 48`, walks
 /// inner-shareable write-back cacheable in both halves, the build's `TG0` `[15:14]` and `TG1`
 /// `[31:30]` (two different encodings of the same granule: [`Granule::tcr_tg0`],
-/// [`Granule::tcr_tg1`]), and what the `lpa2` build changes ([`LPA2_TCR`]).
+/// [`Granule::tcr_tg1`]), `TBI0` (bit 37: user pointers may carry a tag in their top byte,
+/// which MTE checks and the tagged-address ABI passes to system calls; the kernel half has no
+/// `TBI1`), and what the `lpa2` build changes ([`LPA2_TCR`]).
 const TCR_EL1_BASE: u64 = ((64 - VA_BITS_48) // T0SZ
     | (0b01 << 8) // IRGN0 write-back write-allocate
     | (0b01 << 10) // ORGN0
@@ -36,7 +38,8 @@ const TCR_EL1_BASE: u64 = ((64 - VA_BITS_48) // T0SZ
     | (0b01 << 24) // IRGN1
     | (0b01 << 26) // ORGN1
     | (0b11 << 28) // SH1
-    | (GRANULE.tcr_tg1() << 30)) // TG1
+    | (GRANULE.tcr_tg1() << 30) // TG1
+    | (1 << 37)) // TBI0: the top byte of user addresses is ignored, as Linux's arm64 ABI has it
     ^ LPA2_TCR;
 
 /// What FEAT_LPA2 changes in TCR_EL1 (`mm::paging::lpa2`): `DS`, a 52-bit kernel half (T1SZ 12

@@ -189,7 +189,9 @@ pub struct Fault {
 /// # Errors
 /// [`Fault`] if the range leaves the user half or touches memory the program may not read.
 pub fn copy_from_user(dst: &mut [u8], src: u64) -> Result<(), Fault> {
-    if !user_range_ok(src, dst.len()) {
+    // The copy itself keeps the tag (TCR_EL1.TBI0), so a tagged pointer's accesses are checked
+    // against the memory's tags as the program's own would be.
+    if !user_range_ok(super::mte::user_pointer_for_check(src), dst.len()) {
         return Err(Fault { at: src });
     }
     // SAFETY: `dst` is a valid kernel buffer; the source is read with EL0's permissions through
@@ -203,7 +205,7 @@ pub fn copy_from_user(dst: &mut [u8], src: u64) -> Result<(), Fault> {
 /// # Errors
 /// [`Fault`] if the range leaves the user half or touches memory the program may not write.
 pub fn copy_to_user(dst: u64, src: &[u8]) -> Result<(), Fault> {
-    if !user_range_ok(dst, src.len()) {
+    if !user_range_ok(super::mte::user_pointer_for_check(dst), src.len()) {
         return Err(Fault { at: dst });
     }
     // SAFETY: `src` is a valid kernel buffer; the destination is written with EL0's permissions

@@ -7,9 +7,10 @@ use mm::vm::Layout;
 
 pub use ::elf::Executable;
 
-/// Where a PIE is loaded without randomisation (Linux arm64 uses 2/3 of the user range; any
-/// page-aligned address below the mmap area works); `process::aslr` draws the randomised one.
-pub const PIE_BASE: u64 = 0x0000_aaaa_0000_0000;
+/// Where a page-aligned PIE is loaded without randomisation (Linux's place, 2/3 of the user
+/// range); `process::aslr` chooses per program (its alignment, the draw).
+pub const PIE_BASE: u64 =
+    mm::vm::aslr::pie_base_unrandomised(LAYOUT.task_size, mm::vm::map::WINDOW_DEFAULT, PAGE_SIZE);
 
 /// The user address range every process gets (the same as its area map's, `Layout::linux`).
 const LAYOUT: Layout = Layout { mmap_min_addr: crate::process::LOWEST_MAPPING, ..Layout::linux(0) };

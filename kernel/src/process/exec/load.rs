@@ -24,6 +24,9 @@ use super::image::ProgramImage;
 use super::{elf, stack};
 use crate::arch::aarch64::cpu;
 
+/// Programs whose code lies below this get the vDSO at the top of the mmap area.
+const LOW_4GIB: u64 = 1 << 32;
+
 /// `GNU_PROPERTY_AARCH64_FEATURE_1_BTI`: the program's code is built with landing pads.
 const GNU_PROPERTY_AARCH64_FEATURE_1_BTI: u32 = 1 << 0;
 use crate::arch::aarch64::user::{PSTATE_EL0, UserRegs};
@@ -45,6 +48,7 @@ enum LoadStep {
     Interpreter,
     Stack,
     CodeWindow,
+    Vdso,
     InitialStack,
 }
 
@@ -56,6 +60,7 @@ impl core::fmt::Display for LoadError {
             LoadStep::Segment(at) => write!(f, "mapping the segment at {at:#x} failed: {e:?}"),
             LoadStep::Interpreter => write!(f, "the interpreter: {e:?}"),
             LoadStep::Stack => write!(f, "stack: {e:?}"),
+            LoadStep::Vdso => write!(f, "the vDSO: {e:?}"),
             LoadStep::CodeWindow => write!(f, "code window: {e:?}"),
             LoadStep::InitialStack => write!(f, "writing the initial stack failed: {e:?}"),
         }
@@ -115,6 +120,10 @@ pub(crate) fn load<S: AsRef<[u8]>>(
     // The interpreter goes where the kernel finds room for its whole span, as code: into the
     // window beside the program's text (`VmMap::place_image`); it starts first, with the
     // program's entry in `AT_ENTRY` and its own base in `AT_BASE`.
+    let segments_end = |e: &elf::Executable| {
+        e.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max()
+    };
+    let mut code_end = segments_end(exe).unwrap_or(0);
     let (base, entry) = match interp {
         None => (0, exe.entry),
         Some(ifile) => {
@@ -123,13 +132,28 @@ pub(crate) fn load<S: AsRef<[u8]>>(
             let base = mm.vm_mut().place_image(len, align).map_err(failed(LoadStep::Interpreter))?;
             let iexe = elf::parse_interpreter(ifile.bytes, base).map_err(refused)?;
             map_segments(mm, &iexe, &ifile)?;
+            code_end = segments_end(&iexe).unwrap_or(code_end);
             image.interp = Some(super::image::Interpreter::of(&iexe).map_err(failed(LoadStep::Interpreter))?);
             (base, iexe.entry)
         }
     };
+    // The vDSO and its data page (docs/address-space.md, "The vDSO"): as code just above the
+    // interpreter, or the program when it has none (a random number of pages above when
+    // randomising), when that is above the low 4 GiB; else, for a program linked low, at the
+    // top of the mmap area, where Linux puts it, so that no address a program expects to fault
+    // or to be free (NULL plus an offset, 32-bit addresses) holds it.
+    let vdso = if code_end >= LOW_4GIB {
+        crate::vdso::map(mm, code_end + draws.vdso_offset, true)
+    } else {
+        let len = crate::vdso::VVAR_SIZE + crate::vdso::IMAGE_SIZE;
+        crate::vdso::map(mm, draws.mmap_base - len, false)
+    }
+    .map_err(failed(LoadStep::Vdso))?;
     let mut random = [0u8; 16];
     crate::random::fill(&mut random);
+    // AT_SYSINFO_EHDR first, as arm64's ARCH_DLINFO puts it; left out when there is no vDSO.
     let auxv = [
+        (stack::at::SYSINFO_EHDR, vdso),
         (stack::at::PHDR, exe.phdr),
         (stack::at::PHENT, 56),
         (stack::at::PHNUM, u64::from(exe.phnum)),
@@ -149,7 +173,8 @@ pub(crate) fn load<S: AsRef<[u8]>>(
     ];
     // The contents end `stack_pad` below the area's top (Linux's `arch_align_stack` offset).
     let top = draws.stack_top;
-    let built = stack::build(top - draws.stack_pad, argv, envp, &auxv, random)
+    let auxv = if vdso != 0 { &auxv[..] } else { &auxv[1..] };
+    let built = stack::build(top - draws.stack_pad, argv, envp, auxv, random)
         .map_err(failed(LoadStep::InitialStack))?;
     // The stack grows down on demand (to RLIMIT_STACK); it starts as the arguments' pages and
     // STACK_EXPAND below them, as Linux's `setup_arg_pages` makes it.

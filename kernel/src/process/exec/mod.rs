@@ -438,6 +438,8 @@ pub fn execveat(
     // the return to EL0.
     thread.pac = super::fresh_pac_keys();
     thread.pac.install();
+    thread.mte = Default::default();
+    thread.mte.install();
     thread.posix.rseq = None;
     p.posix.exec_reset(cred);
     thread.clear_child_tid = 0;

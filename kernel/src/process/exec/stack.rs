@@ -49,6 +49,8 @@ pub mod at {
     pub const HWCAP2: u64 = 26;
     /// Path of the program.
     pub const EXECFN: u64 = 31;
+    /// The vDSO's ELF header (`crate::vdso`).
+    pub const SYSINFO_EHDR: u64 = 33;
     /// Stack a signal frame needs (arm64 `ARCH_DLINFO`).
     pub const MINSIGSTKSZ: u64 = 51;
 }

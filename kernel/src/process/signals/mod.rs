@@ -156,9 +156,9 @@ pub struct Signals {
     waiting: AtomicUsize,
     /// The process is stopped (a group stop): its threads park as they resume or return to EL0.
     stopped: AtomicBool,
-    /// The page holding the `rt_sigreturn` stub handlers return to without SA_RESTORER (0: not
-    /// made yet; made on first need, see [`trampoline`]).
-    trampoline: AtomicU64,
+    /// Where the vDSO's image was last found in the process's memory: a hint for
+    /// [`sigreturn_address`], which checks it (0: look it up).
+    vdso_hint: AtomicU64,
     /// Interval and POSIX timers (not inherited by a fork).
     pub(crate) timers: timers::Timers,
 }
@@ -177,7 +177,7 @@ impl Signals {
             queued: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             stopped: AtomicBool::new(false),
-            trampoline: AtomicU64::new(0),
+            vdso_hint: AtomicU64::new(0),
             timers: timers::Timers::default(),
         }
     }
@@ -203,14 +203,13 @@ impl Signals {
             queued: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             stopped: AtomicBool::new(false),
-            trampoline: AtomicU64::new(0),
+            vdso_hint: AtomicU64::new(0),
             timers: timers::Timers::default(),
         })
     }
 
     /// `execve`: handled signals go back to their default action (ignored ones stay ignored),
-    /// the alternate stack is gone, the `rt_sigreturn` stub with the old memory (Linux's
-    /// `flush_signal_handlers`), and the POSIX timers; masks, pending signals and the interval
+    /// the alternate stack is gone (Linux's `flush_signal_handlers`), and the POSIX timers; masks, pending signals and the interval
     /// timers stay.
     pub fn exec_reset(&self) {
         let mut st = self.state.lock();
@@ -225,7 +224,7 @@ impl Signals {
             t.altstack = AltStack::default();
         }
         drop(st);
-        self.trampoline.store(0, Ordering::Release);
+        self.vdso_hint.store(0, Ordering::Relaxed);
         self.timers.exec();
     }
 
@@ -690,6 +689,7 @@ fn enter(
     info: SigInfo,
     fault: Option<(u64, u64)>,
 ) -> Plan {
+    let info = handler_info(info, action.flags);
     let top = t.altstack.frame_top(ctx.sp, action.flags & SA_ONSTACK != 0);
     let saved = Saved {
         info: (action.flags & num::SA_SIGINFO != 0).then_some(info),
@@ -700,6 +700,22 @@ fn enter(
     t.altstack = t.altstack.after_entry(top != ctx.sp);
     t.blocked = action::handler_mask(t.blocked, sig, action);
     Plan { sig, action: *action, info, top, saved }
+}
+
+/// The siginfo the handler installed with `flags` receives: a fault's address without its tag
+/// byte unless the handler asked for it with `SA_EXPOSE_TAGBITS` (Linux 5.11's
+/// `hide_si_addr_tag_bits`, with arm64's `arch_untagged_si_addr`, which keeps a breakpoint's
+/// `TRAP_BRKPT` address whole for historical reasons). The fault reports its address with the
+/// tag FAR_EL1 holds (`trap::user`); this is the one place it is dropped.
+fn handler_info(mut info: SigInfo, flags: u64) -> SigInfo {
+    if flags & num::SA_EXPOSE_TAGBITS != 0 || (info.signo() == num::SIGTRAP && info.code() == num::TRAP_BRKPT)
+    {
+        return info;
+    }
+    if let Some(addr) = info.fault_address() {
+        info.set_fault_address(crate::arch::aarch64::mte::untagged(addr));
+    }
+    info
 }
 
 /// Writes the planned frame to the user stack and points `ctx` at the handler. A frame that
@@ -714,7 +730,7 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
     });
     match at {
         Some(at) if written => {
-            let trampoline = if plan.action.flags & num::SA_RESTORER == 0 { trampoline(p) } else { 0 };
+            let trampoline = if plan.action.flags & num::SA_RESTORER == 0 { sigreturn_address(p) } else { 0 };
             frame::enter_handler(
                 ctx,
                 at,
@@ -744,36 +760,23 @@ fn write_frame(thread: &Thread, ctx: &mut Context, plan: &Plan) -> Result<(), u6
     }
 }
 
-/// The address of the process's `rt_sigreturn` stub, mapped on first need: Linux keeps it in the
-/// vDSO, which this kernel does not have, so a page is mapped (anonymous, then read-only and
-/// executable once written and synchronised with instruction fetch). It is placed at
-/// `mmap_base`, the top of the area ordinary mappings are placed in (where Linux's vDSO lands,
-/// mapped at exec before anything else), so that no low address a program expects to fault (NULL
-/// plus an offset) is taken, and no hole the program left in its own mappings (a reservation it
-/// grows a `MAP_GROWSDOWN` stack into) is filled behind its back; only if that place is taken
-/// does it go where ordinary mappings go, and only if a strict code window refuses to make it
-/// executable there is it placed in the window (MAP_CODE). 0 if it cannot be made: the handler
-/// then returns to 0 and faults.
-fn trampoline(p: &Process) -> u64 {
-    let made = p.signals.trampoline.load(Ordering::Acquire);
-    if made != 0 {
-        return made;
-    }
-    let Some(addr) = map_trampoline(p, 0).or_else(|| map_trampoline(p, mm::vm::abi::MAP_CODE)) else {
-        return 0;
-    };
-    match p.signals.trampoline.compare_exchange(0, addr, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => addr,
-        Err(other) => {
-            // Another thread made one first: use it.
-            unmap_trampoline(p, addr);
-            other
+/// Where a handler installed without SA_RESTORER returns: the vDSO's `__kernel_rt_sigreturn`
+/// (Linux's `setup_return`: x30 = `VDSO_SYMBOL(mm->context.vdso, sigtramp)`), wherever the
+/// image is now (`mremap` moves it, as Linux's `vdso_mremap` follows it). A program that
+/// unmapped its vDSO gets 0, so its handler's return faults (SIGSEGV), as on Linux, where the
+/// stale address it returns to is no longer mapped.
+fn sigreturn_address(p: &Process) -> u64 {
+    let Some(space) = p.space() else { return 0 };
+    let hint = p.signals.vdso_hint.load(Ordering::Relaxed);
+    let found = crate::vdso::sigreturn_in(&space.lock(), hint);
+    match found {
+        Some((image, sigreturn)) => {
+            p.signals.vdso_hint.store(image, Ordering::Relaxed);
+            sigreturn
         }
+        None => 0,
     }
 }
-
-/// The trampoline's mapping: one page of the build's granule.
-const TRAMPOLINE_SIZE: u64 = mm::addr::PAGE_SIZE;
 
 /// Each CPU's room for the signal frame it writes (delivery) and the one it reads
 /// (`rt_sigreturn`): 4.7 KiB each, too large for the exception stack and, from the heap, one
@@ -783,36 +786,6 @@ static FRAME_OUT: [Mutex<[u8; frame::TOTAL]>; crate::cpu::MAX_CPUS] =
 /// See [`FRAME_OUT`].
 pub(crate) static FRAME_IN: [Mutex<[u8; frame::FRAME_SIZE]>; crate::cpu::MAX_CPUS] =
     [const { Mutex::new([0; frame::FRAME_SIZE]) }; crate::cpu::MAX_CPUS];
-
-/// Maps a page (with the extra mmap flags `flags`), writes the stub, makes it executable.
-fn map_trampoline(p: &Process, flags: u64) -> Option<u64> {
-    use linux_abi::mman::{MAP_ANONYMOUS, MAP_PRIVATE, PROT_EXEC, PROT_READ, PROT_WRITE};
-    let space = p.space()?;
-    let rw = PROT_READ | PROT_WRITE;
-    let addr = {
-        let mut mm = space.lock();
-        let hint = if flags == 0 { mm.vm().layout().mmap_base } else { 0 };
-        mm.mmap(hint, TRAMPOLINE_SIZE, rw, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0).ok()?
-    };
-    let mut code = [0u8; 8];
-    code[..4].copy_from_slice(&frame::SIGRETURN_CODE[0].to_le_bytes());
-    code[4..].copy_from_slice(&frame::SIGRETURN_CODE[1].to_le_bytes());
-    let ready = copy_out(addr, &code).is_ok()
-        && super::sync_user_icache(p, addr)
-        && space.lock().mprotect(addr, TRAMPOLINE_SIZE, PROT_READ | PROT_EXEC).is_ok();
-    if !ready {
-        let _ = space.lock().munmap(addr, TRAMPOLINE_SIZE);
-        return None;
-    }
-    Some(addr)
-}
-
-/// Unmaps a trampoline page another thread's made redundant.
-fn unmap_trampoline(p: &Process, addr: u64) {
-    if let Some(space) = p.space() {
-        let _ = space.lock().munmap(addr, TRAMPOLINE_SIZE);
-    }
-}
 
 fn report_fatal_signal(p: &Process, tid: u32, sig: u32, ctx: &Context, status: u64) {
     kprintln!(
