@@ -291,13 +291,24 @@ counters (tests/programs/measure.h): per operation, guest time (runs without `-i
 instructions retired (runs under `-icount shift=0`; Linux's through `perf_event_open` with
 `inherit`, so a child's instructions join the parent's count when it exits; this kernel's from
 the CPU's `PMEVCNTR0_EL0`), and this kernel's TLBIs and faults from `SYS_MM_STATS` (Linux has no
-such counter). The operations: `fork` + `_exit` + `waitpid` of a process with 64 MiB touched
-(4 KiB pages, then the default: this kernel's 2 MiB blocks, Linux's THP policy); a copy-on-write
+such counter). The fork rows count every instruction the CPU retires instead, on both kernels
+(Linux: `perf_event_open` on CPU 0 for every task; one CPU, so the whole guest): a task's count
+misses Linux's teardown of the child's memory, which happens after the child's count has joined
+the parent's. The operations: `fork` + `_exit` + `waitpid` of a process with 64 MiB touched
+(4 KiB pages, then the default: this kernel's 2 MiB blocks, Linux's THP policy), the whole cycle
+and two parts of it, the fork call (the parent's entry to the first return from it, the
+parent's or the child's where it runs first) and the exit side (the child's `_exit` to the
+parent's `waitpid` return, the child's teardown included); a copy-on-write
 fault (the parent writes a page it shares with a live child: a copy; then with the child gone:
 a reuse); `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)` of 1 MiB and 64 MiB of touched memory to a
 reserved range and back (the contents checked after the moves: the entries move, no byte is
-copied); the W^X JIT cycle through two views of one memfd (write two instructions, `DC CVAU` +
-`IC IVAU`, call) against the same cycle with one mapping switched by `mprotect`.
+copied); a load from each page of 64 MiB of private anonymous memory never written (4 KiB
+pages), and then what those 64 MiB hold: their Rss in `/proc/self/smaps` and how far `MemFree`
+fell (both kernels map a shared zero page, which Rss does not count); the W^X JIT cycle through
+two views of one memfd (write two instructions, `DC CVAU` + `IC IVAU`, call) against the same
+cycle with one mapping switched by `mprotect`; and `clock_gettime(CLOCK_MONOTONIC)` through
+glibc (the vDSO's `__kernel_clock_gettime`) against the same call as a system call (goal: the
+vDSO's at least 10x fewer instructions).
 
 {block("10")}
 ## 13. Per granule: promotion TLBIs, page-table memory, host throughput
@@ -361,6 +372,23 @@ that size cannot show more than log2(1000) ≈ 10 bits by counting), "varying" t
 that took both values. The goal is ours ≥ Linux's for every base (docs/hardening.md).
 
 {block("12")}
+## 16. What the hardware protections cost
+
+`scripts/bench --only 13`. Pointer authentication: section 14's exec row (fork + `execve` of the
+dynamically linked hello + its exit + `waitpid`, mean of 20, on the small image) measured twice
+on each kernel, with the CPU's pointer-authentication keys, as every process runs by default
+(five random 128-bit keys drawn at each `exec`, loaded at each switch to the thread) and with
+`arm64.nopauth` on the command line, which both kernels understand as "treat the CPU as one
+without FEAT_PAuth". Both with `norandmaps`: with randomised layouts an exec's instruction count
+moves by a few per cent from run to run, more than the keys cost; without them it repeats
+exactly. MTE: a write to each page of 16 MiB of fresh private anonymous memory, per page, without
+and with `PROT_MTE`, on `-M virt` (no MTE: both kernels ignore `PROT_MTE`) and on
+`-M virt,mte=on`, where a tagged page's frame is zeroed with its allocation tags (this kernel
+zeroes every fresh user frame's tags on a CPU with MTE, Linux only a `PROT_MTE` page's).
+Instructions from runs under `-icount shift=0`, times from runs without it. docs/hardening.md
+says where each feature lives.
+
+{block("13")}
 ## Not measured here
 
 - TLBIs on Linux (no counter; a QEMU TCG plugin could count executed TLBI encodings, but Debian

@@ -29,11 +29,16 @@ ALLOWED_UNCHECKED = {
     "__NR_listxattrat", "__NR_removexattrat", "__NR_open_tree_attr",
     # Kernel-internal (include/linux/errno.h, not uapi): never seen by a program.
     "ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ENOIOCTLCMD", "ERESTART_RESTARTBLOCK",
+    # The counter scale's fixed shift (time.rs, CounterScale): the kernel's and the vDSO's
+    # arithmetic, not a value of the ABI.
+    "SHIFT",
     # Kernel-internal mode bits of a segment (include/linux/shm.h), which IPC_STAT shows.
     "SHM_DEST", "SHM_LOCKED",
     # Kernel-internal limits and values with no uapi macro of that name.
     "MAXSYMLINKS", "PERSONALITY_QUERY", "NSEC_PER_SEC",
     "STAT_SIZE", "SYSINFO_SIZE", "TERMIOS_SIZE", "IOV_MAX", "SHMID_DS_SIZE",
+    # Kernel-internal socket limits and sizes (include/net/scm.h, struct sockaddr_un's layout).
+    "SCM_MAX_FD", "SOCKADDR_UN_SIZE", "SUN_PATH_OFFSET", "SOCK_TYPE_MASK",
 }
 
 INCLUDES_KERNEL = """
@@ -85,6 +90,8 @@ INCLUDES_LIBC = """
 #include <sys/uio.h>
 #include <sched.h>
 #include <sys/rseq.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 """
 
 MAX = {"u8::MAX": 0xff, "u16::MAX": 0xffff, "u32::MAX": 0xffffffff, "u64::MAX": 2**64 - 1, "i64::MAX": 2**63 - 1}

@@ -50,6 +50,8 @@ import sys
 # Cited names that are not this repository's: Linux and UEFI functions the docs compare with.
 OUTSIDE = {
     "can_change_pte_writable",  # Linux mm/mprotect.c
+    "do_huge_pmd_anonymous_page",  # Linux mm/huge_memory.c
+    "do_huge_pmd_wp_page",  # Linux mm/huge_memory.c
     "efi_exit_boot_services",  # Linux drivers/firmware/efi/libstub
     "ptep_set_access_flags",  # Linux arch/arm64/mm/fault.c
 }

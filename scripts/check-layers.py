@@ -28,6 +28,7 @@ LAYERS = [
     ["exit"],                                   # ending a run (semihosting, PSCI)
     ["console"],                                # printing
     ["irq", "wallclock", "random", "klog"],     # interrupts and the tick, time of day, randomness, the log
+    ["vdso"],                                   # the vDSO's image and data page
     ["sched"],                                  # tasks: run queue, wait list, wake-ups
     ["fs"],                                     # files: the terminal, pipes, memfd, poll
     ["ipc"],                                    # System V IPC: the shared memory segments

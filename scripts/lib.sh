@@ -66,6 +66,61 @@ ensure_qemu() {
     command -v qemu-system-aarch64 >/dev/null || apt_install qemu-system-arm
 }
 
+# ensure_qemu_backports: sets QEMU_BACKPORTS to a qemu-system-aarch64 from Debian's
+# bookworm-backports (QEMU 10) and QEMU_BACKPORTS_DATA to its firmware directory (for -L),
+# unpacked under target/qemu-backports/ and never installed: the suite's QEMU stays the system's
+# 7.2, whose MTE tag storage lets granules i and i+2 of a page share one tag, which breaks
+# glibc's tagged malloc on any kernel; only the cases that need working tags run on this one.
+# apt runs with a sources list, state and cache of its own (under the same directory), so the
+# system's apt configuration and lists are not touched; no root is needed. $QEMU_BACKPORTS is a
+# wrapper script that runs the unpacked binary with -L for its firmware, QEMU_MODULE_DIR at its
+# own modules and -audio none: probing for a sound backend would load the system's 7.2 audio
+# modules, which it refuses ("Only modules from the same build can be loaded") and then aborts.
+ensure_qemu_backports() {
+    local dir="$ROOT/target/qemu-backports"
+    QEMU_BACKPORTS="$dir/qemu-system-aarch64"
+    QEMU_BACKPORTS_DATA="$dir/root/usr/share/qemu"
+    [ -x "$QEMU_BACKPORTS" ] && return 0
+    say "setup: downloading qemu-system-arm from Debian's bookworm-backports into $dir (not installed; the suite keeps the system QEMU)"
+    local apt="$dir/apt"
+    rm -rf "$dir"; mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/parts" "$dir/debs" "$dir/root"
+    cat >"$apt/sources.list" <<'EOF'
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+EOF
+    local opts=(-o "Dir::Etc::sourcelist=$apt/sources.list" -o "Dir::Etc::sourceparts=$apt/parts"
+        -o "Dir::State=$apt" -o "Dir::State::lists=$apt/lists" -o "Dir::State::status=/var/lib/dpkg/status"
+        -o "Dir::Cache=$apt" -o "Dir::Cache::archives=$apt/archives" -o "APT::Architectures::=$(dpkg --print-architecture)"
+        -o "Debug::NoLocking=1")
+    apt-get -q "${opts[@]}" update >"$dir/apt-update.log" 2>&1 \
+        || { tail -n 5 "$dir/apt-update.log" >&2; die "apt-get update (bookworm-backports) failed"; }
+    local pkg
+    for pkg in qemu-system-arm qemu-system-common qemu-system-data; do
+        (cd "$dir/debs" && apt-get -q "${opts[@]}" download "$pkg/bookworm-backports" >>"$dir/apt-download.log" 2>&1) \
+            || { tail -n 5 "$dir/apt-download.log" >&2; die "could not download $pkg from bookworm-backports"; }
+    done
+    local deb
+    for deb in "$dir"/debs/*.deb; do dpkg-deb -x "$deb" "$dir/root"; done
+    local bin="$dir/root/usr/bin/qemu-system-aarch64" missing
+    # Every library it links is bookworm's (checked with ldd for 10.0.2+ds-2+deb13u1~bpo12+1);
+    # a later backport that needs one bookworm lacks stops here, by name.
+    missing=$(ldd "$bin" | awk '/not found/ {print $1}' | tr '\n' ' ')
+    [ -z "$missing" ] || die "QEMU from bookworm-backports needs libraries this system lacks: $missing"
+    # The wrapper finds the unpacked tree beside itself, so target/ may be copied elsewhere.
+    local moddir
+    moddir=$(cd "$dir/root" && ls -d usr/lib/*/qemu | head -n1)
+    cat >"$QEMU_BACKPORTS.tmp" <<EOF
+#!/bin/sh
+here="\$(cd "\$(dirname "\$0")" && pwd)/root"
+QEMU_MODULE_DIR="\$here/$moddir" exec "\$here/usr/bin/qemu-system-aarch64" -L "\$here/usr/share/qemu" -audio none "\$@"
+EOF
+    chmod +x "$QEMU_BACKPORTS.tmp"
+    "$QEMU_BACKPORTS.tmp" --version >/dev/null || die "QEMU from bookworm-backports does not run (see ldd $bin)"
+    mv "$QEMU_BACKPORTS.tmp" "$QEMU_BACKPORTS"
+    rm -rf "$apt"
+    say "setup: $("$QEMU_BACKPORTS" --version | head -n1) at $QEMU_BACKPORTS"
+}
+
 # ensure_cross_gcc: Debian's cross compiler and glibc for arm64 (the C test programs are built
 # with it as unmodified static Linux programs).
 ensure_cross_gcc() {
@@ -80,7 +135,7 @@ build_c_program() {
 
 # build_linux_programs DIR: the static Linux programs of the suite in DIR, and DIR/initramfs.cpio
 # holding them all: abi-test, signals, fork-test, maps-test, memfd-test, lazyfree-test,
-# failslab-test, files-test, events-test, restart-test, growsdown-test, shm-test and
+# failslab-test, files-test, events-test, restart-test, growsdown-test, shm-test, sockets-test and
 # hardening-test (glibc,
 # Debian's cross compiler), rust-std-test and rust-fs-test (Rust std for
 # aarch64-unknown-linux-musl, linked by rust-lld), go-test (Go's standard library, Debian's
@@ -111,7 +166,7 @@ build_linux_programs() {
     build_c_program "$ROOT/tests/programs/lazyfree.c" "$dir/lazyfree-test"
     build_c_program "$ROOT/tests/programs/failslab.c" "$dir/failslab-test"
     local prog
-    for prog in files events restart growsdown shm; do
+    for prog in files events restart growsdown shm sockets; do
         build_c_program "$ROOT/tests/programs/$prog.c" "$dir/$prog-test"
     done
     # Built with return-address signing (PACIASP/AUTIASP) in every function of its own.
@@ -120,6 +175,9 @@ build_linux_programs() {
     # Freestanding, so that every object is BTI-marked and the program carries the BTI property.
     aarch64-linux-gnu-gcc -static -nostdlib -ffreestanding -O2 -Wall -Wextra -Werror -mbranch-protection=standard \
         -o "$dir/bti-test" "$ROOT/tests/programs/bti.c"
+    # With the memory-tagging instructions (IRG, STG, LDG) for its PROT_MTE cases.
+    aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -march=armv8.5-a+memtag \
+        -o "$dir/mte-test" "$ROOT/tests/programs/mte.c"
     cp "$BOARDS/busybox-static/bin/busybox" "$dir/busybox"
     cp "$BOARDS/bash-static/bin/bash-static" "$dir/bash"
     cp "$BOARDS/zsh-static/bin/zsh-static" "$dir/zsh"
@@ -146,7 +204,7 @@ build_linux_programs() {
         "lib/libc.so.6=$lib/libc.so.6" "lib/libm.so.6=$lib/libm.so.6" "$dir/dynamic-musl-test" \
         "lib/ld-musl-aarch64.so.1=$musl" "$dir/abi-test" "$dir/signals" "$dir/parity-init" "$dir/fork-test" "$dir/maps-test" "$dir/memfd-test" "$dir/busybox" \
         "$dir/rust-std-test" "$dir/failslab-test" "$dir/lazyfree-test" "$dir/files-test" "$dir/events-test" "$dir/restart-test" \
-        "$dir/growsdown-test" "$dir/shm-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test" "$dir/aslr-test" "$dir/aslr-child"
+        "$dir/growsdown-test" "$dir/shm-test" "$dir/sockets-test" "$dir/rust-fs-test" "$dir/go-test" "$dir/bash" "$dir/zsh" "$dir/hardening-test" "$dir/bti-test" "$dir/aslr-test" "$dir/aslr-child" "$dir/mte-test"
 }
 
 # granule_images GRANULE: the directory build_images puts that granule's images in:
@@ -252,23 +310,54 @@ finish_image() {
     "$OBJCOPY" -O binary "$2" "$3"
 }
 
-# rootfs_parity_initrd PROFILE OUT: the initrd of a parity case whose program comes from a Debian
-# root image (PROGRAM = PROFILE:/PATH in tests/linux-parity/cases): scripts/rootfs PROFILE's image,
-# then a second cpio archive, which Linux and this kernel both unpack over the first, holding
-# tests/programs/rootfs/* under /parity/ (the cases' scripts) and the init of a Linux reference
-# run, /parity-init (which mounts /proc, /sys, /dev and /tmp first, as this kernel has them).
-rootfs_parity_initrd() {
-    local profile="$1" out="$2" dir="$ROOT/target/rootfs/linux-init" image f files=()
-    image="$("$ROOT/scripts/rootfs" "$profile" | head -n 1)" && [ -f "$image" ] || return 1
+# linux_inits DIR: DIR/parity-init, the first process of every Linux reference run
+# (tests/programs/parity-init.c: it mounts /proc, /sys, /dev and /tmp as this kernel has them, runs
+# its command line as a child and powers off), built again only when its source is newer.
+linux_inits() {
+    local dir="$1"
     ensure_cross_gcc
     mkdir -p "$dir"
     [ "$dir/parity-init" -nt "$ROOT/tests/programs/parity-init.c" ] \
         || build_c_program "$ROOT/tests/programs/parity-init.c" "$dir/parity-init"
+}
+
+# rootfs_overlay_initrd IMAGE OUT: IMAGE (a root image of scripts/rootfs) with a second
+# cpio archive appended, which Linux and this kernel both unpack over the first, holding
+# tests/programs/rootfs/* under /parity/ (the cases' scripts) and parity-init (linux_inits).
+rootfs_overlay_initrd() {
+    local image="$1" out="$2" dir="$ROOT/target/rootfs/linux-init" f files=()
+    linux_inits "$dir"
     files+=("$dir/parity-init")
     for f in "$ROOT"/tests/programs/rootfs/*; do files+=("parity/${f##*/}=$f"); done
     make_initramfs "$out.overlay" "${files[@]}"
     cat "$image" "$out.overlay" >"$out"
     rm "$out.overlay"
+}
+
+# rootfs_parity_initrd PROFILE OUT: the initrd of a parity case whose program comes from a Debian
+# root image (PROGRAM = PROFILE:/PATH in tests/linux-parity/cases): scripts/rootfs PROFILE's image
+# with the overlay of rootfs_overlay_initrd.
+rootfs_parity_initrd() {
+    local image
+    image="$("$ROOT/scripts/rootfs" "$1" | head -n 1)" && [ -f "$image" ] || return 1
+    rootfs_overlay_initrd "$image" "$2"
+}
+
+# case_machine ENV: sets MACHINE to a parity case's QEMU machine (its ENVIRONMENT's leading
+# @MACHINE, else virt), CASE_ENV to the rest of ENVIRONMENT (tests/linux-parity/cases) and QEMU
+# to the emulator: the system's qemu-system-aarch64, or for @qemu10:MACHINE the one
+# ensure_qemu_backports unpacks.
+case_machine() {
+    MACHINE=virt; CASE_ENV="$1"; QEMU=qemu-system-aarch64
+    if [[ "$1" == @* ]]; then
+        MACHINE="${1%% *}"; MACHINE="${MACHINE#@}"
+        CASE_ENV="${1#@"$MACHINE"}"; CASE_ENV="${CASE_ENV# }"
+    fi
+    if [[ "$MACHINE" == qemu10:* ]]; then
+        MACHINE="${MACHINE#qemu10:}"
+        ensure_qemu_backports
+        QEMU="$QEMU_BACKPORTS"
+    fi
 }
 
 # make_initramfs OUT FILE...: a cpio "newc" archive (the initramfs format) holding each FILE at

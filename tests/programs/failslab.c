@@ -505,11 +505,22 @@ static long do_futex_waitv(void) {
 }
 
 /* A stack that grows: a write four pages below a one-page MAP_GROWSDOWN mapping grows it (a tree
- * node) and maps the page; a failed allocation is retried by the fault, as any fault's is. */
-static char *stack_top;
+ * node) and maps the page; a failed allocation is retried by the fault, as any fault's is.
+ * The mapping goes at the top of a room of its own: wherever mmap put it, an accessible mapping
+ * could end less than the stack guard gap (256 pages) below it, and a growth into that gap is
+ * refused (SIGSEGV; Linux's expand_downwards too), which the randomised mmap base made happen in
+ * one run of five. The room's PROT_NONE floor does not count for the gap (Linux's
+ * vma_is_accessible), and the seven pages above the floor are free for the growth. */
+#define GROW_ROOM 16
+static char *grow_room, *stack_top;
 static void map_growsdown(void) {
-    stack_top = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN, -1, 0);
-    if (stack_top == MAP_FAILED) printf("    setup: mmap(MAP_GROWSDOWN) failed\n");
+    grow_room = mmap(NULL, GROW_ROOM * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    stack_top = grow_room == MAP_FAILED
+                    ? MAP_FAILED
+                    : mmap(grow_room + (GROW_ROOM - 1) * pg, pg, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN | MAP_FIXED, -1, 0);
+    if (stack_top == MAP_FAILED || munmap(stack_top - 7 * pg, 7 * pg) != 0)
+        printf("    setup: the MAP_GROWSDOWN mapping and its room failed\n");
 }
 static long do_grow(void) {
     stack_top[-4 * (long)pg] = 42;
@@ -517,7 +528,7 @@ static long do_grow(void) {
 }
 static void unmap_grown_stack(long r) {
     (void)r;
-    munmap(stack_top - 4 * pg, 5 * pg);
+    munmap(grow_room, GROW_ROOM * pg);
 }
 
 static void test_timers_ipc_waitv_stack(void) {

@@ -6,6 +6,7 @@
 // a pipe), vfork + execve (argv, envp, E2BIG, EFAULT,
 // ENOENT), MADV_DONTFORK/MADV_WIPEONFORK and MAP_SHARED|MAP_ANONYMOUS across fork, and a memfd's
 // truncation racing a fork (the child's mapping past the new end is SIGBUS).
+// Reading untouched private anonymous memory holds no memory (the shared zero page).
 // Each case prints "ok - NAME" or "FAIL - NAME"; the last line is "N passed, N failed".
 // "fork-test measure" measures fork + exit + wait of a process with 64 MiB touched.
 // Built by scripts/test with aarch64-linux-gnu-gcc -static; runs unchanged on Linux too.
@@ -716,6 +717,69 @@ static void test_rusage_counts_faults(void) {
     munmap(a, len);
 }
 
+// The whole of the text file `path` in a static buffer (no stdio, no heap: nothing here may
+// touch a new page of the area measured), or "" when it cannot be read.
+static const char *read_text(const char *path) {
+    static char text[1 << 16];
+    size_t len = 0;
+    ssize_t n;
+    int fd = open(path, O_RDONLY);
+    while (fd >= 0 && len < sizeof text - 1 && (n = read(fd, text + len, sizeof text - 1 - len)) > 0) len += n;
+    if (fd >= 0) close(fd);
+    text[len] = 0;
+    return text;
+}
+
+// The number after `key` (a "Key: N kB" line) in `text` from `from` on, or -1.
+static long kb_after(const char *from, const char *key) {
+    const char *at = from ? strstr(from, key) : NULL;
+    return at ? strtol(at + strlen(key), NULL, 10) : -1;
+}
+
+// The Rss of the area that starts at `start`, from /proc/self/smaps (kB), or -1: the area alone,
+// since the program's own text and data fault in as it runs (and fault-around maps several
+// pages at a time), on Linux too.
+static long area_rss_kb(const volatile void *start) {
+    const char *text = read_text("/proc/self/smaps");
+    char key[32];
+    snprintf(key, sizeof key, "\n%08lx-", (unsigned long)start);
+    return kb_after(strstr(text, key), "\nRss:");
+}
+
+// Reading private anonymous memory never written maps the shared zero page: 64 MiB read hold
+// no memory (the area's Rss stays 0: smaps does not count the zero page; MemFree falls by the
+// page tables only), the first write to a page takes exactly one page, and a forked child reads
+// zeros too and its write leaves the parent's page zero.
+static void test_zero_page_reads_hold_no_frames(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t len = 64UL << 20;
+    volatile char *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(a != MAP_FAILED, "mmap");
+    long free0 = kb_after(read_text("/proc/meminfo"), "MemFree:");
+    unsigned long sum = 0;
+    for (size_t i = 0; i < len; i += page) sum += a[i];
+    long free1 = kb_after(read_text("/proc/meminfo"), "MemFree:");
+    long rss1 = area_rss_kb(a);
+    CHECK(sum == 0, "untouched memory reads zero");
+    CHECK(rss1 == 0, "Rss of 64 MiB read and never written: %ld kB", rss1);
+    CHECK(free0 > 0 && free0 - free1 < 8192, "MemFree fell by %ld kB reading 64 MiB", free0 - free1);
+    a[len / 2 + 7] = 1;
+    long rss2 = area_rss_kb(a);
+    CHECK(rss2 == page / 1024, "one page written: Rss %ld kB", rss2);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int bad = a[len / 4] != 0 || a[len / 2 + 7] != 1;
+        a[len / 4] = 2;
+        _exit(bad);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the child reads zeros and the parent's write");
+    CHECK(a[len / 4] == 0, "the child's write stays the child's");
+    munmap((void *)a, len);
+}
+
 static const struct test_case tests[] = {
     {"fork_isolates_memory", test_fork_isolates_memory},
     {"wait_statuses", test_wait_statuses},
@@ -735,6 +799,7 @@ static const struct test_case tests[] = {
     {"vfork_execve", test_vfork_execve},
     {"execve_errors", test_execve_errors},
     {"rusage_counts_faults", test_rusage_counts_faults},
+    {"zero_page_reads_hold_no_frames", test_zero_page_reads_hold_no_frames},
 };
 
 int main(int argc, char **argv) {

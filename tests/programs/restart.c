@@ -8,7 +8,9 @@
 // ITIMER_PROF); POSIX timers (SIGEV_SIGNAL with si_value, SI_TIMER and si_overrun, SIGEV_THREAD_ID,
 // SIGEV_NONE, a CPU-time clock); CLOCK_PROCESS_CPUTIME_ID/CLOCK_THREAD_CPUTIME_ID; RLIMIT_CPU
 // (SIGXCPU at the soft limit, SIGKILL at the hard one); clone(CLONE_PARENT); getresuid and
-// getresgid; F_GETPIPE_SZ/F_SETPIPE_SZ; pipe2(O_DIRECT) packets; futex_waitv.
+// getresgid; F_GETPIPE_SZ/F_SETPIPE_SZ; pipe2(O_DIRECT) packets; futex_waitv; the vDSO (mapped
+// as [vvar] and [vdso], AT_SYSINFO_EHDR, its clocks never behind the system call's, a handler
+// returning through its rt_sigreturn, wherever mremap moved it, and SIGSEGV once it is unmapped).
 // Timer cases check lower bounds and counts "at least", never exact values. Each case runs in a
 // child process of its own (check.h's run_cases_apart), prints "ok - NAME" or "FAIL - NAME"; the
 // last line is "N passed, N failed"; the output is Linux 6.1's (tests/linux-parity/restart-test.out).
@@ -26,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/auxv.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -803,6 +806,116 @@ static void test_pipe2_o_direct(void) {
     CHECK_ERR(pipe2(p, O_DIRECT | O_SYNC), EINVAL);
 }
 
+// The [vvar] and [vdso] lines of /proc/self/maps: their ranges and permissions.
+struct special { unsigned long start, end; char perms[5]; };
+static int find_special(const char *name, struct special *out) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        size_t n = strlen(line), k = strlen(name);
+        if (n > k && strcmp(line + n - k, name) == 0 && line[n - k - 1] == ' ')
+            found = sscanf(line, "%lx-%lx %4s", &out->start, &out->end, out->perms) == 3;
+    }
+    fclose(f);
+    return found;
+}
+
+static void test_vdso_mapped(void) {
+    unsigned long ehdr = getauxval(AT_SYSINFO_EHDR);
+    CHECK(ehdr != 0, "AT_SYSINFO_EHDR is 0");
+    CHECK(memcmp((const void *)ehdr, "\177ELF", 4) == 0, "no ELF header at AT_SYSINFO_EHDR");
+    struct special vdso, vvar;
+    CHECK(find_special("[vdso]", &vdso), "no [vdso] in /proc/self/maps");
+    CHECK(find_special("[vvar]", &vvar), "no [vvar] in /proc/self/maps");
+    CHECK(vdso.start == ehdr, "[vdso] does not start at AT_SYSINFO_EHDR");
+    printf("    [vvar] %s, [vdso] %s, [vvar] just below [vdso]: %s\n", vvar.perms, vdso.perms,
+           vvar.end == vdso.start ? "yes" : "no");
+    // Linux refuses to make either writable through a shared mapping's rules: [vvar] never.
+    CHECK_ERR(mprotect((void *)vvar.start, vvar.end - vvar.start, PROT_READ | PROT_WRITE), EACCES);
+}
+
+// Each clock read by the system call, then the vDSO (glibc's clock_gettime), then the system
+// call: the three never go backwards; likewise gettimeofday; clock_getres agrees.
+static void test_vdso_clocks_agree(void) {
+    static const clockid_t clocks[] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW,
+                                       CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE, CLOCK_BOOTTIME};
+    for (size_t c = 0; c < sizeof clocks / sizeof clocks[0]; c++) {
+        for (int i = 0; i < 2000; i++) {
+            struct timespec a, b, d;
+            CHECK_SYS(syscall(SYS_clock_gettime, clocks[c], &a));
+            CHECK_SYS(clock_gettime(clocks[c], &b));
+            CHECK_SYS(syscall(SYS_clock_gettime, clocks[c], &d));
+            long long ta = a.tv_sec * 1000000000LL + a.tv_nsec, tb = b.tv_sec * 1000000000LL + b.tv_nsec,
+                      td = d.tv_sec * 1000000000LL + d.tv_nsec;
+            CHECK(ta <= tb && tb <= td, "clock %d: system call %lld, vDSO %lld, system call %lld", (int)clocks[c], ta, tb, td);
+        }
+        struct timespec r1, r2;
+        CHECK_SYS(syscall(SYS_clock_getres, clocks[c], &r1));
+        CHECK_SYS(clock_getres(clocks[c], &r2));
+        CHECK(r1.tv_sec == r2.tv_sec && r1.tv_nsec == r2.tv_nsec, "clock %d: resolution %ld vs %ld", (int)clocks[c], r1.tv_nsec, r2.tv_nsec);
+    }
+    for (int i = 0; i < 2000; i++) {
+        struct timeval a, b, d;
+        CHECK_SYS(syscall(SYS_gettimeofday, &a, NULL));
+        CHECK_SYS(gettimeofday(&b, NULL));
+        CHECK_SYS(syscall(SYS_gettimeofday, &d, NULL));
+        long long ta = a.tv_sec * 1000000LL + a.tv_usec, tb = b.tv_sec * 1000000LL + b.tv_usec,
+                  td = d.tv_sec * 1000000LL + d.tv_usec;
+        CHECK(ta <= tb && tb <= td, "gettimeofday: %lld, %lld, %lld", ta, tb, td);
+    }
+    // The clocks the vDSO leaves to the kernel still answer.
+    struct timespec t;
+    CHECK_SYS(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t));
+    CHECK_ERR(clock_gettime((clockid_t)99, &t), EINVAL);
+}
+
+static volatile unsigned long handler_return;
+static void note_return(int sig) {
+    (void)sig;
+    handler_return = (unsigned long)__builtin_return_address(0);
+}
+
+// A handler installed without SA_RESTORER returns through the vDSO's __kernel_rt_sigreturn
+// (`mov x8, #139; svc #0`), also after mremap moved the image; with the image unmapped, the
+// return faults: SIGSEGV.
+static void test_vdso_sigreturn(void) {
+    struct special vdso;
+    CHECK(find_special("[vdso]", &vdso), "no [vdso]");
+    // The raw call, flags 0: no SA_RESTORER whatever the C library would add.
+    CHECK_SYS(syscall(SYS_rt_sigaction, SIGUSR1, &(struct { void *h; unsigned long f; void *r; uint64_t m; }){(void *)note_return, 0, NULL, 0}, NULL, 8));
+    CHECK_SYS(raise(SIGUSR1));
+    CHECK(handler_return >= vdso.start && handler_return < vdso.end, "the handler returned to %#lx, not into [vdso] %#lx-%#lx", handler_return, vdso.start, vdso.end);
+    static const uint32_t sigreturn[2] = {0xd2801168, 0xd4000001};
+    CHECK(memcmp((const void *)handler_return, sigreturn, 8) == 0, "not mov x8, #139; svc #0 there");
+    unsigned long offset = handler_return - vdso.start, len = vdso.end - vdso.start;
+    void *to = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(to != MAP_FAILED, "mmap");
+    void *moved = mremap((void *)vdso.start, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+    CHECK(moved == to, "mremap of [vdso]: %s", strerrorname_np(errno));
+    struct special after;
+    CHECK(find_special("[vdso]", &after) && after.start == (unsigned long)to, "[vdso] not where it was moved");
+    handler_return = 0;
+    CHECK_SYS(raise(SIGUSR1));
+    CHECK(handler_return == (unsigned long)to + offset, "after mremap the handler returned to %#lx, not the moved image's %#lx", handler_return, (unsigned long)to + offset);
+    pid_t child = fork();
+    CHECK_SYS(child);
+    if (child == 0) {
+        // Inherited by fork: the handler returns into the child's image, then unmapped: SIGSEGV.
+        raise(SIGUSR1);
+        if (handler_return != (unsigned long)to + offset) _exit(2);
+        munmap(to, len);
+        raise(SIGUSR1);
+        _exit(3);
+    }
+    int status;
+    CHECK_SYS(waitpid(child, &status, 0));
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "the child's status %#x, not SIGSEGV", status);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     static const struct test_case cases[] = {
@@ -823,6 +936,9 @@ int main(int argc, char **argv) {
         {"pipe_sizes", test_pipe_sizes},
         {"pipe2_o_direct", test_pipe2_o_direct},
         {"futex_waitv", test_futex_waitv},
+        {"vdso_mapped", test_vdso_mapped},
+        {"vdso_clocks_agree", test_vdso_clocks_agree},
+        {"vdso_sigreturn", test_vdso_sigreturn},
     };
     return run_cases_apart(cases, sizeof cases / sizeof cases[0], argc, argv, 15);
 }

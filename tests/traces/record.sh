@@ -6,9 +6,9 @@
 #
 # What it uses: the root file system images of scripts/rootfs (the profiles base, python3, node,
 # racket, luajit and wasmtime, and images of the packages strace, musl and musl-dev), Debian's
-# arm64 Linux (scripts/boards.sh, ensure_linux_image), the init programs of `scripts/rootfs
-# --linux` (tests/programs/rootfs-init.c mounts /proc, /sys and /dev; parity-init.c runs the
-# command and powers off), Debian's cross compiler (the C programs) and Go (the Go program).
+# arm64 Linux (scripts/boards.sh, ensure_linux_image), the init of the Linux reference runs
+# (tests/programs/parity-init.c mounts /proc, /sys, /dev and /tmp, runs the command and powers
+# off), Debian's cross compiler (the C programs) and Go (the Go program).
 # Downloads what is missing (apt, PyPI for the wasmtime wheel); about 15 minutes.
 #
 # Each program runs as `strace -f -v -s 96 -o /tmp/trace PROGRAM...` in
@@ -73,10 +73,10 @@ trace() {
     local cmd="$*" raw="$OUT/raw/$name.linux.strace"
     case "$cmd" in *'"'*) die "Linux's command line cannot hold a double quote: $cmd" ;; esac
     say "traces: $name: $cmd"
-    cat "${images[@]}" "$OUT/t.cpio" "$ROOTFS/linux-init/init.cpio" >"$OUT/initrd.cpio"
+    cat "${images[@]}" "$OUT/t.cpio" "$OUT/init.cpio" >"$OUT/initrd.cpio"
     timeout 900 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -m 2G -nographic -no-reboot \
         -kernel "$LINUX_IMAGE" -initrd "$OUT/initrd.cpio" \
-        -append "console=ttyAMA0 quiet panic=-1 rdinit=/rootfs-init -- /usr/bin/bash -c \"cd /tmp; /usr/bin/strace -f -v -s 96 -o /tmp/trace $cmd; echo; echo ===TRACE===; cat /tmp/trace\"" \
+        -append "console=ttyAMA0 quiet panic=-1 rdinit=/parity-init -- /usr/bin/bash -c \"cd /tmp; /usr/bin/strace -f -v -s 96 -o /tmp/trace $cmd; echo; echo ===TRACE===; cat /tmp/trace\"" \
         </dev/null >"$raw.console" 2>&1 || true
     # The log: the lines between the marker and parity-init's last line, without the kernel's.
     tr -d '\r' <"$raw.console" | sed -n '/===TRACE===/,/^parity: exit/p' | sed '1d;$d' \
@@ -92,7 +92,7 @@ mkdir -p "$OUT/raw"
 programs
 extras_cpio "$OUT/t.cpio"
 # The init programs, built by scripts/rootfs --linux (one boot of the base image).
-[ -f "$ROOTFS/linux-init/init.cpio" ] || "$ROOT/scripts/rootfs" --linux base -- /usr/bin/true >/dev/null
+linux_inits "$OUT" && make_initramfs "$OUT/init.cpio" "$OUT/parity-init"
 
 want=" $* "
 run() { [ "$want" = "  " ] || [[ "$want" == *" $1 "* ]] && trace "$@"; return 0; }
