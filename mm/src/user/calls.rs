@@ -394,14 +394,15 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             }
             let write = v.prot.write() && !v.flags.contains(VmaFlags::SHARED);
             let access = if write { Access::Write } else { Access::Read };
-            for page in (v.start..v.end).step_by(PAGE_SIZE as usize) {
+            let mut page = v.start;
+            while page < v.end {
                 // As MAP_POPULATE: the machine's last frames stay for everyone's next fault, so
                 // a lock larger than what is free fails (EAGAIN) instead of starving them.
                 if !self.may_populate() {
                     return Err(Errno::EAGAIN);
                 }
-                match self.fault(page, access) {
-                    Ok(()) => {}
+                match self.fault_in(page, access) {
+                    Ok(next) => page = next,
                     Err(Fault::OutOfMemory) => return Err(Errno::EAGAIN),
                     Err(_) => return Err(Errno::ENOMEM),
                 }

@@ -27,6 +27,8 @@ pub(super) struct PoolState {
     pub(super) limit: Option<usize>,
     /// The shared zero region, if the pool has one (never counted in `refs`).
     pub(super) zero: Option<ZeroRegion>,
+    /// How many times the memory asked how many frames are free (once per population step).
+    pub(super) free_asked: u64,
 }
 
 /// Frames with reference counts, shared by every memory of a test.
@@ -58,6 +60,7 @@ impl UserFrames for Pool {
         Some(PhysAddr(first))
     }
     fn free_frames(&self) -> u64 {
+        self.0.borrow_mut().free_asked += 1;
         1 << 20
     }
     fn zero_region(&self) -> Option<ZeroRegion> {
