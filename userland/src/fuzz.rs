@@ -38,7 +38,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::sys::{self, Errno, PROT_READ, PROT_WRITE};
 use crate::thread;
 use crate::{Checks, Ctx, check, ok, say};
-use linux_abi::mman::{MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_PRIVATE};
+use linux_abi::mman::{
+    MADV_DONTNEED, MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_LOCKED, MAP_POPULATE, MAP_PRIVATE,
+};
 use linux_abi::nr::{
     BRK, CAPGET, CAPSET, CLOCK_GETTIME, CLOSE, EPOLL_CREATE1, EPOLL_CTL, EPOLL_PWAIT, EPOLL_PWAIT2, EVENTFD2,
     FUTEX, FUTEX_WAITV, GETCPU, GETITIMER, GETPID, GETRESGID, GETRESUID, GETTID, MADVISE, MEMBARRIER, MMAP,
@@ -282,6 +284,14 @@ impl Worker {
         }
         // Never able to replace a mapping outside the arena.
         flags &= !(MAP_FIXED | MAP_FIXED_NOREPLACE);
+        // Population (MAP_POPULATE, MAP_LOCKED) only of mappings up to 64 MiB: read-only memory
+        // populates with the zero page, which costs no frame, so nothing stops a populated
+        // mapping of a terabyte before its last page; where blocks may not go (a MAP_STACK or
+        // MAP_GROWSDOWN mapping) that is one entry per 4 KiB, as on Linux, and minutes of a run
+        // that checks invariants, not speed.
+        if len > 64 << 20 {
+            flags &= !(MAP_POPULATE | MAP_LOCKED);
+        }
         let fd = if self.rng.chance(90) { u64::MAX } else { self.rng.below(8) };
         let placed = holes_read(|| {
             let a = raw(MMAP, [hint, len, prot, flags, fd, 0]).ok()?;
