@@ -343,16 +343,22 @@ rootfs_parity_initrd() {
     rootfs_overlay_initrd "$image" "$2"
 }
 
-# case_machine ENV: sets MACHINE to a parity case's QEMU machine (its ENVIRONMENT's leading
-# @MACHINE, else virt), CASE_ENV to the rest of ENVIRONMENT (tests/linux-parity/cases) and QEMU
-# to the emulator: the system's qemu-system-aarch64, or for @qemu10:MACHINE the one
+# case_machine ENV: reads a parity case's leading @-words (tests/linux-parity/cases) and sets
+# MACHINE to its QEMU machine (@MACHINE, else virt), CASE_SMP to its CPU count (@smp:N, else 1),
+# CASE_MEM to its memory (@mem:SIZE, else 512M), CASE_ENV to the rest of ENVIRONMENT and QEMU to
+# the emulator: the system's qemu-system-aarch64, or for @qemu10:MACHINE the one
 # ensure_qemu_backports unpacks.
 case_machine() {
-    MACHINE=virt; CASE_ENV="$1"; QEMU=qemu-system-aarch64
-    if [[ "$1" == @* ]]; then
-        MACHINE="${1%% *}"; MACHINE="${MACHINE#@}"
-        CASE_ENV="${1#@"$MACHINE"}"; CASE_ENV="${CASE_ENV# }"
-    fi
+    MACHINE=virt; CASE_SMP=1; CASE_MEM=512M; CASE_ENV="$1"; QEMU=qemu-system-aarch64
+    local word
+    while [[ "$CASE_ENV" == @* ]]; do
+        word="${CASE_ENV%% *}"; CASE_ENV="${CASE_ENV#"$word"}"; CASE_ENV="${CASE_ENV# }"
+        case "$word" in
+            @smp:*) CASE_SMP="${word#@smp:}" ;;
+            @mem:*) CASE_MEM="${word#@mem:}" ;;
+            *) MACHINE="${word#@}" ;;
+        esac
+    done
     if [[ "$MACHINE" == qemu10:* ]]; then
         MACHINE="${MACHINE#qemu10:}"
         ensure_qemu_backports
