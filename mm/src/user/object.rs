@@ -214,6 +214,11 @@ pub fn same_object(a: &ObjectRef, b: &ObjectRef) -> bool {
 /// cached pages the fault maps too.
 pub const FAULT_AROUND_BYTES: u64 = 64 << 10;
 
+/// The most pages one fault-around covers (16 with 4 KiB pages, 4 with 16 KiB, 1 with 64 KiB).
+const AROUND_PAGES: usize =
+    if FAULT_AROUND_BYTES > PAGE_SIZE { (FAULT_AROUND_BYTES / PAGE_SIZE) as usize } else { 1 };
+const _: () = assert!(AROUND_PAGES <= 32, "fault_around's page mask is a u32");
+
 /// The pages fault-around considers for a fault at `page`: the
 /// [`FAULT_AROUND_BYTES`]-aligned block holding it (the page alone when pages are that large),
 /// cut to the faulting area `vma`, to the object-backed range `backed` that holds the page, and
@@ -640,29 +645,46 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         let Some(attrs) = user_attrs(prot) else { return };
         let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
         let Some(b) = self.backings.at(page) else { return };
-        let (object, backed) = (b.object.clone(), (b.start, b.end));
         let table_span = PAGE_SIZE * (PAGE_SIZE / 8);
-        let (from, to) = fault_around_range(page, vma, backed, table_span);
-        let mut va = from;
-        while va < to {
-            let here = va;
-            va += PAGE_SIZE;
-            if here == page || self.space.query(VirtAddr(here)).is_some() || self.guarded(here) {
-                continue;
+        let (from, to) = fault_around_range(page, vma, (b.start, b.end), table_span);
+        // The range lies inside this one backed range: its object pages are consecutive.
+        let (object, first_index) = (b.object.clone(), b.index_of(from));
+        let count = ((to - from) / PAGE_SIZE) as usize;
+        // The pages not to map (the faulting one, present ones, guard markers), found with one
+        // walk and one scan of guard markers over the range rather than two walks per page. (No
+        // marker can be there today, `MADV_GUARD_INSTALL` refusing object mappings; the scan
+        // keeps a marker from ever being mapped over if that changes.)
+        let bit = |va: u64| 1u32 << ((va - from) / PAGE_SIZE);
+        let mut taken = bit(page);
+        let table = self.space.table();
+        let _ = table.walk(VirtAddr(from), to - from, |leaf| {
+            let (s, e) = (leaf.va.0.max(from), (leaf.va.0 + leaf.size).min(to));
+            for va in (s..e).step_by(PAGE_SIZE as usize) {
+                taken |= bit(va);
             }
-            let Some(b) = self.backings.at(here) else { continue };
-            let index = b.index_of(here);
-            let mut got = None;
-            let frames = &mut self.frames;
-            object.with(&mut |o| {
-                if o.frame_of(index).is_some() {
-                    got = o.page(index, prot.exec(), frames).ok();
+        });
+        let _ = table.guards_in(VirtAddr(from), to - from, |va, len| {
+            for va in (va.0..va.0 + len).step_by(PAGE_SIZE as usize) {
+                taken |= bit(va);
+            }
+        });
+        // The frames the object already holds for the others, under one hold of the object.
+        let mut cached = [None; AROUND_PAGES];
+        let (frames, exec) = (&mut self.frames, prot.exec());
+        object.with(&mut |o| {
+            for (i, slot) in cached.iter_mut().enumerate().take(count) {
+                let index = first_index + i as u64;
+                if taken & (1 << i) == 0 && o.frame_of(index).is_some() {
+                    *slot = o.page(index, exec, frames).ok();
                 }
-            });
-            let Some(pa) = got else { continue };
+            }
+        });
+        for (i, pa) in cached.into_iter().enumerate().take(count) {
+            let Some(pa) = pa else { continue };
             if !self.frames.share(pa) {
                 return;
             }
+            let here = from + i as u64 * PAGE_SIZE;
             if self.space.map(VirtAddr(here), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
                 self.frames.free(pa);
                 return;
