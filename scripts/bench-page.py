@@ -119,6 +119,17 @@ for mode in ("plain", "fill"):
         "kind": "maps", "run": run,
         "columns": [{"title": f"this kernel{suffix}", "lines": maps_log(os.path.join(maps_dir, f"ours-{mode}.log"))},
                     {"title": f"Linux 6.1{suffix}", "lines": maps_log(os.path.join(maps_dir, f"linux-{mode}.log"))}]})
+# Section 14: where each JIT runtime's code goes, this kernel beside Linux (scripts/bench wrote
+# the executable mappings of each run as a maps log).
+RUNTIMES = (("luajit", "LuaJIT"), ("node", "node (V8)"), ("racket", "Racket CS (Chez Scheme)"),
+            ("wasmtime", "wasmtime (Cranelift) in python3"))
+for rt, label in RUNTIMES:
+    pictures_data.append({
+        "picture": f"runtime-{rt}.svg",
+        "title": f"Executable mappings of {label} on this kernel and on Linux",
+        "kind": "maps", "run": run,
+        "columns": [{"title": f"{label}, this kernel", "lines": maps_log(os.path.join(maps_dir, f"runtime-{rt}-ours.log"))},
+                    {"title": f"{label}, Linux 6.1", "lines": maps_log(os.path.join(maps_dir, f"runtime-{rt}-linux.log"))}]})
 drawn, failed = {}, []
 for data in pictures_data:
     try:
@@ -389,10 +400,38 @@ Instructions from runs under `-icount shift=0`, times from runs without it. docs
 says where each feature lives.
 
 {block("13")}
+## 17. The JIT runtimes: where their code goes, beside Linux
+
+`scripts/bench --only 14`. The JIT runtimes the code window was made for, unmodified from
+Debian 12's packages (`luajit`, `nodejs`, `racket`) and PyPI's wasmtime wheel in Debian's
+python3, each in its root image (`scripts/rootfs`), booted on this kernel and on Linux 6.1 in
+the same QEMU (`-m 1G`, 1 CPU), running the parity cases' programs (tests/programs/rootfs/:
+LuaJIT's two hot loops, node's TurboFan-compiled function with promises, timers, a worker thread
+and a child process, Racket's eval and compile at run time, a module Cranelift compiles); node and
+racket under `setarch -X`, the W^X way out they need (docs/address-space.md). Each program lists
+its own executable mappings from `/proc/self/maps` and its CPU time. Counted per run: the code
+mappings; the 512 MiB-aligned windows they occupy; how many lie outside the window of the
+program's text (this kernel's code window at its default size); the anonymous ones (the JIT's
+code: LuaJIT's machine-code areas, V8's code range, Chez Scheme's code segments, Cranelift's code
+memory) and how many of those lie outside; and how many 1 GiB and 4 GiB boundaries lie between
+the text and the farthest JIT code (the distance a direct branch cannot cover: ±128 MiB). Linux
+places libraries and JIT code top-down from its mmap base, far above a PIE's text; the
+wasmtime rows count python3's window from 0 (python3 is linked at 0x400000), where this kernel
+leaves its vDSO and Cranelift's code outside. The pictures show the code mappings alone, not to
+scale (the dashed lines: this kernel's code window, and the first 1 GiB and 4 GiB boundaries above
+the text).
+
+{block("14")}
+{image("runtime-luajit.svg", "LuaJIT's code mappings on this kernel and on Linux")}
+{image("runtime-node.svg", "node's code mappings on this kernel and on Linux")}
+{image("runtime-racket.svg", "Racket CS's code mappings on this kernel and on Linux")}
+{image("runtime-wasmtime.svg", "wasmtime's code mappings on this kernel and on Linux")}
 ## Not measured here
 
 - TLBIs on Linux (no counter; a QEMU TCG plugin could count executed TLBI encodings, but Debian
   12 ships no `qemu-plugin.h` to build one against).
+- The memory calls each JIT spends placing its code (LuaJIT's probing for a hint near its text):
+  Linux has no counter for them, and qemu-user's `-strace`, which shows them, is not Linux.
 - Real hardware (branch prediction across 4 GiB boundaries on Apple M1, DVM cost of broadcast
   TLBIs on a big machine): TCG cannot show either. The demo's `bench` mode prints the boids step
   time inside one window and across a 4 GiB boundary so the same binary can be run on an M1.
