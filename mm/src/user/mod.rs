@@ -734,7 +734,18 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// steps, not 262,144.
     pub(super) fn fault_in(&mut self, page: u64, access: Access) -> Result<u64, Fault> {
         self.fault(page, access)?;
-        let past_leaf = self.space.query(VirtAddr(page)).map_or(0, |leaf| leaf.va.0 + leaf.size);
+        let past_leaf = self.space.query(VirtAddr(page)).map_or(0, |leaf| {
+            // A run with the contiguous hint was mapped by one fault too (with 16 and 64 KiB
+            // pages the zero region's part is a 2 MiB run): step past the whole aligned run.
+            let span = if leaf.contiguous {
+                let entries =
+                    crate::granule::Format::BUILD.granule.contiguous_entries(leaf.level as i32).unwrap_or(1);
+                leaf.size * u64::from(entries)
+            } else {
+                leaf.size
+            };
+            (leaf.va.0 & !(span - 1)) + span
+        });
         Ok(past_leaf.max(page + PAGE_SIZE))
     }
 
