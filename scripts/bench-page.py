@@ -421,6 +421,14 @@ leaves its vDSO and Cranelift's code outside. The pictures show the code mapping
 scale (the dashed lines: this kernel's code window, and the first 1 GiB and 4 GiB boundaries above
 the text).
 
+The second table is the fill scenario with Racket (tests/programs/rootfs/racket-fill.rktl, under
+`setarch -X` here): Racket's FFI calls `mmap` to take, as `PROT_NONE` reservations, the free
+address space between the mmap area's next placement and the 4 GiB boundary below it, then
+compiles 3,000 procedures, more than Chez Scheme's code segments hold, so that it maps new ones.
+On Linux the new segments land past that boundary, 4 GiB boundaries and more away from the text;
+this kernel puts them in the text's window (which lies below the boundary too: "in the text
+window" is the column that tells them apart).
+
 {block("14")}
 {image("runtime-luajit.svg", "LuaJIT's code mappings on this kernel and on Linux")}
 {image("runtime-node.svg", "node's code mappings on this kernel and on Linux")}
