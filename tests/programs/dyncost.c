@@ -38,46 +38,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "measure.h"
+
 #define PAGE 4096UL
-/* This kernel's SYS_MM_STATS: present here, ENOSYS on Linux (how the program tells them apart). */
-#define SYS_MM_STATS 1002
 
 static int failures;
-static int cpu_counter = -1; /* Linux: the CPU-wide instruction counter */
-static int pmu_readable;     /* this kernel: PMEVCNTR0_EL0 readable at EL0 */
 
 static void fail(const char *what) {
     printf("dyncost: FAIL %s\n", what);
     failures++;
-}
-
-static void counter_init(void) {
-    struct {
-        uint32_t type, size;
-        uint64_t config, sample, sample_type, read_format, flags, rest[10];
-    } attr;
-    memset(&attr, 0, sizeof attr);
-    attr.type = 0;      /* PERF_TYPE_HARDWARE */
-    attr.size = 128;    /* PERF_ATTR_SIZE_VER7 and below accept this */
-    attr.config = 1;    /* PERF_COUNT_HW_INSTRUCTIONS; kernel and user counted */
-    cpu_counter = (int)syscall(SYS_perf_event_open, &attr, -1, 0, -1, 0);
-    uint64_t stats[40];
-    pmu_readable = cpu_counter < 0 && syscall(SYS_MM_STATS, stats, sizeof stats) > 0;
-    printf("dyncost: instructions from %s\n",
-           cpu_counter >= 0 ? "perf_event_open (CPU 0, every task)" : pmu_readable ? "PMEVCNTR0_EL0" : "nothing");
-}
-
-static uint64_t instructions(void) {
-    uint64_t n = 0;
-    if (cpu_counter >= 0) return read(cpu_counter, &n, sizeof n) == sizeof n ? n : 0;
-    if (pmu_readable) __asm__ volatile("mrs %0, pmevcntr0_el0" : "=r"(n));
-    return n;
-}
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static long minor_faults(void) {
@@ -109,9 +78,9 @@ static void exec_cost(const char *path) {
     }
     exec_once(path, out); /* the first one reads the files from the initramfs into the cache */
     fflush(stdout);
-    uint64_t t0 = now_ns(), i0 = instructions();
+    uint64_t t0 = now_ns(), i0 = cpu_instructions();
     for (int c = 0; c < CYCLES; c++) exec_once(path, out);
-    uint64_t i1 = instructions(), t1 = now_ns();
+    uint64_t i1 = cpu_instructions(), t1 = now_ns();
     printf("dyncost: exec of a dynamically linked hello to its exit: %lu instructions, %lu ns (per cycle, %d cycles)\n",
            (unsigned long)((i1 - i0) / CYCLES), (unsigned long)((t1 - t0) / CYCLES), CYCLES);
     close(out[0]);
@@ -171,9 +140,9 @@ static void file_fault_cost(void) {
             break;
         }
         long f0 = minor_faults();
-        uint64_t t0 = now_ns(), i0 = instructions();
+        uint64_t t0 = now_ns(), i0 = cpu_instructions();
         for (size_t p = 0; p < PAGES; p++) sum += (unsigned char)a[p * PAGE];
-        uint64_t i1 = instructions(), t1 = now_ns();
+        uint64_t i1 = cpu_instructions(), t1 = now_ns();
         faults += minor_faults() - f0;
         insns += i1 - i0;
         ns += t1 - t0;
@@ -297,7 +266,7 @@ int main(int argc, char **argv) {
     int ran = 0;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "measure") == 0 && a + 1 < argc) {
-            counter_init();
+            measure_cpu_only_init("dyncost");
             exec_cost(argv[++a]);
             file_fault_cost();
             ran++;

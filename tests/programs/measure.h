@@ -34,7 +34,7 @@ static int have_stats;
 static const char *measure_prefix = "measure";
 
 /* Opens the instruction counter (Linux) and finds SYS_MM_STATS (this kernel); prints which. */
-static void measure_init(const char *prefix) {
+static inline void measure_init(const char *prefix) {
     measure_prefix = prefix;
     struct {
         uint32_t type, size;
@@ -52,7 +52,7 @@ static void measure_init(const char *prefix) {
            perf_fd >= 0 ? "perf_event_open" : have_stats ? "PMEVCNTR0_EL0" : "nothing");
 }
 
-static uint64_t instructions(void) {
+static inline uint64_t instructions(void) {
     if (perf_fd >= 0) {
         uint64_t n = 0;
         return read(perf_fd, &n, sizeof n) == sizeof n ? n : 0;
@@ -64,8 +64,8 @@ static uint64_t instructions(void) {
 }
 
 /* Opens the CPU-wide count (Linux: CPU 0, every task; this kernel's PMEVCNTR0_EL0 already is
- * one); prints which. This and the CPU-wide readers are `static inline`: a program that includes
- * this header without them (memfd.c) then builds without unused-function warnings. */
+ * one); prints which. Every function here is `static inline`: a program that includes this header
+ * and uses a part of it (memfd.c, dyncost.c) builds without unused-function warnings. */
 static inline void measure_cpu_init(void) {
     struct {
         uint32_t type, size;
@@ -80,6 +80,16 @@ static inline void measure_cpu_init(void) {
            cpu_perf_fd >= 0 ? "perf_event_open (CPU 0, every task)" : have_stats ? "PMEVCNTR0_EL0" : "nothing");
 }
 
+/* For a program that counts CPU-wide only (dyncost.c): finds SYS_MM_STATS and opens the CPU-wide
+ * count, without measure_init's task counter, whose inheritance would add work to every fork
+ * and exit on Linux. */
+static inline void measure_cpu_only_init(const char *prefix) {
+    measure_prefix = prefix;
+    struct mm_stats st;
+    have_stats = syscall(SYS_MM_STATS, &st, sizeof st) > 0; /* bytes written; Linux: ENOSYS */
+    measure_cpu_init();
+}
+
 static inline uint64_t cpu_instructions(void) {
     uint64_t n = 0;
     if (cpu_perf_fd >= 0) return read(cpu_perf_fd, &n, sizeof n) == sizeof n ? n : 0;
@@ -87,7 +97,7 @@ static inline uint64_t cpu_instructions(void) {
     return n;
 }
 
-static void counters(uint64_t *tlbis, uint64_t *faults) {
+static inline void counters(uint64_t *tlbis, uint64_t *faults) {
     struct mm_stats st;
     memset(&st, 0, sizeof st);
     *tlbis = *faults = 0;
@@ -101,13 +111,13 @@ struct sample {
     uint64_t insns, tlbis, faults, ns;
 };
 
-static uint64_t now_ns(void) {
+static inline uint64_t now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static struct sample mark(void) {
+static inline struct sample mark(void) {
     struct sample s;
     counters(&s.tlbis, &s.faults);
     s.ns = now_ns();
@@ -135,7 +145,7 @@ static inline struct sample mark_cpu_end(void) {
 }
 
 /* "PREFIX: WHAT: N instructions, T TLBIs, F faults, NS ns (per round, n rounds)" for b - a over n. */
-static void report(const char *what, struct sample a, struct sample b, unsigned n) {
+static inline void report(const char *what, struct sample a, struct sample b, unsigned n) {
     printf("%s: %s: %lu instructions, %lu.%02lu TLBIs, %lu.%02lu faults, %lu ns (per round, %u rounds)\n",
            measure_prefix, what, (unsigned long)((b.insns - a.insns) / n), (unsigned long)((b.tlbis - a.tlbis) / n),
            (unsigned long)((b.tlbis - a.tlbis) * 100 / n % 100), (unsigned long)((b.faults - a.faults) / n),
