@@ -616,7 +616,9 @@ impl Worker {
                 let mut ev = [0u64; 8];
                 ev[1] = if self.rng.chance(80) { 1 << 32 } else { (77 << 32) | self.rng.below(70) };
                 let mut id = u32::MAX;
-                let evp = if self.rng.chance(90) { (&raw const ev) as u64 } else { bad };
+                // Never NULL: a timer created without a sigevent signals SIGALRM (Linux's
+                // default), which would end the process when it expires before its delete.
+                let evp = if self.rng.chance(90) { (&raw const ev) as u64 } else { bad.max(8) };
                 if raw(TIMER_CREATE, [clock, evp, (&raw mut id) as u64, 0, 0, 0]).is_err() {
                     return;
                 }
