@@ -111,25 +111,26 @@ pictures_data = [
     {"picture": "growth.svg", "title": "Instructions per operation against the number of mappings held",
      "kind": "growth", "run": run, "input": [l for l in sections.get("4", []) if l.startswith("growth: ")]},
 ]
+def maps_picture(picture, title, ours, linux, ours_log, linux_log):
+    """A picture of two maps columns, this kernel's and Linux's, from two maps logs in maps_dir."""
+    return {"picture": picture, "title": title, "kind": "maps", "run": run,
+            "columns": [{"title": ours, "lines": maps_log(os.path.join(maps_dir, ours_log))},
+                        {"title": linux, "lines": maps_log(os.path.join(maps_dir, linux_log))}]}
+
+
 for mode in ("plain", "fill"):
     suffix = ", fill scenario" if mode == "fill" else ""
-    pictures_data.append({
-        "picture": f"address-space-{mode}.svg",
-        "title": f"Address spaces of maps-test on this kernel and on Linux{suffix}",
-        "kind": "maps", "run": run,
-        "columns": [{"title": f"this kernel{suffix}", "lines": maps_log(os.path.join(maps_dir, f"ours-{mode}.log"))},
-                    {"title": f"Linux 6.1{suffix}", "lines": maps_log(os.path.join(maps_dir, f"linux-{mode}.log"))}]})
+    pictures_data.append(maps_picture(
+        f"address-space-{mode}.svg", f"Address spaces of maps-test on this kernel and on Linux{suffix}",
+        f"this kernel{suffix}", f"Linux 6.1{suffix}", f"ours-{mode}.log", f"linux-{mode}.log"))
 # Section 14: where each JIT runtime's code goes, this kernel beside Linux (scripts/bench wrote
 # the executable mappings of each run as a maps log).
 RUNTIMES = (("luajit", "LuaJIT"), ("node", "node (V8)"), ("racket", "Racket CS (Chez Scheme)"),
             ("wasmtime", "wasmtime (Cranelift) in python3"))
 for rt, label in RUNTIMES:
-    pictures_data.append({
-        "picture": f"runtime-{rt}.svg",
-        "title": f"Executable mappings of {label} on this kernel and on Linux",
-        "kind": "maps", "run": run,
-        "columns": [{"title": f"{label}, this kernel", "lines": maps_log(os.path.join(maps_dir, f"runtime-{rt}-ours.log"))},
-                    {"title": f"{label}, Linux 6.1", "lines": maps_log(os.path.join(maps_dir, f"runtime-{rt}-linux.log"))}]})
+    pictures_data.append(maps_picture(
+        f"runtime-{rt}.svg", f"Executable mappings of {label} on this kernel and on Linux",
+        f"{label}, this kernel", f"{label}, Linux 6.1", f"runtime-{rt}-ours.log", f"runtime-{rt}-linux.log"))
 drawn, failed = {}, []
 for data in pictures_data:
     try:
