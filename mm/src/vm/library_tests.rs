@@ -82,6 +82,60 @@ fn only_a_private_anonymous_prot_none_request_of_no_whole_number_of_pages_is_a_r
     m.check();
 }
 
+/// Cranelift's image of compiled code (wasmtime): mapped read-write with `MAP_NORESERVE` and no
+/// hint, its text made read-execute by `mprotect`: placed in the window, so that text is code
+/// in the window, admitted in strict mode and never counted outside.
+#[test]
+fn a_read_write_noreserve_buffer_without_a_hint_goes_into_the_window_and_its_text_with_it() {
+    let mut m = fixture();
+    m.code_window_op(abi::WINDOW_SET_STRICT, 1).unwrap();
+    let image = m.mmap(0, 200_704, RW, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    assert!(in_window(&m, image.addr, image.len), "{:#x}", image.addr);
+    assert_eq!(image.addr, 0x1_0000, "the window's lowest fit");
+    // Its text: 64 KiB, 64 KiB in (Cranelift's, in wasmtime.trace), whole pages in every granule.
+    assert!(m.mprotect(image.addr, image.len, PROT_READ).unwrap().error.is_none());
+    assert!(
+        m.mprotect(image.addr + (64 << 10), 64 << 10, RX).unwrap().error.is_none(),
+        "strict mode admits it"
+    );
+    assert_eq!(m.code_window().placed_outside, 0);
+    m.check();
+}
+
+#[test]
+fn only_a_private_anonymous_read_write_noreserve_request_without_a_hint_is_a_jit_buffer() {
+    let len = 50 * PAGE;
+    let quarter = 512 * MIB / 4;
+    let not_buffers = [
+        (0, len, RW, PRIV, "without MAP_NORESERVE (malloc, everything else)"),
+        (0, len, PROT_READ, PRIV | MAP_NORESERVE, "read-only"),
+        (0, len, PROT_NONE, PRIV | MAP_NORESERVE, "PROT_NONE (malloc's arenas)"),
+        (0, len, RW, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, "shared"),
+        (0, len, RW, PRIV | MAP_NORESERVE | MAP_STACK, "MAP_STACK"),
+        (0, len, RW, PRIV | MAP_NORESERVE | MAP_OBJECT, "a file's pages"),
+        (A, len, RW, PRIV | MAP_NORESERVE, "a hint outside the window"),
+        (0, quarter + PAGE, RW, PRIV | MAP_NORESERVE, "more than a quarter of the window"),
+    ];
+    for (hint, len, prot, flags, what) in not_buffers {
+        let mut m = fixture();
+        let r = m.mmap(hint, len, prot, flags, -1, 0).unwrap();
+        assert!(!in_window(&m, r.addr, r.len), "{what}: placed as data, at {:#x}", r.addr);
+        m.check();
+    }
+    let mut m = fixture();
+    let r = m.mmap(0, quarter, RW, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    assert!(in_window(&m, r.addr, r.len), "a quarter of the window is a buffer");
+    // A window with no room left: the buffer is data, and its text counted outside.
+    let r = m.mmap(0, quarter, RW, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    let r2 = m.mmap(0, quarter, RW, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    let r3 = m.mmap(0, quarter, RW, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    assert!(in_window(&m, r.addr, r.len) && in_window(&m, r2.addr, r2.len));
+    assert!(!in_window(&m, r3.addr, r3.len), "the window is full: data, at {:#x}", r3.addr);
+    assert!(m.mprotect(r3.addr, PAGE, RX).unwrap().error.is_none());
+    assert_eq!(m.code_window().placed_outside, 1);
+    m.check();
+}
+
 #[test]
 fn a_reservation_the_window_cannot_hold_is_data_and_its_text_is_counted_or_refused() {
     let mut m = fixture();
@@ -164,5 +218,27 @@ fn the_interpreter_goes_into_the_window_beside_the_program_aligned() {
     assert_eq!(m.code_window().placed_outside, 1);
     m.set_window_strict(true);
     assert_eq!(m.place_image(4 * MIB, ALIGN).unwrap_err(), Errno::ENOMEM);
+    m.check();
+}
+
+/// A program linked low (its window starts at 0) in a kernel whose `mmap_min_addr` is one page
+/// (Debian's arm64 Linux says 4096): the window's own placements still start at 64 KiB, so a
+/// NULL pointer plus an offset below that faults; `MAP_FIXED` may go lower, as on Linux.
+#[test]
+fn the_windows_own_placements_start_at_64_kib_whatever_mmap_min_addr_allows() {
+    let mut m = VmMap::new(Layout { mmap_min_addr: PAGE, ..Layout::linux(0x60_0000) });
+    m.map_kernel(0x40_0000, 0x2_0000, Prot::RX, VmaFlags::IMAGE).unwrap();
+    m.init_code_window(Some((0x40_0000, 0x42_0000))).unwrap();
+    assert_eq!(m.code_window_range().map(|w| w.0), Some(0));
+    let code = m.mmap(0, PAGE, RX, MAP_SHARED | MAP_ANONYMOUS, -1, 0).unwrap();
+    assert_eq!(code.addr, 64 << 10, "code");
+    let (text, _) = glibc_load(&mut m, 100_005).unwrap();
+    assert_eq!(text, 128 << 10, "a loader's reservation, aligned");
+    let buffer = m.mmap(0, 4 * PAGE, RW, PRIV | MAP_NORESERVE, -1, 0).unwrap();
+    assert!(buffer.addr >= 64 << 10 && in_window(&m, buffer.addr, buffer.len));
+    let image = m.place_image(4 * PAGE, PAGE).unwrap();
+    assert!(image >= 64 << 10);
+    let fixed = m.mmap(PAGE, PAGE, RX, PRIV | MAP_FIXED, -1, 0).unwrap();
+    assert_eq!(fixed.addr, PAGE, "MAP_FIXED reaches mmap_min_addr");
     m.check();
 }

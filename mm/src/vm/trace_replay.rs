@@ -226,6 +226,17 @@ impl Region {
     }
 }
 
+/// Why a range that is not executable lies in the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Why {
+    /// A loader placed it: the images, the loaders' reservations and file mappings.
+    Loader,
+    /// The program asked for it by address: what a hint or `MAP_FIXED` put there.
+    Asked,
+    /// A JIT's buffer for compiled code (`mm::vm::map::mmap`'s `jit_buffer`), while read-write.
+    JitBuffer,
+}
+
 /// One address space of the replay.
 struct Space {
     vm: VmMap,
@@ -234,10 +245,8 @@ struct Space {
     /// Set up from the image lines on the first call after `exec`.
     images: Vec<Image>,
     ready: bool,
-    /// Ranges (ours) a loader placed (the images, the loaders' reservations and file mappings:
-    /// `true`) or the program asked for by address (what a hint or `MAP_FIXED` put in the
-    /// window: `false`).
-    explained: Vec<(u64, u64, bool)>,
+    /// Ranges (ours) in the window and why they are there.
+    explained: Vec<(u64, u64, Why)>,
     /// The window's bytes that are not executable and that the loaders placed, after the last
     /// call.
     last: u64,
@@ -254,8 +263,8 @@ pub(crate) struct Counts {
     pub jit_in: u32,
     /// ... and outside it.
     pub jit_out: u32,
-    /// The most bytes in the window that are not executable and that no loader placed nor the
-    /// program asked for by address (a hint, `MAP_FIXED`).
+    /// The most bytes in the window that are not executable and that no loader placed, the
+    /// program did not ask for by address (a hint, `MAP_FIXED`) and no JIT's buffer holds.
     pub other_data_peak: u64,
     /// The bytes of the window that are not executable and that the loaders placed (the
     /// libraries' data, bss and holes), at the end (the largest address space's).
@@ -263,6 +272,9 @@ pub(crate) struct Counts {
     /// The most bytes of the window that are not executable and that the program asked for by
     /// address (V8's code range, hinted at its text, where it holds no code).
     pub asked_data_peak: u64,
+    /// The most bytes of the window that are not executable and that a JIT's buffer for compiled
+    /// code holds (Cranelift's image before its text is made executable, and its other sections).
+    pub buffer_data_peak: u64,
     /// Calls Linux completed that failed here.
     pub failed: u32,
 }
@@ -400,7 +412,7 @@ impl Replay {
         }
         vm.map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK).unwrap();
         vm.init_code_window(text).unwrap();
-        sp.explained.push((lo + bias, hi + bias, true));
+        sp.explained.push((lo + bias, hi + bias, Why::Loader));
         if let Some(linux) = exe.linux {
             sp.regions.push(image_region(linux + lo, hi - lo, lo + bias));
         }
@@ -419,7 +431,7 @@ impl Replay {
                     self.counts.count_loader(inside(&vm, a, b));
                 }
             }
-            sp.explained.push((at, at + hi - lo, true));
+            sp.explained.push((at, at + hi - lo, Why::Loader));
             if let Some(linux) = interp.linux {
                 sp.regions.push(image_region(linux + lo, hi - lo, at));
             }
@@ -624,7 +636,11 @@ impl Replay {
                     if self.inside(s, a, b) {
                         let sp = &mut self.spaces[s];
                         if !sp.explained.iter().any(|&(x, y, _)| x <= a && b <= y) {
-                            sp.explained.push((m.addr, m.addr + m.len, file));
+                            sp.explained.push((
+                                m.addr,
+                                m.addr + m.len,
+                                if file { Why::Loader } else { Why::Asked },
+                            ));
                         }
                     }
                 }
@@ -652,7 +668,7 @@ impl Replay {
                         let inside = self.inside(s, m.addr, m.addr + m.len);
                         self.counts.count_loader(inside);
                         let sp = &mut self.spaces[s];
-                        sp.explained.push((m.addr, m.addr + m.len, true));
+                        sp.explained.push((m.addr, m.addr + m.len, Why::Loader));
                         sp.regions.push(Region {
                             ours: m.addr,
                             ours_len: m.len,
@@ -674,9 +690,23 @@ impl Replay {
                     if file { self.counts.count_loader(inside) } else { self.counts.count_jit(inside) }
                 }
                 let reservation = reservation_like && !len.is_multiple_of(PAGE);
+                let buffer = !file
+                    && addr == 0
+                    && prot == 3
+                    && flags & MAP_NORESERVE != 0
+                    && flags & (MAP_STACK | MAP_GROWSDOWN) == 0;
+                let why = if reservation || file {
+                    Some(Why::Loader)
+                } else if hint != 0 {
+                    Some(Why::Asked)
+                } else if buffer {
+                    Some(Why::JitBuffer)
+                } else {
+                    None
+                };
                 let sp = &mut self.spaces[s];
-                if inside && (reservation || hint != 0 || file) {
-                    sp.explained.push((m.addr, m.addr + m.len, reservation || file));
+                if let Some(why) = why.filter(|_| inside) {
+                    sp.explained.push((m.addr, m.addr + m.len, why));
                 }
                 sp.regions.push(Region {
                     linux: res,
@@ -696,9 +726,9 @@ impl Replay {
     fn measure(&mut self, s: usize) {
         let sp = &self.spaces[s];
         let Some((w0, w1)) = sp.vm.code_window_range() else { return };
-        let (mut loader, mut asked, mut other) = (0, 0, 0);
+        let (mut loader, mut asked, mut buffer, mut other) = (0, 0, 0, 0);
         for v in sp.vm.mappings_in(w0, w1).filter(|v| !v.prot.exec()) {
-            let overlap = |want: bool| -> u64 {
+            let overlap = |want: Why| -> u64 {
                 sp.explained
                     .iter()
                     .filter(|e| e.2 == want)
@@ -706,14 +736,17 @@ impl Replay {
                     .sum::<u64>()
                     .min(v.len())
             };
-            let l = overlap(true);
-            let a = overlap(false).min(v.len() - l);
+            let l = overlap(Why::Loader);
+            let a = overlap(Why::Asked).min(v.len() - l);
+            let j = overlap(Why::JitBuffer).min(v.len() - l - a);
             loader += l;
             asked += a;
-            other += v.len() - l - a;
+            buffer += j;
+            other += v.len() - l - a - j;
         }
         self.spaces[s].last = loader;
         self.counts.asked_data_peak = self.counts.asked_data_peak.max(asked);
+        self.counts.buffer_data_peak = self.counts.buffer_data_peak.max(buffer);
         self.counts.other_data_peak = self.counts.other_data_peak.max(other);
     }
 }
@@ -799,6 +832,33 @@ fn the_reservations_no_whole_number_of_pages_long_are_glibcs_for_a_librarys_text
     assert_eq!(reservations(), [66, 0, 0, 7]);
 }
 
+/// Every private anonymous read-write `MAP_NORESERVE` mapping asked for with no hint in the
+/// recordings: (later made executable in part by `mprotect`, never made executable).
+fn read_write_noreserve_buffers() -> [u32; 2] {
+    let mut counts = [0; 2];
+    for name in PROGRAMS {
+        let ops = parse(&extract(name));
+        for (i, (_, op)) in ops.iter().enumerate() {
+            let Op::Mmap { addr: 0, len, prot: 3, flags, fd: -1, res: Some(res), .. } = *op else { continue };
+            if flags & !MAP_NORESERVE != MAP_PRIVATE | MAP_ANONYMOUS || flags & MAP_NORESERVE == 0 {
+                continue;
+            }
+            let made_code = ops[i + 1..].iter().any(|(_, o)| {
+                matches!(*o, Op::Mprotect { addr, prot, .. } if prot & 4 != 0 && res <= addr && addr < res + len)
+            });
+            counts[usize::from(!made_code)] += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn the_read_write_noreserve_mappings_without_a_hint_are_jit_buffers_made_executable() {
+    // One in the thirteen recordings, Cranelift's image of compiled code in wasmtime, whose text
+    // is made executable; none that stays data.
+    assert_eq!(read_write_noreserve_buffers(), [1, 0]);
+}
+
 /// What the replay must show per program, with the rule: (loaders' executable mappings in the
 /// window, JIT mappings in, JIT mappings out).
 const EXPECTED: [(&str, u32, u32, u32); 13] = [
@@ -817,9 +877,9 @@ const EXPECTED: [(&str, u32, u32, u32); 13] = [
     // LuaJIT's machine code, at a hint 34 MiB below the program's text: inside the window,
     // which holds a quarter of itself (128 MiB) below the text.
     ("luajit", 5, 2, 0),
-    // libffi's RWX page in; Cranelift's code image, mapped read-write with no hint and made
-    // executable by mprotect: out (counted).
-    ("wasmtime", 13, 1, 1),
+    // libffi's RWX page; Cranelift's code image, mapped read-write, MAP_NORESERVE, with no hint
+    // and made executable by mprotect: a JIT's buffer, in the window.
+    ("wasmtime", 13, 2, 0),
     ("goprog", 4, 0, 0),
     ("maps", 7, 0, 0),
 ];
@@ -870,14 +930,14 @@ fn without_the_rule_glibcs_libraries_miss_the_window_below_64_kib_pages() {
 #[ignore = "prints the table of the docs"]
 fn table() {
     std::println!(
-        "| program | loaders' code in / out, before | after | JITs' code in / out, before | after | not code in the window: the loaders' / asked for / other |"
+        "| program | loaders' code in / out, before | after | JITs' code in / out, before | after | not code in the window: the loaders' / asked for / JITs' buffers / other |"
     );
     std::println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for name in PROGRAMS {
         let (b, _) = replay(name, false);
         let (a, _) = replay(name, true);
         std::println!(
-            "| {name} | {} / {} | {} / {} | {} / {} | {} / {} | {} KiB / {} KiB / {} |",
+            "| {name} | {} / {} | {} / {} | {} / {} | {} / {} | {} KiB / {} KiB / {} KiB / {} |",
             b.loader_in,
             b.loader_out,
             a.loader_in,
@@ -888,6 +948,7 @@ fn table() {
             a.jit_out,
             a.library_data >> 10,
             a.asked_data_peak >> 10,
+            a.buffer_data_peak >> 10,
             a.other_data_peak
         );
     }

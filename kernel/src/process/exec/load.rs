@@ -124,6 +124,7 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         e.segments.iter().map(|s| (s.vaddr + s.memsz).next_multiple_of(PAGE_SIZE)).max()
     };
     let mut code_end = segments_end(exe).unwrap_or(0);
+    let dynamic = interp.is_some();
     let (base, entry) = match interp {
         None => (0, exe.entry),
         Some(ifile) => {
@@ -138,11 +139,12 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         }
     };
     // The vDSO and its data page (docs/address-space.md, "The vDSO"): as code just above the
-    // interpreter, or the program when it has none (a random number of pages above when
-    // randomising), when that is above the low 4 GiB; else, for a program linked low, at the
-    // top of the mmap area, where Linux puts it, so that no address a program expects to fault
-    // or to be free (NULL plus an offset, 32-bit addresses) holds it.
-    let vdso = if code_end >= LOW_4GIB {
+    // interpreter (a random number of pages above when randomising), wherever it is: the
+    // libraries go into the same window with it. A static program has no interpreter: just
+    // above the program when that is above the low 4 GiB; else, for a program linked low, at
+    // the top of the mmap area, where Linux puts it, so that no address a program expects to
+    // fault or to be free (NULL plus an offset, 32-bit addresses) holds it.
+    let vdso = if dynamic || code_end >= LOW_4GIB {
         crate::vdso::map(mm, code_end + draws.vdso_offset, true)
     } else {
         let len = crate::vdso::VVAR_SIZE + crate::vdso::IMAGE_SIZE;

@@ -1,8 +1,9 @@
 //! `mmap` and `munmap` for anonymous memory, [`VmMap::map_kernel`] (the kernel's own mappings),
 //! and the placement they share with `mremap`: data top-down below `mmap_base` (then bottom-up),
 //! code in the code window, hints honoured exactly when the range is free, a hint inside the
-//! window served in the window, and a loader's reservation for a library placed in the window
-//! (the rule and its evidence: docs/address-space.md, "Libraries and JITs").
+//! window served in the window, and a loader's reservation for a library and a JIT's buffer for
+//! compiled code placed in the window (the rule and its evidence: docs/address-space.md,
+//! "Libraries and JITs").
 
 use super::{Pieces, VmMap, accountable, is_data, page_down, page_up};
 use crate::vm::flags::*;
@@ -11,6 +12,11 @@ use crate::vm::{Advice, AnonName, Errno, PAGE, Prot, Vma, VmaFlags};
 
 /// 1 GiB: code placed outside the window never crosses a multiple of this.
 const GIB: u64 = 1 << 30;
+/// The window's own placements (its lowest fits: code, a loader's reservation, a JIT's buffer)
+/// start no lower than this, whatever `mmap_min_addr` allows: in a program linked low, whose
+/// window starts at 0, a NULL pointer plus an offset below 64 KiB then faults (65536 is Linux's
+/// `mmap_min_addr` on most distributions). `MAP_FIXED` and hints still reach `mmap_min_addr`.
+const WINDOW_FLOOR: u64 = 64 << 10;
 /// 2 MiB: anonymous mappings of a multiple of this are aligned to it (for block promotion).
 const BLOCK_2M: u64 = crate::addr::BLOCK_2M;
 
@@ -48,6 +54,26 @@ fn loader_reservation(hint: u64, asked: u64, prot: Prot, flags: u64) -> bool {
         && !asked.is_multiple_of(PAGE)
 }
 
+/// Whether `mmap(hint, len, prot, flags)` is a JIT's buffer for compiled code: wasmtime maps the
+/// object Cranelift compiled private, anonymous, read-write and `MAP_NORESERVE`, with no hint,
+/// copies the code in and `mprotect`s its text read-execute (W^X clean, so nothing says "code"
+/// before that `mprotect`). Nothing else in the recorded programs asks for read-write memory
+/// that way: glibc's arenas, V8's heap and code range and Go's arena reserve with `PROT_NONE`
+/// or at a hint (docs/address-space.md, "Libraries and JITs", has the counts). One larger
+/// than a quarter of the window is a sparse table, not code, and stays data.
+fn jit_buffer(hint: u64, len: u64, prot: Prot, flags: u64, window_size: u64) -> bool {
+    const NOT: u64 = MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_OBJECT;
+    hint == 0
+        && prot.read()
+        && prot.write()
+        && !prot.exec()
+        && flags & MAP_TYPE == MAP_PRIVATE
+        && flags & MAP_ANONYMOUS != 0
+        && flags & MAP_NORESERVE != 0
+        && flags & NOT == 0
+        && len <= window_size / 4
+}
+
 impl VmMap {
     /// Where a mapping whose hint lies in the code window goes: at the hint when the range is
     /// free and inside the window, else the nearest free range of the window (what a JIT hinting
@@ -69,9 +95,10 @@ impl VmMap {
         self.near(h, len, e - b, true).ok().map(|(at, _)| at)
     }
 
-    /// Where a loader's reservation goes ([`loader_reservation`]): the lowest fit in the code
-    /// window, as code, so the text mapped into it lands there; placed as data when the window
-    /// has no room (the text then counts as placed outside when it comes).
+    /// Where a loader's reservation ([`loader_reservation`]) or a JIT's buffer ([`jit_buffer`])
+    /// goes: the lowest fit in the code window, as code, so the text mapped into it (or made
+    /// executable in it) lands there; placed as data when the window has no room (the text then
+    /// counts as placed outside when it comes).
     fn place_reservation(&mut self, len: u64) -> Option<u64> {
         #[cfg(test)]
         if !self.window.library_rule {
@@ -80,7 +107,12 @@ impl VmMap {
         let l = self.layout;
         self.ensure_window()
             .and_then(|(b, e)| {
-                let q = GapQuery::new(b.max(l.mmap_min_addr), e.min(l.task_size), len, Dir::Lowest);
+                let q = GapQuery::new(
+                    b.max(l.mmap_min_addr).max(WINDOW_FLOOR),
+                    e.min(l.task_size),
+                    len,
+                    Dir::Lowest,
+                );
                 self.tree.find_gap(&q)
             })
             .or_else(|| self.place_data(0, len))
@@ -181,7 +213,12 @@ impl VmMap {
         if let Some((b, e)) = window {
             let q = GapQuery {
                 align,
-                ..GapQuery::new(b.max(l.mmap_min_addr), e.min(l.task_size), len, Dir::Lowest)
+                ..GapQuery::new(
+                    b.max(l.mmap_min_addr).max(WINDOW_FLOOR),
+                    e.min(l.task_size),
+                    len,
+                    Dir::Lowest,
+                )
             };
             if let Some(a) = self.tree.find_gap(&q) {
                 return Ok((a, false));
@@ -294,7 +331,9 @@ impl VmMap {
         } else if code {
             mapping_type?;
             self.place_code(hint, len, PAGE)?
-        } else if loader_reservation(hint, asked, prot_v, flags) {
+        } else if loader_reservation(hint, asked, prot_v, flags)
+            || jit_buffer(hint, len, prot_v, flags, self.window.size)
+        {
             (self.place_reservation(len).ok_or(Errno::ENOMEM)?, false)
         } else if prot_v.bits() == 0 && self.free_in_window(hint, len) {
             // A free PROT_NONE hint in the window reserves address space (Chez Scheme's
