@@ -418,7 +418,8 @@ memory) and how many of those lie outside; and how many 1 GiB and 4 GiB boundari
 the text and the farthest JIT code (the distance a direct branch cannot cover: ±128 MiB). Linux
 places libraries and JIT code top-down from its mmap base, far above a PIE's text; the
 wasmtime rows count python3's window from 0 (python3 is linked at 0x400000), where this kernel
-leaves its vDSO and Cranelift's code outside. The pictures show the code mappings alone, not to
+puts the vDSO beside the interpreter and Cranelift's code, a JIT's buffer, with the libraries.
+The pictures show the code mappings alone, not to
 scale (the dashed lines: this kernel's code window, and the first 1 GiB and 4 GiB boundaries above
 the text).
 
