@@ -415,7 +415,11 @@ mappings; the 512 MiB-aligned windows they occupy; how many lie outside the wind
 program's text (this kernel's code window at its default size); the anonymous ones (the JIT's
 code: LuaJIT's machine-code areas, V8's code range, Chez Scheme's code segments, Cranelift's code
 memory) and how many of those lie outside; and how many 1 GiB and 4 GiB boundaries lie between
-the text and the farthest JIT code (the distance a direct branch cannot cover: ±128 MiB). Linux
+the text and the farthest JIT code (the distance a direct branch cannot cover: ±128 MiB); and
+the memory calls each runtime's process makes through the C library, counted by a preloaded
+library (tests/programs/codecalls.c, `LD_PRELOAD` on both kernels): `mmap`s, those with a hint,
+hints not honoured (LuaJIT then probes again with a new hint), `mprotect`s to `PROT_EXEC`
+(wasmtime's own calls are raw system calls, which the library does not see). Linux
 places libraries and JIT code top-down from its mmap base, far above a PIE's text; the
 wasmtime rows count python3's window from 0 (python3 is linked at 0x400000), where this kernel
 puts the vDSO beside the interpreter and Cranelift's code, a JIT's buffer, with the libraries.
@@ -440,8 +444,9 @@ window" is the column that tells them apart).
 
 - TLBIs on Linux (no counter; a QEMU TCG plugin could count executed TLBI encodings, but Debian
   12 ships no `qemu-plugin.h` to build one against).
-- The memory calls each JIT spends placing its code (LuaJIT's probing for a hint near its text):
-  Linux has no counter for them, and qemu-user's `-strace`, which shows them, is not Linux.
+- The memory calls wasmtime spends placing its code: Cranelift makes raw system calls, which the
+  preloaded counter of section 17 does not see, and Linux has no counter for them (one image
+  mapped, its text made executable: `tests/traces/wasmtime.trace`).
 - Real hardware (branch prediction across 4 GiB boundaries on Apple M1, DVM cost of broadcast
   TLBIs on a big machine): TCG cannot show either. The demo's `bench` mode prints the boids step
   time inside one window and across a 4 GiB boundary so the same binary can be run on an M1.

@@ -312,22 +312,27 @@ finish_image() {
 
 # linux_inits DIR: DIR/parity-init, the first process of every Linux reference run
 # (tests/programs/parity-init.c: it mounts /proc, /sys, /dev and /tmp as this kernel has them, runs
-# its command line as a child and powers off), built again only when its source is newer.
+# its command line as a child and powers off), and DIR/codecalls.so (tests/programs/codecalls.c:
+# counts a program's memory calls through the C library), each built again only when its source
+# is newer.
 linux_inits() {
     local dir="$1"
     ensure_cross_gcc
     mkdir -p "$dir"
     [ "$dir/parity-init" -nt "$ROOT/tests/programs/parity-init.c" ] \
         || build_c_program "$ROOT/tests/programs/parity-init.c" "$dir/parity-init"
+    [ "$dir/codecalls.so" -nt "$ROOT/tests/programs/codecalls.c" ] \
+        || aarch64-linux-gnu-gcc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$dir/codecalls.so" "$ROOT/tests/programs/codecalls.c"
 }
 
 # rootfs_overlay_initrd IMAGE OUT: IMAGE (a root image of scripts/rootfs) with a second
 # cpio archive appended, which Linux and this kernel both unpack over the first, holding
-# tests/programs/rootfs/* under /parity/ (the cases' scripts) and parity-init (linux_inits).
+# tests/programs/rootfs/* under /parity/ (the cases' scripts), parity-init and codecalls.so
+# (linux_inits; scripts/bench's count of the JIT runtimes' memory calls).
 rootfs_overlay_initrd() {
     local image="$1" out="$2" dir="$ROOT/target/rootfs/linux-init" f files=()
     linux_inits "$dir"
-    files+=("$dir/parity-init")
+    files+=("$dir/parity-init" "$dir/codecalls.so")
     for f in "$ROOT"/tests/programs/rootfs/*; do files+=("parity/${f##*/}=$f"); done
     make_initramfs "$out.overlay" "${files[@]}"
     cat "$image" "$out.overlay" >"$out"
