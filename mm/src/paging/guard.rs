@@ -55,6 +55,7 @@ impl<T: Translation> PageTable<T> {
         let needed = self.guard_level::<false>(Some(self.root), ROOT_LEVEL, start, end, &mut pool)?;
         pool = self.reserve(needed)?;
         // The root's entries are not counted (nothing points at the root).
+        self.guarded = true;
         let result = self.guard_level::<true>(Some(self.root), ROOT_LEVEL, start, end, &mut pool);
         debug_assert!(result.is_ok() && pool.is_empty(), "guard dry run and commit disagree");
         self.free_reservation(pool);
@@ -124,7 +125,7 @@ impl<T: Translation> PageTable<T> {
 
     /// Whether the page at `va` is a guard marker.
     pub fn is_guard(&self, va: VirtAddr) -> bool {
-        if !self.range.contains(va) {
+        if !self.guarded || !self.range.contains(va) {
             return false;
         }
         let (level, _, d) = self.descend(va.0 & (SPACE_SIZE - 1), 3);
@@ -144,6 +145,9 @@ impl<T: Translation> PageTable<T> {
         mut f: F,
     ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
+        if !self.guarded {
+            return Ok(()); // no marker was ever written: nothing to scan for
+        }
         let mut run: Option<(u64, u64)> = None;
         self.guards_level(self.root, ROOT_LEVEL, start, end, &mut |off| match &mut run {
             Some((_, e)) if *e == off => *e += PAGE_SIZE,

@@ -421,6 +421,10 @@ pub struct PageTable<T: Translation> {
     walk_grandparent: PhysAddr,
     walk_parent: PhysAddr,
     walk_table: PhysAddr,
+    /// A guard marker has been written into this tree since it was made (`guard.rs`); never
+    /// cleared. While it is false no entry can be a marker, so the scans for markers
+    /// (`guards_in`: every `mremap` move, every area at `fork`) return at once.
+    guarded: bool,
     /// Test switch: send every call to the general path (to compare the two).
     #[cfg(test)]
     general_only: bool,
@@ -458,6 +462,7 @@ impl<T: Translation> PageTable<T> {
             walk_grandparent: PhysAddr(0),
             walk_parent: PhysAddr(0),
             walk_table: PhysAddr(0),
+            guarded: false,
             #[cfg(test)]
             general_only: false,
         };

@@ -1728,3 +1728,59 @@ fn table_memory_for_one_gib_mapped_page_by_page() {
     std::println!("{}: {tables} tables, {kib} KiB for 1 GiB of pages", crate::granule::Format::BUILD.name());
     assert_eq!(check_invariants(&pt) as u64, tables);
 }
+
+/// `walk_runs` reports what `walk` does, a contiguous run as one leaf: over a tree holding a
+/// block, runs and single pages, for ranges that start and end inside runs and blocks, every
+/// page translates the same through the leaves of either walk, and a run whole in the range is
+/// visited once.
+#[test]
+fn walk_runs_translates_every_page_as_walk_does_visiting_a_run_once() {
+    let mut pt = new_pt(VaRange::Lower);
+    let base = BLOCK_2M * 4;
+    let data = Attributes::kernel_data();
+    // A block, then two runs, then three single pages (physically apart), then a run.
+    pt.map(va(base), pa(BLOCK_2M * 64), BLOCK_2M, data, Constraints::NONE).unwrap();
+    let runs = base + BLOCK_2M;
+    pt.map(va(runs), pa(BLOCK_2M * 70), 2 * KIB64, data, Constraints::NONE).unwrap();
+    for i in 0..3 {
+        let v = runs + 2 * KIB64 + i * PAGE_SIZE;
+        pt.map(va(v), pa(BLOCK_2M * 72 + (5 - i) * PAGE_SIZE), PAGE_SIZE, data, Constraints::NONE).unwrap();
+    }
+    pt.map(va(runs + 4 * KIB64), pa(BLOCK_2M * 74), KIB64, data, Constraints::NONE).unwrap();
+    check_invariants(&pt);
+    let runs_seen = leaves(&pt).iter().filter(|l| l.contiguous).count() as u64;
+    assert_eq!(runs_seen, 3 * PAGE_RUN as u64, "three runs, each entry a leaf to walk");
+    let end = runs + 5 * KIB64;
+    let cuts = [base, base + PAGE_SIZE, runs - PAGE_SIZE, runs + 3 * PAGE_SIZE, runs + KIB64 + PAGE_SIZE];
+    for &from in &cuts {
+        for to in [runs + PAGE_SIZE, runs + 2 * KIB64 + PAGE_SIZE, end - PAGE_SIZE, end] {
+            if to <= from {
+                continue;
+            }
+            let mut by_walk = Vec::new();
+            pt.walk(va(from), to - from, |l| by_walk.push(*l)).unwrap();
+            let mut by_runs = Vec::new();
+            pt.walk_runs(va(from), to - from, |l| by_runs.push(*l)).unwrap();
+            for page in (from..to).step_by(PAGE_SIZE as usize) {
+                // The leaf holding the page (none in the holes between the single pages and
+                // the last run), at most one.
+                let through = |ls: &[Leaf]| {
+                    let hits: Vec<_> =
+                        ls.iter().filter(|l| l.va.0 <= page && page < l.va.0 + l.size).collect();
+                    assert!(hits.len() <= 1, "page {page:#x} in [{from:#x}, {to:#x}): one leaf");
+                    hits.first().map(|l| (l.translate(va(page)), l.attrs))
+                };
+                assert_eq!(through(&by_runs), through(&by_walk), "page {page:#x} in [{from:#x}, {to:#x})");
+            }
+            // Each run the range covers whole is one leaf of walk_runs.
+            let whole = [0, 1, 4]
+                .iter()
+                .filter(|&&k| from <= runs + k * KIB64 && runs + (k + 1) * KIB64 <= to)
+                .count();
+            let run_leaves = by_runs.iter().filter(|l| l.contiguous && l.size == KIB64).count();
+            assert!(run_leaves >= whole, "[{from:#x}, {to:#x}): {run_leaves} run leaves, {whole} whole runs");
+            assert!(by_runs.iter().all(|l| !l.contiguous || l.size == KIB64));
+            assert!(by_runs.iter().filter(|l| l.contiguous).count() <= 3, "each run once");
+        }
+    }
+}

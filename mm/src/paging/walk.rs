@@ -269,6 +269,44 @@ impl<T: Translation> PageTable<T> {
         self.walk_level(self.root, ROOT_LEVEL, 0, SPACE_SIZE, &mut f);
     }
 
+    /// [`walk`](Self::walk), reporting each contiguous run of pages as one leaf (its whole span,
+    /// from its first page: a run's entries translate consecutive frames with the same
+    /// attributes, so one leaf says what its sixteen would) and skipping its other entries.
+    /// For a caller that joins leaves anyway (`AddressSpace::extents`): a run costs one visit.
+    ///
+    /// # Errors
+    ///
+    /// As [`walk`](Self::walk).
+    pub fn walk_runs<F: FnMut(&Leaf)>(
+        &self,
+        va: crate::addr::VirtAddr,
+        size: u64,
+        mut f: F,
+    ) -> Result<(), MapError> {
+        let (start, end) = self.check_range(va, size)?;
+        self.walk_runs_level(self.root, ROOT_LEVEL, start, end, &mut f);
+        Ok(())
+    }
+
+    fn walk_runs_level<F: FnMut(&Leaf)>(&self, table: PhysAddr, level: u32, lo: u64, hi: u64, f: &mut F) {
+        const RUN: u64 = crate::descriptor::CONTIGUOUS_ENTRIES as u64 * crate::addr::PAGE_SIZE;
+        let mut entries = Entries::new(level, lo, hi);
+        while let Some(e) = entries.next() {
+            let d = self.read(table, e.index);
+            match d.kind(level) {
+                DescriptorKind::Table => self.walk_runs_level(d.output_address(), level + 1, e.lo, e.hi, f),
+                DescriptorKind::Page if d.is_contiguous() => {
+                    let base = e.base & !(RUN - 1);
+                    let first = PhysAddr(d.output_address().0 - (e.base - base));
+                    f(&Leaf { pa: first, size: RUN, ..self.leaf(d, level, base) });
+                    entries.skip_to(base + RUN);
+                }
+                DescriptorKind::Block | DescriptorKind::Page => f(&self.leaf(d, level, e.base)),
+                DescriptorKind::Invalid | DescriptorKind::Reserved => {}
+            }
+        }
+    }
+
     fn walk_level<F: FnMut(&Leaf)>(&self, table: PhysAddr, level: u32, lo: u64, hi: u64, f: &mut F) {
         for e in Entries::new(level, lo, hi) {
             let d = self.read(table, e.index);

@@ -461,7 +461,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
     pub fn extents<F: FnMut(Unmapped)>(&self, va: VirtAddr, size: u64, sink: F) {
         let end = va.0.saturating_add(size);
         let mut joined = Coalescer { sink, current: None };
-        let _ = self.table.walk(va, size, |leaf| {
+        let _ = self.table.walk_runs(va, size, |leaf| {
             let (s, e) = (leaf.va.0.max(va.0), (leaf.va.0 + leaf.size).min(end));
             let cut = Leaf { va: VirtAddr(s), pa: leaf.translate(VirtAddr(s)), size: e - s, ..*leaf };
             joined.push(&cut);

@@ -41,11 +41,10 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         flags: u64,
         new_addr: u64,
     ) -> Result<u64, Errno> {
-        // Room for every extent a move can produce, reserved before anything changes: the move
-        // gathers them inside the page-table walk, where running out of heap could not be
-        // undone.
+        // The source's extents, gathered in the gate below, before anything changes: a heap
+        // that runs out there refuses the call with nothing moved.
         let mut extents: Vec<Unmapped> = Vec::new();
-        crate::vm::fallible::reserve(&mut extents, self.extent_bound(addr, old_len))?;
+        let mut short = false;
         // The guard markers a move takes along, read before anything changes.
         let guards = match addr.checked_add(old_len.next_multiple_of(PAGE_SIZE)) {
             Some(end)
@@ -59,19 +58,21 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         // The tables the destination needs, counted for the source's extents and reserved once
         // the area map has decided the destination, before anything changes.
         let mut tables = None;
+        // A target that holds something now (only MREMAP_FIXED's can: elsewhere the area map
+        // has it free) is unmapped before the move, which may free its tables: the count then
+        // assumes it has none. Asked of the area map before the call (an area there may hold
+        // pages or guard markers; a free range holds neither), not of the tables.
+        let fixed = flags & crate::vm::map::remap::MREMAP_FIXED != 0;
+        let target_end =
+            new_addr.saturating_add(new_len.checked_next_multiple_of(PAGE_SIZE).unwrap_or(u64::MAX));
+        let fresh = fixed && self.vm.mappings_in(new_addr, target_end).next().is_some();
         let Self { vm, space, .. } = self;
         let r = vm.mremap_gated(addr, old_len, new_len, flags, new_addr, &mut |m: &Move| {
             space.extents(VirtAddr(m.from), m.len, |u| {
-                if extents.len() < extents.capacity() {
-                    extents.push(u); // within the reserved capacity: no allocation
-                }
+                short = short || crate::vm::fallible::push(&mut extents, u).is_err();
             });
-            // A target that holds something now (only MREMAP_FIXED's can: elsewhere the area
-            // map had it free) is unmapped before the move, which may free its tables: count
-            // as if it had none.
-            let mut fresh = false;
-            if flags & crate::vm::map::remap::MREMAP_FIXED != 0 {
-                let _ = space.table().walk(VirtAddr(m.to), m.len, |_| fresh = true);
+            if short {
+                return Err(Errno::ENOMEM);
             }
             let pieces = extents.iter().map(|u| (VirtAddr(u.va.0 - m.from + m.to), u.pa, u.size));
             let count = space.tables_to_map(pieces, move_constraints(m), fresh);

@@ -461,11 +461,11 @@ fn mremap_growth_is_charged_to_rlimit_as() {
     m.vm().check();
 }
 
-/// A move gathers its extents into room reserved before anything changes: a move whose range
-/// cuts a 2 MiB block at its start moves every page (the bound counts the cut block's pages),
-/// and when that room cannot be had the call is ENOMEM with nothing changed.
+/// A move gathers its extents before anything changes: a move whose range cuts a 2 MiB block at
+/// its start moves every page, and when any allocation the call makes fails (the extents'
+/// list as it grows, the area map's room) the call is ENOMEM with nothing changed.
 #[test]
-fn mremap_reserves_its_extents_before_it_changes_anything() {
+fn mremap_gathers_its_extents_before_it_changes_anything() {
     let mut m = large_memory();
     let a = m.mmap(0, 2 * BLOCK, RW, ANON | MAP_POPULATE, -1, 0).unwrap();
     assert_eq!(a % BLOCK, 0);
@@ -473,12 +473,26 @@ fn mremap_reserves_its_extents_before_it_changes_anything() {
     let from = a + BLOCK / 2; // inside the first block: the move splits it
     m.write(from + 3, b"cut").unwrap();
     let frames = m.stats().data_frames;
-    crate::vm::fallible::fail_after(Some(0));
-    let refused = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a - 2 * BLOCK);
-    crate::vm::fallible::fail_after(None);
-    assert_eq!(refused, Err(Errno::ENOMEM));
-    assert_eq!(m.vm().find(from).map(|v| (v.start, v.end)), Some((a, a + 2 * BLOCK)), "the map is unchanged");
-    assert_eq!(&read_page(&m, from)[3..6], b"cut");
+    // Every budget short of what the call needs: refused, nothing changed.
+    let mut refusals = 0;
+    for budget in 0.. {
+        crate::vm::fallible::fail_after(Some(budget));
+        let refused = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a - 2 * BLOCK);
+        crate::vm::fallible::fail_after(None);
+        if refused.is_ok() {
+            // Enough at last: move it back for the checks below.
+            assert_eq!(m.mremap(a - 2 * BLOCK, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, from), Ok(from));
+            break;
+        }
+        refusals += 1;
+        assert_eq!(refused, Err(Errno::ENOMEM), "budget {budget}");
+        assert_eq!(m.vm().find(from).map(|v| v.start), Some(a), "budget {budget}: the map is unchanged");
+        assert!(m.vm().find(a - 2 * BLOCK).is_none(), "budget {budget}: no destination area");
+        assert_eq!(&read_page(&m, from)[3..6], b"cut", "budget {budget}");
+        assert_eq!(m.stats().data_frames, frames, "budget {budget}");
+        m.vm().check();
+    }
+    assert!(refusals >= 2, "the extents' list and the area map's room: {refusals} refusals");
     let to = m.mremap(from, BLOCK, BLOCK, MAYMOVE | MREMAP_FIXED, a - 2 * BLOCK).unwrap();
     assert_eq!(to, a - 2 * BLOCK);
     assert_eq!(&read_page(&m, to)[3..6], b"cut");
@@ -488,6 +502,47 @@ fn mremap_reserves_its_extents_before_it_changes_anything() {
     }
     assert_eq!(m.stats().data_frames, frames, "moved, not copied or lost");
     m.vm().check();
+    let (_, _, f) = m.destroy();
+    assert!(f.live.is_empty());
+}
+
+/// 64 pages moved page by page: the extents' list grows by doubling from 4 to 64 inside the
+/// move's gate, and a heap that runs out at any step refuses the call with nothing changed.
+#[test]
+fn mremap_refused_while_gathering_its_extents_changes_nothing() {
+    let mut m = memory(true);
+    let n = 64;
+    let a = m.mmap(0, n * P, RW, ANON, -1, 0).unwrap();
+    let b = m.mmap(0, n * P, 0, ANON, -1, 0).unwrap(); // PROT_NONE
+    // Touched from the top down: no two neighbours' frames are contiguous, so each page is an
+    // extent of its own.
+    for i in (0..n).rev() {
+        m.write(a + i * P, &[i as u8]).unwrap();
+    }
+    let mut refusals = 0;
+    for budget in 0.. {
+        crate::vm::fallible::fail_after(Some(budget));
+        let r = m.mremap(a, n * P, n * P, MAYMOVE | MREMAP_FIXED, b);
+        crate::vm::fallible::fail_after(None);
+        if r == Ok(b) {
+            break;
+        }
+        refusals += 1;
+        assert_eq!(r, Err(Errno::ENOMEM), "budget {budget}");
+        assert_eq!(m.vm().find(a).map(|v| (v.start, v.end)), Some((a, a + n * P)), "budget {budget}");
+        // The PROT_NONE target as it was, or unmapped: Linux's mremap_to removes it first.
+        assert!(m.vm().find(b).is_none_or(|v| v.prot.bits() == 0), "budget {budget}");
+        for i in 0..n {
+            assert_eq!(read_page(&m, a + i * P)[0], i as u8, "budget {budget}, page {i}");
+        }
+        m.vm().check();
+    }
+    // 4, 8, 16, 32, 64: five steps of the list, each refused once, and the area map's own.
+    assert!(refusals >= 5, "{refusals} refusals");
+    for i in 0..n {
+        assert_eq!(read_page(&m, b + i * P)[0], i as u8, "page {i} moved");
+        assert!(m.space().translate(VirtAddr(a + i * P)).is_none());
+    }
     let (_, _, f) = m.destroy();
     assert!(f.live.is_empty());
 }
