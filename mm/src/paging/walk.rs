@@ -260,13 +260,13 @@ impl<T: Translation> PageTable<T> {
         mut f: F,
     ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
-        self.walk_level(self.root, ROOT_LEVEL, start, end, &mut f);
+        self.walk_level::<false, F>(self.root, ROOT_LEVEL, start, end, &mut f);
         Ok(())
     }
 
     /// Calls `f` for every leaf of the table, in ascending address order.
     pub fn walk_all<F: FnMut(&Leaf)>(&self, mut f: F) {
-        self.walk_level(self.root, ROOT_LEVEL, 0, SPACE_SIZE, &mut f);
+        self.walk_level::<false, F>(self.root, ROOT_LEVEL, 0, SPACE_SIZE, &mut f);
     }
 
     /// [`walk`](Self::walk), reporting each contiguous run of pages as one leaf (its whole span,
@@ -284,34 +284,35 @@ impl<T: Translation> PageTable<T> {
         mut f: F,
     ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
-        self.walk_runs_level(self.root, ROOT_LEVEL, start, end, &mut f);
+        self.walk_level::<true, F>(self.root, ROOT_LEVEL, start, end, &mut f);
         Ok(())
     }
 
-    fn walk_runs_level<F: FnMut(&Leaf)>(&self, table: PhysAddr, level: u32, lo: u64, hi: u64, f: &mut F) {
+    /// The one walker behind `walk`, `walk_all` and `walk_runs`: every leaf of `[lo, hi)` below
+    /// `table`, and with `RUNS` a contiguous run of pages as one leaf from its first page, its
+    /// other entries skipped (the constant compiles the test out of the plain walks).
+    fn walk_level<const RUNS: bool, F: FnMut(&Leaf)>(
+        &self,
+        table: PhysAddr,
+        level: u32,
+        lo: u64,
+        hi: u64,
+        f: &mut F,
+    ) {
         const RUN: u64 = crate::descriptor::CONTIGUOUS_ENTRIES as u64 * crate::addr::PAGE_SIZE;
         let mut entries = Entries::new(level, lo, hi);
         while let Some(e) = entries.next() {
             let d = self.read(table, e.index);
             match d.kind(level) {
-                DescriptorKind::Table => self.walk_runs_level(d.output_address(), level + 1, e.lo, e.hi, f),
-                DescriptorKind::Page if d.is_contiguous() => {
+                DescriptorKind::Table => {
+                    self.walk_level::<RUNS, F>(d.output_address(), level + 1, e.lo, e.hi, f)
+                }
+                DescriptorKind::Page if RUNS && d.is_contiguous() => {
                     let base = e.base & !(RUN - 1);
                     let first = PhysAddr(d.output_address().0 - (e.base - base));
                     f(&Leaf { pa: first, size: RUN, ..self.leaf(d, level, base) });
                     entries.skip_to(base + RUN);
                 }
-                DescriptorKind::Block | DescriptorKind::Page => f(&self.leaf(d, level, e.base)),
-                DescriptorKind::Invalid | DescriptorKind::Reserved => {}
-            }
-        }
-    }
-
-    fn walk_level<F: FnMut(&Leaf)>(&self, table: PhysAddr, level: u32, lo: u64, hi: u64, f: &mut F) {
-        for e in Entries::new(level, lo, hi) {
-            let d = self.read(table, e.index);
-            match d.kind(level) {
-                DescriptorKind::Table => self.walk_level(d.output_address(), level + 1, e.lo, e.hi, f),
                 DescriptorKind::Block | DescriptorKind::Page => f(&self.leaf(d, level, e.base)),
                 DescriptorKind::Invalid | DescriptorKind::Reserved => {}
             }

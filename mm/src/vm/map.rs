@@ -87,6 +87,8 @@ mod fork;
 pub mod lock;
 mod madvise;
 mod mmap;
+#[cfg(test)]
+pub(super) use mmap::jit_buffer;
 mod names;
 mod near;
 mod protect;

@@ -690,11 +690,10 @@ impl Replay {
                     if file { self.counts.count_loader(inside) } else { self.counts.count_jit(inside) }
                 }
                 let reservation = reservation_like && !len.is_multiple_of(PAGE);
+                // The placement's own predicate: what it placed in the window as a JIT's buffer.
+                let window_size = self.spaces[s].vm.code_window().size;
                 let buffer = !file
-                    && addr == 0
-                    && prot == 3
-                    && flags & MAP_NORESERVE != 0
-                    && flags & (MAP_STACK | MAP_GROWSDOWN) == 0;
+                    && super::map::jit_buffer(addr, len, Prot::from_bits_truncate(prot), flags, window_size);
                 let why = if reservation || file {
                     Some(Why::Loader)
                 } else if hint != 0 {

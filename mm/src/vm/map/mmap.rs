@@ -61,7 +61,7 @@ fn loader_reservation(hint: u64, asked: u64, prot: Prot, flags: u64) -> bool {
 /// that way: glibc's arenas, V8's heap and code range and Go's arena reserve with `PROT_NONE`
 /// or at a hint (docs/address-space.md, "Libraries and JITs", has the counts). One larger
 /// than a quarter of the window is a sparse table, not code, and stays data.
-fn jit_buffer(hint: u64, len: u64, prot: Prot, flags: u64, window_size: u64) -> bool {
+pub(in crate::vm) fn jit_buffer(hint: u64, len: u64, prot: Prot, flags: u64, window_size: u64) -> bool {
     const NOT: u64 = MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_OBJECT;
     hint == 0
         && prot.read()
