@@ -32,8 +32,13 @@ console.log(`node: hot loop ${r}, optimised by TurboFan: ${(status & 16) !== 0 &
 
 const order = [];
 const sleep = (ms, v) => new Promise(res => setTimeout(() => { order.push(v); res(v); }, ms));
+// The timers start in the order of their delays, so they fire in that order however long the
+// thread waits between starting two of them (node reads the clock at each start: started c
+// first, a 10 ms pause before b on a loaded machine let c fire before b); the promises are
+// awaited in another order, which Promise.all keeps.
+const pa = sleep(10, 'a'), pb = sleep(20, 'b'), pc = sleep(30, 'c');
 (async () => {
-    const all = await Promise.all([sleep(30, 'c'), sleep(10, 'a'), sleep(20, 'b')]);
+    const all = await Promise.all([pc, pa, pb]);
     console.log('node: timers fired in order', order.join(''), 'promises resolved', all.join(''));
     const passwd = await fs.promises.readFile('/etc/passwd', 'utf8');
     console.log('node: fs read /etc/passwd, first user', passwd.split(':')[0]);
