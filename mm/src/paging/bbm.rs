@@ -58,6 +58,11 @@ pub(super) const fn staged(d: Descriptor, mark: u64) -> Descriptor {
     Descriptor::from_bits((d.bits() & !VALID) | mark)
 }
 
+/// Whether `d` is a staged entry: broken and carrying one of the marks `finish` commits.
+pub(super) const fn is_mark(d: Descriptor) -> bool {
+    !d.is_valid() && d.bits() & (MARK_MAKE | MARK_UNMAP | MARK_DETACH) != 0
+}
+
 /// Whether an entry holds something after the operation: valid, staged to become valid, or a
 /// guard marker (which must keep its table, `guard.rs`).
 pub(super) const fn occupied(d: Descriptor) -> bool {
@@ -146,7 +151,7 @@ impl<T: Translation> PageTable<T> {
         if !ok(ENTRIES_PER_TABLE - 1) || !(1..ENTRIES_PER_TABLE - 1).all(ok) {
             return Ok(false);
         }
-        self.write(l2, index, staged(Descriptor::leaf(2, PhysAddr(pa0), attrs, false), MARK_MAKE));
+        self.write_mark(l2, index, staged(Descriptor::leaf(2, PhysAddr(pa0), attrs, false), MARK_MAKE));
         record.add_run(off, ENTRIES_PER_TABLE as u64, PAGE_SIZE, attrs, Some(attrs));
         record.detach_table(l3, &self.translation);
         self.stats.tables_detached += 1;
@@ -187,7 +192,7 @@ impl<T: Translation> PageTable<T> {
         }
         for j in 0..RUN {
             let e = self.read(l3, first + j);
-            self.write(l3, first + j, staged(e.with_contiguous(true), MARK_MAKE));
+            self.write_mark(l3, first + j, staged(e.with_contiguous(true), MARK_MAKE));
         }
         record.add_run(off, RUN as u64, PAGE_SIZE, attrs, Some(attrs));
         counts.folds += 1;
@@ -216,6 +221,12 @@ impl<T: Translation> PageTable<T> {
     /// whether any entry became valid (the caller then needs `DSB ISHST`).
     pub(crate) fn finish<S: FnMut(&Leaf)>(&mut self, va: VirtAddr, size: u64, unmapped: &mut S) -> bool {
         let Ok((start, end)) = self.check_range(va, size) else { return false };
+        // A change that staged nothing (permissions only, written in place) leaves no mark:
+        // nothing to walk.
+        if self.marks == 0 {
+            debug_assert!(!self.marks_in(self.root, ROOT_LEVEL, start, end), "a mark was not counted");
+            return false;
+        }
         // Finishing frees detached tables and writes staged table descriptors.
         self.forget_walk();
         let mut made = false;
@@ -225,7 +236,8 @@ impl<T: Translation> PageTable<T> {
 
     /// Commits the marks in `[lo, hi)` of `table` at `level` (module documentation), widened at
     /// levels 2 and 3 to whole contiguous runs (a cut run is staged whole, also where it reaches
-    /// past the range). A detached table is finished over its whole span, then freed.
+    /// past the range). A detached table is finished over its whole span, then freed. Returns
+    /// as soon as no mark is left anywhere (the count of `write_mark`).
     fn finish_level<S: FnMut(&Leaf)>(
         &mut self,
         table: PhysAddr,
@@ -242,6 +254,9 @@ impl<T: Translation> PageTable<T> {
             wide_hi = wide_hi.next_multiple_of(run_size);
         }
         for x in Entries::new(level, wide_lo, wide_hi) {
+            if self.marks == 0 {
+                return;
+            }
             // The part of the operation's own range in this entry (empty outside it).
             let (sub_lo, sub_hi) = (lo.max(x.base), hi.min(x.end()));
             let d = self.read(table, x.index);
@@ -251,6 +266,7 @@ impl<T: Translation> PageTable<T> {
                     self.finish_level(d.output_address(), level + 1, sub_lo, sub_hi, unmapped, made);
                 }
             } else if bits & MARK_MAKE != 0 {
+                self.marks -= 1;
                 let made_d = Descriptor::from_bits((bits & !MARK_MAKE) | VALID);
                 self.write(table, x.index, made_d);
                 *made = true;
@@ -259,10 +275,12 @@ impl<T: Translation> PageTable<T> {
                     self.finish_level(made_d.output_address(), level + 1, sub_lo, sub_hi, unmapped, made);
                 }
             } else if bits & MARK_UNMAP != 0 {
+                self.marks -= 1;
                 let leaf = self.leaf(d, level, x.base);
                 unmapped(&leaf);
                 self.write(table, x.index, Descriptor::INVALID);
             } else if bits & MARK_DETACH != 0 {
+                self.marks -= 1;
                 let child = d.output_address();
                 self.finish_level(child, level + 1, x.base, x.end(), unmapped, made);
                 debug_assert!(self.is_empty_table(child), "detached table still in use");
@@ -271,6 +289,30 @@ impl<T: Translation> PageTable<T> {
                 self.translation.deallocate_table(child);
             }
         }
+    }
+
+    /// Whether a staged entry waits for `finish` (between `stage` and `finish`).
+    pub(crate) const fn holds_marks(&self) -> bool {
+        self.marks != 0
+    }
+
+    /// Whether `[lo, hi)` of `table` at `level` (widened as `finish_level` widens it) holds a
+    /// staged entry, in a table reachable from it (debug builds' check of the mark count).
+    fn marks_in(&self, table: PhysAddr, level: u32, lo: u64, hi: u64) -> bool {
+        let (mut wide_lo, mut wide_hi) = (lo, hi);
+        if level >= 2 {
+            let run_size = level_size(level) * run_entries(level) as u64;
+            wide_lo &= !(run_size - 1);
+            wide_hi = wide_hi.next_multiple_of(run_size);
+        }
+        Entries::new(level, wide_lo, wide_hi).any(|x| {
+            let d = self.read(table, x.index);
+            let (sub_lo, sub_hi) = (lo.max(x.base), hi.min(x.end()));
+            is_mark(d)
+                || (d.is_table(level)
+                    && sub_lo < sub_hi
+                    && self.marks_in(d.output_address(), level + 1, sub_lo, sub_hi))
+        })
     }
 
     /// Frees frames of a reservation (for the address space, which reserved them with

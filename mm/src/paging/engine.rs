@@ -30,7 +30,7 @@
 use crate::addr::{PAGE_SIZE, PhysAddr};
 use crate::descriptor::{Attributes, Descriptor, DescriptorKind, level_size};
 
-use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, occupied, staged};
+use super::bbm::{BbmCounts, MARK_DETACH, MARK_MAKE, MARK_UNMAP, is_mark, occupied, staged};
 use super::flush::{FrameList, LeafBits, PendingFlush};
 use super::guard::is_guard;
 use super::occupancy::{minus_occupants, occupancy, table_descriptor, with_occupancy};
@@ -214,7 +214,7 @@ impl<T: Translation> PageTable<T> {
                     match e.mode {
                         Mode::Direct => self.detach_now(table, x.index, next, e.record),
                         Mode::Staged => {
-                            self.write(table, x.index, staged(with_occupancy(d, 0), MARK_DETACH));
+                            self.write_mark(table, x.index, staged(with_occupancy(d, 0), MARK_DETACH));
                             e.record.note_table_removed();
                         }
                     }
@@ -251,19 +251,21 @@ impl<T: Translation> PageTable<T> {
     /// break-before-make (`bbm == false`), staged-invalid otherwise.
     #[inline(always)]
     fn put(&mut self, table: PhysAddr, index: usize, new: Descriptor, bbm: bool, mode: Mode) {
-        let written = if bbm && mode == Mode::Staged { staged(new, MARK_MAKE) } else { new };
-        self.write(table, index, written);
+        if bbm && mode == Mode::Staged {
+            self.write_mark(table, index, staged(new, MARK_MAKE));
+        } else {
+            self.write(table, index, new);
+        }
     }
 
     /// Removes the leaf `d` at `index` of `table`: invalid in direct mode, marked for `finish`
     /// to report (with its output address) when staged.
     #[inline(always)]
     fn remove_leaf(&mut self, table: PhysAddr, index: usize, d: Descriptor, mode: Mode) {
-        let written = match mode {
-            Mode::Direct => Descriptor::INVALID,
-            Mode::Staged => staged(d, MARK_UNMAP),
-        };
-        self.write(table, index, written);
+        match mode {
+            Mode::Direct => self.write(table, index, Descriptor::INVALID),
+            Mode::Staged => self.write_mark(table, index, staged(d, MARK_UNMAP)),
+        }
     }
 
     /// Applies the operation to the leaf `d` of entry `x`, which lies wholly in the range and in
@@ -312,7 +314,7 @@ impl<T: Translation> PageTable<T> {
                 self.write(table, x.index, new_table);
             }
             Mode::Staged => {
-                self.write(table, x.index, staged(new_table, MARK_MAKE));
+                self.write_mark(table, x.index, staged(new_table, MARK_MAKE));
                 e.record.add_leaf(x.base, x.size, d.attributes(), new);
             }
         }
@@ -424,7 +426,11 @@ impl<T: Translation> PageTable<T> {
                     }
                 };
                 occupants += usize::from(occupied(entry));
-                self.write(table, i, entry);
+                if is_mark(entry) {
+                    self.write_mark(table, i, entry);
+                } else {
+                    self.write(table, i, entry);
+                }
             }
         }
         table_descriptor(table, occupants)

@@ -425,6 +425,10 @@ pub struct PageTable<T: Translation> {
     /// cleared. While it is false no entry can be a marker, so the scans for markers
     /// (`guards_in`: every `mremap` move, every area at `fork`) return at once.
     guarded: bool,
+    /// Staged marks (`bbm.rs`) written and not yet committed by `finish`: while it is zero,
+    /// `finish` has nothing to do and returns at once (a permission-only change, such as a
+    /// copy-on-write reuse or an `mprotect` between read-only and read-write, writes no mark).
+    marks: usize,
     /// Test switch: send every call to the general path (to compare the two).
     #[cfg(test)]
     general_only: bool,
@@ -463,6 +467,7 @@ impl<T: Translation> PageTable<T> {
             walk_parent: PhysAddr(0),
             walk_table: PhysAddr(0),
             guarded: false,
+            marks: 0,
             #[cfg(test)]
             general_only: false,
         };
@@ -534,6 +539,13 @@ impl<T: Translation> PageTable<T> {
         // SAFETY: as in `read`. One aligned 64-bit store is single-copy atomic for the walker,
         // and volatile keeps the stores in source order and unmerged.
         unsafe { p.write_volatile(descriptor.bits()) }
+    }
+
+    /// Writes a staged entry (`bbm.rs`), counted until `finish` commits it.
+    fn write_mark(&mut self, table: PhysAddr, index: usize, descriptor: Descriptor) {
+        debug_assert!(bbm::is_mark(descriptor), "write_mark of an unmarked entry");
+        self.marks += 1;
+        self.write(table, index, descriptor);
     }
 
     fn zero(&mut self, table: PhysAddr) {

@@ -522,6 +522,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
             for &(r, s) in &regions[..n] {
                 self.table.finish(r, s, &mut |_| {});
             }
+            debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         }
         record.release(self.table.translation_mut());
         self.stats.add(&counts);
@@ -662,6 +663,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         self.flush(&record);
         let mut sink = Coalescer { sink: on_unmapped, current: None };
         self.table.finish(va, size, &mut |l| sink.push(l));
+        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         sink.finish();
         record.release(self.table.translation_mut());
         let result = self.table.map_from_pool(va, pa, size, attrs, constraints, &mut pool);
@@ -690,6 +692,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         self.flush(&record);
         self.table.finish(va, BLOCK_2M, &mut |_| {});
+        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         record.release(self.table.translation_mut());
         self.stats.add(&counts);
         self.make_barrier(isb);
@@ -715,6 +718,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         self.flush(&record);
         self.table.finish(start, size, &mut |_| {});
+        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         record.release(self.table.translation_mut());
         self.stats.add(&counts);
         self.make_barrier(isb);
@@ -766,22 +770,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         self.flush(&record);
         let mut sink = Coalescer { sink: on_unmapped, current: None };
-        // Every mark staging writes is a break-before-make whose invalidation the record holds,
-        // so a record that needs no flush means nothing was staged and there is nothing to
-        // finish: an mprotect or munmap of pages never touched does not walk its range twice.
-        // (Debug builds finish anyway and check that it found nothing.)
-        let staged_nothing = !record.needs_flush();
-        let made = if staged_nothing && !cfg!(debug_assertions) {
-            false
-        } else {
-            let mut reported = 0usize;
-            let made = self.table.finish(va, size, &mut |l| {
-                reported += 1;
-                sink.push(l);
-            });
-            debug_assert!(!staged_nothing || (!made && reported == 0), "marks staged without a flush");
-            made
-        };
+        // Every mark staging writes is a break-before-make whose invalidation the record holds;
+        // a change that marked nothing (permissions only, or pages never touched) is not walked
+        // again: `finish` returns at once.
+        debug_assert!(record.needs_flush() || !self.table.holds_marks(), "marks staged without a flush");
+        let made = self.table.finish(va, size, &mut |l| sink.push(l));
+        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         sink.finish();
         record.release(self.table.translation_mut());
         self.stats.add(&counts);
