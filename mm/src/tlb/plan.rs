@@ -110,8 +110,8 @@ impl TlbPlan {
     }
 
     /// The instructions, in issue order.
-    pub fn iter(&self) -> PlanIter {
-        PlanIter { body: self.body, next: 0 }
+    pub fn iter(&self) -> PlanIter<'_> {
+        PlanIter { body: &self.body, next: 0 }
     }
 
     fn fixed(instrs: &[TlbInstr], full: bool, broadcast: bool) -> Self {
@@ -125,27 +125,29 @@ impl TlbPlan {
     }
 }
 
-impl IntoIterator for &TlbPlan {
+impl<'a> IntoIterator for &'a TlbPlan {
     type Item = TlbInstr;
-    type IntoIter = PlanIter;
-    fn into_iter(self) -> PlanIter {
+    type IntoIter = PlanIter<'a>;
+    fn into_iter(self) -> PlanIter<'a> {
         self.iter()
     }
 }
 
-/// Iterator over the instructions of a [`TlbPlan`]; generates the per-step loop lazily.
+/// Iterator over the instructions of a [`TlbPlan`]; generates the per-step loop lazily. It
+/// borrows the plan: a copy of the body (some 100 bytes) for each flush cost more than the
+/// single TLBI most flushes issue.
 #[derive(Clone, Debug)]
-pub struct PlanIter {
-    body: Body,
+pub struct PlanIter<'a> {
+    body: &'a Body,
     next: u32,
 }
 
-impl Iterator for PlanIter {
+impl Iterator for PlanIter<'_> {
     type Item = TlbInstr;
 
     fn next(&mut self) -> Option<TlbInstr> {
         let i = self.next;
-        let item = match &self.body {
+        let item = match self.body {
             Body::Empty => None,
             Body::Fixed { head, ops, len, .. } => {
                 if i < head.count {
@@ -163,7 +165,7 @@ impl Iterator for PlanIter {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let total = match &self.body {
+        let total = match self.body {
             Body::Empty => 0,
             Body::Fixed { head, len, .. } => head.count as usize + *len as usize,
             Body::PerStep(steps) => steps.count as usize,
@@ -173,7 +175,7 @@ impl Iterator for PlanIter {
     }
 }
 
-impl ExactSizeIterator for PlanIter {}
+impl ExactSizeIterator for PlanIter<'_> {}
 
 /// The whole-flush plan for `target`: `ASIDE1IS` for an ASID, `VMALLE1IS` for global entries
 /// (`ASIDE1IS` does not remove global entries); the local forms for [`Reach::Local`](super::Reach::Local).
