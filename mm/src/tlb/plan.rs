@@ -59,6 +59,9 @@ impl Steps {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Body {
     Empty,
+    /// One single-page op (shape `Ranges`): the flush of most faults and one-page changes, kept
+    /// apart from `Fixed` so that planning and issuing it moves 16 bytes, not an array.
+    One(TlbInstr),
     Fixed { head: Steps, ops: [TlbInstr; MAX_FIXED_OPS], len: u8, full: bool },
     PerStep(Steps),
 }
@@ -78,8 +81,8 @@ impl TlbPlan {
     pub const fn shape(&self) -> PlanShape {
         match self.body {
             Body::Empty => PlanShape::Empty,
+            Body::One(_) | Body::Fixed { full: false, .. } => PlanShape::Ranges,
             Body::Fixed { full: true, .. } => PlanShape::FullFlush,
-            Body::Fixed { full: false, .. } => PlanShape::Ranges,
             Body::PerStep { .. } => PlanShape::PerStep,
         }
     }
@@ -88,6 +91,7 @@ impl TlbPlan {
     pub const fn len(&self) -> usize {
         match self.body {
             Body::Empty => 0,
+            Body::One(_) => 1,
             Body::Fixed { head, len, .. } => head.count as usize + len as usize,
             Body::PerStep(steps) => steps.count as usize,
         }
@@ -149,6 +153,7 @@ impl Iterator for PlanIter<'_> {
         let i = self.next;
         let item = match self.body {
             Body::Empty => None,
+            Body::One(op) => (i == 0).then_some(*op),
             Body::Fixed { head, ops, len, .. } => {
                 if i < head.count {
                     Some(head.instr(i))
@@ -167,6 +172,7 @@ impl Iterator for PlanIter<'_> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         let total = match self.body {
             Body::Empty => 0,
+            Body::One(_) => 1,
             Body::Fixed { head, len, .. } => head.count as usize + *len as usize,
             Body::PerStep(steps) => steps.count as usize,
         };
@@ -296,8 +302,10 @@ pub fn plan_in(format: Format, req: &TlbRequest, features: TlbFeatures) -> TlbPl
         if pages == 1 {
             // Range ops cover an even number of pages: one page is one single-page op.
             let one = TlbInstr { op: page_op, operand: page_operand(asid, VirtAddr(start)) };
-            let plan = mutant!(&[one][..], SinglePageDropped => &[][..]);
-            return TlbPlan::fixed(plan, false, b);
+            return mutant!(
+                TlbPlan { body: Body::One(one), broadcast: b },
+                SinglePageDropped => TlbPlan::fixed(&[], false, b),
+            );
         }
         // Pages per BaseADDR unit: 1, or 16 / 4 with DS (64 KiB units). Range ops start on a unit
         // boundary; the pages before the first boundary get single ops.

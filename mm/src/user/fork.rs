@@ -24,7 +24,7 @@
 
 use crate::addr::{PAGE_SIZE, PhysAddr, VirtAddr};
 use crate::descriptor::{Access as Ap, Attributes};
-use crate::paging::{Constraints, PageTable, Translation};
+use crate::paging::{Constraints, Leaf, PageTable, Translation};
 use crate::space::FlushTargets;
 use crate::tlb::{TlbFeatures, TlbHardware, TlbIssuer};
 use crate::vm::{Errno, VmaFlags};
@@ -194,16 +194,16 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         Ok(())
     }
 
-    /// A write to the present, read-only page `page` of a writable area `[vstart, vend)`:
-    /// copy-on-write (module documentation).
+    /// A write to the present, read-only page `page` (translated by `leaf`, the fault's own
+    /// lookup) of a writable area `[vstart, vend)`: copy-on-write (module documentation).
     pub(super) fn write_fault(
         &mut self,
         page: u64,
+        leaf: &Leaf,
         (vstart, vend): (u64, u64),
         prot: Prot,
         shared_area: bool,
     ) -> Result<(), Fault> {
-        let leaf = self.space.query(VirtAddr(page)).ok_or(Fault::OutOfMemory)?;
         let attrs = user_attrs(prot).ok_or(Fault::Protection { prot })?;
         let start = leaf.va.0.max(vstart);
         let end = (leaf.va.0 + leaf.size).min(vend);

@@ -499,7 +499,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             if access == Access::Write && !leaf.attrs.access().writable() {
                 let shared = vma.flags.contains(VmaFlags::SHARED);
                 let range = (vma.start, vma.end);
-                return self.write_fault(page, range, prot, shared);
+                return self.write_fault(page, &leaf, range, prot, shared);
             }
             return Ok(());
         }
