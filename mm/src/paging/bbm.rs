@@ -100,6 +100,20 @@ impl<T: Translation> PageTable<T> {
         counts: &mut BbmCounts,
     ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
+        // A protection change inside one last-level table that exists (the last-table cache):
+        // pages split nothing and it vacates nothing, so no table descriptor changes — the
+        // reservation's walk and the cache's reset have nothing to do, and the engine runs on
+        // that table alone, as the walk from the root would reach it (a copy-on-write reuse,
+        // an mprotect of a few pages).
+        if matches!(op, StagedOp::Protect(_))
+            && let Some(last) = self.fast_path_table(start, end)
+        {
+            let mut e =
+                Engine { op, mode: Mode::Staged, record, pool: FrameList::new(), counts, split_contiguous };
+            let vacated = self.apply(last.table, 3, start, end, &mut e);
+            debug_assert_eq!(vacated, 0, "a protection change vacated entries");
+            return Ok(());
+        }
         let needed = self.count_splits(start, end, &mut op);
         let pool = self.reserve(needed)?;
         // Staging may cut off or replace table descriptors (the last-table cache must not keep them).

@@ -62,7 +62,12 @@ enum Body {
     /// One single-page op (shape `Ranges`): the flush of most faults and one-page changes, kept
     /// apart from `Fixed` so that planning and issuing it moves 16 bytes, not an array.
     One(TlbInstr),
-    Fixed { head: Steps, ops: [TlbInstr; MAX_FIXED_OPS], len: u8, full: bool },
+    Fixed {
+        head: Steps,
+        ops: [TlbInstr; MAX_FIXED_OPS],
+        len: u8,
+        full: bool,
+    },
     PerStep(Steps),
 }
 
