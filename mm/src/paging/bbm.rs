@@ -244,25 +244,32 @@ impl<T: Translation> PageTable<T> {
         // Finishing frees detached tables and writes staged table descriptors.
         self.forget_walk();
         let mut made = false;
-        self.finish_level(self.root, ROOT_LEVEL, start, end, unmapped, &mut made);
+        let widen = self.runs_cut;
+        self.finish_level(self.root, ROOT_LEVEL, start, end, widen, unmapped, &mut made);
+        if self.marks == 0 {
+            self.runs_cut = false;
+        }
         made
     }
 
     /// Commits the marks in `[lo, hi)` of `table` at `level` (module documentation), widened at
-    /// levels 2 and 3 to whole contiguous runs (a cut run is staged whole, also where it reaches
-    /// past the range). A detached table is finished over its whole span, then freed. Returns
-    /// as soon as no mark is left anywhere (the count of `write_mark`).
+    /// levels 2 and 3 to whole contiguous runs if the stage cut one (`widen`: a cut run is
+    /// staged whole, also where it reaches past the range). A detached table is finished over
+    /// its whole span, then freed. Returns as soon as no mark is left anywhere (the count of
+    /// `write_mark`).
+    #[allow(clippy::too_many_arguments)]
     fn finish_level<S: FnMut(&Leaf)>(
         &mut self,
         table: PhysAddr,
         level: u32,
         lo: u64,
         hi: u64,
+        widen: bool,
         unmapped: &mut S,
         made: &mut bool,
     ) {
         let (mut wide_lo, mut wide_hi) = (lo, hi);
-        if level >= 2 {
+        if widen && level >= 2 {
             let run_size = level_size(level) * run_entries(level) as u64;
             wide_lo &= !(run_size - 1);
             wide_hi = wide_hi.next_multiple_of(run_size);
@@ -277,7 +284,7 @@ impl<T: Translation> PageTable<T> {
             let bits = d.bits();
             if d.is_valid() {
                 if d.is_table(level) && sub_lo < sub_hi {
-                    self.finish_level(d.output_address(), level + 1, sub_lo, sub_hi, unmapped, made);
+                    self.finish_level(d.output_address(), level + 1, sub_lo, sub_hi, widen, unmapped, made);
                 }
             } else if bits & MARK_MAKE != 0 {
                 self.marks -= 1;
@@ -286,7 +293,15 @@ impl<T: Translation> PageTable<T> {
                 *made = true;
                 if made_d.is_table(level) && sub_lo < sub_hi {
                     // A new split table: it may hold unmapped leaves to report.
-                    self.finish_level(made_d.output_address(), level + 1, sub_lo, sub_hi, unmapped, made);
+                    self.finish_level(
+                        made_d.output_address(),
+                        level + 1,
+                        sub_lo,
+                        sub_hi,
+                        widen,
+                        unmapped,
+                        made,
+                    );
                 }
             } else if bits & MARK_UNMAP != 0 {
                 self.marks -= 1;
@@ -296,7 +311,7 @@ impl<T: Translation> PageTable<T> {
             } else if bits & MARK_DETACH != 0 {
                 self.marks -= 1;
                 let child = d.output_address();
-                self.finish_level(child, level + 1, x.base, x.end(), unmapped, made);
+                self.finish_level(child, level + 1, x.base, x.end(), widen, unmapped, made);
                 debug_assert!(self.is_empty_table(child), "detached table still in use");
                 self.write(table, x.index, Descriptor::INVALID);
                 self.stats.tables_detached += 1;

@@ -338,6 +338,10 @@ impl<T: Translation> PageTable<T> {
         let first = x.index & !(run - 1);
         let run_base = x.base & !(size * run as u64 - 1);
         e.counts.unfolds += 1;
+        if e.mode == Mode::Staged {
+            // Its marks reach past the range: `finish` widens its walk to whole runs.
+            self.runs_cut = true;
+        }
         for j in 0..run {
             let index = first + j;
             let d = self.read(table, index);

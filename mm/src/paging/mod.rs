@@ -429,6 +429,10 @@ pub struct PageTable<T: Translation> {
     /// `finish` has nothing to do and returns at once (a permission-only change, such as a
     /// copy-on-write reuse or an `mprotect` between read-only and read-write, writes no mark).
     marks: usize,
+    /// A staged operation cut a contiguous run (`engine.rs`, `apply_run`): the run is staged
+    /// whole, also where it reaches past the operation's range, so `finish` widens its walk to
+    /// whole runs. Cleared when the last mark is committed.
+    runs_cut: bool,
     /// Test switch: send every call to the general path (to compare the two).
     #[cfg(test)]
     general_only: bool,
@@ -468,6 +472,7 @@ impl<T: Translation> PageTable<T> {
             walk_table: PhysAddr(0),
             guarded: false,
             marks: 0,
+            runs_cut: false,
             #[cfg(test)]
             general_only: false,
         };
