@@ -5,7 +5,10 @@
 // instruction); exec prints a "Trace" line with the block's start address each time a block
 // runs (nochain: every time, not only when entered from the main loop). Each run adds the
 // block's instruction count to its start address (a block that faults part-way is counted
-// whole). Prints "ADDRESS INSTRUCTIONS" per block start, in hexadecimal and decimal.
+// whole). A block is known by its start address at its longest translation: with -icount, QEMU
+// translates a shorter block where the instruction budget runs out before a timer event, runs
+// it once and keeps using the full one, so the last translation is not the one that runs.
+// Prints "ADDRESS INSTRUCTIONS" per block start, in hexadecimal and decimal.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,22 +25,21 @@ static unsigned long slot(unsigned long pc) {
 
 int main(void) {
     char line[1024];
-    unsigned long block = 0;
+    unsigned long block = 0, length = 0;
     int listing = 0;
     while (fgets(line, sizeof line, stdin)) {
         if (!strncmp(line, "IN:", 3)) {
             listing = 1;
             block = 0;
+            length = 0;
         } else if (listing) {
             if (line[0] == '0' && line[1] == 'x') {
-                unsigned long pc = strtoul(line, 0, 16);
-                if (!block) {
-                    block = pc;
-                    size[slot(pc)] = 0;
-                }
-                size[slot(block)]++;
+                if (!block) block = strtoul(line, 0, 16);
+                length++;
             } else if (line[0] == '\n') {
                 listing = 0;
+                unsigned long h = slot(block);
+                if (block && length > size[h]) size[h] = length;
             }
         } else if (!strncmp(line, "Trace", 5)) {
             char *s = strchr(line, '/');
