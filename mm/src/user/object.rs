@@ -614,84 +614,133 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             self.frames.free(new);
             return Err(Fault::OutOfMemory);
         }
-        if !self.frames.share(pa) {
-            return Err(Fault::OutOfMemory);
-        }
         // A private mapping shares the object's frame: `mprotect` keeps it read-only too (the
         // area is a private object mapping, `maps_private_object`).
         let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
+        if access != Access::Write {
+            // With its cached neighbours, in as few calls as their frames allow.
+            return self.fault_around(page, pa, attrs, prot.exec(), vma);
+        }
+        if !self.frames.share(pa) {
+            return Err(Fault::OutOfMemory);
+        }
         if self.space.map(VirtAddr(page), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
             self.frames.free(pa);
             return Err(Fault::OutOfMemory);
         }
         self.data_frames += 1;
         self.faults += 1;
-        if access != Access::Write {
-            self.fault_around(page, prot, shared, vma);
-        }
         Ok(())
     }
 
-    /// Linux's `do_fault_around` after a read or execute fault at `page` of an object mapping
-    /// whose area is `vma`: each page of [`fault_around_range`] that the mapped object already
-    /// holds and that is not present is mapped to the object's frame, with the same rights the
-    /// fault gave (read-only for a private mapping, whose later write takes the copy-on-write
-    /// fault). It never allocates a page of the object or a frame, so a hole stays a hole
-    /// (its fault will allocate it); a page it cannot map (no table frame) is left to its own
-    /// fault. Each page is mapped alone: the address space folds a contiguous run by itself
-    /// when the frames of a whole aligned run happen to be contiguous, which page-cache frames
-    /// rarely are. Counted in [`UserStats::fault_around_pages`].
-    fn fault_around(&mut self, page: u64, prot: Prot, shared: bool, vma: (u64, u64)) {
-        let Some(attrs) = user_attrs(prot) else { return };
-        let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
-        let Some(b) = self.backings.at(page) else { return };
-        let table_span = PAGE_SIZE * (PAGE_SIZE / 8);
-        let (from, to) = fault_around_range(page, vma, (b.start, b.end), table_span);
-        // The range lies inside this one backed range: its object pages are consecutive.
-        let (object, first_index) = (b.object.clone(), b.index_of(from));
-        let count = ((to - from) / PAGE_SIZE) as usize;
-        // The pages not to map (the faulting one, present ones, guard markers), found with one
-        // walk and one scan of guard markers over the range rather than two walks per page. (No
-        // marker can be there today, `MADV_GUARD_INSTALL` refusing object mappings; the scan
-        // keeps a marker from ever being mapped over if that changes.)
-        let bit = |va: u64| 1u32 << ((va - from) / PAGE_SIZE);
-        let mut taken = bit(page);
-        let table = self.space.table();
-        let _ = table.walk(VirtAddr(from), to - from, |leaf| {
-            let (s, e) = (leaf.va.0.max(from), (leaf.va.0 + leaf.size).min(to));
-            for va in (s..e).step_by(PAGE_SIZE as usize) {
-                taken |= bit(va);
+    /// A read or execute fault at `page` of an object mapping whose area is `vma`, the object's
+    /// frame for it being `pa`: maps it with `attrs`, and with it, as Linux's
+    /// `do_fault_around`, each page of [`fault_around_range`] that the mapped object already
+    /// holds and that is not present, to the object's frame with the same rights (read-only
+    /// for a private mapping, whose later write takes the copy-on-write fault). It never
+    /// allocates a page of the object or a frame, so a hole stays a hole (its fault will
+    /// allocate it). Pages whose frames are consecutive are mapped in one call, so that a whole
+    /// aligned run of them gets the contiguous hint as it is made (no fold, which would need
+    /// break-before-make and a TLBI, as mapping them one by one did). The faulting page's
+    /// failure is the fault's (`OutOfMemory`); a neighbour that cannot be mapped (no table
+    /// frame) ends the fault-around and is left to its own fault. Neighbours are counted in
+    /// [`UserStats::fault_around_pages`].
+    fn fault_around(
+        &mut self,
+        page: u64,
+        pa: PhysAddr,
+        attrs: crate::descriptor::Attributes,
+        exec: bool,
+        vma: (u64, u64),
+    ) -> Result<(), Fault> {
+        let mut frame_of = [None; AROUND_PAGES];
+        let (from, count) = match self.backings.at(page) {
+            Some(b) => {
+                let table_span = PAGE_SIZE * (PAGE_SIZE / 8);
+                let (from, to) = fault_around_range(page, vma, (b.start, b.end), table_span);
+                let (object, first_index) = (b.object.clone(), b.index_of(from));
+                let count = ((to - from) / PAGE_SIZE) as usize;
+                // The pages not to map (present ones, guard markers), found with one walk and
+                // one scan of guard markers over the range rather than two walks per page. (No
+                // marker can be there today, `MADV_GUARD_INSTALL` refusing object mappings; the
+                // scan keeps a marker from ever being mapped over if that changes.)
+                let bit = |va: u64| 1u32 << ((va - from) / PAGE_SIZE);
+                let mut taken = bit(page);
+                let table = self.space.table();
+                let _ = table.walk(VirtAddr(from), to - from, |leaf| {
+                    let (s, e) = (leaf.va.0.max(from), (leaf.va.0 + leaf.size).min(to));
+                    for va in (s..e).step_by(PAGE_SIZE as usize) {
+                        taken |= bit(va);
+                    }
+                });
+                let _ = table.guards_in(VirtAddr(from), to - from, |va, len| {
+                    for va in (va.0..va.0 + len).step_by(PAGE_SIZE as usize) {
+                        taken |= bit(va);
+                    }
+                });
+                // The frames the object already holds for the others, under one hold of it.
+                let frames = &mut self.frames;
+                object.with(&mut |o| {
+                    for (i, slot) in frame_of.iter_mut().enumerate().take(count) {
+                        let index = first_index + i as u64;
+                        if taken & (1 << i) == 0 && o.frame_of(index).is_some() {
+                            *slot = o.page(index, exec, frames).ok();
+                        }
+                    }
+                });
+                (from, count)
             }
-        });
-        let _ = table.guards_in(VirtAddr(from), to - from, |va, len| {
-            for va in (va.0..va.0 + len).step_by(PAGE_SIZE as usize) {
-                taken |= bit(va);
+            None => (page, 1),
+        };
+        let at = ((page - from) / PAGE_SIZE) as usize;
+        frame_of[at] = Some(pa);
+        // Runs of pages whose frames follow one another, each mapped in one call.
+        let (mut i, mut page_mapped) = (0, false);
+        while i < count {
+            let Some(first) = frame_of[i] else {
+                i += 1;
+                continue;
+            };
+            let mut n = 1;
+            while i + n < count && frame_of[i + n] == Some(PhysAddr(first.0 + n as u64 * PAGE_SIZE)) {
+                n += 1;
             }
-        });
-        // The frames the object already holds for the others, under one hold of the object.
-        let mut cached = [None; AROUND_PAGES];
-        let (frames, exec) = (&mut self.frames, prot.exec());
-        object.with(&mut |o| {
-            for (i, slot) in cached.iter_mut().enumerate().take(count) {
-                let index = first_index + i as u64;
-                if taken & (1 << i) == 0 && o.frame_of(index).is_some() {
-                    *slot = o.page(index, exec, frames).ok();
+            let shared =
+                (0..n).take_while(|&j| self.frames.share(PhysAddr(first.0 + j as u64 * PAGE_SIZE))).count();
+            let va = from + i as u64 * PAGE_SIZE;
+            let size = n as u64 * PAGE_SIZE;
+            if shared < n || self.space.map(VirtAddr(va), first, size, attrs, Constraints::NONE).is_err() {
+                for j in 0..shared {
+                    self.frames.free(PhysAddr(first.0 + j as u64 * PAGE_SIZE));
                 }
+                if (i..i + n).contains(&at) {
+                    return Err(Fault::OutOfMemory);
+                }
+                break;
             }
-        });
-        for (i, pa) in cached.into_iter().enumerate().take(count) {
-            let Some(pa) = pa else { continue };
+            let holds_page = (i..i + n).contains(&at);
+            self.data_frames += n as u64;
+            self.fault_around_pages += n as u64 - u64::from(holds_page);
+            if holds_page {
+                self.faults += 1;
+                page_mapped = true;
+            }
+            i += n;
+        }
+        // The faulting page's run was mapped unless a neighbour's failure stopped the loop
+        // before reaching it: then it is mapped alone.
+        if !page_mapped {
             if !self.frames.share(pa) {
-                return;
+                return Err(Fault::OutOfMemory);
             }
-            let here = from + i as u64 * PAGE_SIZE;
-            if self.space.map(VirtAddr(here), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
+            if self.space.map(VirtAddr(page), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
                 self.frames.free(pa);
-                return;
+                return Err(Fault::OutOfMemory);
             }
             self.data_frames += 1;
-            self.fault_around_pages += 1;
+            self.faults += 1;
         }
+        Ok(())
     }
 
     /// After `object` shrank so that its pages from `first_gone` on are gone

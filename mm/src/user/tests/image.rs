@@ -158,6 +158,49 @@ fn fault_around_range_is_the_block_cut_to_the_area_the_backing_and_the_table() {
     assert!(block <= table);
 }
 
+/// A read fault whose block the cache holds whole, in consecutive frames, maps the block in
+/// one call: a whole aligned run gets the contiguous hint as it is made, with no fold (which
+/// would break the run's entries and flush them) and no flush at all.
+#[test]
+fn a_read_fault_maps_a_block_of_consecutive_cached_frames_contiguous_without_a_flush() {
+    let pool = Pool::default();
+    let block = FAULT_AROUND_BYTES.max(PAGE_SIZE);
+    let pages = block / PAGE_SIZE;
+    if pages < crate::descriptor::CONTIGUOUS_ENTRIES as u64 {
+        return; // 16 and 64 KiB pages: the block is smaller than a run (or the page alone)
+    }
+    let (cell, h) = object(&pool, block);
+    for i in 0..pages {
+        fill(&cell, &pool, i, i as u8 + 1);
+    }
+    let mut m = parent(&pool, false);
+    let at = 0x1000_0000;
+    let va = m.mmap_object(at, block, PROT_READ, MAP_PRIVATE | MAP_FIXED, h.clone(), 0).unwrap();
+    let first = {
+        let mut pa = None;
+        let mut frames = pool.clone();
+        cell.with(&mut |o: &mut MemObject| pa = o.page(0, false, &mut frames).ok());
+        pa.unwrap()
+    };
+    for i in 0..pages {
+        let mut pa = None;
+        let mut frames = pool.clone();
+        cell.with(&mut |o: &mut MemObject| pa = o.page(i, false, &mut frames).ok());
+        assert_eq!(pa, Some(PhysAddr(first.0 + i * PAGE_SIZE)), "the pool hands out consecutive frames");
+    }
+    let before = m.space().stats();
+    m.fault(va + 5 * PAGE_SIZE, Access::Read).unwrap();
+    let after = m.space().stats();
+    for v in (va..va + block).step_by(PAGE_SIZE as usize) {
+        let leaf = m.space().query(VirtAddr(v)).expect("the whole block is mapped");
+        assert!(leaf.contiguous, "page {:#x} without the contiguous hint", v - va);
+        assert_eq!(peek(&m, &pool, v), ((v - va) / PAGE_SIZE) as u8 + 1);
+    }
+    assert_eq!(after.folds, before.folds, "no fold: the run was made contiguous");
+    assert_eq!(after.flushes, before.flushes, "nothing valid was changed: no flush");
+    assert_eq!(m.stats().fault_around_pages, pages - 1);
+}
+
 /// A read fault maps the neighbours the cache holds inside the block and the area, read-only
 /// (a private mapping: a write then copies), skipping holes and pages already present and
 /// stopping at the area's edges; a write fault maps only its page.
