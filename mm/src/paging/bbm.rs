@@ -274,6 +274,10 @@ impl<T: Translation> PageTable<T> {
             wide_lo &= !(run_size - 1);
             wide_hi = wide_hi.next_multiple_of(run_size);
         }
+        if level == 3 {
+            self.finish_pages(table, wide_lo, wide_hi, unmapped, made);
+            return;
+        }
         for x in Entries::new(level, wide_lo, wide_hi) {
             if self.marks == 0 {
                 return;
@@ -317,6 +321,40 @@ impl<T: Translation> PageTable<T> {
                 self.stats.tables_detached += 1;
                 self.translation.deallocate_table(child);
             }
+        }
+    }
+
+    /// [`finish_level`](Self::finish_level) on the last-level `table` over `[lo, hi)` (already
+    /// widened): pages only, no table below, so one straight pass by index (the moves and unmaps
+    /// of `mremap` and `munmap` finish every page they staged here).
+    #[inline(always)]
+    fn finish_pages<S: FnMut(&Leaf)>(
+        &mut self,
+        table: PhysAddr,
+        lo: u64,
+        hi: u64,
+        unmapped: &mut S,
+        made: &mut bool,
+    ) {
+        let (mut index, mut off) = (index_of(lo, 3), lo);
+        while off < hi && self.marks != 0 {
+            let d = self.read(table, index);
+            let bits = d.bits();
+            if !d.is_valid() {
+                if bits & MARK_MAKE != 0 {
+                    self.marks -= 1;
+                    self.write(table, index, Descriptor::from_bits((bits & !MARK_MAKE) | VALID));
+                    *made = true;
+                } else if bits & MARK_UNMAP != 0 {
+                    self.marks -= 1;
+                    let leaf = self.leaf(d, 3, off);
+                    unmapped(&leaf);
+                    self.write(table, index, Descriptor::INVALID);
+                }
+                debug_assert!(bits & MARK_DETACH == 0, "a detached table at the last level");
+            }
+            index += 1;
+            off += PAGE_SIZE;
         }
     }
 
