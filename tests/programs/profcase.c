@@ -11,6 +11,9 @@
 //               one per 64 KiB (what one fault maps with its neighbours)
 //   mremap      N moves of 1 MiB of touched memory to a reserved range (MREMAP_FIXED) and back
 //   fork        fork + exit + wait with N pages touched (4 KiB pages): the cost per page
+//   fork64      N rounds of fork + exit + wait of a process with 64 MiB touched (4 KiB pages), as
+//               scripts/bench's fork row: the cost of one round, the fork call and the child's
+//               teardown told apart by their functions (N at most 64)
 // N is at most 1024 except for fork.
 // Prints "profcase: done" at the end; "profcase: FAIL ..." and exits 1 if a call fails.
 // Built by scripts/guest-profile with aarch64-linux-gnu-gcc -static.
@@ -108,7 +111,8 @@ int main(int argc, char **argv) {
     if (argc != 3) fail("usage: profcase CASE N");
     const char *what = argv[1];
     long n = atol(argv[2]);
-    if (n < 0 || (n > LIMIT && strcmp(what, "fork") != 0)) fail("N must be 0 to 1024 (any for fork)");
+    if (n < 0 || (n > LIMIT && strcmp(what, "fork") != 0) || (n > 64 && !strcmp(what, "fork64")))
+        fail("N must be 0 to 1024 (any for fork, at most 64 for fork64)");
     if (!strcmp(what, "cow-reuse")) cow(n, 0);
     else if (!strcmp(what, "cow-copy")) cow(n, 1);
     else if (!strcmp(what, "mprotect1")) mprotect_pairs(n, 1);
@@ -121,6 +125,14 @@ int main(int argc, char **argv) {
         if (child < 0) fail("fork");
         if (child == 0) _exit(0);
         waitpid(child, NULL, 0);
+    } else if (!strcmp(what, "fork64")) {
+        touched(64UL << 20);
+        for (long i = 0; i < n; i++) {
+            pid_t child = fork();
+            if (child < 0) fail("fork");
+            if (child == 0) _exit(0);
+            if (waitpid(child, NULL, 0) != child) fail("waitpid");
+        }
     } else fail("unknown case");
     printf("profcase: done\n");
     return 0;
