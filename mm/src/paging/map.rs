@@ -38,7 +38,7 @@ impl MapArgs {
 /// Whether a map may not write the last-level entry `d`: it is valid, or a guard marker
 /// (`guard.rs`), which only an unmap or `MADV_GUARD_REMOVE` clears.
 #[inline(always)]
-const fn in_the_way(d: Descriptor) -> bool {
+pub(super) const fn in_the_way(d: Descriptor) -> bool {
     d.is_valid() || is_guard(d)
 }
 

@@ -112,6 +112,7 @@ use crate::descriptor::{Attributes, Descriptor};
 use crate::granule::Format;
 
 mod bbm;
+mod copy;
 mod engine;
 mod flush;
 mod guard;

@@ -1784,3 +1784,95 @@ fn walk_runs_translates_every_page_as_walk_does_visiting_a_run_once() {
         }
     }
 }
+
+// ---- copy_pages_from (fork's copy) ---------------------------------------------------------------
+
+/// A source for the copy tests: scattered pages across three last-level regions (the first
+/// ending just below a level-1 line), a whole contiguous run, and a block, which the copy leaves
+/// alone. Returns the table and the range to copy.
+fn copy_source() -> (Pt, u64, u64) {
+    let (l2, l1) = (level_size(2), level_size(1));
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let mut src = new_pt(VaRange::Lower);
+    let start = l1 - l2 - 5 * PAGE_SIZE;
+    // Forty pages from one below the region line to two regions on, frames far apart and out of
+    // order; then a run of consecutive frames, aligned, in the third region; then a block.
+    for i in 0..40u64 {
+        let v = start + i * 2 * l2 / 40 / PAGE_SIZE * PAGE_SIZE + if i % 2 == 0 { 0 } else { PAGE_SIZE };
+        let p = 0x1_0000_0000 + (i * 7919 % 1000) * 3 * PAGE_SIZE;
+        if src.query(va(v)).is_none() {
+            src.map(va(v), pa(p), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        }
+    }
+    let run = l1 + 2 * l2 - 4 * KIB64;
+    src.map(va(run), pa(0x2_0000_0000), KIB64, rw, Constraints::NONE).unwrap();
+    let block = l1 + 3 * l2;
+    src.map(va(block), pa(0x3_0000_0000), l2, rw, Constraints::NONE).unwrap();
+    (src, start, block + l2)
+}
+
+#[test]
+fn copy_pages_from_copies_every_page_with_new_attributes_and_takes_each_frame_once() {
+    let (src, start, end) = copy_source();
+    let ro = |a: Attributes| a.with_access(crate::descriptor::Access::UserRo);
+    let mut dst = new_pt(VaRange::Lower);
+    let mut taken = Vec::new();
+    dst.copy_pages_from(&src, va(start), end - start, ro, |p| {
+        taken.push(p);
+        true
+    })
+    .unwrap();
+    let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
+    assert!(pages.iter().any(|l| l.contiguous), "the source holds a contiguous run");
+    assert!(leaves(&src).iter().any(|l| l.level < 3), "the source holds a block");
+    let expected: Vec<Leaf> = pages.iter().map(|l| Leaf { attrs: ro(l.attrs), ..*l }).collect();
+    assert_eq!(leaves(&dst), expected, "every page, the run's hint kept, no block");
+    assert_eq!(taken, pages.iter().map(|l| l.pa).collect::<Vec<_>>(), "one reference per frame, in order");
+    // Three last-level regions, each with its table, and the path above them.
+    check_invariants(&dst);
+    // A second copy finds every entry in the way.
+    let again = dst.copy_pages_from(&src, va(start), end - start, ro, |_| true);
+    assert_eq!(again, Err(MapError::AlreadyMapped(pages[0].va)));
+}
+
+#[test]
+fn copy_pages_from_clears_the_hint_of_a_run_it_cuts() {
+    let (src, _, _) = copy_source();
+    let run = leaves(&src).into_iter().find(|l| l.contiguous).unwrap().va.0 & !(KIB64 - 1);
+    let mut dst = new_pt(VaRange::Lower);
+    // The run without its first and last pages.
+    dst.copy_pages_from(&src, va(run + PAGE_SIZE), KIB64 - 2 * PAGE_SIZE, |a| a, |_| true).unwrap();
+    let copied = leaves(&dst);
+    assert_eq!(copied.len() as u64, KIB64 / PAGE_SIZE - 2);
+    assert!(copied.iter().all(|l| !l.contiguous), "a cut run loses its hint: {copied:?}");
+    check_invariants(&dst);
+}
+
+#[test]
+fn copy_pages_from_stops_at_the_first_refused_frame_keeping_the_pages_before_it() {
+    let (src, start, end) = copy_source();
+    let mut dst = new_pt(VaRange::Lower);
+    let mut taken = 0;
+    let r = dst.copy_pages_from(
+        &src,
+        va(start),
+        end - start,
+        |a| a,
+        |_| {
+            taken += 1;
+            taken <= 25
+        },
+    );
+    assert_eq!(r, Err(MapError::OutOfMemory));
+    let copied = leaves(&dst);
+    assert_eq!(copied.len(), 25, "the pages whose frames were taken, and no other");
+    let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
+    assert_eq!(copied[..], pages[..25]);
+    // Refused table frames are an error too, with nothing copied past them.
+    let mut mem = EmuMem::new();
+    mem.fail_after = Some(2); // the root and one table below it
+    let mut dst = PageTable::new(mem, VaRange::Lower).unwrap();
+    let r = dst.copy_pages_from(&src, va(start), end - start, |a| a, |_| true);
+    assert_eq!(r, Err(MapError::OutOfMemory));
+    assert!(leaves(&dst).is_empty());
+}

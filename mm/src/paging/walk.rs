@@ -260,13 +260,30 @@ impl<T: Translation> PageTable<T> {
         mut f: F,
     ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
-        self.walk_level::<false, F>(self.root, ROOT_LEVEL, start, end, &mut f);
+        self.walk_level::<false, true, F>(self.root, ROOT_LEVEL, start, end, &mut f);
+        Ok(())
+    }
+
+    /// [`walk`](Self::walk) of the blocks alone: the leaves above level 3, without reading a
+    /// last-level table (for a caller that copies pages table by table: `copy_pages_from`).
+    ///
+    /// # Errors
+    ///
+    /// As [`walk`](Self::walk).
+    pub fn walk_blocks<F: FnMut(&Leaf)>(
+        &self,
+        va: crate::addr::VirtAddr,
+        size: u64,
+        mut f: F,
+    ) -> Result<(), MapError> {
+        let (start, end) = self.check_range(va, size)?;
+        self.walk_level::<false, false, F>(self.root, ROOT_LEVEL, start, end, &mut f);
         Ok(())
     }
 
     /// Calls `f` for every leaf of the table, in ascending address order.
     pub fn walk_all<F: FnMut(&Leaf)>(&self, mut f: F) {
-        self.walk_level::<false, F>(self.root, ROOT_LEVEL, 0, SPACE_SIZE, &mut f);
+        self.walk_level::<false, true, F>(self.root, ROOT_LEVEL, 0, SPACE_SIZE, &mut f);
     }
 
     /// [`walk`](Self::walk), reporting each contiguous run of pages as one leaf (its whole span,
@@ -284,14 +301,15 @@ impl<T: Translation> PageTable<T> {
         mut f: F,
     ) -> Result<(), MapError> {
         let (start, end) = self.check_range(va, size)?;
-        self.walk_level::<true, F>(self.root, ROOT_LEVEL, start, end, &mut f);
+        self.walk_level::<true, true, F>(self.root, ROOT_LEVEL, start, end, &mut f);
         Ok(())
     }
 
-    /// The one walker behind `walk`, `walk_all` and `walk_runs`: every leaf of `[lo, hi)` below
-    /// `table`, and with `RUNS` a contiguous run of pages as one leaf from its first page, its
-    /// other entries skipped (the constant compiles the test out of the plain walks).
-    fn walk_level<const RUNS: bool, F: FnMut(&Leaf)>(
+    /// The one walker behind `walk`, `walk_all`, `walk_runs` and `walk_blocks`: every leaf of
+    /// `[lo, hi)` below `table`, and with `RUNS` a contiguous run of pages as one leaf from its
+    /// first page, its other entries skipped (the constant compiles the test out of the plain
+    /// walks); without `PAGES` no last-level table is entered.
+    fn walk_level<const RUNS: bool, const PAGES: bool, F: FnMut(&Leaf)>(
         &self,
         table: PhysAddr,
         level: u32,
@@ -304,9 +322,10 @@ impl<T: Translation> PageTable<T> {
         while let Some(e) = entries.next() {
             let d = self.read(table, e.index);
             match d.kind(level) {
-                DescriptorKind::Table => {
-                    self.walk_level::<RUNS, F>(d.output_address(), level + 1, e.lo, e.hi, f)
+                DescriptorKind::Table if PAGES || level + 1 < 3 => {
+                    self.walk_level::<RUNS, PAGES, F>(d.output_address(), level + 1, e.lo, e.hi, f)
                 }
+                DescriptorKind::Table => {}
                 DescriptorKind::Page if RUNS && d.is_contiguous() => {
                     let base = e.base & !(RUN - 1);
                     let first = PhysAddr(d.output_address().0 - (e.base - base));

@@ -3,8 +3,10 @@
 //! manager should do and no more:
 //! - the child gets the parent's areas (`VmMap::fork_copy`) and every present page of them,
 //!   the same frames mapped in its own table (invalid to valid: no TLBI), private writable ones
-//!   read-only; physically contiguous pages are mapped in one call, so 2 MiB blocks and 64 KiB
-//!   runs stay blocks and runs in the child;
+//!   read-only: pages a last-level table's worth at a time, entry by entry as Linux's
+//!   `copy_pte_range` does (`PageTable::copy_pages_from`: 64 KiB runs keep their hint), blocks
+//!   joined where physically contiguous and mapped in one call, so 2 MiB blocks and runs of
+//!   them stay blocks and runs in the child;
 //! - the parent's writable pages are write-protected in place (a permission change needs no
 //!   break-before-make) with ONE flush for the whole address space, aimed where its
 //!   [`FlushTargets`] says at that moment (its ASID, local or broadcast by its CPU set);
@@ -103,8 +105,10 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 span = Some(span.map_or((area.start, area.end), |(s, _)| (s, area.end)));
             }
             let Self { space, frames, .. } = self;
+            // Blocks: physically contiguous ones joined into one map, which keeps the runs and
+            // their contiguous hints whole in the child.
             let mut run: Option<Extent> = None;
-            let _ = space.table().walk(VirtAddr(area.start), area.len(), |leaf| {
+            let _ = space.table().walk_blocks(VirtAddr(area.start), area.len(), |leaf| {
                 if result.is_err() {
                     return;
                 }
@@ -126,6 +130,34 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             });
             if let (Ok(()), Some(r)) = (result, run) {
                 result = child.adopt(&mut self.frames, r);
+            }
+            // Pages: a last-level table's worth at a time, a reference taken for each frame but
+            // the shared zero region's.
+            if result.is_ok() {
+                let (zero, frames) = (child.zero, &mut self.frames);
+                let (mut data, mut zeros) = (0, 0);
+                let copied = child.space.copy_pages_from(
+                    self.space.table(),
+                    VirtAddr(area.start),
+                    area.len(),
+                    |a| if private { write_protected(a) } else { a },
+                    |pa| {
+                        if zero.is_some_and(|z| z.contains(pa)) {
+                            zeros += 1;
+                            true
+                        } else if frames.share(pa) {
+                            data += 1;
+                            true
+                        } else {
+                            false
+                        }
+                    },
+                );
+                child.zero_pages += zeros;
+                child.data_frames += data;
+                if copied.is_err() {
+                    result = Err(Errno::ENOMEM);
+                }
             }
             // The guard markers, as Linux's copy of the page tables copies them.
             let _ = self.space.table().guards_in(VirtAddr(area.start), area.len(), |va, len| {
