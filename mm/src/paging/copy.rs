@@ -1,5 +1,5 @@
 //! `copy_pages_from`: fork's copy of another table's pages, one last-level table's worth at a
-//! time.
+//! time, write-protecting the source's entries in the same pass.
 //!
 //! Why it exists: `fork` gives the child every present page of the parent, the same frames,
 //! usually write-protected. Through `walk` and `map` that is one callback, one extent and one
@@ -9,7 +9,12 @@
 //! last-level table of the source in the range, the loop reads an entry, takes a reference to
 //! its frame (the caller's `take`), and writes the entry with the new attributes at the same
 //! index of the destination's table, which it creates when the first page of that region needs
-//! it. The occupancy count of the destination table is added once per table.
+//! it. The occupancy count of the destination table is added once per table. In the same pass
+//! the source's entry gets the same new attributes (fork write-protects the parent's private
+//! pages and gives the child the entry it leaves, as `copy_present_pte` does), in place: only
+//! changes the architecture allows without break-before-make (AP, PXN, UXN) are made, each
+//! gathered into the caller's flush record, as the engine's in-place protection gathers them;
+//! the caller flushes once for all of them.
 //!
 //! What it does not do: blocks (leaves above level 3) are the caller's (they are few, and a
 //! caller maps runs of them to keep contiguous hints: `walk_blocks`), and so are guard markers
@@ -19,11 +24,12 @@
 //! Unlike `map`, a failure is not all-or-nothing: the pages copied before it stay, each with
 //! the reference `take` gave it, and the caller ends the table (fork destroys the child, which
 //! drops those references through its own teardown), as Linux's `dup_mmap` leaves a partial
-//! child to `mmput`.
+//! child to `mmput`; the source entries changed before it stay changed, in the record.
 
 use crate::addr::{PAGE_SIZE, VirtAddr};
 use crate::descriptor::{Attributes, Descriptor, level_size};
 
+use super::flush::{LeafBits, PendingFlush};
 use super::occupancy::table_descriptor;
 use super::walk::LastLevel;
 use super::{MapError, PAGE_RUN, PageTable, ROOT_LEVEL, Translation, index_of};
@@ -31,26 +37,38 @@ use super::{MapError, PAGE_RUN, PageTable, ROOT_LEVEL, Translation, index_of};
 impl<T: Translation> PageTable<T> {
     /// Copies every page (level-3 leaf) of `source` in `[va, va + size)` to the same address of
     /// this table, with attributes `attrs(old)` and the same frame, after `take(frame)` said
-    /// yes. The contiguous hint is kept on runs the range holds whole (`attrs` must be pure, so
-    /// a run stays uniform) and cleared on a run the range cuts. Blocks, guard markers and
-    /// holes of `source` are skipped (module documentation).
+    /// yes, and gives the source's entry the same attributes in place, adding the change to
+    /// `record` (the source's flush: the caller issues it, on error too). The contiguous hint is
+    /// kept on runs the range holds whole (`attrs` must be pure, so a run stays uniform) and
+    /// cleared in this table on a run the range cuts. Blocks, guard markers and holes of
+    /// `source` are skipped (module documentation).
+    ///
+    /// A contiguous run of the source that the range cuts and `attrs` would change is left as it
+    /// is there: changing only its entries inside the range would leave one hint over two kinds
+    /// of entry. `Ok(true)` says so: the caller changes those entries with an operation that
+    /// clears the hint first (`AddressSpace::protect_with`, break-before-make).
     ///
     /// # Errors
     ///
     /// - [`MapError::InvalidRange`] or [`MapError::Misaligned`] for a bad range (nothing copied);
     /// - [`MapError::AlreadyMapped`]: an entry of this table where a page goes is in use (a
     ///   leaf or a guard marker) or a block covers its region;
+    /// - [`MapError::BreakBeforeMakeRequired`]: `attrs` changes more than the permissions of a
+    ///   source entry;
     /// - [`MapError::OutOfMemory`]: `take` refused a frame, or a table frame could not be had.
     ///
-    /// On error the pages copied so far stay, with their references.
-    pub fn copy_pages_from<A, R>(
+    /// On error the pages copied so far stay, with their references, and so do the source
+    /// changes made so far, in `record`; tables made for the copy may be empty.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn copy_pages_from<A, R>(
         &mut self,
-        source: &Self,
+        source: &mut Self,
         va: VirtAddr,
         size: u64,
         mut attrs: A,
         mut take: R,
-    ) -> Result<(), MapError>
+        record: &mut PendingFlush,
+    ) -> Result<bool, MapError>
     where
         A: FnMut(Attributes) -> Attributes,
         R: FnMut(crate::addr::PhysAddr) -> bool,
@@ -59,40 +77,44 @@ impl<T: Translation> PageTable<T> {
         let (src_start, _) = source.check_range(va, size)?;
         debug_assert_eq!(start, src_start, "the two tables translate different halves");
         let span = level_size(2);
-        let mut lo = start;
+        let (mut lo, mut left) = (start, false);
         while lo < end {
             let hi = ((lo | (span - 1)) + 1).min(end);
             let (level, _, d) = source.descend(lo, 2);
             if level == 2 && d.is_table(2) {
-                self.copy_table_part(source, d.output_address(), lo, hi, &mut attrs, &mut take)?;
+                let part = Part { from: d.output_address(), lo, hi };
+                left |= self.copy_table_part(source, part, &mut attrs, &mut take, record)?;
             }
             lo = hi;
         }
-        Ok(())
+        Ok(left)
     }
 
-    /// [`copy_pages_from`](Self::copy_pages_from) for `[lo, hi)`, inside the span of the
-    /// source's last-level table `from`.
+    /// [`copy_pages_from`](Self::copy_pages_from) for one part: `[lo, hi)`, inside the span of
+    /// the source's last-level table `from`. `Ok(true)`: a cut run was left unchanged in the
+    /// source.
     fn copy_table_part<A, R>(
         &mut self,
-        source: &Self,
-        from: crate::addr::PhysAddr,
-        lo: u64,
-        hi: u64,
+        source: &mut Self,
+        part: Part,
         attrs: &mut A,
         take: &mut R,
-    ) -> Result<(), MapError>
+        record: &mut PendingFlush,
+    ) -> Result<bool, MapError>
     where
         A: FnMut(Attributes) -> Attributes,
         R: FnMut(crate::addr::PhysAddr) -> bool,
     {
+        let Part { from, lo, hi } = part;
         // The runs the range cuts: the one holding `lo` unless `lo` starts it, the one holding
-        // `hi - 1` unless `hi` ends it (entry indices, or an index no entry has).
+        // `hi - 1` unless `hi` ends it (run numbers, or one no entry has).
         let (first, last) = (index_of(lo, 3), index_of(hi - PAGE_SIZE, 3));
         let cut_lo = if first.is_multiple_of(PAGE_RUN) { usize::MAX } else { first / PAGE_RUN };
         let cut_hi = if (last + 1).is_multiple_of(PAGE_RUN) { usize::MAX } else { last / PAGE_RUN };
         let mut to: Option<LastLevel> = None;
-        let mut filled = 0;
+        let (mut filled, mut left) = (0, false);
+        // The source's changed pages, gathered as the engine's in-place protection does.
+        let (mut changed, mut changed_lo, mut changed_hi, mut bits) = (0, 0, 0, LeafBits::NONE);
         let mut result = Ok(());
         for i in first..=last {
             let d = source.read(from, i);
@@ -106,7 +128,10 @@ impl<T: Translation> PageTable<T> {
                         to = Some(t);
                         t.table
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 },
             };
             let off = lo + (i - first) as u64 * PAGE_SIZE;
@@ -114,19 +139,37 @@ impl<T: Translation> PageTable<T> {
                 result = Err(MapError::AlreadyMapped(self.va(off)));
                 break;
             }
+            let old = d.attributes();
+            let new = attrs(old);
+            if new != old && !old.may_change_in_place_to(new) {
+                result = Err(MapError::BreakBeforeMakeRequired(self.va(off)));
+                break;
+            }
             if !take(d.output_address()) {
                 result = Err(MapError::OutOfMemory);
                 break;
             }
+            let entry = if new == old { d } else { d.with_attributes(new) };
             let cut = d.is_contiguous() && (i / PAGE_RUN == cut_lo || i / PAGE_RUN == cut_hi);
-            let new = d.with_attributes(attrs(d.attributes()));
-            self.write(table, i, if cut { new.with_contiguous(false) } else { new });
+            if new != old && cut {
+                left = true;
+            } else if new != old {
+                source.write(from, i, entry);
+                if changed == 0 {
+                    changed_lo = off;
+                }
+                changed_hi = off + PAGE_SIZE;
+                changed += 1;
+                bits.add(old.bits(), Some(new.bits()));
+            }
+            self.write(table, i, if cut { entry.with_contiguous(false) } else { entry });
             filled += 1;
         }
         if let Some(t) = to {
             self.add_occupants(t.parent, index_of(lo, 2), filled);
         }
-        result
+        record.add_pages(changed_lo, changed_hi, changed, bits);
+        result.map(|()| left)
     }
 
     /// The last-level table translating offset `off` and the level-2 table above it, creating
@@ -170,4 +213,13 @@ impl<T: Translation> PageTable<T> {
             None => Err(MapError::InvalidRange), // unreachable: the root is above level 3
         }
     }
+}
+
+/// One part of a copy: `[lo, hi)` (offsets), inside the span of the source's last-level table
+/// `from`.
+#[derive(Clone, Copy)]
+struct Part {
+    from: crate::addr::PhysAddr,
+    lo: u64,
+    hi: u64,
 }

@@ -1811,68 +1811,119 @@ fn copy_source() -> (Pt, u64, u64) {
     (src, start, block + l2)
 }
 
-#[test]
-fn copy_pages_from_copies_every_page_with_new_attributes_and_takes_each_frame_once() {
-    let (src, start, end) = copy_source();
-    let ro = |a: Attributes| a.with_access(crate::descriptor::Access::UserRo);
-    let mut dst = new_pt(VaRange::Lower);
-    let mut taken = Vec::new();
-    dst.copy_pages_from(&src, va(start), end - start, ro, |p| {
-        taken.push(p);
-        true
-    })
-    .unwrap();
-    let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
-    assert!(pages.iter().any(|l| l.contiguous), "the source holds a contiguous run");
-    assert!(leaves(&src).iter().any(|l| l.level < 3), "the source holds a block");
-    let expected: Vec<Leaf> = pages.iter().map(|l| Leaf { attrs: ro(l.attrs), ..*l }).collect();
-    assert_eq!(leaves(&dst), expected, "every page, the run's hint kept, no block");
-    assert_eq!(taken, pages.iter().map(|l| l.pa).collect::<Vec<_>>(), "one reference per frame, in order");
-    // Three last-level regions, each with its table, and the path above them.
-    check_invariants(&dst);
-    // A second copy finds every entry in the way.
-    let again = dst.copy_pages_from(&src, va(start), end - start, ro, |_| true);
-    assert_eq!(again, Err(MapError::AlreadyMapped(pages[0].va)));
+/// `copy_pages_from` with a record of the source's changes, which the tests inspect.
+fn copy(
+    dst: &mut Pt,
+    src: &mut Pt,
+    range: (u64, u64),
+    attrs: impl FnMut(Attributes) -> Attributes,
+    take: impl FnMut(PhysAddr) -> bool,
+) -> (Result<bool, MapError>, PendingFlush) {
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let r = dst.copy_pages_from(src, va(range.0), range.1 - range.0, attrs, take, &mut record);
+    (r, record)
+}
+
+fn read_only(a: Attributes) -> Attributes {
+    a.with_access(crate::descriptor::Access::UserRo)
 }
 
 #[test]
-fn copy_pages_from_clears_the_hint_of_a_run_it_cuts() {
-    let (src, _, _) = copy_source();
-    let run = leaves(&src).into_iter().find(|l| l.contiguous).unwrap().va.0 & !(KIB64 - 1);
+fn copy_pages_from_copies_every_page_with_new_attributes_and_takes_each_frame_once() {
+    let (mut src, start, end) = copy_source();
+    let before = leaves(&src);
+    let pages: Vec<Leaf> = before.iter().copied().filter(|l| l.level == 3).collect();
+    assert!(pages.iter().any(|l| l.contiguous), "the source holds a contiguous run");
+    assert!(before.iter().any(|l| l.level < 3), "the source holds a block");
     let mut dst = new_pt(VaRange::Lower);
-    // The run without its first and last pages.
-    dst.copy_pages_from(&src, va(run + PAGE_SIZE), KIB64 - 2 * PAGE_SIZE, |a| a, |_| true).unwrap();
+    let mut taken = Vec::new();
+    let (r, record) = copy(&mut dst, &mut src, (start, end), read_only, |p| {
+        taken.push(p);
+        true
+    });
+    assert_eq!(r, Ok(false), "the range cuts no run");
+    let expected: Vec<Leaf> = pages.iter().map(|l| Leaf { attrs: read_only(l.attrs), ..*l }).collect();
+    assert_eq!(leaves(&dst), expected, "every page, the run's hint kept, no block");
+    assert_eq!(taken, pages.iter().map(|l| l.pa).collect::<Vec<_>>(), "one reference per frame, in order");
+    // The source's pages read-only in place, its block untouched, every change in the record.
+    let after: Vec<Leaf> = before
+        .iter()
+        .map(|l| if l.level == 3 { Leaf { attrs: read_only(l.attrs), ..*l } } else { *l })
+        .collect();
+    assert_eq!(leaves(&src), after);
+    assert_eq!(record.leaves_changed(), pages.len() as u64);
+    let range = record.range().unwrap();
+    assert_eq!(
+        (range.start, range.size),
+        (pages[0].va, pages.last().unwrap().va.0 + PAGE_SIZE - pages[0].va.0)
+    );
+    assert_eq!((record.min_leaf_size(), record.max_leaf_size()), (PAGE_SIZE, PAGE_SIZE));
+    assert!(record.leaf_only() && !record.tables_removed());
+    check_invariants(&dst);
+    check_invariants(&src);
+    // A second copy finds every entry in the way; the source's pages need no change now.
+    let (again, record) = copy(&mut dst, &mut src, (start, end), read_only, |_| true);
+    assert_eq!(again, Err(MapError::AlreadyMapped(pages[0].va)));
+    assert!(!record.needs_flush());
+}
+
+#[test]
+fn copy_pages_from_clears_the_hint_of_a_run_it_cuts_and_leaves_the_source_s_run_whole() {
+    let (mut src, _, _) = copy_source();
+    let run = leaves(&src).into_iter().find(|l| l.contiguous).unwrap().va.0 & !(KIB64 - 1);
+    let cut = (run + PAGE_SIZE, run + KIB64 - PAGE_SIZE);
+    // Nothing to change in the source: its run stays, the copy has no hint.
+    let mut dst = new_pt(VaRange::Lower);
+    let (r, record) = copy(&mut dst, &mut src, cut, |a| a, |_| true);
+    assert_eq!(r, Ok(false));
+    assert!(!record.needs_flush());
     let copied = leaves(&dst);
     assert_eq!(copied.len() as u64, KIB64 / PAGE_SIZE - 2);
     assert!(copied.iter().all(|l| !l.contiguous), "a cut run loses its hint: {copied:?}");
     check_invariants(&dst);
+    // A change: the copy gets it, the source's run is left whole and unchanged (changing the
+    // pages inside the range would leave one hint over two kinds of entry), and says so.
+    let before = leaves(&src);
+    let mut dst = new_pt(VaRange::Lower);
+    let (r, record) = copy(&mut dst, &mut src, cut, read_only, |_| true);
+    assert_eq!(r, Ok(true));
+    assert!(!record.needs_flush());
+    assert_eq!(leaves(&src), before);
+    let copied = leaves(&dst);
+    assert!(copied.iter().all(|l| !l.contiguous && !l.attrs.access().writable()), "{copied:?}");
+    check_invariants(&dst);
+    check_invariants(&src);
 }
 
 #[test]
 fn copy_pages_from_stops_at_the_first_refused_frame_keeping_the_pages_before_it() {
-    let (src, start, end) = copy_source();
+    let (mut src, start, end) = copy_source();
+    let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
     let mut dst = new_pt(VaRange::Lower);
     let mut taken = 0;
-    let r = dst.copy_pages_from(
-        &src,
-        va(start),
-        end - start,
-        |a| a,
-        |_| {
-            taken += 1;
-            taken <= 25
-        },
-    );
+    let (r, record) = copy(&mut dst, &mut src, (start, end), read_only, |_| {
+        taken += 1;
+        taken <= 25
+    });
     assert_eq!(r, Err(MapError::OutOfMemory));
-    let copied = leaves(&dst);
-    assert_eq!(copied.len(), 25, "the pages whose frames were taken, and no other");
-    let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
-    assert_eq!(copied[..], pages[..25]);
+    let expected: Vec<Leaf> = pages[..25].iter().map(|l| Leaf { attrs: read_only(l.attrs), ..*l }).collect();
+    assert_eq!(leaves(&dst), expected, "the pages whose frames were taken, and no other");
+    // The source's first 25 pages changed, and recorded; the rest as they were.
+    let now: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
+    assert!(now[..25].iter().zip(&pages).all(|(n, p)| n.attrs == read_only(p.attrs)));
+    assert_eq!(now[25..], pages[25..]);
+    assert_eq!(record.leaves_changed(), 25);
+    // A change that needs break-before-make is refused before anything of its page changes.
+    let mut dst = new_pt(VaRange::Lower);
+    let device = |a: Attributes| a.with_memory_type(MemoryType::DeviceNGnRE);
+    let (r, record) = copy(&mut dst, &mut src, (pages[30].va.0, end), device, |_| true);
+    assert_eq!(r, Err(MapError::BreakBeforeMakeRequired(pages[30].va)));
+    assert!(leaves(&dst).is_empty() && !record.needs_flush());
     // Refused table frames are an error too, with nothing copied past them.
     let mut mem = EmuMem::new();
     mem.fail_after = Some(2); // the root and one table below it
     let mut dst = PageTable::new(mem, VaRange::Lower).unwrap();
-    let r = dst.copy_pages_from(&src, va(start), end - start, |a| a, |_| true);
+    let (r, _) = copy(&mut dst, &mut src, (start, end), |a| a, |_| true);
     assert_eq!(r, Err(MapError::OutOfMemory));
     assert!(leaves(&dst).is_empty());
 }

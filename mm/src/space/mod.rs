@@ -43,8 +43,11 @@ use crate::tlb::{
     FlushTarget, Scope, Stride, TlbFeatures, TlbHardware, TlbIssuer, TlbRequest, TlbStats, plan,
 };
 
+mod fork_copy;
 #[cfg(test)]
 mod tests;
+
+pub use fork_copy::ForkCopy;
 
 /// Where an address space's flushes go, asked at the moment of each flush.
 ///
@@ -405,38 +408,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         constraints: Constraints,
     ) -> Result<(), MapError> {
         self.map_with(va, pa, size, attrs, constraints, None)
-    }
-
-    /// Copies the pages of `source` in `[va, va + size)` into this space, one last-level table's
-    /// worth at a time, each with attributes `attrs(old)` (made non-global in a user space) and
-    /// the same frame, once `take(frame)` has said yes: fork's copy into its child
-    /// ([`PageTable::copy_pages_from`], which says what it leaves to the caller). Only invalid
-    /// entries become valid, so no flush is needed.
-    ///
-    /// # Errors
-    ///
-    /// As [`PageTable::copy_pages_from`]: on error the pages copied so far stay, with their
-    /// references, for the caller to end the space.
-    pub fn copy_pages_from<A, R>(
-        &mut self,
-        source: &PageTable<T>,
-        va: VirtAddr,
-        size: u64,
-        mut attrs: A,
-        take: R,
-    ) -> Result<(), MapError>
-    where
-        A: FnMut(Attributes) -> Attributes,
-        R: FnMut(PhysAddr) -> bool,
-    {
-        let user = self.kind == Kind::User;
-        self.table.copy_pages_from(
-            source,
-            va,
-            size,
-            |a| if user { attrs(a).with_global(false) } else { attrs(a) },
-            take,
-        )
     }
 
     /// The table frames [`map`](Self::map)ping each piece `(va, pa, size)` of `pieces` (in

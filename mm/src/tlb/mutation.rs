@@ -64,12 +64,12 @@ pub(crate) enum Mutation {
     /// recycled ASID meets the entries its previous owner left.
     RolloverFlushSkipped,
     /// `fork` write-protects the parent's pages in the tables without the flush, so CPUs keep
-    /// writable entries for frames now shared with the child. (This one and the next are planted
-    /// in `user`, so they exist only with the `alloc` feature.)
-    #[cfg(feature = "alloc")]
+    /// writable entries for frames now shared with the child (planted in
+    /// `AddressSpace::fork_copy`).
     ForkWithoutFlush,
     /// A read fault maps the shared zero frame with the area's protection, writable where the
-    /// area is: a write through it changes the zero page every process reads.
+    /// area is: a write through it changes the zero page every process reads. (This one and the
+    /// next are planted in `user`, so they exist only with the `alloc` feature.)
     #[cfg(feature = "alloc")]
     ZeroEntryWritable,
     /// An unmap hands the shared zero frame back as if it were the page's own frame.

@@ -2,14 +2,18 @@
 //! kernel/fork.c and mm/memory.c, `do_wp_page` in mm/memory.c), with the TLB work a memory
 //! manager should do and no more:
 //! - the child gets the parent's areas (`VmMap::fork_copy`) and every present page of them,
-//!   the same frames mapped in its own table (invalid to valid: no TLBI), private writable ones
-//!   read-only: pages a last-level table's worth at a time, entry by entry as Linux's
-//!   `copy_pte_range` does (`PageTable::copy_pages_from`: 64 KiB runs keep their hint), blocks
-//!   joined where physically contiguous and mapped in one call, so 2 MiB blocks and runs of
-//!   them stay blocks and runs in the child;
-//! - the parent's writable pages are write-protected in place (a permission change needs no
-//!   break-before-make) with ONE flush for the whole address space, aimed where its
-//!   [`FlushTargets`] says at that moment (its ASID, local or broadcast by its CPU set);
+//!   the same frames mapped in its own table (invalid to valid: no TLBI), private ones
+//!   read-only on both sides: pages a last-level table's worth at a time, in one loop that
+//!   takes the frame's reference, makes the parent's entry read-only in place (a permission
+//!   change needs no break-before-make) and writes the same entry into the child, as Linux's
+//!   `copy_pte_range` does (`ForkCopy::share_pages`); blocks joined where physically contiguous
+//!   and mapped in one call, so 2 MiB blocks and runs of them stay blocks and runs in the child,
+//!   and made read-only in the parent through the engine after the last area (with a
+//!   contiguous run an area boundary cuts, whose hint must go first);
+//! - every change to the parent goes into ONE flush for the whole address space
+//!   (`AddressSpace::fork_copy`), aimed where its [`FlushTargets`] says at that moment (its
+//!   ASID, local or broadcast by its CPU set), on failure too: a failed fork leaves the pages it
+//!   made read-only so (as Linux does), and the first write makes each writable again in place;
 //! - a write fault on such a page copies it into a new frame, replacing the entry with
 //!   break-before-make (a new output address for a valid entry), or, when the frame has become
 //!   the last reference, makes it writable in place; a 2 MiB block or a contiguous run is split
@@ -61,8 +65,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// # Errors
     ///
     /// `ENOMEM` when the child's areas, its table frames or a frame's reference count cannot be
-    /// had; then the child is destroyed (every reference it took dropped) and the parent is as
-    /// it was.
+    /// had; then the child is destroyed (every reference it took dropped) and the parent keeps
+    /// its areas, contents, frames and references; pages it had already made read-only stay so,
+    /// and the first write makes each writable again in place (module documentation).
     pub fn fork(
         &mut self,
         table: PageTable<T>,
@@ -92,103 +97,101 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         child.backings = backings;
         child.large = self.large;
         child.forked = true;
-        let mut span: Option<(u64, u64)> = None;
-        cursor = 0;
-        let mut result = Ok(());
-        while let Some(area) = child.vm.tree().first_ending_after(cursor).copied() {
-            cursor = area.end;
-            if area.flags.contains(VmaFlags::WIPEONFORK) {
-                continue;
-            }
-            let private = !area.flags.contains(VmaFlags::SHARED);
-            if private && area.prot.write() {
-                span = Some(span.map_or((area.start, area.end), |(s, _)| (s, area.end)));
-            }
-            let Self { space, frames, .. } = self;
-            // Blocks: physically contiguous ones joined into one map, which keeps the runs and
-            // their contiguous hints whole in the child.
-            let mut run: Option<Extent> = None;
-            let _ = space.table().walk_blocks(VirtAddr(area.start), area.len(), |leaf| {
-                if result.is_err() {
-                    return;
+        // One pass over the areas, the parent's changes flushed once at the end (on error too:
+        // the pages write-protected so far stay so, as a failed fork leaves them on Linux; the
+        // first write makes each writable again in place).
+        let Self { space, frames, .. } = self;
+        let result = space.fork_copy(|copy| {
+            // The span of the areas whose blocks or cut runs the page copy left writable.
+            let mut rest: Option<(u64, u64)> = None;
+            let mut cursor = 0;
+            while let Some(area) = child.vm.tree().first_ending_after(cursor).copied() {
+                cursor = area.end;
+                if area.flags.contains(VmaFlags::WIPEONFORK) {
+                    continue;
                 }
-                let start = leaf.va.0.max(area.start);
-                let end = (leaf.va.0 + leaf.size).min(area.end);
-                let pa = leaf.translate(VirtAddr(start)).0;
-                let attrs = if private { write_protected(leaf.attrs) } else { leaf.attrs };
-                match &mut run {
-                    Some(r) if r.va + r.len == start && r.pa + r.len == pa && r.attrs == attrs => {
-                        r.len += end - start;
+                let private = !area.flags.contains(VmaFlags::SHARED);
+                let cow = |a: Attributes| if private { write_protected(a) } else { a };
+                // Blocks: physically contiguous ones joined into one map, which keeps the runs
+                // and their contiguous hints whole in the child.
+                let mut result = Ok(());
+                let (mut run, mut blocks): (Option<Extent>, bool) = (None, false);
+                let _ = copy.table().walk_blocks(VirtAddr(area.start), area.len(), |leaf| {
+                    blocks = true;
+                    if result.is_err() {
+                        return;
                     }
-                    _ => {
-                        if let Some(r) = run.take() {
-                            result = child.adopt(frames, r);
+                    let start = leaf.va.0.max(area.start);
+                    let end = (leaf.va.0 + leaf.size).min(area.end);
+                    let pa = leaf.translate(VirtAddr(start)).0;
+                    let attrs = cow(leaf.attrs);
+                    match &mut run {
+                        Some(r) if r.va + r.len == start && r.pa + r.len == pa && r.attrs == attrs => {
+                            r.len += end - start;
                         }
-                        run = Some(Extent { va: start, pa, len: end - start, attrs });
+                        _ => {
+                            if let Some(r) = run.take() {
+                                result = child.adopt(frames, r);
+                            }
+                            run = Some(Extent { va: start, pa, len: end - start, attrs });
+                        }
+                    }
+                });
+                if let (Ok(()), Some(r)) = (result, run) {
+                    result = child.adopt(frames, r);
+                }
+                // Pages: a last-level table's worth at a time, a reference taken for each frame
+                // but the shared zero region's, the parent's entry made read-only in the same
+                // pass.
+                if result.is_ok() {
+                    let zero = child.zero;
+                    let (mut data, mut zeros) = (0, 0);
+                    let copied =
+                        copy.share_pages(&mut child.space, VirtAddr(area.start), area.len(), cow, |pa| {
+                            if zero.is_some_and(|z| z.contains(pa)) {
+                                zeros += 1;
+                                true
+                            } else if frames.share(pa) {
+                                data += 1;
+                                true
+                            } else {
+                                false
+                            }
+                        });
+                    child.zero_pages += zeros;
+                    child.data_frames += data;
+                    match copied {
+                        // The parent's blocks, and a contiguous run the area cuts, are made
+                        // read-only after the last area is copied (below).
+                        Ok(left) if private && (blocks || left) => {
+                            rest = Some(rest.map_or((area.start, area.end), |(s, _)| (s, area.end)));
+                        }
+                        Ok(_) => {}
+                        Err(_) => result = Err(Errno::ENOMEM),
                     }
                 }
-            });
-            if let (Ok(()), Some(r)) = (result, run) {
-                result = child.adopt(&mut self.frames, r);
+                // The guard markers, as Linux's copy of the page tables copies them.
+                let _ = copy.table().guards_in(VirtAddr(area.start), area.len(), |va, len| {
+                    if result.is_ok() && child.space.install_guards(va, len).is_err() {
+                        result = Err(Errno::ENOMEM);
+                    }
+                });
+                result?;
             }
-            // Pages: a last-level table's worth at a time, a reference taken for each frame but
-            // the shared zero region's.
-            if result.is_ok() {
-                let (zero, frames) = (child.zero, &mut self.frames);
-                let (mut data, mut zeros) = (0, 0);
-                let copied = child.space.copy_pages_from(
-                    self.space.table(),
-                    VirtAddr(area.start),
-                    area.len(),
-                    |a| if private { write_protected(a) } else { a },
-                    |pa| {
-                        if zero.is_some_and(|z| z.contains(pa)) {
-                            zeros += 1;
-                            true
-                        } else if frames.share(pa) {
-                            data += 1;
-                            true
-                        } else {
-                            false
-                        }
-                    },
-                );
-                child.zero_pages += zeros;
-                child.data_frames += data;
-                if copied.is_err() {
-                    result = Err(Errno::ENOMEM);
-                }
+            // Through the engine, which clears a cut run's hint first (break-before-make, staged
+            // into the one flush), and only now: staging that run would leave its entries in the
+            // next area invalid until the flush, and the next area's copy would miss them. The
+            // span may hold areas between (shared ones made read-only too: a write fault there
+            // makes the page writable again) and pages already read-only (nothing to do).
+            if let Some((start, end)) = rest {
+                copy.protect_with(VirtAddr(start), end - start, write_protected)
+                    .map_err(|_| Errno::ENOMEM)?;
             }
-            // The guard markers, as Linux's copy of the page tables copies them.
-            let _ = self.space.table().guards_in(VirtAddr(area.start), area.len(), |va, len| {
-                if result.is_ok() && child.space.install_guards(va, len).is_err() {
-                    result = Err(Errno::ENOMEM);
-                }
-            });
-            if result.is_err() {
-                break;
-            }
-        }
+            Ok(())
+        });
         if let Err(e) = result {
             let _ = child.destroy();
             return Err(e);
-        }
-        if let Some((start, end)) = span {
-            // Permission-only: written in place, one flush for the whole span. A split cannot be
-            // needed (the span begins and ends at area boundaries, which no leaf crosses), so
-            // this cannot fail.
-            let r = mutant!(
-                self.space.protect_with(VirtAddr(start), end - start, write_protected),
-                ForkWithoutFlush => {
-                    // SAFETY: test builds only, with this mutation active: the entries left
-                    // stale are what the multi-CPU model must catch.
-                    let table = unsafe { self.space.table_mut_unflushed() };
-                    table.protect_with(VirtAddr(start), end - start, write_protected).map(|pending| {
-                        pending.release(table.translation_mut());
-                    })
-                }
-            );
-            debug_assert!(r.is_ok(), "write-protecting the parent failed: {r:?}");
         }
         self.forked = true;
         // The pages are shared now: their frees are cancelled (Linux does not discard a
