@@ -45,8 +45,8 @@ impl<T: Translation> PageTable<T> {
     ///
     /// A contiguous run of the source that the range cuts and `attrs` would change is left as it
     /// is there: changing only its entries inside the range would leave one hint over two kinds
-    /// of entry. `Ok(true)` says so: the caller changes those entries with an operation that
-    /// clears the hint first (`AddressSpace::protect_with`, break-before-make).
+    /// of entry. [`Copied::cut_runs_left`] says so: the caller changes those entries with an
+    /// operation that clears the hint first (`AddressSpace::protect_with`, break-before-make).
     ///
     /// # Errors
     ///
@@ -68,7 +68,7 @@ impl<T: Translation> PageTable<T> {
         mut attrs: A,
         mut take: R,
         record: &mut PendingFlush,
-    ) -> Result<bool, MapError>
+    ) -> Result<Copied, MapError>
     where
         A: FnMut(Attributes) -> Attributes,
         R: FnMut(crate::addr::PhysAddr) -> bool,
@@ -77,22 +77,21 @@ impl<T: Translation> PageTable<T> {
         let (src_start, _) = source.check_range(va, size)?;
         debug_assert_eq!(start, src_start, "the two tables translate different halves");
         let span = level_size(2);
-        let (mut lo, mut left) = (start, false);
+        let (mut lo, mut copied) = (start, Copied { pages: 0, cut_runs_left: false });
         while lo < end {
             let hi = ((lo | (span - 1)) + 1).min(end);
             let (level, _, d) = source.descend(lo, 2);
             if level == 2 && d.is_table(2) {
                 let part = Part { from: d.output_address(), lo, hi };
-                left |= self.copy_table_part(source, part, &mut attrs, &mut take, record)?;
+                self.copy_table_part(source, part, &mut attrs, &mut take, record, &mut copied)?;
             }
             lo = hi;
         }
-        Ok(left)
+        Ok(copied)
     }
 
     /// [`copy_pages_from`](Self::copy_pages_from) for one part: `[lo, hi)`, inside the span of
-    /// the source's last-level table `from`. `Ok(true)`: a cut run was left unchanged in the
-    /// source.
+    /// the source's last-level table `from`, counted into `copied`.
     fn copy_table_part<A, R>(
         &mut self,
         source: &mut Self,
@@ -100,7 +99,8 @@ impl<T: Translation> PageTable<T> {
         attrs: &mut A,
         take: &mut R,
         record: &mut PendingFlush,
-    ) -> Result<bool, MapError>
+        copied: &mut Copied,
+    ) -> Result<(), MapError>
     where
         A: FnMut(Attributes) -> Attributes,
         R: FnMut(crate::addr::PhysAddr) -> bool,
@@ -111,7 +111,7 @@ impl<T: Translation> PageTable<T> {
         let (first, last) = (index_of(lo, 3), index_of(hi - PAGE_SIZE, 3));
         let cut_lo = if first.is_multiple_of(PAGE_RUN) { usize::MAX } else { first / PAGE_RUN };
         let cut_hi = if (last + 1).is_multiple_of(PAGE_RUN) { usize::MAX } else { last / PAGE_RUN };
-        let mut to: Option<LastLevel> = None;
+        let (mut to, mut fresh): (Option<LastLevel>, bool) = (None, false);
         let (mut filled, mut left) = (0, false);
         // The source's changed pages, gathered as the engine's in-place protection does.
         let (mut changed, mut changed_lo, mut changed_hi, mut bits) = (0, 0, 0, LeafBits::NONE);
@@ -124,8 +124,8 @@ impl<T: Translation> PageTable<T> {
             let table = match to {
                 Some(t) => t.table,
                 None => match self.last_table_for(lo) {
-                    Ok(t) => {
-                        to = Some(t);
+                    Ok((t, new)) => {
+                        (to, fresh) = (Some(t), new);
                         t.table
                     }
                     Err(e) => {
@@ -135,7 +135,8 @@ impl<T: Translation> PageTable<T> {
                 },
             };
             let off = lo + (i - first) as u64 * PAGE_SIZE;
-            if super::map::in_the_way(self.read(table, i)) {
+            // (A table made for this copy holds nothing: fork's every table.)
+            if !fresh && super::map::in_the_way(self.read(table, i)) {
                 result = Err(MapError::AlreadyMapped(self.va(off)));
                 break;
             }
@@ -169,21 +170,25 @@ impl<T: Translation> PageTable<T> {
             self.add_occupants(t.parent, index_of(lo, 2), filled);
         }
         record.add_pages(changed_lo, changed_hi, changed, bits);
-        result.map(|()| left)
+        copied.pages += filled as u64;
+        copied.cut_runs_left |= left;
+        result
     }
 
     /// The last-level table translating offset `off` and the level-2 table above it, creating
-    /// the tables missing on the path (each published complete, its parent's occupancy counted).
+    /// the tables missing on the path (each published complete, its parent's occupancy counted),
+    /// and whether the last-level one is new (all its entries invalid).
     ///
     /// # Errors
     ///
     /// `AlreadyMapped` if a leaf or a reserved entry is on the path; `OutOfMemory` if a table
     /// frame cannot be had (the tables made before stay, empty: a later map or the table's end
     /// frees them).
-    fn last_table_for(&mut self, off: u64) -> Result<LastLevel, MapError> {
+    fn last_table_for(&mut self, off: u64) -> Result<(LastLevel, bool), MapError> {
         if let Some(last) = self.fast_path_table(off, off + PAGE_SIZE) {
-            return Ok(last);
+            return Ok((last, false));
         }
+        let mut new_last = false;
         let (mut level, mut table) = (ROOT_LEVEL, self.root);
         // The entry pointing at `table` (none for the root, whose entries are not counted).
         let mut above: Option<(crate::addr::PhysAddr, usize)> = None;
@@ -202,6 +207,7 @@ impl<T: Translation> PageTable<T> {
                 if let Some((t, i)) = above {
                     self.add_occupants(t, i, 1);
                 }
+                new_last = level == 2;
             }
             let d = self.read(table, index);
             above = Some((table, index));
@@ -209,7 +215,7 @@ impl<T: Translation> PageTable<T> {
             level += 1;
         }
         match above {
-            Some((parent, _)) => Ok(LastLevel { parent, table }),
+            Some((parent, _)) => Ok((LastLevel { parent, table }, new_last)),
             None => Err(MapError::InvalidRange), // unreachable: the root is above level 3
         }
     }
@@ -222,4 +228,14 @@ struct Part {
     from: crate::addr::PhysAddr,
     lo: u64,
     hi: u64,
+}
+
+/// What [`PageTable::copy_pages_from`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Copied {
+    /// Pages copied (each with the reference `take` gave it).
+    pub pages: u64,
+    /// A contiguous run the range cuts was left unchanged in the source, for an operation that
+    /// clears its hint first.
+    pub cut_runs_left: bool,
 }

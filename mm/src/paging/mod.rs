@@ -130,6 +130,7 @@ mod walk;
 pub(crate) use bbm::BbmCounts;
 pub(crate) use engine::StagedOp;
 
+pub use copy::Copied;
 pub use flush::{FlushRange, FrameList, PendingFlush};
 pub use listing::Mappings;
 

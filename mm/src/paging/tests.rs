@@ -1818,7 +1818,7 @@ fn copy(
     range: (u64, u64),
     attrs: impl FnMut(Attributes) -> Attributes,
     take: impl FnMut(PhysAddr) -> bool,
-) -> (Result<bool, MapError>, PendingFlush) {
+) -> (Result<Copied, MapError>, PendingFlush) {
     let mut record = PendingFlush::new(VaRange::Lower);
     let r = dst.copy_pages_from(src, va(range.0), range.1 - range.0, attrs, take, &mut record);
     (r, record)
@@ -1841,7 +1841,7 @@ fn copy_pages_from_copies_every_page_with_new_attributes_and_takes_each_frame_on
         taken.push(p);
         true
     });
-    assert_eq!(r, Ok(false), "the range cuts no run");
+    assert_eq!(r, Ok(Copied { pages: pages.len() as u64, cut_runs_left: false }), "the range cuts no run");
     let expected: Vec<Leaf> = pages.iter().map(|l| Leaf { attrs: read_only(l.attrs), ..*l }).collect();
     assert_eq!(leaves(&dst), expected, "every page, the run's hint kept, no block");
     assert_eq!(taken, pages.iter().map(|l| l.pa).collect::<Vec<_>>(), "one reference per frame, in order");
@@ -1875,7 +1875,7 @@ fn copy_pages_from_clears_the_hint_of_a_run_it_cuts_and_leaves_the_source_s_run_
     // Nothing to change in the source: its run stays, the copy has no hint.
     let mut dst = new_pt(VaRange::Lower);
     let (r, record) = copy(&mut dst, &mut src, cut, |a| a, |_| true);
-    assert_eq!(r, Ok(false));
+    assert_eq!(r, Ok(Copied { pages: KIB64 / PAGE_SIZE - 2, cut_runs_left: false }));
     assert!(!record.needs_flush());
     let copied = leaves(&dst);
     assert_eq!(copied.len() as u64, KIB64 / PAGE_SIZE - 2);
@@ -1886,7 +1886,7 @@ fn copy_pages_from_clears_the_hint_of_a_run_it_cuts_and_leaves_the_source_s_run_
     let before = leaves(&src);
     let mut dst = new_pt(VaRange::Lower);
     let (r, record) = copy(&mut dst, &mut src, cut, read_only, |_| true);
-    assert_eq!(r, Ok(true));
+    assert_eq!(r, Ok(Copied { pages: KIB64 / PAGE_SIZE - 2, cut_runs_left: true }));
     assert!(!record.needs_flush());
     assert_eq!(leaves(&src), before);
     let copied = leaves(&dst);

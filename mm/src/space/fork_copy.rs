@@ -9,7 +9,7 @@
 
 use crate::addr::VirtAddr;
 use crate::descriptor::Attributes;
-use crate::paging::{BbmCounts, MapError, PageTable, PendingFlush, StagedOp, Translation};
+use crate::paging::{BbmCounts, Copied, MapError, PageTable, PendingFlush, StagedOp, Translation};
 use crate::tlb::TlbHardware;
 
 use super::{AddressSpace, FlushTargets, Kind};
@@ -61,9 +61,9 @@ impl<T: Translation> ForkCopy<'_, T> {
     /// at a time (`PageTable::copy_pages_from`): each with attributes `attrs(old)` on both sides
     /// (in the parent in place, so permissions only), the same frame, once `take(frame)` has said
     /// yes. Blocks and guard markers are the caller's, and so is a contiguous run the range cuts
-    /// whose entries `attrs` changes (`Ok(true)`: left as it was in the parent, to be changed
-    /// with [`protect_with`](Self::protect_with), which clears its hint first). Attributes are
-    /// made non-global in a user space; `child` must be of the same kind.
+    /// whose entries `attrs` changes ([`Copied::cut_runs_left`]: left as it was in the parent,
+    /// to be changed with [`protect_with`](Self::protect_with), which clears its hint first).
+    /// Attributes are made non-global in a user space; `child` must be of the same kind.
     ///
     /// # Errors
     ///
@@ -77,7 +77,7 @@ impl<T: Translation> ForkCopy<'_, T> {
         size: u64,
         mut attrs: A,
         take: R,
-    ) -> Result<bool, MapError>
+    ) -> Result<Copied, MapError>
     where
         A: FnMut(Attributes) -> Attributes,
         R: FnMut(crate::addr::PhysAddr) -> bool,

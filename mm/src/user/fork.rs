@@ -145,28 +145,26 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
                 // pass.
                 if result.is_ok() {
                     let zero = child.zero;
-                    let (mut data, mut zeros) = (0, 0);
+                    let mut zeros = 0;
                     let copied =
                         copy.share_pages(&mut child.space, VirtAddr(area.start), area.len(), cow, |pa| {
                             if zero.is_some_and(|z| z.contains(pa)) {
                                 zeros += 1;
                                 true
-                            } else if frames.share(pa) {
-                                data += 1;
-                                true
                             } else {
-                                false
+                                frames.share(pa)
                             }
                         });
-                    child.zero_pages += zeros;
-                    child.data_frames += data;
                     match copied {
                         // The parent's blocks, and a contiguous run the area cuts, are made
                         // read-only after the last area is copied (below).
-                        Ok(left) if private && (blocks || left) => {
-                            rest = Some(rest.map_or((area.start, area.end), |(s, _)| (s, area.end)));
+                        Ok(c) => {
+                            child.zero_pages += zeros;
+                            child.data_frames += c.pages - zeros;
+                            if private && (blocks || c.cut_runs_left) {
+                                rest = Some(rest.map_or((area.start, area.end), |(s, _)| (s, area.end)));
+                            }
                         }
-                        Ok(_) => {}
                         Err(_) => result = Err(Errno::ENOMEM),
                     }
                 }
