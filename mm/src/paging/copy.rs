@@ -230,7 +230,7 @@ struct Part {
     hi: u64,
 }
 
-/// What [`PageTable::copy_pages_from`] did.
+/// What a page copy of fork did (`PageTable::copy_pages_from`, [`crate::space::ForkCopy::share_pages`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Copied {
     /// Pages copied (each with the reference `take` gave it).
