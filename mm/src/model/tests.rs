@@ -47,18 +47,52 @@ fn config(cpus: usize, asid_bits: u32, slots: usize, range: bool, share: u64, s:
     }
 }
 
-/// The run did what it is for: rollovers, promotions, folds, local and broadcast flushes,
-/// switches between operations and in the middle of them.
-fn assert_covered(r: &Report) {
-    assert!(r.rollovers > 0, "no ASID rollover: {r:?}");
-    assert!(r.user.promotions > 0 && r.user.folds > 0, "no promotion or fold: {r:?}");
-    assert!(r.machine.local_tlbis > 0 && r.machine.tlbis > r.machine.local_tlbis, "{r:?}");
-    assert!(r.machine.rollover_flushes > 0 && r.exits > 0, "{r:?}");
-    assert!(r.machine.mid_op_switches > 0 && r.machine.switches > r.machine.mid_op_switches, "{r:?}");
-    assert!(r.forks > 0 && r.user.cow_copies > 0 && r.user.cow_reuses > 0, "no fork or copy-on-write: {r:?}");
-    assert!(r.object_maps > 0 && r.truncations > 0, "no memfd mapping or truncation: {r:?}");
-    assert!(r.user.zero_faults > 0, "no read fault mapped the shared zero frame: {r:?}");
-    assert!(r.user.zero_large_faults > 0, "no read fault mapped a zero block or run: {r:?}");
+/// What a run is for and did not do: rollovers, promotions, folds, local and broadcast flushes,
+/// switches between operations and in the middle of them, forks and copy-on-write, memfd
+/// mappings, the zero frame.
+fn gaps(r: &Report) -> std::vec::Vec<&'static str> {
+    let m = &r.machine;
+    [
+        (r.rollovers > 0, "an ASID rollover"),
+        (r.user.promotions > 0, "a promotion"),
+        (r.user.folds > 0, "a fold"),
+        (m.local_tlbis > 0 && m.tlbis > m.local_tlbis, "local and broadcast TLBIs"),
+        (m.rollover_flushes > 0 && r.exits > 0, "a rollover flush and an exit"),
+        (m.mid_op_switches > 0 && m.switches > m.mid_op_switches, "switches between and inside operations"),
+        (
+            r.forks > 0 && r.user.cow_copies > 0 && r.user.cow_reuses > 0,
+            "a fork, a copy and a reuse on write",
+        ),
+        (r.object_maps > 0 && r.truncations > 0, "a memfd mapping and a truncation"),
+        (r.user.zero_faults > 0, "a read fault mapping the shared zero frame"),
+        (r.user.zero_large_faults > 0, "a read fault mapping a zero block or run"),
+    ]
+    .into_iter()
+    .filter_map(|(done, what)| (!done).then_some(what))
+    .collect()
+}
+
+/// Runs beyond the first that [`run_covered`] may add.
+const MORE_COVER_RUNS: u64 = 3;
+
+/// Runs `cfg`, then, while something the runs are for has happened in none of them yet
+/// ([`gaps`]), the same configuration from the next seeds, up to [`MORE_COVER_RUNS`] more: every
+/// run must pass the model's checks, and together they must cover everything. Returns the first
+/// run's report. (One seed cannot be relied on to cover a rare event, a 32 MiB promotion with
+/// 16 KiB pages above all: the model draws from its random stream on every table access, so a
+/// change to how often an operation reads the tables gives every seed another run; the seed
+/// notes below record how single seeds kept losing that.)
+fn run_covered(cfg: Config) -> Report {
+    let first = run(cfg);
+    let mut missing = gaps(&first);
+    let mut more = 0;
+    while !missing.is_empty() && more < MORE_COVER_RUNS {
+        more += 1;
+        let next = gaps(&run(Config { seed: cfg.seed + more, ..cfg }));
+        missing.retain(|g| next.contains(g));
+    }
+    assert!(missing.is_empty(), "not covered in {} runs from seed {:#x}: {missing:?}", more + 1, cfg.seed);
+    first
 }
 
 /// Seed 0x5eed_0042: with the shared zero frame, 0x5eed_0001's run made no promotion with 16 KiB
@@ -69,7 +103,7 @@ fn assert_covered(r: &Report) {
 /// 0x5eed_0042 covers everything in every build.
 #[test]
 fn two_cpus_2bit_asids_range() {
-    assert_covered(&run(config(2, 2, 3, true, 25, 0x5eed_0042)));
+    run_covered(config(2, 2, 3, true, 25, 0x5eed_0042));
 }
 
 /// Seed 0x5eed_0013: with 16 KiB pages and LPA2, 0x5eed_0002's run (after the stack-growth and
@@ -79,7 +113,7 @@ fn two_cpus_2bit_asids_range() {
 /// table access); 0x5eed_0013 covers everything in every build.
 #[test]
 fn three_cpus_3bit_asids_no_range() {
-    assert_covered(&run(config(3, 3, 3, false, 25, 0x5eed_0013)));
+    run_covered(config(3, 3, 3, false, 25, 0x5eed_0013));
 }
 
 /// Seed 0x5eed_0040: with 16 KiB pages and LPA2, 0x5eed_0003's run made no promotion once a
@@ -90,14 +124,14 @@ fn three_cpus_3bit_asids_no_range() {
 /// in every build.
 #[test]
 fn four_cpus_3bit_asids_range() {
-    assert_covered(&run(config(4, 3, 4, true, 25, 0x5eed_0040)));
+    run_covered(config(4, 3, 4, true, 25, 0x5eed_0040));
 }
 
 #[test]
 fn four_cpus_8bit_asids_range() {
     let mut cfg = config(4, 8, 3, true, 25, 0x5eed_0004);
     cfg.exit_percent = 8;
-    assert_covered(&run(cfg));
+    run_covered(cfg);
 }
 
 /// Guard regions in the tables: installs zap with a flush, removals and unmaps detach tables
@@ -117,8 +151,7 @@ fn four_cpus_with_guard_regions() {
     // 4K, 16K, 64K, LPA2 and 16K+LPA2 builds.
     let mut cfg = config(4, 3, 3, true, 15, 0x5eed_0047);
     cfg.guard_percent = 10;
-    let r = run(cfg);
-    assert_covered(&r);
+    let r = run_covered(cfg);
     assert!(r.guard_ops > 0 && r.guard_faults > 0, "no guard installed or hit: {r:?}");
     assert!(r.reclaims > 0, "no lazily freed page reclaimed: {r:?}");
 }
@@ -262,13 +295,14 @@ fn planted_free_of_a_zero_block_page_is_caught() {
 /// CPUs that ran the process still point at it.
 #[test]
 fn planted_guard_clear_without_cover_is_caught() {
-    // Seed 0x5eed_0708: 0x5eed_0700's run stopped catching it with 16 KiB pages once
+    // Seed 0x5eed_0709: 0x5eed_0700's run stopped catching it with 16 KiB pages once
     // populations stepped a leaf at a time (another sequence of states, not a weaker check),
     // nor 0x5eed_0702's once a change that staged nothing stopped walking its range again, nor
     // 0x5eed_0704's (64K) once `finish` stopped widening its walk to whole runs when no run was
-    // cut (the model draws on every table access); 0x5eed_0708 catches it in the 4K, 16K, 64K,
-    // LPA2 and 16K+LPA2 builds.
-    let mut cfg = config(4, 3, 3, true, 0, 0x5eed_0708);
+    // cut (the model draws on every table access), nor 0x5eed_0708's (16K+LPA2) once fork
+    // copied and write-protected pages in one pass; 0x5eed_0709 catches it in the 4K, 16K,
+    // 64K, LPA2 and 16K+LPA2 builds.
+    let mut cfg = config(4, 3, 3, true, 0, 0x5eed_0709);
     cfg.ops = 5_000;
     cfg.guard_percent = 10;
     let e = caught_with(Mutation::GuardClearUncovered, cfg, 4);
