@@ -18,8 +18,10 @@
 //!
 //! What it does not do: blocks (leaves above level 3) are the caller's (they are few, and a
 //! caller maps runs of them to keep contiguous hints: `walk_blocks`), and so are guard markers
-//! (`guards_in`). It writes only invalid entries valid (no break-before-make, no flush, the
-//! last-table cache stays right), so it may run on a live table, but it is meant for a new one.
+//! (`guards_in`) and a contiguous run of the source that the range cuts (see
+//! [`Copied::cut_runs_left`]). In the destination it only makes invalid entries valid (no
+//! break-before-make, no flush, the last-table cache stays right), so that table may be live,
+//! but it is meant for a new one; in the source it changes no table descriptor.
 //!
 //! Unlike `map`, a failure is not all-or-nothing: the pages copied before it stay, each with
 //! the reference `take` gave it, and the caller ends the table (fork destroys the child, which

@@ -22,8 +22,7 @@ pub struct ForkCopy<'a, T: Translation> {
     counts: BbmCounts,
     split_contiguous: bool,
     user: bool,
-    /// The range the staged protections covered (offsets are not needed: addresses), for
-    /// `finish`.
+    /// The addresses the staged protections covered, for `finish`.
     staged: Option<(VirtAddr, VirtAddr)>,
 }
 

@@ -4,7 +4,9 @@
 //! Why one file: every operation of [`AddressSpace`] is the same sequence (stage, one flush,
 //! make and release) through the private helpers at the end of the file (`run`, `flush`,
 //! `make_barrier`); the public methods are short wrappers over them, and split apart each would
-//! reach back into that one sequence. The host model proof is `space/tests.rs`.
+//! reach back into that one sequence. The one apart is fork's copy (`fork_copy.rs`), which
+//! spans many calls with one flush and so hands its caller a scope instead of being a call.
+//! The host model proof is `space/tests.rs`.
 //!
 //! Why it is built this way: the table engine ([`crate::paging`]) refuses, on a live table, every
 //! change that needs break-before-make, because it does not own the TLB. An [`AddressSpace`] owns
