@@ -112,8 +112,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         mutant!(self.flush(&record), ForkWithoutFlush => {});
         let made = staged.is_some_and(|(lo, hi)| self.table.finish(lo, hi.0 - lo.0, &mut |_| {}));
-        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
-        record.release(self.table.translation_mut());
+        self.release(record);
         self.stats.add(&counts);
         if made {
             self.make_barrier(isb);

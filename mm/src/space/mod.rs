@@ -527,9 +527,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
             for &(r, s) in &regions[..n] {
                 self.table.finish(r, s, &mut |_| {});
             }
-            debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         }
-        record.release(self.table.translation_mut());
+        self.release(record);
         self.stats.add(&counts);
         self.make_barrier(isb);
         Ok(())
@@ -668,9 +667,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         self.flush(&record);
         let mut sink = Coalescer { sink: on_unmapped, current: None };
         self.table.finish(va, size, &mut |l| sink.push(l));
-        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         sink.finish();
-        record.release(self.table.translation_mut());
+        self.release(record);
         let result = self.table.map_from_pool(va, pa, size, attrs, constraints, &mut pool);
         debug_assert!(result.is_ok(), "remap: the new mapping failed after the old one was removed");
         self.table.free_frames(pool);
@@ -697,8 +695,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         self.flush(&record);
         self.table.finish(va, BLOCK_2M, &mut |_| {});
-        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
-        record.release(self.table.translation_mut());
+        self.release(record);
         self.stats.add(&counts);
         self.make_barrier(isb);
         Ok(true)
@@ -723,8 +720,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         let isb = self.needs_isb(&record);
         self.flush(&record);
         self.table.finish(start, size, &mut |_| {});
-        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
-        record.release(self.table.translation_mut());
+        self.release(record);
         self.stats.add(&counts);
         self.make_barrier(isb);
         Ok(true)
@@ -780,9 +776,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         // again: `finish` returns at once.
         debug_assert!(record.needs_flush() || !self.table.holds_marks(), "marks staged without a flush");
         let made = self.table.finish(va, size, &mut |l| sink.push(l));
-        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
         sink.finish();
-        record.release(self.table.translation_mut());
+        self.release(record);
         self.stats.add(&counts);
         if made {
             self.make_barrier(isb);
@@ -841,6 +836,14 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
     /// `DSB ISHST` (and `ISB`) after new entries were written, so that walkers see them. Always
     /// the inner-shareable form: a new entry may be walked by any CPU that runs the space, and
     /// which CPUs those are is decided only at flush time.
+    /// Releases `record` (its detached table frames go back) once its flush is done and every
+    /// entry the operation staged is finished, which debug builds check here for every
+    /// operation.
+    fn release(&mut self, record: PendingFlush) {
+        debug_assert!(!self.table.holds_marks(), "a staged entry was left behind");
+        record.release(self.table.translation_mut());
+    }
+
     fn make_barrier(&mut self, isb: bool) {
         let hw = self.tlb.hw_mut();
         hw.dsb_ishst();
