@@ -268,12 +268,7 @@ impl<T: Translation> PageTable<T> {
         unmapped: &mut S,
         made: &mut bool,
     ) {
-        let (mut wide_lo, mut wide_hi) = (lo, hi);
-        if widen && level >= 2 {
-            let run_size = level_size(level) * run_entries(level) as u64;
-            wide_lo &= !(run_size - 1);
-            wide_hi = wide_hi.next_multiple_of(run_size);
-        }
+        let (wide_lo, wide_hi) = if widen { widened(level, lo, hi) } else { (lo, hi) };
         if level == 3 {
             self.finish_pages(table, wide_lo, wide_hi, unmapped, made);
             return;
@@ -290,12 +285,12 @@ impl<T: Translation> PageTable<T> {
                 if d.is_table(level) && sub_lo < sub_hi {
                     self.finish_level(d.output_address(), level + 1, sub_lo, sub_hi, widen, unmapped, made);
                 }
-            } else if bits & MARK_MAKE != 0 {
-                self.marks -= 1;
-                let made_d = Descriptor::from_bits((bits & !MARK_MAKE) | VALID);
-                self.write(table, x.index, made_d);
-                *made = true;
-                if made_d.is_table(level) && sub_lo < sub_hi {
+            } else if bits & (MARK_MAKE | MARK_UNMAP) != 0 {
+                let made_d = self.commit_mark(table, x.index, level, x.base, d, unmapped, made);
+                if let Some(made_d) = made_d
+                    && made_d.is_table(level)
+                    && sub_lo < sub_hi
+                {
                     // A new split table: it may hold unmapped leaves to report.
                     self.finish_level(
                         made_d.output_address(),
@@ -307,11 +302,6 @@ impl<T: Translation> PageTable<T> {
                         made,
                     );
                 }
-            } else if bits & MARK_UNMAP != 0 {
-                self.marks -= 1;
-                let leaf = self.leaf(d, level, x.base);
-                unmapped(&leaf);
-                self.write(table, x.index, Descriptor::INVALID);
             } else if bits & MARK_DETACH != 0 {
                 self.marks -= 1;
                 let child = d.output_address();
@@ -321,6 +311,41 @@ impl<T: Translation> PageTable<T> {
                 self.stats.tables_detached += 1;
                 self.translation.deallocate_table(child);
             }
+        }
+    }
+
+    /// Commits the staged leaf mark of the invalid entry `d` at `index` of `table` (at `level`,
+    /// translating from offset `base`): a staged make is written valid and returned (the caller
+    /// enters it if it is a new split table), a staged unmap is reported to `unmapped` and
+    /// cleared. Any other entry is left as it is. The one place `finish_level` and
+    /// `finish_pages` commit a leaf's mark.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn commit_mark<S: FnMut(&Leaf)>(
+        &mut self,
+        table: PhysAddr,
+        index: usize,
+        level: u32,
+        base: u64,
+        d: Descriptor,
+        unmapped: &mut S,
+        made: &mut bool,
+    ) -> Option<Descriptor> {
+        let bits = d.bits();
+        if bits & MARK_MAKE != 0 {
+            self.marks -= 1;
+            let made_d = Descriptor::from_bits((bits & !MARK_MAKE) | VALID);
+            self.write(table, index, made_d);
+            *made = true;
+            Some(made_d)
+        } else if bits & MARK_UNMAP != 0 {
+            self.marks -= 1;
+            let leaf = self.leaf(d, level, base);
+            unmapped(&leaf);
+            self.write(table, index, Descriptor::INVALID);
+            None
+        } else {
+            None
         }
     }
 
@@ -339,19 +364,9 @@ impl<T: Translation> PageTable<T> {
         let (mut index, mut off) = (index_of(lo, 3), lo);
         while off < hi && self.marks != 0 {
             let d = self.read(table, index);
-            let bits = d.bits();
             if !d.is_valid() {
-                if bits & MARK_MAKE != 0 {
-                    self.marks -= 1;
-                    self.write(table, index, Descriptor::from_bits((bits & !MARK_MAKE) | VALID));
-                    *made = true;
-                } else if bits & MARK_UNMAP != 0 {
-                    self.marks -= 1;
-                    let leaf = self.leaf(d, 3, off);
-                    unmapped(&leaf);
-                    self.write(table, index, Descriptor::INVALID);
-                }
-                debug_assert!(bits & MARK_DETACH == 0, "a detached table at the last level");
+                self.commit_mark(table, index, 3, off, d, unmapped, made);
+                debug_assert!(d.bits() & MARK_DETACH == 0, "a detached table at the last level");
             }
             index += 1;
             off += PAGE_SIZE;
@@ -366,12 +381,7 @@ impl<T: Translation> PageTable<T> {
     /// Whether `[lo, hi)` of `table` at `level` (widened as `finish_level` widens it) holds a
     /// staged entry, in a table reachable from it (debug builds' check of the mark count).
     fn marks_in(&self, table: PhysAddr, level: u32, lo: u64, hi: u64) -> bool {
-        let (mut wide_lo, mut wide_hi) = (lo, hi);
-        if level >= 2 {
-            let run_size = level_size(level) * run_entries(level) as u64;
-            wide_lo &= !(run_size - 1);
-            wide_hi = wide_hi.next_multiple_of(run_size);
-        }
+        let (wide_lo, wide_hi) = widened(level, lo, hi);
         Entries::new(level, wide_lo, wide_hi).any(|x| {
             let d = self.read(table, x.index);
             let (sub_lo, sub_hi) = (lo.max(x.base), hi.min(x.end()));
@@ -392,4 +402,15 @@ impl<T: Translation> PageTable<T> {
     pub(crate) fn reserve_frames(&mut self, count: usize) -> Result<FrameList, MapError> {
         self.reserve(count)
     }
+}
+
+/// `[lo, hi)` at `level` widened to whole contiguous runs (levels 2 and 3, which have them):
+/// what `finish` walks when the stage cut a run, whose entries outside the range it staged too.
+#[inline(always)]
+fn widened(level: u32, lo: u64, hi: u64) -> (u64, u64) {
+    if level < 2 {
+        return (lo, hi);
+    }
+    let run_size = level_size(level) * run_entries(level) as u64;
+    (lo & !(run_size - 1), hi.next_multiple_of(run_size))
 }
