@@ -621,16 +621,36 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             // With its cached neighbours, in as few calls as their frames allow.
             return self.fault_around(page, pa, attrs, prot.exec(), vma);
         }
-        if !self.frames.share(pa) {
+        if !self.map_object_frames(page, pa, 1, attrs) {
             return Err(Fault::OutOfMemory);
         }
-        if self.space.map(VirtAddr(page), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
-            self.frames.free(pa);
-            return Err(Fault::OutOfMemory);
-        }
-        self.data_frames += 1;
         self.faults += 1;
         Ok(())
+    }
+
+    /// Maps the `n` pages from `va` to the object's frames from `first` on (consecutive) with
+    /// `attrs`, one more reference to each taken from the provider: the one sequence of a fault
+    /// on an object mapping, for one page or a run of its cached neighbours. Counts them as the
+    /// memory's data frames. On failure (a reference or a table frame refused) nothing of it
+    /// stays and every reference taken is handed back.
+    fn map_object_frames(
+        &mut self,
+        va: u64,
+        first: PhysAddr,
+        n: usize,
+        attrs: crate::descriptor::Attributes,
+    ) -> bool {
+        let frame = |j: usize| PhysAddr(first.0 + j as u64 * PAGE_SIZE);
+        let shared = (0..n).take_while(|&j| self.frames.share(frame(j))).count();
+        let size = n as u64 * PAGE_SIZE;
+        if shared < n || self.space.map(VirtAddr(va), first, size, attrs, Constraints::NONE).is_err() {
+            for j in 0..shared {
+                self.frames.free(frame(j));
+            }
+            return false;
+        }
+        self.data_frames += n as u64;
+        true
     }
 
     /// A read or execute fault at `page` of an object mapping whose area is `vma`, the object's
@@ -705,21 +725,13 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             while i + n < count && frame_of[i + n] == Some(PhysAddr(first.0 + n as u64 * PAGE_SIZE)) {
                 n += 1;
             }
-            let shared =
-                (0..n).take_while(|&j| self.frames.share(PhysAddr(first.0 + j as u64 * PAGE_SIZE))).count();
-            let va = from + i as u64 * PAGE_SIZE;
-            let size = n as u64 * PAGE_SIZE;
-            if shared < n || self.space.map(VirtAddr(va), first, size, attrs, Constraints::NONE).is_err() {
-                for j in 0..shared {
-                    self.frames.free(PhysAddr(first.0 + j as u64 * PAGE_SIZE));
-                }
-                if (i..i + n).contains(&at) {
+            let holds_page = (i..i + n).contains(&at);
+            if !self.map_object_frames(from + i as u64 * PAGE_SIZE, first, n, attrs) {
+                if holds_page {
                     return Err(Fault::OutOfMemory);
                 }
                 break;
             }
-            let holds_page = (i..i + n).contains(&at);
-            self.data_frames += n as u64;
             self.fault_around_pages += n as u64 - u64::from(holds_page);
             if holds_page {
                 self.faults += 1;
@@ -730,14 +742,9 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         // The faulting page's run was mapped unless a neighbour's failure stopped the loop
         // before reaching it: then it is mapped alone.
         if !page_mapped {
-            if !self.frames.share(pa) {
+            if !self.map_object_frames(page, pa, 1, attrs) {
                 return Err(Fault::OutOfMemory);
             }
-            if self.space.map(VirtAddr(page), pa, PAGE_SIZE, attrs, Constraints::NONE).is_err() {
-                self.frames.free(pa);
-                return Err(Fault::OutOfMemory);
-            }
-            self.data_frames += 1;
             self.faults += 1;
         }
         Ok(())
