@@ -187,7 +187,7 @@ impl<T: Translation> PageTable<T> {
     /// frame cannot be had (the tables made before stay, empty: a later map or the table's end
     /// frees them).
     fn last_table_for(&mut self, off: u64) -> Result<(LastLevel, bool), MapError> {
-        if let Some(last) = self.fast_path_table(off, off + PAGE_SIZE) {
+        if let Some(last) = self.last_level_table(off) {
             return Ok((last, false));
         }
         let mut new_last = false;
@@ -209,7 +209,8 @@ impl<T: Translation> PageTable<T> {
                 if let Some((t, i)) = above {
                     self.add_occupants(t, i, 1);
                 }
-                new_last = level == 2;
+                // Every table below a new one is new too, the last-level one included.
+                new_last = true;
             }
             let d = self.read(table, index);
             above = Some((table, index));

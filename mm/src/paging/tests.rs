@@ -1896,6 +1896,24 @@ fn copy_pages_from_clears_the_hint_of_a_run_it_cuts_and_leaves_the_source_s_run_
 }
 
 #[test]
+fn copy_pages_from_clears_the_hint_of_both_runs_a_range_cuts() {
+    // Two runs side by side, the range from the second page of the first to the first page of
+    // the second: each end cuts its own run.
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let mut src = new_pt(VaRange::Lower);
+    let run = level_size(1) + 4 * KIB64;
+    src.map(va(run), pa(0x2_0000_0000), 2 * KIB64, rw, Constraints::NONE).unwrap();
+    assert!(leaves(&src).iter().all(|l| l.contiguous));
+    let mut dst = new_pt(VaRange::Lower);
+    let (r, _) = copy(&mut dst, &mut src, (run + PAGE_SIZE, run + KIB64 + PAGE_SIZE), read_only, |_| true);
+    assert_eq!(r, Ok(Copied { pages: KIB64 / PAGE_SIZE, cut_runs_left: true }));
+    let copied = leaves(&dst);
+    assert!(copied.iter().all(|l| !l.contiguous), "{copied:?}");
+    assert!(leaves(&src).iter().all(|l| l.contiguous && l.attrs == rw), "both runs left whole");
+    check_invariants(&dst);
+}
+
+#[test]
 fn copy_pages_from_stops_at_the_first_refused_frame_keeping_the_pages_before_it() {
     let (mut src, start, end) = copy_source();
     let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();

@@ -179,7 +179,7 @@ impl<T: Translation> PageTable<T> {
     /// `destroy`) first empties the cache with [`forget_walk`](Self::forget_walk). A table frame
     /// is never freed while it is in the tree, so the cached frames are always this tree's.
     #[inline(always)]
-    fn last_level_table(&mut self, off: u64) -> Option<LastLevel> {
+    pub(super) fn last_level_table(&mut self, off: u64) -> Option<LastLevel> {
         let key = off >> L3_SPAN_SHIFT;
         if key == self.walk_key {
             return Some(LastLevel { parent: self.walk_parent, table: self.walk_table });
