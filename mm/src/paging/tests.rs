@@ -1914,6 +1914,38 @@ fn copy_pages_from_clears_the_hint_of_both_runs_a_range_cuts() {
 }
 
 #[test]
+fn copy_pages_from_keeps_the_hint_of_a_run_the_range_holds_exactly_and_fills_a_table_in_two_calls() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let mut src = new_pt(VaRange::Lower);
+    let run = level_size(1) + 4 * KIB64;
+    src.map(va(run), pa(0x2_0000_0000), 2 * KIB64, rw, Constraints::NONE).unwrap();
+    // Exactly the first run: whole, so it keeps its hint on both sides.
+    let mut dst = new_pt(VaRange::Lower);
+    let (r, record) = copy(&mut dst, &mut src, (run, run + KIB64), read_only, |_| true);
+    assert_eq!(r, Ok(Copied { pages: KIB64 / PAGE_SIZE, cut_runs_left: false }));
+    assert_eq!(record.leaves_changed(), KIB64 / PAGE_SIZE);
+    assert!(leaves(&dst).iter().all(|l| l.contiguous && l.attrs == read_only(rw)));
+    // The second run in a second call, into the table the first one made (as fork's next area
+    // in the same last-level table): nothing in the way.
+    let (r, _) = copy(&mut dst, &mut src, (run + KIB64, run + 2 * KIB64), read_only, |_| true);
+    assert_eq!(r, Ok(Copied { pages: KIB64 / PAGE_SIZE, cut_runs_left: false }));
+    assert_eq!(leaves(&dst).len() as u64, 2 * KIB64 / PAGE_SIZE);
+    assert!(leaves(&src).iter().all(|l| l.contiguous && l.attrs == read_only(rw)));
+    check_invariants(&dst);
+    check_invariants(&src);
+}
+
+#[test]
+fn walk_blocks_reports_the_blocks_and_no_page() {
+    let (src, start, end) = copy_source();
+    let mut blocks = Vec::new();
+    src.walk_blocks(va(start), end - start, |l| blocks.push(*l)).unwrap();
+    let expected: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level < 3).collect();
+    assert_eq!(blocks, expected);
+    assert_eq!(blocks.len(), 1);
+}
+
+#[test]
 fn copy_pages_from_stops_at_the_first_refused_frame_keeping_the_pages_before_it() {
     let (mut src, start, end) = copy_source();
     let pages: Vec<Leaf> = leaves(&src).into_iter().filter(|l| l.level == 3).collect();
