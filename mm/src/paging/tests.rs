@@ -1785,6 +1785,31 @@ fn walk_runs_translates_every_page_as_walk_does_visiting_a_run_once() {
     }
 }
 
+/// The last-table cache serves a miss in the cached level-0 region (512 GiB with 4 KiB pages)
+/// from its level-1 table, and only there: a page at 4 GiB and one at 512 GiB + 4 GiB use the
+/// same level-1 index in two different level-1 tables, so a region test that compared the wrong
+/// bits would put the second one's page in the first one's table (mutation testing found no test
+/// of this).
+#[test]
+fn the_last_table_cache_keeps_level_0_regions_apart() {
+    let (a, b) = (level_size(0), 4 * level_size(1));
+    if a + b >= SPACE_SIZE {
+        return; // one level-0 region (64 KiB pages: the root is at level 1)
+    }
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    for (cached, then) in [(a + b, b), (b, a + b)] {
+        let mut pt = new_pt(VaRange::Lower);
+        pt.map(va(cached), pa(0x1_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        pt.map(va(then), pa(0x1_0010_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        // Through the cache: it now holds `cached`'s region.
+        pt.map(va(cached + 2 * PAGE_SIZE), pa(0x1_0020_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        pt.map(va(then + PAGE_SIZE), pa(0x1_0030_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        assert_eq!(pt.translate(va(then + PAGE_SIZE)), Some(pa(0x1_0030_0000)));
+        assert_eq!(pt.translate(va(cached + PAGE_SIZE)), None);
+        check_invariants(&pt);
+    }
+}
+
 // ---- copy_pages_from (fork's copy) ---------------------------------------------------------------
 
 /// A source for the copy tests: scattered pages across three last-level regions (the first
