@@ -237,8 +237,24 @@ impl<T: Translation> PageTable<T> {
             split_contiguous: false,
         };
         let _ = self.apply(self.root, ROOT_LEVEL, 0, super::SPACE_SIZE, &mut e);
+        // The unmap detaches every table it empties; a table that held nothing to begin with
+        // (one a failed `copy_pages_from` made and could not fill) it leaves, so those go here.
+        self.detach_empty_tables(self.root, ROOT_LEVEL, &mut record);
         record.detach_table(self.root, &self.translation);
         record
+    }
+
+    /// Detaches into `record` every table below `table` (at `level`), all of them empty: the
+    /// end of [`unmap_everything`](Self::unmap_everything).
+    fn detach_empty_tables(&mut self, table: PhysAddr, level: u32, record: &mut PendingFlush) {
+        for index in 0..super::ENTRIES_PER_TABLE {
+            let d = self.read(table, index);
+            if level < 3 && d.is_table(level) {
+                let child = d.output_address();
+                self.detach_empty_tables(child, level + 1, record);
+                self.detach_now(table, index, child, record);
+            }
+        }
     }
 
     // ---- checks before the first write ----------------------------------------------------------

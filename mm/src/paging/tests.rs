@@ -2001,4 +2001,15 @@ fn copy_pages_from_stops_at_the_first_refused_frame_keeping_the_pages_before_it(
     let (r, _) = copy(&mut dst, &mut src, (start, end), |a| a, |_| true);
     assert_eq!(r, Err(MapError::OutOfMemory));
     assert!(leaves(&dst).is_empty());
+    // The empty tables such failures leave go with the table (a failed fork destroys its
+    // child): no frame kept.
+    let (mut mem, record) = dst.destroy();
+    record.release(&mut mem);
+    assert_eq!(mem.live_frames(), 0, "a table made for the copy was not freed");
+    let mut dst = new_pt(VaRange::Lower);
+    let (r, _) = copy(&mut dst, &mut src, (start, end), |a| a, |_| false);
+    assert_eq!(r, Err(MapError::OutOfMemory));
+    let (mut mem, record) = dst.destroy();
+    record.release(&mut mem);
+    assert_eq!(mem.live_frames(), 0, "the empty last-level table was not freed");
 }
