@@ -242,10 +242,13 @@ fn planted_writable_zero_entry_is_caught() {
 
 /// `mprotect(PROT_READ | PROT_WRITE)` that leaves a private file mapping's page-cache frames
 /// writable (as for private anonymous memory, whose pages are the process's own): a write
-/// through one would change the file for every process.
+/// through one would change the file for every process. (Seed 0x5eed_0a08: 0x5eed_0a00's eight
+/// runs stopped catching it with 16 KiB pages and LPA2 once destroying a table read every entry
+/// left below its root, the model drawing on every table access; 0x5eed_0a08 catches it in the
+/// 4K, 16K, 64K, LPA2 and 16K+LPA2 builds.)
 #[test]
 fn planted_writable_cache_frame_after_mprotect_is_caught() {
-    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0a00);
+    let mut cfg = config(2, 3, 3, true, 0, 0x5eed_0a08);
     cfg.ops = 4_000;
     cfg.file_percent = 50;
     let e = caught_with(Mutation::ObjectPageWritableAtMprotect, cfg, 8);
