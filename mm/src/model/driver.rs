@@ -95,6 +95,10 @@ pub(super) struct Config {
     /// Percent of steps that map, read or truncate files (0: none, and the random sequence of
     /// the other steps is the one it was before files were modelled).
     pub(super) file_percent: u64,
+    /// Percent of steps that move part of an area elsewhere in its process's window
+    /// (`mremap(MREMAP_MAYMOVE | MREMAP_FIXED)`; 0: none, and the random sequence of the other
+    /// steps is the one it was before moves were modelled).
+    pub(super) move_percent: u64,
     /// A bug planted in the file truncations.
     pub(super) cache_bug: Option<CacheBug>,
 }
@@ -193,6 +197,8 @@ pub(super) struct Report {
     pub(super) truncations: u64,
     /// Guard installs and removals that succeeded, and faults that found a guard.
     pub(super) guard_ops: u64,
+    /// Moves that moved something (`mremap` that returned the new address).
+    pub(super) moves: u64,
     pub(super) guard_faults: u64,
     /// Reclaims of lazily freed pages that dropped some.
     pub(super) reclaims: u64,
@@ -224,6 +230,7 @@ pub(super) struct Driver {
     object_maps: u64,
     truncations: u64,
     guard_ops: u64,
+    moves: u64,
     guard_faults: u64,
     reclaims: u64,
 }
@@ -270,6 +277,7 @@ impl Driver {
             object_maps: 0,
             truncations: 0,
             guard_ops: 0,
+            moves: 0,
             guard_faults: 0,
             reclaims: 0,
         };
@@ -361,6 +369,7 @@ impl Driver {
             object_maps: self.object_maps,
             truncations: self.truncations,
             guard_ops: self.guard_ops,
+            moves: self.moves,
             guard_faults: self.guard_faults,
             reclaims: self.reclaims,
             files: FileCounts { cache_frees: m.cache_frees, ..self.file_counts },
@@ -406,6 +415,9 @@ impl Driver {
         }
         if self.cfg.guard_percent > 0 && self.rand(100) < self.cfg.guard_percent {
             return self.guard();
+        }
+        if self.cfg.move_percent > 0 && self.rand(100) < self.cfg.move_percent {
+            return self.mremap();
         }
         if self.cfg.file_percent > 0 && self.rand(100) < self.cfg.file_percent {
             let file = self.rand(FILES as u64) as usize;
@@ -587,6 +599,37 @@ impl Driver {
         let r = self.operate(slot, page, pages, |mem| mem.madvise(va, len, advice));
         self.guard_ops += u64::from(r.is_ok() && advice != MADV_FREE);
         format!("madvise({name}) slot {slot} pages {page:#x}+{pages}: {r:?}")
+    }
+
+    /// `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)` of up to 64 pages of the area holding a random
+    /// page of a random slot, to a random place of the window clear of them: the pages leave the
+    /// source entry by entry (each source table the move empties detached) with one flush, and
+    /// no CPU may keep a usable entry for an old address after it.
+    fn mremap(&mut self) -> String {
+        use crate::vm::map::remap::{MREMAP_FIXED, MREMAP_MAYMOVE};
+        let slot = self.rand(self.cfg.slots as u64) as usize;
+        let page = self.rand(WINDOW_PAGES);
+        let pages = 1 + self.rand(64);
+        let to = self.rand(WINDOW_PAGES);
+        let lo = self.lo[slot];
+        let Some(area) =
+            self.slots[slot].as_ref().and_then(|mem| mem.vm().find(lo + page * PAGE_SIZE).copied())
+        else {
+            return format!("mremap slot {slot}: nothing at page {page:#x}");
+        };
+        let (from, end) = (lo + page * PAGE_SIZE, (lo + (page + pages) * PAGE_SIZE).min(area.end));
+        let len = end - from;
+        let (from_page, to_end) = (page, to + len / PAGE_SIZE);
+        if to_end > WINDOW_PAGES || (to < from_page + len / PAGE_SIZE && from_page < to_end) {
+            return format!("mremap slot {slot}: no room for {len:#x} at page {to:#x}");
+        }
+        let (first, last) = (from_page.min(to), (from_page + len / PAGE_SIZE).max(to_end));
+        let dst = lo + to * PAGE_SIZE;
+        let r = self.operate(slot, first, last - first, |mem| {
+            mem.mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+        });
+        self.moves += u64::from(r == Ok(dst));
+        format!("mremap slot {slot} pages {page:#x}+{:#x} to {to:#x}: {r:?}", len / PAGE_SIZE)
     }
 
     /// `mmap(MAP_FIXED)`; one in four grows down (`MAP_GROWSDOWN`), so later faults in the hole

@@ -43,6 +43,7 @@ fn config(cpus: usize, asid_bits: u32, slots: usize, range: bool, share: u64, s:
         decided_before: false,
         guard_percent: 0,
         file_percent: 0,
+        move_percent: 0,
         cache_bug: None,
     }
 }
@@ -156,6 +157,19 @@ fn four_cpus_with_guard_regions() {
     assert!(r.reclaims > 0, "no lazily freed page reclaimed: {r:?}");
 }
 
+/// Moves (`mremap`): pages taken out of one place of a window entry by entry and written at
+/// another, with guard regions among them (their markers move too), the source tables a move
+/// empties detached, all under faults, forks, exits and switches on four CPUs.
+#[test]
+fn four_cpus_with_moves() {
+    let mut cfg = config(4, 3, 3, true, 10, 0x5eed_0b00);
+    cfg.move_percent = 10;
+    cfg.guard_percent = 5;
+    let r = run(cfg);
+    assert!(r.moves > 0 && r.guard_ops > 0, "no move or no guard: {r:?}");
+    assert!(r.rollovers > 0 && r.forks > 0 && r.exits > 0, "{r:?}");
+}
+
 /// Files: page caches whose frames several processes map at once, `MAP_SHARED` and
 /// `MAP_PRIVATE` (read-only until a write copies), read into the cache, truncated while mapped
 /// (the frames go back only after every process unmapped them and every covering flush), and
@@ -224,6 +238,21 @@ fn planted_fork_without_the_parent_flush_is_caught() {
         cfg.ops = 5_000;
         let e = caught_with(Mutation::ForkWithoutFlush, cfg, 4);
         let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a fork without the parent's flush was not caught"));
+        println!("caught: {}", e.lines().next().unwrap_or_default());
+    }
+}
+
+/// A move that takes the pages out of the source without the flush: CPUs keep usable entries
+/// for the old addresses, which the tables no longer map.
+#[test]
+fn planted_move_without_the_flush_is_caught() {
+    for cpus in [2, 4] {
+        let mut cfg = config(cpus, 3, 3, true, 0, 0x5eed_0b10);
+        cfg.ops = 5_000;
+        cfg.move_percent = 20;
+        let e = caught_with(Mutation::MoveWithoutFlush, cfg, 4);
+        let e = e.unwrap_or_else(|| panic!("{cpus} CPUs: a move without the flush was not caught"));
+        assert!(e.contains("stale entry"), "caught, but not as a stale entry: {e}");
         println!("caught: {}", e.lines().next().unwrap_or_default());
     }
 }

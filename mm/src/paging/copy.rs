@@ -125,7 +125,7 @@ impl<T: Translation> PageTable<T> {
             }
             let table = match to {
                 Some(t) => t.table,
-                None => match self.last_table_for(lo) {
+                None => match self.last_table_for(lo, None) {
                     Ok((t, new)) => {
                         (to, fresh) = (Some(t), new);
                         t.table
@@ -179,14 +179,19 @@ impl<T: Translation> PageTable<T> {
 
     /// The last-level table translating offset `off` and the level-2 table above it, creating
     /// the tables missing on the path (each published complete, its parent's occupancy counted),
-    /// and whether the last-level one is new (all its entries invalid).
+    /// with frames from `pool` first when there is one, and whether the last-level one is new
+    /// (all its entries invalid).
     ///
     /// # Errors
     ///
     /// `AlreadyMapped` if a leaf or a reserved entry is on the path; `OutOfMemory` if a table
     /// frame cannot be had (the tables made before stay, empty: a later map or the table's end
     /// frees them).
-    fn last_table_for(&mut self, off: u64) -> Result<(LastLevel, bool), MapError> {
+    pub(super) fn last_table_for(
+        &mut self,
+        off: u64,
+        mut pool: Option<&mut super::FrameList>,
+    ) -> Result<(LastLevel, bool), MapError> {
         if let Some(last) = self.last_level_table(off) {
             return Ok((last, false));
         }
@@ -201,8 +206,14 @@ impl<T: Translation> PageTable<T> {
                 if d.bits() != Descriptor::INVALID.bits() {
                     return Err(MapError::AlreadyMapped(self.va(off)));
                 }
-                let new = self.translation.allocate_table().ok_or(MapError::OutOfMemory)?;
-                self.stats.tables_allocated += 1;
+                let new = match pool.as_deref_mut().and_then(|p| p.pop(&self.translation)) {
+                    Some(pa) => pa, // counted when it was reserved
+                    None => {
+                        let pa = self.translation.allocate_table().ok_or(MapError::OutOfMemory)?;
+                        self.stats.tables_allocated += 1;
+                        pa
+                    }
+                };
                 self.zero(new);
                 self.translation.publish_barrier();
                 self.write(table, index, table_descriptor(new, 0));

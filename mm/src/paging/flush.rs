@@ -160,6 +160,12 @@ impl LeafBits {
         Self { old_and: old, old_or: old, new_and: u64::MAX }
     }
 
+    /// Leaves removed whose bits ANDed are `and` and ORed are `or` (`u64::MAX` and 0: none).
+    #[inline(always)]
+    pub(crate) const fn of(and: u64, or: u64) -> Self {
+        Self { old_and: and, old_or: or, new_and: u64::MAX }
+    }
+
     /// Adds a leaf whose bits were `old`, removed (`new == None`) or given the bits `new`.
     #[inline(always)]
     pub(crate) fn add(&mut self, old: u64, new: Option<u64>) {

@@ -123,6 +123,7 @@ mod modify;
 #[cfg(test)]
 mod mutant_tests;
 mod occupancy;
+mod relocate;
 #[cfg(test)]
 mod tests;
 mod walk;
@@ -532,6 +533,15 @@ impl<T: Translation> PageTable<T> {
         unsafe { base.as_ptr().add(index) }
     }
 
+    /// The entries of `table` (a frame of this tree) for a loop over them that computes the
+    /// table's address once: `read` and `write` translate it at every access (the kernel's
+    /// linear-map offset is a load each time). Used only while the frame stays in the tree: no
+    /// user frees a table while it holds its entries.
+    #[inline(always)]
+    fn entries(&self, table: PhysAddr) -> TableEntries {
+        TableEntries(self.translation.table_ptr(table).cast::<u64>().as_ptr())
+    }
+
     #[inline(always)]
     fn read(&self, table: PhysAddr, index: usize) -> Descriptor {
         let p = self.entry_ptr(table, index);
@@ -671,5 +681,31 @@ impl<T: Translation> Drop for PageTable<T> {
         }
         let record = self.unmap_everything();
         record.release(&mut self.translation);
+    }
+}
+
+/// The entries of one table frame of a tree ([`PageTable::entries`]): its address computed once
+/// for a loop over them.
+#[derive(Clone, Copy)]
+struct TableEntries(*mut u64);
+
+impl TableEntries {
+    /// Entry `index`, read as the walker may read it (volatile).
+    #[inline(always)]
+    fn read(self, index: usize) -> u64 {
+        debug_assert!(index < ENTRIES_PER_TABLE);
+        // SAFETY: the pointer is the first entry of a table frame of the tree, valid for
+        // `ENTRIES_PER_TABLE` entries by the `Translation` contract while the frame is in the
+        // tree (every user holds it only while it frees no table), and every index comes from
+        // `index_of` or a loop bounded by it. Volatile, as `PageTable::read`.
+        unsafe { self.0.add(index).read_volatile() }
+    }
+
+    /// Writes entry `index` (one aligned 64-bit store, volatile, as `PageTable::write`).
+    #[inline(always)]
+    fn write(self, index: usize, bits: u64) {
+        debug_assert!(index < ENTRIES_PER_TABLE);
+        // SAFETY: as in `read`.
+        unsafe { self.0.add(index).write_volatile(bits) }
     }
 }

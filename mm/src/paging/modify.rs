@@ -341,7 +341,7 @@ impl<T: Translation> PageTable<T> {
     /// the engine does on its way back up for a range inside one 2 MiB region, in the same order.
     #[cold]
     #[inline(never)]
-    fn detach_emptied(&mut self, off: u64, record: &mut PendingFlush) {
+    pub(super) fn detach_emptied(&mut self, off: u64, record: &mut PendingFlush) {
         self.forget_walk();
         let mut path = [self.root; 4];
         for level in ROOT_LEVEL..3 {

@@ -2013,3 +2013,136 @@ fn copy_pages_from_stops_at_the_first_refused_frame_keeping_the_pages_before_it(
     record.release(&mut mem);
     assert_eq!(mem.live_frames(), 0, "the empty last-level table was not freed");
 }
+
+// ---- move_pages (mremap's move) -----------------------------------------------------------------
+
+/// The source of the move tests: `copy_source`'s pages and run, a guard marker among them, and
+/// its block; the range up to the block.
+fn move_source() -> (Pt, u64, u64, u64) {
+    let (mut src, start, end) = copy_source();
+    let guard = start + 2 * PAGE_SIZE;
+    assert!(src.query(va(guard)).is_none());
+    src.install_guards(va(guard), PAGE_SIZE).unwrap();
+    let block = end - level_size(2);
+    (src, start, block, guard)
+}
+
+/// Moves `[from, from + size)` to `to` with exactly the frames `tables_to_move` counted; returns
+/// the result, the record (released) and the frames left in the pool.
+fn move_counted(pt: &mut Pt, from: u64, to: u64, size: u64) -> (Result<u64, MapError>, PendingFlush, usize) {
+    let count = pt.tables_to_move(va(from), va(to), size, false).expect("a range it moves");
+    let mut pool = pt.reserve_frames(count).unwrap();
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let r = pt.move_pages(va(from), va(to), size, true, &mut pool, &mut record);
+    let left = pool.len();
+    pt.free_frames(pool);
+    (r, record, left)
+}
+
+#[test]
+fn move_pages_moves_every_page_and_marker_and_detaches_the_tables_it_empties() {
+    for delta in [5 * level_size(1) + 3 * PAGE_SIZE, 5 * level_size(1) + 2 * KIB64] {
+        let keeps_runs = delta.is_multiple_of(KIB64);
+        let (mut pt, start, end, guard) = move_source();
+        let before = leaves(&pt);
+        let pages: Vec<Leaf> = before.iter().copied().filter(|l| l.level == 3).collect();
+        let (r, record, _) = move_counted(&mut pt, start, start + delta, end - start);
+        assert_eq!(r, Ok(pages.len() as u64), "delta {delta:#x}");
+        let moved: Vec<Leaf> = pages
+            .iter()
+            .map(|l| Leaf { va: va(l.va.0 + delta), contiguous: l.contiguous && keeps_runs, ..*l })
+            .collect();
+        let block: Vec<Leaf> = before.iter().copied().filter(|l| l.level < 3).collect();
+        let mut expected = block.clone();
+        expected.extend(moved);
+        expected.sort_by_key(|l| l.va.0);
+        assert_eq!(leaves(&pt), expected, "delta {delta:#x}: the same frames and attributes, moved");
+        assert!(pt.is_guard(va(guard + delta)) && !pt.is_guard(va(guard)), "the marker moved");
+        // Every page removed is in the record, and every source table it emptied, detached.
+        assert_eq!(record.leaves_changed(), pages.len() as u64);
+        let range = record.range().unwrap();
+        assert!(
+            range.start.0 <= start && range.start.0 + range.size >= pages.last().unwrap().va.0 + PAGE_SIZE
+        );
+        assert!(range.start.0 + range.size <= end, "the record reaches past the range: {range:?}");
+        assert!(record.tables_removed() && record.detached_tables() >= 3, "{record:?}");
+        release(&mut pt, record);
+        check_invariants(&pt);
+    }
+}
+
+#[test]
+fn move_pages_within_one_table_keeps_its_count_and_the_table() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let mut pt = new_pt(VaRange::Lower);
+    let base = level_size(1);
+    pt.map(va(base), pa(0x2_0000_0000), 2 * KIB64, rw, Constraints::NONE).unwrap();
+    pt.map(va(base + 2 * KIB64 + 8 * PAGE_SIZE), pa(0x3_0000_0000), PAGE_SIZE, rw, Constraints::NONE)
+        .unwrap();
+    // The two runs and a page behind them, moved four runs on, into the same table.
+    let tables = pt.stats().tables_in_use();
+    let (r, record, left) = move_counted(&mut pt, base, base + 4 * KIB64, 2 * KIB64);
+    assert_eq!(r, Ok(2 * KIB64 / PAGE_SIZE));
+    assert_eq!(left, 0, "nothing to make: the table is there");
+    assert!(!record.tables_removed() && record.leaf_only(), "{record:?}");
+    assert_eq!(pt.stats().tables_in_use(), tables);
+    let l = leaves(&pt);
+    assert_eq!(l.len() as u64, 2 * KIB64 / PAGE_SIZE + 1);
+    assert!(l.iter().filter(|l| l.pa.0 >= 0x2_0000_0000 && l.pa.0 < 0x3_0000_0000).all(|l| l.contiguous));
+    assert_eq!(pt.translate(va(base + 4 * KIB64 + PAGE_SIZE)), Some(pa(0x2_0000_0000 + PAGE_SIZE)));
+    assert_eq!(pt.translate(va(base)), None);
+    release(&mut pt, record);
+    check_invariants(&pt);
+}
+
+#[test]
+fn move_pages_refuses_blocks_cut_runs_and_overlaps_before_it_changes_anything() {
+    let (mut pt, start, end, _) = move_source();
+    let block = end;
+    let run = leaves(&pt).into_iter().find(|l| l.contiguous).unwrap().va.0 & !(KIB64 - 1);
+    let far = 9 * level_size(1);
+    let before = leaves(&pt);
+    let refused = [
+        (start, block + level_size(2) - start, far), // a block inside
+        (run + PAGE_SIZE, KIB64, far),               // a run cut at the start
+        (run - PAGE_SIZE, 2 * PAGE_SIZE, far),       // a run cut at the end
+        (start, end - start, start + PAGE_SIZE),     // overlapping ranges
+        (block + PAGE_SIZE, PAGE_SIZE, far),         // inside a block
+    ];
+    for (from, size, to) in refused {
+        assert_eq!(pt.tables_to_move(va(from), va(to), size, false), None, "{from:#x}+{size:#x}");
+        let mut pool = FrameList::new();
+        let mut record = PendingFlush::new(VaRange::Lower);
+        assert!(pt.move_pages(va(from), va(to), size, true, &mut pool, &mut record).is_err());
+        assert!(!record.needs_flush());
+        assert_eq!(leaves(&pt), before);
+    }
+    // The whole run, from its first page: accepted.
+    assert!(pt.tables_to_move(va(run), va(far), KIB64, false).is_some());
+}
+
+/// `tables_to_move` counts enough for any destination, and with `fresh` as if none existed.
+#[test]
+fn tables_to_move_counts_what_the_move_makes() {
+    for to in [
+        5 * level_size(1) + 3 * PAGE_SIZE,
+        6 * level_size(1) - level_size(2) - 3 * PAGE_SIZE,
+        level_size(2) * 7,
+    ] {
+        let (mut pt, start, end, _) = move_source();
+        let allocated = pt.stats().tables_allocated;
+        let count = pt.tables_to_move(va(start), va(to), end - start, false).unwrap();
+        let fresh = pt.tables_to_move(va(start), va(to), end - start, true).unwrap();
+        assert!(fresh >= count);
+        let (r, record, left) = move_counted(&mut pt, start, to, end - start);
+        assert!(r.is_ok());
+        assert_eq!(
+            pt.stats().tables_allocated - allocated,
+            count as u64,
+            "{to:#x}: every frame from the pool"
+        );
+        assert!(left <= count);
+        release(&mut pt, record);
+        check_invariants(&pt);
+    }
+}

@@ -461,6 +461,43 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         self.map_with(va, pa, size, attrs, constraints, Some(&mut reserve.0))
     }
 
+    /// The table frames [`move_pages`](Self::move_pages) of `[from, from + size)` to `to` needs
+    /// at most, counted as [`tables_to_map`](Self::tables_to_map) counts (`fresh` alike), or
+    /// `None` where it cannot move the range (a block in it, a contiguous run it cuts at either
+    /// end, overlapping ranges): the caller then moves it by extents, `map` and `unmap`.
+    pub fn tables_to_move(&self, from: VirtAddr, to: VirtAddr, size: u64, fresh: bool) -> Option<usize> {
+        self.table.tables_to_move(from, to, size, fresh)
+    }
+
+    /// Moves every page and guard marker of `[from, from + size)` to the same place of
+    /// `[to, to + size)` (empty), entry by entry in one pass, with table frames from `reserve`
+    /// first and one flush of the source range; the frames stay where they are (a move changes
+    /// no reference). A contiguous run keeps its hint where `keep_runs` and the distance keeps
+    /// its alignment. Returns the pages moved. See `paging/relocate.rs`.
+    ///
+    /// # Errors
+    ///
+    /// For a range [`tables_to_move`](Self::tables_to_move) accepted, with as many frames
+    /// reserved as it counted and the destination empty, none. Otherwise as
+    /// `PageTable::move_pages`: on a bad range nothing moved; on `AlreadyMapped` or
+    /// `OutOfMemory` part of it did (each page mapped once, at its old or its new address).
+    pub fn move_pages(
+        &mut self,
+        reserve: &mut TableReserve,
+        from: VirtAddr,
+        to: VirtAddr,
+        size: u64,
+        keep_runs: bool,
+    ) -> Result<u64, MapError> {
+        let mut record = PendingFlush::new(self.table.va_range());
+        let moved = self.table.move_pages(from, to, size, keep_runs, &mut reserve.0, &mut record);
+        let isb = self.needs_isb(&record);
+        mutant!(self.flush(&record), MoveWithoutFlush => {});
+        self.release(record);
+        self.make_barrier(isb);
+        moved
+    }
+
     /// The leaves of `[va, va + size)`, cut to it, as [`Unmapped`] extents (physically
     /// contiguous leaves with the same attributes joined), in address order; nothing changes.
     pub fn extents<F: FnMut(Unmapped)>(&self, va: VirtAddr, size: u64, sink: F) {

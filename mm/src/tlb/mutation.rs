@@ -67,6 +67,10 @@ pub(crate) enum Mutation {
     /// writable entries for frames now shared with the child (planted in
     /// `AddressSpace::fork_copy`).
     ForkWithoutFlush,
+    /// `mremap`'s move takes the pages out of the source range without the flush, so CPUs keep
+    /// entries for the old addresses, which the tables no longer map (planted in
+    /// `AddressSpace::move_pages`).
+    MoveWithoutFlush,
     /// A read fault maps the shared zero frame with the area's protection, writable where the
     /// area is: a write through it changes the zero page every process reads. (This one and the
     /// next are planted in `user`, so they exist only with the `alloc` feature.)

@@ -3,10 +3,12 @@
 //!
 //! Why `mremap` moves entries rather than data: the frames already hold the data, so a move is
 //! the same frames mapped at the new address (invalid to valid: no TLBI) and the old range's
-//! leaves unmapped with one gathered flush. No data frame is allocated, no byte copied, and a
-//! 2 MiB block or 64 KiB run stays one where the new address keeps the alignment (the space
-//! reports physically contiguous leaves as one extent, and mapping an extent uses the largest
-//! leaves its alignment allows).
+//! leaves removed with one gathered flush. No data frame is allocated and no byte copied. A
+//! range of pages moves in one pass over the source's last-level tables (Linux's `move_ptes`:
+//! `AddressSpace::move_pages`); a range holding a block or cutting a contiguous run at an end
+//! moves by extents (the space reports physically contiguous leaves as one extent, and mapping
+//! an extent uses the largest leaves its alignment allows, so a 2 MiB block stays one where the
+//! new address keeps the alignment), mapped first and then unmapped from the source.
 
 use alloc::vec::Vec;
 
@@ -67,7 +69,15 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             new_addr.saturating_add(new_len.checked_next_multiple_of(PAGE_SIZE).unwrap_or(u64::MAX));
         let fresh = fixed && self.vm.mappings_in(new_addr, target_end).next().is_some();
         let Self { vm, space, .. } = self;
+        // Whether the move goes entry by entry in one pass (`AddressSpace::move_pages`), which
+        // needs no extents: every range but one holding a block or cutting a run at an end.
+        let mut in_one_pass = false;
         let r = vm.mremap_gated(addr, old_len, new_len, flags, new_addr, &mut |m: &Move| {
+            if let Some(count) = space.tables_to_move(VirtAddr(m.from), VirtAddr(m.to), m.len, fresh) {
+                tables = Some(space.reserve_tables(count).map_err(|_| Errno::ENOMEM)?);
+                in_one_pass = true;
+                return Ok(());
+            }
             space.extents(VirtAddr(m.from), m.len, |u| {
                 short = short || crate::vm::fallible::push(&mut extents, u).is_err();
             });
@@ -120,6 +130,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         }
         let mut tables = tables.unwrap_or_default();
         let moved = match (r.moved, r.duplicated) {
+            (Some(m), _) if in_one_pass => self.move_in_one_pass(m, &mut tables),
             (Some(m), _) => self.move_entries(m, extents, &guards, &mut tables),
             (None, Some(d)) => self.duplicate(d, new_len.next_multiple_of(PAGE_SIZE)),
             (None, None) => Ok(()),
@@ -151,6 +162,17 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             bound += if whole { 1 } else { e.saturating_sub(s).div_ceil(PAGE_SIZE) as usize };
         });
         bound
+    }
+
+    /// Moves every page and guard marker of `[m.from, m.from + m.len)` to `m.to` in one pass
+    /// over the source's last-level tables, with table frames from `tables` (reserved for it
+    /// before the call changed anything) and one flush: Linux's `move_ptes`. For a range
+    /// `AddressSpace::tables_to_move` accepted.
+    fn move_in_one_pass(&mut self, m: Move, tables: &mut crate::space::TableReserve) -> Result<(), Errno> {
+        self.forget_free(m.from, m.from + m.len);
+        let moved = self.space.move_pages(tables, VirtAddr(m.from), VirtAddr(m.to), m.len, !m.pages_only);
+        debug_assert!(moved.is_ok(), "mremap: the move in one pass failed: {moved:?}");
+        moved.map(|_| ()).map_err(|_| Errno::ENOMEM)
     }
 
     /// Moves every leaf of `[m.from, m.from + m.len)` to `m.to`: the same frames mapped at the
