@@ -602,15 +602,25 @@ impl Driver {
     }
 
     /// `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)` of up to 64 pages of the area holding a random
-    /// page of a random slot, to a random place of the window clear of them: the pages leave the
-    /// source entry by entry (each source table the move empties detached) with one flush, and
-    /// no CPU may keep a usable entry for an old address after it.
+    /// page of a random slot, to a random place of the window clear of them, or (one in four) of
+    /// a whole block's span to the other block of the window: the pages leave the source entry
+    /// by entry (each source table the move empties detached), or with their table, with one
+    /// flush, and no CPU may keep a usable entry for an old address after it.
     fn mremap(&mut self) -> String {
         use crate::vm::map::remap::{MREMAP_FIXED, MREMAP_MAYMOVE};
         let slot = self.rand(self.cfg.slots as u64) as usize;
-        let page = self.rand(WINDOW_PAGES);
-        let pages = 1 + self.rand(64);
-        let to = self.rand(WINDOW_PAGES);
+        let (mut page, mut pages, mut to) =
+            (self.rand(WINDOW_PAGES), 1 + self.rand(64), self.rand(WINDOW_PAGES));
+        if self.rand(4) == 0 {
+            // A whole last-level table's span to the other one: the table itself moves. A few
+            // pages are faulted in first, so that it holds something (not all: a full one may
+            // become a block, which moves by extents).
+            (page, pages, to) = (page & !(BLOCK_PAGES - 1), BLOCK_PAGES, to & !(BLOCK_PAGES - 1));
+            for _ in 0..1 + self.rand(4) {
+                let p = page + self.rand(BLOCK_PAGES);
+                self.queued(Step::Fault { slot, page: p, cursor: false });
+            }
+        }
         let lo = self.lo[slot];
         let Some(area) =
             self.slots[slot].as_ref().and_then(|mem| mem.vm().find(lo + page * PAGE_SIZE).copied())

@@ -190,16 +190,32 @@ impl<T: Translation> PageTable<T> {
     pub(super) fn last_table_for(
         &mut self,
         off: u64,
-        mut pool: Option<&mut super::FrameList>,
+        pool: Option<&mut super::FrameList>,
     ) -> Result<(LastLevel, bool), MapError> {
         if let Some(last) = self.last_level_table(off) {
             return Ok((last, false));
         }
+        self.make_path(off, 3, pool)
+    }
+
+    /// The table at `until` (2 or 3) translating offset `off` and the table above it, creating
+    /// the tables missing on the path as [`last_table_for`](Self::last_table_for) does, and
+    /// whether the one at `until` is new.
+    ///
+    /// # Errors
+    ///
+    /// As [`last_table_for`](Self::last_table_for).
+    pub(super) fn make_path(
+        &mut self,
+        off: u64,
+        until: u32,
+        mut pool: Option<&mut super::FrameList>,
+    ) -> Result<(LastLevel, bool), MapError> {
         let mut new_last = false;
         let (mut level, mut table) = (ROOT_LEVEL, self.root);
         // The entry pointing at `table` (none for the root, whose entries are not counted).
         let mut above: Option<(crate::addr::PhysAddr, usize)> = None;
-        while level < 3 {
+        while level < until {
             let index = index_of(off, level);
             let d = self.read(table, index);
             if !d.is_table(level) {

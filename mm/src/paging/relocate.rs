@@ -17,7 +17,11 @@
 //! attributes; a contiguous run keeps its hint when the destination keeps its alignment (and the
 //! caller allows it), and loses it otherwise. The occupancy counts follow (added once per
 //! destination table, taken once per source table), and a source table the move empties is
-//! detached into the record, as an unmap detaches it, freed after the flush.
+//! detached into the record, as an unmap detaches it, freed after the flush. Where the range
+//! holds a last-level table's whole span and the distance is a multiple of it, the table itself
+//! moves (Linux's `move_normal_pmd`): one level-2 entry written at the destination and one
+//! cleared at the source, none of its 512 entries rewritten (they are read once, for the
+//! record's bits).
 //!
 //! What does not: a block (a leaf above level 3) and a contiguous run the range cuts at either
 //! end. [`tables_to_move`](PageTable::tables_to_move) says `None` for such a range before
@@ -144,12 +148,91 @@ impl<T: Translation> PageTable<T> {
             let (level, _, d) = self.descend(lo, 2);
             let hi = ((lo | (level_size(level) - 1)) + 1).min(end);
             if level == 2 && d.is_table(2) {
-                let part = Part { from: d.output_address(), lo, hi, delta, keep_runs };
-                moved += self.move_table_part(part, pool, record)?;
+                let whole = hi - lo == level_size(2) && delta.is_multiple_of(level_size(2)) && keep_runs;
+                if let Some(pages) = whole.then(|| self.move_whole_table(lo, delta, pool, record)).flatten() {
+                    moved += pages;
+                } else {
+                    let part = Part { from: d.output_address(), lo, hi, delta, keep_runs };
+                    moved += self.move_table_part(part, pool, record)?;
+                }
             }
             lo = hi;
         }
         Ok(moved)
+    }
+
+    /// Moves the last-level table translating the whole span from offset `lo` (aligned to it)
+    /// `delta` bytes on (a multiple of the span), descriptor and all, as Linux's
+    /// `move_normal_pmd`: its entries stay where they are, the destination's level-2 entry
+    /// points at the table and the source's is cleared, with the table's pages (counted and
+    /// their bits read for the record) and the removed table entry in `record`; a table above
+    /// the source that this empties is detached, a table missing above the destination made
+    /// (frames from `pool` first). Returns the pages moved, or `None` when the destination's
+    /// level-2 entry is in use or a table for its path cannot be had (the caller moves the
+    /// entries one by one; tables made for the path stay, as `make_path` leaves them).
+    fn move_whole_table(
+        &mut self,
+        lo: u64,
+        delta: u64,
+        pool: &mut FrameList,
+        record: &mut PendingFlush,
+    ) -> Option<u64> {
+        let dst = lo.wrapping_add(delta);
+        let (path, _) = self.make_path(dst, 2, Some(pool)).ok()?;
+        let above = path.table;
+        if self.read(above, index_of(dst, 2)).bits() != Descriptor::INVALID.bits() {
+            return None;
+        }
+        let (_, source_l2, d) = self.descend(lo, 2);
+        let entries = self.entries(d.output_address());
+        let (mut taken, mut markers, mut and, mut or) = (0u64, 0u64, u64::MAX, 0u64);
+        for k in 0..super::ENTRIES_PER_TABLE {
+            let e = entries.read(k);
+            if e == Descriptor::INVALID.bits() {
+                continue;
+            }
+            taken += 1;
+            if e & 1 != 0 {
+                and &= e;
+                or |= e;
+            } else {
+                markers += 1;
+            }
+        }
+        self.forget_walk();
+        // The destination first: the table is never out of both places.
+        self.write(above, index_of(dst, 2), d);
+        self.add_occupants(path.parent, index_of(dst, 1), 1);
+        self.write(source_l2, index_of(lo, 2), Descriptor::INVALID);
+        record.note_table_removed();
+        let hi = lo + level_size(2);
+        record.add_pages(lo, hi, taken - markers, LeafBits::of(and, or));
+        if markers > 0 {
+            record.cover(lo, hi);
+        }
+        self.lost_occupant(lo, 2, record);
+        Some(taken - markers)
+    }
+
+    /// The table at `level` on the path to offset `off` lost an occupied entry: its count (in
+    /// the entry above it) goes down by one, and a table this empties is detached into
+    /// `record`, and so on up to the root (whose entries are not counted).
+    fn lost_occupant(&mut self, off: u64, level: u32, record: &mut PendingFlush) {
+        let mut path = [self.root; 4];
+        for l in super::ROOT_LEVEL..level {
+            path[l as usize + 1] = self.read(path[l as usize], index_of(off, l)).output_address();
+        }
+        let mut level = level;
+        while level > super::ROOT_LEVEL {
+            let (parent, index) = (path[level as usize - 1], index_of(off, level - 1));
+            let d = self.read(parent, index);
+            if occupancy(d) > 1 {
+                self.write(parent, index, minus_occupants(d, 1));
+                return;
+            }
+            self.detach_now(parent, index, path[level as usize], record);
+            level -= 1;
+        }
     }
 
     /// [`move_pages`](Self::move_pages) for one part: `[lo, hi)`, inside the span of the source's

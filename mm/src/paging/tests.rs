@@ -2146,3 +2146,49 @@ fn tables_to_move_counts_what_the_move_makes() {
         check_invariants(&pt);
     }
 }
+
+/// A range that holds a last-level table's whole span, moved by a multiple of the span: the
+/// table itself moves (Linux's `move_normal_pmd`), no entry of it rewritten, the level-2 table
+/// it leaves empty detached, the destination's path made where it is missing (no last-level
+/// table made); moved by a distance that is not, the entries move one by one.
+#[test]
+fn move_pages_moves_a_whole_last_level_table_where_the_distance_allows() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let (l1, l2) = (level_size(1), level_size(2));
+    for (to, whole) in [(2 * l1 + 5 * l2, true), (2 * l1 + 5 * l2 + PAGE_SIZE, false), (7 * l1, true)] {
+        let mut pt = new_pt(VaRange::Lower);
+        let from = l1 + 3 * l2;
+        for i in 0..40u64 {
+            let v = from + i * (l2 / 40 / PAGE_SIZE) * PAGE_SIZE;
+            pt.map(
+                va(v),
+                pa(0x1_0000_0000 + (i * 7919 % 1000) * 3 * PAGE_SIZE),
+                PAGE_SIZE,
+                rw,
+                Constraints::NONE,
+            )
+            .unwrap();
+        }
+        pt.install_guards(va(from + PAGE_SIZE), PAGE_SIZE).unwrap();
+        // Something in the destination's level-1 region (not in the way): its level-2 table is
+        // there. The source's level-2 table holds nothing else, so the move empties it.
+        pt.map(va(2 * l1), pa(0x5_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        let before: Vec<Leaf> =
+            leaves(&pt).into_iter().filter(|l| (from..from + l2).contains(&l.va.0)).collect();
+        let table = pt.table_at(from, 3).unwrap();
+        let (r, record, left) = move_counted(&mut pt, from, to, l2);
+        assert_eq!(r, Ok(40), "{to:#x}");
+        let after: Vec<Leaf> = leaves(&pt).into_iter().filter(|l| (to..to + l2).contains(&l.va.0)).collect();
+        let expected: Vec<Leaf> = before.iter().map(|l| Leaf { va: va(l.va.0 - from + to), ..*l }).collect();
+        assert_eq!(after, expected, "{to:#x}");
+        assert!(pt.is_guard(va(to + PAGE_SIZE)));
+        assert_eq!(pt.table_at(to, 3) == Some(table), whole, "{to:#x}: the table itself moved");
+        assert_eq!(record.leaves_changed(), 40);
+        assert!(record.tables_removed());
+        if whole {
+            assert!(left > 0, "{to:#x}: a last-level table made for a table that moved");
+        }
+        release(&mut pt, record);
+        check_invariants(&pt);
+    }
+}
