@@ -241,7 +241,7 @@ pub fn prctl(p: &Process, option: u64, arg2: u64, arg3: u64, arg4: u64, arg5: u6
         // Linux: EINVAL unless arg3..arg5 are 0.
         PR_SET_THP_DISABLE if arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
         PR_SET_THP_DISABLE => with_mm(p, |mm| {
-            mm.set_large_faults(if arg2 != 0 { LargeFaults::NONE } else { LargeFaults::ALL });
+            mm.set_large_faults(if arg2 != 0 { LargeFaults::NONE } else { LargeFaults::DEFAULT });
             Ok(0)
         }),
         PR_GET_THP_DISABLE if arg2 | arg3 | arg4 | arg5 != 0 => Err(Errno::EINVAL),
