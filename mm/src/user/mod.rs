@@ -183,21 +183,19 @@ impl ZeroRegion {
 /// invalid to valid, so no break-before-make and no TLBI is needed, where mapping page by page
 /// and folding or promoting afterwards costs a break-before-make and a flush per run or block.
 /// The price is memory: a program that touches one byte per 64 KiB gets 16 pages per touch.
-/// So by default ([`LargeFaults::DEFAULT`]) a fault maps a run of fresh frames only where the
-/// program fills the area densely: every page of the aligned run just below is present, as in
-/// a heap or a buffer written from its start; a program that touches memory sparsely gets
-/// pages, and holds what it touched, as on Linux 6.1, which maps no anonymous 64 KiB folio at
-/// all (its 2 MiB THP aside). Measured: eight python3 processes hold 5 % more (`Pss`) with runs
-/// on every fault than with none (docs/benchmark-notes.md §11).
+/// So by default ([`LargeFaults::DEFAULT`]) a fault maps runs only of the shared zero region
+/// (which cost no memory), and fresh frames page by page, as Linux 6.1, which maps no anonymous
+/// 64 KiB folio (its 2 MiB THP aside, which the blocks here follow). Measured with
+/// `scripts/bench --only 11`, eight python3 processes' `Pss` summed: 51,360 kB with fresh runs
+/// on every fault, 49,628 kB with runs only where the run below was full, 49,040 kB with none;
+/// Linux 49,034 kB (docs/benchmark-notes.md §11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LargeFaults {
     /// Map a whole 64 KiB run when the aligned run lies inside the mapping and none of its
     /// pages is present.
     pub runs: bool,
-    /// With `runs`: a run of fresh frames only where every page of the aligned run just below
-    /// (inside the mapping) is present (the shared zero region's runs, which cost no memory, go
-    /// wherever `runs` allows).
-    pub runs_when_dense: bool,
+    /// With `runs`: runs of fresh frames too, not only of the shared zero region.
+    pub fresh_runs: bool,
     /// Map a whole 2 MiB block when the aligned block lies inside the mapping, none of its pages
     /// is present, and the mapping asked for it (`MADV_HUGEPAGE`) or free memory is plentiful
     /// ([`BLOCK_FREE_FRAMES_FACTOR`] blocks' worth free).
@@ -205,12 +203,12 @@ pub struct LargeFaults {
 }
 
 impl LargeFaults {
-    /// Runs (where the memory below is dense) and blocks: the default.
-    pub const DEFAULT: Self = Self { runs: true, runs_when_dense: true, blocks: true };
+    /// Blocks, and runs of the shared zero region: the default.
+    pub const DEFAULT: Self = Self { runs: true, fresh_runs: false, blocks: true };
     /// Runs and blocks wherever the mapping allows them.
-    pub const ALL: Self = Self { runs: true, runs_when_dense: false, blocks: true };
+    pub const ALL: Self = Self { runs: true, fresh_runs: true, blocks: true };
     /// One page per fault (and fold or promote afterwards, as the space's policy says).
-    pub const NONE: Self = Self { runs: false, runs_when_dense: false, blocks: false };
+    pub const NONE: Self = Self { runs: false, fresh_runs: false, blocks: false };
 }
 
 /// `MAP_POPULATE` stops populating while no more than this many frames (16 MiB) are free in the
@@ -704,16 +702,8 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         {
             return false;
         }
-        if !block && takes_frames && self.large.runs_when_dense {
-            // Dense: the aligned run below, inside the mapping, has every page present.
-            if start < vstart + size {
-                return false;
-            }
-            let mut below = 0;
-            let _ = self.space.table().walk(VirtAddr(start - size), size, |leaf| below += leaf.size);
-            if below < size {
-                return false;
-            }
+        if !block && takes_frames && !self.large.fresh_runs {
+            return false;
         }
         let mut present = false;
         let _ = self.space.table().walk(VirtAddr(start), size, |_| present = true);

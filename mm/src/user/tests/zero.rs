@@ -353,8 +353,9 @@ fn a_zero_block_needs_an_eligible_range() {
     assert!(one_page(&m, at), "large faults off");
     assert_eq!(m.stats().zero_large_faults, 0);
     if RUN < LARGE {
-        // 4 KiB pages: where the block does not fit, the 64 KiB run does.
-        m.set_large_faults(LargeFaults::ALL);
+        // 4 KiB pages: where the block does not fit, the 64 KiB run does (the default maps the
+        // zero region's runs, though not runs of fresh frames).
+        m.set_large_faults(LargeFaults::DEFAULT);
         let r = m.mmap(0, 2 * RUN, RW, ANON, -1, 0).unwrap().next_multiple_of(RUN);
         m.fault(r + PAGE_SIZE, Access::Read).unwrap();
         let leaf = m.space().query(VirtAddr(r)).unwrap();
