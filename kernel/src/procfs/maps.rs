@@ -267,8 +267,13 @@ fn each_present(mm: &Mm, start: u64, end: u64, f: &mut dyn FnMut(u64, mm::addr::
 /// object's own reference for a page of an object-backed area. A private copy in such an area
 /// that a fork then shared counts one mapper less than it has (the frame's count alone does not
 /// tell it from the object's page).
+///
+/// The vDSO's data page counts nothing, as on Linux (a `VM_PFNMAP` mapping: no page to count).
 fn usage(mm: &Mm, vma: &Vma) -> Usage {
     let object = vma.flags.contains(VmaFlags::OBJECT);
+    if object && mm.backings().at(vma.start).is_some_and(|b| crate::vdso::is_data_page(&b.object)) {
+        return Usage::default();
+    }
     let (mut pages, mut shared_pages, mut pss) = (0u64, 0u64, 0u64);
     each_counted(mm, vma.start, vma.end, &mut |_, pa| {
         let holders = crate::memory::frames::holders(pa);

@@ -432,6 +432,15 @@ pub fn name_of(object: &ObjectRef) -> Option<&'static [u8]> {
     }
 }
 
+/// Whether `object` is the vDSO's data page (`[vvar]`): Linux maps it by frame number
+/// (`VM_PFNMAP`), so `vm_normal_page` gives no page for it and `smaps` counts none of it.
+pub fn is_data_page(object: &ObjectRef) -> bool {
+    OBJECTS.get().is_some_and(|o| {
+        let vvar: ObjectRef = o.vvar.clone();
+        same_object(object, &vvar)
+    })
+}
+
 /// Where `__kernel_rt_sigreturn` is in `mm`: in the image where it is mapped now (followed
 /// through `mremap`, as Linux's `vdso_mremap` updates `mm->context.vdso`), `hint` first (the
 /// image's address last found, checked in one lookup). `None` when the image is not mapped
