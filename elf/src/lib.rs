@@ -59,6 +59,68 @@ mod tests;
 
 use alloc::vec::Vec;
 
+/// What of an ELF file a parse reads: its first bytes (`head`: the whole file, or a prefix) and
+/// the file's size. Linux's `load_elf_binary` reads the header, then the program headers, then
+/// what they point at (the interpreter's path, the property note), never the whole file; a
+/// caller that read only a prefix gets [`Refusal::BeyondHead`] when something it needs lies past
+/// it, and parses again with more. Every "inside the file" check is against `size`.
+#[derive(Clone, Copy, Debug)]
+pub struct FileBytes<'a> {
+    head: &'a [u8],
+    size: u64,
+}
+
+impl<'a> FileBytes<'a> {
+    /// The whole file.
+    pub fn whole(bytes: &'a [u8]) -> Self {
+        Self { head: bytes, size: bytes.len() as u64 }
+    }
+
+    /// The first bytes `head` of a file of `size` bytes (a `size` below `head`'s length is
+    /// taken as that length).
+    pub fn head(head: &'a [u8], size: u64) -> Self {
+        Self { head, size: size.max(head.len() as u64) }
+    }
+
+    /// The bytes read.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.head
+    }
+
+    /// The file's size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The file's length for a refusal's sentence.
+    fn len(&self) -> usize {
+        usize::try_from(self.size).unwrap_or(usize::MAX)
+    }
+
+    /// `[start, start + len)`: the bytes, `Ok(None)` if the range is not wholly inside the
+    /// file, or [`Refusal::BeyondHead`] if it is but reaches past the head.
+    fn range(&self, start: u64, len: u64) -> Result<Option<&'a [u8]>, Refusal> {
+        let Some(end) = start.checked_add(len).filter(|&e| e <= self.size) else { return Ok(None) };
+        let (Ok(s), Ok(e)) = (usize::try_from(start), usize::try_from(end)) else { return Ok(None) };
+        match self.head.get(s..e) {
+            Some(b) => Ok(Some(b)),
+            None => Err(Refusal::BeyondHead { end }),
+        }
+    }
+}
+
+impl<'a> From<&'a [u8]> for FileBytes<'a> {
+    fn from(bytes: &'a [u8]) -> Self {
+        Self::whole(bytes)
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for FileBytes<'a> {
+    fn from(bytes: &'a Vec<u8>) -> Self {
+        Self::whole(bytes)
+    }
+}
+
 use header::{EM_AARCH64, ET_DYN, ET_EXEC, FileHeader, PHDR_SIZE, ProgramHeader, pf, pt};
 pub use refusal::Refusal;
 
@@ -172,8 +234,8 @@ const PATH_MAX: u64 = 4096;
 ///
 /// # Errors
 /// The first rule (in Linux's order) the file breaks.
-pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
-    parse_placed(bytes, limits, Placement::Program)
+pub fn parse<'a>(file: impl Into<FileBytes<'a>>, limits: &Limits) -> Result<Executable, Refusal> {
+    parse_placed(file.into(), limits, Placement::Program)
 }
 
 /// Parses `bytes` as a program interpreter (the dynamic loader, `ld-linux-aarch64.so.1`) whose
@@ -182,8 +244,12 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Executable, Refusal> {
 ///
 /// # Errors
 /// The first rule the file breaks.
-pub fn parse_at(bytes: &[u8], limits: &Limits, base: u64) -> Result<Executable, Refusal> {
-    let mut exe = parse_placed(bytes, limits, Placement::At(base))?;
+pub fn parse_at<'a>(
+    file: impl Into<FileBytes<'a>>,
+    limits: &Limits,
+    base: u64,
+) -> Result<Executable, Refusal> {
+    let mut exe = parse_placed(file.into(), limits, Placement::At(base))?;
     exe.interp = None;
     Ok(exe)
 }
@@ -194,9 +260,10 @@ pub fn parse_at(bytes: &[u8], limits: &Limits, base: u64) -> Result<Executable, 
 ///
 /// # Errors
 /// The file's header or program headers are malformed, or it maps nothing.
-pub fn load_span(bytes: &[u8], limits: &Limits) -> Result<(u64, u64), Refusal> {
-    let header = check_header(bytes)?;
-    let phdrs = read_program_headers(bytes, &header)?;
+pub fn load_span<'a>(file: impl Into<FileBytes<'a>>, limits: &Limits) -> Result<(u64, u64), Refusal> {
+    let file = file.into();
+    let header = check_header(file)?;
+    let phdrs = read_program_headers(file, &header)?;
     let page_start = |a: u64| a & !(limits.page_size - 1);
     let loads = phdrs.iter().filter(|ph| ph.kind == pt::LOAD);
     let low = loads.clone().map(|ph| page_start(ph.vaddr)).min().ok_or(Refusal::NothingToLoad)?;
@@ -210,16 +277,16 @@ pub fn load_span(bytes: &[u8], limits: &Limits) -> Result<(u64, u64), Refusal> {
     Ok((len.next_multiple_of(limits.page_size), align))
 }
 
-fn parse_placed(bytes: &[u8], limits: &Limits, placement: Placement) -> Result<Executable, Refusal> {
-    let header = check_header(bytes)?;
-    let phdrs = read_program_headers(bytes, &header)?;
+fn parse_placed(file: FileBytes<'_>, limits: &Limits, placement: Placement) -> Result<Executable, Refusal> {
+    let header = check_header(file)?;
+    let phdrs = read_program_headers(file, &header)?;
 
     // Linux's first pass: the interpreter (the first PT_INTERP), and the last PT_GNU_PROPERTY.
     let mut property = None;
     let mut interp = None;
     for ph in &phdrs {
         match ph.kind {
-            pt::INTERP if interp.is_none() => interp = Some(interpreter(bytes, ph)?),
+            pt::INTERP if interp.is_none() => interp = Some(interpreter(file, ph)?),
             pt::GNU_PROPERTY => property = Some(*ph),
             _ => {}
         }
@@ -231,7 +298,14 @@ fn parse_placed(bytes: &[u8], limits: &Limits, placement: Placement) -> Result<E
         return Err(Refusal::ExecutableStack);
     }
     let aarch64_features = match property {
-        Some(ph) => property::aarch64_features(bytes, ph.offset, ph.filesz).map_err(Refusal::PropertyNote)?,
+        Some(ph) => {
+            // Read as a short read of the file: up to its end, which the head must reach.
+            let end = ph.offset.saturating_add(ph.filesz.min(property::NOTE_MAX + 1)).min(file.size);
+            if ph.filesz <= property::NOTE_MAX && end > file.head.len() as u64 {
+                return Err(Refusal::BeyondHead { end });
+            }
+            property::aarch64_features(file.head, ph.offset, ph.filesz).map_err(Refusal::PropertyNote)?
+        }
         None => 0,
     };
 
@@ -279,12 +353,12 @@ fn parse_placed(bytes: &[u8], limits: &Limits, placement: Placement) -> Result<E
                 end: limits.task_size,
             });
         }
-        if ph.filesz != 0 && ph.offset.checked_add(ph.filesz).is_none_or(|end| end > bytes.len() as u64) {
+        if ph.filesz != 0 && ph.offset.checked_add(ph.filesz).is_none_or(|end| end > file.size) {
             return Err(Refusal::FileBytesOutsideFile {
                 index,
                 offset: ph.offset,
                 filesz: ph.filesz,
-                len: bytes.len(),
+                len: file.len(),
             });
         }
         // AT_PHDR, as Linux finds it (the sum cannot wrap: the file bytes are inside the file).
@@ -339,23 +413,23 @@ fn parse_placed(bytes: &[u8], limits: &Limits, placement: Placement) -> Result<E
 
 /// Linux's PT_INTERP checks: 2 to `PATH_MAX` bytes (`ENOEXEC`), read from the file (a short read
 /// is `EIO`), the last of them a NUL (`ENOEXEC`). The path, without its NUL.
-fn interpreter(bytes: &[u8], ph: &ProgramHeader) -> Result<(usize, usize), Refusal> {
+fn interpreter(file: FileBytes<'_>, ph: &ProgramHeader) -> Result<(usize, usize), Refusal> {
     if ph.filesz > PATH_MAX || ph.filesz < 2 {
         return Err(Refusal::BadInterpreter { size: ph.filesz });
     }
     let outside = Refusal::InterpreterOutsideFile { offset: ph.offset, size: ph.filesz };
-    let start = usize::try_from(ph.offset).map_err(|_| outside)?;
-    let end = start.checked_add(ph.filesz as usize).ok_or(outside)?;
-    let path = bytes.get(start..end).ok_or(outside)?;
+    let path = file.range(ph.offset, ph.filesz)?.ok_or(outside)?;
     if path.last() != Some(&0) {
         return Err(Refusal::BadInterpreter { size: ph.filesz });
     }
-    Ok((start, path.len() - 1))
+    // Inside the head, so the offset fits a usize.
+    Ok((ph.offset as usize, path.len() - 1))
 }
 
 /// The ELF header checks of `load_elf_binary`, and ours (class, byte order) in between.
-fn check_header(bytes: &[u8]) -> Result<FileHeader, Refusal> {
-    let header = FileHeader::read(bytes).ok_or(Refusal::TooShort { len: bytes.len() })?;
+fn check_header(file: FileBytes<'_>) -> Result<FileHeader, Refusal> {
+    let bytes = file.range(0, header::EHDR_SIZE as u64)?.ok_or(Refusal::TooShort { len: file.len() })?;
+    let header = FileHeader::read(bytes).ok_or(Refusal::TooShort { len: file.len() })?;
     if header.magic != *b"\x7fELF" {
         return Err(Refusal::NotElf);
     }
@@ -375,7 +449,7 @@ fn check_header(bytes: &[u8]) -> Result<FileHeader, Refusal> {
 }
 
 /// `load_elf_phdrs`: the whole table, read from anywhere in the file.
-fn read_program_headers(bytes: &[u8], header: &FileHeader) -> Result<Vec<ProgramHeader>, Refusal> {
+fn read_program_headers(file: FileBytes<'_>, header: &FileHeader) -> Result<Vec<ProgramHeader>, Refusal> {
     if usize::from(header.phentsize) != PHDR_SIZE {
         return Err(Refusal::BadPhentsize { size: header.phentsize });
     }
@@ -387,11 +461,8 @@ fn read_program_headers(bytes: &[u8], header: &FileHeader) -> Result<Vec<Program
         return Err(Refusal::TooManyProgramHeaders { phnum: header.phnum });
     }
     let size = (count * PHDR_SIZE) as u64;
-    let outside = Refusal::HeadersOutsideFile { phoff: header.phoff, size, len: bytes.len() };
-    let table = usize::try_from(header.phoff)
-        .ok()
-        .and_then(|start| bytes.get(start..start.checked_add(count * PHDR_SIZE)?))
-        .ok_or(outside)?;
+    let outside = Refusal::HeadersOutsideFile { phoff: header.phoff, size, len: file.len() };
+    let table = file.range(header.phoff, size)?.ok_or(outside)?;
     let mut phdrs = with_room(count)?;
     for chunk in table.chunks_exact(PHDR_SIZE) {
         phdrs.push(ProgramHeader::read(chunk).ok_or(outside)?);

@@ -9,6 +9,12 @@ use crate::property::{NOTE_MAX, NoteProblem};
 /// A refused executable. `index` is the program header's position in the table (0-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
+    /// Not a refusal: what the parse needs reaches past the bytes the caller read
+    /// ([`crate::FileBytes::head`]); read the file up to `end` and parse again.
+    BeyondHead {
+        /// One past the last byte needed (at most the file's size).
+        end: u64,
+    },
     /// Shorter than the ELF header.
     TooShort {
         /// The file's length.
@@ -182,6 +188,9 @@ fn machine_name(machine: u16) -> &'static str {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Self::BeyondHead { end } => {
+                write!(f, "the headers need the file's first {end} bytes, more than were read")
+            }
             Self::TooShort { len } => {
                 write!(f, "the file is {len} bytes long, shorter than the {EHDR_SIZE}-byte ELF header")
             }

@@ -172,7 +172,29 @@ fn run(base: &Base, scratch: &mut [u8], ops: &[Op], limits: &Limits, tally: &mut
     }
     let input = &scratch[..len];
     tally.inputs += 1;
-    match catch_unwind(AssertUnwindSafe(|| crate::parse(input, limits))) {
+    // The kernel's way: a page of the file first, more only when the parse asks for it; the
+    // outcome must be the whole file's.
+    let by_heads = catch_unwind(AssertUnwindSafe(|| {
+        let mut head = len.min(4096);
+        loop {
+            match crate::parse(crate::FileBytes::head(&input[..head], len as u64), limits) {
+                Err(crate::Refusal::BeyondHead { end }) if end as usize > head && end as usize <= len => {
+                    head = end as usize
+                }
+                Err(crate::Refusal::BeyondHead { end }) => {
+                    break Err(format!("asked for {end} bytes with {head} of {len} read"));
+                }
+                other => break Ok(other),
+            }
+        }
+    }));
+    let whole = catch_unwind(AssertUnwindSafe(|| crate::parse(input, limits)));
+    match (&by_heads, &whole) {
+        (Ok(Ok(a)), Ok(b)) if a == b => {}
+        (Err(_), _) => tally.failures.push(format!("{}: {ops:?} panicked reading by heads", base.name)),
+        _ => tally.failures.push(format!("{}: {ops:?} by heads {by_heads:?}, whole {whole:?}", base.name)),
+    }
+    match whole {
         Err(_) => tally.failures.push(format!("{}: {ops:?} panicked", base.name)),
         Ok(Ok(exe)) => match check_accepted(&exe, input, limits) {
             Ok(()) => tally.accepted += 1,

@@ -402,19 +402,26 @@ pub fn getdents(node: &Arc<dyn Inode>, pos: &mut u64, buf: u64, len: u64) -> Res
     Ok(out.len() as u64)
 }
 
-/// A whole file read into memory, 8-byte aligned (what the ELF reader wants): a program being
-/// executed.
+/// A file, or its first bytes, read into memory, 8-byte aligned (what the ELF reader wants): a
+/// program being executed.
 pub struct Image {
     words: Vec<u64>,
     len: usize,
+    /// The file's size when it was read.
+    size: u64,
 }
 
 impl Image {
-    /// The file's bytes.
+    /// The bytes read: the whole file ([`read_image`]) or its first ones ([`read_image_head`]).
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: `words` holds at least `len` initialised bytes (`read_image` filled them), and
         // u64 has no padding, so its bytes may be viewed as u8.
         unsafe { core::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    /// The file's size when it was read.
+    pub fn size(&self) -> u64 {
+        self.size
     }
 }
 
@@ -423,6 +430,17 @@ impl Image {
 /// # Errors
 /// `EACCES` (not a regular file), `ENOMEM`, `EFBIG`, what the file system answers.
 pub fn read_image(node: &Arc<dyn Inode>, limit: u64) -> Result<Image, Errno> {
+    read_image_head(node, limit, u64::MAX)
+}
+
+/// Reads the first `want` bytes of regular file `node` (all of it if it is shorter), whose size
+/// may be at most `limit` (`ENOMEM` past it, as for [`read_image`]): a program's headers, which
+/// is all `execve` reads of a file its page cache maps (Linux's `load_elf_binary` reads the
+/// header, the program headers and what they point at, never the whole file).
+///
+/// # Errors
+/// As [`read_image`].
+pub fn read_image_head(node: &Arc<dyn Inode>, limit: u64, want: u64) -> Result<Image, Errno> {
     let m = node.metadata();
     if m.kind != FileType::Regular {
         return Err(Errno::EACCES);
@@ -430,7 +448,7 @@ pub fn read_image(node: &Arc<dyn Inode>, limit: u64) -> Result<Image, Errno> {
     if m.size > limit {
         return Err(Errno::ENOMEM);
     }
-    let len = usize::try_from(m.size).map_err(|_| Errno::EFBIG)?;
+    let len = usize::try_from(m.size.min(want)).map_err(|_| Errno::EFBIG)?;
     let mut words: Vec<u64> = Vec::new();
     words.try_reserve_exact(len.div_ceil(8)).map_err(|_| Errno::ENOMEM)?;
     words.resize(len.div_ceil(8), 0);
@@ -444,5 +462,5 @@ pub fn read_image(node: &Arc<dyn Inode>, limit: u64) -> Result<Image, Errno> {
         }
         at += n;
     }
-    Ok(Image { words, len: at })
+    Ok(Image { words, len: at, size: m.size })
 }

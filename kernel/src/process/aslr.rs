@@ -44,12 +44,12 @@ pub struct Draws {
 }
 
 impl Draws {
-    /// Where the program in `bytes` goes if it is a PIE: the draw made in units of its largest
+    /// Where the program in `file` goes if it is a PIE: the draw made in units of its largest
     /// `p_align` (`mm::vm::aslr::pie_base`), or Linux's place without randomisation
     /// (`mm::vm::aslr::pie_base_unrandomised`); either leaves a quarter of the code window below
     /// the text.
-    pub fn pie_base(&self, bytes: &[u8]) -> u64 {
-        let p_align = ::elf::load_span(bytes, &super::exec::elf::LIMITS).map_or(PAGE_SIZE, |(_, a)| a);
+    pub fn pie_base(&self, file: ::elf::FileBytes<'_>) -> u64 {
+        let p_align = ::elf::load_span(file, &super::exec::elf::LIMITS).map_or(PAGE_SIZE, |(_, a)| a);
         let align = aslr::pie_align(WINDOW_DEFAULT, p_align);
         match self.pie {
             Some((draw, bits)) => aslr::pie_base(STACK_TOP + PAGE_SIZE, draw, bits, WINDOW_DEFAULT, align),

@@ -257,8 +257,8 @@ pub fn run_with_env(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<u64, S
 pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>, String> {
     // The first process's layout: random unless turned off, under the default 8 MiB stack limit.
     let draws = aslr::draw(0, 8 << 20);
-    let exe =
-        exec::elf::parse_placed(bytes, draws.pie_base(bytes)).map_err(|refusal| format!("{refusal}"))?;
+    let file = ::elf::FileBytes::whole(bytes);
+    let exe = exec::elf::parse_placed(file, draws.pie_base(file)).map_err(|refusal| format!("{refusal}"))?;
     let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
     // The real ASID is assigned when a thread first runs (memory::asids); until then the table
     // is reachable by no TTBR and the context has run nowhere, so its flushes (ASID 0, local)
@@ -292,9 +292,14 @@ pub fn spawn(bytes: &[u8], argv: &[&str], envp: &[&str]) -> Result<Arc<Process>,
     let file = exec::image::file_named(argv.first().copied().unwrap_or(""));
     // Mapped from the file's page cache when the bytes are that file's (not a built-in program).
     let cache = file.as_ref().and_then(crate::fs::pagecache::of_node).filter(|c| c.holds(bytes));
-    let program = exec::load::ProgramFile { bytes, cache: cache.as_ref().map(|c| c.object()) };
+    let program = exec::load::ProgramFile {
+        bytes,
+        size: bytes.len() as u64,
+        cache: cache.as_ref().map(|c| c.object()),
+    };
     let interp_file = interp.as_ref().map(|(node, i, _)| exec::load::ProgramFile {
         bytes: i.bytes(),
+        size: i.size(),
         cache: crate::fs::pagecache::of_node(node).map(|c| c.object()),
     });
     let loaded = load(&mut space.lock(), &draws, &exe, program, interp_file, ids, argv, envp)

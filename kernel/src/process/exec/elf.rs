@@ -32,8 +32,8 @@ pub const LIMITS: ::elf::Limits = ::elf::Limits {
 /// # Errors
 /// Why the file cannot run here (its `Display` is one sentence; no heap is needed to fail, so
 /// `execve` can fail without any).
-pub fn parse_placed(bytes: &[u8], pie_base: u64) -> Result<Executable, ::elf::Refusal> {
-    ::elf::parse(bytes, &::elf::Limits { pie_base, ..LIMITS })
+pub fn parse_placed(file: ::elf::FileBytes<'_>, pie_base: u64) -> Result<Executable, ::elf::Refusal> {
+    ::elf::parse(file, &::elf::Limits { pie_base, ..LIMITS })
 }
 
 /// Parses `bytes` as a program's interpreter whose lowest page goes at `base` (Linux's
@@ -41,6 +41,6 @@ pub fn parse_placed(bytes: &[u8], pie_base: u64) -> Result<Executable, ::elf::Re
 ///
 /// # Errors
 /// As [`parse_placed`].
-pub fn parse_interpreter(bytes: &[u8], base: u64) -> Result<Executable, ::elf::Refusal> {
-    ::elf::parse_at(bytes, &LIMITS, base)
+pub fn parse_interpreter(file: ::elf::FileBytes<'_>, base: u64) -> Result<Executable, ::elf::Refusal> {
+    ::elf::parse_at(file, &LIMITS, base)
 }

@@ -90,8 +90,11 @@ pub(crate) struct Ids {
 /// mapped from the cache; module documentation).
 #[derive(Clone)]
 pub(crate) struct ProgramFile<'a> {
-    /// The file's bytes (its headers are parsed from them).
+    /// The file's bytes (its headers are parsed from them): all of them, or, when `cache` maps
+    /// it, the first ones, as many as its headers need.
     pub bytes: &'a [u8],
+    /// The file's size.
+    pub size: u64,
     /// The file's page cache, holding the same bytes.
     pub cache: Option<ObjectRef>,
 }
@@ -129,9 +132,10 @@ pub(crate) fn load<S: AsRef<[u8]>>(
         None => (0, exe.entry),
         Some(ifile) => {
             let refused = |_| LoadError { step: LoadStep::Interpreter, errno: mm::vm::Errno::ENOEXEC };
-            let (len, align) = ::elf::load_span(ifile.bytes, &elf::LIMITS).map_err(refused)?;
+            let view = ::elf::FileBytes::head(ifile.bytes, ifile.size);
+            let (len, align) = ::elf::load_span(view, &elf::LIMITS).map_err(refused)?;
             let base = mm.vm_mut().place_image(len, align).map_err(failed(LoadStep::Interpreter))?;
-            let iexe = elf::parse_interpreter(ifile.bytes, base).map_err(refused)?;
+            let iexe = elf::parse_interpreter(view, base).map_err(refused)?;
             map_segments(mm, &iexe, &ifile)?;
             code_end = segments_end(&iexe).unwrap_or(code_end);
             image.interp = Some(super::image::Interpreter::of(&iexe).map_err(failed(LoadStep::Interpreter))?);

@@ -147,10 +147,40 @@ struct Program {
     deny_write: Option<crate::fs::pagecache::DenyWrite>,
 }
 
+/// How much of a program `execve` reads first: its headers, in the first page of every program
+/// a linker makes (more is read when they are not: [`Program::parse`]).
+const HEAD_BYTES: u64 = 4096;
+
+impl Program {
+    /// `parse` of the file's bytes read so far, read again up to where it asks
+    /// ([`::elf::Refusal::BeyondHead`]) until it has what it needs: its answer (a refusal is the
+    /// file's), or the error reading the file gave (a file that did not grow as asked:
+    /// `ENOEXEC`).
+    fn parse<R>(
+        &mut self,
+        parse: impl Fn(::elf::FileBytes<'_>) -> Result<R, ::elf::Refusal>,
+    ) -> Result<Result<R, ::elf::Refusal>, Errno> {
+        loop {
+            let read = self.image.bytes().len() as u64;
+            match parse(::elf::FileBytes::head(self.image.bytes(), self.image.size())) {
+                Err(::elf::Refusal::BeyondHead { end }) if end > read => {
+                    self.image = crate::fs::node_file::read_image_head(&self.node, max_program(), end)?;
+                    if self.image.bytes().len() as u64 <= read {
+                        return Err(Errno::ENOEXEC);
+                    }
+                }
+                Err(::elf::Refusal::BeyondHead { .. }) => return Err(Errno::ENOEXEC),
+                other => return Ok(other),
+            }
+        }
+    }
+}
+
 /// The file `found` as the loader maps it: its bytes and its page cache.
 fn file_of(found: &Program) -> load::ProgramFile<'_> {
     load::ProgramFile {
         bytes: found.image.bytes(),
+        size: found.image.size(),
         cache: crate::fs::pagecache::of_node(&found.node).map(|c| c.object()),
     }
 }
@@ -208,8 +238,10 @@ fn find_program(p: &super::Process, dirfd: u64, path: &[u8], flags: u64) -> Resu
     } else {
         (crate::fs::copy_bytes(path)?, false)
     };
-    // The largest program this kernel loads: a quarter of RAM (it is read whole first).
-    let image = crate::fs::node_file::read_image(&node, max_program())?;
+    // The largest program this kernel loads: a quarter of RAM. Only its headers are read when
+    // its page cache maps it (`Program::parse`); all of it otherwise, to be copied.
+    let want = if crate::fs::pagecache::of_node(&node).is_some() { HEAD_BYTES } else { u64::MAX };
+    let image = crate::fs::node_file::read_image_head(&node, max_program(), want)?;
     Ok(Program { image, path: abs, node, filename, inaccessible, deny_write })
 }
 
@@ -323,20 +355,24 @@ pub fn execveat(
             Err(e) => return done(frame, Err(e)),
         };
     }
-    let bytes = program.image.bytes();
     // This exec's layout (random unless turned off), the PIE base needed to parse.
     let draws = super::aslr::draw(p.posix.personality.load(Ordering::Acquire), stack);
-    let exe = match crate::process::exec::elf::parse_placed(bytes, draws.pie_base(bytes)) {
-        Ok(exe) => exe,
-        Err(::elf::Refusal::OutOfMemory) => return done(frame, Err(Errno::ENOMEM)),
-        Err(_) => return done(frame, Err(Errno::ENOEXEC)),
+    let exe = match program.parse(|f| crate::process::exec::elf::parse_placed(f, draws.pie_base(f))) {
+        Ok(Ok(exe)) => exe,
+        Ok(Err(::elf::Refusal::OutOfMemory)) => return done(frame, Err(Errno::ENOMEM)),
+        Ok(Err(_)) => return done(frame, Err(Errno::ENOEXEC)),
+        Err(e) => return done(frame, Err(e)),
     };
     // A dynamically linked program: its interpreter, found as the program is (Linux's
-    // `open_exec` of the PT_INTERP path, from the caller's root and working directory).
-    let interp = match exe.interp_path(bytes) {
+    // `open_exec` of the PT_INTERP path, from the caller's root and working directory), with
+    // as much of it read as its headers need (the loader parses them where it places it).
+    let interp = match exe.interp_path(program.image.bytes()) {
         None => None,
         Some(path) => match find_program(&p, linux_abi::fcntl::AT_FDCWD as u32 as u64, path, 0) {
-            Ok(found) => Some(found),
+            Ok(mut found) => match found.parse(|f| crate::process::exec::elf::parse_interpreter(f, 0)) {
+                Ok(_) => Some(found),
+                Err(e) => return done(frame, Err(e)),
+            },
             Err(e) => return done(frame, Err(e)),
         },
     };
