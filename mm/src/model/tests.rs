@@ -332,9 +332,10 @@ fn planted_guard_clear_without_cover_is_caught() {
     // nor 0x5eed_0702's once a change that staged nothing stopped walking its range again, nor
     // 0x5eed_0704's (64K) once `finish` stopped widening its walk to whole runs when no run was
     // cut (the model draws on every table access), nor 0x5eed_0708's (16K+LPA2) once fork
-    // copied and write-protected pages in one pass; 0x5eed_0709 catches it in the 4K, 16K,
+    // copied and write-protected pages in one pass, nor 0x5eed_0709's (16K, 16K+LPA2) once the
+    // engine passed over runs of empty entries in one go; 0x5eed_070d catches it in the 4K, 16K,
     // 64K, LPA2 and 16K+LPA2 builds.
-    let mut cfg = config(4, 3, 3, true, 0, 0x5eed_0709);
+    let mut cfg = config(4, 3, 3, true, 0, 0x5eed_070d);
     cfg.ops = 5_000;
     cfg.guard_percent = 10;
     let e = caught_with(Mutation::GuardClearUncovered, cfg, 4);

@@ -273,14 +273,21 @@ impl<T: Translation> PageTable<T> {
             self.finish_pages(table, wide_lo, wide_hi, unmapped, made);
             return;
         }
-        for x in Entries::new(level, wide_lo, wide_hi) {
+        let mut entries = Entries::new(level, wide_lo, wide_hi);
+        while let Some(x) = entries.next() {
             if self.marks == 0 {
                 return;
             }
-            // The part of the operation's own range in this entry (empty outside it).
-            let (sub_lo, sub_hi) = (lo.max(x.base), hi.min(x.end()));
             let d = self.read(table, x.index);
             let bits = d.bits();
+            if bits == Descriptor::INVALID.bits() {
+                // An empty entry holds no mark and leads nowhere, nor do the empty ones after it
+                // (the common case in a wide range).
+                entries.skip_to(self.next_occupied(table, level, x.end(), wide_hi));
+                continue;
+            }
+            // The part of the operation's own range in this entry (empty outside it).
+            let (sub_lo, sub_hi) = (lo.max(x.base), hi.min(x.end()));
             if d.is_valid() {
                 if d.is_table(level) && sub_lo < sub_hi {
                     self.finish_level(d.output_address(), level + 1, sub_lo, sub_hi, widen, unmapped, made);
@@ -361,10 +368,13 @@ impl<T: Translation> PageTable<T> {
         unmapped: &mut S,
         made: &mut bool,
     ) {
+        // Empty entries passed over through the table's address computed once (`apply_pages`).
+        let entries = self.entries(table);
         let (mut index, mut off) = (index_of(lo, 3), lo);
         while off < hi && self.marks != 0 {
-            let d = self.read(table, index);
-            if !d.is_valid() {
+            let raw = entries.read(index);
+            if raw != Descriptor::INVALID.bits() && raw & VALID == 0 {
+                let d = Descriptor::from_bits(raw);
                 self.commit_mark(table, index, 3, off, d, unmapped, made);
                 debug_assert!(d.bits() & MARK_DETACH == 0, "a detached table at the last level");
             }

@@ -181,6 +181,11 @@ impl<T: Translation> PageTable<T> {
         let mut entries = Entries::new(level, lo, hi);
         while let Some(x) = entries.next() {
             let d = self.read(table, x.index);
+            if d.bits() == Descriptor::INVALID.bits() {
+                // Nothing to do for an empty entry, nor for the empty ones after it.
+                entries.skip_to(self.next_occupied(table, level, x.end(), hi));
+                continue;
+            }
             match d.kind(level) {
                 DescriptorKind::Invalid => {
                     // (A marker is only ever at level 3, and holds nothing a TLB could cache.)
@@ -478,12 +483,21 @@ impl<T: Translation> PageTable<T> {
         let mut changed = PageRun::new();
         let mut reserved_cleared = 0;
         let (mut guards_lo, mut guards_hi) = (u64::MAX, 0);
-        let (mut i, mut off) = (index_of(lo, 3), lo);
-        while off < hi {
-            let d = self.read(table, i);
-            let (index, entry) = (i, off);
+        // Invalid entries are passed over through the table's address computed once: a sparse
+        // table (a few pages of a library in its 2 MiB) is mostly them, and a whole-space unmap
+        // (a process's end) reads every one.
+        let entries = self.entries(table);
+        let first = index_of(lo, 3);
+        let end = first + ((hi - lo) / PAGE_SIZE) as usize;
+        let mut i = first;
+        while i < end {
+            let raw = entries.read(i);
             i += 1;
-            off += PAGE_SIZE;
+            if raw == Descriptor::INVALID.bits() {
+                continue;
+            }
+            let d = Descriptor::from_bits(raw);
+            let (index, entry) = (i - 1, lo + (i - 1 - first) as u64 * PAGE_SIZE);
             if !d.is_leaf(3) {
                 if d.is_valid() && e.op.is_unmap() {
                     self.write(table, index, Descriptor::INVALID);

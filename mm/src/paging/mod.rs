@@ -538,8 +538,34 @@ impl<T: Translation> PageTable<T> {
     /// linear-map offset is a load each time). Used only while the frame stays in the tree: no
     /// user frees a table while it holds its entries.
     #[inline(always)]
-    fn entries(&self, table: PhysAddr) -> TableEntries {
-        TableEntries(self.translation.table_ptr(table).cast::<u64>().as_ptr())
+    fn entries(&self, table: PhysAddr) -> TableEntries<T> {
+        TableEntries {
+            base: self.translation.table_ptr(table).cast::<u64>().as_ptr(),
+            #[cfg(test)]
+            again: (&raw const self.translation, table),
+            translation: core::marker::PhantomData,
+        }
+    }
+
+    /// The first offset in `[off, hi)` (inside the span of `table`, at `level`) whose entry is
+    /// not empty (`hi` if none), `off` itself if its own is not: a pass over a sparse table's
+    /// empty entries in a few instructions each, for the loops that have nothing to do there.
+    #[inline(always)]
+    fn next_occupied(&self, table: PhysAddr, level: u32, off: u64, hi: u64) -> u64 {
+        if off >= hi {
+            return hi;
+        }
+        let view = self.entries(table);
+        let (first, last) = (index_of(off, level), index_of(hi - 1, level));
+        let mut i = first;
+        while view.read(i) == Descriptor::INVALID.bits() {
+            if i == last {
+                return hi;
+            }
+            i += 1;
+        }
+        let size = crate::descriptor::level_size(level);
+        if i == first { off } else { (off & !(size - 1)) + (i - first) as u64 * size }
     }
 
     #[inline(always)]
@@ -686,26 +712,53 @@ impl<T: Translation> Drop for PageTable<T> {
 
 /// The entries of one table frame of a tree ([`PageTable::entries`]): its address computed once
 /// for a loop over them.
-#[derive(Clone, Copy)]
-struct TableEntries(*mut u64);
+///
+/// In the host tests every access still asks the translation for the frame, as `read` and
+/// `write` do: the multi-CPU model lets the other CPUs walk at each such call, between any two
+/// accesses of the code under test, and a loop through this view must give it the same chances.
+struct TableEntries<T: Translation> {
+    base: *mut u64,
+    /// The tree's translation and the frame, asked again at each access (host tests).
+    #[cfg(test)]
+    again: (*const T, PhysAddr),
+    translation: core::marker::PhantomData<*const T>,
+}
 
-impl TableEntries {
-    /// Entry `index`, read as the walker may read it (volatile).
+impl<T: Translation> Clone for TableEntries<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Translation> Copy for TableEntries<T> {}
+
+impl<T: Translation> TableEntries<T> {
+    /// The pointer to entry `index` (host tests: after the translation's turn).
     #[inline(always)]
-    fn read(self, index: usize) -> u64 {
+    fn at(self, index: usize) -> *mut u64 {
         debug_assert!(index < ENTRIES_PER_TABLE);
-        // SAFETY: the pointer is the first entry of a table frame of the tree, valid for
+        #[cfg(test)]
+        // SAFETY: the translation is the tree's, which outlives every view of its tables (a view
+        // lives inside one method of the tree, which neither moves nor drops it meanwhile).
+        let _ = unsafe { (*self.again.0).table_ptr(self.again.1) };
+        // SAFETY: the base is the first entry of a table frame of the tree, valid for
         // `ENTRIES_PER_TABLE` entries by the `Translation` contract while the frame is in the
         // tree (every user holds it only while it frees no table), and every index comes from
-        // `index_of` or a loop bounded by it. Volatile, as `PageTable::read`.
-        unsafe { self.0.add(index).read_volatile() }
+        // `index_of` or a loop bounded by it.
+        unsafe { self.base.add(index) }
+    }
+
+    /// Entry `index`, read as the walker may read it (volatile, as `PageTable::read`).
+    #[inline(always)]
+    fn read(self, index: usize) -> u64 {
+        // SAFETY: `at` gives a valid, aligned entry of a live table frame.
+        unsafe { self.at(index).read_volatile() }
     }
 
     /// Writes entry `index` (one aligned 64-bit store, volatile, as `PageTable::write`).
     #[inline(always)]
     fn write(self, index: usize, bits: u64) {
-        debug_assert!(index < ENTRIES_PER_TABLE);
         // SAFETY: as in `read`.
-        unsafe { self.0.add(index).write_volatile(bits) }
+        unsafe { self.at(index).write_volatile(bits) }
     }
 }
