@@ -51,15 +51,49 @@ pub use query::{BottomUpHint, Dir, Fit, GapQuery, Hints, TopDownHint};
 /// splits a node, and as many more as cannot bring a half `LEAF_MIN - 1` entries at two each.
 const SMALL_RUN: usize = 1 + (if LEAF_MIN < FAN_MIN { LEAF_MIN } else { FAN_MIN } - 2) / 2;
 
-/// What [`VmaTree::around`] finds.
+/// What [`VmaTree::around`] finds: [`prev`](Self::prev), [`at`](Self::at) and
+/// [`next`](Self::next).
+///
+/// Kept as three areas and a mask rather than three `Option<Vma>`: an `Option<Vma>` keeps its tag
+/// in the byte `Advice` leaves free, so building one copied the other 23 bytes through a call to
+/// the byte-wise `memcpy` of a strict-alignment target, twelve times per `mprotect` pair
+/// (docs/benchmark-notes.md §9i); a whole `Vma` is copied as three words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Around {
+    v: [Vma; 3],
+    /// Bit `i` set: `v[i]` is there.
+    present: u8,
+}
+
+impl Around {
+    fn get(&self, i: usize) -> Option<&Vma> {
+        (self.present & (1 << i) != 0).then(|| &self.v[i])
+    }
+
+    /// `prev`, `at` and `next` (each slot written once: no zeroing of the whole array first).
+    fn of(prev: Option<&Vma>, at: Option<&Vma>, next: Option<&Vma>) -> Self {
+        let slot = |v: Option<&Vma>| match v {
+            Some(v) => *v,
+            None => Vma::default(),
+        };
+        let present = u8::from(prev.is_some()) | u8::from(at.is_some()) << 1 | u8::from(next.is_some()) << 2;
+        Self { v: [slot(prev), slot(at), slot(next)], present }
+    }
+
     /// The mapping before `at` (before the address when `at` is `None`).
-    pub prev: Option<Vma>,
+    pub fn prev(&self) -> Option<&Vma> {
+        self.get(0)
+    }
+
     /// The mapping containing the address.
-    pub at: Option<Vma>,
+    pub fn at(&self) -> Option<&Vma> {
+        self.get(1)
+    }
+
     /// The mapping after `at` (at or after the address when `at` is `None`).
-    pub next: Option<Vma>,
+    pub fn next(&self) -> Option<&Vma> {
+        self.get(2)
+    }
 }
 
 /// The set of mappings: sorted by address, pairwise disjoint, with the free gaps between them
@@ -359,18 +393,17 @@ impl VmaTree {
                     let v = l.vmas();
                     // `k`: the slot of the first mapping starting above `addr`.
                     let k = l.slot(addr.saturating_add(1));
-                    let at = k.checked_sub(1).and_then(|j| v.get(j)).filter(|a| addr < a.end).copied();
+                    let at = k.checked_sub(1).and_then(|j| v.get(j)).filter(|a| addr < a.end);
                     let before = if at.is_some() { k.checked_sub(2) } else { k.checked_sub(1) };
                     let prev = match before {
-                        Some(j) => v.get(j).copied(),
-                        None => left.and_then(last).copied(),
+                        Some(j) => v.get(j),
+                        None => left.and_then(last),
                     };
-                    let next = v.get(k).or_else(|| right.and_then(first)).copied();
-                    return Around { prev, at, next };
+                    return Around::of(prev, at, v.get(k).or_else(|| right.and_then(first)));
                 }
             }
         }
-        Around { prev: None, at: None, next: None }
+        Around::of(None, None, None)
     }
 
     /// The leaf holding the last mapping starting at or below `addr` (the first leaf if none).

@@ -219,7 +219,7 @@ impl VmMap {
                     &looked
                 }
             };
-            let Some(whole) = around.at else { continue };
+            let Some(&whole) = around.at() else { continue };
             let new = f(p);
             debug_assert!((new.start, new.end) == (p.start, p.end) && whole.end >= p.end);
             if new.same_attrs(&whole) {
@@ -228,8 +228,10 @@ impl VmMap {
             self.count(&Vma { start: p.start, end: p.end, ..whole }, false);
             self.count(&new, true);
             let (keeps_below, keeps_above) = (whole.start < p.start, p.end < whole.end);
-            let prev = around.prev.filter(|v| !keeps_below && v.end == p.start && v.merges_with(&new));
-            let next = around.next.filter(|v| !keeps_above && v.start == p.end && v.merges_with(&new));
+            let prev =
+                around.prev().filter(|v| !keeps_below && v.end == p.start && v.merges_with(&new)).copied();
+            let next =
+                around.next().filter(|v| !keeps_above && v.start == p.end && v.merges_with(&new)).copied();
             match (keeps_below, keeps_above) {
                 (false, false) => match (prev, next) {
                     (Some(a), Some(b)) => {

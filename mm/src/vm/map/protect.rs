@@ -91,7 +91,7 @@ impl VmMap {
         // One descent serves the checks on the first mapping and, when the range lies in it,
         // the selection and the neighbours its rewrite needs.
         let around = self.tree.around(addr);
-        let Some(first) = around.at else { return Err(Errno::ENOMEM) };
+        let Some(&first) = around.at() else { return Err(Errno::ENOMEM) };
         if grows == PROT_GROWSUP {
             // No mapping grows up on arm64.
             return Err(Errno::EINVAL);
@@ -159,11 +159,11 @@ impl VmMap {
     /// reaches the mapping's other end and joins the neighbour there (the boundary moves).
     pub(super) fn splits_needed(&self, p: &Vma, changed: &Vma) -> usize {
         let around = self.tree.around(p.start);
-        let Some(whole) = around.at else { return 0 };
-        let joins_prev =
-            p.start == whole.start && around.prev.is_some_and(|v| v.end == p.start && v.merges_with(changed));
+        let Some(whole) = around.at() else { return 0 };
+        let joins_prev = p.start == whole.start
+            && around.prev().is_some_and(|v| v.end == p.start && v.merges_with(changed));
         let joins_next =
-            p.end == whole.end && around.next.is_some_and(|v| v.start == p.end && v.merges_with(changed));
+            p.end == whole.end && around.next().is_some_and(|v| v.start == p.end && v.merges_with(changed));
         usize::from(whole.start < p.start && !joins_next) + usize::from(p.end < whole.end && !joins_prev)
     }
 

@@ -73,15 +73,15 @@ impl VmMap {
     /// Why it did not grow ([`NoGrowth`]); nothing changed then.
     pub fn grow_down(&mut self, addr: u64) -> Result<Vma, NoGrowth> {
         let around = self.tree.around(addr);
-        let stack = match (around.at, around.next) {
-            (None, Some(next)) if next.flags.contains(VmaFlags::GROWSDOWN) => next,
+        let stack = match (around.at(), around.next()) {
+            (None, Some(&next)) if next.flags.contains(VmaFlags::GROWSDOWN) => next,
             _ => return Err(NoGrowth::NotBelowAStack),
         };
         let start = addr & !(PAGE - 1);
         if start < self.layout.mmap_min_addr {
             return Err(NoGrowth::TooLow);
         }
-        if let Some(prev) = around.prev
+        if let Some(prev) = around.prev()
             && !prev.flags.contains(VmaFlags::GROWSDOWN)
             && prev.prot != crate::vm::Prot::NONE
             && start - prev.end < STACK_GUARD_GAP

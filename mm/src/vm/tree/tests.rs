@@ -168,17 +168,17 @@ fn lookups_agree(t: &VmaTree, model: &BTreeMap<u64, u64>, addr: u64) {
     assert_eq!(pair(prev), before, "neighbours.0 {addr:#x}");
     assert_eq!(pair(next), model.range(addr..).next().map(|(&s, &e)| (s, e)), "neighbours.1 {addr:#x}");
     let around = t.around(addr);
-    let pair_of = |v: Option<Vma>| v.map(|v| (v.start, v.end));
+    let pair_of = |v: Option<&Vma>| v.map(|v| (v.start, v.end));
     let at = containing.map(|(&s, &e)| (s, e));
-    assert_eq!(pair_of(around.at), at, "around.at {addr:#x}");
+    assert_eq!(pair_of(around.at()), at, "around.at {addr:#x}");
     let (lo, hi) = at.unwrap_or((addr, addr));
     assert_eq!(
-        pair_of(around.prev),
+        pair_of(around.prev()),
         model.range(..lo).next_back().map(|(&s, &e)| (s, e)),
         "around.prev {addr:#x}"
     );
     let after = if at.is_some() { model.range(hi..).next() } else { model.range(addr..).next() };
-    assert_eq!(pair_of(around.next), after.map(|(&s, &e)| (s, e)), "around.next {addr:#x}");
+    assert_eq!(pair_of(around.next()), after.map(|(&s, &e)| (s, e)), "around.next {addr:#x}");
     let from: Vec<_> = t.iter_from(addr).take(20).map(|v| (v.start, v.end)).collect();
     let want: Vec<_> = model.iter().filter(|&(_, &e)| e > addr).take(20).map(|(&s, &e)| (s, e)).collect();
     assert_eq!(from, want, "iter_from {addr:#x}");
