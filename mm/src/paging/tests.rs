@@ -2192,3 +2192,165 @@ fn move_pages_moves_a_whole_last_level_table_where_the_distance_allows() {
         check_invariants(&pt);
     }
 }
+
+/// Ranges that touch without overlapping move (the destination right after the source, or
+/// right before it), in one pass.
+#[test]
+fn move_pages_moves_to_a_range_that_touches_the_source() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let base = level_size(1) + 4 * level_size(2);
+    let len = 8 * PAGE_SIZE;
+    for (from, to) in [(base, base + len), (base + len, base)] {
+        let mut pt = new_pt(VaRange::Lower);
+        for i in 0..8 {
+            pt.map(
+                va(from + i * PAGE_SIZE),
+                pa(0x1_0000_0000 + i * 3 * PAGE_SIZE),
+                PAGE_SIZE,
+                rw,
+                Constraints::NONE,
+            )
+            .unwrap();
+        }
+        assert!(pt.tables_to_move(va(from), va(to), len, false).is_some(), "{from:#x} -> {to:#x}");
+        let (r, record, _) = move_counted(&mut pt, from, to, len);
+        assert_eq!(r, Ok(8));
+        assert_eq!(pt.translate(va(to + 7 * PAGE_SIZE)), Some(pa(0x1_0000_0000 + 21 * PAGE_SIZE)));
+        release(&mut pt, record);
+        check_invariants(&pt);
+    }
+}
+
+/// Of a source mapped page by page with a whole last-level table's span empty in the middle,
+/// `tables_to_move` counts exactly the tables the move makes: one per destination region the
+/// pages land in, none for the hole.
+#[test]
+fn tables_to_move_counts_no_table_for_a_hole() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let l2 = level_size(2);
+    let base = level_size(1) + 2 * l2;
+    let mut pt = new_pt(VaRange::Lower);
+    // Every page of the first and third regions, nothing in the second.
+    for region in [0, 2] {
+        for i in 0..l2 / PAGE_SIZE {
+            let v = base + region * l2 + i * PAGE_SIZE;
+            let p = 0x1_0000_0000 + (region * l2 / PAGE_SIZE + i) * 2 * PAGE_SIZE;
+            pt.map(va(v), pa(p), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        }
+    }
+    let to = 5 * level_size(1); // a region-aligned place with no table yet
+    let count = pt.tables_to_move(va(base), va(to), 3 * l2, false).unwrap();
+    // A level-2 table and a last-level table for each of the two regions with pages.
+    assert_eq!(count, 3, "the hole counts no table");
+    let (r, record, left) = move_counted(&mut pt, base, to, 3 * l2);
+    assert_eq!(r, Ok(2 * l2 / PAGE_SIZE));
+    assert!(left <= 2, "whole tables move: at most the two last-level tables unused");
+    release(&mut pt, record);
+    check_invariants(&pt);
+}
+
+/// A whole last-level table moved to another entry of the root: the tables above the source
+/// that the move empties are detached up to the root; the record covers exactly the table's
+/// span, with its pages' bits (one of them executable, all non-global).
+#[test]
+fn a_whole_table_moved_to_another_root_entry_leaves_no_empty_table_behind() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let rx = Attributes::user(UserAccess::ReadExecute);
+    let l2 = level_size(2);
+    // In the root's first entry, moved to its second.
+    let from = 3 * l2;
+    let to = level_size(ROOT_LEVEL) + 5 * l2;
+    let mut pt = new_pt(VaRange::Lower);
+    for i in 0..10u64 {
+        let attrs = if i == 4 { rx } else { rw };
+        pt.map(
+            va(from + i * 7 * PAGE_SIZE),
+            pa(0x1_0000_0000 + i * 5 * PAGE_SIZE),
+            PAGE_SIZE,
+            attrs,
+            Constraints::NONE,
+        )
+        .unwrap();
+    }
+    let table = pt.table_at(from, 3).unwrap();
+    let (r, record, _) = move_counted(&mut pt, from, to, l2);
+    assert_eq!(r, Ok(10));
+    assert_eq!(pt.table_at(to, 3), Some(table), "the table itself moved");
+    let range = record.range().unwrap();
+    assert_eq!((range.start, range.size), (va(from), l2), "exactly the table's span");
+    assert_eq!(record.leaves_changed(), 10);
+    assert!(record.has_executable() && record.has_non_global() && !record.has_global(), "{record:?}");
+    assert!(record.tables_removed());
+    release(&mut pt, record);
+    check_invariants(&pt);
+    assert_eq!(pt.table_at(from, 2), None, "the source's path is gone");
+}
+
+/// A whole table holding only guard markers moves too, and the record still covers its span
+/// (no page is recorded, but walk caches may hold the table's old place).
+#[test]
+fn a_whole_table_of_guard_markers_moves_with_its_span_in_the_record() {
+    let l2 = level_size(2);
+    let from = level_size(1) + 3 * l2;
+    let mut pt = new_pt(VaRange::Lower);
+    pt.install_guards(va(from + 8 * PAGE_SIZE), 3 * PAGE_SIZE).unwrap();
+    let (r, record, _) = move_counted(&mut pt, from, from + 4 * l2, l2);
+    assert_eq!(r, Ok(0));
+    assert!(pt.is_guard(va(from + 4 * l2 + 9 * PAGE_SIZE)) && !pt.is_guard(va(from + 9 * PAGE_SIZE)));
+    let range = record.range().unwrap();
+    assert_eq!((range.start, range.size), (va(from), l2));
+    release(&mut pt, record);
+    // (`check_invariants` takes a table of markers for an empty one: the counts, then.)
+    pt.check_occupancy();
+    assert_eq!(pt.table_at(from, 3), None);
+}
+
+/// The record of a move entry by entry: exactly the span from the first page moved to the last,
+/// their bits (one executable, all non-global); a part holding only a guard marker is covered
+/// whole; a destination page in the way is named.
+#[test]
+fn move_pages_records_exactly_what_it_moved_entry_by_entry() {
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let rx = Attributes::user(UserAccess::ReadExecute);
+    let l2 = level_size(2);
+    let base = level_size(1) + 3 * l2;
+    let (first, last) = (base + 5 * PAGE_SIZE, base + 40 * PAGE_SIZE);
+    let mut pt = new_pt(VaRange::Lower);
+    for (i, v) in [first, base + 9 * PAGE_SIZE, last].into_iter().enumerate() {
+        let attrs = if i == 1 { rx } else { rw };
+        pt.map(va(v), pa(0x1_0000_0000 + i as u64 * 4 * PAGE_SIZE), PAGE_SIZE, attrs, Constraints::NONE)
+            .unwrap();
+    }
+    // The range from the table's start to past the last page; moved by a distance no span divides.
+    let to = 6 * level_size(1) + 3 * PAGE_SIZE;
+    let (r, record, _) = move_counted(&mut pt, base, to, 64 * PAGE_SIZE);
+    assert_eq!(r, Ok(3));
+    let range = record.range().unwrap();
+    assert_eq!((range.start, range.size), (va(first), last + PAGE_SIZE - first), "first to last page");
+    assert_eq!(record.leaves_changed(), 3);
+    assert!(record.has_executable() && record.has_non_global() && !record.has_global(), "{record:?}");
+    release(&mut pt, record);
+    check_invariants(&pt);
+    // A part holding only a marker: the record covers the part (its table is detached).
+    let mut pt = new_pt(VaRange::Lower);
+    pt.install_guards(va(base + 7 * PAGE_SIZE), PAGE_SIZE).unwrap();
+    let (r, record, _) = move_counted(&mut pt, base, to, 64 * PAGE_SIZE);
+    assert_eq!(r, Ok(0));
+    let range = record.range().unwrap();
+    assert_eq!((range.start, range.size), (va(base), 64 * PAGE_SIZE), "the part, for the walk caches");
+    release(&mut pt, record);
+    assert!(pt.is_guard(va(to + 7 * PAGE_SIZE)));
+    // A page in the way at the destination: named.
+    let mut pt = new_pt(VaRange::Lower);
+    pt.map(va(first), pa(0x1_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+    pt.map(va(last), pa(0x1_0001_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+    let in_the_way = to + (last - base);
+    pt.map(va(in_the_way), pa(0x2_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+    let mut pool = pt.reserve_frames(4).unwrap();
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let r = pt.move_pages(va(base), va(to), 64 * PAGE_SIZE, true, &mut pool, &mut record);
+    assert_eq!(r, Err(MapError::AlreadyMapped(va(in_the_way))));
+    pt.free_frames(pool);
+    release(&mut pt, record);
+    pt.check_occupancy();
+}
