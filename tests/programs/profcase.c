@@ -4,8 +4,9 @@
 // "profcase CASE N", CASE one of:
 //   cow-reuse   N write faults on pages shared with a child that has exited (each one reused)
 //   cow-copy    N write faults on pages shared with a live child (each one copied)
-//   mprotect1   N pairs mprotect(PROT_NONE) + mprotect(back) of one untouched page held among
-//               ten single-page mappings of alternating protections (nothing merges)
+//   mprotect1   N pairs mprotect(PROT_NONE) + mprotect(PROT_READ | PROT_WRITE) of one untouched
+//               page held among ten single-page mappings of alternating protections (nothing
+//               merges), as scripts/bench's "mprotect pair of a held page" row
 //   mprotect16  N pairs mprotect(PROT_READ) + mprotect(PROT_READ | PROT_WRITE) of 16 touched pages
 //   file-fault  N read faults on a MAP_PRIVATE mapping of a file in /tmp whose pages are cached,
 //               one per 64 KiB (what one fault maps with its neighbours)
@@ -76,9 +77,9 @@ static void cow(long n, int copy) {
 static void mprotect_pairs(long n, size_t pages) {
     char *held[10];
     for (int i = 0; i < 10; i++)
-        held[i] = map(pages * PAGE, pages > 1 || i % 2 == 0 ? PROT_READ | PROT_WRITE : PROT_READ);
+        held[i] = map(pages * PAGE, pages > 1 || i % 2 == 1 ? PROT_READ | PROT_WRITE : PROT_READ);
     char *a = held[5];
-    int first = pages > 1 ? PROT_READ : PROT_NONE, back = PROT_READ | (pages > 1 ? PROT_WRITE : 0);
+    int first = pages > 1 ? PROT_READ : PROT_NONE, back = PROT_READ | PROT_WRITE;
     if (pages > 1)
         for (size_t i = 0; i < pages; i++) a[i * PAGE] = 1;
     for (long i = 0; i < n; i++)

@@ -147,6 +147,23 @@ impl<T: Translation> PageTable<T> {
         d.is_leaf(level).then(|| (level, off & !(level_size(level) - 1), d))
     }
 
+    /// Whether `[va, va + size)` is known to hold no entry at all (no leaf, no guard marker):
+    /// it lies in one last-level table that exists (found by the last-table cache) and every
+    /// entry of it there is empty, or the walk towards it stops at an empty entry whose span
+    /// holds it. `false` when that is not known so cheaply (or the range is bad).
+    ///
+    /// Why: a protection change of memory never touched has nothing to change, and finding
+    /// that costs a few loads here against the whole staged operation's set-up (its record,
+    /// the engine, the flush and the finish) for no entry.
+    pub fn holds_nothing(&mut self, va: crate::addr::VirtAddr, size: u64) -> bool {
+        let Ok((start, end)) = self.check_range(va, size) else { return false };
+        if let Some(last) = self.fast_path_table(start, end) {
+            return self.next_occupied(last.table, 3, start, end) == end;
+        }
+        let (level, _, d) = self.descend(start, 3);
+        level < 3 && d.bits() == Descriptor::INVALID.bits() && (start ^ (end - 1)) >> level_shift(level) == 0
+    }
+
     // ---- the last-table cache ---------------------------------------------------------------
 
     /// The last-level table translating `[start, end)` if the range lies within one level-2

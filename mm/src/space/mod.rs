@@ -659,6 +659,12 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets> AddressSpace<T, H, P> {
         self.run(va, size, op, |_| {})
     }
 
+    /// Whether `[va, va + size)` is known to hold no entry (`PageTable::holds_nothing`): a
+    /// protection change there has nothing to do.
+    pub fn holds_nothing(&mut self, va: VirtAddr, size: u64) -> bool {
+        self.table.holds_nothing(va, size)
+    }
+
     /// Changes the memory type of every leaf in `[va, va + size)` (break-before-make, one
     /// flush). See [`protect_with`](Self::protect_with).
     ///

@@ -311,8 +311,8 @@ pub struct UserMemory<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFr
     lock_future: Option<VmaFlags>,
     /// Took part in a fork: its private pages may be shared, so `mprotect` leaves them
     /// read-only and the first write decides (copy or reuse). (Private mappings of a memory
-    /// object are asked area by area, `maps_private_object`: every process maps its program
-    /// that way, so a flag set by them would hold in every process.)
+    /// object are told apart area by area, from the flags `mprotect` passes down: every
+    /// process maps its program that way, so a flag set by them would hold in every process.)
     forked: bool,
     fault_around_pages: u64,
     cow_copies: u64,
@@ -624,21 +624,6 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         (pages - zeros, zeros)
     }
 
-    /// Whether an area of `[start, end)` maps a memory object privately: its pages may be the
-    /// object's own frames (the page cache), which a write must never reach.
-    fn maps_private_object(&self, start: u64, end: u64) -> bool {
-        let mut cursor = start;
-        while let Some(area) = self.vm.tree().first_ending_after(cursor)
-            && area.start < end
-        {
-            if area.flags.contains(VmaFlags::OBJECT) && !area.flags.contains(VmaFlags::SHARED) {
-                return true;
-            }
-            cursor = area.end;
-        }
-        false
-    }
-
     /// How many pages of the physical range `[pa, pa + len)` are pages of the shared zero region.
     fn zero_pages_in(&self, pa: u64, len: u64) -> u64 {
         self.zero.map_or(0, |z| z.pages_in(pa, len))
@@ -800,16 +785,25 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
     /// Changes the protection of the present pages of `[start, end)` (AP, PXN, UXN and GP in
     /// place, as the architecture allows; the memory type by break-before-make), one flush. `PROT_NONE` keeps the pages (a later `mprotect` must
     /// find their data) but makes them inaccessible from EL0.
-    fn protect_range(&mut self, start: u64, end: u64, prot: Prot) -> Result<(), MapError> {
+    /// `private_object`: some area of the range maps a memory object privately.
+    fn protect_range(
+        &mut self,
+        start: u64,
+        end: u64,
+        prot: Prot,
+        private_object: bool,
+    ) -> Result<(), MapError> {
         if start >= end {
             return Ok(());
         }
         // A page made writable here would not fault on its next write: no longer free.
         self.forget_free(start, end);
+        // Memory never touched (the common mprotect of a reservation): no entry to change.
+        if self.space.holds_nothing(VirtAddr(start), end - start) {
+            return Ok(());
+        }
         let mut attrs = user_attrs(prot).unwrap_or_else(|| Attributes::kernel_rodata().with_global(false));
-        if prot.write()
-            && (self.forked || self.maps_private_object(start, end) || self.holds_zero(start, end))
-        {
+        if prot.write() && (self.forked || private_object || self.holds_zero(start, end)) {
             // A page may be shared with a parent or child, be a page-cache frame a private
             // mapping shares with its object, or be the shared zero frame: it stays read-only,
             // and the first write copies it (or takes a zeroed frame) or, if it is the last
@@ -940,12 +934,13 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
         match (changes.first(), changes.last()) {
             (Some(first), Some(last)) if uniform => {
                 let (start, end, new) = (first.start, last.end, first.new);
-                table_error = self.protect_range(start, end, new).err();
+                let private_object = changes.iter().any(|c| c.flags.private_object());
+                table_error = self.protect_range(start, end, new, private_object).err();
             }
             _ => {
                 for i in 0..protected.changes.len() {
                     let c = protected.changes[i];
-                    if let Err(e) = self.protect_range(c.start, c.end, c.new) {
+                    if let Err(e) = self.protect_range(c.start, c.end, c.new, c.flags.private_object()) {
                         table_error = Some(e);
                     }
                 }

@@ -615,7 +615,7 @@ impl<T: Translation, H: TlbHardware, P: FlushTargets, D: UserFrames> UserMemory<
             return Err(Fault::OutOfMemory);
         }
         // A private mapping shares the object's frame: `mprotect` keeps it read-only too (the
-        // area is a private object mapping, `maps_private_object`).
+        // area's flags tell it a private object mapping: `protect_range`).
         let attrs = if shared { attrs } else { super::fork::write_protected(attrs) };
         if access != Access::Write {
             // With its cached neighbours, in as few calls as their frames allow.

@@ -197,6 +197,12 @@ pub struct VmMap {
     sealed: bool,
 }
 
+/// Linux's heuristic overcommit (`OVERCOMMIT_GUESS`) with `ram_pages` of RAM: whether a request
+/// of `bytes` is no larger than RAM plus swap (there is no swap).
+fn enough_memory(ram_pages: u64, bytes: u64) -> bool {
+    bytes / PAGE <= ram_pages
+}
+
 /// Linux's `is_data_mapping`: private, writable and not a stack.
 fn is_data(prot: Prot, flags: VmaFlags) -> bool {
     prot.write() && !flags.contains(VmaFlags::SHARED) && !flags.contains(VmaFlags::STACK)
@@ -284,7 +290,7 @@ impl VmMap {
 
     /// Linux's heuristic overcommit (`OVERCOMMIT_GUESS`): one request larger than RAM plus swap.
     fn enough_memory(&self, bytes: u64) -> bool {
-        bytes / PAGE <= self.layout.ram_pages
+        enough_memory(self.layout.ram_pages, bytes)
     }
 
     /// Whether unmapping `[s, e)` would split one mapping in two while the map is at

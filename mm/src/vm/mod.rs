@@ -212,6 +212,11 @@ impl VmaFlags {
     pub const fn difference(self, other: VmaFlags) -> VmaFlags {
         VmaFlags(self.0 & !other.0)
     }
+    /// Whether the area maps a memory object privately: its pages may be the object's own
+    /// frames (the page cache), which a write must never reach.
+    pub const fn private_object(self) -> bool {
+        self.contains(VmaFlags::OBJECT) && !self.contains(VmaFlags::SHARED)
+    }
 }
 
 impl core::fmt::Debug for VmaFlags {
@@ -301,6 +306,16 @@ pub struct Vma {
 }
 
 impl Vma {
+    /// The empty area at 0 (`Default`, for places that hold no area), in a constant.
+    pub const EMPTY: Vma = Vma {
+        start: 0,
+        end: 0,
+        prot: Prot::NONE,
+        flags: VmaFlags::empty(),
+        advice: Advice::Normal,
+        name: AnonName::NONE,
+    };
+
     /// Length in bytes.
     pub const fn len(&self) -> u64 {
         self.end - self.start

@@ -301,7 +301,16 @@ fn mprotect_changes_the_prefix_before_a_hole_then_fails() {
     let mut m = fixture();
     let r = m.mprotect(A + PAGE, 11 * PAGE, PROT_READ | PROT_EXEC).unwrap();
     assert_eq!(r.error, Some(Errno::ENOMEM));
-    assert_eq!(r.changes, [ProtChange { start: A + PAGE, end: A + 4 * PAGE, old: Prot::RW, new: Prot::RX }]);
+    assert_eq!(
+        r.changes,
+        [ProtChange {
+            start: A + PAGE,
+            end: A + 4 * PAGE,
+            old: Prot::RW,
+            new: Prot::RX,
+            flags: VmaFlags::empty()
+        }]
+    );
     assert_eq!(m.find(A).unwrap().prot, Prot::RW);
     assert_eq!(m.find(A + PAGE).unwrap().prot, Prot::RX);
     assert_eq!(m.find(A + 8 * PAGE).unwrap().prot, Prot::READ, "after the hole: unchanged");

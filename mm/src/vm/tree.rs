@@ -43,8 +43,8 @@ pub mod query;
 mod tests;
 
 use super::{Errno, PAGE, Vma, fallible};
-pub use node::{Beside, Edit};
-use node::{Branch, FAN_MIN, Finger, LEAF_MIN, Leaf, Link, Node, Pool, Sum};
+pub use node::{Beside, Edit, Outside};
+use node::{Branch, FAN_MIN, Finger, LEAF_MIN, Leaf, Link, Node, Pool, Sum, first, last};
 pub use query::{BottomUpHint, Dir, Fit, GapQuery, Hints, TopDownHint};
 
 /// Insertions that split each node at most once (see `VmaTree::worst_case`): the one that
@@ -70,14 +70,37 @@ impl Around {
         (self.present & (1 << i) != 0).then(|| &self.v[i])
     }
 
+    /// Nothing around (an empty tree).
+    pub const NONE: Around = Around { v: [Vma::EMPTY; 3], present: 0 };
+
     /// `prev`, `at` and `next` (each slot written once: no zeroing of the whole array first).
-    fn of(prev: Option<&Vma>, at: Option<&Vma>, next: Option<&Vma>) -> Self {
+    pub(crate) fn of(prev: Option<&Vma>, at: Option<&Vma>, next: Option<&Vma>) -> Self {
         let slot = |v: Option<&Vma>| match v {
             Some(v) => *v,
             None => Vma::default(),
         };
         let present = u8::from(prev.is_some()) | u8::from(at.is_some()) << 1 | u8::from(next.is_some()) << 2;
         Self { v: [slot(prev), slot(at), slot(next)], present }
+    }
+
+    /// What lies around `addr` in the leaf holding `v` (the leaf a descent by `addr` reaches),
+    /// the mappings just outside it asked of `before` and `after` only when needed.
+    #[inline(always)]
+    fn in_leaf<'a>(
+        v: &'a [Vma],
+        addr: u64,
+        before: impl FnOnce() -> Option<&'a Vma>,
+        after: impl FnOnce() -> Option<&'a Vma>,
+    ) -> Self {
+        // `k`: the slot of the first mapping starting above `addr`.
+        let k = v.partition_point(|w| w.start <= addr);
+        let at = k.checked_sub(1).and_then(|j| v.get(j)).filter(|a| addr < a.end);
+        let j = if at.is_some() { k.checked_sub(2) } else { k.checked_sub(1) };
+        let prev = match j {
+            Some(j) => v.get(j),
+            None => before(),
+        };
+        Around::of(prev, at, v.get(k).or_else(after))
     }
 
     /// The mapping before `at` (before the address when `at` is `None`).
@@ -333,8 +356,20 @@ impl VmaTree {
     /// mapping) need the neighbours and the change in the same place, and a lookup followed by
     /// a rewrite descends twice.
     pub fn edit_leaf<R>(&mut self, addr: u64, f: impl FnOnce(&mut [Vma], Beside) -> (R, Edit)) -> R {
+        self.edit_leaf_outside(addr, |vs, beside, _| f(vs, beside))
+    }
+
+    /// [`VmaTree::edit_leaf`], `f` also told the mappings just outside the leaf ([`Outside`]):
+    /// for an edit that must know whether a mapping at the leaf's edge joins its neighbour,
+    /// whose attributes [`Beside`] does not hold. The tree's finger keeps them, found when it
+    /// names the leaf, so that a repeated edit of one leaf reads them without a descent.
+    pub fn edit_leaf_outside<R>(
+        &mut self,
+        addr: u64,
+        f: impl FnOnce(&mut [Vma], Beside, &Outside) -> (R, Edit),
+    ) -> R {
         let (Some(root), Some(sum)) = (self.root.as_deref_mut(), self.sum) else {
-            return f(&mut [], Beside::default()).0;
+            return f(&mut [], Beside::default(), &Outside::NONE).0;
         };
         let (r, s) = node::edit_leaf(root, sum, addr, &mut self.hint, &mut self.finger, f);
         self.sum = Some(s);
@@ -373,6 +408,21 @@ impl VmaTree {
     /// no mapping at `addr`, the highest mapping starting below it and the lowest starting at
     /// or above it.
     pub fn around(&self, addr: u64) -> Around {
+        // The leaf the finger names, when `addr` routes there (the call that looks again at
+        // the leaf an edit just visited): no descent, and what lies outside it is kept there.
+        if let Some(root) = self.root.as_deref()
+            && let Some((l, outside)) = self.finger.seen(root, addr)
+        {
+            let a = Around::in_leaf(l.vmas(), addr, || outside.prev(), || outside.next());
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(a, self.around_by_descent(addr), "the finger's leaf says otherwise");
+            return a;
+        }
+        self.around_by_descent(addr)
+    }
+
+    /// [`VmaTree::around`] by a descent from the root.
+    fn around_by_descent(&self, addr: u64) -> Around {
         let mut cur = self.root.as_deref();
         // The subtrees beside the path nearest the leaf: where the neighbours are if the leaf
         // has none on that side.
@@ -390,20 +440,11 @@ impl VmaTree {
                     cur = b.child[i].as_deref();
                 }
                 Node::Leaf(l) => {
-                    let v = l.vmas();
-                    // `k`: the slot of the first mapping starting above `addr`.
-                    let k = l.slot(addr.saturating_add(1));
-                    let at = k.checked_sub(1).and_then(|j| v.get(j)).filter(|a| addr < a.end);
-                    let before = if at.is_some() { k.checked_sub(2) } else { k.checked_sub(1) };
-                    let prev = match before {
-                        Some(j) => v.get(j),
-                        None => left.and_then(last),
-                    };
-                    return Around::of(prev, at, v.get(k).or_else(|| right.and_then(first)));
+                    return Around::in_leaf(l.vmas(), addr, || left.and_then(last), || right.and_then(first));
                 }
             }
         }
-        Around::of(None, None, None)
+        Around::NONE
     }
 
     /// The leaf holding the last mapping starting at or below `addr` (the first leaf if none).
@@ -644,26 +685,6 @@ impl VmaTree {
             self.spare.n <= self.spare_cap().max(self.worst_case(super::map::SPARES)),
             "spare nodes held"
         );
-    }
-}
-
-/// The last mapping of a subtree.
-fn last(mut n: &Node) -> Option<&Vma> {
-    loop {
-        match n {
-            Node::Branch(b) => n = b.child[b.len.checked_sub(1)?].as_deref()?,
-            Node::Leaf(l) => return l.vmas().last(),
-        }
-    }
-}
-
-/// The first mapping of a subtree.
-fn first(mut n: &Node) -> Option<&Vma> {
-    loop {
-        match n {
-            Node::Branch(b) => n = b.child[0].as_deref()?,
-            Node::Leaf(l) => return l.vmas().first(),
-        }
     }
 }
 

@@ -2,8 +2,9 @@
 //! the first area Linux's `mprotect_fixup` would refuse; what changed is returned for the
 //! user-memory layer to apply to the tables.
 
-use super::{Pieces, VmMap, is_data, page_up};
+use super::{VmMap, enough_memory, is_data, page_up};
 use crate::vm::prot::*;
+use crate::vm::tree::Edit;
 use crate::vm::{Errno, PAGE, Prot, Vma, VmaFlags, fallible};
 
 /// One protection change `mprotect` made.
@@ -17,6 +18,9 @@ pub struct ProtChange {
     pub old: Prot,
     /// Rights after.
     pub new: Prot,
+    /// The area's flags (whether it maps an object privately decides whether its pages may
+    /// become writable at once: the table layer need not look the area up again).
+    pub flags: VmaFlags,
 }
 
 /// What `mprotect` did. Like Linux, it changes the mapped prefix of the range and fails at the
@@ -88,8 +92,12 @@ impl VmMap {
         } else {
             addr
         };
-        // One descent serves the checks on the first mapping and, when the range lies in it,
-        // the selection and the neighbours its rewrite needs.
+        // One visit of the leaf does the common case whole. Otherwise one look (by the finger
+        // that visit left, without a descent) serves the checks on the first mapping and, when
+        // the range lies in it, the selection and the neighbours its rewrite needs.
+        if grows == 0 && self.protect_whole_area(addr, end, new, out) {
+            return Ok(());
+        }
         let around = self.tree.around(addr);
         let Some(&first) = around.at() else { return Err(Errno::ENOMEM) };
         if grows == PROT_GROWSUP {
@@ -99,10 +107,16 @@ impl VmMap {
         if new.write() && new.exec() && self.refuses_wx() {
             return Err(Errno::EACCES);
         }
-        let (mut pieces, hole) = if first.end >= end {
-            (Pieces::one(first.clip(addr, end)), false)
+        // The common case, a range inside one mapping, is that mapping's piece, borrowed: a
+        // list of pieces in place is 48 bytes that the strict-alignment target moves by `memcpy`.
+        let (single, selected);
+        let (mut pieces, hole): (&[Vma], bool) = if first.end >= end {
+            single = first.clip(addr, end);
+            (core::slice::from_ref(&single), false)
         } else {
-            self.select(addr, end, true)?
+            let hole;
+            (selected, hole) = self.select(addr, end, true)?;
+            (selected.as_slice(), hole)
         };
         // An area that may never be writable (Linux's VM_MAYWRITE clear) refuses PROT_WRITE.
         if new.write() && pieces.iter().any(|p| p.flags.contains(VmaFlags::NOMAYWRITE)) {
@@ -121,18 +135,24 @@ impl VmMap {
             if self.mdwe != 0 { pieces.iter().position(|p| new.exec() && !p.prot.exec()) } else { None };
         let sealed =
             if self.sealed { pieces.iter().position(|p| p.flags.contains(VmaFlags::SEALED)) } else { None };
-        let refused = self.mprotect_refusal(&pieces, new);
-        // `min_by_key` keeps the first of equals: the order above decides an area's errno.
-        let stop = [(gains_exec, Errno::EACCES), (sealed, Errno::EPERM), (refused, Errno::ENOMEM)]
-            .into_iter()
-            .filter_map(|(i, e)| Some((i?, e)))
-            .min_by_key(|&(i, _)| i);
+        let refused = self.mprotect_refusal(pieces, new);
+        // The first area refused stops the call; of two refusals of one area, the order above
+        // decides its errno (a later one replaces an earlier only at a lower index).
+        let mut stop: Option<(usize, Errno)> = None;
+        for (i, errno) in [(gains_exec, Errno::EACCES), (sealed, Errno::EPERM), (refused, Errno::ENOMEM)] {
+            if let Some(i) = i
+                && stop.is_none_or(|(j, _)| i < j)
+            {
+                stop = Some((i, errno));
+            }
+        }
         if let Some((i, _)) = stop {
-            pieces.truncate(i);
+            pieces = &pieces[..i];
         }
         for p in pieces.iter().filter(|p| p.prot != new.kept_from(p.prot)) {
             let new = new.kept_from(p.prot);
-            if let Err(e) = out.changes.push(ProtChange { start: p.start, end: p.end, old: p.prot, new }) {
+            let change = ProtChange { start: p.start, end: p.end, old: p.prot, new, flags: p.flags };
+            if let Err(e) = out.changes.push(change) {
                 out.changes.truncate(0);
                 return Err(e);
             }
@@ -143,7 +163,7 @@ impl VmMap {
             out.changes.truncate(0);
             return Err(e);
         }
-        self.rewrite_from(&pieces, Some(&around), |p| Vma { prot: new.kept_from(p.prot), ..*p });
+        self.rewrite_from(pieces, Some(&around), |p| Vma { prot: new.kept_from(p.prot), ..*p });
         if gains_x_outside && !pieces.is_empty() {
             self.window.placed_outside += 1;
         }
@@ -173,6 +193,7 @@ impl VmMap {
     fn mprotect_refusal(&self, pieces: &[Vma], new: Prot) -> Option<usize> {
         let (mut count, mut data) = (self.tree.len(), self.data);
         let max = self.layout.max_map_count;
+        let rules = self.write_rules();
         // Each piece splits at most twice: far from the limit, no split can pass it, and the
         // descent that counts a piece's splits is not needed.
         let roomy = count.saturating_add(pieces.len().saturating_mul(2)) <= max;
@@ -186,20 +207,10 @@ impl VmMap {
                 return Some(i);
             }
             count += splits;
-            let (was, becomes) = (is_data(p.prot, p.flags), is_data(new, p.flags));
-            if new.write() {
-                let fits = |d: bool| {
-                    self.mapped.saturating_add(p.len()) <= self.as_limit.cur
-                        && (!d || data.saturating_add(p.len()) <= self.data_limit.cur)
-                };
-                if !fits(becomes) && fits(was) {
-                    return Some(i);
-                }
-                let charged = !p.prot.write() && !p.flags.contains(VmaFlags::SHARED);
-                if charged && !self.enough_memory(p.len()) {
-                    return Some(i);
-                }
+            if rules.refuses(p, new, data) {
+                return Some(i);
             }
+            let (was, becomes) = (is_data(p.prot, p.flags), is_data(new, p.flags));
             if becomes && !was {
                 data += p.len();
             } else if was && !becomes {
@@ -207,5 +218,94 @@ impl VmMap {
             }
         }
         None
+    }
+}
+
+/// What decides whether an area may become writable, read from the map once per call: a Copy
+/// of counters and limits, so that a check made inside a leaf edit borrows nothing of the map.
+#[derive(Clone, Copy, Debug)]
+struct WriteRules {
+    /// Bytes mapped.
+    mapped: u64,
+    /// `RLIMIT_AS` and `RLIMIT_DATA`, soft.
+    as_cur: u64,
+    data_cur: u64,
+    /// Pages of RAM, for the heuristic overcommit.
+    ram_pages: u64,
+}
+
+impl WriteRules {
+    /// Whether Linux's `mprotect_fixup` refuses piece `p` becoming `new` (`ENOMEM`), `data`
+    /// bytes of data mappings counted before it: with `new` writable, becoming data past
+    /// `RLIMIT_AS`/`RLIMIT_DATA` where it fitted before, or a private area becoming writable
+    /// (charged) while larger than RAM (`__vm_enough_memory`'s guess).
+    fn refuses(&self, p: &Vma, new: Prot, data: u64) -> bool {
+        if !new.write() {
+            return false;
+        }
+        let (was, becomes) = (is_data(p.prot, p.flags), is_data(new, p.flags));
+        let fits = |d: bool| {
+            self.mapped.saturating_add(p.len()) <= self.as_cur
+                && (!d || data.saturating_add(p.len()) <= self.data_cur)
+        };
+        let charged = !p.prot.write() && !p.flags.contains(VmaFlags::SHARED);
+        (!fits(becomes) && fits(was)) || (charged && !enough_memory(self.ram_pages, p.len()))
+    }
+}
+
+impl VmMap {
+    fn write_rules(&self) -> WriteRules {
+        WriteRules {
+            mapped: self.mapped,
+            as_cur: self.as_limit.cur,
+            data_cur: self.data_limit.cur,
+            ram_pages: self.layout.ram_pages,
+        }
+    }
+
+    /// The common `mprotect`, decided and done in one visit of one leaf (by the tree's finger,
+    /// without a descent, when the last edit was there: the second call of a pair): `[addr,
+    /// end)` is one whole mapping, it gains no `PROT_EXEC`, no mapping was ever sealed, nothing
+    /// refuses it and it joins neither neighbour (at the leaf's edge, the neighbour is the one
+    /// the finger keeps outside it). Its attributes change in place and its change goes to
+    /// `out`; `true` when done. Anything else (a piece of a mapping, a merge, any refusal)
+    /// returns `false` having changed nothing, for the general path, which decides it and
+    /// gives the errno.
+    fn protect_whole_area(&mut self, addr: u64, end: u64, new: Prot, out: &mut Protected) -> bool {
+        if self.sealed || (new.write() && new.exec() && self.refuses_wx()) {
+            return false;
+        }
+        let (rules, data) = (self.write_rules(), self.data);
+        let changes = &mut out.changes;
+        let done = self.tree.edit_leaf_outside(addr, |vs, _, outside| {
+            let k = vs.partition_point(|v| v.start <= addr);
+            let Some(at) = k.checked_sub(1).map(|j| vs[j]) else { return (None, Edit::Kept) };
+            let wanted = Vma { prot: new.kept_from(at.prot), ..at };
+            let prev = if k >= 2 { Some(&vs[k - 2]) } else { outside.prev() };
+            let next = if k < vs.len() { Some(&vs[k]) } else { outside.next() };
+            if (at.start, at.end) != (addr, end)
+                || (new.exec() && !at.prot.exec())
+                || (new.write() && at.flags.contains(VmaFlags::NOMAYWRITE))
+                || rules.refuses(&at, wanted.prot, data)
+                || prev.is_some_and(|p| p.end == addr && p.merges_with(&wanted))
+                || next.is_some_and(|n| n.start == end && n.merges_with(&wanted))
+            {
+                return (None, Edit::Kept);
+            }
+            if wanted.prot != at.prot {
+                let change = ProtChange { start: addr, end, old: at.prot, new: wanted.prot, flags: at.flags };
+                if changes.push(change).is_err() {
+                    return (None, Edit::Kept);
+                }
+                vs[k - 1] = wanted;
+            }
+            (Some((at, wanted)), Edit::Kept)
+        });
+        let Some((was, now)) = done else { return false };
+        if was.prot != now.prot {
+            self.count(&was, false);
+            self.count(&now, true);
+        }
+        true
     }
 }

@@ -526,6 +526,42 @@ pub struct Beside {
     pub next_start: Option<u64>,
 }
 
+/// The mappings just outside a leaf: the last one before it and the first one after it (what
+/// [`Beside`] gives the bounds of). Kept as two areas and a mask rather than two `Option<Vma>`,
+/// which the strict-alignment target copies byte by byte (see `Around`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outside {
+    v: [Vma; 2],
+    /// Bit `i` set: `v[i]` is there.
+    present: u8,
+}
+
+impl Outside {
+    /// Nothing outside (a tree of one leaf).
+    pub const NONE: Outside = Outside { v: [Vma::EMPTY; 2], present: 0 };
+
+    fn of(prev: Option<&Vma>, next: Option<&Vma>) -> Self {
+        let slot = |v: Option<&Vma>| match v {
+            Some(v) => *v,
+            None => Vma::EMPTY,
+        };
+        Outside {
+            v: [slot(prev), slot(next)],
+            present: u8::from(prev.is_some()) | u8::from(next.is_some()) << 1,
+        }
+    }
+
+    /// The last mapping before the leaf.
+    pub fn prev(&self) -> Option<&Vma> {
+        (self.present & 1 != 0).then(|| &self.v[0])
+    }
+
+    /// The first mapping after the leaf.
+    pub fn next(&self) -> Option<&Vma> {
+        (self.present & 2 != 0).then(|| &self.v[1])
+    }
+}
+
 /// What an edit of a leaf's mappings ([`super::VmaTree::edit_leaf`]) did to their bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Edit {
@@ -549,6 +585,12 @@ const PATH: usize = 24;
 /// the tree after each leaf edit (its finger), so that the next edit of the same leaf follows
 /// the slots instead of searching each level; valid until the tree's shape or another leaf's
 /// bounds change (the tree drops it then).
+///
+/// It also keeps the mappings just outside the leaf ([`Outside`]). They stay true while it
+/// names the leaf: a change of any other leaf either drops the finger (a change of bounds or
+/// shape) or moves it there (an edit of attributes, which goes through the finger), and an
+/// edit of this leaf changes nothing outside it. Test builds check every use of the finger
+/// against a fresh descent, these copies included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Finger {
     /// Whether it names a leaf.
@@ -556,6 +598,7 @@ pub struct Finger {
     depth: usize,
     path: [u8; PATH],
     beside: Beside,
+    outside: Outside,
 }
 
 impl Default for Finger {
@@ -571,6 +614,7 @@ impl Finger {
         depth: 0,
         path: [0; PATH],
         beside: Beside { prev_end: None, next_start: None },
+        outside: Outside::NONE,
     };
 
     /// Forgets the leaf (the tree's shape or another leaf's bounds may have changed).
@@ -595,6 +639,19 @@ impl Finger {
     fn hits(&self, root: &Node, addr: u64) -> bool {
         self.valid
             && matches!(node_at(root, &self.path[..self.depth]), Some(Node::Leaf(l)) if self.routes(l, addr))
+    }
+
+    /// The leaf this finger names and what lies outside it, if `addr` routes there: for a
+    /// look that needs no descent after an edit of that leaf.
+    #[inline(always)]
+    pub fn seen<'a>(&'a self, root: &'a Node, addr: u64) -> Option<(&'a Leaf, &'a Outside)> {
+        if !self.valid {
+            return None;
+        }
+        match node_at(root, &self.path[..self.depth])? {
+            Node::Leaf(l) if self.routes(l, addr) => Some((l, &self.outside)),
+            _ => None,
+        }
     }
 
     /// The leaf where `addr` routes, for writing: by the slots when this finger names it,
@@ -626,10 +683,18 @@ impl Finger {
     fn locate(&mut self, root: &Node, addr: u64) {
         // The whole path, so that slots past the depth (from a deeper tree) compare equal.
         (self.valid, self.depth, self.path, self.beside) = (true, 0, [0; PATH], Beside::default());
+        // The subtrees beside the path nearest the leaf: where the mappings outside it are.
+        let (mut left, mut right): (Option<&Node>, Option<&Node>) = (None, None);
         let mut cur = root;
         while let Node::Branch(b) = cur {
             let i = b.route(addr);
             self.beside = b.beside(i, self.beside);
+            if i > 0 {
+                left = b.child[i - 1].as_deref();
+            }
+            if i + 1 < b.len {
+                right = b.child[i + 1].as_deref();
+            }
             // In bounds: no tree has `PATH` levels (see `PATH`). `i < FAN <= 255`.
             self.path[self.depth] = i as u8;
             self.depth += 1;
@@ -637,6 +702,27 @@ impl Finger {
                 Some(c) => cur = c,
                 None => break,
             }
+        }
+        self.outside = Outside::of(left.and_then(last), right.and_then(first));
+    }
+}
+
+/// The last mapping of a subtree.
+pub(super) fn last(mut n: &Node) -> Option<&Vma> {
+    loop {
+        match n {
+            Node::Branch(b) => n = b.child[b.len.checked_sub(1)?].as_deref()?,
+            Node::Leaf(l) => return l.vmas().last(),
+        }
+    }
+}
+
+/// The first mapping of a subtree.
+pub(super) fn first(mut n: &Node) -> Option<&Vma> {
+    loop {
+        match n {
+            Node::Branch(b) => n = b.child[0].as_deref()?,
+            Node::Leaf(l) => return l.vmas().first(),
         }
     }
 }
@@ -690,11 +776,11 @@ pub fn edit_leaf<R, F>(
     f: F,
 ) -> (R, Sum)
 where
-    F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
+    F: FnOnce(&mut [Vma], Beside, &Outside) -> (R, Edit),
 {
     // A tree of one leaf needs no finger.
     if let Node::Leaf(l) = root {
-        let (r, edit) = edit_in(l, Beside::default(), hint, f);
+        let (r, edit) = edit_in(l, Beside::default(), &Outside::NONE, hint, f);
         return (r, if edit == Edit::Kept { old } else { l.sum() });
     }
     if !finger.hits(root, addr) {
@@ -705,9 +791,9 @@ where
     let (path, depth, beside) = (&finger.path, finger.depth, finger.beside);
     let Some(Node::Leaf(l)) = node_at_mut(root, &path[..depth]) else {
         finger.forget();
-        return (f(&mut [], beside).0, old);
+        return (f(&mut [], beside, &Outside::NONE).0, old);
     };
-    let (r, edit) = edit_in(l, beside, hint, f);
+    let (r, edit) = edit_in(l, beside, &finger.outside, hint, f);
     if edit == Edit::Kept {
         return (r, old);
     }
@@ -727,11 +813,11 @@ where
 /// Runs the edit `f` on leaf `l` (with what lies beside it) and tells `hint` what it did to the
 /// bounds, by its own account.
 #[inline]
-fn edit_in<R, F>(l: &mut Leaf, beside: Beside, hint: &mut Hints, f: F) -> (R, Edit)
+fn edit_in<R, F>(l: &mut Leaf, beside: Beside, outside: &Outside, hint: &mut Hints, f: F) -> (R, Edit)
 where
-    F: FnOnce(&mut [Vma], Beside) -> (R, Edit),
+    F: FnOnce(&mut [Vma], Beside, &Outside) -> (R, Edit),
 {
-    let (r, edit) = f(&mut l.v[..l.len], beside);
+    let (r, edit) = f(&mut l.v[..l.len], beside, outside);
     match edit {
         Edit::Freed(j) => hint.freed_beside(l.vmas(), j, beside.prev_end, beside.next_start),
         Edit::Took(j) => hint.took(l.v[j].start, l.v[j].end),
