@@ -831,16 +831,17 @@ fn protect_in_place_and_bbm() {
 /// last-level tables (not known cheaply) or a bad range is no.
 #[test]
 fn holds_nothing_only_where_no_entry_is() {
+    use crate::descriptor::level_size;
+    let (block, l1) = (level_size(2), level_size(1));
     for general_only in [false, true] {
         let mut pt = new_pt(VaRange::Lower);
         pt.general_only = general_only;
-        let base = 0x1000_0000;
+        let base = 4 * block;
         let rw = Attributes::user(UserAccess::ReadWrite);
-        pt.map(va(base), pa(0x2000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        pt.map(va(base), pa(8 * block), PAGE_SIZE, rw, Constraints::NONE).unwrap();
         pt.install_guards(va(base + 4 * PAGE_SIZE), PAGE_SIZE).unwrap();
-        let two_mib = 1 << 21;
-        pt.map(va(base + 2 * two_mib), pa(0x4000_0000), two_mib, rw, Constraints::NONE).unwrap();
-        assert!(pt.query(va(base + 2 * two_mib)).is_some_and(|l| l.size == two_mib), "a block");
+        pt.map(va(base + 2 * block), pa(8 * block), block, rw, Constraints::NONE).unwrap();
+        assert!(pt.query(va(base + 2 * block)).is_some_and(|l| l.size == block), "a block");
         // In the table that exists: the empty entries, one or several, and none beyond.
         assert_eq!(pt.holds_nothing(va(base + PAGE_SIZE), 3 * PAGE_SIZE), !general_only);
         assert_eq!(pt.holds_nothing(va(base + 5 * PAGE_SIZE), PAGE_SIZE), !general_only);
@@ -848,13 +849,13 @@ fn holds_nothing_only_where_no_entry_is() {
         assert!(!pt.holds_nothing(va(base + PAGE_SIZE), 4 * PAGE_SIZE), "a guard marker at the end");
         assert!(!pt.holds_nothing(va(base + 4 * PAGE_SIZE), PAGE_SIZE), "a guard marker");
         // Where no last-level table is: an empty level-2 entry, and an empty level-1 entry.
-        assert!(pt.holds_nothing(va(base + two_mib), 2 * PAGE_SIZE));
-        assert!(pt.holds_nothing(va(base + two_mib), two_mib));
-        assert!(pt.holds_nothing(va(0x80_0000_0000), 8 * two_mib));
-        assert!(!pt.holds_nothing(va(base + 2 * two_mib + PAGE_SIZE), PAGE_SIZE), "a block");
+        assert!(pt.holds_nothing(va(base + block), 2 * PAGE_SIZE));
+        assert!(pt.holds_nothing(va(base + block), block));
+        assert!(pt.holds_nothing(va(2 * l1), 8 * block));
+        assert!(!pt.holds_nothing(va(base + 2 * block + PAGE_SIZE), PAGE_SIZE), "a block");
         // Across last-level tables (one empty, one not; or no entry at either level).
-        assert!(!pt.holds_nothing(va(base + two_mib - PAGE_SIZE), 2 * PAGE_SIZE));
-        assert!(!pt.holds_nothing(va(base), 2 * two_mib));
+        assert!(!pt.holds_nothing(va(base + block - PAGE_SIZE), 2 * PAGE_SIZE));
+        assert!(!pt.holds_nothing(va(base), 2 * block));
         // Bad ranges.
         assert!(!pt.holds_nothing(va(base + 1), PAGE_SIZE));
         assert!(!pt.holds_nothing(va(base), 0));
