@@ -10,13 +10,17 @@
  * than N/2 distinct values and, where a code window exists, every child's text was inside its
  * window, the window aligned to its size, with at least a quarter of it below the text.
  * `norandomize` as the second argument: personality(ADDR_NO_RANDOMIZE) first (`setarch -R`),
- * which the children inherit. */
+ * which the children inherit. When `/aslr-dyn` exists (this file built as a dynamically linked
+ * PIE, with its interpreter and libraries in /lib), it is exec'd N times as well, for two more
+ * bases: the interpreter's (AT_BASE) and the address of a libc function (libc's base plus a
+ * constant). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/syscall.h>
@@ -28,17 +32,49 @@
 #define WINDOW_GET 0
 struct code_window { uint64_t base, size, used, placed_outside, strict; };
 
-enum { PIE, MMAP, STACK, BRK, BASES };
-static const char *names[BASES] = {"pie", "mmap", "stack", "brk"};
+/* The static child's four bases, then the dynamic child's two. */
+enum { PIE, MMAP, STACK, BRK, INTERP, LIBC, BASES };
+static const char *names[BASES] = {"pie", "mmap", "stack", "brk", "interp", "libc"};
 
 static int child(void) {
     volatile int local = 0;
     void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     struct code_window w = {0};
     if (syscall(SYS_CODE_WINDOW, WINDOW_GET, 0, &w) != 0) memset(&w, 0, sizeof w);
-    printf("%llx %llx %llx %llx %llx %llx\n", (unsigned long long)(uintptr_t)&child,
+    printf("%llx %llx %llx %llx %llx %llx %llx %llx\n", (unsigned long long)(uintptr_t)&child,
            (unsigned long long)(uintptr_t)m, (unsigned long long)(uintptr_t)&local,
-           (unsigned long long)(uintptr_t)sbrk(0), (unsigned long long)w.base, (unsigned long long)w.size);
+           (unsigned long long)(uintptr_t)sbrk(0), (unsigned long long)w.base, (unsigned long long)w.size,
+           (unsigned long long)getauxval(AT_BASE), (unsigned long long)(uintptr_t)&fopen);
+    return 0;
+}
+
+/* Execs `path` once; its record in x[8]. 0 on success. */
+static int run_child(const char *path, int i, unsigned long long x[8]) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(path, path, "child", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[512] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof line - 1 && (r = read(fds[0], line + got, sizeof line - 1 - got)) > 0) got += r;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (sscanf(line, "%llx %llx %llx %llx %llx %llx %llx %llx", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6],
+               &x[7]) != 8) {
+        printf("aslr: %s %d wrote no record (status %d)\n", path, i, status);
+        return 1;
+    }
     return 0;
 }
 
@@ -60,30 +96,19 @@ int main(int argc, char **argv) {
     uint64_t *v[BASES];
     for (int b = 0; b < BASES; b++) v[b] = calloc(n, sizeof(uint64_t));
     int window_bad = 0, windows = 0;
+    int dynamic = access("/aslr-dyn", X_OK) == 0;
     for (int i = 0; i < n; i++) {
-        int fds[2];
-        if (pipe(fds) != 0) { perror("pipe"); return 1; }
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(fds[1], 1);
-            close(fds[0]);
-            execl("/aslr-child", "aslr-child", "child", (char *)NULL);
-            _exit(127);
+        unsigned long long x[8];
+        if (dynamic) {
+            if (run_child("/aslr-dyn", i, x)) return 1;
+            v[INTERP][i] = x[6];
+            v[LIBC][i] = x[7];
+            /* The interpreter in the window with the text, where there is one. */
+            if (x[5] && (x[6] < x[4] || x[6] >= x[4] + x[5]) && window_bad++ < 3)
+                printf("aslr: interpreter 0x%llx, window 0x%llx + 0x%llx\n", x[6], x[4], x[5]);
         }
-        close(fds[1]);
-        char line[256] = {0};
-        size_t got = 0;
-        ssize_t r;
-        while (got < sizeof line - 1 && (r = read(fds[0], line + got, sizeof line - 1 - got)) > 0) got += r;
-        close(fds[0]);
-        int status;
-        waitpid(pid, &status, 0);
-        unsigned long long x[6];
-        if (sscanf(line, "%llx %llx %llx %llx %llx %llx", &x[0], &x[1], &x[2], &x[3], &x[4], &x[5]) != 6) {
-            printf("aslr: child %d wrote no record (status %d)\n", i, status);
-            return 1;
-        }
-        for (int b = 0; b < BASES; b++) v[b][i] = x[b];
+        if (run_child("/aslr-child", i, x)) return 1;
+        for (int b = 0; b < INTERP; b++) v[b][i] = x[b];
         if (x[5]) {
             windows++;
             uint64_t base = x[4], size = x[5], text = x[0];
@@ -93,8 +118,8 @@ int main(int argc, char **argv) {
         }
     }
     int ok = 1;
-    printf("aslr: %d execs of /aslr-child\n", n);
-    for (int b = 0; b < BASES; b++) {
+    printf("aslr: %d execs of /aslr-child%s\n", n, dynamic ? " and of /aslr-dyn" : "");
+    for (int b = 0; b < (dynamic ? BASES : INTERP); b++) {
         uint64_t varying = 0, ones[64] = {0};
         for (int i = 0; i < n; i++) {
             varying |= v[b][i] ^ v[b][0];
@@ -121,7 +146,9 @@ int main(int argc, char **argv) {
             ok = 0;
         }
     }
-    if (windows) printf("aslr: code window: %d of %d texts outside the rule\n", window_bad, windows);
+    if (windows)
+        printf("aslr: code window: %d of %d texts%s outside the rule\n", window_bad, windows,
+               dynamic ? " (or interpreters)" : "");
     if (check && window_bad) ok = 0;
     if (check) printf("aslr: %s\n", ok ? "ok" : "FAIL");
     return ok ? 0 : 1;

@@ -39,6 +39,9 @@ pub struct Draws {
     pub brk_offset: u64,
     /// The vDSO goes this far above the program's code (whole pages, below 2 MiB).
     pub vdso_offset: u64,
+    /// Lowest-fit code placement starts this far into the code window
+    /// (`mm::vm::aslr::code_floor`: the interpreter's and the libraries' own random bits).
+    pub code_floor: u64,
     /// The PIE draw and `vm.mmap_rnd_bits` at the time; `None`: not randomised.
     pie: Option<(u64, u32)>,
 }
@@ -75,6 +78,7 @@ pub fn draw(personality: u32, stack_limit: u64) -> Draws {
             brk_offset: 0,
             pie: None,
             vdso_offset: 0,
+            code_floor: 0,
         };
     }
     let bits = MMAP_RND_BITS.load(Ordering::Relaxed);
@@ -87,5 +91,6 @@ pub fn draw(personality: u32, stack_limit: u64) -> Draws {
         brk_offset: if level >= 2 { aslr::brk_offset(r()) } else { 0 },
         pie: Some((r(), bits)),
         vdso_offset: (r() % (VDSO_SPREAD / PAGE_SIZE)) * PAGE_SIZE,
+        code_floor: aslr::code_floor(r(), WINDOW_DEFAULT),
     }
 }

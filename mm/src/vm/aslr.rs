@@ -22,7 +22,11 @@
 //!   `2^(bits - in_window_bits)` consecutive windows. The window is aligned to its size and contains the text (the kernel's
 //!   `init_code_window` anchors it there), so the draws still give `bits` bits of distinct
 //!   bases — see [`pie_base`]. Without randomisation the base is Linux's, which lies in the middle
-//!   half of the default window too ([`pie_base_unrandomised`]).
+//!   half of the default window too ([`pie_base_unrandomised`]);
+//! - the interpreter and libraries: Linux puts them below the mmap base, so they move with its
+//!   draw. Here code goes into the code window, lowest fit first, from a random floor in the
+//!   window's first quarter ([`code_floor`]), so their addresses carry its bits as well as the
+//!   window's.
 use crate::addr::{PAGE_SHIFT, PAGE_SIZE, USER_VA_BITS};
 
 /// Linux's `CONFIG_ARCH_MMAP_RND_BITS_MIN` for arm64, which is also its default: 18 with 4 KiB
@@ -78,6 +82,21 @@ pub const fn stack_pad(draw: u64) -> u64 {
 /// Linux's `randomize_page(start, BRK_RND_RANGE)`: an offset of whole pages below 1 GiB.
 pub const fn brk_offset(draw: u64) -> u64 {
     (draw % (BRK_RND_RANGE >> PAGE_SHIFT)) << PAGE_SHIFT
+}
+
+/// The unit of [`code_floor`]: 64 KiB, the alignment Debian's libraries ask for (`p_align`), so
+/// that no draw is lost to a loader aligning its reservation.
+pub const CODE_FLOOR_UNIT: u64 = if PAGE_SIZE > 64 << 10 { PAGE_SIZE } else { 64 << 10 };
+
+/// Where lowest-fit code placement starts inside a code window of `window` bytes, as an offset
+/// from its start (`VmMap::set_code_floor`): a multiple of [`CODE_FLOOR_UNIT`] below a quarter
+/// of the window, which every PIE draw leaves free below the text ([`pie_base`]). The
+/// interpreter and the libraries then carry `log2(window / 4 / CODE_FLOOR_UNIT)` bits of their
+/// own (11 for the default 512 MiB window) besides the window's bits, instead of sitting at
+/// the window's start.
+pub const fn code_floor(draw: u64, window: u64) -> u64 {
+    let places = window / 4 / CODE_FLOOR_UNIT;
+    if places == 0 { 0 } else { (draw % places) * CODE_FLOOR_UNIT }
 }
 
 /// Bits of a PIE draw that choose the text's place inside its window: the middle half of a

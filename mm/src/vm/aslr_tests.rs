@@ -140,6 +140,43 @@ fn pie_draws_keep_the_invariants_for_every_bit_count_window_size_and_alignment()
     }
 }
 
+/// Every code-floor draw is a distinct multiple of the unit below a quarter of the window, for
+/// every window size; with the PIE's window bits, the interpreter's base (the window's start
+/// plus the floor) takes `window bits + floor bits` bits of distinct values: at least Linux's
+/// 14 (its 18 bits of pages aligned down to the libraries' 64 KiB) with 4 KiB and 16 KiB pages.
+#[test]
+fn code_floor_draws_are_distinct_and_give_the_interpreter_bits_of_its_own() {
+    let mut size = 2 << 20;
+    while size <= 4 << 30 {
+        let places = size / 4 / CODE_FLOOR_UNIT;
+        let mut seen = std::collections::HashSet::new();
+        for d in 0..places.max(1) {
+            let f = code_floor(d, size);
+            assert!(f.is_multiple_of(CODE_FLOOR_UNIT) && (f < size / 4 || f == 0), "{size:#x} {d}");
+            seen.insert(f);
+        }
+        assert_eq!(seen.len() as u64, places.max(1), "{size:#x}");
+        assert_eq!(code_floor(places, size), 0, "draws wrap");
+        size *= 2;
+    }
+    let align = 0x1_0000u64.max(PAGE);
+    let bits = MMAP_RND_BITS_DEFAULT;
+    let iw = in_window_bits(WINDOW_DEFAULT, align);
+    let floors = (WINDOW_DEFAULT / 4 / CODE_FLOOR_UNIT).trailing_zeros();
+    let mut bases = std::collections::HashSet::new();
+    for which in 0..1u64 << (bits - iw) {
+        let window = pie_base(TASK, which << iw, bits, WINDOW_DEFAULT, align) & !(WINDOW_DEFAULT - 1);
+        for f in 0..1u64 << floors {
+            bases.insert(window + code_floor(f, WINDOW_DEFAULT));
+        }
+    }
+    let got = (bases.len() as f64).log2();
+    assert_eq!(bases.len() as u64, 1 << (bits - iw + floors));
+    if PAGE < 0x1_0000 {
+        assert!(got >= 14.0, "{got} bits");
+    }
+}
+
 #[test]
 fn a_randomised_space_keeps_code_in_the_window_and_the_heap_out_of_it() {
     // A PIE loaded at each of 400 seeded draws, as the kernel does it: segments mapped, the
@@ -162,6 +199,13 @@ fn a_randomised_space_keeps_code_in_the_window_and_the_heap_out_of_it() {
         assert_eq!(ws % WINDOW_DEFAULT, 0);
         assert_eq!(we - ws, WINDOW_DEFAULT);
         assert!(ws + WINDOW_DEFAULT / 4 <= base && text_end <= we);
+        // The interpreter at the random code floor, below the text.
+        let floor = code_floor(rng.next(), WINDOW_DEFAULT);
+        m.set_code_floor(floor);
+        let interp = m.place_image(0x4_0000, 0x1_0000).unwrap();
+        assert_eq!(interp, ws + floor);
+        assert!(interp + 0x4_0000 <= base);
+        m.map_kernel(interp, 0x4_0000, Prot::RX, VmaFlags::IMAGE).unwrap();
         let offset = brk_offset(rng.next());
         let start = m.start_brk();
         assert!(start >= we, "an empty heap never starts inside the window");
@@ -174,10 +218,12 @@ fn a_randomised_space_keeps_code_in_the_window_and_the_heap_out_of_it() {
         let data = m.mmap(0, 0x1_0000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0).unwrap();
         assert_eq!(data.addr + data.len, layout.mmap_base, "top-down from the random base");
         // A near hint 34 MiB below the text (LuaJIT's) is inside the window.
+        // (At the hint when free: the interpreter, at the floor, may be there.)
         let hint = base - (34 << 20);
+        let free = m.tree().is_free(hint, hint + 0x1_0000);
         let jit = m.mmap(hint, 0x1_0000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0).unwrap();
-        assert_eq!(jit.addr, hint);
-        assert!(ws <= jit.addr);
+        assert!(jit.addr == hint || !free, "{:#x} for {hint:#x}", jit.addr);
+        assert!(ws <= jit.addr && jit.addr + jit.len <= we);
         let heap = m.brk(m.start_brk() + 0x2_0000);
         assert_eq!(heap.brk, m.start_brk() + 0x2_0000);
         assert_eq!(m.code_window().placed_outside, 0);

@@ -162,6 +162,9 @@ struct Window {
     placed_outside: u64,
     strict: bool,
     anchor: Option<(u64, u64)>,
+    /// Where lowest-fit code placement starts, as an offset into the window: 0, or a random
+    /// draw at exec ([`VmMap::set_code_floor`]).
+    floor: u64,
     /// Off: loader reservations and hints inside the window are placed as before the rule
     /// (tests measure what it changes, `trace_replay`).
     #[cfg(test)]
@@ -245,6 +248,7 @@ impl VmMap {
                 placed_outside: 0,
                 strict: false,
                 anchor: None,
+                floor: 0,
                 #[cfg(test)]
                 library_rule: true,
             },

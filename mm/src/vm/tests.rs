@@ -470,6 +470,43 @@ fn in_window(m: &VmMap, a: u64, len: u64) -> bool {
     m.code_window_range().is_some_and(|(s, e)| s <= a && a + len <= e)
 }
 
+/// With a code floor, the interpreter and code without a hint go to the lowest fit at or above
+/// it (aligned as asked), and below it only when nothing above fits; the floor stays in the
+/// window's first quarter.
+#[test]
+fn code_goes_from_the_floor_then_anywhere_in_the_window() {
+    let w0 = 0x2000_0000; // a 512 MiB window, the text in its middle half
+    let text = w0 + 0x1000_0000;
+    let mut m = VmMap::new(Layout::linux(text + 0x10_0000));
+    m.map_kernel(text, 0x2_0000, Prot::RX, VmaFlags::IMAGE).unwrap();
+    let w = m.init_code_window(Some((text, text + 0x2_0000))).unwrap();
+    assert_eq!((w.base, w.size), (w0, WINDOW_DEFAULT));
+    let floor = w0 + 0x40_0000 + PAGE;
+    m.set_code_floor(floor - w0);
+    let interp = m.place_image(0x3_0000, 0x1_0000).unwrap();
+    assert_eq!(interp, floor.next_multiple_of(0x1_0000), "the first 64 KiB place at or above the floor");
+    m.map_kernel(interp, 0x3_0000, Prot::RX, VmaFlags::IMAGE).unwrap();
+    let lib = m.mmap(0, 4 * PAGE, RX, PRIV, -1, 0).unwrap();
+    assert!(lib.addr >= floor && lib.addr < interp + 0x3_0000 + 4 * PAGE, "{:#x}", lib.addr);
+    if PAGE == 4096 {
+        assert_eq!(lib.addr, floor, "page-aligned code: at the floor, below the interpreter");
+    }
+    // Above the floor taken up to the window's end but for less than 64 KiB: 128 KiB of code
+    // goes below the floor.
+    let gap = (interp + 0x3_0000).max(lib.addr + 4 * PAGE);
+    let end = w0 + WINDOW_DEFAULT;
+    m.mmap(gap, text - gap, RW, PRIV | MAP_FIXED, -1, 0).unwrap();
+    m.mmap(text + 0x2_0000, end - text - 0x2_0000, RW, PRIV | MAP_FIXED, -1, 0).unwrap();
+    let low = m.mmap(0, 0x2_0000, RX, PRIV, -1, 0).unwrap();
+    assert_eq!(low.addr, w0, "below the floor when nothing above it fits");
+    assert!(!low.outside_window);
+    // The floor stays below a quarter of the window.
+    m.set_code_floor(u64::MAX);
+    let big = m.mmap(0, PAGE, RX, PRIV, -1, 0).unwrap();
+    assert!(big.addr < w0 + WINDOW_DEFAULT / 4, "{:#x}", big.addr);
+    m.check();
+}
+
 #[test]
 fn code_goes_into_the_window_lowest_fit_first_and_is_reused() {
     let mut m = fixture();

@@ -285,6 +285,8 @@ struct Replay {
     space_of: HashMap<u32, usize>,
     counts: Counts,
     rule: bool,
+    /// The code floor every exec'd space gets (`VmMap::set_code_floor`).
+    floor: u64,
     /// Operations consumed ahead (64 KiB pages: glibc's text mapped with its reservation).
     skip: Vec<bool>,
     /// Failures, for the message of a failing test.
@@ -309,6 +311,7 @@ impl Replay {
             space_of: HashMap::new(),
             counts: Counts::default(),
             rule,
+            floor: 0,
             skip,
             log: Vec::new(),
         }
@@ -412,6 +415,7 @@ impl Replay {
         }
         vm.map_kernel(STACK_TOP - STACK_SIZE, STACK_SIZE, Prot::RW, VmaFlags::STACK).unwrap();
         vm.init_code_window(text).unwrap();
+        vm.set_code_floor(self.floor);
         sp.explained.push((lo + bias, hi + bias, Why::Loader));
         if let Some(linux) = exe.linux {
             sp.regions.push(image_region(linux + lo, hi - lo, lo + bias));
@@ -799,6 +803,11 @@ pub(crate) fn replay(name: &str, rule: bool) -> (Counts, Vec<String>) {
     Replay::new(&extract(name), rule).run()
 }
 
+/// [`replay`] with the rule and a code floor of `floor` bytes in every exec'd space.
+fn replay_with_floor(name: &str, floor: u64) -> (Counts, Vec<String>) {
+    Replay { floor, ..Replay::new(&extract(name), true) }.run()
+}
+
 /// Every `mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS)` without `MAP_NORESERVE` or
 /// `MAP_STACK` in the traces, by whether `n` is a whole number of pages (of 4 KiB: all of them
 /// are of 16 KiB too) and whether the thread's next memory call maps executable file pages
@@ -895,6 +904,27 @@ fn every_librarys_code_lands_in_the_code_window() {
             c.other_data_peak, 0,
             "{name}: data in the window that no loader placed nor the program asked for"
         );
+    }
+}
+
+/// A random code floor (the libraries' own bits at exec) keeps every recorded program's code
+/// where it was: loaders' mappings and JIT code in the window, no data there, with the floor at
+/// the start of its range, in the middle and at its end (the libraries then packed against the
+/// text, or above it).
+#[test]
+fn every_librarys_code_lands_in_the_code_window_from_any_code_floor() {
+    let last = super::aslr::code_floor(u64::MAX, super::map::WINDOW_DEFAULT);
+    let span = super::map::WINDOW_DEFAULT / 4;
+    assert_eq!(last, span - super::aslr::CODE_FLOOR_UNIT);
+    for floor in [super::aslr::CODE_FLOOR_UNIT, span / 2, last] {
+        for (name, loader_in, jit_in, jit_out) in EXPECTED {
+            let (c, log) = replay_with_floor(name, floor);
+            assert_eq!(c.failed, 0, "{name}, floor {floor:#x}: calls Linux completed failed here: {log:#?}");
+            assert_eq!(c.loader_out, 0, "{name}, floor {floor:#x}: a loader's executable mapping outside");
+            assert_eq!(c.loader_in, loader_in, "{name}, floor {floor:#x}");
+            assert_eq!((c.jit_in, c.jit_out), (jit_in, jit_out), "{name}, floor {floor:#x}");
+            assert_eq!(c.other_data_peak, 0, "{name}, floor {floor:#x}: data in the window");
+        }
     }
 }
 

@@ -118,6 +118,8 @@ pub(crate) fn load<S: AsRef<[u8]>>(
     map_segments(mm, exe, &program)?;
     // The code window contains the program's own text where it fits (docs/mm.md §8).
     mm.vm_mut().init_code_window(exe.exec_range).map_err(failed(LoadStep::CodeWindow))?;
+    // Code without a place of its own (the interpreter, the libraries) goes from a random floor.
+    mm.vm_mut().set_code_floor(draws.code_floor);
     // Then the heap's random start: from the window's end when the bss ended inside it.
     mm.vm_mut().randomise_brk(draws.brk_offset);
     // The interpreter goes where the kernel finds room for its whole span, as code: into the

@@ -16,7 +16,7 @@ const GIB: u64 = 1 << 30;
 /// start no lower than this, whatever `mmap_min_addr` allows: in a program linked low, whose
 /// window starts at 0, a NULL pointer plus an offset below 64 KiB then faults (65536 is Linux's
 /// `mmap_min_addr` on most distributions). `MAP_FIXED` and hints still reach `mmap_min_addr`.
-const WINDOW_FLOOR: u64 = 64 << 10;
+pub(super) const WINDOW_FLOOR: u64 = 64 << 10;
 /// 2 MiB: anonymous mappings of a multiple of this are aligned to it (for block promotion).
 const BLOCK_2M: u64 = crate::addr::BLOCK_2M;
 
@@ -104,17 +104,8 @@ impl VmMap {
         if !self.window.library_rule {
             return self.place_data(0, len);
         }
-        let l = self.layout;
         self.ensure_window()
-            .and_then(|(b, e)| {
-                let q = GapQuery::new(
-                    b.max(l.mmap_min_addr).max(WINDOW_FLOOR),
-                    e.min(l.task_size),
-                    len,
-                    Dir::Lowest,
-                );
-                self.tree.find_gap(&q)
-            })
+            .and_then(|w| self.lowest_code_fit(w, len, PAGE))
             .or_else(|| self.place_data(0, len))
     }
 
@@ -210,19 +201,10 @@ impl VmMap {
         if let Some(at) = self.place_near_hint(hint, len) {
             return Ok((at, false));
         }
-        if let Some((b, e)) = window {
-            let q = GapQuery {
-                align,
-                ..GapQuery::new(
-                    b.max(l.mmap_min_addr).max(WINDOW_FLOOR),
-                    e.min(l.task_size),
-                    len,
-                    Dir::Lowest,
-                )
-            };
-            if let Some(a) = self.tree.find_gap(&q) {
-                return Ok((a, false));
-            }
+        if let Some(w) = window
+            && let Some(a) = self.lowest_code_fit(w, len, align)
+        {
+            return Ok((a, false));
         }
         if self.window.strict {
             return Err(Errno::ENOMEM);

@@ -101,6 +101,34 @@ impl VmMap {
         Ok(at)
     }
 
+    /// Sets where lowest-fit code placement starts in the window, `offset` bytes above its
+    /// start (`aslr::code_floor`, drawn at exec; 0 by default and without randomisation):
+    /// the interpreter ([`VmMap::place_image`]), loaders' reservations, JIT buffers and code
+    /// mapped without a hint in the window go to the lowest fit at or above it, else to the
+    /// lowest fit in the whole window. So a library's address carries random bits of its own
+    /// besides the window's: without a floor the interpreter sat at the window's start, which
+    /// a leak of the program's text (it lies in the same self-aligned window) gives away. An
+    /// offset past the window's first quarter is taken as its largest value below it.
+    pub fn set_code_floor(&mut self, offset: u64) {
+        let most = (self.window.size / 4).saturating_sub(PAGE);
+        self.window.floor = offset.min(most) & !(PAGE - 1);
+    }
+
+    /// The lowest fit for code of `len` bytes aligned to `align` in the window `[b, e)`: at or
+    /// above its floor, else anywhere in it.
+    pub(super) fn lowest_code_fit(&self, (b, e): (u64, u64), len: u64, align: u64) -> Option<u64> {
+        let l = self.layout;
+        let lo = b.max(l.mmap_min_addr).max(super::mmap::WINDOW_FLOOR);
+        let q = GapQuery { align, ..GapQuery::new(lo, e.min(l.task_size), len, Dir::Lowest) };
+        let floor = b.saturating_add(self.window.floor);
+        if floor > lo
+            && let Some(a) = self.tree.find_gap(&GapQuery { lo: floor, ..q })
+        {
+            return Some(a);
+        }
+        self.tree.find_gap(&q)
+    }
+
     /// The window's counters ([`abi::WINDOW_GET`]). Base 0 while it is not placed.
     pub fn code_window(&self) -> CodeWindowInfo {
         CodeWindowInfo {
