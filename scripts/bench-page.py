@@ -367,17 +367,24 @@ a pipe, in the python3 root image: each one's `Pss` and `Rss` from its own
 starts and when all are ready. Guest instructions count the whole CPU, kernel and user, over the
 whole cycle (Linux: a CPU-wide `perf_event_open` counter, which also sees what Linux does after
 a child's exit; this kernel: `PMEVCNTR0_EL0`), from one run under `-icount shift=0`; times and
-memory from one run without it. The goals: instructions at most Linux's, time at most 0.5x
-Linux's, `Pss` at most Linux's.
+memory from one run without it. Both kernels boot with `norandmaps`. With randomised layouts
+QEMU translates the loader and libc again at every exec, because it keys its translations by
+virtual address: that host time is the same work on both kernels and dwarfs theirs (Linux's
+exec cycle takes 27–32 ms with them and 8–11 ms without; docs/benchmark-notes.md §10e). And each
+python3's `Pss` then moves by a few pages from run to run with its stack and heap offsets, on
+both kernels. The goals: instructions at most Linux's, time at most 0.5x Linux's, `Pss` at most
+Linux's.
 
 {block("11")}
 
 ## 15. Layout randomisation: entropy per base
 
-`scripts/bench --only 12`: tests/programs/aslr.c forks and execs a static PIE 1,000 times, on
-this kernel and on Linux in the same QEMU; each child reports the address of its `main` (the
-PIE base plus a constant), of its first anonymous `mmap` (the mmap base), of a local (the
-stack) and `sbrk(0)` (the heap). Per base: "bits" is the sum over the 64 bit positions of each
+`scripts/bench --only 12`: tests/programs/aslr.c forks and execs a static PIE 1,000 times, and
+the same program linked dynamically 1,000 times, on this kernel and on Linux in the same QEMU;
+each static child reports the address of its `main` (the PIE base plus a constant), of its
+first anonymous `mmap` (the mmap base), of a local (the stack) and `sbrk(0)` (the heap), each
+dynamic one its interpreter's base (`AT_BASE`) and the address of libc's `fopen` (libc's base
+plus a constant). Per base: "bits" is the sum over the 64 bit positions of each
 position's entropy (close to the number of random bits when each is uniform; a borrow or carry
 across a power of two adds a little), "distinct" the different values among the 1,000 (a sample
 that size cannot show more than log2(1000) ≈ 10 bits by counting), "varying" the bit positions
