@@ -361,10 +361,18 @@ mod refs {
     /// Adds a reference; false if the table was not made or the count is at its maximum.
     pub fn share(pa: PhysAddr) -> bool {
         counter(pa).is_some_and(|c| {
-            c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                n.checked_add(1).filter(|&n| n < u32::MAX)
-            })
-            .is_ok()
+            // Relaxed, as `Arc::clone`: the caller holds a reference already (the frame is
+            // mapped in the space it copies, under that space's lock), so no holder can free
+            // the frame meanwhile, and a new reference publishes nothing. One atomic add, not a
+            // compare-and-swap loop: it runs once a page at every fork. A count that reached
+            // the maximum is put back and refused (a count can pass it only by the few adds
+            // racing on other CPUs between one add and its undo).
+            let before = c.fetch_add(1, Ordering::Relaxed);
+            if before >= u32::MAX - 1 {
+                c.fetch_sub(1, Ordering::Relaxed);
+                return false;
+            }
+            true
         })
     }
 

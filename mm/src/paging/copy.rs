@@ -118,17 +118,21 @@ impl<T: Translation> PageTable<T> {
         // The source's changed pages, gathered as the engine's in-place protection does.
         let (mut changed, mut changed_lo, mut changed_hi, mut bits) = (0, 0, 0, LeafBits::NONE);
         let mut result = Ok(());
+        // Both tables' entries through views (each table's address computed once, not at every
+        // access: some 8 instructions a page of the fork of 64 MiB).
+        let src = source.entries(from);
+        let mut dst = None;
         for i in first..=last {
-            let d = source.read(from, i);
+            let d = Descriptor::from_bits(src.read(i));
             if !d.is_leaf(3) {
                 continue;
             }
-            let table = match to {
-                Some(t) => t.table,
+            let table = match dst {
+                Some(view) => view,
                 None => match self.last_table_for(lo, None) {
                     Ok((t, new)) => {
                         (to, fresh) = (Some(t), new);
-                        t.table
+                        *dst.insert(self.entries(t.table))
                     }
                     Err(e) => {
                         result = Err(e);
@@ -138,7 +142,7 @@ impl<T: Translation> PageTable<T> {
             };
             let off = lo + (i - first) as u64 * PAGE_SIZE;
             // (A table made for this copy holds nothing: fork's every table.)
-            if !fresh && super::map::in_the_way(self.read(table, i)) {
+            if !fresh && super::map::in_the_way(Descriptor::from_bits(table.read(i))) {
                 result = Err(MapError::AlreadyMapped(self.va(off)));
                 break;
             }
@@ -157,7 +161,7 @@ impl<T: Translation> PageTable<T> {
             if new != old && cut {
                 left = true;
             } else if new != old {
-                source.write(from, i, entry);
+                src.write(i, entry.bits());
                 if changed == 0 {
                     changed_lo = off;
                 }
@@ -165,7 +169,7 @@ impl<T: Translation> PageTable<T> {
                 changed += 1;
                 bits.add(old.bits(), Some(new.bits()));
             }
-            self.write(table, i, if cut { entry.with_contiguous(false) } else { entry });
+            table.write(i, if cut { entry.with_contiguous(false) } else { entry }.bits());
             filled += 1;
         }
         if let Some(t) = to {
