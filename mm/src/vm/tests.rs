@@ -507,6 +507,20 @@ fn code_goes_from_the_floor_then_anywhere_in_the_window() {
     m.check();
 }
 
+/// A floor drawn for the default window still works in a window the program shrank: it counts
+/// within the first quarter of the window as it is.
+#[test]
+fn a_code_floor_follows_the_window_size() {
+    let mut m = fixture();
+    m.set_code_floor(100 * MIB);
+    m.set_window_size(2 * MIB).unwrap();
+    let (b, e) = m.code_window_range().unwrap();
+    let a = m.mmap(0, PAGE, RX, PRIV, -1, 0).unwrap();
+    assert!(b <= a.addr && a.addr + PAGE <= e && !a.outside_window, "{:#x} in {b:#x}..{e:#x}", a.addr);
+    assert_eq!(a.addr, b + (e - b) / 4, "at the floor, a quarter into the 2 MiB window");
+    m.check();
+}
+
 #[test]
 fn code_goes_into_the_window_lowest_fit_first_and_is_reused() {
     let mut m = fixture();

@@ -120,7 +120,8 @@ impl VmMap {
         let l = self.layout;
         let lo = b.max(l.mmap_min_addr).max(super::mmap::WINDOW_FLOOR);
         let q = GapQuery { align, ..GapQuery::new(lo, e.min(l.task_size), len, Dir::Lowest) };
-        let floor = b.saturating_add(self.window.floor);
+        // (Within the first quarter of the window as it is now: a program may have shrunk it.)
+        let floor = b.saturating_add(self.window.floor.min((e - b) / 4));
         if floor > lo
             && let Some(a) = self.tree.find_gap(&GapQuery { lo: floor, ..q })
         {
