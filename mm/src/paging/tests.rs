@@ -2077,6 +2077,61 @@ fn move_counted(pt: &mut Pt, from: u64, to: u64, size: u64) -> (Result<u64, MapE
     (r, record, left)
 }
 
+/// A move from inside a last-level table (its first index not 0): the record covers the pages
+/// moved, from the first to the last, and a page in the way is named at its own address; a
+/// piece of one entry before the destination's index wraps goes into its own table; a part of
+/// an existing table with nothing in it moves nothing and records nothing.
+#[test]
+fn move_pages_from_inside_a_table_records_and_names_the_right_addresses() {
+    let span = level_size(2);
+    let rw = Attributes::user(UserAccess::ReadWrite);
+    let base = 4 * span + 5 * PAGE_SIZE; // index 5 of its table
+    let to = 12 * span + 100 * PAGE_SIZE;
+    let setup = || {
+        let mut pt = new_pt(VaRange::Lower);
+        pt.map(va(base), pa(0x1_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        pt.map(va(base + 3 * PAGE_SIZE), pa(0x1_0001_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+        pt
+    };
+    let mut pt = setup();
+    let (r, record, _) = move_counted(&mut pt, base, to, 8 * PAGE_SIZE);
+    assert_eq!(r, Ok(2));
+    assert_eq!(record.range(), Some(FlushRange { start: va(base), size: 4 * PAGE_SIZE }));
+    release(&mut pt, record);
+    assert!(pt.query(va(to)).is_some() && pt.query(va(to + 3 * PAGE_SIZE)).is_some());
+    pt.check_occupancy();
+    // In the way at the destination of the second page.
+    let mut pt = setup();
+    let in_the_way = to + 3 * PAGE_SIZE;
+    pt.map(va(in_the_way), pa(0x2_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
+    let mut pool = pt.reserve_frames(4).unwrap();
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let r = pt.move_pages(va(base), va(to), 8 * PAGE_SIZE, true, &mut pool, &mut record);
+    assert_eq!(r, Err(MapError::AlreadyMapped(va(in_the_way))));
+    pt.free_frames(pool);
+    release(&mut pt, record);
+    // Two pages to the last index of a table: one in it, one at the start of the next.
+    let mut pt = setup();
+    let last = 12 * span + span - PAGE_SIZE;
+    let (r, record, _) = move_counted(&mut pt, base + 2 * PAGE_SIZE, last, 2 * PAGE_SIZE);
+    assert_eq!(r, Ok(1));
+    release(&mut pt, record);
+    let mut pt = setup();
+    let (r, record, _) = move_counted(&mut pt, base, last, 4 * PAGE_SIZE);
+    assert_eq!(r, Ok(2));
+    release(&mut pt, record);
+    let moved: Vec<u64> = leaves(&pt).iter().map(|l| l.va.0).collect();
+    assert_eq!(moved, [last, last + 3 * PAGE_SIZE], "each page in its own table");
+    pt.check_occupancy();
+    // Nothing in the part of the table the range covers.
+    let mut pt = setup();
+    let (r, record, _) = move_counted(&mut pt, base + 8 * PAGE_SIZE, to, 8 * PAGE_SIZE);
+    assert_eq!(r, Ok(0));
+    assert!(!record.needs_flush());
+    release(&mut pt, record);
+    assert_eq!(leaves(&pt).len(), 2);
+}
+
 #[test]
 fn move_pages_moves_every_page_and_marker_and_detaches_the_tables_it_empties() {
     for delta in [5 * level_size(1) + 3 * PAGE_SIZE, 5 * level_size(1) + 2 * KIB64] {
