@@ -2081,6 +2081,17 @@ fn move_counted(pt: &mut Pt, from: u64, to: u64, size: u64) -> (Result<u64, MapE
 /// moved, from the first to the last, and a page in the way is named at its own address; a
 /// piece of one entry before the destination's index wraps goes into its own table; a part of
 /// an existing table with nothing in it moves nothing and records nothing.
+/// Moves `[from, from + size)` to `to` with four spare table frames (for a move that fails
+/// before it needs them); the result, the record released and the spares given back.
+fn move_with_spares(pt: &mut Pt, from: u64, to: u64, size: u64) -> Result<u64, MapError> {
+    let mut pool = pt.reserve_frames(4).unwrap();
+    let mut record = PendingFlush::new(VaRange::Lower);
+    let r = pt.move_pages(va(from), va(to), size, true, &mut pool, &mut record);
+    pt.free_frames(pool);
+    release(pt, record);
+    r
+}
+
 #[test]
 fn move_pages_from_inside_a_table_records_and_names_the_right_addresses() {
     let span = level_size(2);
@@ -2104,12 +2115,10 @@ fn move_pages_from_inside_a_table_records_and_names_the_right_addresses() {
     let mut pt = setup();
     let in_the_way = to + 3 * PAGE_SIZE;
     pt.map(va(in_the_way), pa(0x2_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
-    let mut pool = pt.reserve_frames(4).unwrap();
-    let mut record = PendingFlush::new(VaRange::Lower);
-    let r = pt.move_pages(va(base), va(to), 8 * PAGE_SIZE, true, &mut pool, &mut record);
-    assert_eq!(r, Err(MapError::AlreadyMapped(va(in_the_way))));
-    pt.free_frames(pool);
-    release(&mut pt, record);
+    assert_eq!(
+        move_with_spares(&mut pt, base, to, 8 * PAGE_SIZE),
+        Err(MapError::AlreadyMapped(va(in_the_way)))
+    );
     // Two pages to the last index of a table: one in it, one at the start of the next.
     let mut pt = setup();
     let last = 12 * span + span - PAGE_SIZE;
@@ -2439,11 +2448,9 @@ fn move_pages_records_exactly_what_it_moved_entry_by_entry() {
     pt.map(va(last), pa(0x1_0001_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
     let in_the_way = to + (last - base);
     pt.map(va(in_the_way), pa(0x2_0000_0000), PAGE_SIZE, rw, Constraints::NONE).unwrap();
-    let mut pool = pt.reserve_frames(4).unwrap();
-    let mut record = PendingFlush::new(VaRange::Lower);
-    let r = pt.move_pages(va(base), va(to), 64 * PAGE_SIZE, true, &mut pool, &mut record);
-    assert_eq!(r, Err(MapError::AlreadyMapped(va(in_the_way))));
-    pt.free_frames(pool);
-    release(&mut pt, record);
+    assert_eq!(
+        move_with_spares(&mut pt, base, to, 64 * PAGE_SIZE),
+        Err(MapError::AlreadyMapped(va(in_the_way)))
+    );
     pt.check_occupancy();
 }

@@ -74,7 +74,7 @@ impl Around {
     pub const NONE: Around = Around { v: [Vma::EMPTY; 3], present: 0 };
 
     /// `prev`, `at` and `next` (each slot written once: no zeroing of the whole array first).
-    pub(crate) fn of(prev: Option<&Vma>, at: Option<&Vma>, next: Option<&Vma>) -> Self {
+    fn of(prev: Option<&Vma>, at: Option<&Vma>, next: Option<&Vma>) -> Self {
         let slot = |v: Option<&Vma>| match v {
             Some(v) => *v,
             None => Vma::default(),
